@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs or builds everything the service and the tests need on a Debian machine, as
+# root or not. Idempotent, and fast when everything is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null && sudo="sudo"
+fi
+
+need_apt=()
+compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null || need_apt+=(postgresql)
+command -v python3 >/dev/null || need_apt+=(python3)
+python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${need_apt[*]}" >&2
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+if ! command -v go >/dev/null; then
+  echo "setup: Go 1.26 is required (https://go.dev/doc/install); it is not on PATH" >&2
+  exit 1
+fi
+
+bash hack/k8s-bins/build.sh
+mkdir -p .cache/bin
+go build -o .cache/bin/datajobs ./cmd/datajobs

@@ -1,0 +1,36 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/datajobs/datajobs/internal/store"
+)
+
+func newMigrateCommand(g *globals) *cobra.Command {
+	var databaseURL string
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply the database migrations and exit",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if databaseURL == "" {
+				return fmt.Errorf("the database url is required (--database-url or DATAJOBS_DATABASE_URL)")
+			}
+			db, err := store.Open(cmd.Context(), store.Config{URL: databaseURL})
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			applied, err := db.Migrate(cmd.Context())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "applied %d migrations %v\n", len(applied), applied)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&databaseURL, "database-url", "", "PostgreSQL connection URL (required)")
+	return cmd
+}

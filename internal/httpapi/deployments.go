@@ -1,0 +1,234 @@
+package httpapi
+
+import (
+	"context"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/service"
+)
+
+// userHeader names who makes a change until authentication exists.
+const userHeader = "X-Datajobs-User"
+
+// deploymentResponse is VDK's DataJobDeploymentStatus as VDK reads it from its database
+// (id = job name, mode = release), followed by fields VDK clients ignore: the sync state
+// and what is actually deployed.
+type deploymentResponse struct {
+	ID               string            `json:"id"`
+	Mode             string            `json:"mode"`
+	Enabled          bool              `json:"enabled"`
+	JobVersion       string            `json:"job_version"`
+	VDKVersion       string            `json:"vdk_version"`
+	PythonVersion    string            `json:"python_version"`
+	Schedule         scheduleResponse  `json:"schedule"`
+	Resources        resourcesResponse `json:"resources"`
+	Contacts         contactsBody      `json:"contacts"`
+	LastDeployedDate time.Time         `json:"last_deployed_date"`
+	LastDeployedBy   string            `json:"last_deployed_by"`
+
+	Status            job.SyncStatus  `json:"status"`
+	Message           string          `json:"message"`
+	DesiredGeneration int64           `json:"desired_generation"`
+	AppliedGeneration int64           `json:"applied_generation"`
+	LastSyncAt        *time.Time      `json:"last_sync_at"`
+	Actual            *actualResponse `json:"actual"`
+}
+
+// resourcesResponse is VDK's DataJobResources: CPU in cores, memory in MiB.
+type resourcesResponse struct {
+	CPURequest    float64 `json:"cpu_request"`
+	CPULimit      float64 `json:"cpu_limit"`
+	MemoryRequest int64   `json:"memory_request"`
+	MemoryLimit   int64   `json:"memory_limit"`
+}
+
+// actualResponse is what the synchronizer last applied to Kubernetes.
+type actualResponse struct {
+	JobVersion     string            `json:"job_version"`
+	VDKVersion     string            `json:"vdk_version"`
+	PythonVersion  string            `json:"python_version"`
+	Schedule       scheduleResponse  `json:"schedule"`
+	Resources      resourcesResponse `json:"resources"`
+	Enabled        bool              `json:"enabled"`
+	DeployedBy     string            `json:"deployed_by"`
+	DeployedDate   time.Time         `json:"deployed_date"`
+	Generation     int64             `json:"generation"`
+	DeploymentHash string            `json:"deployment_hash"`
+}
+
+func toResources(r job.Resources) resourcesResponse {
+	return resourcesResponse{
+		CPURequest:    float64(r.CPURequestMillis) / 1000,
+		CPULimit:      float64(r.CPULimitMillis) / 1000,
+		MemoryRequest: int64(math.Round(float64(r.MemoryRequestBytes) / (1 << 20))),
+		MemoryLimit:   int64(math.Round(float64(r.MemoryLimitBytes) / (1 << 20))),
+	}
+}
+
+func toDeploymentResponse(v service.DeploymentView) deploymentResponse {
+	d := v.Deployment
+	out := deploymentResponse{
+		ID:                v.Job.Name,
+		Mode:              "release",
+		Enabled:           d.Enabled,
+		JobVersion:        d.JobVersion,
+		VDKVersion:        d.VDKVersion,
+		PythonVersion:     d.PythonVersion,
+		Schedule:          scheduleResponse{ScheduleCron: d.Schedule},
+		Resources:         toResources(d.Resources),
+		Contacts:          toContacts(v.Job.Contacts),
+		LastDeployedDate:  d.DeployedDate,
+		LastDeployedBy:    d.DeployedBy,
+		Status:            v.Status,
+		Message:           v.Message,
+		DesiredGeneration: v.DesiredGeneration,
+		AppliedGeneration: v.AppliedGeneration,
+		LastSyncAt:        v.LastSyncAt,
+	}
+	if a := v.Actual; a != nil {
+		out.Actual = &actualResponse{
+			JobVersion:     a.JobVersion,
+			VDKVersion:     a.VDKVersion,
+			PythonVersion:  a.PythonVersion,
+			Schedule:       scheduleResponse{ScheduleCron: a.Schedule},
+			Resources:      toResources(a.Resources),
+			Enabled:        a.Enabled,
+			DeployedBy:     a.DeployedBy,
+			DeployedDate:   a.DeployedDate,
+			Generation:     a.Generation,
+			DeploymentHash: a.DeploymentVersionSHA,
+		}
+	}
+	return out
+}
+
+// listDeployments is GET .../deployments: [] or one deployment.
+func (a *api) listDeployments(w http.ResponseWriter, r *http.Request) {
+	team, name, err := pathJob(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	views, err := a.svc.ListDeployments(r.Context(), team, name)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	out := make([]deploymentResponse, 0, len(views))
+	for _, v := range views {
+		out = append(out, toDeploymentResponse(v))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// getDeployment is GET .../deployments/{deployment_id}; any id names the job's one
+// deployment.
+func (a *api) getDeployment(w http.ResponseWriter, r *http.Request) {
+	team, name, err := pathJob(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	v, err := a.svc.GetDeployment(r.Context(), team, name)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toDeploymentResponse(v))
+}
+
+// deploy is POST .../deployments: 202, applied asynchronously.
+func (a *api) deploy(w http.ResponseWriter, r *http.Request) {
+	a.changeDeployment(w, r, a.svc.Deploy)
+}
+
+// patchDeployment is PATCH .../deployments/{deployment_id}: 202.
+func (a *api) patchDeployment(w http.ResponseWriter, r *http.Request) {
+	a.changeDeployment(w, r, a.svc.PatchDeployment)
+}
+
+type changeFunc func(ctx context.Context, team, name string, c job.DeploymentChange, user string) (job.Deployment, error)
+
+func (a *api) changeDeployment(w http.ResponseWriter, r *http.Request, change changeFunc) {
+	team, name, err := pathJob(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	body, err := readBody(w, r, a.cfg.MaxBodyBytes)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	c, bodyUser, err := decodeDeployment(body)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	user := r.Header.Get(userHeader)
+	if user == "" {
+		user = bodyUser
+	}
+	if user == "" {
+		user = "unknown"
+	}
+	if _, err := change(r.Context(), team, name, c, user); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// deleteDeployment is DELETE .../deployments/{deployment_id}: 202; the CronJob goes
+// asynchronously.
+func (a *api) deleteDeployment(w http.ResponseWriter, r *http.Request) {
+	team, name, err := pathJob(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	if err := a.svc.DeleteDeployment(r.Context(), team, name); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// getProperties is GET .../properties: the job's properties object.
+func (a *api) getProperties(w http.ResponseWriter, r *http.Request) {
+	team, name, err := pathJob(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	props, err := a.svc.GetProperties(r.Context(), team, name)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(props)
+}
+
+// setProperties is PUT .../properties: a full replace, 204.
+func (a *api) setProperties(w http.ResponseWriter, r *http.Request) {
+	team, name, err := pathJob(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	body, err := readBody(w, r, a.cfg.MaxBodyBytes)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	if err := a.svc.SetProperties(r.Context(), team, name, body); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,114 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/datajobs/datajobs/internal/job"
+)
+
+// errorBody is VDK's error body (BASE/exception/ErrorMessage), keys in VDK's order.
+type errorBody struct {
+	What            string `json:"what"`
+	Why             string `json:"why"`
+	Consequences    string `json:"consequences"`
+	Countermeasures string `json:"countermeasures"`
+}
+
+// statusOf maps the kinds of domain errors to HTTP statuses: the one place where it is
+// decided. Anything else is a bug: 500.
+func statusOf(k job.Kind) int {
+	switch k {
+	case job.KindInvalid:
+		return http.StatusBadRequest
+	case job.KindNotFound:
+		return http.StatusNotFound
+	case job.KindConflict:
+		return http.StatusConflict
+	case job.KindTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case job.KindUnavailable:
+		return http.StatusServiceUnavailable
+	case job.KindNotImplemented:
+		return http.StatusNotImplemented
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// writeError answers err with its status and VDK body. Errors that are not the user's
+// (500, 503) are logged here, once, with the operation id; their causes never reach the
+// response.
+func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	ctx := r.Context()
+	var de *job.Error
+	switch {
+	case errors.As(err, &de):
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		// The client went away; nobody reads this answer.
+		de = job.Unavailable("request", err)
+		de.Why = "The request was cancelled before it completed."
+	case errors.Is(err, context.DeadlineExceeded):
+		de = job.Unavailable("database", err)
+	default:
+		de = internalError()
+	}
+	status := statusOf(de.Kind)
+	switch {
+	case status == http.StatusInternalServerError:
+		a.logger.ErrorContext(ctx, "http_request_failed", "op_id", opID(ctx), "method", r.Method, "pattern", r.Pattern, "error", err)
+	case status == http.StatusServiceUnavailable && ctx.Err() == nil:
+		a.logger.WarnContext(ctx, "http_dependency_unavailable", "op_id", opID(ctx), "method", r.Method, "pattern", r.Pattern, "error", err)
+	}
+	writeErrorBody(w, status, de)
+}
+
+func writeErrorBody(w http.ResponseWriter, status int, e *job.Error) {
+	writeJSON(w, status, errorBody{What: e.What, Why: e.Why, Consequences: e.Consequences, Countermeasures: e.Countermeasures})
+}
+
+// internalError is the body of a bug: it says nothing about the cause, which is logged.
+func internalError() *job.Error {
+	return &job.Error{
+		What:            "The request could not be processed because of an internal error.",
+		Why:             "datajobs hit an unexpected condition.",
+		Consequences:    "The request may not have been completed.",
+		Countermeasures: "Retry; if it persists, report it to the operators with the X-OPID of the response.",
+	}
+}
+
+// malformedBody reports a body that is not the JSON the endpoint takes.
+func malformedBody(err error) *job.Error {
+	return &job.Error{
+		Kind:            job.KindInvalid,
+		What:            "An issue with the JSON body of the request was found.",
+		Why:             fmt.Sprintf("The body could not be read: %v.", err),
+		Consequences:    "The request was not processed and nothing was changed.",
+		Countermeasures: "Send a valid JSON object in the shape of the VDK Control Service API.",
+		Err:             err,
+	}
+}
+
+// bodyTooLarge reports a body over the configured limit.
+func bodyTooLarge(limit int64) *job.Error {
+	return &job.Error{
+		Kind:            job.KindTooLarge,
+		What:            "The request body is too large.",
+		Why:             fmt.Sprintf("Bodies are limited to %d bytes.", limit),
+		Consequences:    "The request was not processed and nothing was changed.",
+		Countermeasures: "Send a smaller body.",
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil { // only plain structs are encoded here
+		panic(fmt.Sprintf("encode response: %v", err))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
+}

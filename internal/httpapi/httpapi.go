@@ -1,0 +1,111 @@
+// Package httpapi serves the REST API of datajobs, compatible with the VDK Control
+// Service: VDK's paths, snake_case JSON bodies, status codes and error body
+// {what, why, consequences, countermeasures}, with VDK's known bugs fixed. Handlers
+// decode and encode only; the use cases live in service.
+package httpapi
+
+import (
+	"cmp"
+	"crypto/rand"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/service"
+)
+
+// Config configures the API handler.
+type Config struct {
+	// MaxBodyBytes caps request bodies; larger ones get 413 (default 1 MiB).
+	MaxBodyBytes int64
+	// NewOpID makes the operation id of a request that brings no X-OPID (default: 26
+	// random base32 characters).
+	NewOpID func() string
+	// JobsQuery serves VDK's GraphQL jobs query, GET /data-jobs/for-team/{team}/jobs.
+	// When nil that endpoint answers 501.
+	JobsQuery http.Handler
+}
+
+// api holds what the handlers share.
+type api struct {
+	cfg    Config
+	svc    *service.Service
+	logger *slog.Logger
+}
+
+// New returns the handler of every /data-jobs/... path. The server mounts it next to its
+// own endpoints (/healthz, /readyz, /metrics), e.g. mux.Handle("/data-jobs/", h).
+func New(cfg Config, svc *service.Service, logger *slog.Logger) http.Handler {
+	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, 1<<20)
+	if cfg.NewOpID == nil {
+		cfg.NewOpID = rand.Text
+	}
+	a := &api{cfg: cfg, svc: svc, logger: logger}
+	return a.middleware(a.routes())
+}
+
+func (a *api) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	const team = "/data-jobs/for-team/{team}"
+	const jobPath = team + "/jobs/{job}"
+	const dep = jobPath + "/deployments/{deployment_id}"
+
+	mux.HandleFunc("GET "+team+"/info", a.info)
+
+	mux.HandleFunc("POST "+team+"/jobs", a.createJob)
+	mux.HandleFunc("GET "+jobPath, a.getJob)
+	mux.HandleFunc("PUT "+jobPath, a.updateJob)
+	mux.HandleFunc("DELETE "+jobPath, a.deleteJob)
+	mux.HandleFunc("PUT "+jobPath+"/team/{new_team}", a.changeTeam)
+
+	mux.HandleFunc("GET "+jobPath+"/deployments", a.listDeployments)
+	mux.HandleFunc("POST "+jobPath+"/deployments", a.deploy)
+	mux.HandleFunc("GET "+dep, a.getDeployment)
+	mux.HandleFunc("PATCH "+dep, a.patchDeployment)
+	mux.HandleFunc("DELETE "+dep, a.deleteDeployment)
+
+	mux.HandleFunc("GET "+dep+"/properties", a.getProperties)
+	mux.HandleFunc("PUT "+dep+"/properties", a.setProperties)
+
+	if a.cfg.JobsQuery != nil {
+		mux.Handle("GET "+team+"/jobs", a.cfg.JobsQuery)
+	} else {
+		mux.Handle("GET "+team+"/jobs", a.notImplemented("jobs query (GraphQL)"))
+	}
+	// Endpoints of features that later releases bring.
+	later := []struct{ feature, methods, path string }{
+		{"executions", "GET", jobPath + "/executions"},
+		{"executions", "GET POST", dep + "/executions"},
+		{"executions", "GET DELETE", jobPath + "/executions/{execution_id}"},
+		{"logs", "GET", jobPath + "/executions/{execution_id}/logs"},
+		{"sources", "GET POST DELETE", jobPath + "/sources"},
+		{"secrets", "GET PUT", dep + "/secrets"},
+		{"keytab", "GET", jobPath + "/keytab"},
+		{"oauth credentials", "GET PUT", "/data-jobs/teams/{team}/oauth-credentials"},
+		{"oauth credentials", "GET", "/data-jobs/teams/{team}/oauth-credentials/client-id"},
+		{"oauth credentials", "POST", "/data-jobs/oauth-credentials/client-ids"},
+	}
+	for _, l := range later {
+		for _, m := range strings.Fields(l.methods) {
+			mux.Handle(m+" "+l.path, a.notImplemented(l.feature))
+		}
+	}
+	return mux
+}
+
+func (a *api) notImplemented(feature string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.writeError(w, r, job.NotImplemented(feature))
+	})
+}
+
+func (a *api) info(w http.ResponseWriter, r *http.Request) {
+	in := a.svc.Info()
+	writeJSON(w, http.StatusOK, infoBody{APIVersion: in.APIVersion, SupportedPythonVersions: in.SupportedPythonVersions})
+}
+
+type infoBody struct {
+	APIVersion              string   `json:"api_version"`
+	SupportedPythonVersions []string `json:"supported_python_versions"`
+}

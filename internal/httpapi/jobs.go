@@ -1,0 +1,169 @@
+package httpapi
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/datajobs/datajobs/internal/job"
+)
+
+// jobResponse is VDK's DataJob.
+type jobResponse struct {
+	JobName     string         `json:"job_name"`
+	Description string         `json:"description"`
+	Team        string         `json:"team"`
+	Config      configResponse `json:"config"`
+}
+
+type configResponse struct {
+	DBDefaultType                  string           `json:"db_default_type"`
+	Contacts                       contactsBody     `json:"contacts"`
+	Schedule                       scheduleResponse `json:"schedule"`
+	GenerateKeytab                 bool             `json:"generate_keytab"`
+	EnableExecutionNotifications   bool             `json:"enable_execution_notifications"`
+	NotificationDelayPeriodMinutes int              `json:"notification_delay_period_minutes"`
+}
+
+type scheduleResponse struct {
+	ScheduleCron string `json:"schedule_cron"`
+}
+
+func toJobResponse(j job.Job) jobResponse {
+	return jobResponse{
+		JobName:     j.Name,
+		Description: j.Description,
+		Team:        j.Team,
+		Config: configResponse{
+			DBDefaultType:                  j.DBDefaultType,
+			Contacts:                       toContacts(j.Contacts),
+			Schedule:                       scheduleResponse{ScheduleCron: j.Schedule},
+			GenerateKeytab:                 j.GenerateKeytab,
+			EnableExecutionNotifications:   j.EnableExecutionNotifications,
+			NotificationDelayPeriodMinutes: j.NotificationDelayPeriodMinutes,
+		},
+	}
+}
+
+// toContacts shows absent lists as [] rather than null.
+func toContacts(c job.Contacts) contactsBody {
+	nn := func(s []string) []string {
+		if s == nil {
+			return []string{}
+		}
+		return s
+	}
+	return contactsBody{
+		NotifiedOnJobFailureUserError:     nn(c.NotifiedOnJobFailureUserError),
+		NotifiedOnJobFailurePlatformError: nn(c.NotifiedOnJobFailurePlatformError),
+		NotifiedOnJobSuccess:              nn(c.NotifiedOnJobSuccess),
+		NotifiedOnJobDeploy:               nn(c.NotifiedOnJobDeploy),
+	}
+}
+
+// pathJob returns the team and job name of the path. A name or team that no job can
+// have is not found without asking the database.
+func pathJob(r *http.Request) (team, name string, err error) {
+	team, name = r.PathValue("team"), r.PathValue("job")
+	if job.ValidateTeam(team) != nil || job.ValidateName(name) != nil {
+		return "", "", job.JobNotFound(team, name)
+	}
+	return team, name, nil
+}
+
+// createJob is POST /data-jobs/for-team/{team}/jobs: 201 with the job's Location.
+func (a *api) createJob(w http.ResponseWriter, r *http.Request) {
+	team := r.PathValue("team")
+	body, err := readBody(w, r, a.cfg.MaxBodyBytes)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	j, err := decodeJob(body)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	if q := r.URL.Query().Get("name"); q != "" && q != j.Name {
+		a.writeError(w, r, job.Invalid("name", "equal to the job_name of the body ("+j.Name+")", strconv.Quote(q)))
+		return
+	}
+	created, err := a.svc.CreateJob(r.Context(), team, j)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Location", jobLocation(created.Team, created.Name))
+	w.WriteHeader(http.StatusCreated)
+}
+
+func jobLocation(team, name string) string {
+	return "/data-jobs/for-team/" + url.PathEscape(team) + "/jobs/" + url.PathEscape(name)
+}
+
+// getJob is GET .../jobs/{job}.
+func (a *api) getJob(w http.ResponseWriter, r *http.Request) {
+	team, name, err := pathJob(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	j, err := a.svc.GetJob(r.Context(), team, name)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toJobResponse(j))
+}
+
+// updateJob is PUT .../jobs/{job}: a full replace of the job's configuration, 200.
+func (a *api) updateJob(w http.ResponseWriter, r *http.Request) {
+	team, name, err := pathJob(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	body, err := readBody(w, r, a.cfg.MaxBodyBytes)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	j, err := decodeJob(body)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	if _, err := a.svc.UpdateJob(r.Context(), team, name, j); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// deleteJob is DELETE .../jobs/{job}: 200; the CronJob goes asynchronously.
+func (a *api) deleteJob(w http.ResponseWriter, r *http.Request) {
+	team, name, err := pathJob(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	if err := a.svc.DeleteJob(r.Context(), team, name); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// changeTeam is PUT .../jobs/{job}/team/{new_team}: 200.
+func (a *api) changeTeam(w http.ResponseWriter, r *http.Request) {
+	team, name, err := pathJob(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	if _, err := a.svc.ChangeTeam(r.Context(), team, name, r.PathValue("new_team")); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}

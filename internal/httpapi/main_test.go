@@ -1,0 +1,207 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/datajobs/datajobs/internal/httpapi"
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/service"
+	"github.com/datajobs/datajobs/internal/store"
+	"github.com/datajobs/datajobs/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// env is one API server on a fresh database.
+type env struct {
+	t      *testing.T
+	url    string
+	dbURL  string
+	store  *store.Store
+	logs   *syncBuffer
+	client *http.Client
+}
+
+type options struct {
+	jobsQuery http.Handler
+	storeURL  string // a store on another URL (e.g. a database that is down)
+}
+
+func newEnv(t *testing.T, opts ...func(*options)) *env {
+	t.Helper()
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	dbURL := testenv.DatabaseURL(t)
+	st := openStore(t, dbURL)
+	apiStore := st
+	if o.storeURL != "" {
+		apiStore = openStore(t, o.storeURL)
+	}
+	svc, err := service.New(service.Config{
+		SupportedPythonVersions: []string{"3.9", "3.11"},
+		DefaultPythonVersion:    "3.11",
+		APIVersion:              "datajobs/test",
+		Resources: job.ResourceBounds{
+			Max: job.Resources{CPURequestMillis: 4000, CPULimitMillis: 8000, MemoryRequestBytes: 8 << 30, MemoryLimitBytes: 16 << 30},
+		},
+	}, apiStore)
+	require.NoError(t, err)
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewJSONHandler(logs, nil))
+	h := httpapi.New(httpapi.Config{JobsQuery: o.jobsQuery}, svc, logger)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() {
+		if t.Failed() {
+			logs.mu.Lock()
+			defer logs.mu.Unlock()
+			t.Logf("server logs:\n%s", logs.buf.String())
+		}
+	})
+	return &env{t: t, url: srv.URL, dbURL: dbURL, store: st, logs: logs, client: srv.Client()}
+}
+
+func openStore(t *testing.T, url string) *store.Store {
+	t.Helper()
+	st, err := store.Open(t.Context(), store.Config{URL: url})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	return st
+}
+
+// response is what a client sees.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r response) json(t *testing.T, v any) {
+	t.Helper()
+	require.NoError(t, json.Unmarshal(r.body, v), "body: %s", r.body)
+}
+
+// vdkError decodes and checks a VDK error body.
+func (r response) vdkError(t *testing.T) map[string]string {
+	t.Helper()
+	var e map[string]string
+	r.json(t, &e)
+	for _, k := range []string{"what", "why", "consequences", "countermeasures"} {
+		require.NotEmpty(t, e[k], "error body lacks %s: %s", k, r.body)
+	}
+	return e
+}
+
+func (e *env) do(method, path, body string, headers ...string) response {
+	e.t.Helper()
+	return e.doCtx(e.t.Context(), method, path, body, headers...)
+}
+
+func (e *env) doCtx(ctx context.Context, method, path, body string, headers ...string) response {
+	e.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, e.url+path, rd)
+	require.NoError(e.t, err)
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := e.client.Do(req)
+	require.NoError(e.t, err)
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	require.NoError(e.t, err)
+	return response{status: res.StatusCode, header: res.Header, body: b}
+}
+
+// createJob creates a job with a schedule and returns its path.
+func (e *env) createJob(team, name string) string {
+	e.t.Helper()
+	r := e.do("POST", "/data-jobs/for-team/"+team+"/jobs",
+		`{"job_name":"`+name+`","description":"d","config":{"schedule":{"schedule_cron":"15 10 * * *"},"contacts":{"notified_on_job_deploy":["a@example.com"]}}}`)
+	require.Equal(e.t, http.StatusCreated, r.status, "%s", r.body)
+	return "/data-jobs/for-team/" + team + "/jobs/" + name
+}
+
+// deploy posts a deployment and requires 202.
+func (e *env) deploy(jobPath, body string, headers ...string) {
+	e.t.Helper()
+	r := e.do("POST", jobPath+"/deployments", body, headers...)
+	require.Equal(e.t, http.StatusAccepted, r.status, "%s", r.body)
+}
+
+// deployment reads the deployment of a job through the API.
+func (e *env) deployment(jobPath string) map[string]any {
+	e.t.Helper()
+	r := e.do("GET", jobPath+"/deployments/release", "")
+	require.Equal(e.t, http.StatusOK, r.status, "%s", r.body)
+	var d map[string]any
+	r.json(e.t, &d)
+	return d
+}
+
+// sql runs statements on the test database directly, as the synchronizer would.
+func (e *env) sql(query string, args ...any) {
+	e.t.Helper()
+	conn, err := pgx.Connect(e.t.Context(), e.dbURL)
+	require.NoError(e.t, err)
+	defer conn.Close(context.WithoutCancel(e.t.Context()))
+	_, err = conn.Exec(e.t.Context(), query, args...)
+	require.NoError(e.t, err)
+}
+
+// generation reads a job's generation.
+func (e *env) generation(name string) int64 {
+	e.t.Helper()
+	conn, err := pgx.Connect(e.t.Context(), e.dbURL)
+	require.NoError(e.t, err)
+	defer conn.Close(context.WithoutCancel(e.t.Context()))
+	var g int64
+	require.NoError(e.t, conn.QueryRow(e.t.Context(), `SELECT generation FROM data_job WHERE name = $1`, name).Scan(&g))
+	return g
+}
+
+// syncBuffer is a log sink safe for concurrent handlers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// lines returns the JSON log records written so far.
+func (b *syncBuffer) lines(t *testing.T) []map[string]any {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []map[string]any
+	for _, l := range bytes.Split(bytes.TrimSpace(b.buf.Bytes()), []byte("\n")) {
+		if len(l) == 0 {
+			continue
+		}
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(l, &m))
+		out = append(out, m)
+	}
+	return out
+}

@@ -1,0 +1,149 @@
+package httpapi
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	"github.com/datajobs/datajobs/internal/job"
+)
+
+// opIDHeader carries the operation id of a request, as in VDK: echoed when the client
+// sends one, generated otherwise, and present in every response and request log.
+const opIDHeader = "X-OPID"
+
+type opIDKey struct{}
+
+// opID returns the operation id of the request ctx belongs to.
+func opID(ctx context.Context) string {
+	id, _ := ctx.Value(opIDKey{}).(string)
+	return id
+}
+
+// middleware wraps the router: operation id, one log line per request, recovery from
+// panics, and VDK error bodies for paths and methods the router does not serve.
+func (a *api) middleware(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := r.Header.Get(opIDHeader)
+		if !validOpID(id) {
+			id = a.cfg.NewOpID()
+		}
+		w.Header().Set(opIDHeader, id)
+		r = r.WithContext(context.WithValue(r.Context(), opIDKey{}, id))
+		rec := &recorder{ResponseWriter: w}
+
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler { //nolint:errorlint // a sentinel panic value, not a returned error
+					panic(p)
+				}
+				a.logger.ErrorContext(r.Context(), "http_handler_panic", "op_id", id, "method", r.Method,
+					"pattern", r.Pattern, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+				if !rec.wrote {
+					writeErrorBody(rec, http.StatusInternalServerError, internalError())
+				}
+				rec.status = http.StatusInternalServerError
+			}
+			level := slog.LevelInfo
+			if rec.status >= 500 {
+				level = slog.LevelError
+			}
+			a.logger.LogAttrs(r.Context(), level, "http_request",
+				slog.String("method", r.Method), slog.String("pattern", r.Pattern),
+				slog.Int("status", cmp.Or(rec.status, http.StatusOK)), slog.Duration("duration", time.Since(start)),
+				slog.String("op_id", id))
+		}()
+
+		if _, pattern := mux.Handler(r); pattern == "" {
+			a.unrouted(rec, r, mux)
+			return
+		}
+		mux.ServeHTTP(rec, r)
+	})
+}
+
+// unrouted answers a request no route matches with the router's status (404, or 405 with
+// its Allow header) and a VDK error body instead of the router's plain text.
+func (a *api) unrouted(w *recorder, r *http.Request, mux *http.ServeMux) {
+	probe := &headerProbe{header: http.Header{}}
+	h, _ := mux.Handler(r)
+	h.ServeHTTP(probe, r)
+	if allow := probe.header.Get("Allow"); allow != "" {
+		w.Header().Set("Allow", allow)
+	}
+	if loc := probe.header.Get("Location"); loc != "" { // a redirect to the clean path
+		w.Header().Set("Location", loc)
+		w.WriteHeader(probe.status)
+		return
+	}
+	status := cmp.Or(probe.status, http.StatusNotFound)
+	e := &job.Error{
+		What:            fmt.Sprintf("%s %s is not an endpoint of this API.", r.Method, r.URL.Path),
+		Why:             http.StatusText(status) + ".",
+		Consequences:    "The request was not processed.",
+		Countermeasures: "Check the method and the path against the VDK Control Service API.",
+	}
+	writeErrorBody(w, status, e)
+}
+
+// validOpID accepts a client's operation id when it is short printable ASCII, so that it
+// can go into logs and headers as it is.
+func validOpID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// recorder remembers the status a handler wrote, for the request log.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.status, r.wrote = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if !r.wrote {
+		r.status, r.wrote = http.StatusOK, true
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// headerProbe catches what the router would answer to an unrouted request.
+type headerProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *headerProbe) Header() http.Header { return p.header }
+func (p *headerProbe) Write(b []byte) (int, error) {
+	if p.status == 0 {
+		p.status = http.StatusOK
+	}
+	return len(b), nil
+}
+func (p *headerProbe) WriteHeader(code int) {
+	if p.status == 0 {
+		p.status = code
+	}
+}

@@ -1,0 +1,114 @@
+package job
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Kind classifies a domain error; the HTTP layer maps each kind to one status code.
+type Kind int
+
+// The kinds of domain errors.
+const (
+	KindInvalid     Kind = iota + 1 // bad input: 400
+	KindNotFound                    // missing job or deployment: 404
+	KindConflict                    // already exists or unsupported python version: 409
+	KindTooLarge                    // request body over the limit: 413
+	KindUnavailable                 // a dependency is down: 503
+	KindNotImplemented              // feature not available yet: 501
+)
+
+// Error is a user-facing error in the shape of VDK's error body.
+type Error struct {
+	Kind            Kind
+	What            string
+	Why             string
+	Consequences    string
+	Countermeasures string
+	Err             error // the cause, if any; never shown to the user
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s %s: %v", e.What, e.Why, e.Err)
+	}
+	return e.What + " " + e.Why
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// KindOf returns the kind of err, or 0 when it is not a domain error.
+func KindOf(err error) Kind {
+	var de *Error
+	if errors.As(err, &de) {
+		return de.Kind
+	}
+	return 0
+}
+
+// Invalid reports a parameter that breaks a constraint.
+func Invalid(param, constraint string, value any) *Error {
+	return &Error{
+		Kind:            KindInvalid,
+		What:            fmt.Sprintf("Parameter %s is not valid.", param),
+		Why:             fmt.Sprintf("It must be %s, but was %v.", constraint, value),
+		Consequences:    "The request was not processed and nothing was changed.",
+		Countermeasures: fmt.Sprintf("Correct %s and retry.", param),
+	}
+}
+
+// JobNotFound reports a job that does not exist for a team.
+func JobNotFound(team, name string) *Error {
+	return &Error{
+		Kind:            KindNotFound,
+		What:            fmt.Sprintf("The data job %q was not found for team %q.", name, team),
+		Why:             "No data job with that name belongs to that team.",
+		Consequences:    "The request was not processed.",
+		Countermeasures: "Check the job name and the team, or create the job first.",
+	}
+}
+
+// DeploymentNotFound reports a job that has no deployment.
+func DeploymentNotFound(name string) *Error {
+	return &Error{
+		Kind:            KindNotFound,
+		What:            fmt.Sprintf("The data job %q has no deployment.", name),
+		Why:             "The job was never deployed, or its deployment was deleted.",
+		Consequences:    "The request was not processed.",
+		Countermeasures: "Deploy the job first (POST .../deployments).",
+	}
+}
+
+// JobExists reports a create of a name that is taken.
+func JobExists(name string) *Error {
+	return &Error{
+		Kind:            KindConflict,
+		What:            fmt.Sprintf("The data job %q already exists.", name),
+		Why:             "Job names are unique across all teams.",
+		Consequences:    "The job was not created.",
+		Countermeasures: "Choose another name, or delete the existing job first.",
+	}
+}
+
+// NotImplemented reports an endpoint of a feature that is not available yet.
+func NotImplemented(feature string) *Error {
+	return &Error{
+		Kind:            KindNotImplemented,
+		What:            fmt.Sprintf("The %s feature is not available yet.", feature),
+		Why:             "This datajobs release does not implement it.",
+		Consequences:    "The request was not processed.",
+		Countermeasures: "Upgrade datajobs when the feature is released.",
+	}
+}
+
+// Unavailable reports that a dependency (the database) cannot be reached.
+func Unavailable(dependency string, err error) *Error {
+	return &Error{
+		Kind:            KindUnavailable,
+		What:            fmt.Sprintf("The %s is not reachable.", dependency),
+		Why:             "datajobs could not reach a service it depends on.",
+		Consequences:    "The request was not processed and nothing was changed.",
+		Countermeasures: "Retry in a moment; if it persists, ask the operators to check the " + dependency + ".",
+		Err:             err,
+	}
+}

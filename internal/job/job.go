@@ -1,0 +1,105 @@
+// Package job holds the domain of datajobs: data jobs, their deployments and the rules
+// that every input must pass before it is stored. It knows nothing about HTTP, SQL or
+// Kubernetes clients; the layers above translate to and from these types.
+package job
+
+import (
+	"time"
+)
+
+// Job is a data job: its identity and the configuration that is not part of a deployment.
+type Job struct {
+	// Name is the primary key and the CronJob name.
+	Name string
+	// UID identifies this incarnation of the name; a job deleted and re-created under the
+	// same name gets a new UID, so a stale CronJob can be told apart from the new one.
+	UID string
+	// Team owns the job; it goes into a Kubernetes label, so it is DNS-label safe.
+	Team        string
+	Description string
+	// Schedule is the cron schedule from the job's config; deployments default to it.
+	Schedule                       string
+	DBDefaultType                  string
+	Contacts                       Contacts
+	GenerateKeytab                 bool
+	EnableExecutionNotifications   bool
+	NotificationDelayPeriodMinutes int
+	// Generation is bumped by every change that can affect the rendered CronJob.
+	Generation int64
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+// Contacts are the notification recipients of a job.
+type Contacts struct {
+	NotifiedOnJobFailureUserError     []string
+	NotifiedOnJobFailurePlatformError []string
+	NotifiedOnJobSuccess              []string
+	NotifiedOnJobDeploy               []string
+}
+
+// SyncStatus is where the synchronizer stands with a deployment.
+type SyncStatus string
+
+// The sync statuses a deployment can be in.
+const (
+	// StatusPending: the desired state changed and has not been applied yet.
+	StatusPending SyncStatus = "pending"
+	// StatusSynced: the CronJob matches the desired state of the recorded generation.
+	StatusSynced SyncStatus = "synced"
+	// StatusUserError: Kubernetes rejected the spec; not retried until the desired state changes.
+	StatusUserError SyncStatus = "user_error"
+	// StatusPlatformError: applying failed for a reason outside the user's control; retried with backoff.
+	StatusPlatformError SyncStatus = "platform_error"
+	// StatusDeleting: the deployment was removed and its CronJob is being deleted.
+	StatusDeleting SyncStatus = "deleting"
+)
+
+// Resources are a deployment's requests and limits. A zero value means "use the
+// configured default". CPU is in millicores, memory in bytes.
+type Resources struct {
+	CPURequestMillis   int64
+	CPULimitMillis     int64
+	MemoryRequestBytes int64
+	MemoryLimitBytes   int64
+}
+
+// Deployment is the desired deployment of a job: the complete configuration the
+// synchronizer renders into a CronJob, and where it stands in syncing it.
+type Deployment struct {
+	JobName       string
+	JobVersion    string // git commit sha or any version tag of the job image
+	VDKVersion    string
+	PythonVersion string
+	// Schedule is the cron schedule; empty means the CronJob never fires.
+	Schedule  string
+	Resources Resources
+	Enabled   bool
+	// DeployedBy is who made the last change.
+	DeployedBy   string
+	DeployedDate time.Time
+	// Status, Message, StatusGeneration and LastSyncAt are written by the synchronizer.
+	Status           SyncStatus
+	Message          string
+	StatusGeneration int64
+	LastSyncAt       *time.Time
+}
+
+// ActualDeployment is what the synchronizer last applied to Kubernetes for a job name.
+// It outlives the job until the CronJob is confirmed gone.
+type ActualDeployment struct {
+	JobName string
+	// JobUID and Generation are those of the job row the CronJob was rendered from.
+	JobUID               string
+	Generation           int64
+	Team                 string
+	DeploymentVersionSHA string // hash of the canonical rendered CronJob
+	JobVersion           string
+	VDKVersion           string
+	PythonVersion        string
+	Schedule             string
+	Resources            Resources // effective values, defaults filled in
+	Enabled              bool
+	DeployedBy           string
+	DeployedDate         time.Time // when the CronJob was last created or changed
+}

@@ -1,0 +1,347 @@
+package kube
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/datajobs/datajobs/internal/job"
+)
+
+func testJob() job.Job {
+	return job.Job{
+		Name:          "sales-ingest",
+		UID:           "5b0f5c1e-0d7c-4bb4-9a52-0f5d1c7a8e21",
+		Team:          "finance",
+		Description:   "ingests sales",
+		Schedule:      "0 * * * *",
+		DBDefaultType: "trino",
+		Contacts: job.Contacts{
+			NotifiedOnJobFailureUserError:     []string{"a@example.com", "b@example.com"},
+			NotifiedOnJobFailurePlatformError: []string{"ops@example.com"},
+			NotifiedOnJobSuccess:              nil,
+			NotifiedOnJobDeploy:               []string{"c@example.com"},
+		},
+		EnableExecutionNotifications: true,
+		Generation:                   7,
+	}
+}
+
+func testDeployment() job.Deployment {
+	return job.Deployment{
+		JobName:       "sales-ingest",
+		JobVersion:    "3f2a9c1",
+		VDKVersion:    "0.3.1",
+		PythonVersion: "3.11",
+		Schedule:      "*/15 * * * *",
+		Resources: job.Resources{
+			CPURequestMillis:   500,
+			CPULimitMillis:     1500,
+			MemoryRequestBytes: 256 << 20,
+			MemoryLimitBytes:   1000000000,
+		},
+		Enabled:      true,
+		DeployedBy:   "alice",
+		DeployedDate: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+		Status:       job.StatusPending,
+	}
+}
+
+func testConfig() RenderConfig {
+	return RenderConfig{
+		Namespace:        "jobs",
+		ImageRegistry:    "registry.example.com/datajobs/",
+		ImagePullSecrets: []string{"pull-a", "", "pull-b"},
+	}
+}
+
+func TestRenderFullDeployment(t *testing.T) {
+	t.Parallel()
+	cj, hash := Render(testJob(), testDeployment(), testConfig())
+
+	wantLabels := map[string]string{
+		"app.kubernetes.io/managed-by": "datajobs",
+		"datajobs.io/job":              "sales-ingest",
+		"datajobs.io/team":             "finance",
+		"datajobs.io/job-uid":          "5b0f5c1e-0d7c-4bb4-9a52-0f5d1c7a8e21",
+	}
+	require.Equal(t, "batch/v1", cj.APIVersion)
+	require.Equal(t, "CronJob", cj.Kind)
+	require.Equal(t, "sales-ingest", cj.Name)
+	require.Equal(t, "jobs", cj.Namespace)
+	require.Equal(t, wantLabels, cj.Labels)
+	require.Equal(t, map[string]string{
+		"datajobs.io/deployment-hash": hash,
+		"datajobs.io/job-version":     "3f2a9c1",
+		"datajobs.io/python-version":  "3.11",
+		"datajobs.io/vdk-version":     "0.3.1",
+		"datajobs.io/deployed-by":     "alice",
+	}, cj.Annotations)
+	require.Len(t, hash, 64)
+	require.True(t, ManagedSelector().Matches(labels.Set(cj.Labels)))
+
+	s := cj.Spec
+	require.Equal(t, "*/15 * * * *", s.Schedule)
+	require.Equal(t, "UTC", *s.TimeZone)
+	require.Equal(t, batchv1.ForbidConcurrent, s.ConcurrencyPolicy)
+	require.Equal(t, int64(1800), *s.StartingDeadlineSeconds)
+	require.False(t, *s.Suspend)
+	require.Equal(t, int32(1), *s.SuccessfulJobsHistoryLimit)
+	require.Equal(t, int32(2), *s.FailedJobsHistoryLimit)
+
+	jt := s.JobTemplate
+	require.Equal(t, wantLabels, jt.Labels)
+	require.Equal(t, map[string]string{
+		"datajobs.io/job-version":    "3f2a9c1",
+		"datajobs.io/python-version": "3.11",
+		"datajobs.io/vdk-version":    "0.3.1",
+	}, jt.Annotations)
+	require.Equal(t, int64(43200), *jt.Spec.ActiveDeadlineSeconds)
+	require.Equal(t, int32(3), *jt.Spec.BackoffLimit)
+	require.Equal(t, int32(600), *jt.Spec.TTLSecondsAfterFinished)
+
+	pt := jt.Spec.Template
+	require.Equal(t, wantLabels, pt.Labels)
+	require.Empty(t, pt.Annotations)
+	ps := pt.Spec
+	require.Equal(t, corev1.RestartPolicyNever, ps.RestartPolicy)
+	require.False(t, *ps.AutomountServiceAccountToken)
+	require.Equal(t, []corev1.LocalObjectReference{{Name: "pull-a"}, {Name: "pull-b"}}, ps.ImagePullSecrets)
+	require.Equal(t, &corev1.PodSecurityContext{
+		RunAsNonRoot:   new(true),
+		RunAsUser:      new(int64(1000)),
+		RunAsGroup:     new(int64(1000)),
+		FSGroup:        new(int64(1000)),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}, ps.SecurityContext)
+	require.Empty(t, ps.InitContainers)
+	require.Empty(t, ps.Volumes)
+	require.Len(t, ps.Containers, 1)
+
+	c := ps.Containers[0]
+	require.Equal(t, "sales-ingest", c.Name)
+	require.Equal(t, "registry.example.com/datajobs/sales-ingest:3f2a9c1", c.Image)
+	require.Equal(t, corev1.PullIfNotPresent, c.ImagePullPolicy)
+	require.Empty(t, c.Command)
+	require.Empty(t, c.Args)
+	require.Equal(t, &corev1.SecurityContext{
+		AllowPrivilegeEscalation: new(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}, c.SecurityContext)
+	requireQuantity(t, "500m", c.Resources.Requests[corev1.ResourceCPU])
+	requireQuantity(t, "1500m", c.Resources.Limits[corev1.ResourceCPU])
+	requireQuantity(t, "256Mi", c.Resources.Requests[corev1.ResourceMemory])
+	requireQuantity(t, "1G", c.Resources.Limits[corev1.ResourceMemory])
+	require.Len(t, c.Resources.Requests, 2)
+	require.Len(t, c.Resources.Limits, 2)
+
+	require.Equal(t, []corev1.EnvVar{
+		{Name: "DATA_JOB_NAME", Value: "sales-ingest"},
+		{Name: "DATA_JOB_PYTHON_VERSION", Value: "3.11"},
+		{Name: "DATA_JOB_VDK_VERSION", Value: "0.3.1"},
+		{Name: "VDK_ATTEMPT_ID", ValueFrom: &corev1.EnvVarSource{
+			FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"},
+		}},
+		{Name: "VDK_DB_DEFAULT_TYPE", Value: "trino"},
+		{Name: "VDK_ENABLE_EXECUTION_NOTIFICATIONS", Value: "true"},
+		{Name: "VDK_JOB_GITHASH", Value: "3f2a9c1"},
+		{Name: "VDK_JOB_TEAM", Value: "finance"},
+		{Name: "VDK_NOTIFIED_ON_JOB_DEPLOY", Value: "c@example.com"},
+		{Name: "VDK_NOTIFIED_ON_JOB_FAILURE_PLATFORM_ERROR", Value: "ops@example.com"},
+		{Name: "VDK_NOTIFIED_ON_JOB_FAILURE_USER_ERROR", Value: "a@example.com,b@example.com"},
+		{Name: "VDK_NOTIFIED_ON_JOB_SUCCESS", Value: ""},
+	}, c.Env)
+}
+
+// requireQuantity checks the quantity and that it is written in the form the apiserver
+// stores, so that drift comparison of the JSON forms holds.
+func requireQuantity(t *testing.T, want string, got resource.Quantity) {
+	t.Helper()
+	require.Equal(t, want, got.String())
+	b, err := got.MarshalJSON()
+	require.NoError(t, err)
+	require.JSONEq(t, `"`+want+`"`, string(b))
+}
+
+func TestRenderZeroResourcesUsesDefaults(t *testing.T) {
+	t.Parallel()
+	d := testDeployment()
+	d.Resources = job.Resources{}
+
+	t.Run("built-in defaults", func(t *testing.T) {
+		t.Parallel()
+		cj, _ := Render(testJob(), d, RenderConfig{})
+		r := cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Resources
+		requireQuantity(t, "1", r.Requests[corev1.ResourceCPU])
+		requireQuantity(t, "2", r.Limits[corev1.ResourceCPU])
+		requireQuantity(t, "500Mi", r.Requests[corev1.ResourceMemory])
+		requireQuantity(t, "1000Mi", r.Limits[corev1.ResourceMemory])
+		require.Equal(t, "datajobs", cj.Namespace)
+		require.Equal(t, "sales-ingest:3f2a9c1", cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Image)
+		require.Nil(t, cj.Spec.JobTemplate.Spec.Template.Spec.ImagePullSecrets)
+	})
+	t.Run("configured defaults, one field set", func(t *testing.T) {
+		t.Parallel()
+		d := d
+		d.Resources.MemoryLimitBytes = 2 << 30
+		cfg := RenderConfig{Resources: job.ResourceBounds{Default: job.Resources{
+			CPURequestMillis: 250, CPULimitMillis: 750, MemoryRequestBytes: 128 << 20, MemoryLimitBytes: 512 << 20,
+		}}}
+		cj, _ := Render(testJob(), d, cfg)
+		r := cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Resources
+		requireQuantity(t, "250m", r.Requests[corev1.ResourceCPU])
+		requireQuantity(t, "750m", r.Limits[corev1.ResourceCPU])
+		requireQuantity(t, "128Mi", r.Requests[corev1.ResourceMemory])
+		requireQuantity(t, "2Gi", r.Limits[corev1.ResourceMemory])
+	})
+}
+
+func TestRenderUnscheduled(t *testing.T) {
+	t.Parallel()
+	d := testDeployment()
+	d.Schedule = ""
+	cj, hash := Render(testJob(), d, testConfig())
+	require.Equal(t, "0 0 30 2 *", cj.Spec.Schedule)
+	require.Equal(t, "true", cj.Annotations[AnnotationUnscheduled])
+	require.NotContains(t, cj.Spec.JobTemplate.Annotations, AnnotationUnscheduled)
+
+	_, scheduled := Render(testJob(), testDeployment(), testConfig())
+	require.NotEqual(t, scheduled, hash)
+	cj, _ = Render(testJob(), testDeployment(), testConfig())
+	require.NotContains(t, cj.Annotations, AnnotationUnscheduled)
+}
+
+func TestRenderDisabledIsSuspended(t *testing.T) {
+	t.Parallel()
+	d := testDeployment()
+	d.Enabled = false
+	cj, _ := Render(testJob(), d, testConfig())
+	require.True(t, *cj.Spec.Suspend)
+}
+
+func TestRenderDoesNotKeepPointersIntoInputs(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	a, _ := Render(testJob(), testDeployment(), cfg)
+	*a.Spec.StartingDeadlineSeconds = 1
+	*a.Spec.TimeZone = "Europe/Sofia"
+	b, _ := Render(testJob(), testDeployment(), cfg)
+	require.Equal(t, int64(1800), *b.Spec.StartingDeadlineSeconds)
+	require.Equal(t, "UTC", *b.Spec.TimeZone)
+}
+
+func TestHashIsStable(t *testing.T) {
+	t.Parallel()
+	_, want := Render(testJob(), testDeployment(), testConfig())
+	// Every render builds its maps anew, so Go's random map order varies between them.
+	for range 1000 {
+		cj, got := Render(testJob(), testDeployment(), testConfig())
+		require.Equal(t, want, got)
+		require.Equal(t, want, Hash(cj))
+	}
+	// Fixed, so that a change of the rendering (which redeploys every job once) is a
+	// deliberate decision: update this value and say so in the release notes.
+	require.Equal(t, "ab973e4b7c5c2efb8fa12f20fa8752a0180ab462148492d484dd37cd23486866", want)
+}
+
+func TestHashCoversEveryRenderedField(t *testing.T) {
+	t.Parallel()
+	_, base := Render(testJob(), testDeployment(), testConfig())
+	tests := []struct {
+		name    string
+		change  func(*job.Job, *job.Deployment, *RenderConfig)
+		changes bool
+	}{
+		{"job name changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { j.Name = "sales-ingest2" }, true},
+		{"job uid changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { j.UID = "other" }, true},
+		{"team changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { j.Team = "marketing" }, true},
+		{"db default type changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { j.DBDefaultType = "impala" }, true},
+		{"execution notifications change it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { j.EnableExecutionNotifications = false }, true},
+		{"success contacts change it", func(j *job.Job, d *job.Deployment, c *RenderConfig) {
+			j.Contacts.NotifiedOnJobSuccess = []string{"x@example.com"}
+		}, true},
+		{"user error contacts change it", func(j *job.Job, d *job.Deployment, c *RenderConfig) {
+			j.Contacts.NotifiedOnJobFailureUserError = []string{"a@example.com"}
+		}, true},
+		{"platform error contacts change it", func(j *job.Job, d *job.Deployment, c *RenderConfig) {
+			j.Contacts.NotifiedOnJobFailurePlatformError = nil
+		}, true},
+		{"deploy contacts change it", func(j *job.Job, d *job.Deployment, c *RenderConfig) {
+			j.Contacts.NotifiedOnJobDeploy = []string{"c@example.com", "d@example.com"}
+		}, true},
+		{"job version changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { d.JobVersion = "4e5f6a7" }, true},
+		{"vdk version changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { d.VDKVersion = "0.3.2" }, true},
+		{"python version changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { d.PythonVersion = "3.12" }, true},
+		{"schedule changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { d.Schedule = "0 1 * * *" }, true},
+		{"enabled changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { d.Enabled = false }, true},
+		{"cpu request changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { d.Resources.CPURequestMillis = 501 }, true},
+		{"cpu limit changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { d.Resources.CPULimitMillis = 2000 }, true},
+		{"memory request changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { d.Resources.MemoryRequestBytes = 257 << 20 }, true},
+		{"memory limit changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { d.Resources.MemoryLimitBytes = 1 << 30 }, true},
+		{"namespace changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { c.Namespace = "other" }, true},
+		{"image registry changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { c.ImageRegistry = "r.example.com" }, true},
+		{"default resources change it when used", func(j *job.Job, d *job.Deployment, c *RenderConfig) {
+			d.Resources.CPURequestMillis = 0
+			c.Resources.Default.CPURequestMillis = 250
+		}, true},
+		{"default resources leave it when not used", func(j *job.Job, d *job.Deployment, c *RenderConfig) {
+			c.Resources.Default.CPURequestMillis = 250
+		}, false},
+		{"a default equal to the explicit value leaves it", func(j *job.Job, d *job.Deployment, c *RenderConfig) {
+			d.Resources.CPURequestMillis = 0
+			c.Resources.Default.CPURequestMillis = 500
+		}, false},
+		{"image pull policy changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { c.ImagePullPolicy = corev1.PullAlways }, true},
+		{"image pull secrets change it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { c.ImagePullSecrets = []string{"pull-a"} }, true},
+		{"time zone changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { c.TimeZone = "Europe/Sofia" }, true},
+		{"concurrency policy changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { c.ConcurrencyPolicy = batchv1.ReplaceConcurrent }, true},
+		{"starting deadline changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { c.StartingDeadlineSeconds = 60 }, true},
+		{"successful history changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { c.SuccessfulJobsHistoryLimit = 3 }, true},
+		{"failed history changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { c.FailedJobsHistoryLimit = 3 }, true},
+		{"active deadline changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { c.ActiveDeadlineSeconds = 60 }, true},
+		{"backoff limit changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { c.BackoffLimit = 6 }, true},
+		{"ttl changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { c.TTLSecondsAfterFinished = 60 }, true},
+		{"run as user changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { c.RunAsUser = 2000 }, true},
+		{"run as group changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { c.RunAsGroup = 2000 }, true},
+		{"fs group changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { c.FSGroup = 2000 }, true},
+
+		{"nothing changed leaves it", func(j *job.Job, d *job.Deployment, c *RenderConfig) {}, false},
+		{"deployed by leaves it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { d.DeployedBy = "bob" }, false},
+		{"deployed date leaves it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { d.DeployedDate = time.Now() }, false},
+		{"sync status leaves it", func(j *job.Job, d *job.Deployment, c *RenderConfig) {
+			d.Status, d.Message, d.StatusGeneration, d.LastSyncAt = job.StatusSynced, "ok", 9, new(time.Now())
+		}, false},
+		{"job schedule leaves it (the deployment's is rendered)", func(j *job.Job, d *job.Deployment, c *RenderConfig) { j.Schedule = "@daily" }, false},
+		{"description and generation leave it", func(j *job.Job, d *job.Deployment, c *RenderConfig) {
+			j.Description, j.Generation, j.UpdatedAt = "other", 8, time.Now()
+		}, false},
+		{"explicit defaults leave it", func(j *job.Job, d *job.Deployment, c *RenderConfig) {
+			*c = c.WithDefaults()
+		}, false},
+		{"the registry's trailing slash leaves it", func(j *job.Job, d *job.Deployment, c *RenderConfig) {
+			c.ImageRegistry = "registry.example.com/datajobs"
+		}, false},
+		{"an equal quantity written differently leaves it", func(j *job.Job, d *job.Deployment, c *RenderConfig) {
+			q := resource.MustParse("1000M")
+			d.Resources.MemoryLimitBytes = q.Value()
+		}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			j, d, c := testJob(), testDeployment(), testConfig()
+			tt.change(&j, &d, &c)
+			_, got := Render(j, d, c)
+			if tt.changes {
+				require.NotEqual(t, base, got)
+			} else {
+				require.Equal(t, base, got)
+			}
+		})
+	}
+}

@@ -1,0 +1,103 @@
+// Package server is the composition root of datajobs: it builds the store, the API, the
+// synchronizer and the leader elector from one Config, runs them, and shuts them down.
+package server
+
+import (
+	"cmp"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/datajobs/datajobs/internal/job"
+)
+
+// SyncMode says what the synchronizer does with its plan.
+type SyncMode string
+
+// The synchronizer modes.
+const (
+	SyncOn     SyncMode = "on"      // apply the plan
+	SyncDryRun SyncMode = "dry-run" // compute and log the plan, write nothing
+	SyncOff    SyncMode = "off"     // no synchronizer in this process
+)
+
+// Config is everything `datajobs serve` needs. Each field is a flag and an environment
+// variable DATAJOBS_<FLAG_IN_UPPER_SNAKE> (see internal/cli).
+type Config struct {
+	// Listen is the API address (default ":8092").
+	Listen string
+	// DatabaseURL is the PostgreSQL connection URL. Required.
+	DatabaseURL string
+	// Kubeconfig is the kubeconfig path; empty means $KUBECONFIG, then in-cluster config.
+	Kubeconfig string
+	// Namespace is where the CronJobs live (default "datajobs").
+	Namespace string
+	// ImageRegistry prefixes job images: <registry>/<job>:<version> (default "registry.local/datajobs").
+	ImageRegistry string
+	// ResyncInterval is the period of the full resync pass (default 5m).
+	ResyncInterval time.Duration
+	// SyncMode is on, dry-run or off (default on).
+	SyncMode SyncMode
+	// SyncWorkers is the number of jobs reconciled in parallel (default 8).
+	SyncWorkers int
+	// KubeQPS and KubeBurst bound the client's request rate to the apiserver (default 50/100).
+	KubeQPS   float32
+	KubeBurst int
+	// SupportedPythonVersions are the python versions jobs may deploy with (default 3.9-3.12).
+	SupportedPythonVersions []string
+	// DefaultPythonVersion is used when a deployment names none (default 3.11).
+	DefaultPythonVersion string
+	// Resources are the default and maximum job resources.
+	Resources job.ResourceBounds
+	// LeaseDuration is how long a leader holds the lease without renewing (default 10s).
+	LeaseDuration time.Duration
+	// ShutdownTimeout bounds graceful shutdown (default 20s).
+	ShutdownTimeout time.Duration
+	// Version is reported by /data-jobs/for-team/{team}/info.
+	Version string
+	// Logger receives every log line (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// DefaultResources mirrors VDK's code defaults: requests 1 CPU / 500Mi, limits 2 CPU / 1000Mi,
+// and caps requests and limits at 16 CPUs and 64Gi.
+var DefaultResources = job.ResourceBounds{
+	Default: job.Resources{CPURequestMillis: 1000, CPULimitMillis: 2000, MemoryRequestBytes: 500 << 20, MemoryLimitBytes: 1000 << 20},
+	Max:     job.Resources{CPURequestMillis: 16000, CPULimitMillis: 16000, MemoryRequestBytes: 64 << 30, MemoryLimitBytes: 64 << 30},
+}
+
+// withDefaults fills every unset field and validates the result.
+func (c Config) withDefaults() (Config, error) {
+	c.Listen = cmp.Or(c.Listen, ":8092")
+	c.Namespace = cmp.Or(c.Namespace, "datajobs")
+	c.ImageRegistry = cmp.Or(c.ImageRegistry, "registry.local/datajobs")
+	c.ResyncInterval = cmp.Or(c.ResyncInterval, 5*time.Minute)
+	c.SyncMode = cmp.Or(c.SyncMode, SyncOn)
+	c.SyncWorkers = cmp.Or(c.SyncWorkers, 8)
+	c.KubeQPS = cmp.Or(c.KubeQPS, 50)
+	c.KubeBurst = cmp.Or(c.KubeBurst, 100)
+	if len(c.SupportedPythonVersions) == 0 {
+		c.SupportedPythonVersions = []string{"3.9", "3.10", "3.11", "3.12"}
+	}
+	c.DefaultPythonVersion = cmp.Or(c.DefaultPythonVersion, "3.11")
+	if c.Resources == (job.ResourceBounds{}) {
+		c.Resources = DefaultResources
+	}
+	c.LeaseDuration = cmp.Or(c.LeaseDuration, 10*time.Second)
+	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 20*time.Second)
+	c.Version = cmp.Or(c.Version, "dev")
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+
+	switch {
+	case c.DatabaseURL == "":
+		return c, fmt.Errorf("the database url is required (--database-url or DATAJOBS_DATABASE_URL)")
+	case !slices.Contains([]SyncMode{SyncOn, SyncDryRun, SyncOff}, c.SyncMode):
+		return c, fmt.Errorf("sync mode %q: must be on, dry-run or off", c.SyncMode)
+	case !slices.Contains(c.SupportedPythonVersions, c.DefaultPythonVersion):
+		return c, fmt.Errorf("default python version %q is not among the supported versions %v", c.DefaultPythonVersion, c.SupportedPythonVersions)
+	case c.SyncWorkers < 1:
+		return c, fmt.Errorf("sync workers must be at least 1, not %d", c.SyncWorkers)
+	}
+	return c, nil
+}

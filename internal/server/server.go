@@ -1,0 +1,190 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/datajobs/datajobs/internal/httpapi"
+	"github.com/datajobs/datajobs/internal/kube"
+	"github.com/datajobs/datajobs/internal/leader"
+	"github.com/datajobs/datajobs/internal/service"
+	"github.com/datajobs/datajobs/internal/store"
+	"github.com/datajobs/datajobs/internal/synchronizer"
+)
+
+// Run serves datajobs until ctx ends, then shuts down gracefully: the HTTP server stops
+// accepting, in-flight requests finish, the synchronizer drains and the lease is released.
+// ready, when not nil, receives the listener's address once the server accepts connections.
+func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	log := cfg.Logger
+
+	db, err := store.Open(ctx, store.Config{URL: cfg.DatabaseURL})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	cluster, err := kube.Connect(kube.ClusterConfig{Kubeconfig: cfg.Kubeconfig, QPS: cfg.KubeQPS, Burst: cfg.KubeBurst, UserAgent: "datajobs/" + cfg.Version})
+	if err != nil {
+		return err
+	}
+
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	migrated := make(chan struct{})
+	health := &health{db: db, cluster: cluster, migrated: migrated}
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", health.live)
+	mux.HandleFunc("GET /readyz", health.ready)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
+	svc, err := service.New(service.Config{
+		SupportedPythonVersions: cfg.SupportedPythonVersions,
+		DefaultPythonVersion:    cfg.DefaultPythonVersion,
+		Resources:               cfg.Resources,
+		APIVersion:              "datajobs/" + cfg.Version,
+	}, db)
+	if err != nil {
+		return err
+	}
+	mux.Handle("/", httpapi.New(httpapi.Config{}, svc, log))
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+
+	var wg sync.WaitGroup
+	serveErr := make(chan error, 1)
+	wg.Go(func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			serveErr <- err
+		}
+	})
+	log.InfoContext(ctx, "serving", "address", ln.Addr().String(), "namespace", cfg.Namespace, "sync_mode", string(cfg.SyncMode))
+	if ready != nil {
+		ready <- ln.Addr()
+	}
+
+	// Migrations are retried until the database answers: the process stays up and
+	// reports itself not ready meanwhile, instead of crash-looping. The synchronizer
+	// starts once the schema is there.
+	synchronize, err := newSynchronizer(cfg, db, cluster, registry)
+	if err != nil {
+		return err
+	}
+	wg.Go(func() {
+		if err := migrateWithRetry(ctx, db, cfg); err != nil {
+			return
+		}
+		close(migrated)
+		synchronize(ctx)
+	})
+
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+		log.ErrorContext(ctx, "http_server_failed", "error", err)
+	}
+
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	if shutErr := srv.Shutdown(shutdownCtx); shutErr != nil {
+		log.WarnContext(shutdownCtx, "http_shutdown_incomplete", "error", shutErr)
+	}
+	wg.Wait()
+	log.InfoContext(shutdownCtx, "stopped")
+	return err
+}
+
+func migrateWithRetry(ctx context.Context, db *store.Store, cfg Config) error {
+	delay := 500 * time.Millisecond
+	for {
+		applied, err := db.Migrate(ctx)
+		if err == nil {
+			cfg.Logger.InfoContext(ctx, "migrations_applied", "versions", applied)
+			return nil
+		}
+		cfg.Logger.WarnContext(ctx, "migrations_failed", "error", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 10*time.Second)
+	}
+}
+
+// newSynchronizer returns what runs the synchronizer in this process until ctx ends: under
+// the leader lease when it writes, on its own in dry-run mode (it writes nothing), or
+// nothing at all when the mode is off.
+func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg prometheus.Registerer) (func(context.Context), error) {
+	if cfg.SyncMode == SyncOff {
+		return func(context.Context) {}, nil
+	}
+	syncer := synchronizer.New(synchronizer.Config{
+		Render:         kube.RenderConfig{Namespace: cfg.Namespace, ImageRegistry: cfg.ImageRegistry, Resources: cfg.Resources},
+		Workers:        cfg.SyncWorkers,
+		ResyncInterval: cfg.ResyncInterval,
+		DryRun:         cfg.SyncMode == SyncDryRun,
+		Logger:         cfg.Logger,
+		Metrics:        synchronizer.NewMetrics(reg),
+	}, db, cluster.Client, nil)
+	run := func(ctx context.Context, epoch int64) {
+		delay := time.Second
+		for ctx.Err() == nil {
+			err := syncer.Run(ctx, epoch)
+			if ctx.Err() != nil {
+				return
+			}
+			cfg.Logger.WarnContext(ctx, "synchronizer_stopped", "error", err, "restart_in", delay)
+			select {
+			case <-ctx.Done():
+			case <-time.After(delay):
+			}
+			delay = min(delay*2, 30*time.Second)
+		}
+	}
+	if cfg.SyncMode == SyncDryRun {
+		return func(ctx context.Context) { run(ctx, 0) }, nil
+	}
+	metrics, err := leader.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	elector, err := leader.New(leader.Config{
+		Name:          store.SyncLeaseName,
+		LeaseDuration: cfg.LeaseDuration,
+		Logger:        cfg.Logger,
+		Metrics:       metrics,
+	}, db)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) {
+		if err := elector.Run(ctx, run); err != nil {
+			cfg.Logger.WarnContext(ctx, "leader_release_failed", "error", err)
+		}
+	}, nil
+}

@@ -1,0 +1,95 @@
+package service
+
+import (
+	"context"
+	"slices"
+	"strconv"
+
+	"github.com/datajobs/datajobs/internal/job"
+)
+
+// CreateJob creates the data job j for team. An empty j.Team is the path's team (VDK);
+// any other team must equal it. The job gets a new UID, also when its name was used by a
+// job deleted before.
+func (s *Service) CreateJob(ctx context.Context, team string, j job.Job) (job.Job, error) {
+	if err := job.ValidateTeam(team); err != nil {
+		return job.Job{}, err
+	}
+	if j.Team == "" {
+		j.Team = team
+	}
+	if j.Team != team {
+		return job.Job{}, job.Invalid("team", "equal to the team in the path ("+team+")", quote(j.Team))
+	}
+	if err := job.ValidateJob(j); err != nil {
+		return job.Job{}, err
+	}
+	return s.store.CreateJob(ctx, j)
+}
+
+// GetJob reads the data job name of team.
+func (s *Service) GetJob(ctx context.Context, team, name string) (job.Job, error) {
+	return s.store.GetJob(ctx, team, name)
+}
+
+// UpdateJob replaces the configuration of the job name of team with that of j (VDK's
+// PUT: absent fields take their defaults). j's name, when given, must be name; j's team,
+// when given, must be the job's team: moving a job is ChangeTeam. The deployment is left
+// as it is (VDK's PUT cleared its enabled flag). A change that can affect the CronJob
+// bumps the generation and notifies the synchronizer; a description alone does not.
+func (s *Service) UpdateJob(ctx context.Context, team, name string, j job.Job) (job.Job, error) {
+	if j.Name == "" {
+		j.Name = name
+	}
+	if j.Name != name {
+		return job.Job{}, job.Invalid("job_name", "equal to the job name in the path ("+name+")", quote(j.Name))
+	}
+	if j.Team == "" {
+		j.Team = team
+	}
+	if err := job.ValidateJob(j); err != nil {
+		return job.Job{}, err
+	}
+	return s.store.UpdateJob(ctx, team, name, func(cur job.Job) (job.Job, bool, error) {
+		if j.Team != cur.Team {
+			e := job.Invalid("team", "the job's team ("+cur.Team+")", quote(j.Team))
+			e.Countermeasures = "Leave team out or equal to the current team; to move the job use PUT .../jobs/{job_name}/team/{new_team}."
+			return job.Job{}, false, e
+		}
+		return j, renderedChanged(cur, j), nil
+	})
+}
+
+// ChangeTeam moves the job name from team to newTeam. The CronJob carries the team in a
+// label, so a real move bumps the generation; a move to the same team changes nothing.
+func (s *Service) ChangeTeam(ctx context.Context, team, name, newTeam string) (job.Job, error) {
+	if err := job.ValidateTeam(newTeam); err != nil {
+		return job.Job{}, err
+	}
+	return s.store.UpdateJob(ctx, team, name, func(cur job.Job) (job.Job, bool, error) {
+		next := cur
+		next.Team = newTeam
+		return next, newTeam != cur.Team, nil
+	})
+}
+
+// DeleteJob deletes the job name of team, its desired deployment and its properties in
+// one transaction. The CronJob is deleted asynchronously by the synchronizer.
+func (s *Service) DeleteJob(ctx context.Context, team, name string) error {
+	return s.store.DeleteJob(ctx, team, name)
+}
+
+// renderedChanged tells whether a job change can affect the rendered CronJob: everything
+// but the description (and timestamps) may be rendered, today or by a later renderer.
+func renderedChanged(a, b job.Job) bool {
+	return a.Team != b.Team || a.Schedule != b.Schedule || a.DBDefaultType != b.DBDefaultType ||
+		a.GenerateKeytab != b.GenerateKeytab ||
+		a.EnableExecutionNotifications != b.EnableExecutionNotifications ||
+		a.NotificationDelayPeriodMinutes != b.NotificationDelayPeriodMinutes ||
+		!slices.Equal(a.Contacts.NotifiedOnJobFailureUserError, b.Contacts.NotifiedOnJobFailureUserError) ||
+		!slices.Equal(a.Contacts.NotifiedOnJobFailurePlatformError, b.Contacts.NotifiedOnJobFailurePlatformError) ||
+		!slices.Equal(a.Contacts.NotifiedOnJobSuccess, b.Contacts.NotifiedOnJobSuccess) ||
+		!slices.Equal(a.Contacts.NotifiedOnJobDeploy, b.Contacts.NotifiedOnJobDeploy)
+}
+
+func quote(s string) string { return strconv.Quote(s) }

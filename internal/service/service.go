@@ -1,0 +1,110 @@
+// Package service holds the use cases of the datajobs API, shared by the REST and GraphQL
+// layers: it validates input, applies VDK's merge rules and writes the desired state
+// through the store. It is the only writer of desired state; it never talks to
+// Kubernetes (the synchronizer does).
+package service
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/store"
+)
+
+// Config configures the service.
+type Config struct {
+	// SupportedPythonVersions are the python versions a deployment may ask for
+	// (default: VDK's, ["3.9"]).
+	SupportedPythonVersions []string
+	// DefaultPythonVersion is used when the first deployment of a job names none
+	// (default: the first supported version). It must be supported.
+	DefaultPythonVersion string
+	// Resources are the defaults that fill unset resources (shown in responses as the
+	// effective values) and the maxima a request may ask for. Zero fields default to
+	// VDK's: requests 1 CPU and 500Mi, limits 2 CPU and 1000Mi; maxima 32 CPU and 128Gi.
+	Resources job.ResourceBounds
+	// APIVersion is reported by GET .../info (default "datajobs").
+	APIVersion string
+	// Now is the clock of deployment dates (default time.Now).
+	Now func() time.Time
+}
+
+// defaultResources are VDK's default requests and limits.
+var defaultResources = job.Resources{
+	CPURequestMillis:   1000,
+	CPULimitMillis:     2000,
+	MemoryRequestBytes: 500 << 20,
+	MemoryLimitBytes:   1000 << 20,
+}
+
+// defaultMaxResources are the default maxima of a deployment's resources.
+var defaultMaxResources = job.Resources{
+	CPURequestMillis:   32_000,
+	CPULimitMillis:     32_000,
+	MemoryRequestBytes: 128 << 30,
+	MemoryLimitBytes:   128 << 30,
+}
+
+// Service runs the use cases of data jobs and their deployments.
+type Service struct {
+	cfg   Config
+	store *store.Store
+}
+
+// New returns a service on st. It fails when the configuration contradicts itself.
+func New(cfg Config, st *store.Store) (*Service, error) {
+	if len(cfg.SupportedPythonVersions) == 0 {
+		cfg.SupportedPythonVersions = []string{"3.9"}
+	}
+	cfg.SupportedPythonVersions = slices.Clone(cfg.SupportedPythonVersions)
+	cfg.DefaultPythonVersion = cmp.Or(cfg.DefaultPythonVersion, cfg.SupportedPythonVersions[0])
+	if !slices.Contains(cfg.SupportedPythonVersions, cfg.DefaultPythonVersion) {
+		return nil, fmt.Errorf("default python version %q is not one of the supported versions %v", cfg.DefaultPythonVersion, cfg.SupportedPythonVersions)
+	}
+	d, m := &cfg.Resources.Default, &cfg.Resources.Max
+	d.CPURequestMillis = cmp.Or(d.CPURequestMillis, defaultResources.CPURequestMillis)
+	d.CPULimitMillis = cmp.Or(d.CPULimitMillis, defaultResources.CPULimitMillis)
+	d.MemoryRequestBytes = cmp.Or(d.MemoryRequestBytes, defaultResources.MemoryRequestBytes)
+	d.MemoryLimitBytes = cmp.Or(d.MemoryLimitBytes, defaultResources.MemoryLimitBytes)
+	m.CPURequestMillis = cmp.Or(m.CPURequestMillis, defaultMaxResources.CPURequestMillis)
+	m.CPULimitMillis = cmp.Or(m.CPULimitMillis, defaultMaxResources.CPULimitMillis)
+	m.MemoryRequestBytes = cmp.Or(m.MemoryRequestBytes, defaultMaxResources.MemoryRequestBytes)
+	m.MemoryLimitBytes = cmp.Or(m.MemoryLimitBytes, defaultMaxResources.MemoryLimitBytes)
+	if err := (job.ResourceBounds{Max: *m}).Validate(*d); err != nil {
+		return nil, fmt.Errorf("default resources: %w", err)
+	}
+	cfg.APIVersion = cmp.Or(cfg.APIVersion, "datajobs")
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Service{cfg: cfg, store: st}, nil
+}
+
+// Info is what GET .../info reports.
+type Info struct {
+	APIVersion              string
+	SupportedPythonVersions []string
+}
+
+// Info reports the API version and the supported python versions.
+func (s *Service) Info() Info {
+	return Info{APIVersion: s.cfg.APIVersion, SupportedPythonVersions: slices.Clone(s.cfg.SupportedPythonVersions)}
+}
+
+// Config returns the configuration in force, defaults filled in.
+func (s *Service) Config() Config { return s.cfg }
+
+// now is the deployment clock at the database's precision, so that what a write returns
+// equals what a later read shows.
+func (s *Service) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Microsecond) }
+
+// ValidateUser checks who makes a change: it is stored and shown as last_deployed_by.
+func ValidateUser(user string) error {
+	if user == "" {
+		return job.Invalid("deployed_by", "non-empty", `""`)
+	}
+	return job.ValidateText("deployed_by", user, 253)
+}

@@ -1,0 +1,174 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/datajobs/datajobs/internal/job"
+)
+
+// DeploymentState is everything the API shows about a job's deployment, read in one
+// query: the job, its desired deployment (nil when there is none) and what the
+// synchronizer last applied for this incarnation of the job (nil when nothing is
+// deployed; an actual row of an older incarnation of the name is not this job's).
+type DeploymentState struct {
+	Job     job.Job
+	Desired *job.Deployment
+	Actual  *job.ActualDeployment
+}
+
+// stateQuery reads a job with its desired and actual deployments. Absent desired or
+// actual columns read as zero values, told apart by the two has_* flags.
+const stateQuery = `SELECT ` + jobColumns + `,
+	d.data_job_name IS NOT NULL, COALESCE(d.git_commit_sha, ''), COALESCE(d.vdk_version, ''),
+	COALESCE(d.python_version, ''), COALESCE(d.schedule, ''),
+	COALESCE(d.resources_cpu_request_millis, 0), COALESCE(d.resources_cpu_limit_millis, 0),
+	COALESCE(d.resources_memory_request_bytes, 0), COALESCE(d.resources_memory_limit_bytes, 0),
+	COALESCE(d.enabled, false), COALESCE(d.last_deployed_by, ''),
+	COALESCE(d.last_deployed_date, 'epoch'::timestamptz), COALESCE(d.status, ''), COALESCE(d.message, ''),
+	COALESCE(d.status_generation, 0), d.last_sync_at,
+	a.data_job_name IS NOT NULL, COALESCE(a.job_uid::text, ''), COALESCE(a.generation, 0), COALESCE(a.team, ''),
+	COALESCE(a.deployment_version_sha, ''), COALESCE(a.git_commit_sha, ''), COALESCE(a.vdk_version, ''),
+	COALESCE(a.python_version, ''), COALESCE(a.schedule, ''),
+	COALESCE(a.resources_cpu_request_millis, 0), COALESCE(a.resources_cpu_limit_millis, 0),
+	COALESCE(a.resources_memory_request_bytes, 0), COALESCE(a.resources_memory_limit_bytes, 0),
+	COALESCE(a.enabled, false), COALESCE(a.last_deployed_by, ''),
+	COALESCE(a.last_deployed_date, 'epoch'::timestamptz)
+FROM data_job j
+LEFT JOIN desired_data_job_deployment d ON d.data_job_name = j.name
+LEFT JOIN actual_data_job_deployment a ON a.data_job_name = j.name AND a.job_uid = j.uid
+WHERE j.name = $1`
+
+// scanState reads one row of stateQuery; the caller checks the team.
+func scanState(row pgx.Row) (DeploymentState, error) {
+	var (
+		st                  DeploymentState
+		d                   job.Deployment
+		a                   job.ActualDeployment
+		hasDesired, hasActu bool
+		status              string
+	)
+	dest := append(jobDest(&st.Job),
+		&hasDesired, &d.JobVersion, &d.VDKVersion, &d.PythonVersion, &d.Schedule,
+		&d.Resources.CPURequestMillis, &d.Resources.CPULimitMillis,
+		&d.Resources.MemoryRequestBytes, &d.Resources.MemoryLimitBytes,
+		&d.Enabled, &d.DeployedBy, &d.DeployedDate, &status, &d.Message, &d.StatusGeneration, &d.LastSyncAt,
+		&hasActu, &a.JobUID, &a.Generation, &a.Team, &a.DeploymentVersionSHA, &a.JobVersion, &a.VDKVersion,
+		&a.PythonVersion, &a.Schedule,
+		&a.Resources.CPURequestMillis, &a.Resources.CPULimitMillis,
+		&a.Resources.MemoryRequestBytes, &a.Resources.MemoryLimitBytes,
+		&a.Enabled, &a.DeployedBy, &a.DeployedDate)
+	if err := row.Scan(dest...); err != nil {
+		return DeploymentState{}, err
+	}
+	if hasDesired {
+		d.JobName = st.Job.Name
+		d.Status = job.SyncStatus(status)
+		st.Desired = &d
+	}
+	if hasActu {
+		a.JobName = st.Job.Name
+		st.Actual = &a
+	}
+	return st, nil
+}
+
+// GetDeploymentState reads the job name of team with its deployments, in one query.
+func (s *Store) GetDeploymentState(ctx context.Context, team, name string) (DeploymentState, error) {
+	st, err := scanState(s.pool.QueryRow(ctx, stateQuery, name))
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && st.Job.Team != team) {
+		return DeploymentState{}, job.JobNotFound(team, name)
+	}
+	if err != nil {
+		return DeploymentState{}, translate(fmt.Errorf("get deployment of %s: %w", name, err))
+	}
+	return st, nil
+}
+
+// lockState is GetDeploymentState inside a transaction, with the job row locked.
+func lockState(ctx context.Context, tx Tx, team, name string) (DeploymentState, error) {
+	st, err := scanState(tx.QueryRow(ctx, stateQuery+` FOR UPDATE OF j`, name))
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && st.Job.Team != team) {
+		return DeploymentState{}, job.JobNotFound(team, name)
+	}
+	if err != nil {
+		return DeploymentState{}, fmt.Errorf("lock deployment of %s: %w", name, err)
+	}
+	return st, nil
+}
+
+// DeploymentChange computes the complete desired deployment from the job and the current
+// desired deployment (nil when there is none). Returning an error rolls the write back.
+type DeploymentChange func(j job.Job, cur *job.Deployment) (job.Deployment, error)
+
+// ChangeDeployment writes a job's desired deployment in one transaction: it locks the job
+// row (so concurrent changes apply one after the other, each on the result of the
+// previous), stores what change returns with status pending, bumps the job generation and
+// notifies the synchronizer. It returns the stored deployment.
+func (s *Store) ChangeDeployment(ctx context.Context, team, name string, change DeploymentChange) (job.Deployment, error) {
+	var out job.Deployment
+	err := s.InTx(ctx, func(tx Tx) error {
+		st, err := lockState(ctx, tx, team, name)
+		if err != nil {
+			return err
+		}
+		next, err := change(st.Job, st.Desired)
+		if err != nil {
+			return err
+		}
+		const q = `
+INSERT INTO desired_data_job_deployment AS d (data_job_name, git_commit_sha, vdk_version,
+	python_version, schedule, resources_cpu_request_millis, resources_cpu_limit_millis,
+	resources_memory_request_bytes, resources_memory_limit_bytes, enabled, last_deployed_by,
+	last_deployed_date, status, message)
+VALUES ($1, $2, $3, $4, $5, NULLIF($6::bigint, 0), NULLIF($7::bigint, 0), NULLIF($8::bigint, 0), NULLIF($9::bigint, 0), $10, $11, $12, 'pending', '')
+ON CONFLICT (data_job_name) DO UPDATE SET git_commit_sha = excluded.git_commit_sha,
+	vdk_version = excluded.vdk_version, python_version = excluded.python_version,
+	schedule = excluded.schedule,
+	resources_cpu_request_millis = excluded.resources_cpu_request_millis,
+	resources_cpu_limit_millis = excluded.resources_cpu_limit_millis,
+	resources_memory_request_bytes = excluded.resources_memory_request_bytes,
+	resources_memory_limit_bytes = excluded.resources_memory_limit_bytes,
+	enabled = excluded.enabled, last_deployed_by = excluded.last_deployed_by,
+	last_deployed_date = excluded.last_deployed_date, status = 'pending', message = ''
+RETURNING status_generation, last_sync_at`
+		r := next.Resources
+		err = tx.QueryRow(ctx, q, name, next.JobVersion, next.VDKVersion, next.PythonVersion, next.Schedule,
+			r.CPURequestMillis, r.CPULimitMillis, r.MemoryRequestBytes, r.MemoryLimitBytes,
+			next.Enabled, next.DeployedBy, next.DeployedDate,
+		).Scan(&next.StatusGeneration, &next.LastSyncAt)
+		if err != nil {
+			return writeError(fmt.Sprintf("write deployment of %s", name), err)
+		}
+		next.JobName, next.Status, next.Message = name, job.StatusPending, ""
+		out = next
+		return bumpGeneration(ctx, tx, name)
+	})
+	return out, err
+}
+
+// DeleteDeployment deletes the desired deployment of the job name of team, bumps the job
+// generation and notifies the synchronizer, which deletes the CronJob and then the actual
+// row. Deleting a deployment whose deletion is already under way (no desired row, an
+// actual row left) succeeds and changes nothing; with neither, it is not found.
+func (s *Store) DeleteDeployment(ctx context.Context, team, name string) error {
+	return s.InTx(ctx, func(tx Tx) error {
+		st, err := lockState(ctx, tx, team, name)
+		if err != nil {
+			return err
+		}
+		if st.Desired == nil {
+			if st.Actual != nil {
+				return nil
+			}
+			return job.DeploymentNotFound(name)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM desired_data_job_deployment WHERE data_job_name = $1`, name); err != nil {
+			return fmt.Errorf("delete deployment of %s: %w", name, err)
+		}
+		return bumpGeneration(ctx, tx, name)
+	})
+}

@@ -1,0 +1,199 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/datajobs/datajobs/internal/job"
+)
+
+// DesiredChannel is the PostgreSQL NOTIFY channel of desired-state changes. Every write
+// that can change a job's CronJob sends the job name on it in the same transaction, so
+// the synchronizer hears of a change exactly when it is committed, and never of a
+// rolled-back one.
+const DesiredChannel = "datajobs_desired"
+
+// jobColumns are the columns of data_job in the order scanJob reads them.
+const jobColumns = `j.name, j.uid::text, j.team, j.description, j.schedule, j.db_default_type,
+	j.notified_on_job_failure_user_error, j.notified_on_job_failure_platform_error,
+	j.notified_on_job_success, j.notified_on_job_deploy,
+	j.generate_keytab, j.enable_execution_notifications, j.notification_delay_period_minutes,
+	j.generation, j.created_at, j.updated_at`
+
+// jobDest returns the scan destinations of jobColumns into j.
+func jobDest(j *job.Job) []any {
+	return []any{&j.Name, &j.UID, &j.Team, &j.Description, &j.Schedule, &j.DBDefaultType,
+		&j.Contacts.NotifiedOnJobFailureUserError, &j.Contacts.NotifiedOnJobFailurePlatformError,
+		&j.Contacts.NotifiedOnJobSuccess, &j.Contacts.NotifiedOnJobDeploy,
+		&j.GenerateKeytab, &j.EnableExecutionNotifications, &j.NotificationDelayPeriodMinutes,
+		&j.Generation, &j.CreatedAt, &j.UpdatedAt}
+}
+
+// CreateJob inserts a new data job with a new UID and generation 1. A name that exists
+// (in any team: names are global, as CronJob names are) is a conflict.
+func (s *Store) CreateJob(ctx context.Context, j job.Job) (job.Job, error) {
+	const q = `
+INSERT INTO data_job AS j (name, uid, team, description, schedule, db_default_type,
+	notified_on_job_failure_user_error, notified_on_job_failure_platform_error,
+	notified_on_job_success, notified_on_job_deploy,
+	generate_keytab, enable_execution_notifications, notification_delay_period_minutes)
+VALUES ($1, gen_random_uuid(), $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+RETURNING ` + jobColumns
+	var out job.Job
+	err := s.pool.QueryRow(ctx, q, j.Name, j.Team, j.Description, j.Schedule, j.DBDefaultType,
+		nonNil(j.Contacts.NotifiedOnJobFailureUserError), nonNil(j.Contacts.NotifiedOnJobFailurePlatformError),
+		nonNil(j.Contacts.NotifiedOnJobSuccess), nonNil(j.Contacts.NotifiedOnJobDeploy),
+		j.GenerateKeytab, j.EnableExecutionNotifications, j.NotificationDelayPeriodMinutes,
+	).Scan(jobDest(&out)...)
+	if isUniqueViolation(err) {
+		return job.Job{}, job.JobExists(j.Name)
+	}
+	if err != nil {
+		return job.Job{}, writeError(fmt.Sprintf("create job %s", j.Name), err)
+	}
+	return out, nil
+}
+
+// GetJob reads the job name of team; a job of another team is not found.
+func (s *Store) GetJob(ctx context.Context, team, name string) (job.Job, error) {
+	q := `SELECT ` + jobColumns + ` FROM data_job j WHERE j.name = $1 AND j.team = $2`
+	var j job.Job
+	err := s.pool.QueryRow(ctx, q, name, team).Scan(jobDest(&j)...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return job.Job{}, job.JobNotFound(team, name)
+	}
+	if err != nil {
+		return job.Job{}, translate(fmt.Errorf("get job %s: %w", name, err))
+	}
+	return j, nil
+}
+
+// JobUpdate computes the new state of a job from its current one. bump tells whether the
+// change can affect the rendered CronJob: then the generation is bumped and the
+// synchronizer notified. Returning an error rolls the update back.
+type JobUpdate func(cur job.Job) (next job.Job, bump bool, err error)
+
+// UpdateJob changes the job name of team under a row lock, so that concurrent updates
+// apply one after the other. Name, UID, generation and creation time are kept whatever
+// update returns; everything else, team included, is written.
+func (s *Store) UpdateJob(ctx context.Context, team, name string, update JobUpdate) (job.Job, error) {
+	var out job.Job
+	err := s.InTx(ctx, func(tx Tx) error {
+		cur, err := lockJob(ctx, tx, team, name)
+		if err != nil {
+			return err
+		}
+		next, bump, err := update(cur)
+		if err != nil {
+			return err
+		}
+		inc := 0
+		if bump {
+			inc = 1
+		}
+		q := `
+UPDATE data_job AS j SET team = $2, description = $3, schedule = $4, db_default_type = $5,
+	notified_on_job_failure_user_error = $6, notified_on_job_failure_platform_error = $7,
+	notified_on_job_success = $8, notified_on_job_deploy = $9,
+	generate_keytab = $10, enable_execution_notifications = $11,
+	notification_delay_period_minutes = $12, generation = generation + $13, updated_at = now()
+WHERE name = $1
+RETURNING ` + jobColumns
+		err = tx.QueryRow(ctx, q, name, next.Team, next.Description, next.Schedule, next.DBDefaultType,
+			nonNil(next.Contacts.NotifiedOnJobFailureUserError), nonNil(next.Contacts.NotifiedOnJobFailurePlatformError),
+			nonNil(next.Contacts.NotifiedOnJobSuccess), nonNil(next.Contacts.NotifiedOnJobDeploy),
+			next.GenerateKeytab, next.EnableExecutionNotifications, next.NotificationDelayPeriodMinutes, inc,
+		).Scan(jobDest(&out)...)
+		if err != nil {
+			return writeError(fmt.Sprintf("update job %s", name), err)
+		}
+		if bump {
+			return notifyDesired(ctx, tx, name)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// DeleteJob deletes the job name of team with its desired deployment and properties (by
+// cascade) in one transaction, and notifies the synchronizer. The actual deployment row
+// stays: the synchronizer deletes the CronJob, then the row (asynchronous deletion).
+func (s *Store) DeleteJob(ctx context.Context, team, name string) error {
+	return s.InTx(ctx, func(tx Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM data_job WHERE name = $1 AND team = $2`, name, team)
+		if err != nil {
+			return fmt.Errorf("delete job %s: %w", name, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return job.JobNotFound(team, name)
+		}
+		return notifyDesired(ctx, tx, name)
+	})
+}
+
+// lockJob reads the job name of team and locks its row until the transaction ends. Every
+// write of a job or its deployment takes this lock first, so writes of one job are
+// serialised and never deadlock.
+func lockJob(ctx context.Context, tx Tx, team, name string) (job.Job, error) {
+	q := `SELECT ` + jobColumns + ` FROM data_job j WHERE j.name = $1 FOR UPDATE`
+	var j job.Job
+	err := tx.QueryRow(ctx, q, name).Scan(jobDest(&j)...)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && j.Team != team) {
+		return job.Job{}, job.JobNotFound(team, name)
+	}
+	if err != nil {
+		return job.Job{}, fmt.Errorf("lock job %s: %w", name, err)
+	}
+	return j, nil
+}
+
+// bumpGeneration marks a change of what the job's CronJob renders from, and notifies the
+// synchronizer when the transaction commits.
+func bumpGeneration(ctx context.Context, tx Tx, name string) error {
+	if _, err := tx.Exec(ctx, `UPDATE data_job SET generation = generation + 1, updated_at = now() WHERE name = $1`, name); err != nil {
+		return fmt.Errorf("bump generation of %s: %w", name, err)
+	}
+	return notifyDesired(ctx, tx, name)
+}
+
+// notifyDesired queues a notification on DesiredChannel; PostgreSQL delivers it at commit.
+func notifyDesired(ctx context.Context, tx Tx, name string) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, DesiredChannel, name); err != nil {
+		return fmt.Errorf("notify %s: %w", name, err)
+	}
+	return nil
+}
+
+// writeError wraps a failed write. Input the database cannot store (class 22, data
+// exception: a NUL character, a number out of range) is the user's error, not a 500.
+func writeError(op string, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && len(pgErr.Code) == 5 && pgErr.Code[:2] == "22" {
+		e := job.Invalid("body", "a value the database can store", "rejected: "+pgErr.Message)
+		e.Err = err
+		return e
+	}
+	return translate(fmt.Errorf("%s: %w", op, err))
+}
+
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
+}
+
+func isForeignKeyViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23503"
+}
+
+// nonNil stores an absent list as an empty array: the columns are NOT NULL.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

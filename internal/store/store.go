@@ -1,0 +1,91 @@
+// Package store is the PostgreSQL layer of datajobs: the only package that knows SQL or
+// pgx. It owns the schema (embedded, numbered migrations), the queries of the API and of
+// the synchronizer, and the translation of database errors into domain errors.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/datajobs/datajobs/internal/job"
+)
+
+// Store is a pool of connections to the datajobs database.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// Config configures the connection pool.
+type Config struct {
+	// URL is a PostgreSQL connection URL or key=value string. Required.
+	URL string
+	// MaxConns caps the pool (default: pgx's, the larger of 4 and the number of CPUs).
+	MaxConns int32
+}
+
+// Open connects to the database. It does not fail when the database is down: the pool
+// connects lazily, so the service can start and report itself not ready.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	pc, err := pgxpool.ParseConfig(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", redact(err))
+	}
+	if cfg.MaxConns > 0 {
+		pc.MaxConns = cfg.MaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("open database pool: %w", redact(err))
+	}
+	return &Store{pool: pool}, nil
+}
+
+// Close closes every connection of the pool.
+func (s *Store) Close() { s.pool.Close() }
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return translate(fmt.Errorf("ping database: %w", err))
+	}
+	return nil
+}
+
+// Tx is the part of a transaction the store's queries need.
+type Tx = pgx.Tx
+
+// InTx runs fn in one transaction, committed when fn returns nil and rolled back otherwise.
+func (s *Store) InTx(ctx context.Context, fn func(tx Tx) error) error {
+	err := pgx.BeginFunc(ctx, s.pool, fn)
+	return translate(err)
+}
+
+// translate turns connection-level failures into the domain's "unavailable" error, so the
+// API answers 503 instead of 500 while the database is down. Other errors pass through.
+func translate(err error) error {
+	if err == nil || job.KindOf(err) != 0 {
+		return err
+	}
+	if isConnectionError(err) {
+		return job.Unavailable("database", err)
+	}
+	return err
+}
+
+func isConnectionError(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// Class 08: connection exception; 57P0x: the server is shutting down or restarting.
+		return len(pgErr.Code) == 5 && (pgErr.Code[:2] == "08" || pgErr.Code[:4] == "57P0")
+	}
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return true
+	}
+	return pgconn.SafeToRetry(err) || errors.Is(err, pgx.ErrTxClosed) || isNetError(err)
+}

@@ -1,0 +1,246 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/datajobs/datajobs/internal/job"
+)
+
+// SyncState is what the synchronizer reads from the database for one job name. Any part
+// may be absent: a job without a deployment, an actual row whose job is gone (to delete),
+// or an actual row of an older incarnation of the name (its JobUID differs from Job's).
+type SyncState struct {
+	Name    string
+	Job     *job.Job
+	Desired *job.Deployment
+	Actual  *job.ActualDeployment
+}
+
+// SyncLeaseName is the leader lease that guards every write of the synchronizer.
+const SyncLeaseName = "synchronizer"
+
+// Fence is the leader term a synchronizer write is made under: the write happens only
+// while that term still holds the lease, so a deposed leader writes nothing.
+type Fence struct {
+	Epoch int64
+}
+
+const syncJobQuery = `SELECT ` + jobColumns + `,
+	d.data_job_name IS NOT NULL, COALESCE(d.git_commit_sha, ''), COALESCE(d.vdk_version, ''),
+	COALESCE(d.python_version, ''), COALESCE(d.schedule, ''),
+	COALESCE(d.resources_cpu_request_millis, 0), COALESCE(d.resources_cpu_limit_millis, 0),
+	COALESCE(d.resources_memory_request_bytes, 0), COALESCE(d.resources_memory_limit_bytes, 0),
+	COALESCE(d.enabled, false), COALESCE(d.last_deployed_by, ''),
+	COALESCE(d.last_deployed_date, 'epoch'::timestamptz), COALESCE(d.status, ''), COALESCE(d.message, ''),
+	COALESCE(d.status_generation, 0), d.last_sync_at
+FROM data_job j
+LEFT JOIN desired_data_job_deployment d ON d.data_job_name = j.name`
+
+const syncActualQuery = `SELECT data_job_name, job_uid::text, generation, team, deployment_version_sha,
+	git_commit_sha, vdk_version, python_version, schedule,
+	resources_cpu_request_millis, resources_cpu_limit_millis, resources_memory_request_bytes, resources_memory_limit_bytes,
+	enabled, last_deployed_by, last_deployed_date
+FROM actual_data_job_deployment`
+
+// LoadSyncState reads the job, desired and actual rows of one name, fresh, in one round trip.
+func (s *Store) LoadSyncState(ctx context.Context, name string) (SyncState, error) {
+	states, err := s.loadSyncStates(ctx, " WHERE j.name = $1", " WHERE data_job_name = $1", name)
+	if err != nil {
+		return SyncState{}, err
+	}
+	if st, ok := states[name]; ok {
+		return st, nil
+	}
+	return SyncState{Name: name}, nil
+}
+
+// LoadAllSyncStates reads every job and every actual row, for a full resync pass.
+func (s *Store) LoadAllSyncStates(ctx context.Context) (map[string]SyncState, error) {
+	return s.loadSyncStates(ctx, "", "")
+}
+
+func (s *Store) loadSyncStates(ctx context.Context, jobWhere, actualWhere string, args ...any) (map[string]SyncState, error) {
+	batch := &pgx.Batch{}
+	states := map[string]SyncState{}
+	batch.Queue(syncJobQuery+jobWhere, args...).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			j, d, err := scanSyncJob(rows)
+			if err != nil {
+				return err
+			}
+			states[j.Name] = SyncState{Name: j.Name, Job: j, Desired: d}
+		}
+		return rows.Err()
+	})
+	batch.Queue(syncActualQuery+actualWhere, args...).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			a, err := scanActual(rows)
+			if err != nil {
+				return err
+			}
+			st := states[a.JobName]
+			st.Name, st.Actual = a.JobName, a
+			states[a.JobName] = st
+		}
+		return rows.Err()
+	})
+	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
+		return nil, translate(fmt.Errorf("load sync state: %w", err))
+	}
+	return states, nil
+}
+
+func scanSyncJob(rows pgx.Rows) (*job.Job, *job.Deployment, error) {
+	var (
+		j          job.Job
+		d          job.Deployment
+		hasDesired bool
+		status     string
+	)
+	dest := append(jobDest(&j),
+		&hasDesired, &d.JobVersion, &d.VDKVersion, &d.PythonVersion, &d.Schedule,
+		&d.Resources.CPURequestMillis, &d.Resources.CPULimitMillis,
+		&d.Resources.MemoryRequestBytes, &d.Resources.MemoryLimitBytes,
+		&d.Enabled, &d.DeployedBy, &d.DeployedDate, &status, &d.Message, &d.StatusGeneration, &d.LastSyncAt)
+	if err := rows.Scan(dest...); err != nil {
+		return nil, nil, err
+	}
+	if !hasDesired {
+		return &j, nil, nil
+	}
+	d.JobName = j.Name
+	d.Status = job.SyncStatus(status)
+	return &j, &d, nil
+}
+
+func scanActual(rows pgx.Rows) (*job.ActualDeployment, error) {
+	var a job.ActualDeployment
+	err := rows.Scan(&a.JobName, &a.JobUID, &a.Generation, &a.Team, &a.DeploymentVersionSHA,
+		&a.JobVersion, &a.VDKVersion, &a.PythonVersion, &a.Schedule,
+		&a.Resources.CPURequestMillis, &a.Resources.CPULimitMillis,
+		&a.Resources.MemoryRequestBytes, &a.Resources.MemoryLimitBytes,
+		&a.Enabled, &a.DeployedBy, &a.DeployedDate)
+	return &a, err
+}
+
+// currentDesired is true while the job still has the incarnation ($2) and generation ($3)
+// a result was computed for, and the writer's term ($4) holds the lease: a stale result
+// never overwrites a newer desired state, and a deposed leader writes nothing.
+var currentDesired = `EXISTS (SELECT 1 FROM data_job j JOIN desired_data_job_deployment d ON d.data_job_name = j.name
+	WHERE j.name = $1 AND j.uid = $2::uuid AND j.generation = $3) AND ` + LeaseHeldCondition("'"+SyncLeaseName+"'", "$4")
+
+// RecordApplied records that the CronJob of a job now matches its desired deployment at
+// generation a.Generation: it upserts the actual row and marks the deployment synced, in
+// one statement and only if that generation is still the job's current one. It reports
+// whether it wrote.
+func (s *Store) RecordApplied(ctx context.Context, fence Fence, a job.ActualDeployment) (bool, error) {
+	q := `WITH ok AS (SELECT ` + currentDesired + ` AS ok),
+up AS (
+	INSERT INTO actual_data_job_deployment (data_job_name, job_uid, generation, team, deployment_version_sha,
+		git_commit_sha, vdk_version, python_version, schedule,
+		resources_cpu_request_millis, resources_cpu_limit_millis, resources_memory_request_bytes, resources_memory_limit_bytes,
+		enabled, last_deployed_by, last_deployed_date)
+	SELECT $1, $2::uuid, $3, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17 FROM ok WHERE ok.ok
+	ON CONFLICT (data_job_name) DO UPDATE SET job_uid = EXCLUDED.job_uid, generation = EXCLUDED.generation,
+		team = EXCLUDED.team, deployment_version_sha = EXCLUDED.deployment_version_sha,
+		git_commit_sha = EXCLUDED.git_commit_sha, vdk_version = EXCLUDED.vdk_version,
+		python_version = EXCLUDED.python_version, schedule = EXCLUDED.schedule,
+		resources_cpu_request_millis = EXCLUDED.resources_cpu_request_millis,
+		resources_cpu_limit_millis = EXCLUDED.resources_cpu_limit_millis,
+		resources_memory_request_bytes = EXCLUDED.resources_memory_request_bytes,
+		resources_memory_limit_bytes = EXCLUDED.resources_memory_limit_bytes,
+		enabled = EXCLUDED.enabled, last_deployed_by = EXCLUDED.last_deployed_by,
+		last_deployed_date = EXCLUDED.last_deployed_date
+	RETURNING 1
+)
+UPDATE desired_data_job_deployment SET status = 'synced', message = '', status_generation = $3, last_sync_at = now()
+WHERE data_job_name = $1 AND (SELECT ok FROM ok)`
+	r := a.Resources
+	tag, err := s.pool.Exec(ctx, q, a.JobName, a.JobUID, a.Generation, fence.Epoch, a.Team, a.DeploymentVersionSHA,
+		a.JobVersion, a.VDKVersion, a.PythonVersion, a.Schedule,
+		r.CPURequestMillis, r.CPULimitMillis, r.MemoryRequestBytes, r.MemoryLimitBytes,
+		a.Enabled, a.DeployedBy, a.DeployedDate)
+	if err != nil {
+		return false, translate(fmt.Errorf("record applied deployment %s: %w", a.JobName, err))
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+// RecordFailure records that applying generation gen of a job failed, with the status
+// (user_error or platform_error) and the message the user sees, if gen is still current.
+func (s *Store) RecordFailure(ctx context.Context, fence Fence, name, uid string, gen int64, status job.SyncStatus, message string) (bool, error) {
+	q := `UPDATE desired_data_job_deployment SET status = $5, message = $6, status_generation = $3, last_sync_at = now()
+WHERE data_job_name = $1 AND ` + currentDesired + ` AND (status, message, status_generation) IS DISTINCT FROM ($5, $6, $3)`
+	tag, err := s.pool.Exec(ctx, q, name, uid, gen, fence.Epoch, string(status), message)
+	if err != nil {
+		return false, translate(fmt.Errorf("record failed deployment %s: %w", name, err))
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+// DeleteActual removes the actual row of a name once its CronJob is confirmed gone, if
+// the row is still the one of incarnation uid (a newer incarnation's row is kept).
+func (s *Store) DeleteActual(ctx context.Context, fence Fence, name, uid string) (bool, error) {
+	q := `DELETE FROM actual_data_job_deployment WHERE data_job_name = $1 AND job_uid = $2::uuid AND ` +
+		LeaseHeldCondition("'"+SyncLeaseName+"'", "$3")
+	tag, err := s.pool.Exec(ctx, q, name, uid, fence.Epoch)
+	if err != nil {
+		return false, translate(fmt.Errorf("delete actual deployment %s: %w", name, err))
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+// CountDeploymentsByStatus counts desired deployments by sync status, plus the actual rows
+// without a desired one as "deleting".
+func (s *Store) CountDeploymentsByStatus(ctx context.Context) (map[job.SyncStatus]int, error) {
+	rows, err := s.pool.Query(ctx, `SELECT status, count(*) FROM desired_data_job_deployment GROUP BY status
+UNION ALL SELECT 'deleting', count(*) FROM actual_data_job_deployment a
+	WHERE NOT EXISTS (SELECT 1 FROM desired_data_job_deployment d WHERE d.data_job_name = a.data_job_name)`)
+	if err != nil {
+		return nil, translate(fmt.Errorf("count deployments: %w", err))
+	}
+	counts := map[job.SyncStatus]int{}
+	for rows.Next() {
+		var status string
+		var n int
+		if err := rows.Scan(&status, &n); err != nil {
+			return nil, fmt.Errorf("count deployments: %w", err)
+		}
+		counts[job.SyncStatus(status)] += n
+	}
+	return counts, translate(rows.Err())
+}
+
+// Listen holds a dedicated connection that LISTENs on channel, calls ready once it
+// listens, and calls notify with the payload of every notification, until ctx ends or the
+// connection fails (then it returns the error; the caller reconnects and must assume it
+// missed notifications meanwhile).
+func (s *Store) Listen(ctx context.Context, channel string, ready func(), notify func(payload string)) error {
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return translate(fmt.Errorf("listen: connect: %w", redact(err)))
+	}
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		conn.Close(closeCtx) //nolint:errcheck // closing a connection we are done with
+	}()
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+		return translate(fmt.Errorf("listen on %s: %w", channel, err))
+	}
+	ready()
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return translate(fmt.Errorf("wait for notification on %s: %w", channel, err))
+		}
+		notify(n.Payload)
+	}
+}

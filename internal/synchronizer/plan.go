@@ -1,0 +1,133 @@
+package synchronizer
+
+import (
+	batchv1 "k8s.io/api/batch/v1"
+
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/kube"
+	"github.com/datajobs/datajobs/internal/store"
+)
+
+// Action is the one thing a reconcile does to make the cluster match the database.
+type Action string
+
+// The actions of a plan, in the words `datajobs sync --once` prints.
+const (
+	ActionCreate    Action = "create"    // no CronJob yet: create it
+	ActionUpdate    Action = "update"    // the desired deployment changed: apply it
+	ActionSuspend   Action = "suspend"   // only enabled changed, to false
+	ActionResume    Action = "resume"    // only enabled changed, to true
+	ActionRepair    Action = "repair"    // someone edited the CronJob: revert it
+	ActionReplace   Action = "replace"   // the CronJob belongs to an older incarnation of the name
+	ActionRecord    Action = "record"    // the CronJob is right; only the database lags
+	ActionDelete    Action = "delete"    // the deployment or job was deleted
+	ActionOrphan    Action = "orphan"    // a managed CronJob no row in the database knows of
+	ActionHold      Action = "hold"      // Kubernetes rejected this generation: wait for a change
+	ActionUnchanged Action = "unchanged" // nothing to do
+)
+
+// Actions lists every action, in a stable order for summaries.
+var Actions = []Action{ActionCreate, ActionUpdate, ActionSuspend, ActionResume, ActionRepair, ActionReplace,
+	ActionRecord, ActionDelete, ActionOrphan, ActionHold, ActionUnchanged}
+
+// writesKubernetes reports whether the action changes the cluster.
+func (a Action) writesKubernetes() bool {
+	switch a {
+	case ActionRecord, ActionHold, ActionUnchanged:
+		return false
+	}
+	return true
+}
+
+// Plan is what a reconcile decided for one job name, and from what.
+type Plan struct {
+	Name   string
+	Action Action
+	// Reason says why, for logs and the printed plan.
+	Reason string
+	State  store.SyncState
+	Live   *batchv1.CronJob
+	// Rendered and Hash are the CronJob the desired deployment renders to (nil without one).
+	Rendered *batchv1.CronJob
+	Hash     string
+}
+
+// verified remembers, per job name, the state the leader last saw in agreement: the job
+// incarnation and generation, and the live CronJob's resourceVersion. While all three
+// still hold, nothing can have changed, and a resync skips rendering and comparing.
+type verified struct {
+	uid             string
+	generation      int64
+	resourceVersion string
+}
+
+// plan decides the action for one job name. It is pure: it reads nothing and writes nothing.
+func plan(st store.SyncState, live *batchv1.CronJob, cfg kube.RenderConfig, memo *verified) Plan {
+	p := Plan{Name: st.Name, State: st, Live: live, Action: ActionUnchanged}
+	if st.Job == nil || st.Desired == nil {
+		switch {
+		case live != nil && st.Job == nil && st.Actual == nil:
+			p.Action, p.Reason = ActionOrphan, "managed CronJob without a data job"
+		case live != nil && st.Job == nil:
+			p.Action, p.Reason = ActionDelete, "data job deleted"
+		case live != nil:
+			p.Action, p.Reason = ActionDelete, "deployment deleted"
+		case st.Actual != nil:
+			p.Action, p.Reason = ActionDelete, "CronJob gone; forget the actual deployment"
+		}
+		return p
+	}
+	j, d := st.Job, st.Desired
+	gen := j.Generation
+	if memo != nil && live != nil && inSync(st) && memo.uid == j.UID && memo.generation == gen && memo.resourceVersion == live.ResourceVersion {
+		p.Reason = "verified"
+		return p
+	}
+	p.Rendered, p.Hash = kube.Render(*j, *d, cfg)
+	switch {
+	case d.Status == job.StatusUserError && d.StatusGeneration == gen:
+		p.Action, p.Reason = ActionHold, "Kubernetes rejected generation; waiting for a new deployment"
+	case live == nil:
+		p.Action, p.Reason = ActionCreate, "no CronJob"
+	case live.Labels[kube.LabelJobUID] != j.UID:
+		p.Action, p.Reason = ActionReplace, "CronJob of an older incarnation of the job"
+	default:
+		drifted, why := kube.Drifted(live, p.Rendered)
+		switch {
+		case !drifted && !recorded(st, p.Hash):
+			p.Action, p.Reason = ActionRecord, "CronJob up to date; database behind"
+		case !drifted:
+			p.Reason = "up to date"
+		case live.Annotations[kube.AnnotationHash] == p.Hash:
+			p.Action, p.Reason = ActionRepair, "edited outside datajobs: "+why
+		case onlyEnabledDiffers(*j, *d, cfg, live):
+			p.Action, p.Reason = ActionResume, "enabled"
+			if !d.Enabled {
+				p.Action, p.Reason = ActionSuspend, "disabled"
+			}
+		default:
+			p.Action, p.Reason = ActionUpdate, why
+		}
+	}
+	return p
+}
+
+// inSync is true when the database already records the current generation as applied.
+func inSync(st store.SyncState) bool {
+	a, d := st.Actual, st.Desired
+	return a != nil && d != nil && st.Job != nil && a.JobUID == st.Job.UID && a.Generation == st.Job.Generation &&
+		d.Status == job.StatusSynced && d.StatusGeneration == st.Job.Generation
+}
+
+// recorded is true when the database records exactly this rendering as applied.
+func recorded(st store.SyncState, hash string) bool {
+	return inSync(st) && st.Actual.DeploymentVersionSHA == hash
+}
+
+// onlyEnabledDiffers is true when the live CronJob is exactly what the deployment renders
+// to with the opposite enabled flag: the change is a suspend or a resume.
+func onlyEnabledDiffers(j job.Job, d job.Deployment, cfg kube.RenderConfig, live *batchv1.CronJob) bool {
+	d.Enabled = !d.Enabled
+	_, flipped := kube.Render(j, d, cfg)
+	return live.Annotations[kube.AnnotationHash] == flipped
+}

@@ -1,0 +1,363 @@
+// Package synchronizer is the synchronizer: it keeps the Kubernetes CronJobs of a namespace an
+// exact projection of the desired deployments in PostgreSQL. It is level-triggered and
+// keyed by job name: whatever woke it (a NOTIFY from the API, an informer event on a
+// managed CronJob, the periodic resync), a reconcile reads fresh state and does the one
+// thing that makes the cluster match.
+package synchronizer
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	batchlisters "k8s.io/client-go/listers/batch/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/kube"
+	"github.com/datajobs/datajobs/internal/store"
+)
+
+// Store is what the synchronizer reads from and writes to the database.
+type Store interface {
+	LoadSyncState(ctx context.Context, name string) (store.SyncState, error)
+	LoadAllSyncStates(ctx context.Context) (map[string]store.SyncState, error)
+	RecordApplied(ctx context.Context, fence store.Fence, a job.ActualDeployment) (bool, error)
+	RecordFailure(ctx context.Context, fence store.Fence, name, uid string, gen int64, status job.SyncStatus, message string) (bool, error)
+	DeleteActual(ctx context.Context, fence store.Fence, name, uid string) (bool, error)
+	CountDeploymentsByStatus(ctx context.Context) (map[job.SyncStatus]int, error)
+	Listen(ctx context.Context, channel string, ready func(), notify func(payload string)) error
+}
+
+// Applier is what the synchronizer writes to Kubernetes.
+type Applier interface {
+	Apply(ctx context.Context, cj *batchv1.CronJob) (*batchv1.CronJob, error)
+	Replace(ctx context.Context, live, cj *batchv1.CronJob) (*batchv1.CronJob, error)
+	Delete(ctx context.Context, name string, uid types.UID) error
+}
+
+// Config configures a Synchronizer.
+type Config struct {
+	// Render is the platform-wide part of every CronJob; Render.Namespace is watched.
+	Render kube.RenderConfig
+	// Workers reconcile that many jobs in parallel (default 8).
+	Workers int
+	// ResyncInterval is the period of the full pass that catches anything missed (default 5m).
+	ResyncInterval time.Duration
+	// DryRun computes and logs the plan but writes nothing, to Kubernetes or the database.
+	DryRun bool
+	// RetryBase and RetryMax bound the per-job exponential backoff of failed applies
+	// (default 500ms and 5m).
+	RetryBase, RetryMax time.Duration
+	// Logger receives the synchronizer's logs (default slog.Default()).
+	Logger *slog.Logger
+	// Metrics records telemetry (default: metrics registered nowhere).
+	Metrics *Metrics
+}
+
+func (c Config) withDefaults() Config {
+	c.Render = c.Render.WithDefaults()
+	c.Workers = cmp.Or(c.Workers, 8)
+	c.ResyncInterval = cmp.Or(c.ResyncInterval, 5*time.Minute)
+	c.RetryBase = cmp.Or(c.RetryBase, 500*time.Millisecond)
+	c.RetryMax = cmp.Or(c.RetryMax, 5*time.Minute)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	if c.Metrics == nil {
+		c.Metrics = NewMetrics(nil)
+	}
+	return c
+}
+
+// Synchronizer reconciles desired deployments into CronJobs. Run it only on the leader.
+type Synchronizer struct {
+	cfg     Config
+	db      Store
+	client  kubernetes.Interface
+	applier Applier
+	log     *slog.Logger
+	metrics *Metrics
+
+	mu       sync.Mutex
+	verified map[string]verified
+	lastPlan map[string]Plan
+}
+
+// New builds a synchronizer over the database and the cluster's client.
+func New(cfg Config, db Store, client kubernetes.Interface, applier Applier) *Synchronizer {
+	cfg = cfg.withDefaults()
+	if applier == nil {
+		applier = kube.NewApplier(client, cfg.Render.Namespace)
+	}
+	return &Synchronizer{cfg: cfg, db: db, client: client, applier: applier, log: cfg.Logger, metrics: cfg.Metrics}
+}
+
+// term is one leadership term of the synchronizer: its fence, informer and queue.
+type term struct {
+	s      *Synchronizer
+	fence  store.Fence
+	lister batchlisters.CronJobNamespaceLister
+	queue  workqueue.TypedRateLimitingInterface[string]
+}
+
+// Run synchronizes until ctx ends, as the leader of term epoch: it starts the informer,
+// the NOTIFY listener, the periodic resync (with a first pass at once) and the workers,
+// and on return every one of them has stopped. Queued work is dropped: the next leader
+// starts with a full pass.
+func (s *Synchronizer) Run(ctx context.Context, epoch int64) error {
+	t, stop, err := s.startTerm(ctx, epoch)
+	if err != nil {
+		return err
+	}
+	defer stop()
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer t.queue.ShutDown()
+	for range s.cfg.Workers {
+		wg.Go(func() { t.work(ctx) })
+	}
+	wg.Go(func() { t.listen(ctx) })
+	wg.Go(func() { t.resyncLoop(ctx) })
+	<-ctx.Done()
+	return nil
+}
+
+// startTerm starts a term's informer on the managed CronJobs and waits for its cache.
+func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(), error) {
+	s.mu.Lock()
+	s.verified = map[string]verified{}
+	s.mu.Unlock()
+
+	factory := informers.NewSharedInformerFactoryWithOptions(s.client, 0,
+		informers.WithNamespace(s.cfg.Render.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = kube.ManagedSelector().String() }))
+	informer := factory.Batch().V1().CronJobs()
+	queue := workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](s.cfg.RetryBase, s.cfg.RetryMax),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "datajobs_sync"})
+	t := &term{s: s, fence: store.Fence{Epoch: epoch}, lister: informer.Lister().CronJobs(s.cfg.Render.Namespace), queue: queue}
+	s.metrics.queue(queue)
+
+	enqueue := func(obj any) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		if cj, ok := obj.(*batchv1.CronJob); ok {
+			queue.Add(cj.Name)
+		}
+	}
+	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: enqueue,
+	}); err != nil {
+		queue.ShutDown()
+		return nil, nil, fmt.Errorf("watch cronjobs: %w", err)
+	}
+	informerCtx, cancel := context.WithCancel(ctx)
+	factory.Start(informerCtx.Done())
+	stop := func() {
+		cancel()
+		factory.Shutdown()
+	}
+	s.log.InfoContext(ctx, "sync_term_started", "epoch", epoch, "namespace", s.cfg.Render.Namespace, "dry_run", s.cfg.DryRun)
+	if !cache.WaitForCacheSync(ctx.Done(), informer.Informer().HasSynced) {
+		queue.ShutDown()
+		stop()
+		return nil, nil, fmt.Errorf("wait for cronjob cache: %w", context.Cause(ctx))
+	}
+	return t, stop, nil
+}
+
+// work takes job names off the queue until it shuts down.
+func (t *term) work(ctx context.Context) {
+	for {
+		name, shutdown := t.queue.Get()
+		if shutdown {
+			return
+		}
+		err := t.reconcile(ctx, name)
+		switch {
+		case err == nil:
+			t.queue.Forget(name)
+		case ctx.Err() != nil:
+			// The term is over; the next leader starts with a full pass.
+		default:
+			t.queue.AddRateLimited(name)
+		}
+		t.queue.Done(name)
+	}
+}
+
+// listen enqueues every job named in a NOTIFY from the API, reconnecting after a drop
+// with backoff. Each (re)connection triggers a full pass, for what it may have missed.
+func (t *term) listen(ctx context.Context) {
+	delay := t.s.cfg.RetryBase
+	first := true
+	for ctx.Err() == nil {
+		err := t.s.db.Listen(ctx, store.DesiredChannel, func() {
+			delay = t.s.cfg.RetryBase
+			if !first {
+				t.s.log.InfoContext(ctx, "listen_reconnected")
+				t.queue.Add(resyncKey)
+			}
+			first = false
+		}, func(name string) { t.queue.Add(name) })
+		if ctx.Err() != nil {
+			return
+		}
+		t.s.log.WarnContext(ctx, "listen_failed", "error", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 30*time.Second)
+	}
+}
+
+// resyncKey is a queue item that asks for a full pass; it cannot be a job name.
+const resyncKey = "#resync"
+
+// resyncLoop asks for a full pass at once and then every ResyncInterval.
+func (t *term) resyncLoop(ctx context.Context) {
+	t.queue.Add(resyncKey)
+	ticker := time.NewTicker(t.s.cfg.ResyncInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+			t.queue.Add(resyncKey)
+		}
+	}
+}
+
+// reconcile handles one queue item: a job name, or a full pass.
+func (t *term) reconcile(ctx context.Context, name string) error {
+	if name == resyncKey {
+		_, err := t.pass(ctx)
+		return err
+	}
+	st, err := t.s.db.LoadSyncState(ctx, name)
+	if err != nil {
+		t.s.metrics.reconciled("load", err)
+		return fmt.Errorf("load state of %s: %w", name, err)
+	}
+	live, err := t.live(name)
+	if err != nil {
+		return err
+	}
+	p := plan(st, live, t.s.cfg.Render, t.s.memo(name))
+	return t.execute(ctx, p)
+}
+
+// live returns the managed CronJob of name from the informer cache, or nil.
+func (t *term) live(name string) (*batchv1.CronJob, error) {
+	cj, err := t.lister.Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read cronjob %s from cache: %w", name, err)
+	}
+	return cj, nil
+}
+
+// pass plans every job name the database or the cluster knows of, in memory, and queues
+// those that need work; the workers then reconcile each from fresh reads.
+func (t *term) pass(ctx context.Context) ([]Plan, error) {
+	start := time.Now()
+	states, err := t.s.db.LoadAllSyncStates(ctx)
+	if err != nil {
+		t.s.metrics.passDone(start, err)
+		return nil, fmt.Errorf("resync: %w", err)
+	}
+	lives, err := t.lister.List(kube.ManagedSelector())
+	if err != nil {
+		return nil, fmt.Errorf("resync: list cronjobs from cache: %w", err)
+	}
+	plans := planAll(states, lives, t.s.cfg.Render, t.s.memo)
+	queued := 0
+	for _, p := range plans {
+		if p.Action != ActionUnchanged && p.Action != ActionHold {
+			t.queue.Add(p.Name)
+			queued++
+		}
+	}
+	t.s.updateStatusGauge(ctx)
+	t.s.metrics.passDone(start, nil)
+	t.s.log.InfoContext(ctx, "resync_pass", "jobs", len(plans), "queued", queued, "duration", time.Since(start))
+	return plans, nil
+}
+
+// planAll plans every name found in the database states or among the live CronJobs.
+func planAll(states map[string]store.SyncState, lives []*batchv1.CronJob, cfg kube.RenderConfig, memo func(string) *verified) []Plan {
+	live := make(map[string]*batchv1.CronJob, len(lives))
+	for _, cj := range lives {
+		live[cj.Name] = cj
+		if _, ok := states[cj.Name]; !ok {
+			states[cj.Name] = store.SyncState{Name: cj.Name}
+		}
+	}
+	plans := make([]Plan, 0, len(states))
+	for name, st := range states {
+		plans = append(plans, plan(st, live[name], cfg, memo(name)))
+	}
+	return plans
+}
+
+// memo returns what the synchronizer last verified about a name, or nil.
+func (s *Synchronizer) memo(name string) *verified {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v, ok := s.verified[name]; ok {
+		return &v
+	}
+	return nil
+}
+
+func (s *Synchronizer) remember(name string, v *verified) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.verified == nil {
+		s.verified = map[string]verified{}
+	}
+	if v == nil {
+		delete(s.verified, name)
+		return
+	}
+	s.verified[name] = *v
+}
+
+func (s *Synchronizer) updateStatusGauge(ctx context.Context) {
+	counts, err := s.db.CountDeploymentsByStatus(ctx)
+	if err != nil {
+		s.log.WarnContext(ctx, "count_deployments_failed", "error", err)
+		return
+	}
+	s.metrics.deploymentsByStatus(counts)
+}
+
+// opID is a short random id that ties together the log lines of one reconcile.
+func opID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+var errStale = errors.New("desired state changed while applying; reconciling again")

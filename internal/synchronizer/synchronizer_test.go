@@ -1,0 +1,214 @@
+package synchronizer_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/kube"
+	"github.com/datajobs/datajobs/internal/service"
+	"github.com/datajobs/datajobs/internal/store"
+	"github.com/datajobs/datajobs/internal/synchronizer"
+	"github.com/datajobs/datajobs/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m, testenv.WithKubernetes()) }
+
+const team = "team-a"
+
+// fixture is one synchronizer over a fresh database and namespace.
+type fixture struct {
+	t       *testing.T
+	dbURL   string
+	db      *store.Store
+	svc     *service.Service
+	client  kubernetes.Interface
+	ns      string
+	render  kube.RenderConfig
+	applier *faultyApplier
+	epoch   int64
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	dbURL := testenv.DatabaseURL(t)
+	db, err := store.Open(t.Context(), store.Config{URL: dbURL})
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
+	svc, err := service.New(service.Config{SupportedPythonVersions: []string{"3.11"}}, db)
+	require.NoError(t, err)
+	f := &fixture{t: t, dbURL: dbURL, db: db, svc: svc, client: testenv.Clientset(t), ns: testenv.Namespace(t)}
+	f.render = kube.RenderConfig{Namespace: f.ns, ImageRegistry: "registry.test/jobs"}
+	f.applier = &faultyApplier{real: kube.NewApplier(f.client, f.ns), ns: f.ns}
+	epoch, ok, err := db.TryAcquireLease(t.Context(), store.SyncLeaseName, "test", time.Hour)
+	require.NoError(t, err)
+	require.True(t, ok)
+	f.epoch = epoch
+	t.Cleanup(f.stop)
+	return f
+}
+
+func (f *fixture) synchronizer(dryRun bool) *synchronizer.Synchronizer {
+	return synchronizer.New(synchronizer.Config{
+		Render: f.render, Workers: 4, DryRun: dryRun, ResyncInterval: time.Hour,
+		RetryBase: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond,
+	}, f.db, f.client, f.applier)
+}
+
+// start runs a synchronizer until stop (or the end of the test).
+func (f *fixture) start() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	s := f.synchronizer(false)
+	go func() {
+		defer close(done)
+		_ = s.Run(ctx, f.epoch)
+	}()
+	f.cancel, f.done = cancel, done
+}
+
+func (f *fixture) stop() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cancel != nil {
+		f.cancel()
+		<-f.done
+		f.cancel = nil
+	}
+}
+
+func (f *fixture) createJob(name string) job.Job {
+	f.t.Helper()
+	j, err := f.svc.CreateJob(f.t.Context(), team, job.Job{Name: name, Team: team, Schedule: "*/5 * * * *"})
+	require.NoError(f.t, err)
+	return j
+}
+
+func (f *fixture) deploy(name string, c job.DeploymentChange) {
+	f.t.Helper()
+	_, err := f.svc.Deploy(f.t.Context(), team, name, c, "alice")
+	require.NoError(f.t, err)
+}
+
+func (f *fixture) patch(name string, c job.DeploymentChange) {
+	f.t.Helper()
+	_, err := f.svc.PatchDeployment(f.t.Context(), team, name, c, "bob")
+	require.NoError(f.t, err)
+}
+
+func (f *fixture) cronJob(name string) *batchv1.CronJob {
+	f.t.Helper()
+	cj, err := f.client.BatchV1().CronJobs(f.ns).Get(f.t.Context(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	require.NoError(f.t, err)
+	return cj
+}
+
+func (f *fixture) state(name string) store.SyncState {
+	f.t.Helper()
+	st, err := f.db.LoadSyncState(f.t.Context(), name)
+	require.NoError(f.t, err)
+	return st
+}
+
+// eventually waits for the synchronizer to converge on cond.
+func (f *fixture) eventually(cond func() bool, what string) {
+	f.t.Helper()
+	require.Eventually(f.t, cond, 30*time.Second, 20*time.Millisecond, what)
+}
+
+// synced waits until the job's current generation is recorded as applied.
+func (f *fixture) synced(name string) store.SyncState {
+	f.t.Helper()
+	var st store.SyncState
+	f.eventually(func() bool {
+		st = f.state(name)
+		return st.Job != nil && st.Desired != nil && st.Actual != nil && st.Desired.Status == job.StatusSynced &&
+			st.Desired.StatusGeneration == st.Job.Generation && st.Actual.Generation == st.Job.Generation
+	}, "deployment of "+name+" synced")
+	return st
+}
+
+// rowVersions returns the xmin of the job's rows: any write to a row changes it.
+func (f *fixture) rowVersions(name string) [3]string {
+	f.t.Helper()
+	var v [3]string
+	conn, err := pgx.Connect(f.t.Context(), f.dbURL)
+	require.NoError(f.t, err)
+	defer conn.Close(context.Background())
+	err = conn.QueryRow(f.t.Context(), `SELECT
+		COALESCE((SELECT xmin::text FROM data_job WHERE name = $1), ''),
+		COALESCE((SELECT xmin::text FROM desired_data_job_deployment WHERE data_job_name = $1), ''),
+		COALESCE((SELECT xmin::text FROM actual_data_job_deployment WHERE data_job_name = $1), '')`, name).Scan(&v[0], &v[1], &v[2])
+	require.NoError(f.t, err)
+	return v
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// faultyApplier passes writes to the real apiserver, or fails them like an unreachable
+// one while down is set (a real client-go error from a closed port).
+type faultyApplier struct {
+	real *kube.Applier
+	ns   string
+	mu   sync.Mutex
+	down *kube.Applier
+}
+
+func (a *faultyApplier) pick() *kube.Applier {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.down != nil {
+		return a.down
+	}
+	return a.real
+}
+
+func (a *faultyApplier) Apply(ctx context.Context, cj *batchv1.CronJob) (*batchv1.CronJob, error) {
+	return a.pick().Apply(ctx, cj)
+}
+
+func (a *faultyApplier) Replace(ctx context.Context, live, cj *batchv1.CronJob) (*batchv1.CronJob, error) {
+	return a.pick().Replace(ctx, live, cj)
+}
+
+func (a *faultyApplier) Delete(ctx context.Context, name string, uid types.UID) error {
+	return a.pick().Delete(ctx, name, uid)
+}
+
+
+// setDown makes every write fail as against an apiserver that does not answer.
+func (a *faultyApplier) setDown(t *testing.T) {
+	rc := testenv.RestConfig(t)
+	rc.Host = "https://127.0.0.1:1"
+	rc.Timeout = 2 * time.Second
+	cs, err := kubernetes.NewForConfig(rc)
+	require.NoError(t, err)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.down = kube.NewApplier(cs, a.ns)
+}
+
+func (a *faultyApplier) setUp() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.down = nil
+}
