@@ -69,7 +69,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "json", "log format: json or text")
 
 	serve := newServeCommand(g)
-	root.AddCommand(serve.command, newMigrateCommand(g), newVersionCommand(g), newDevCommand(serve.run))
+	root.AddCommand(serve.command, newMigrateCommand(g), newSyncCommand(g), newVersionCommand(g), newDevCommand(serve.run))
 	return root
 }
 

@@ -33,7 +33,7 @@ func loadPorts(path string) (ports, error) {
 		return p, fmt.Errorf("read ports: %w", err)
 	}
 	if err := json.Unmarshal(b, &p); err != nil {
-		return ports{}, nil //nolint:nilerr // a damaged file only costs new ports
+		return ports{}, nil // a damaged file only costs new ports
 	}
 	return p, nil
 }

@@ -15,6 +15,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/jackc/pgx/v5"
@@ -95,8 +96,10 @@ func StartPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 		}
 	}
 
-	args := []string{"-D", dataDir, "-p", strconv.Itoa(cfg.Port), "-c", "listen_addresses=127.0.0.1",
-		"-c", "max_connections=300"}
+	args := []string{
+		"-D", dataDir, "-p", strconv.Itoa(cfg.Port), "-c", "listen_addresses=127.0.0.1",
+		"-c", "max_connections=300",
+	}
 	// A Unix socket path is limited to 107 bytes; without one, TCP alone serves.
 	if len(runDir) < 80 {
 		args = append(args, "-k", runDir)
@@ -226,8 +229,9 @@ func postgresCredential() (*syscall.Credential, error) {
 }
 
 // postgresBase returns the folder for the server's files. As root, when cred's user cannot
-// traverse the parents of dir (a state folder under /root, or a 0700 temporary folder),
-// it uses /tmp/datajobs-pg-<hash of dir> and makes dir a symbolic link to it.
+// traverse the parents of dir: under the temporary folder it adds o+x to them; elsewhere
+// (a state folder under /root) it uses /tmp/datajobs-pg-<hash of dir> instead and makes
+// dir a symbolic link to it, leaving the user's folders' permissions alone.
 func postgresBase(dir string, cred *syscall.Credential) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -244,6 +248,22 @@ func postgresBase(dir string, cred *syscall.Credential) (string, error) {
 	}
 	if canTraverse(filepath.Dir(abs), cred) {
 		return abs, nil
+	}
+	// Under the temporary folder (a test's t.TempDir is 0700), opening the folders for
+	// traversal is harmless and leaves nothing behind when they are removed.
+	if tmp := filepath.Clean(os.TempDir()); strings.HasPrefix(abs, tmp+string(filepath.Separator)) {
+		for dir := filepath.Dir(abs); dir != tmp; dir = filepath.Dir(dir) {
+			st, err := os.Stat(dir)
+			if err != nil {
+				return "", fmt.Errorf("postgres folder: %w", err)
+			}
+			if err := os.Chmod(dir, st.Mode().Perm()|0o001); err != nil {
+				return "", fmt.Errorf("postgres folder: %w", err)
+			}
+		}
+		if canTraverse(filepath.Dir(abs), cred) {
+			return abs, nil
+		}
 	}
 	sum := sha256.Sum256([]byte(abs))
 	alt := filepath.Join(os.TempDir(), "datajobs-pg-"+hex.EncodeToString(sum[:8]))

@@ -2,6 +2,7 @@ package devenv
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -139,7 +140,7 @@ func (p *Process) Start(ctx context.Context) error {
 		p.mu.Unlock()
 		close(done)
 		if !stopping {
-			p.logger.Warn("devenv component exited", "component", p.Name, "err", err, "log", p.LogPath)
+			p.logger.WarnContext(ctx, "devenv component exited", "component", p.Name, "err", err, "log", p.LogPath)
 		}
 	}()
 
@@ -147,7 +148,7 @@ func (p *Process) Start(ctx context.Context) error {
 		stopErr := p.Stop()
 		return errors.Join(err, stopErr)
 	}
-	p.logger.Debug("devenv component ready", "component", p.Name, "pid", cmd.Process.Pid)
+	p.logger.DebugContext(ctx, "devenv component ready", "component", p.Name, "pid", cmd.Process.Pid)
 	return nil
 }
 
@@ -170,12 +171,12 @@ func (p *Process) waitReady(ctx context.Context, done <-chan struct{}) error {
 		select {
 		case <-done:
 			p.mu.Lock()
-			exitErr := p.exitErr
+			exitErr := cmp.Or(p.exitErr, errors.New("exit status 0"))
 			p.mu.Unlock()
-			return fmt.Errorf("%s exited during start-up (%v); last lines of %s:\n%s",
+			return fmt.Errorf("%s exited during start-up (%w); last lines of %s:\n%s",
 				p.Name, exitErr, p.LogPath, tail(p.LogPath, 20))
 		case <-ctx.Done():
-			return fmt.Errorf("%s not ready: %w (last check: %v); last lines of %s:\n%s",
+			return fmt.Errorf("%s not ready: %w (last check: %w); last lines of %s:\n%s",
 				p.Name, ctx.Err(), lastErr, p.LogPath, tail(p.LogPath, 20))
 		case <-tick.C:
 		}

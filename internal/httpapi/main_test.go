@@ -26,7 +26,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 // env is one API server on a fresh database.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	url    string
 	dbURL  string
 	store  *store.Store
@@ -39,7 +39,7 @@ type options struct {
 	storeURL  string // a store on another URL (e.g. a database that is down)
 }
 
-func newEnv(t *testing.T, opts ...func(*options)) *env {
+func newEnv(t testing.TB, opts ...func(*options)) *env {
 	t.Helper()
 	var o options
 	for _, f := range opts {
@@ -75,7 +75,7 @@ func newEnv(t *testing.T, opts ...func(*options)) *env {
 	return &env{t: t, url: srv.URL, dbURL: dbURL, store: st, logs: logs, client: srv.Client()}
 }
 
-func openStore(t *testing.T, url string) *store.Store {
+func openStore(t testing.TB, url string) *store.Store {
 	t.Helper()
 	st, err := store.Open(t.Context(), store.Config{URL: url})
 	require.NoError(t, err)
@@ -90,13 +90,13 @@ type response struct {
 	body   []byte
 }
 
-func (r response) json(t *testing.T, v any) {
+func (r response) json(t testing.TB, v any) {
 	t.Helper()
 	require.NoError(t, json.Unmarshal(r.body, v), "body: %s", r.body)
 }
 
 // vdkError decodes and checks a VDK error body.
-func (r response) vdkError(t *testing.T) map[string]string {
+func (r response) vdkError(t testing.TB) map[string]string {
 	t.Helper()
 	var e map[string]string
 	r.json(t, &e)

@@ -67,10 +67,11 @@ func (a *Applier) Apply(ctx context.Context, cj *batchv1.CronJob) (*batchv1.Cron
 
 // Replace swaps live, a CronJob of an older incarnation of the job (another job UID), for
 // cj: it deletes live, with a precondition on its UID so that nothing newer is deleted,
-// and then creates cj. If the old object is still there (it has finalizers), Replace
-// returns an error and is to be retried.
+// and then creates cj. The old incarnation's Jobs go with it (Background propagation: the
+// job they ran for was deleted), so the name is free at once. If the old object is still
+// there (it has finalizers), Replace returns an error and is to be retried.
 func (a *Applier) Replace(ctx context.Context, live, cj *batchv1.CronJob) (*batchv1.CronJob, error) {
-	if err := a.Delete(ctx, live.Name, live.UID); err != nil {
+	if err := a.delete(ctx, live.Name, live.UID, metav1.DeletePropagationBackground); err != nil {
 		return nil, fmt.Errorf("replace cronjob %s: %w", live.Name, err)
 	}
 	got, err := a.Apply(ctx, cj)
@@ -87,12 +88,17 @@ func (a *Applier) Replace(ctx context.Context, live, cj *batchv1.CronJob) (*batc
 // uid deletes whatever has the name). A missing CronJob counts as deleted. A UID mismatch
 // returns an error for which apierrors.IsConflict is true: a newer object has the name.
 //
-// Propagation is Background: the CronJob is gone at once, and the garbage collector then
-// deletes its Jobs, running or finished, and their Pods. A data job that is undeployed or
-// deleted stops running; to let a running execution finish, disable the deployment first.
-// docs/cronjob.md compares the other policies.
+// Propagation is Orphan: executions already running are left to finish. The garbage
+// collector (kube-controller-manager) removes the CronJob's ownership of its Jobs and then
+// the CronJob itself; the Jobs are cleaned up by their own ttlSecondsAfterFinished. Until
+// then the CronJob is still there with a deletion timestamp, and callers that need it gone
+// check again later. docs/cronjob.md compares the other policies.
 func (a *Applier) Delete(ctx context.Context, name string, uid types.UID) error {
-	opts := metav1.DeleteOptions{PropagationPolicy: new(metav1.DeletePropagationBackground)}
+	return a.delete(ctx, name, uid, metav1.DeletePropagationOrphan)
+}
+
+func (a *Applier) delete(ctx context.Context, name string, uid types.UID, policy metav1.DeletionPropagation) error {
+	opts := metav1.DeleteOptions{PropagationPolicy: &policy}
 	if uid != "" {
 		opts.Preconditions = &metav1.Preconditions{UID: &uid}
 	}

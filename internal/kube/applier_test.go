@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
@@ -18,7 +19,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testenv.Main(m, testenv.WithKubernetes())
+	testenv.Main(m, testenv.WithControllers())
 }
 
 // cluster is one test's namespace with an Applier and a client acting as "someone else".
@@ -284,9 +285,24 @@ func TestDelete(t *testing.T) {
 	require.True(t, apierrors.IsConflict(err), err)
 	require.Equal(t, live.UID, c.get(t, live.Name).UID, "a delete for another UID leaves the object")
 
+	// A running execution: a Job the CronJob controller created, owned by the CronJob.
+	running := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: live.Name + "-run", Namespace: c.ns, OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "batch/v1", Kind: "CronJob", Name: live.Name, UID: live.UID, Controller: new(true),
+		}}},
+		Spec: live.Spec.JobTemplate.Spec,
+	}
+	running, err = c.client.BatchV1().Jobs(c.ns).Create(t.Context(), running, metav1.CreateOptions{})
+	require.NoError(t, err)
+
 	require.NoError(t, c.applier.Delete(t.Context(), live.Name, live.UID))
-	_, err = c.client.BatchV1().CronJobs(c.ns).Get(t.Context(), live.Name, metav1.GetOptions{})
-	require.True(t, apierrors.IsNotFound(err), err)
+	require.Eventually(t, func() bool {
+		_, err := c.client.BatchV1().CronJobs(c.ns).Get(t.Context(), live.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, time.Minute, 50*time.Millisecond, "the garbage collector finishes the delete")
+	job, err := c.client.BatchV1().Jobs(c.ns).Get(t.Context(), running.Name, metav1.GetOptions{})
+	require.NoError(t, err, "the running execution is left to finish")
+	require.Empty(t, job.OwnerReferences)
 	require.NoError(t, c.applier.Delete(t.Context(), live.Name, live.UID), "deleting twice is fine")
 }
 

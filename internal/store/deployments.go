@@ -88,9 +88,15 @@ func (s *Store) GetDeploymentState(ctx context.Context, team, name string) (Depl
 	return st, nil
 }
 
-// lockState is GetDeploymentState inside a transaction, with the job row locked.
+// lockState is GetDeploymentState inside a transaction, with the job row locked. The lock
+// is taken first, by a statement of its own: a locking statement that waited for another
+// transaction re-reads the locked row only, not the rows it joins, so the state is read
+// by the next statement, whose snapshot includes what that transaction committed.
 func lockState(ctx context.Context, tx Tx, team, name string) (DeploymentState, error) {
-	st, err := scanState(tx.QueryRow(ctx, stateQuery+` FOR UPDATE OF j`, name))
+	if _, err := tx.Exec(ctx, `SELECT FROM data_job WHERE name = $1 FOR UPDATE`, name); err != nil {
+		return DeploymentState{}, fmt.Errorf("lock job %s: %w", name, err)
+	}
+	st, err := scanState(tx.QueryRow(ctx, stateQuery, name))
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && st.Job.Team != team) {
 		return DeploymentState{}, job.JobNotFound(team, name)
 	}

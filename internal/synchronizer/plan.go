@@ -89,6 +89,8 @@ func plan(st store.SyncState, live *batchv1.CronJob, cfg kube.RenderConfig, memo
 		p.Action, p.Reason = ActionHold, "Kubernetes rejected generation; waiting for a new deployment"
 	case live == nil:
 		p.Action, p.Reason = ActionCreate, "no CronJob"
+	case live.DeletionTimestamp != nil:
+		p.Action, p.Reason = ActionCreate, "CronJob is being deleted; create it again once it is gone"
 	case live.Labels[kube.LabelJobUID] != j.UID:
 		p.Action, p.Reason = ActionReplace, "CronJob of an older incarnation of the job"
 	default:

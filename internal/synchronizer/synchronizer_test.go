@@ -22,7 +22,7 @@ import (
 	"github.com/datajobs/datajobs/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m, testenv.WithKubernetes()) }
+func TestMain(m *testing.M) { testenv.Main(m, testenv.WithControllers()) }
 
 const team = "team-a"
 

@@ -33,8 +33,10 @@ import (
 
 // Environment variables that make Main reuse a running environment instead of starting one.
 const (
+	// EnvDatabaseURL names a running PostgreSQL (its URL; tests create databases on it).
 	EnvDatabaseURL = "DATAJOBS_TEST_DATABASE_URL"
-	EnvKubeconfig  = "DATAJOBS_TEST_KUBECONFIG"
+	// EnvKubeconfig names a running cluster's kubeconfig (admin rights needed).
+	EnvKubeconfig = "DATAJOBS_TEST_KUBECONFIG"
 )
 
 // Option selects what Main starts.
@@ -141,7 +143,7 @@ func (h *harness) start() (stop func() error, err error) {
 	}
 	env, err := devenv.Start(ctx, cfg)
 	if err != nil {
-		os.RemoveAll(cfg.StateDir)
+		// The state folder stays, for its logs.
 		return nil, fmt.Errorf("start environment (logs in %s): %w", filepath.Join(cfg.StateDir, "logs"), err)
 	}
 	h.env, h.databaseURL, h.kubeconfig = env, env.DatabaseURL, env.Kubeconfig
@@ -154,13 +156,12 @@ func (h *harness) start() (stop func() error, err error) {
 	}, nil
 }
 
-// leakOptions ignores the long-lived goroutines that client-go, klog and net/http keep on
-// purpose (a log flush daemon, cached transports' idle connections).
+// leakOptions ignores the long-lived goroutines that klog and client-go keep on purpose: a
+// log flush daemon, and the idle connections of client-go's process-wide transport cache.
+// Informers, work queues and event broadcasters are not ignored: their owners stop them.
 func leakOptions() []goleak.Option {
 	return []goleak.Option{
 		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
-		goleak.IgnoreAnyFunction("k8s.io/client-go/util/workqueue.(*delayingType[...]).waitingLoop"),
-		goleak.IgnoreAnyFunction("k8s.io/apimachinery/pkg/watch.(*Broadcaster).loop"),
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
 		goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*ClientConn).readLoop"),

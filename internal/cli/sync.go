@@ -1,0 +1,146 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/datajobs/datajobs/internal/kube"
+	"github.com/datajobs/datajobs/internal/leader"
+	"github.com/datajobs/datajobs/internal/store"
+	"github.com/datajobs/datajobs/internal/synchronizer"
+)
+
+func newSyncCommand(g *globals) *cobra.Command {
+	var (
+		once, dryRun                                 bool
+		databaseURL, kubeconfig, namespace, registry string
+		res                                          resourceFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "sync --once [--dry-run]",
+		Short: "Run one synchronizer pass and print its plan",
+		Long: "sync runs one full pass of the synchronizer against the configured database and cluster and prints,\n" +
+			"per job, what it did (or, with --dry-run, what it would do): create, update, suspend, resume, repair,\n" +
+			"replace, record, delete, orphan, hold or unchanged. Without --dry-run it takes the synchronizer's lease\n" +
+			"first and refuses to run while a serving replica holds it.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !once {
+				return errors.New("only one pass is supported: add --once (the continuous synchronizer runs in serve)")
+			}
+			if databaseURL == "" {
+				return errors.New("the database url is required (--database-url or DATAJOBS_DATABASE_URL)")
+			}
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			bounds, err := res.bounds()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			db, err := store.Open(ctx, store.Config{URL: databaseURL})
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			cluster, err := kube.Connect(kube.ClusterConfig{Kubeconfig: kubeconfig, QPS: 50, Burst: 100, UserAgent: "datajobs-sync/" + Version})
+			if err != nil {
+				return err
+			}
+			syncer := synchronizer.New(synchronizer.Config{
+				Render: kube.RenderConfig{Namespace: namespace, ImageRegistry: registry, Resources: bounds},
+				DryRun: dryRun, Logger: log,
+			}, db, cluster.Client, nil)
+			rep, err := runOnce(ctx, db, syncer, dryRun)
+			if err != nil {
+				return err
+			}
+			printReport(g, rep, dryRun)
+			if len(rep.Errors) > 0 {
+				return fmt.Errorf("%d of %d jobs failed", len(rep.Errors), len(rep.Plans))
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&once, "once", false, "run one pass and exit")
+	f.BoolVar(&dryRun, "dry-run", false, "compute and print the plan, write nothing")
+	f.StringVar(&databaseURL, "database-url", "", "PostgreSQL connection URL (required)")
+	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig path (default: $KUBECONFIG, then the in-cluster config)")
+	f.StringVar(&namespace, "namespace", "datajobs", "namespace of the CronJobs")
+	f.StringVar(&registry, "image-registry", "registry.local/datajobs", "registry of job images: <registry>/<job>:<version>")
+	res.register(f)
+	return cmd
+}
+
+// runOnce runs the pass; a pass that writes does so under the synchronizer's lease, so it
+// never races a serving leader.
+func runOnce(ctx context.Context, db *store.Store, syncer *synchronizer.Synchronizer, dryRun bool) (synchronizer.Report, error) {
+	if dryRun {
+		return syncer.RunOnce(ctx, 0)
+	}
+	host, _ := os.Hostname()
+	identity := fmt.Sprintf("sync-once-%s-%d", host, os.Getpid())
+	elector, err := leader.New(leader.Config{Name: store.SyncLeaseName, Identity: identity, LeaseDuration: 10 * time.Second}, db)
+	if err != nil {
+		return synchronizer.Report{}, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var rep synchronizer.Report
+	var passErr error
+	led := false
+	timer := time.AfterFunc(3*time.Second, cancel)
+	runErr := elector.Run(ctx, func(ctx context.Context, epoch int64) {
+		timer.Stop()
+		led = true
+		rep, passErr = syncer.RunOnce(ctx, epoch)
+		cancel()
+	})
+	if !led {
+		holder, _, expires, err := db.LeaseHolder(context.WithoutCancel(ctx), store.SyncLeaseName)
+		if err != nil {
+			return rep, fmt.Errorf("could not take the synchronizer lease: %w", err)
+		}
+		return rep, fmt.Errorf("the synchronizer lease is held by %s until %s: stop that replica or use --dry-run", holder, expires.Format(time.RFC3339))
+	}
+	return rep, errors.Join(passErr, runErr)
+}
+
+func printReport(g *globals, rep synchronizer.Report, dryRun bool) {
+	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "JOB\tACTION\tREASON\tRESULT")
+	for _, p := range rep.Plans {
+		result := "done"
+		switch {
+		case rep.Errors[p.Name] != nil:
+			result = "failed: " + rep.Errors[p.Name].Error()
+		case dryRun:
+			result = "planned"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", p.Name, p.Action, p.Reason, result)
+	}
+	_ = w.Flush()
+	summary := rep.Summary()
+	fmt.Fprintf(g.stdout, "\n%d jobs:", len(rep.Plans))
+	for _, a := range synchronizer.Actions {
+		if summary[a] > 0 {
+			fmt.Fprintf(g.stdout, " %d %s", summary[a], a)
+		}
+	}
+	if len(rep.Errors) > 0 {
+		fmt.Fprintf(g.stdout, "; %d failed", len(rep.Errors))
+	}
+	if dryRun {
+		fmt.Fprint(g.stdout, " (dry run: nothing was written)")
+	}
+	fmt.Fprintln(g.stdout)
+}

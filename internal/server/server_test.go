@@ -1,0 +1,123 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/datajobs/datajobs/internal/devenv"
+	"github.com/datajobs/datajobs/internal/server"
+	"github.com/datajobs/datajobs/internal/store"
+	"github.com/datajobs/datajobs/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m, testenv.WithKubernetes()) }
+
+// serve runs the server until the test ends and returns its base URL.
+func serve(t *testing.T, cfg server.Config) (string, func()) {
+	t.Helper()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Kubeconfig = testenv.Kubeconfig(t)
+	cfg.Namespace = testenv.Namespace(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() { done <- server.Run(ctx, cfg, ready) }()
+	var addr net.Addr
+	select {
+	case addr = <-ready:
+	case err := <-done:
+		t.Fatalf("server did not start: %v", err)
+	}
+	stop := func() {
+		cancel()
+		require.NoError(t, <-done)
+	}
+	t.Cleanup(func() {
+		if ctx.Err() == nil {
+			stop()
+		}
+	})
+	return "http://" + addr.String(), stop
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(body)
+}
+
+func TestReadyzFollowsPostgreSQL(t *testing.T) {
+	t.Parallel()
+	pg, err := devenv.StartPostgres(t.Context(), devenv.PostgresConfig{Dir: filepath.Join(t.TempDir(), "pg"), Fast: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = pg.Stop() })
+	base, _ := serve(t, server.Config{DatabaseURL: pg.URL("datajobs"), SyncMode: server.SyncOff})
+
+	require.Eventually(t, func() bool { code, _ := get(t, base+"/readyz"); return code == http.StatusOK }, 30*time.Second, 50*time.Millisecond)
+
+	require.NoError(t, pg.Stop())
+	code, body := get(t, base+"/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	var ready struct {
+		Status string            `json:"status"`
+		Checks map[string]string `json:"checks"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &ready))
+	require.Equal(t, "unavailable", ready.Status)
+	require.NotEqual(t, "ok", ready.Checks["database"], "the failing dependency is named")
+	require.Equal(t, "ok", ready.Checks["kubernetes"])
+
+	// The API answers 503 with a VDK error body, not a 500.
+	code, body = get(t, base+"/data-jobs/for-team/team-a/jobs/some-job")
+	require.Equal(t, http.StatusServiceUnavailable, code, body)
+	require.Contains(t, body, `"what"`)
+	require.Contains(t, body, "database")
+
+	// Liveness does not depend on the database: restarting would not help.
+	code, _ = get(t, base+"/healthz")
+	require.Equal(t, http.StatusOK, code)
+
+	require.NoError(t, pg.Start(t.Context()))
+	require.Eventually(t, func() bool { code, _ := get(t, base+"/readyz"); return code == http.StatusOK }, 30*time.Second, 50*time.Millisecond)
+}
+
+func TestMetricsAndGracefulShutdownReleasesTheLease(t *testing.T) {
+	t.Parallel()
+	url := testenv.DatabaseURL(t)
+	base, stop := serve(t, server.Config{DatabaseURL: url, SyncMode: server.SyncOn})
+	db, err := store.Open(t.Context(), store.Config{URL: url})
+	require.NoError(t, err)
+	defer db.Close()
+
+	var holder string
+	require.Eventually(t, func() bool {
+		h, _, expires, err := db.LeaseHolder(t.Context(), store.SyncLeaseName)
+		holder = h
+		return err == nil && h != "" && expires.After(time.Now())
+	}, 30*time.Second, 50*time.Millisecond, "the only replica leads")
+
+	code, body := get(t, base+"/metrics")
+	require.Equal(t, http.StatusOK, code)
+	for _, name := range []string{"go_goroutines", "process_resident_memory_bytes", "datajobs_leader_is_leader", "datajobs_sync_queue_depth", "datajobs_sync_pass_duration_seconds", "datajobs_sync_drift_repairs_total", "datajobs_sync_lag_seconds"} {
+		require.True(t, strings.Contains(body, name), "metric %s exported", name)
+	}
+
+	stop()
+	h, _, expires, err := db.LeaseHolder(t.Context(), store.SyncLeaseName)
+	require.NoError(t, err)
+	require.Equal(t, holder, h)
+	require.False(t, expires.After(time.Now()), "a graceful shutdown releases the lease at once")
+}
