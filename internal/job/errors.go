@@ -10,12 +10,12 @@ type Kind int
 
 // The kinds of domain errors.
 const (
-	KindInvalid     Kind = iota + 1 // bad input: 400
-	KindNotFound                    // missing job or deployment: 404
-	KindConflict                    // already exists or unsupported python version: 409
-	KindTooLarge                    // request body over the limit: 413
-	KindUnavailable                 // a dependency is down: 503
-	KindNotImplemented              // feature not available yet: 501
+	KindInvalid        Kind = iota + 1 // bad input: 400
+	KindNotFound                       // missing job or deployment: 404
+	KindConflict                       // already exists or unsupported python version: 409
+	KindTooLarge                       // request body over the limit: 413
+	KindUnavailable                    // a dependency is down: 503
+	KindNotImplemented                 // feature not available yet: 501
 )
 
 // Error is a user-facing error in the shape of VDK's error body.

@@ -194,7 +194,6 @@ func (a *faultyApplier) Delete(ctx context.Context, name string, uid types.UID) 
 	return a.pick().Delete(ctx, name, uid)
 }
 
-
 // setDown makes every write fail as against an apiserver that does not answer.
 func (a *faultyApplier) setDown(t *testing.T) {
 	rc := testenv.RestConfig(t)
