@@ -41,7 +41,7 @@ var binary = sync.OnceValues(func() (string, error) {
 	cmd := exec.Command("go", "build", "-o", out, "./cmd/datajobs")
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v: %s", err, b)
+		return "", fmt.Errorf("go build: %w: %s", err, b)
 	}
 	return out, nil
 })

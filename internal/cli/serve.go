@@ -7,6 +7,7 @@ import (
 	"net"
 
 	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/server"
 	"github.com/spf13/cobra"
 )
@@ -70,6 +71,13 @@ func newServeCommand(g *globals) serveCommand {
 			return err
 		}
 		c.DatabaseURL, c.Kubeconfig = databaseURL, kubeconfig
+		cluster, err := kube.Connect(kube.ClusterConfig{Kubeconfig: kubeconfig})
+		if err != nil {
+			return err
+		}
+		if err := cluster.EnsureNamespace(ctx, c.Namespace); err != nil {
+			return err
+		}
 		ready := make(chan net.Addr, 1)
 		go func() {
 			select {

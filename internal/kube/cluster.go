@@ -6,6 +6,9 @@ import (
 	"os"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -69,6 +72,17 @@ func (c *Cluster) Ping(ctx context.Context) error {
 	}
 	if string(body) != "ok" {
 		return fmt.Errorf("kubernetes api server readyz: %s", body)
+	}
+	return nil
+}
+
+// EnsureNamespace creates the namespace if it does not exist yet. Production namespaces
+// belong to the operator; `datajobs dev` uses this to be ready out of the box.
+func (c *Cluster) EnsureNamespace(ctx context.Context, name string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	_, err := c.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s: %w", name, err)
 	}
 	return nil
 }

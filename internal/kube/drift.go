@@ -124,7 +124,7 @@ func foreignSpecField(live *batchv1.CronJob) (manager, path string, found bool) 
 	ours := map[string]bool{}
 	for _, mf := range live.ManagedFields {
 		if mf.Manager == FieldManager && mf.Subresource == "" && mf.FieldsV1 != nil {
-			for _, p := range leaves(mf.FieldsV1.Raw) {
+			for _, p := range leaves(mf.FieldsV1.GetRawBytes()) {
 				ours[p] = true
 			}
 		}
@@ -133,7 +133,7 @@ func foreignSpecField(live *batchv1.CronJob) (manager, path string, found bool) 
 		if mf.Manager == FieldManager || mf.Subresource != "" || mf.FieldsV1 == nil {
 			continue
 		}
-		for _, p := range leaves(mf.FieldsV1.Raw) {
+		for _, p := range leaves(mf.FieldsV1.GetRawBytes()) {
 			if strings.HasPrefix(p, "f:spec") && !ours[p] {
 				return mf.Manager, p, true
 			}

@@ -22,11 +22,11 @@ func asStored(rendered *batchv1.CronJob) *batchv1.CronJob {
 	live.Annotations["example.com/note"] = "hand-written"
 	live.ManagedFields = []metav1.ManagedFieldsEntry{
 		{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1",
-			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{"f:datajobs.io/job":{}}},"f:spec":{"f:schedule":{},"f:suspend":{}}}`)}},
+			FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:labels":{"f:datajobs.io/job":{}}},"f:spec":{"f:schedule":{},"f:suspend":{}}}`)},
 		{Manager: "kubectl-label", Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1",
-			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{"f:example.com/owner":{}}}}`)}},
+			FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:labels":{"f:example.com/owner":{}}}}`)},
 		{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", FieldsType: "FieldsV1",
-			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:lastScheduleTime":{}}}`)}},
+			FieldsV1: metav1.NewFieldsV1(`{"f:status":{"f:lastScheduleTime":{}}}`)},
 	}
 	live.Status.LastScheduleTime = &metav1.Time{}
 	ps := &live.Spec.JobTemplate.Spec.Template.Spec
@@ -57,7 +57,7 @@ func TestDrifted(t *testing.T) {
 		{"a foreign manager sharing our field has not drifted", func(live *batchv1.CronJob) {
 			live.ManagedFields = append(live.ManagedFields, metav1.ManagedFieldsEntry{
 				Manager: "other-apply", Operation: metav1.ManagedFieldsOperationApply,
-				FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:schedule":{}}}`)},
+				FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:schedule":{}}}`),
 			})
 		}, false, ""},
 
@@ -95,7 +95,7 @@ func TestDrifted(t *testing.T) {
 			container(live).Resources.Limits["ephemeral-storage"] = resource.MustParse("1Gi")
 			live.ManagedFields = append(live.ManagedFields, metav1.ManagedFieldsEntry{
 				Manager: "kubectl-edit", Operation: metav1.ManagedFieldsOperationUpdate,
-				FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:jobTemplate":{"f:spec":{"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"sales-ingest\"}":{"f:resources":{"f:limits":{"f:ephemeral-storage":{}}}}}}}}}}}`)},
+				FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:jobTemplate":{"f:spec":{"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"sales-ingest\"}":{"f:resources":{"f:limits":{"f:ephemeral-storage":{}}}}}}}}}}}`),
 			})
 		}, true, `f:spec/f:jobTemplate/f:spec/f:template/f:spec/f:containers/k:{"name":"sales-ingest"}/f:resources/f:limits/f:ephemeral-storage is set by field manager "kubectl-edit"`},
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/datajobs/datajobs/internal/devenv"
 	"github.com/datajobs/datajobs/internal/server"
@@ -26,7 +27,9 @@ func serve(t *testing.T, cfg server.Config) (string, func()) {
 	t.Helper()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Kubeconfig = testenv.Kubeconfig(t)
-	cfg.Namespace = testenv.Namespace(t)
+	if cfg.Namespace == "" {
+		cfg.Namespace = testenv.Namespace(t)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan net.Addr, 1)
 	done := make(chan error, 1)
@@ -112,7 +115,7 @@ func TestMetricsAndGracefulShutdownReleasesTheLease(t *testing.T) {
 	code, body := get(t, base+"/metrics")
 	require.Equal(t, http.StatusOK, code)
 	for _, name := range []string{"go_goroutines", "process_resident_memory_bytes", "datajobs_leader_is_leader", "datajobs_sync_queue_depth", "datajobs_sync_pass_duration_seconds", "datajobs_sync_drift_repairs_total", "datajobs_sync_lag_seconds"} {
-		require.True(t, strings.Contains(body, name), "metric %s exported", name)
+		require.Contains(t, body, name, "metric exported")
 	}
 
 	stop()
@@ -120,4 +123,46 @@ func TestMetricsAndGracefulShutdownReleasesTheLease(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, holder, h)
 	require.False(t, expires.After(time.Now()), "a graceful shutdown releases the lease at once")
+}
+
+func TestSynchronizerResumesByItselfAfterADatabaseOutage(t *testing.T) {
+	t.Parallel()
+	pg, err := devenv.StartPostgres(t.Context(), devenv.PostgresConfig{Dir: filepath.Join(t.TempDir(), "pg"), Fast: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = pg.Stop() })
+	cfg := server.Config{DatabaseURL: pg.URL("datajobs"), SyncMode: server.SyncOn, LeaseDuration: 3 * time.Second}
+	client := testenv.Clientset(t)
+	ns := testenv.Namespace(t)
+	cfg.Namespace = ns
+	base, _ := serve(t, cfg)
+	require.Eventually(t, func() bool { code, _ := get(t, base+"/readyz"); return code == http.StatusOK }, 30*time.Second, 50*time.Millisecond)
+
+	deploy := func(name string) {
+		t.Helper()
+		require.Equal(t, http.StatusCreated, post(t, base+"/data-jobs/for-team/team-a/jobs",
+			`{"job_name":"`+name+`","team":"team-a","description":"d","config":{"schedule":{"schedule_cron":"0 * * * *"}}}`))
+		require.Equal(t, http.StatusAccepted, post(t, base+"/data-jobs/for-team/team-a/jobs/"+name+"/deployments", `{"job_version":"v1"}`))
+	}
+	exists := func(name string) bool {
+		_, err := client.BatchV1().CronJobs(ns).Get(context.Background(), name, metav1.GetOptions{})
+		return err == nil
+	}
+	deploy("before-outage")
+	require.Eventually(t, func() bool { return exists("before-outage") }, 30*time.Second, 50*time.Millisecond)
+
+	require.NoError(t, pg.Stop())
+	require.Eventually(t, func() bool { code, _ := get(t, base+"/readyz"); return code == http.StatusServiceUnavailable }, 30*time.Second, 50*time.Millisecond)
+	require.NoError(t, pg.Start(t.Context()))
+
+	require.Eventually(t, func() bool { code, _ := get(t, base+"/readyz"); return code == http.StatusOK }, 30*time.Second, 50*time.Millisecond)
+	deploy("after-outage")
+	require.Eventually(t, func() bool { return exists("after-outage") }, time.Minute, 50*time.Millisecond, "the synchronizer resumed")
+}
+
+func post(t *testing.T, url, body string) int {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp.StatusCode
 }
