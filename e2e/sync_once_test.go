@@ -1,0 +1,75 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/service"
+	"github.com/datajobs/datajobs/internal/store"
+	"github.com/datajobs/datajobs/internal/testenv"
+)
+
+// syncOnce runs `datajobs sync --once` with args and returns its output and exit error.
+func syncOnce(t *testing.T, dbURL, kubeconfig, ns string, args ...string) (string, error) {
+	t.Helper()
+	bin, err := binary()
+	require.NoError(t, err)
+	cmd := exec.Command(bin, append([]string{"sync", "--once", "--namespace", ns, "--log-level", "warn"}, args...)...)
+	cmd.Env = append(os.Environ(), "DATAJOBS_DATABASE_URL="+dbURL, "DATAJOBS_KUBECONFIG="+kubeconfig)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func TestSyncOncePrintsThePlanAndDryRunWritesNothing(t *testing.T) {
+	t.Parallel()
+	dbURL, kubeconfig, ns := testenv.DatabaseURL(t), testenv.Kubeconfig(t), testenv.Namespace(t)
+	client := testenv.Clientset(t)
+	db, err := store.Open(t.Context(), store.Config{URL: dbURL})
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.Migrate(t.Context())
+	require.NoError(t, err)
+	svc, err := service.New(service.Config{}, db)
+	require.NoError(t, err)
+	for _, name := range []string{"first-job", "second-job"} {
+		_, err := svc.CreateJob(t.Context(), "team-a", job.Job{Name: name, Team: "team-a", Schedule: "0 3 * * *"})
+		require.NoError(t, err)
+		v := "v1"
+		_, err = svc.Deploy(t.Context(), "team-a", name, job.DeploymentChange{JobVersion: &v}, "alice")
+		require.NoError(t, err)
+	}
+
+	out, err := syncOnce(t, dbURL, kubeconfig, ns, "--dry-run")
+	require.NoError(t, err, out)
+	require.Regexp(t, `first-job\s+create\s+no CronJob\s+planned`, out)
+	require.Contains(t, out, "2 jobs: 2 create (dry run: nothing was written)")
+	list, err := client.BatchV1().CronJobs(ns).List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Empty(t, list.Items, "a dry run creates nothing")
+
+	out, err = syncOnce(t, dbURL, kubeconfig, ns)
+	require.NoError(t, err, out)
+	require.Regexp(t, `second-job\s+create\s+no CronJob\s+done`, out)
+	list, err = client.BatchV1().CronJobs(ns).List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, list.Items, 2)
+
+	out, err = syncOnce(t, dbURL, kubeconfig, ns)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "2 jobs: 2 unchanged")
+
+	// While a serving replica leads, a writing pass refuses to run.
+	_, ok, err := db.TryAcquireLease(context.Background(), store.SyncLeaseName, "serving-replica", time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	out, err = syncOnce(t, dbURL, kubeconfig, ns)
+	require.Error(t, err)
+	require.Contains(t, out, "the synchronizer lease is held by serving-replica")
+}
