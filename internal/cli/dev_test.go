@@ -16,14 +16,8 @@ import (
 	"github.com/datajobs/datajobs/internal/store"
 )
 
-// devStateDir returns a state folder that PostgreSQL can reach when the tests run as root.
 func devStateDir(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
-		require.NoError(t, os.Chmod(d, 0o755))
-	}
-	return filepath.Join(dir, "state")
+	return filepath.Join(t.TempDir(), "state")
 }
 
 func runDev(ctx context.Context, serve ServeFunc, args ...string) (string, error) {

@@ -109,7 +109,8 @@ type resourceFlags struct {
 
 func (r *resourceFlags) register(f interface {
 	StringVar(p *string, name, value, usage string)
-}) {
+},
+) {
 	f.StringVar(&r.cpuRequest, "default-cpu-request", "1", "CPU request of deployments that set none")
 	f.StringVar(&r.cpuLimit, "default-cpu-limit", "2", "CPU limit of deployments that set none")
 	f.StringVar(&r.memRequest, "default-memory-request", "500Mi", "memory request of deployments that set none")

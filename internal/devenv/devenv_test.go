@@ -41,14 +41,10 @@ func TestMain(m *testing.M) {
 	)
 }
 
-// stateDir returns a state folder that PostgreSQL can reach when the tests run as root.
+// stateDir returns a fresh state folder. It is 0700 under the temporary folder: devenv
+// makes it reachable for PostgreSQL when the tests run as root.
 func stateDir(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
-		require.NoError(t, os.Chmod(d, 0o755))
-	}
-	return dir
+	return t.TempDir()
 }
 
 func start(t *testing.T, cfg devenv.Config) *devenv.Env {
@@ -208,14 +204,43 @@ func TestPostgresDownThenBack(t *testing.T) {
 func TestStartPostgresAlone(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	pg, err := devenv.StartPostgres(ctx, devenv.PostgresConfig{Dir: filepath.Join(stateDir(t), "pg"), Fast: true})
+	dir := filepath.Join(t.TempDir(), "pg")
+	pg, err := devenv.StartPostgres(ctx, devenv.PostgresConfig{Dir: dir, Fast: true})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, pg.Stop()) }()
+	require.DirExists(t, filepath.Join(dir, "data"), "the data stays in the temporary folder")
 	require.NoError(t, ping(ctx, pg.URL(devenv.DatabaseName)))
 	require.NoError(t, devenv.CreateDatabase(ctx, pg.URL("postgres"), "other", ""))
 	require.NoError(t, ping(ctx, pg.URL("other")))
 	require.NoError(t, devenv.DropDatabase(ctx, pg.URL("postgres"), "other"))
 	require.Error(t, ping(ctx, pg.URL("other")))
+}
+
+func TestPostgresAsRootOutsideTheTemporaryFolder(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root runs PostgreSQL as another user")
+	}
+	// Not parallel: TMPDIR changes. A 0700 folder outside $TMPDIR stands for /root.
+	private := filepath.Join(t.TempDir(), "private")
+	require.NoError(t, os.Mkdir(private, 0o700))
+	tmp := t.TempDir()
+	for _, d := range []string{tmp, filepath.Dir(tmp)} {
+		require.NoError(t, os.Chmod(d, 0o755)) // as /tmp is reachable by all
+	}
+	t.Setenv("TMPDIR", tmp)
+	dir := filepath.Join(private, "pg")
+
+	pg, err := devenv.StartPostgres(t.Context(), devenv.PostgresConfig{Dir: dir, Fast: true})
+	require.NoError(t, err)
+	require.NoError(t, ping(t.Context(), pg.URL(devenv.DatabaseName)))
+	require.NoError(t, pg.Stop())
+
+	target, err := os.Readlink(dir)
+	require.NoError(t, err, "the state folder links to the data")
+	require.Equal(t, tmp, filepath.Dir(target))
+	st, err := os.Stat(private)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o700), st.Mode().Perm(), "the private folder is left alone")
 }
 
 func clientset(t *testing.T, env *devenv.Env) kubernetes.Interface {

@@ -26,9 +26,10 @@ const DatabaseName = "datajobs"
 
 // PostgresConfig configures a local PostgreSQL server.
 type PostgresConfig struct {
-	// Dir holds the server's files (data/ and run/). Required. When running as root and the
-	// postgres user cannot reach Dir, the files go to /tmp/datajobs-pg-<hash of Dir> instead
-	// and Dir becomes a symbolic link to that folder.
+	// Dir holds the server's files (data/ and run/). Required. As root, the server runs as
+	// the postgres user (else nobody), which must be able to reach Dir: parents under the
+	// temporary folder get o+x; elsewhere (under /root), the files go to
+	// $TMPDIR/datajobs-pg-<hash of Dir> and Dir becomes a symbolic link to that folder.
 	Dir string
 	// LogPath receives the server's output (default: Dir/postgres.log).
 	LogPath string

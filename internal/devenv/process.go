@@ -199,6 +199,9 @@ func (p *Process) Stop() error {
 	var errs []error
 	select {
 	case <-done:
+		// It exited by itself earlier; its PID may belong to someone else by now.
+		p.forget()
+		return nil
 	default:
 		if err := syscall.Kill(pid, p.spec.stopSignal); err != nil && !errors.Is(err, syscall.ESRCH) {
 			errs = append(errs, fmt.Errorf("stop %s: signal pid %d: %w", p.Name, pid, err))
@@ -213,11 +216,20 @@ func (p *Process) Stop() error {
 			<-done
 		}
 	}
-	// Sweep anything the child forked and left behind in its group (ESRCH when none).
+	// Sweep anything the child forked and left behind in its group (ESRCH when none). The
+	// group id cannot have been reused while members remain.
 	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 		errs = append(errs, fmt.Errorf("stop %s: kill group %d: %w", p.Name, pid, err))
 	}
+	p.forget()
 	return errors.Join(errs...)
+}
+
+// forget drops the reaped child, so that a second Stop signals nothing.
+func (p *Process) forget() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cmd = nil
 }
 
 // tail returns the last n lines of a file, for error messages.

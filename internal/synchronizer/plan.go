@@ -27,8 +27,10 @@ const (
 )
 
 // Actions lists every action, in a stable order for summaries.
-var Actions = []Action{ActionCreate, ActionUpdate, ActionSuspend, ActionResume, ActionRepair, ActionReplace,
-	ActionRecord, ActionDelete, ActionOrphan, ActionHold, ActionUnchanged}
+var Actions = []Action{
+	ActionCreate, ActionUpdate, ActionSuspend, ActionResume, ActionRepair, ActionReplace,
+	ActionRecord, ActionDelete, ActionOrphan, ActionHold, ActionUnchanged,
+}
 
 // writesKubernetes reports whether the action changes the cluster.
 func (a Action) writesKubernetes() bool {

@@ -17,8 +17,10 @@ func TestDeployCreatesTheCronJobWithEveryField(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	j := f.createJob("orders-daily")
-	f.deploy("orders-daily", job.DeploymentChange{JobVersion: ptr("abc123"), Schedule: ptr("15 10 * * *"),
-		Resources: job.Resources{CPURequestMillis: 500, CPULimitMillis: 1500, MemoryRequestBytes: 256 << 20, MemoryLimitBytes: 512 << 20}})
+	f.deploy("orders-daily", job.DeploymentChange{
+		JobVersion: ptr("abc123"), Schedule: ptr("15 10 * * *"),
+		Resources: job.Resources{CPURequestMillis: 500, CPULimitMillis: 1500, MemoryRequestBytes: 256 << 20, MemoryLimitBytes: 512 << 20},
+	})
 	f.start()
 	st := f.synced("orders-daily")
 
@@ -192,14 +194,19 @@ func TestUnmanagedCronJobIsNeverTouchedAndOrphansAreRemoved(t *testing.T) {
 	unmanaged := &batchv1.CronJob{
 		ObjectMeta: metav1.ObjectMeta{Name: "someone-elses", Namespace: f.ns, Labels: map[string]string{"app": "other"}},
 		Spec: batchv1.CronJobSpec{Schedule: "* * * * *", JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
-				Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}}}},
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever,
+				Containers:    []corev1.Container{{Name: "c", Image: "busybox"}},
+			}},
+		}}},
 	}
 	unmanaged, err := f.client.BatchV1().CronJobs(f.ns).Create(t.Context(), unmanaged, metav1.CreateOptions{})
 	require.NoError(t, err)
 	orphan := unmanaged.DeepCopy()
-	orphan.ObjectMeta = metav1.ObjectMeta{Name: "orphaned-job", Namespace: f.ns,
-		Labels: map[string]string{kube.LabelManagedBy: kube.ManagedByValue, kube.LabelJob: "orphaned-job"}}
+	orphan.ObjectMeta = metav1.ObjectMeta{
+		Name: "orphaned-job", Namespace: f.ns,
+		Labels: map[string]string{kube.LabelManagedBy: kube.ManagedByValue, kube.LabelJob: "orphaned-job"},
+	}
 	_, err = f.client.BatchV1().CronJobs(f.ns).Create(t.Context(), orphan, metav1.CreateOptions{})
 	require.NoError(t, err)
 

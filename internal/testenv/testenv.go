@@ -133,12 +133,7 @@ func (h *harness) start() (stop func() error, err error) {
 			return nil, err
 		}
 	}
-	// World-traversable, so that PostgreSQL (run as an unprivileged user under root) can
-	// reach its data folder inside.
 	if cfg.StateDir, err = os.MkdirTemp("", "datajobs-testenv-"); err != nil {
-		return nil, fmt.Errorf("state folder: %w", err)
-	}
-	if err := os.Chmod(cfg.StateDir, 0o711); err != nil {
 		return nil, fmt.Errorf("state folder: %w", err)
 	}
 	env, err := devenv.Start(ctx, cfg)
