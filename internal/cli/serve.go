@@ -124,9 +124,9 @@ func (r *resourceFlags) bounds() (b job.ResourceBounds, err error) {
 		if err != nil {
 			return 0
 		}
-		v, perr := job.ParseMemory(flag, s)
+		v, perr := job.MemoryFromQuantity(flag, s)
 		if cpu {
-			v, perr = job.ParseCPU(flag, s)
+			v, perr = job.CPUFromQuantity(flag, s)
 		}
 		if perr != nil || v <= 0 {
 			err = fmt.Errorf("--%s %q: must be a positive Kubernetes quantity", flag, s)

@@ -48,8 +48,10 @@ func TestDeployStoresTheCompleteDesiredDeployment(t *testing.T) {
 		"id": "my-job", "mode": "release", "enabled": true, "job_version": "abc123", "vdk_version": "",
 		"python_version": "3.11", "schedule": map[string]any{"schedule_cron": "15 10 * * *"},
 		"resources": map[string]any{"cpu_request": 1.0, "cpu_limit": 2.0, "memory_request": 500.0, "memory_limit": 1000.0},
-		"contacts": map[string]any{"notified_on_job_failure_user_error": []any{}, "notified_on_job_failure_platform_error": []any{},
-			"notified_on_job_success": []any{}, "notified_on_job_deploy": []any{"a@example.com"}},
+		"contacts": map[string]any{
+			"notified_on_job_failure_user_error": []any{}, "notified_on_job_failure_platform_error": []any{},
+			"notified_on_job_success": []any{}, "notified_on_job_deploy": []any{"a@example.com"},
+		},
 		"last_deployed_by": "alice",
 		"status":           "pending", "message": "", "desired_generation": 2.0, "applied_generation": 0.0,
 		"last_sync_at": nil, "actual": nil,
@@ -70,9 +72,12 @@ func TestDeployedByComesFromTheHeaderThenTheBodyThenUnknown(t *testing.T) {
 	path := e.createJob("team-a", "my-job")
 	e.deploy(path, `{"job_version":"v1","deployed_by":"bob"}`, "X-Datajobs-User", "alice")
 	require.Equal(t, "alice", e.deployment(path)["last_deployed_by"])
-	e.deploy(path, `{"deployed_by":"bob"}`)
+	e.deploy(path, `{"job_version":"v2","deployed_by":"bob"}`)
 	require.Equal(t, "bob", e.deployment(path)["last_deployed_by"])
-	e.deploy(path, `{}`)
+	e.deploy(path, `{"job_version":"v3"}`)
+	require.Equal(t, "unknown", e.deployment(path)["last_deployed_by"])
+	// An unchanged redeploy is a no-op: it writes nothing, so the last change's author stays.
+	e.deploy(path, `{"job_version":"v3"}`, "X-Datajobs-User", "carol")
 	require.Equal(t, "unknown", e.deployment(path)["last_deployed_by"])
 }
 
@@ -101,7 +106,7 @@ func TestDeployMergesIntoTheExistingDeploymentLikeVDK(t *testing.T) {
 	e.deploy(path, `{"python_version":"3.11"}`)
 	d = e.deployment(path)
 	require.Equal(t, "3.11", d["python_version"])
-	require.Equal(t, "", d["vdk_version"])
+	require.Empty(t, d["vdk_version"])
 	require.Equal(t, "v2", d["job_version"])
 }
 
@@ -127,7 +132,7 @@ func TestPatchChangesOnlyTheFieldsPresent(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, r.status, "%s", r.body)
 	d = e.deployment(path)
 	require.Equal(t, "v2", d["job_version"])
-	require.Equal(t, 100.0, d["resources"].(map[string]any)["memory_request"])
+	require.EqualValues(t, 100, d["resources"].(map[string]any)["memory_request"])
 	require.Equal(t, false, d["enabled"])
 }
 
@@ -230,8 +235,8 @@ func TestDeleteDeploymentIsAsynchronous(t *testing.T) {
 	require.Equal(t, "deleting", d["status"])
 	require.Equal(t, "v1", d["job_version"])
 	require.Equal(t, "alice", d["last_deployed_by"])
-	require.Equal(t, 2.0, d["applied_generation"])
-	require.Equal(t, 3.0, d["desired_generation"])
+	require.EqualValues(t, 2, d["applied_generation"])
+	require.EqualValues(t, 3, d["desired_generation"])
 	require.NotNil(t, d["actual"])
 	r = e.do("GET", path+"/deployments", "")
 	require.Contains(t, string(r.body), `"status":"deleting"`)
@@ -272,7 +277,7 @@ func TestDeleteJobLeavesTheActualRowAndANewIncarnationDoesNotSeeIt(t *testing.T)
 	d := e.deployment(path)
 	require.Equal(t, "v2", d["job_version"])
 	require.Nil(t, d["actual"])
-	require.Equal(t, 0.0, d["applied_generation"])
+	require.EqualValues(t, 0, d["applied_generation"])
 }
 
 func TestDeploymentShowsTheSynchronizerState(t *testing.T) {
@@ -286,19 +291,19 @@ func TestDeploymentShowsTheSynchronizerState(t *testing.T) {
 	e.sql(`UPDATE desired_data_job_deployment SET status = 'synced', status_generation = 2, last_sync_at = now()`)
 	d := e.deployment(path)
 	require.Equal(t, "synced", d["status"])
-	require.Equal(t, 2.0, d["applied_generation"])
+	require.EqualValues(t, 2, d["applied_generation"])
 	require.NotNil(t, d["last_sync_at"])
 	actual := d["actual"].(map[string]any)
 	require.Equal(t, "v1", actual["job_version"])
 	require.Equal(t, "hash-1", actual["deployment_hash"])
-	require.Equal(t, 2.0, actual["generation"])
+	require.EqualValues(t, 2, actual["generation"])
 
 	// A change of the job that the CronJob renders makes it pending again.
 	require.Equal(t, http.StatusOK, e.do("PUT", path+"/team/team-b", "").status)
 	path = "/data-jobs/for-team/team-b/jobs/my-job"
 	d = e.deployment(path)
 	require.Equal(t, "pending", d["status"])
-	require.Equal(t, 3.0, d["desired_generation"])
+	require.EqualValues(t, 3, d["desired_generation"])
 
 	e.sql(`UPDATE desired_data_job_deployment SET status = 'user_error', message = 'bad spec', status_generation = 3`)
 	d = e.deployment(path)
@@ -309,5 +314,5 @@ func TestDeploymentShowsTheSynchronizerState(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, e.do("PATCH", path+"/deployments/release", `{"enabled":false}`).status)
 	d = e.deployment(path)
 	require.Equal(t, "pending", d["status"])
-	require.Equal(t, "", d["message"])
+	require.Empty(t, d["message"])
 }

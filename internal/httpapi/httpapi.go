@@ -5,8 +5,11 @@
 package httpapi
 
 import (
+	"bytes"
 	"cmp"
 	"crypto/rand"
+	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -22,9 +25,13 @@ type Config struct {
 	// NewOpID makes the operation id of a request that brings no X-OPID (default: 26
 	// random base32 characters).
 	NewOpID func() string
-	// JobsQuery serves VDK's GraphQL jobs query, GET /data-jobs/for-team/{team}/jobs.
-	// When nil that endpoint answers 501.
+	// JobsQuery serves VDK's GraphQL jobs query, GET /data-jobs/for-team/{team}/jobs, and
+	// POST of the same path when the body is a GraphQL request ({"query": ...} without a
+	// job_name; any other POST creates a job). When nil the GET answers 501.
 	JobsQuery http.Handler
+	// Executions lists a job's executions for GET .../executions. When nil those
+	// endpoints answer 501.
+	Executions ExecutionLister
 }
 
 // api holds what the handlers share.
@@ -53,7 +60,7 @@ func (a *api) routes() *http.ServeMux {
 
 	mux.HandleFunc("GET "+team+"/info", a.info)
 
-	mux.HandleFunc("POST "+team+"/jobs", a.createJob)
+	mux.HandleFunc("POST "+team+"/jobs", a.postJobs)
 	mux.HandleFunc("GET "+jobPath, a.getJob)
 	mux.HandleFunc("PUT "+jobPath, a.updateJob)
 	mux.HandleFunc("DELETE "+jobPath, a.deleteJob)
@@ -73,10 +80,16 @@ func (a *api) routes() *http.ServeMux {
 	} else {
 		mux.Handle("GET "+team+"/jobs", a.notImplemented("jobs query (GraphQL)"))
 	}
+	if a.cfg.Executions != nil {
+		mux.HandleFunc("GET "+jobPath+"/executions", a.listExecutions)
+		mux.HandleFunc("GET "+dep+"/executions", a.listExecutions)
+	} else {
+		mux.Handle("GET "+jobPath+"/executions", a.notImplemented("executions"))
+		mux.Handle("GET "+dep+"/executions", a.notImplemented("executions"))
+	}
 	// Endpoints of features that later releases bring.
 	later := []struct{ feature, methods, path string }{
-		{"executions", "GET", jobPath + "/executions"},
-		{"executions", "GET POST", dep + "/executions"},
+		{"executions", "POST", dep + "/executions"},
 		{"executions", "GET DELETE", jobPath + "/executions/{execution_id}"},
 		{"logs", "GET", jobPath + "/executions/{execution_id}/logs"},
 		{"sources", "GET POST DELETE", jobPath + "/sources"},
@@ -92,6 +105,29 @@ func (a *api) routes() *http.ServeMux {
 		}
 	}
 	return mux
+}
+
+// postJobs is POST .../jobs: VDK's job creation, or the GraphQL jobs query when a
+// JobsQuery handler is set and the body is a GraphQL request: an object with a query and
+// without a job_name, and no ?name= (a DataJob body has no query field).
+func (a *api) postJobs(w http.ResponseWriter, r *http.Request) {
+	if a.cfg.JobsQuery != nil && !r.URL.Query().Has("name") {
+		body, err := readBody(w, r, a.cfg.MaxBodyBytes)
+		if err != nil {
+			a.writeError(w, r, err)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var probe struct {
+			Query   *string         `json:"query"`
+			JobName json.RawMessage `json:"job_name"`
+		}
+		if json.Unmarshal(body, &probe) == nil && probe.Query != nil && probe.JobName == nil {
+			a.cfg.JobsQuery.ServeHTTP(w, r)
+			return
+		}
+	}
+	a.createJob(w, r)
 }
 
 func (a *api) notImplemented(feature string) http.Handler {

@@ -142,6 +142,7 @@ func (p *headerProbe) Write(b []byte) (int, error) {
 	}
 	return len(b), nil
 }
+
 func (p *headerProbe) WriteHeader(code int) {
 	if p.status == 0 {
 		p.status = code

@@ -100,9 +100,9 @@ func TestOpIDIsEchoedOrGeneratedAndLogged(t *testing.T) {
 	}
 	require.Equal(t, "GET", byOp["my-op-42"]["method"])
 	require.Equal(t, "GET /data-jobs/for-team/{team}/jobs/{job}", byOp["my-op-42"]["pattern"])
-	require.Equal(t, 404.0, byOp["my-op-42"]["status"])
+	require.EqualValues(t, 404, byOp["my-op-42"]["status"])
 	require.Contains(t, byOp["my-op-42"], "duration")
-	require.Equal(t, 200.0, byOp[generated]["status"])
+	require.EqualValues(t, 200, byOp[generated]["status"])
 }
 
 func TestAPanicAnswers500AndTheServerGoesOn(t *testing.T) {

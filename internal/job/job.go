@@ -103,3 +103,11 @@ type ActualDeployment struct {
 	DeployedBy           string
 	DeployedDate         time.Time // when the CronJob was last created or changed
 }
+
+// SameConfig reports whether two deployments render the same CronJob: everything but who
+// deployed it, when, and the sync state. A deployment request that changes nothing of it
+// is a no-op: no write, no new generation, no work for the synchronizer.
+func (d Deployment) SameConfig(o Deployment) bool {
+	return d.JobVersion == o.JobVersion && d.VDKVersion == o.VDKVersion && d.PythonVersion == o.PythonVersion &&
+		d.Schedule == o.Schedule && d.Resources == o.Resources && d.Enabled == o.Enabled
+}

@@ -71,24 +71,6 @@ func ValidatePythonVersion(version string, supported []string) error {
 	}
 }
 
-// ParseCPU parses a Kubernetes CPU quantity ("500m", "2", "0.5") into millicores.
-func ParseCPU(field, s string) (int64, error) {
-	q, err := resource.ParseQuantity(s)
-	if err != nil {
-		return 0, Invalid(field, `a Kubernetes CPU quantity such as "500m" or "2"`, quote(s))
-	}
-	return q.MilliValue(), nil
-}
-
-// ParseMemory parses a Kubernetes memory quantity ("512Mi", "1G") into bytes.
-func ParseMemory(field, s string) (int64, error) {
-	q, err := resource.ParseQuantity(s)
-	if err != nil {
-		return 0, Invalid(field, `a Kubernetes memory quantity such as "512Mi" or "1Gi"`, quote(s))
-	}
-	return q.Value(), nil
-}
-
 // ResourceBounds are the configured defaults and maxima of deployment resources.
 type ResourceBounds struct {
 	Default Resources // used for every zero field

@@ -113,7 +113,9 @@ type DeploymentChange func(j job.Job, cur *job.Deployment) (job.Deployment, erro
 // ChangeDeployment writes a job's desired deployment in one transaction: it locks the job
 // row (so concurrent changes apply one after the other, each on the result of the
 // previous), stores what change returns with status pending, bumps the job generation and
-// notifies the synchronizer. It returns the stored deployment.
+// notifies the synchronizer. It returns the stored deployment. A change that leaves the
+// configuration as it is (job.Deployment.SameConfig) writes nothing and returns the
+// current deployment: an unchanged redeploy costs no write anywhere.
 func (s *Store) ChangeDeployment(ctx context.Context, team, name string, change DeploymentChange) (job.Deployment, error) {
 	var out job.Deployment
 	err := s.InTx(ctx, func(tx Tx) error {
@@ -124,6 +126,10 @@ func (s *Store) ChangeDeployment(ctx context.Context, team, name string, change 
 		next, err := change(st.Job, st.Desired)
 		if err != nil {
 			return err
+		}
+		if st.Desired != nil && next.SameConfig(*st.Desired) {
+			out = *st.Desired
+			return nil
 		}
 		const q = `
 INSERT INTO desired_data_job_deployment AS d (data_job_name, git_commit_sha, vdk_version,

@@ -62,6 +62,11 @@ func TestUnchangedRedeployWritesNothing(t *testing.T) {
 	before := f.cronJob("unchanged").ResourceVersion
 	rows := f.rowVersions("unchanged")
 
+	// The same deployment again, by another user: nothing to do, nothing written.
+	_, err := f.svc.Deploy(t.Context(), team, "unchanged", change, "carol")
+	require.NoError(t, err)
+	require.Equal(t, rows, f.rowVersions("unchanged"))
+
 	// A full pass by a new synchronizer, which has verified nothing yet, changes nothing.
 	f.stop()
 	rep, err := f.synchronizer(false).RunOnce(t.Context(), f.epoch)

@@ -1,0 +1,421 @@
+// Command api benchmarks the datajobs REST API over loopback. With -jobs jobs deployed, it
+// measures GET .../deployments/release and POST .../deployments through HTTP (the real
+// handler, middleware and request log, on 127.0.0.1) at each -clients concurrency, and the
+// store call underneath each (the same SQL, through the same pool) in the same run, and
+// prints a Markdown table of p50/p99 latencies.
+//
+// Every measurement stops after -requests requests or -duration, whichever comes first,
+// and the whole run after -timeout. It uses the PostgreSQL of -database-url (loopback
+// only), or starts a private one in a temporary folder; it creates its own database and
+// drops it at the end. docs/benchmarks.md (section API) has the command and results.
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/datajobs/datajobs/internal/devenv"
+	"github.com/datajobs/datajobs/internal/httpapi"
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/service"
+	"github.com/datajobs/datajobs/internal/store"
+)
+
+const team = "bench-team"
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/api:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	adminURL   string
+	fast       bool
+	jobs       int
+	clients    []int
+	requests   int
+	duration   time.Duration
+	maxConns   int
+	timeout    time.Duration
+	cpuProfile string
+}
+
+func run() error {
+	var o options
+	var clients string
+	flag.StringVar(&o.adminURL, "database-url", os.Getenv("DATAJOBS_TEST_DATABASE_URL"), "a PostgreSQL URL on loopback whose user may create databases (default $DATAJOBS_TEST_DATABASE_URL; empty: start a private PostgreSQL)")
+	flag.BoolVar(&o.fast, "fast", false, "start the private PostgreSQL without durability (fsync and synchronous_commit off)")
+	flag.IntVar(&o.jobs, "jobs", 10000, "number of jobs, each deployed")
+	flag.StringVar(&clients, "clients", "1,8,64", "concurrent clients of each measurement")
+	flag.IntVar(&o.requests, "requests", 20000, "requests per measurement, at most")
+	flag.DurationVar(&o.duration, "duration", 10*time.Second, "time per measurement, at most")
+	flag.IntVar(&o.maxConns, "max-conns", 0, "database pool size (default: pgx's, max(4, CPUs))")
+	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "stop everything after this long")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the measurements (client and server, one process) to this file")
+	flag.Parse()
+	for _, c := range strings.Split(clients, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(c))
+		if err != nil || n < 1 {
+			return fmt.Errorf("bad -clients %q", clients)
+		}
+		o.clients = append(o.clients, n)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+
+	if o.adminURL == "" {
+		dir, err := os.MkdirTemp("", "bench-api-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		if err := os.Chmod(dir, 0o711); err != nil { // PostgreSQL runs as another user
+			return err
+		}
+		fmt.Fprintln(os.Stderr, "starting a private PostgreSQL in", dir)
+		pg, err := devenv.StartPostgres(ctx, devenv.PostgresConfig{Dir: dir, Fast: o.fast})
+		if err != nil {
+			return err
+		}
+		defer pg.Stop() //nolint:errcheck // best effort at exit
+		o.adminURL = pg.URL(devenv.DatabaseName)
+	}
+	if err := requireLoopback(o.adminURL); err != nil {
+		return err
+	}
+	return benchmark(ctx, o)
+}
+
+// requireLoopback refuses a database anywhere but on this machine: the load goes to
+// loopback only.
+func requireLoopback(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return errors.New("-database-url must be a postgres:// URL")
+	}
+	host := u.Hostname()
+	if host == "" || host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("-database-url must point to loopback, not %q", host)
+}
+
+func benchmark(ctx context.Context, o options) error {
+	name := "bench_api_" + strings.ToLower(rand.Text()[:8])
+	if err := devenv.CreateDatabase(ctx, o.adminURL, name, ""); err != nil {
+		return fmt.Errorf("create database: %w", err)
+	}
+	defer func() {
+		dropCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if err := devenv.DropDatabase(dropCtx, o.adminURL, name); err != nil {
+			fmt.Fprintln(os.Stderr, "drop database:", err)
+		}
+	}()
+	u, _ := url.Parse(o.adminURL)
+	u.Path = "/" + name
+	st, err := store.Open(ctx, store.Config{URL: u.String(), MaxConns: int32(o.maxConns)})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if _, err := st.Migrate(ctx); err != nil {
+		return err
+	}
+	svc, err := service.New(service.Config{SupportedPythonVersions: []string{"3.11"}}, st)
+	if err != nil {
+		return err
+	}
+
+	names := make([]string, o.jobs)
+	for i := range names {
+		names[i] = fmt.Sprintf("bench-job-%05d", i)
+	}
+	start := time.Now()
+	if err := seed(ctx, svc, names); err != nil {
+		return err
+	}
+	seeded := time.Since(start)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewJSONHandler(io.Discard, nil)) //nolint:sloglint // request logs are formatted, as in production, then dropped
+	timer := &handlerTimer{next: httpapi.New(httpapi.Config{}, svc, logger)}
+	srv := &http.Server{Handler: timer, ReadHeaderTimeout: 10 * time.Second}
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = srv.Serve(ln) })
+	defer func() {
+		_ = srv.Shutdown(context.WithoutCancel(ctx))
+		wg.Wait()
+	}()
+	base := "http://" + ln.Addr().String() + "/data-jobs/for-team/" + team + "/jobs/"
+	client := &http.Client{Transport: &http.Transport{
+		MaxIdleConns: 512, MaxIdleConnsPerHost: 512, DisableCompression: true,
+	}}
+	defer client.CloseIdleConnections()
+
+	pool := cmp.Or(o.maxConns, max(4, runtime.NumCPU()))
+	fmt.Printf("jobs=%d (seeded in %s), database pool=%d, GOMAXPROCS=%d, CPUs=%d, per measurement at most %d requests or %s\n\n",
+		o.jobs, seeded.Round(time.Millisecond), pool, runtime.GOMAXPROCS(0), runtime.NumCPU(), o.requests, o.duration)
+	fmt.Println("| operation | clients | HTTP p50 | HTTP p99 | SQL p50 | SQL p99 | HTTP/SQL p50 | handler p50 | HTTP req/s | SQL req/s |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
+
+	ops := []struct {
+		name      string
+		sql, http op
+	}{
+		{
+			name: "GET .../deployments/release",
+			sql: func(ctx context.Context, name string, _ int) error {
+				_, err := st.GetDeploymentState(ctx, team, name)
+				return err
+			},
+			http: func(ctx context.Context, name string, _ int) error {
+				return call(ctx, client, "GET", base+name+"/deployments/release", nil, http.StatusOK)
+			},
+		},
+		{
+			name: "POST .../deployments",
+			sql: func(ctx context.Context, name string, i int) error {
+				_, err := st.ChangeDeployment(ctx, team, name, func(_ job.Job, cur *job.Deployment) (job.Deployment, error) {
+					d := *cur
+					d.JobVersion, d.DeployedBy, d.DeployedDate = "s"+strconv.Itoa(i), "bench", time.Now()
+					return d, nil
+				})
+				return err
+			},
+			http: func(ctx context.Context, name string, i int) error {
+				body := []byte(`{"job_version":"h` + strconv.Itoa(i) + `"}`)
+				return call(ctx, client, "POST", base+name+"/deployments", body, http.StatusAccepted)
+			},
+		},
+	}
+	// Warm both paths (connections, caches) before measuring.
+	for _, o2 := range ops {
+		for _, f := range []op{o2.sql, o2.http} {
+			if _, err := measure(ctx, names, 8, 500, o.duration, f); err != nil {
+				return err
+			}
+		}
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	for _, o2 := range ops {
+		for _, c := range o.clients {
+			sqlRes, err := measure(ctx, names, c, o.requests, o.duration, o2.sql)
+			if err != nil {
+				return fmt.Errorf("%s sql: %w", o2.name, err)
+			}
+			timer.reset(true)
+			httpRes, err := measure(ctx, names, c, o.requests, o.duration, o2.http)
+			if err != nil {
+				return fmt.Errorf("%s http: %w", o2.name, err)
+			}
+			handler := timer.reset(false)
+			fmt.Printf("| %s | %d | %s | %s | %s | %s | %.2f | %s | %.0f | %.0f |\n", o2.name, c,
+				ms(httpRes.p(50)), ms(httpRes.p(99)), ms(sqlRes.p(50)), ms(sqlRes.p(99)),
+				float64(httpRes.p(50))/float64(sqlRes.p(50)), ms(handler.p(50)), httpRes.rate(), sqlRes.rate())
+		}
+	}
+	return nil
+}
+
+// seed creates and deploys every job through the service, 8 at a time.
+func seed(ctx context.Context, svc *service.Service, names []string) error {
+	var next atomic.Int64
+	errs := make(chan error, 8)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(names) || ctx.Err() != nil {
+					return
+				}
+				j := job.Job{Name: names[i], Schedule: "15 10 * * *", NotificationDelayPeriodMinutes: 240}
+				if _, err := svc.CreateJob(ctx, team, j); err != nil {
+					errs <- fmt.Errorf("create %s: %w", names[i], err)
+					return
+				}
+				v := "v1"
+				if _, err := svc.Deploy(ctx, team, names[i], job.DeploymentChange{JobVersion: &v}, "bench"); err != nil {
+					errs <- fmt.Errorf("deploy %s: %w", names[i], err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// op is one request on job name; i numbers the request.
+type op func(ctx context.Context, name string, i int) error
+
+type result struct {
+	latencies []time.Duration // sorted
+	elapsed   time.Duration
+}
+
+func (r result) p(q int) time.Duration {
+	if len(r.latencies) == 0 {
+		return 0
+	}
+	return r.latencies[min(len(r.latencies)-1, len(r.latencies)*q/100)]
+}
+
+func (r result) rate() float64 { return float64(len(r.latencies)) / r.elapsed.Seconds() }
+
+// measure runs f from clients goroutines on random jobs until n requests are done or d
+// has passed, and returns the latencies.
+func measure(ctx context.Context, names []string, clients, n int, d time.Duration, f op) (result, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var (
+		next    atomic.Int64
+		mu      sync.Mutex
+		all     []time.Duration
+		firstEr error
+		wg      sync.WaitGroup
+	)
+	start := time.Now()
+	for w := range clients {
+		wg.Go(func() {
+			rng := mrand.New(mrand.NewPCG(uint64(w), 42))
+			local := make([]time.Duration, 0, n/clients+1)
+			for {
+				i := int(next.Add(1))
+				if i > n || ctx.Err() != nil {
+					break
+				}
+				t := time.Now()
+				err := f(ctx, names[rng.IntN(len(names))], i)
+				if err != nil {
+					if ctx.Err() != nil { // the time is up mid-request
+						break
+					}
+					mu.Lock()
+					firstEr = cmp.Or(firstEr, err)
+					mu.Unlock()
+					cancel()
+					break
+				}
+				local = append(local, time.Since(t))
+			}
+			mu.Lock()
+			all = append(all, local...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if firstEr != nil {
+		return result{}, firstEr
+	}
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return result{}, err
+	}
+	slices.Sort(all)
+	return result{latencies: all, elapsed: time.Since(start)}, nil
+}
+
+func call(ctx context.Context, c *http.Client, method, url string, body []byte, want int) error {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return err
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return err
+	}
+	if res.StatusCode != want {
+		return fmt.Errorf("%s %s: %d %s", method, url, res.StatusCode, b)
+	}
+	return nil
+}
+
+// handlerTimer records how long the API handler takes per request, inside the server:
+// the HTTP latency minus this is the transport (loopback TCP, the HTTP client and
+// server stacks).
+type handlerTimer struct {
+	next http.Handler
+	mu   sync.Mutex
+	on   bool
+	durs []time.Duration
+}
+
+func (h *handlerTimer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	h.next.ServeHTTP(w, r)
+	d := time.Since(start)
+	h.mu.Lock()
+	if h.on {
+		h.durs = append(h.durs, d)
+	}
+	h.mu.Unlock()
+}
+
+// reset starts or stops recording and returns what was recorded, sorted.
+func (h *handlerTimer) reset(on bool) result {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := result{latencies: h.durs}
+	slices.Sort(r.latencies)
+	h.durs, h.on = nil, on
+	return r
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond)) }

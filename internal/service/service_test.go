@@ -1,0 +1,29 @@
+package service_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/service"
+)
+
+func TestNewFillsDefaultsAndRefusesContradictions(t *testing.T) {
+	t.Parallel()
+	svc, err := service.New(service.Config{}, nil)
+	require.NoError(t, err)
+	cfg := svc.Config()
+	require.Equal(t, []string{"3.9"}, cfg.SupportedPythonVersions)
+	require.Equal(t, "3.9", cfg.DefaultPythonVersion)
+	require.Equal(t, job.Resources{CPURequestMillis: 1000, CPULimitMillis: 2000, MemoryRequestBytes: 500 << 20, MemoryLimitBytes: 1000 << 20}, cfg.Resources.Default)
+	require.Equal(t, service.Info{APIVersion: "datajobs", SupportedPythonVersions: []string{"3.9"}}, svc.Info())
+
+	_, err = service.New(service.Config{SupportedPythonVersions: []string{"3.11"}, DefaultPythonVersion: "3.9"}, nil)
+	require.Error(t, err)
+	_, err = service.New(service.Config{Resources: job.ResourceBounds{
+		Default: job.Resources{CPURequestMillis: 4000},
+		Max:     job.Resources{CPURequestMillis: 2000},
+	}}, nil)
+	require.Error(t, err)
+}
