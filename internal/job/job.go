@@ -75,6 +75,9 @@ type Deployment struct {
 	Schedule  string
 	Resources Resources
 	Enabled   bool
+	// Adopted is set for a deployment imported from a CronJob that datajobs did not create:
+	// its spec is kept as it was, so adopting it changes nothing but labels and annotations.
+	Adopted *Adoption
 	// DeployedBy is who made the last change.
 	DeployedBy   string
 	DeployedDate time.Time
@@ -83,6 +86,15 @@ type Deployment struct {
 	Message          string
 	StatusGeneration int64
 	LastSyncAt       *time.Time
+}
+
+// Adoption is the CronJob an imported deployment came from.
+type Adoption struct {
+	// CronJobUID is the UID of the CronJob to adopt; no other object of that name is touched.
+	CronJobUID string
+	// Spec is the JSON of the imported CronJob's spec, verbatim: it replaces datajobs' own
+	// pod template for this job, with only what the deployment controls set on it.
+	Spec []byte
 }
 
 // ActualDeployment is what the synchronizer last applied to Kubernetes for a job name.

@@ -164,6 +164,13 @@ func Image(registry, jobName, jobVersion string) string {
 // the same object and hash in every process, so the hash can be stored and compared later.
 func Render(j job.Job, d job.Deployment, cfg RenderConfig) (*batchv1.CronJob, string) {
 	cfg = cfg.WithDefaults()
+	if d.Adopted != nil {
+		if cj, ok := renderAdopted(j, d, cfg); ok {
+			h := Hash(cj)
+			cj.Annotations[AnnotationHash] = h
+			return cj, h
+		}
+	}
 	res := cfg.Resources.Effective(d.Resources)
 
 	lbls := map[string]string{

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/datajobs/datajobs/internal/graphapi"
 	"github.com/datajobs/datajobs/internal/httpapi"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/leader"
@@ -61,7 +62,11 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 	if err != nil {
 		return err
 	}
-	mux.Handle("/", httpapi.New(httpapi.Config{}, svc, log))
+	jobsQuery, err := graphapi.New(graphapi.Config{DefaultResources: svc.Config().Resources.Default, Logger: log}, db)
+	if err != nil {
+		return err
+	}
+	mux.Handle("/", httpapi.New(httpapi.Config{JobsQuery: jobsQuery, Executions: db}, svc, log))
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -90,10 +95,11 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 	// Migrations are retried until the database answers: the process stays up and
 	// reports itself not ready meanwhile, instead of crash-looping. The synchronizer
 	// starts once the schema is there.
-	synchronize, err := newSynchronizer(cfg, db, cluster, registry)
+	synchronize, syncer, err := newSynchronizer(cfg, db, cluster, registry)
 	if err != nil {
 		return err
 	}
+	mux.Handle("GET /data-jobs/debug/sync-plan", syncPlanHandler(cfg.SyncMode, syncer))
 	wg.Go(func() {
 		if err := migrateWithRetry(ctx, db, cfg); err != nil {
 			return
@@ -139,9 +145,9 @@ func migrateWithRetry(ctx context.Context, db *store.Store, cfg Config) error {
 // newSynchronizer returns what runs the synchronizer in this process until ctx ends: under
 // the leader lease when it writes, on its own in dry-run mode (it writes nothing), or
 // nothing at all when the mode is off.
-func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg prometheus.Registerer) (func(context.Context), error) {
+func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg prometheus.Registerer) (func(context.Context), *synchronizer.Synchronizer, error) {
 	if cfg.SyncMode == SyncOff {
-		return func(context.Context) {}, nil
+		return func(context.Context) {}, nil, nil
 	}
 	syncer := synchronizer.New(synchronizer.Config{
 		Render:         kube.RenderConfig{Namespace: cfg.Namespace, ImageRegistry: cfg.ImageRegistry, Resources: cfg.Resources},
@@ -167,11 +173,11 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 		}
 	}
 	if cfg.SyncMode == SyncDryRun {
-		return func(ctx context.Context) { run(ctx, 0) }, nil
+		return func(ctx context.Context) { run(ctx, 0) }, syncer, nil
 	}
 	metrics, err := leader.NewMetrics(reg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	elector, err := leader.New(leader.Config{
 		Name:          store.SyncLeaseName,
@@ -180,11 +186,11 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 		Metrics:       metrics,
 	}, db)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	return func(ctx context.Context) {
 		if err := elector.Run(ctx, run); err != nil {
 			cfg.Logger.WarnContext(ctx, "leader_release_failed", "error", err)
 		}
-	}, nil
+	}, syncer, nil
 }

@@ -166,3 +166,39 @@ func post(t *testing.T, url, body string) int {
 	resp.Body.Close()
 	return resp.StatusCode
 }
+
+func TestDryRunServesThePlanAndWritesNothing(t *testing.T) {
+	t.Parallel()
+	ns := testenv.Namespace(t)
+	base, _ := serve(t, server.Config{DatabaseURL: testenv.DatabaseURL(t), SyncMode: server.SyncDryRun, Namespace: ns})
+	require.Eventually(t, func() bool { code, _ := get(t, base+"/readyz"); return code == http.StatusOK }, 30*time.Second, 50*time.Millisecond)
+	require.Equal(t, http.StatusCreated, post(t, base+"/data-jobs/for-team/team-a/jobs",
+		`{"job_name":"planned-job","team":"team-a","description":"d","config":{"schedule":{"schedule_cron":"0 * * * *"}}}`))
+	require.Equal(t, http.StatusAccepted, post(t, base+"/data-jobs/for-team/team-a/jobs/planned-job/deployments", `{"job_version":"v1"}`))
+
+	var plan struct {
+		Mode    string         `json:"mode"`
+		Changes int            `json:"changes"`
+		Summary map[string]int `json:"summary"`
+		Jobs    []struct {
+			Job    string `json:"job"`
+			Action string `json:"action"`
+		} `json:"jobs"`
+	}
+	require.Eventually(t, func() bool {
+		_, body := get(t, base+"/data-jobs/debug/sync-plan")
+		require.NoError(t, json.Unmarshal([]byte(body), &plan))
+		return plan.Changes == 1
+	}, 30*time.Second, 50*time.Millisecond)
+	require.Equal(t, "dry-run", plan.Mode)
+	require.Equal(t, map[string]int{"create": 1}, plan.Summary)
+	require.Equal(t, "planned-job", plan.Jobs[0].Job)
+	_, body := get(t, base+"/metrics")
+	require.Contains(t, body, `datajobs_sync_planned_jobs{action="create"} 1`)
+
+	list, err := testenv.Clientset(t).BatchV1().CronJobs(ns).List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Empty(t, list.Items, "a dry run creates nothing")
+	_, body = get(t, base+"/data-jobs/for-team/team-a/jobs/planned-job/deployments/release")
+	require.Contains(t, body, `"status":"pending"`, "nor records anything")
+}

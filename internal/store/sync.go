@@ -36,7 +36,7 @@ const syncJobQuery = `SELECT ` + jobColumns + `,
 	COALESCE(d.resources_memory_request_bytes, 0), COALESCE(d.resources_memory_limit_bytes, 0),
 	COALESCE(d.enabled, false), COALESCE(d.last_deployed_by, ''),
 	COALESCE(d.last_deployed_date, 'epoch'::timestamptz), COALESCE(d.status, ''), COALESCE(d.message, ''),
-	COALESCE(d.status_generation, 0), d.last_sync_at
+	COALESCE(d.status_generation, 0), d.last_sync_at, d.adopt_cronjob_uid, d.adopted_spec
 FROM data_job j
 LEFT JOIN desired_data_job_deployment d ON d.data_job_name = j.name`
 
@@ -100,17 +100,23 @@ func scanSyncJob(rows pgx.Rows) (*job.Job, *job.Deployment, error) {
 		d          job.Deployment
 		hasDesired bool
 		status     string
+		adoptUID   *string
+		adopted    []byte
 	)
 	dest := append(jobDest(&j),
 		&hasDesired, &d.JobVersion, &d.VDKVersion, &d.PythonVersion, &d.Schedule,
 		&d.Resources.CPURequestMillis, &d.Resources.CPULimitMillis,
 		&d.Resources.MemoryRequestBytes, &d.Resources.MemoryLimitBytes,
-		&d.Enabled, &d.DeployedBy, &d.DeployedDate, &status, &d.Message, &d.StatusGeneration, &d.LastSyncAt)
+		&d.Enabled, &d.DeployedBy, &d.DeployedDate, &status, &d.Message, &d.StatusGeneration, &d.LastSyncAt,
+		&adoptUID, &adopted)
 	if err := rows.Scan(dest...); err != nil {
 		return nil, nil, err
 	}
 	if !hasDesired {
 		return &j, nil, nil
+	}
+	if adoptUID != nil && adopted != nil {
+		d.Adopted = &job.Adoption{CronJobUID: *adoptUID, Spec: adopted}
 	}
 	d.JobName = j.Name
 	d.Status = job.SyncStatus(status)

@@ -38,6 +38,8 @@ func (t *term) execute(ctx context.Context, p Plan) error {
 	start := time.Now()
 	var err error
 	switch p.Action {
+	case ActionConflict:
+		err = t.conflict(ctx, p)
 	case ActionDelete, ActionOrphan:
 		err = t.delete(ctx, p)
 	default:
@@ -186,4 +188,13 @@ func appliedAt(p Plan, applied *batchv1.CronJob) time.Time {
 		return applied.CreationTimestamp.Time
 	}
 	return time.Now()
+}
+
+// conflict records that a CronJob datajobs does not manage holds the job's name. It is not
+// retried: an informer event on that CronJob (deleted, or relabelled) brings the job back.
+func (t *term) conflict(ctx context.Context, p Plan) error {
+	j := p.State.Job
+	msg := fmt.Sprintf("a CronJob named %s exists in namespace %s and is not managed by datajobs; it is left alone", p.Name, t.s.cfg.Render.Namespace)
+	_, err := t.s.db.RecordFailure(ctx, t.fence, j.Name, j.UID, j.Generation, job.StatusPlatformError, msg)
+	return err
 }

@@ -19,6 +19,7 @@ type Metrics struct {
 	orphansRemoved  prometheus.Counter
 	deployments     *prometheus.GaugeVec
 	lag             prometheus.Histogram
+	plannedActions  *prometheus.GaugeVec
 	queueMu         sync.Mutex
 	currentQueueLen func() int
 }
@@ -45,6 +46,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		deployments: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "datajobs_sync_deployments", Help: "Deployments by sync status, as of the last resync pass.",
 		}, []string{"status"}),
+		plannedActions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "datajobs_sync_planned_jobs", Help: "Jobs by the action the last full pass planned for them (in dry-run mode: what would be done).",
+		}, []string{"action"}),
 		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "datajobs_sync_lag_seconds", Help: "Time from a desired change being committed to its CronJob write.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
@@ -61,7 +65,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			}
 			return float64(m.currentQueueLen())
 		})
-		reg.MustRegister(m.passes, m.passDuration, m.reconciles, m.driftRepairs, m.orphansRemoved, m.deployments, m.lag, queueDepth)
+		reg.MustRegister(m.passes, m.passDuration, m.reconciles, m.driftRepairs, m.orphansRemoved, m.deployments, m.lag, m.plannedActions, queueDepth)
 	}
 	return m
 }
@@ -107,4 +111,14 @@ func result(err error) string {
 		return "error"
 	}
 	return "ok"
+}
+
+func (m *Metrics) planned(plans []Plan) {
+	counts := map[Action]int{}
+	for _, p := range plans {
+		counts[p.Action]++
+	}
+	for _, a := range Actions {
+		m.plannedActions.WithLabelValues(string(a)).Set(float64(counts[a]))
+	}
 }

@@ -19,23 +19,25 @@ const (
 	ActionResume    Action = "resume"    // only enabled changed, to true
 	ActionRepair    Action = "repair"    // someone edited the CronJob: revert it
 	ActionReplace   Action = "replace"   // the CronJob belongs to an older incarnation of the name
+	ActionAdopt     Action = "adopt"     // an imported CronJob: add our labels and annotations, keep its spec
 	ActionRecord    Action = "record"    // the CronJob is right; only the database lags
 	ActionDelete    Action = "delete"    // the deployment or job was deleted
 	ActionOrphan    Action = "orphan"    // a managed CronJob no row in the database knows of
 	ActionHold      Action = "hold"      // Kubernetes rejected this generation: wait for a change
+	ActionConflict  Action = "conflict"  // a CronJob datajobs does not manage has the name: left alone
 	ActionUnchanged Action = "unchanged" // nothing to do
 )
 
 // Actions lists every action, in a stable order for summaries.
 var Actions = []Action{
-	ActionCreate, ActionUpdate, ActionSuspend, ActionResume, ActionRepair, ActionReplace,
-	ActionRecord, ActionDelete, ActionOrphan, ActionHold, ActionUnchanged,
+	ActionCreate, ActionUpdate, ActionSuspend, ActionResume, ActionRepair, ActionReplace, ActionAdopt,
+	ActionRecord, ActionDelete, ActionOrphan, ActionHold, ActionConflict, ActionUnchanged,
 }
 
 // writesKubernetes reports whether the action changes the cluster.
 func (a Action) writesKubernetes() bool {
 	switch a {
-	case ActionRecord, ActionHold, ActionUnchanged:
+	case ActionRecord, ActionHold, ActionConflict, ActionUnchanged:
 		return false
 	}
 	return true
@@ -63,9 +65,18 @@ type verified struct {
 	resourceVersion string
 }
 
+// managed reports whether datajobs owns a CronJob; nothing else is ever touched.
+func managed(cj *batchv1.CronJob) bool {
+	return cj != nil && cj.Labels[kube.LabelManagedBy] == kube.ManagedByValue
+}
+
 // plan decides the action for one job name. It is pure: it reads nothing and writes nothing.
+// live is the CronJob of that name in the namespace, managed by datajobs or not.
 func plan(st store.SyncState, live *batchv1.CronJob, cfg kube.RenderConfig, memo *verified) Plan {
 	p := Plan{Name: st.Name, State: st, Live: live, Action: ActionUnchanged}
+	if live != nil && !managed(live) {
+		return planUnmanaged(p, cfg)
+	}
 	if st.Job == nil || st.Desired == nil {
 		switch {
 		case live != nil && st.Job == nil && st.Actual == nil:
@@ -134,4 +145,28 @@ func onlyEnabledDiffers(j job.Job, d job.Deployment, cfg kube.RenderConfig, live
 	d.Enabled = !d.Enabled
 	_, flipped := kube.Render(j, d, cfg)
 	return live.Annotations[kube.AnnotationHash] == flipped
+}
+
+// planUnmanaged plans for a name held by a CronJob datajobs does not manage: it is adopted
+// if it is the very object an import recorded, and otherwise left alone.
+func planUnmanaged(p Plan, cfg kube.RenderConfig) Plan {
+	st, live := p.State, p.Live
+	if st.Job == nil || st.Desired == nil {
+		// Not ours and not wanted: as if it did not exist. An actual row left from an
+		// earlier deployment of this name is forgotten once nothing of ours is there.
+		p.Live = nil
+		if st.Actual != nil {
+			p.Action, p.Reason = ActionDelete, "CronJob gone; forget the actual deployment"
+		} else {
+			p.Reason = "not managed by datajobs"
+		}
+		return p
+	}
+	p.Rendered, p.Hash = kube.Render(*st.Job, *st.Desired, cfg)
+	if a := st.Desired.Adopted; a != nil && string(live.UID) == a.CronJobUID {
+		p.Action, p.Reason = ActionAdopt, "imported CronJob: add labels and annotations"
+		return p
+	}
+	p.Action, p.Reason = ActionConflict, "a CronJob not managed by datajobs has this name; it is left alone"
+	return p
 }

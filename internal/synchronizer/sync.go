@@ -18,7 +18,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -141,9 +141,10 @@ func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(
 	s.verified = map[string]verified{}
 	s.mu.Unlock()
 
-	factory := informers.NewSharedInformerFactoryWithOptions(s.client, 0,
-		informers.WithNamespace(s.cfg.Render.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = kube.ManagedSelector().String() }))
+	// The informer sees every CronJob of the namespace, not only managed ones: the plan must
+	// know an unmanaged CronJob that holds a job's name (to leave it alone, or to adopt the
+	// one an import recorded). It acts only on managed ones and that single adoptee.
+	factory := informers.NewSharedInformerFactoryWithOptions(s.client, 0, informers.WithNamespace(s.cfg.Render.Namespace))
 	informer := factory.Batch().V1().CronJobs()
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](s.cfg.RetryBase, s.cfg.RetryMax),
@@ -287,13 +288,15 @@ func (t *term) pass(ctx context.Context) ([]Plan, error) {
 		t.s.metrics.passDone(start, err)
 		return nil, fmt.Errorf("resync: %w", err)
 	}
-	lives, err := t.lister.List(kube.ManagedSelector())
+	lives, err := t.lister.List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("resync: list cronjobs from cache: %w", err)
 	}
 	plans := planAll(states, lives, t.s.cfg.Render, t.s.memo)
+	t.s.metrics.planned(plans)
 	queued := 0
 	for _, p := range plans {
+		t.s.recordPlan(p)
 		if p.Action != ActionUnchanged && p.Action != ActionHold {
 			t.queue.Add(p.Name)
 			queued++
@@ -309,8 +312,12 @@ func (t *term) pass(ctx context.Context) ([]Plan, error) {
 func planAll(states map[string]store.SyncState, lives []*batchv1.CronJob, cfg kube.RenderConfig, memo func(string) *verified) []Plan {
 	live := make(map[string]*batchv1.CronJob, len(lives))
 	for _, cj := range lives {
+		_, known := states[cj.Name]
+		if !known && !managed(cj) {
+			continue // neither ours nor wanted: not even worth a line in the plan
+		}
 		live[cj.Name] = cj
-		if _, ok := states[cj.Name]; !ok {
+		if !known {
 			states[cj.Name] = store.SyncState{Name: cj.Name}
 		}
 	}
