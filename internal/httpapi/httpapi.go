@@ -75,6 +75,10 @@ func (a *api) routes() *http.ServeMux {
 	mux.HandleFunc("GET "+dep+"/properties", a.getProperties)
 	mux.HandleFunc("PUT "+dep+"/properties", a.setProperties)
 
+	mux.HandleFunc("POST "+jobPath+"/sources", a.uploadSources)
+	mux.HandleFunc("GET "+jobPath+"/sources", a.downloadSources)
+	mux.HandleFunc("DELETE "+jobPath+"/sources", a.deleteSources)
+
 	if a.cfg.JobsQuery != nil {
 		mux.Handle("GET "+team+"/jobs", a.cfg.JobsQuery)
 	} else {
@@ -92,7 +96,6 @@ func (a *api) routes() *http.ServeMux {
 		{"executions", "POST", dep + "/executions"},
 		{"executions", "GET DELETE", jobPath + "/executions/{execution_id}"},
 		{"logs", "GET", jobPath + "/executions/{execution_id}/logs"},
-		{"sources", "GET POST DELETE", jobPath + "/sources"},
 		{"secrets", "GET PUT", dep + "/secrets"},
 		{"keytab", "GET", jobPath + "/keytab"},
 		{"oauth credentials", "GET PUT", "/data-jobs/teams/{team}/oauth-credentials"},

@@ -37,6 +37,7 @@ type env struct {
 type options struct {
 	jobsQuery http.Handler
 	storeURL  string // a store on another URL (e.g. a database that is down)
+	sources   service.SourcesConfig
 }
 
 func newEnv(t testing.TB, opts ...func(*options)) *env {
@@ -55,6 +56,7 @@ func newEnv(t testing.TB, opts ...func(*options)) *env {
 		SupportedPythonVersions: []string{"3.9", "3.11"},
 		DefaultPythonVersion:    "3.11",
 		APIVersion:              "datajobs/test",
+		Sources:                 o.sources,
 		Resources: job.ResourceBounds{
 			Max: job.Resources{CPURequestMillis: 4000, CPULimitMillis: 8000, MemoryRequestBytes: 8 << 30, MemoryLimitBytes: 16 << 30},
 		},

@@ -26,6 +26,8 @@ type Config struct {
 	// effective values) and the maxima a request may ask for. Zero fields default to
 	// VDK's: requests 1 CPU and 500Mi, limits 2 CPU and 1000Mi; maxima 32 CPU and 128Gi.
 	Resources job.ResourceBounds
+	// Sources bounds uploaded job sources; zero fields take defaults (see SourcesConfig).
+	Sources SourcesConfig
 	// APIVersion is reported by GET .../info (default "datajobs").
 	APIVersion string
 	// Now is the clock of deployment dates (default time.Now).
@@ -77,6 +79,7 @@ func New(cfg Config, st *store.Store) (*Service, error) {
 		return nil, fmt.Errorf("default resources: %w", err)
 	}
 	cfg.APIVersion = cmp.Or(cfg.APIVersion, "datajobs")
+	cfg.Sources = cfg.Sources.withDefaults()
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

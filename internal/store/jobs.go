@@ -26,11 +26,13 @@ const jobColumns = `j.name, j.uid::text, j.team, j.description, j.schedule, j.db
 
 // jobDest returns the scan destinations of jobColumns into j.
 func jobDest(j *job.Job) []any {
-	return []any{&j.Name, &j.UID, &j.Team, &j.Description, &j.Schedule, &j.DBDefaultType,
+	return []any{
+		&j.Name, &j.UID, &j.Team, &j.Description, &j.Schedule, &j.DBDefaultType,
 		&j.Contacts.NotifiedOnJobFailureUserError, &j.Contacts.NotifiedOnJobFailurePlatformError,
 		&j.Contacts.NotifiedOnJobSuccess, &j.Contacts.NotifiedOnJobDeploy,
 		&j.GenerateKeytab, &j.EnableExecutionNotifications, &j.NotificationDelayPeriodMinutes,
-		&j.Generation, &j.CreatedAt, &j.UpdatedAt}
+		&j.Generation, &j.CreatedAt, &j.UpdatedAt,
+	}
 }
 
 // CreateJob inserts a new data job with a new UID and generation 1. A name that exists
