@@ -27,3 +27,18 @@ fi
 bash hack/k8s-bins/build.sh
 mkdir -p .cache/bin
 go build -o .cache/bin/datajobs ./cmd/datajobs
+
+# The compatibility suite's virtualenv (compat/): the VDK client and pytest, pinned in
+# compat/requirements.txt, from PyPI. Rebuilt only when the requirements or the python
+# change. vdk-control-cli is an sdist whose setup.py needs pkg_resources: it is built
+# with the pinned setuptools, without build isolation.
+venv=.cache/compat-venv
+want="$(sha256sum compat/requirements.txt | cut -d' ' -f1) $(python3 -c 'import sys; print(sys.version.split()[0])')"
+if [ "$(cat "$venv/.stamp" 2>/dev/null)" != "$want" ]; then
+  echo "setup: installing the compatibility suite's virtualenv into $venv" >&2
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check "$(grep '^setuptools==' compat/requirements.txt)" "$(grep '^wheel==' compat/requirements.txt)"
+  "$venv/bin/pip" install -q --disable-pip-version-check --no-build-isolation -r compat/requirements.txt
+  echo "$want" >"$venv/.stamp"
+fi

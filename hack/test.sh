@@ -27,3 +27,8 @@ done
 set -a; . "$envfile"; set +a
 echo "test: environment ready ($DATAJOBS_TEST_DATABASE_URL, $DATAJOBS_TEST_KUBECONFIG)" >&2
 go test -race -count=1 -timeout 30m ${GOTEST_FLAGS:-} ./...
+# The compatibility suite: the real VDK client against the service (docs/compatibility.md).
+# DATAJOBS_COMPAT=0 skips it.
+if [ "${DATAJOBS_COMPAT:-1}" != 0 ]; then
+  .cache/compat-venv/bin/python -m pytest -q compat
+fi

@@ -1,0 +1,248 @@
+"""Fixtures of the compatibility suite: a datajobs service on a fresh database and
+namespace, and a runner of the real VDK client (`vdkcli`, from the pinned
+vdk-control-cli) pointed at it.
+
+The suite runs in the virtualenv that hack/setup.sh makes (.cache/compat-venv). It uses
+the environment of `make test` (DATAJOBS_TEST_DATABASE_URL, DATAJOBS_TEST_KUBECONFIG);
+without it, it starts one itself with `datajobs dev --env-only`, as hack/test.sh does.
+"""
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+REPO = Path(__file__).resolve().parent.parent
+DATAJOBS = Path(os.environ.get("DATAJOBS_BIN", REPO / ".cache/bin/datajobs"))
+KUBECTL = REPO / ".cache/k8s-bin/kubectl"
+VDKCLI = Path(sys.executable).parent / "vdkcli"
+SAMPLE_JOB = Path(__file__).resolve().parent / "sample_job"
+
+# How long the suite waits for the service and the synchronizer: generous, a failure
+# shows as a timeout with what was last seen.
+READY_TIMEOUT = 60
+SYNC_TIMEOUT = 30
+
+
+def wait_for(what, probe, timeout=SYNC_TIMEOUT):
+    """Polls probe until it returns something truthy, and returns it; fails with the
+    last value seen after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}; last seen: {value!r}")
+        time.sleep(0.2)
+
+
+@dataclass
+class Environment:
+    database_url: str
+    kubeconfig: str
+
+
+@pytest.fixture(scope="session")
+def environment(tmp_path_factory):
+    url = os.environ.get("DATAJOBS_TEST_DATABASE_URL")
+    kubeconfig = os.environ.get("DATAJOBS_TEST_KUBECONFIG")
+    if url and kubeconfig:
+        yield Environment(url, kubeconfig)
+        return
+    state = tmp_path_factory.mktemp("env")
+    env_file = state / "env"
+    with open(state / "dev.log", "w") as log:
+        dev = subprocess.Popen(
+            [DATAJOBS, "dev", "--env-only", "--fast", "--state-dir", state / "state",
+             "--env-file", env_file, "--log-format", "text"],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    def ready():
+        if dev.poll() is not None:
+            return "exited"
+        return env_file.exists() and env_file.stat().st_size > 0 and "ready"
+    try:
+        started = wait_for("the test environment (datajobs dev --env-only)", ready, timeout=180)
+        assert started == "ready", "datajobs dev failed:\n" + (state / "dev.log").read_text()
+        values = dict(line.split("=", 1) for line in env_file.read_text().split())
+        yield Environment(values["DATAJOBS_TEST_DATABASE_URL"], values["DATAJOBS_TEST_KUBECONFIG"])
+    finally:
+        dev.send_signal(signal.SIGTERM)
+        dev.wait(timeout=60)
+
+
+def database_url(base, name):
+    """base, a PostgreSQL URL, with its database replaced by name."""
+    parts = urllib.parse.urlsplit(base)
+    return urllib.parse.urlunsplit(parts._replace(path="/" + name))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Service:
+    """A running `datajobs serve` and what the tests read behind its back."""
+
+    url: str
+    database_url: str
+    namespace: str
+    kubeconfig: str
+    log: Path
+
+    def query(self, sql, *args):
+        """Rows (dicts) of a query on the service's database."""
+        with psycopg.connect(self.database_url, row_factory=dict_row) as conn:
+            return conn.execute(sql, args).fetchall()
+
+    def kubectl(self, *args, check=True):
+        return subprocess.run([KUBECTL, "--kubeconfig", self.kubeconfig, "-n", self.namespace, *args],
+                              capture_output=True, text=True, check=check, timeout=60)
+
+    def cronjob(self, name):
+        """The CronJob of a job, or None."""
+        p = self.kubectl("get", "cronjob", name, "-o", "json", "--ignore-not-found")
+        return json.loads(p.stdout) if p.stdout.strip() else None
+
+    def deployment_row(self, name):
+        rows = self.query("SELECT * FROM desired_data_job_deployment WHERE data_job_name = %s", name)
+        return rows[0] if rows else None
+
+    def wait_synced(self, name):
+        """Waits until the synchronizer has applied the job's current generation."""
+        def synced():
+            rows = self.query(
+                """SELECT d.status, d.status_generation = j.generation AS current
+                   FROM desired_data_job_deployment d JOIN data_job j ON j.name = d.data_job_name
+                   WHERE j.name = %s""", name)
+            return rows and rows[0]["status"] == "synced" and rows[0]["current"]
+        wait_for(f"the deployment of {name} to be synced", synced)
+
+
+@pytest.fixture(scope="session")
+def service(environment, tmp_path_factory, request):
+    suffix = secrets.token_hex(4)
+    dbname, namespace = f"compat_{suffix}", f"compat-{suffix}"
+    with psycopg.connect(environment.database_url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {dbname}")
+    svc = Service(url="", database_url=database_url(environment.database_url, dbname),
+                  namespace=namespace, kubeconfig=environment.kubeconfig,
+                  log=tmp_path_factory.mktemp("serve") / "serve.log")
+    svc.kubectl("create", "namespace", namespace)
+    port = free_port()
+    svc.url = f"http://127.0.0.1:{port}"
+    with open(svc.log, "w") as log:
+        proc = subprocess.Popen(
+            [DATAJOBS, "serve", "--listen", f"127.0.0.1:{port}", "--database-url", svc.database_url,
+             "--kubeconfig", svc.kubeconfig, "--namespace", namespace, "--log-format", "text"],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def ready():
+        if proc.poll() is not None:
+            return "exited"
+        try:
+            with urllib.request.urlopen(svc.url + "/readyz", timeout=2) as r:
+                return r.status == 200 and "ready"
+        except OSError:
+            return False
+    try:
+        state = wait_for("datajobs serve to be ready", ready, timeout=READY_TIMEOUT)
+        assert state == "ready", "datajobs serve exited:\n" + svc.log.read_text()
+        yield svc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if request.session.testsfailed:
+            sys.stderr.write(f"\n--- datajobs serve log ({svc.log}) ---\n{svc.log.read_text()}\n")
+        svc.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+        with psycopg.connect(environment.database_url, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {dbname} WITH (FORCE)")
+
+
+@dataclass
+class Result:
+    args: tuple
+    code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self):
+        """Everything the user sees: click_log writes messages and errors to stderr."""
+        return self.stdout + self.stderr
+
+    def json(self):
+        return json.loads(self.stdout)
+
+    def __str__(self):
+        return (f"vdkcli {' '.join(map(str, self.args))} exited {self.code}\n"
+                f"--- stdout ---\n{self.stdout}\n--- stderr ---\n{self.stderr}")
+
+
+class VDK:
+    """Runs the real client, as a user would, against the service. Authentication is
+    off: with no credentials in its config folder and no VDK_API_TOKEN, vdkcli sends no
+    Authorization header."""
+
+    def __init__(self, service, home):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("VDK_")}
+        env.update({
+            "HOME": str(home),
+            "VDK_BASE_CONFIG_FOLDER": str(home),
+            "VDK_CONTROL_SERVICE_REST_API_URL": service.url,
+            # Fail fast: the client retries 5xx answers with exponential backoff for
+            # minutes by default; a 5xx is a failure of the suite either way.
+            "VDK_CONTROL_HTTP_TOTAL_RETRIES": "0",
+            "VDK_CONTROL_HTTP_READ_TIMEOUT_SECONDS": "60",
+            # deploy's options declare -v twice (a client bug, see docs/compatibility.md);
+            # click warns about it on every deploy.
+            "PYTHONWARNINGS": "ignore::UserWarning",
+        })
+        self.env, self.cwd = env, home
+
+    def __call__(self, *args, code=0):
+        p = subprocess.run([VDKCLI, *map(str, args)], env=self.env, cwd=self.cwd, capture_output=True,
+                           text=True, timeout=120, stdin=subprocess.DEVNULL)
+        r = Result(args, p.returncode, p.stdout, p.stderr)
+        assert r.code == code, str(r)
+        return r
+
+
+@pytest.fixture
+def vdk(service, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    return VDK(service, home)
+
+
+@pytest.fixture
+def job_dir(tmp_path):
+    """Returns a function that copies the sample job into a folder named after a job,
+    with its team set in config.ini, as `vdk create` would leave it."""
+    def make(name, team):
+        d = tmp_path / "jobs" / name
+        shutil.copytree(SAMPLE_JOB, d)
+        config = d / "config.ini"
+        config.write_text(config.read_text().replace("team = compat-team", f"team = {team}"))
+        return d
+    return make

@@ -1,0 +1,1 @@
+CREATE TABLE IF NOT EXISTS compat_hello (greeting TEXT);

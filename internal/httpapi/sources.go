@@ -1,0 +1,75 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+)
+
+// versionResponse is VDK's DataJobVersion, the answer to a sources upload.
+type versionResponse struct {
+	VersionSHA string `json:"version_sha"`
+}
+
+// uploadSources is POST .../jobs/{job}/sources: the body is a zip archive of the job's
+// directory, ?reason= says why. 200 with the version, the job_version to deploy. The
+// body limit is the sources' own (service.SourcesConfig.MaxArchiveBytes), not the 1 MiB
+// of JSON bodies.
+func (a *api) uploadSources(w http.ResponseWriter, r *http.Request) {
+	team, name, err := pathJob(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	body, err := readBody(w, r, a.svc.Config().Sources.MaxArchiveBytes)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	user := r.Header.Get(userHeader)
+	if user == "" {
+		user = "unknown"
+	}
+	version, err := a.svc.UploadSources(r.Context(), team, name, body, r.URL.Query().Get("reason"), user)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, versionResponse{VersionSHA: version})
+}
+
+// downloadSources is GET .../jobs/{job}/sources[?version_sha=]: the zip archive of the
+// latest sources, or of the version asked for. The ETag is the version.
+func (a *api) downloadSources(w http.ResponseWriter, r *http.Request) {
+	team, name, err := pathJob(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	src, err := a.svc.DownloadSources(r.Context(), team, name, r.URL.Query().Get("version_sha"))
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Content-Disposition", `attachment; filename="`+name+`.zip"`)
+	h.Set("Content-Length", strconv.Itoa(len(src.Archive)))
+	h.Set("ETag", `"`+src.Version+`"`)
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(src.Archive)
+}
+
+// deleteSources is DELETE .../jobs/{job}/sources: every version goes; 200. ?reason= is
+// accepted and ignored, as there is no history to record it in.
+func (a *api) deleteSources(w http.ResponseWriter, r *http.Request) {
+	team, name, err := pathJob(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	if err := a.svc.DeleteSources(r.Context(), team, name); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}

@@ -1,0 +1,132 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/datajobs/datajobs/internal/job"
+)
+
+// ErrNoSources is returned by GetSources when the job exists but has no sources, or not
+// the version asked for. The service turns it into a 404 that names what is missing.
+var ErrNoSources = errors.New("no such sources")
+
+// Sources is one stored version of a job's sources: a zip archive and who uploaded it.
+type Sources struct {
+	// Version is the content address of the archive's files (see service.SourcesVersion).
+	Version string
+	// Archive is the zip archive as it was first uploaded with this content.
+	Archive []byte
+	// Reason is the reason given with the latest upload of this content.
+	Reason string
+	// UploadedBy and UploadedAt describe the latest upload of this content.
+	UploadedBy string
+	UploadedAt time.Time
+}
+
+// SaveSources stores src as a version of the sources of the job name of team, and makes
+// it the job's latest. When that version is stored already, its archive is kept and only
+// the upload's reason, user and time change: the same files give the same version.
+// Then only the keep latest versions are kept, and the version the job's desired
+// deployment names; keep <= 0 keeps all. A missing job (or one of another team) is not
+// found.
+func (s *Store) SaveSources(ctx context.Context, team, name string, src Sources, keep int) error {
+	return s.InTx(ctx, func(tx Tx) error {
+		// FOR SHARE: a concurrent delete of the job waits for this upload, and then
+		// takes its sources with it.
+		var found bool
+		err := tx.QueryRow(ctx, `SELECT true FROM data_job WHERE name = $1 AND team = $2 FOR SHARE`, name, team).Scan(&found)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return job.JobNotFound(team, name)
+		}
+		if err != nil {
+			return fmt.Errorf("lock job %s: %w", name, err)
+		}
+		// Known content: no need to send the archive again.
+		tag, err := tx.Exec(ctx, `
+UPDATE data_job_source SET upload_seq = nextval('data_job_source_upload_seq'),
+	reason = $3, uploaded_by = $4, uploaded_at = $5
+WHERE job_name = $1 AND version_sha = $2`, name, src.Version, src.Reason, src.UploadedBy, src.UploadedAt)
+		if err != nil {
+			return writeError(fmt.Sprintf("save sources of %s", name), err)
+		}
+		if tag.RowsAffected() == 0 {
+			// ON CONFLICT: a concurrent upload of the same content may have won.
+			_, err = tx.Exec(ctx, `
+INSERT INTO data_job_source (job_name, version_sha, archive, size_bytes, reason, uploaded_by, uploaded_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (job_name, version_sha) DO UPDATE SET upload_seq = nextval('data_job_source_upload_seq'),
+	reason = excluded.reason, uploaded_by = excluded.uploaded_by, uploaded_at = excluded.uploaded_at`,
+				name, src.Version, src.Archive, len(src.Archive), src.Reason, src.UploadedBy, src.UploadedAt)
+			if err != nil {
+				return writeError(fmt.Sprintf("save sources of %s", name), err)
+			}
+		}
+		if keep <= 0 {
+			return nil
+		}
+		_, err = tx.Exec(ctx, `
+DELETE FROM data_job_source s
+WHERE s.job_name = $1
+  AND s.upload_seq < (SELECT upload_seq FROM data_job_source WHERE job_name = $1
+                      ORDER BY upload_seq DESC OFFSET $2 - 1 LIMIT 1)
+  AND s.version_sha IS DISTINCT FROM (SELECT git_commit_sha FROM desired_data_job_deployment WHERE data_job_name = $1)`,
+			name, keep)
+		if err != nil {
+			return fmt.Errorf("prune sources of %s: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// GetSources returns the version of the sources of the job name of team, or its latest
+// when version is "". A missing job is job.JobNotFound; a job without those sources is
+// ErrNoSources.
+func (s *Store) GetSources(ctx context.Context, team, name, version string) (Sources, error) {
+	const q = `
+SELECT s.version_sha, s.archive, s.reason, s.uploaded_by, s.uploaded_at
+FROM data_job j
+LEFT JOIN LATERAL (
+	SELECT * FROM data_job_source s
+	WHERE s.job_name = j.name AND ($3 = '' OR s.version_sha = $3)
+	ORDER BY s.upload_seq DESC LIMIT 1
+) s ON true
+WHERE j.name = $1 AND j.team = $2`
+	var (
+		ver, reason, by *string
+		at              *time.Time
+		archive         []byte
+	)
+	err := s.pool.QueryRow(ctx, q, name, team, version).Scan(&ver, &archive, &reason, &by, &at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Sources{}, job.JobNotFound(team, name)
+	}
+	if err != nil {
+		return Sources{}, translate(fmt.Errorf("get sources of %s: %w", name, err))
+	}
+	if ver == nil {
+		return Sources{}, ErrNoSources
+	}
+	return Sources{Version: *ver, Archive: archive, Reason: *reason, UploadedBy: *by, UploadedAt: at.UTC()}, nil
+}
+
+// DeleteSources deletes every version of the sources of the job name of team. A job
+// without sources is fine; a missing job is not found.
+func (s *Store) DeleteSources(ctx context.Context, team, name string) error {
+	const q = `
+WITH j AS (SELECT name FROM data_job WHERE name = $1 AND team = $2),
+     d AS (DELETE FROM data_job_source s USING j WHERE s.job_name = j.name)
+SELECT count(*) FROM j`
+	var n int
+	if err := s.pool.QueryRow(ctx, q, name, team).Scan(&n); err != nil {
+		return translate(fmt.Errorf("delete sources of %s: %w", name, err))
+	}
+	if n == 0 {
+		return job.JobNotFound(team, name)
+	}
+	return nil
+}
