@@ -62,6 +62,9 @@ func newServeCommand(g *globals) serveCommand {
 	f.IntVar(&cfg.KubeBurst, "kube-burst", 100, "burst of requests to the Kubernetes API server")
 	f.StringSliceVar(&cfg.SupportedPythonVersions, "supported-python-versions", []string{"3.9", "3.10", "3.11", "3.12"}, "python versions jobs may deploy with")
 	f.StringVar(&cfg.DefaultPythonVersion, "default-python-version", "3.11", "python version of deployments that name none")
+	f.Int64Var(&cfg.Sources.MaxArchiveBytes, "max-source-archive-bytes", 50<<20, "largest job sources zip accepted (413 above)")
+	f.Int64Var(&cfg.Sources.MaxUncompressedBytes, "max-source-uncompressed-bytes", 200<<20, "largest total size of the files in a sources zip (400 above: zip bombs)")
+	f.IntVar(&cfg.Sources.KeepVersions, "source-versions-kept", 50, "source versions kept per job (negative: all)")
 	f.DurationVar(&cfg.LeaseDuration, "lease-duration", 0, "how long the synchronizer's leader lease lasts without renewal (default 10s)")
 	res.register(f)
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/service"
 )
 
 // SyncMode says what the synchronizer does with its plan.
@@ -50,6 +51,9 @@ type Config struct {
 	DefaultPythonVersion string
 	// Resources are the default and maximum job resources.
 	Resources job.ResourceBounds
+	// Sources bounds uploaded job sources (defaults: 50 MiB archives, 200 MiB
+	// uncompressed, 10,000 files, 50 versions kept per job).
+	Sources service.SourcesConfig
 	// LeaseDuration is how long a leader holds the lease without renewing (default 10s).
 	LeaseDuration time.Duration
 	// ShutdownTimeout bounds graceful shutdown (default 20s).

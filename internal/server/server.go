@@ -58,6 +58,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 		DefaultPythonVersion:    cfg.DefaultPythonVersion,
 		Resources:               cfg.Resources,
 		APIVersion:              "datajobs/" + cfg.Version,
+		Sources:                 cfg.Sources,
 	}, db)
 	if err != nil {
 		return err
@@ -75,7 +76,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       time.Minute,
+		ReadTimeout:       5 * time.Minute, // a 50 MiB sources upload over a slow link
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 	}
