@@ -134,7 +134,9 @@ func foreignSpecField(live *batchv1.CronJob) (manager, path string, found bool) 
 			continue
 		}
 		for _, p := range leaves(mf.FieldsV1.GetRawBytes()) {
-			if strings.HasPrefix(p, "f:spec") && !ours[p] {
+			// A "." leaf only records that a map (labels, annotations) exists; a plain
+			// create or update records it, server-side apply never owns it.
+			if strings.HasPrefix(p, "f:spec") && !ours[p] && !strings.HasSuffix(p, "/.") {
 				return mf.Manager, p, true
 			}
 		}

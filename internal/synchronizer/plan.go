@@ -1,7 +1,10 @@
 package synchronizer
 
 import (
+	"encoding/json"
+
 	batchv1 "k8s.io/api/batch/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
@@ -164,6 +167,16 @@ func planUnmanaged(p Plan, cfg kube.RenderConfig) Plan {
 	}
 	p.Rendered, p.Hash = kube.Render(*st.Job, *st.Desired, cfg)
 	if a := st.Desired.Adopted; a != nil && string(live.UID) == a.CronJobUID {
+		var imported batchv1.CronJobSpec
+		if err := json.Unmarshal(a.Spec, &imported); err != nil || !apiequality.Semantic.DeepEqual(live.Spec, imported) {
+			// Someone changed it since the import: adopting would overwrite that change.
+			p.Action, p.Reason = ActionConflict, "the CronJob changed since it was imported; run datajobs import --overwrite"
+			return p
+		}
+		if !apiequality.Semantic.DeepEqual(live.Spec, p.Rendered.Spec) {
+			p.Action, p.Reason = ActionUpdate, "adopt the imported CronJob with the deployment changes made since the import"
+			return p
+		}
 		p.Action, p.Reason = ActionAdopt, "imported CronJob: add labels and annotations"
 		return p
 	}

@@ -15,11 +15,19 @@ import (
 
 func TestPlanForCronJobsDatajobsDoesNotManage(t *testing.T) {
 	t.Parallel()
-	unmanaged := &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: "legacy-job", UID: "cronjob-uid", Labels: map[string]string{"app": "other"}}}
+	unmanaged := &batchv1.CronJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "legacy-job", UID: "cronjob-uid", Labels: map[string]string{"app": "other"}},
+		Spec:       batchv1.CronJobSpec{Schedule: "0 * * * *", Suspend: new(false)},
+	}
 	spec, err := json.Marshal(unmanaged.Spec)
 	require.NoError(t, err)
 	j := &job.Job{Name: "legacy-job", UID: "job-uid", Team: "team-a", Generation: 1}
-	imported := &job.Deployment{JobVersion: "v1", Enabled: true, Adopted: &job.Adoption{CronJobUID: "cronjob-uid", Spec: spec}}
+	imported := &job.Deployment{JobVersion: "v1", Schedule: "0 * * * *", Enabled: true, Adopted: &job.Adoption{CronJobUID: "cronjob-uid", Spec: spec}}
+	disabledSinceImport := *imported
+	disabledSinceImport.Enabled = false
+	oldSpec, err := json.Marshal(batchv1.CronJobSpec{Schedule: "30 * * * *", Suspend: new(false)})
+	require.NoError(t, err)
+	changedLive := &job.Deployment{JobVersion: "v1", Schedule: "30 * * * *", Enabled: true, Adopted: &job.Adoption{CronJobUID: "cronjob-uid", Spec: oldSpec}}
 	otherImport := &job.Deployment{JobVersion: "v1", Enabled: true, Adopted: &job.Adoption{CronJobUID: "another-uid", Spec: spec}}
 	for _, tc := range []struct {
 		behaviour string
@@ -27,6 +35,8 @@ func TestPlanForCronJobsDatajobsDoesNotManage(t *testing.T) {
 		want      Action
 	}{
 		{"the CronJob an import recorded is adopted", store.SyncState{Job: j, Desired: imported}, ActionAdopt},
+		{"a deployment changed since the import is applied on adoption", store.SyncState{Job: j, Desired: &disabledSinceImport}, ActionUpdate},
+		{"a CronJob changed since its import is not overwritten", store.SyncState{Job: j, Desired: changedLive}, ActionConflict},
 		{"another object of that name is never touched", store.SyncState{Job: j, Desired: otherImport}, ActionConflict},
 		{"a deployment of our own does not take over a foreign CronJob", store.SyncState{Job: j, Desired: &job.Deployment{JobVersion: "v1"}}, ActionConflict},
 		{"a foreign CronJob without a deployment is not deleted", store.SyncState{Job: j}, ActionUnchanged},

@@ -1,0 +1,316 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+
+	"github.com/datajobs/datajobs/internal/job"
+)
+
+// ImportedDeployment is a data job and its deployment read from a CronJob that datajobs
+// did not create (`datajobs import`). The CronJob already runs, so the deployment is
+// stored as synced and the actual row as applied: the synchronizer's next pass only
+// adopts the CronJob (adds datajobs' labels and annotations) and changes nothing else.
+type ImportedDeployment struct {
+	// Job is the data job to store; its UID and generation are assigned by the store.
+	Job job.Job
+	// Deployment is the desired deployment; Deployment.Adopted names the CronJob and its spec.
+	Deployment job.Deployment
+	// Actual builds the actual row from the job as stored (its UID and generation are
+	// known only then, and the rendered hash depends on them).
+	Actual func(j job.Job) job.ActualDeployment
+}
+
+// ImportOptions say what ImportDeployment may do.
+type ImportOptions struct {
+	// Overwrite replaces a job of the same name that was not imported from this CronJob
+	// (or was, before the CronJob changed). Default: leave it alone and report a conflict.
+	Overwrite bool
+	// DryRun makes every check and every write of the import, then rolls it back.
+	DryRun bool
+}
+
+// ImportOutcome is what ImportDeployment did with one job.
+type ImportOutcome string
+
+// The outcomes of an import.
+const (
+	// ImportCreated: the job, its deployment and its actual row were inserted.
+	ImportCreated ImportOutcome = "created"
+	// ImportReplaced: a conflicting job of that name was replaced (Overwrite).
+	ImportReplaced ImportOutcome = "replaced"
+	// ImportExists: the job was already imported from this very CronJob; nothing was written.
+	ImportExists ImportOutcome = "exists"
+	// ImportConflict: another job of that name is in the database; nothing was written.
+	ImportConflict ImportOutcome = "conflict"
+)
+
+// ImportResult is the outcome of importing one job, and why.
+type ImportResult struct {
+	Outcome ImportOutcome
+	// Reason explains a conflict or a replacement.
+	Reason string
+	// Job is the job as stored (created or replaced), or as found (exists, conflict).
+	Job job.Job
+}
+
+var errRollback = errors.New("dry run: roll back")
+
+// ImportDeployment stores an imported job, its desired deployment (status synced at the
+// job's generation, with the adoption columns set) and its actual row, in one
+// transaction, and notifies the synchronizer. It is idempotent: a job already imported
+// from the same CronJob (same UID and spec, same configuration) is reported as existing
+// and nothing is written. Any other job of that name, or an actual row left by a deleted
+// job whose CronJob is still being removed, is a conflict unless opts.Overwrite: then the
+// job keeps its UID, creation time, properties and executions, and everything the import
+// derives (team, schedule, notification settings, deployment, actual row) is replaced
+// under a new generation.
+func (s *Store) ImportDeployment(ctx context.Context, in ImportedDeployment, opts ImportOptions) (ImportResult, error) {
+	if in.Deployment.Adopted == nil || in.Actual == nil {
+		return ImportResult{}, fmt.Errorf("import job %s: the deployment must name the adopted CronJob", in.Job.Name)
+	}
+	name := in.Job.Name
+	var res ImportResult
+	err := s.InTx(ctx, func(tx Tx) error {
+		cur, desired, actual, err := lockImport(ctx, tx, name)
+		if err != nil {
+			return err
+		}
+		var j job.Job
+		switch {
+		case cur == nil && actual != nil && !opts.Overwrite:
+			res = ImportResult{Outcome: ImportConflict, Reason: "the database still records a CronJob of a deleted job of this name (the synchronizer has not finished deleting it)"}
+			return nil
+		case cur == nil:
+			if j, err = insertImportedJob(ctx, tx, in.Job); err != nil {
+				return err
+			}
+			res = ImportResult{Outcome: ImportCreated}
+		default:
+			why := importConflict(*cur, desired, in)
+			if why == "" {
+				res = ImportResult{Outcome: ImportExists, Reason: "already imported from this CronJob", Job: *cur}
+				return nil
+			}
+			if !opts.Overwrite {
+				res = ImportResult{Outcome: ImportConflict, Reason: why, Job: *cur}
+				return nil
+			}
+			if j, err = replaceImportedJob(ctx, tx, in.Job); err != nil {
+				return err
+			}
+			res = ImportResult{Outcome: ImportReplaced, Reason: "replaced: " + why}
+		}
+		res.Job = j
+		if err := upsertImportedDeployment(ctx, tx, j, in.Deployment); err != nil {
+			return err
+		}
+		if err := upsertImportedActual(ctx, tx, in.Actual(j)); err != nil {
+			return err
+		}
+		if err := notifyDesired(ctx, tx, name); err != nil {
+			return err
+		}
+		if opts.DryRun {
+			return errRollback
+		}
+		return nil
+	})
+	if errors.Is(err, errRollback) {
+		return res, nil
+	}
+	if err != nil {
+		return ImportResult{}, writeError("import job "+name, err)
+	}
+	return res, nil
+}
+
+// lockImport locks the job row and the actual row of name (when they exist) and reads
+// them with the desired deployment.
+func lockImport(ctx context.Context, tx Tx, name string) (*job.Job, *job.Deployment, *job.ActualDeployment, error) {
+	if _, err := tx.Exec(ctx, `SELECT FROM data_job WHERE name = $1 FOR UPDATE`, name); err != nil {
+		return nil, nil, nil, fmt.Errorf("lock job %s: %w", name, err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT FROM actual_data_job_deployment WHERE data_job_name = $1 FOR UPDATE`, name); err != nil {
+		return nil, nil, nil, fmt.Errorf("lock actual deployment %s: %w", name, err)
+	}
+	var (
+		j *job.Job
+		d *job.Deployment
+		a *job.ActualDeployment
+	)
+	rows, err := tx.Query(ctx, syncJobQuery+` WHERE j.name = $1`, name)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("read job %s: %w", name, err)
+	}
+	for rows.Next() {
+		if j, d, err = scanSyncJob(rows); err != nil {
+			rows.Close()
+			return nil, nil, nil, fmt.Errorf("read job %s: %w", name, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, nil, fmt.Errorf("read job %s: %w", name, err)
+	}
+	rows, err = tx.Query(ctx, syncActualQuery+` WHERE data_job_name = $1`, name)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("read actual deployment %s: %w", name, err)
+	}
+	for rows.Next() {
+		if a, err = scanActual(rows); err != nil {
+			rows.Close()
+			return nil, nil, nil, fmt.Errorf("read actual deployment %s: %w", name, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, nil, fmt.Errorf("read actual deployment %s: %w", name, err)
+	}
+	return j, d, a, nil
+}
+
+// importConflict says why the stored job is not the import of in, or "" when it is:
+// imported from the same CronJob, with the same spec, team and configuration.
+func importConflict(cur job.Job, d *job.Deployment, in ImportedDeployment) string {
+	switch {
+	case d == nil:
+		return fmt.Sprintf("a job of this name (team %s) exists without a deployment", cur.Team)
+	case d.Adopted == nil:
+		return fmt.Sprintf("a job of this name (team %s) exists, deployed by datajobs", cur.Team)
+	case d.Adopted.CronJobUID != in.Deployment.Adopted.CronJobUID:
+		return fmt.Sprintf("a job of this name (team %s) was imported from another CronJob (UID %s)", cur.Team, d.Adopted.CronJobUID)
+	case cur.Team != in.Job.Team:
+		return fmt.Sprintf("imported from this CronJob for team %s, now read as team %s", cur.Team, in.Job.Team)
+	case !sameJSON(d.Adopted.Spec, in.Deployment.Adopted.Spec) || !d.SameConfig(in.Deployment) || !sameJobConfig(cur, in.Job):
+		return "imported from this CronJob, which has changed since"
+	}
+	return ""
+}
+
+// sameJobConfig compares what an import derives of a job's configuration.
+func sameJobConfig(a, b job.Job) bool {
+	return a.Schedule == b.Schedule && a.DBDefaultType == b.DBDefaultType &&
+		a.EnableExecutionNotifications == b.EnableExecutionNotifications &&
+		reflect.DeepEqual(nonNilContacts(a.Contacts), nonNilContacts(b.Contacts))
+}
+
+func nonNilContacts(c job.Contacts) job.Contacts {
+	return job.Contacts{
+		NotifiedOnJobFailureUserError:     nonNil(c.NotifiedOnJobFailureUserError),
+		NotifiedOnJobFailurePlatformError: nonNil(c.NotifiedOnJobFailurePlatformError),
+		NotifiedOnJobSuccess:              nonNil(c.NotifiedOnJobSuccess),
+		NotifiedOnJobDeploy:               nonNil(c.NotifiedOnJobDeploy),
+	}
+}
+
+// sameJSON compares two JSON documents by value: jsonb gives back its own key order and spacing.
+func sameJSON(a, b []byte) bool {
+	var va, vb any
+	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
+		return false
+	}
+	return reflect.DeepEqual(va, vb)
+}
+
+func insertImportedJob(ctx context.Context, tx Tx, j job.Job) (job.Job, error) {
+	q := `
+INSERT INTO data_job AS j (name, uid, team, description, schedule, db_default_type,
+	notified_on_job_failure_user_error, notified_on_job_failure_platform_error,
+	notified_on_job_success, notified_on_job_deploy,
+	generate_keytab, enable_execution_notifications, notification_delay_period_minutes)
+VALUES ($1, gen_random_uuid(), $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+RETURNING ` + jobColumns
+	var out job.Job
+	err := tx.QueryRow(ctx, q, j.Name, j.Team, j.Description, j.Schedule, j.DBDefaultType,
+		nonNil(j.Contacts.NotifiedOnJobFailureUserError), nonNil(j.Contacts.NotifiedOnJobFailurePlatformError),
+		nonNil(j.Contacts.NotifiedOnJobSuccess), nonNil(j.Contacts.NotifiedOnJobDeploy),
+		j.GenerateKeytab, j.EnableExecutionNotifications, j.NotificationDelayPeriodMinutes,
+	).Scan(jobDest(&out)...)
+	if err != nil {
+		return job.Job{}, fmt.Errorf("insert job %s: %w", j.Name, err)
+	}
+	return out, nil
+}
+
+// replaceImportedJob overwrites what an import derives of a job and bumps its generation;
+// the UID, description, keytab and delay settings, creation time and properties stay.
+func replaceImportedJob(ctx context.Context, tx Tx, j job.Job) (job.Job, error) {
+	q := `
+UPDATE data_job AS j SET team = $2, schedule = $3, db_default_type = $4,
+	notified_on_job_failure_user_error = $5, notified_on_job_failure_platform_error = $6,
+	notified_on_job_success = $7, notified_on_job_deploy = $8,
+	enable_execution_notifications = $9, generation = generation + 1, updated_at = now()
+WHERE name = $1
+RETURNING ` + jobColumns
+	var out job.Job
+	err := tx.QueryRow(ctx, q, j.Name, j.Team, j.Schedule, j.DBDefaultType,
+		nonNil(j.Contacts.NotifiedOnJobFailureUserError), nonNil(j.Contacts.NotifiedOnJobFailurePlatformError),
+		nonNil(j.Contacts.NotifiedOnJobSuccess), nonNil(j.Contacts.NotifiedOnJobDeploy),
+		j.EnableExecutionNotifications,
+	).Scan(jobDest(&out)...)
+	if err != nil {
+		return job.Job{}, fmt.Errorf("replace job %s: %w", j.Name, err)
+	}
+	return out, nil
+}
+
+// upsertImportedDeployment writes the desired row as already synced at the job's generation.
+func upsertImportedDeployment(ctx context.Context, tx Tx, j job.Job, d job.Deployment) error {
+	const q = `
+INSERT INTO desired_data_job_deployment (data_job_name, git_commit_sha, vdk_version,
+	python_version, schedule, resources_cpu_request_millis, resources_cpu_limit_millis,
+	resources_memory_request_bytes, resources_memory_limit_bytes, enabled, last_deployed_by,
+	last_deployed_date, status, message, status_generation, last_sync_at, adopt_cronjob_uid, adopted_spec)
+VALUES ($1, $2, $3, $4, $5, NULLIF($6::bigint, 0), NULLIF($7::bigint, 0), NULLIF($8::bigint, 0), NULLIF($9::bigint, 0),
+	$10, $11, $12, 'synced', '', $13, NULL, $14, $15::jsonb)
+ON CONFLICT (data_job_name) DO UPDATE SET git_commit_sha = excluded.git_commit_sha,
+	vdk_version = excluded.vdk_version, python_version = excluded.python_version,
+	schedule = excluded.schedule,
+	resources_cpu_request_millis = excluded.resources_cpu_request_millis,
+	resources_cpu_limit_millis = excluded.resources_cpu_limit_millis,
+	resources_memory_request_bytes = excluded.resources_memory_request_bytes,
+	resources_memory_limit_bytes = excluded.resources_memory_limit_bytes,
+	enabled = excluded.enabled, last_deployed_by = excluded.last_deployed_by,
+	last_deployed_date = excluded.last_deployed_date, status = excluded.status, message = '',
+	status_generation = excluded.status_generation, last_sync_at = NULL,
+	adopt_cronjob_uid = excluded.adopt_cronjob_uid, adopted_spec = excluded.adopted_spec`
+	r := d.Resources
+	_, err := tx.Exec(ctx, q, j.Name, d.JobVersion, d.VDKVersion, d.PythonVersion, d.Schedule,
+		r.CPURequestMillis, r.CPULimitMillis, r.MemoryRequestBytes, r.MemoryLimitBytes,
+		d.Enabled, d.DeployedBy, d.DeployedDate, j.Generation, d.Adopted.CronJobUID, string(d.Adopted.Spec))
+	if err != nil {
+		return fmt.Errorf("write deployment of %s: %w", j.Name, err)
+	}
+	return nil
+}
+
+// upsertImportedActual records the CronJob as applied for the job's UID and generation.
+func upsertImportedActual(ctx context.Context, tx Tx, a job.ActualDeployment) error {
+	const q = `
+INSERT INTO actual_data_job_deployment (data_job_name, job_uid, generation, team, deployment_version_sha,
+	git_commit_sha, vdk_version, python_version, schedule,
+	resources_cpu_request_millis, resources_cpu_limit_millis, resources_memory_request_bytes, resources_memory_limit_bytes,
+	enabled, last_deployed_by, last_deployed_date)
+VALUES ($1, $2::uuid, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+ON CONFLICT (data_job_name) DO UPDATE SET job_uid = excluded.job_uid, generation = excluded.generation,
+	team = excluded.team, deployment_version_sha = excluded.deployment_version_sha,
+	git_commit_sha = excluded.git_commit_sha, vdk_version = excluded.vdk_version,
+	python_version = excluded.python_version, schedule = excluded.schedule,
+	resources_cpu_request_millis = excluded.resources_cpu_request_millis,
+	resources_cpu_limit_millis = excluded.resources_cpu_limit_millis,
+	resources_memory_request_bytes = excluded.resources_memory_request_bytes,
+	resources_memory_limit_bytes = excluded.resources_memory_limit_bytes,
+	enabled = excluded.enabled, last_deployed_by = excluded.last_deployed_by,
+	last_deployed_date = excluded.last_deployed_date`
+	r := a.Resources
+	_, err := tx.Exec(ctx, q, a.JobName, a.JobUID, a.Generation, a.Team, a.DeploymentVersionSHA,
+		a.JobVersion, a.VDKVersion, a.PythonVersion, a.Schedule,
+		r.CPURequestMillis, r.CPULimitMillis, r.MemoryRequestBytes, r.MemoryLimitBytes,
+		a.Enabled, a.DeployedBy, a.DeployedDate)
+	if err != nil {
+		return fmt.Errorf("write actual deployment of %s: %w", a.JobName, err)
+	}
+	return nil
+}
