@@ -21,12 +21,18 @@ func asStored(rendered *batchv1.CronJob) *batchv1.CronJob {
 	live.Labels["example.com/owner"] = "someone"
 	live.Annotations["example.com/note"] = "hand-written"
 	live.ManagedFields = []metav1.ManagedFieldsEntry{
-		{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1",
-			FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:labels":{"f:datajobs.io/job":{}}},"f:spec":{"f:schedule":{},"f:suspend":{}}}`)},
-		{Manager: "kubectl-label", Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1",
-			FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:labels":{"f:example.com/owner":{}}}}`)},
-		{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", FieldsType: "FieldsV1",
-			FieldsV1: metav1.NewFieldsV1(`{"f:status":{"f:lastScheduleTime":{}}}`)},
+		{
+			Manager: FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1",
+			FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:labels":{"f:datajobs.io/job":{}}},"f:spec":{"f:schedule":{},"f:suspend":{}}}`),
+		},
+		{
+			Manager: "kubectl-label", Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1",
+			FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:labels":{"f:example.com/owner":{}}}}`),
+		},
+		{
+			Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", FieldsType: "FieldsV1",
+			FieldsV1: metav1.NewFieldsV1(`{"f:status":{"f:lastScheduleTime":{}}}`),
+		},
 	}
 	live.Status.LastScheduleTime = &metav1.Time{}
 	ps := &live.Spec.JobTemplate.Spec.Template.Spec
@@ -61,36 +67,60 @@ func TestDrifted(t *testing.T) {
 			})
 		}, false, ""},
 
-		{"another job uid has drifted", func(live *batchv1.CronJob) { live.Labels[LabelJobUID] = "old" }, true,
-			`label datajobs.io/job-uid is "old", want "5b0f5c1e-0d7c-4bb4-9a52-0f5d1c7a8e21"`},
-		{"a missing job uid has drifted", func(live *batchv1.CronJob) { delete(live.Labels, LabelJobUID) }, true,
-			`label datajobs.io/job-uid is "", want "5b0f5c1e-0d7c-4bb4-9a52-0f5d1c7a8e21"`},
-		{"a missing hash has drifted", func(live *batchv1.CronJob) { delete(live.Annotations, AnnotationHash) }, true,
-			"annotation datajobs.io/deployment-hash"},
-		{"another hash has drifted", func(live *batchv1.CronJob) { live.Annotations[AnnotationHash] = "abc" }, true,
-			`annotation datajobs.io/deployment-hash is "abc"`},
-		{"an edited schedule has drifted", func(live *batchv1.CronJob) { live.Spec.Schedule = "* * * * *" }, true,
-			"spec.schedule differs"},
-		{"a resumed cronjob has drifted", func(live *batchv1.CronJob) { live.Spec.Suspend = new(true) }, true,
-			"spec.suspend differs"},
-		{"a removed time zone has drifted", func(live *batchv1.CronJob) { live.Spec.TimeZone = nil }, true,
-			"spec.timeZone differs"},
-		{"an edited image has drifted", func(live *batchv1.CronJob) { container(live).Image = "evil:latest" }, true,
-			"spec.jobTemplate.spec.template.spec.containers[sales-ingest].image differs"},
-		{"an edited env var has drifted", func(live *batchv1.CronJob) { container(live).Env[0].Value = "x" }, true,
-			"containers[sales-ingest].env[DATA_JOB_NAME].value differs"},
+		{
+			"another job uid has drifted", func(live *batchv1.CronJob) { live.Labels[LabelJobUID] = "old" }, true,
+			`label datajobs.io/job-uid is "old", want "5b0f5c1e-0d7c-4bb4-9a52-0f5d1c7a8e21"`,
+		},
+		{
+			"a missing job uid has drifted", func(live *batchv1.CronJob) { delete(live.Labels, LabelJobUID) }, true,
+			`label datajobs.io/job-uid is "", want "5b0f5c1e-0d7c-4bb4-9a52-0f5d1c7a8e21"`,
+		},
+		{
+			"a missing hash has drifted", func(live *batchv1.CronJob) { delete(live.Annotations, AnnotationHash) }, true,
+			"annotation datajobs.io/deployment-hash",
+		},
+		{
+			"another hash has drifted", func(live *batchv1.CronJob) { live.Annotations[AnnotationHash] = "abc" }, true,
+			`annotation datajobs.io/deployment-hash is "abc"`,
+		},
+		{
+			"an edited schedule has drifted", func(live *batchv1.CronJob) { live.Spec.Schedule = "* * * * *" }, true,
+			"spec.schedule differs",
+		},
+		{
+			"a resumed cronjob has drifted", func(live *batchv1.CronJob) { live.Spec.Suspend = new(true) }, true,
+			"spec.suspend differs",
+		},
+		{
+			"a removed time zone has drifted", func(live *batchv1.CronJob) { live.Spec.TimeZone = nil }, true,
+			"spec.timeZone differs",
+		},
+		{
+			"an edited image has drifted", func(live *batchv1.CronJob) { container(live).Image = "evil:latest" }, true,
+			"spec.jobTemplate.spec.template.spec.containers[sales-ingest].image differs",
+		},
+		{
+			"an edited env var has drifted", func(live *batchv1.CronJob) { container(live).Env[0].Value = "x" }, true,
+			"containers[sales-ingest].env[DATA_JOB_NAME].value differs",
+		},
 		{"an added env var has drifted", func(live *batchv1.CronJob) {
 			container(live).Env = append(container(live).Env, corev1.EnvVar{Name: "ZZZ", Value: "1"})
 		}, true, "containers[sales-ingest].env differs"},
 		{"an edited memory limit has drifted", func(live *batchv1.CronJob) {
 			container(live).Resources.Limits[corev1.ResourceMemory] = resource.MustParse("2Gi")
 		}, true, "resources.limits.memory differs"},
-		{"an edited label has drifted", func(live *batchv1.CronJob) { live.Labels[LabelTeam] = "other" }, true,
-			"metadata.labels.datajobs.io/team differs"},
-		{"an edited job template label has drifted", func(live *batchv1.CronJob) { delete(live.Spec.JobTemplate.Labels, LabelJob) }, true,
-			"spec.jobTemplate.metadata.labels.datajobs.io/job differs"},
-		{"an edited version annotation has drifted", func(live *batchv1.CronJob) { live.Annotations[AnnotationJobVersion] = "x" }, true,
-			"metadata.annotations.datajobs.io/job-version differs"},
+		{
+			"an edited label has drifted", func(live *batchv1.CronJob) { live.Labels[LabelTeam] = "other" }, true,
+			"metadata.labels.datajobs.io/team differs",
+		},
+		{
+			"an edited job template label has drifted", func(live *batchv1.CronJob) { delete(live.Spec.JobTemplate.Labels, LabelJob) }, true,
+			"spec.jobTemplate.metadata.labels.datajobs.io/job differs",
+		},
+		{
+			"an edited version annotation has drifted", func(live *batchv1.CronJob) { live.Annotations[AnnotationJobVersion] = "x" }, true,
+			"metadata.annotations.datajobs.io/job-version differs",
+		},
 		{"a field we never render, set by hand, has drifted", func(live *batchv1.CronJob) {
 			container(live).Resources.Limits["ephemeral-storage"] = resource.MustParse("1Gi")
 			live.ManagedFields = append(live.ManagedFields, metav1.ManagedFieldsEntry{

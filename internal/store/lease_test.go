@@ -207,9 +207,9 @@ func TestLeaseTakeoverWaitsForFencedWriteInFlight(t *testing.T) {
 	// The old leader releases and another replica takes over, from other connections.
 	next := make(chan int64, 1)
 	wg.Go(func() {
-		assert.NoError(t, s.ReleaseLease(ctx, "l", "a", old))
+		assert.NoError(t, s.ReleaseLease(ctx, "l", "a", old)) //nolint:testifylint // require must not run outside the test goroutine
 		epoch, ok, err := s.TryAcquireLease(ctx, "l", "b", hour)
-		assert.NoError(t, err)
+		assert.NoError(t, err) //nolint:testifylint // as above
 		assert.True(t, ok)
 		next <- epoch
 	})
