@@ -1,0 +1,411 @@
+// Command graphql benchmarks the GraphQL jobs query of datajobs over loopback HTTP, next
+// to the raw SQL of the same page measured in the same run.
+//
+// It seeds a fresh database with -jobs jobs, -deployed of them deployed (random teams,
+// schedules, python versions, sync states and last executions), serves the API in this
+// process on 127.0.0.1, and asks for a 50-job page with deployments and totals, the way
+// the VDK UI does, in four scenarios (no filter, a team, a jobName wildcard, sorted by last
+// execution time) at 1 and 16 concurrent clients. For each it then sends the statements
+// the store sent for that page (captured with a pgx tracer) straight to PostgreSQL from a
+// pool of the same size, reading the rows without decoding them: the floor.
+//
+// It uses DATAJOBS_TEST_DATABASE_URL when set, else starts its own PostgreSQL (fsync off)
+// in a temporary folder. Every loop is bounded by -requests and -max-time, and the whole
+// run by -timeout. docs/benchmarks.md has the results and the command.
+package main
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"         //nolint:depguard // the benchmark seeds rows and measures the raw SQL floor
+	"github.com/jackc/pgx/v5/pgxpool" //nolint:depguard // the raw SQL floor uses a pool like the store's
+
+	"github.com/datajobs/datajobs/internal/devenv"
+	"github.com/datajobs/datajobs/internal/graphapi"
+	"github.com/datajobs/datajobs/internal/httpapi"
+	"github.com/datajobs/datajobs/internal/service"
+	"github.com/datajobs/datajobs/internal/store"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/graphql:", err)
+		os.Exit(1)
+	}
+}
+
+// pageQuery is a 50-job page with deployments and totals, as the VDK UI asks for it.
+const pageQuery = `query($filter: [Predicate]) { jobs(pageNumber: 1, pageSize: 50, filter: $filter) {
+  content { jobName
+    config { team description schedule { scheduleCron nextRunEpochSeconds } contacts { notifiedOnJobDeploy } }
+    deployments { id enabled jobVersion jobPythonVersion vdkVersion lastDeployedBy lastDeployedDate status syncStatus
+      resources { cpuRequest cpuLimit memoryRequest memoryLimit }
+      lastExecutionStatus lastExecutionTime lastExecutionDuration } }
+  totalPages totalItems } }`
+
+type scenario struct {
+	name, variables string
+}
+
+func scenarios() []scenario {
+	return []scenario{
+		{"no filter", `{"filter":[]}`},
+		{"team filter", `{"filter":[{"property":"config.team","pattern":"team-07"}]}`},
+		{"jobName wildcard", `{"filter":[{"property":"jobName","pattern":"*12*"}]}`},
+		{"sort by last execution time", `{"filter":[{"property":"deployments.lastExecutionTime","sort":"DESC"}]}`},
+	}
+}
+
+func run() error {
+	var (
+		jobs, deployed, requests int
+		maxTime, timeout         time.Duration
+	)
+	flag.IntVar(&jobs, "jobs", 10000, "number of jobs")
+	flag.IntVar(&deployed, "deployed", 8000, "number of deployed jobs")
+	flag.IntVar(&requests, "requests", 2000, "requests per scenario and concurrency (after 100 warm-up requests)")
+	flag.DurationVar(&maxTime, "max-time", 30*time.Second, "stop a measurement after this long even if fewer requests were sent")
+	flag.DurationVar(&timeout, "timeout", 10*time.Minute, "stop everything after this long")
+	flag.Parse()
+	if deployed > jobs {
+		return errors.New("-deployed must be at most -jobs")
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	// The server logs as in production (one JSON line per request), to nowhere.
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil)) //nolint:sloglint // formatting each line is part of the cost measured
+
+	adminURL := os.Getenv("DATAJOBS_TEST_DATABASE_URL")
+	if adminURL == "" {
+		dir, err := os.MkdirTemp("", "bench-graphql-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		env, err := devenv.Start(ctx, devenv.Config{StateDir: dir, Fast: true})
+		if err != nil {
+			return err
+		}
+		defer env.Stop() //nolint:errcheck // the folder goes anyway
+		adminURL = env.DatabaseURL
+	}
+	name := "bench_graphql_" + randomHex(6)
+	if err := devenv.CreateDatabase(ctx, adminURL, name, ""); err != nil {
+		return err
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		_ = devenv.DropDatabase(ctx, adminURL, name)
+	}()
+	u, err := url.Parse(adminURL)
+	if err != nil {
+		return err
+	}
+	u.Path = "/" + name
+	dbURL := u.String()
+
+	tracer := &capture{}
+	db, err := store.Open(ctx, store.Config{URL: dbURL, Tracer: tracer})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := db.Migrate(ctx); err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := seed(ctx, dbURL, jobs, deployed); err != nil {
+		return fmt.Errorf("seed: %w", err)
+	}
+	fmt.Printf("seeded %d jobs (%d deployed) in %s\n", jobs, deployed, time.Since(start).Round(time.Millisecond))
+
+	svc, err := service.New(service.Config{SupportedPythonVersions: []string{"3.9", "3.11"}}, db)
+	if err != nil {
+		return err
+	}
+	gql, err := graphapi.New(graphapi.Config{DefaultResources: svc.Config().Resources.Default, Logger: log}, db)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: httpapi.New(httpapi.Config{JobsQuery: gql, Executions: db}, svc, log), ReadHeaderTimeout: 10 * time.Second}
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = srv.Serve(ln) })
+	defer func() {
+		_ = srv.Shutdown(context.WithoutCancel(ctx))
+		wg.Wait()
+	}()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 30 * time.Second}
+	base := "http://" + ln.Addr().String() + "/data-jobs/for-team/any/jobs?"
+
+	// The floor's pool has the store's default size, as the server's.
+	floorCfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		return err
+	}
+	floor, err := pgxpool.NewWithConfig(ctx, floorCfg)
+	if err != nil {
+		return err
+	}
+	defer floor.Close()
+
+	fmt.Printf("\nGOMAXPROCS=%d, store and floor pools of %d connections, %d requests per row (after 100 warm-up)\n\n",
+		runtime.GOMAXPROCS(0), floorCfg.MaxConns, requests)
+	fmt.Println("| scenario | clients | HTTP p50 | HTTP p99 | HTTP req/s | raw SQL p50 | raw SQL p99 | p50 ratio | items |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	for _, sc := range scenarios() {
+		target := base + url.Values{"query": {pageQuery}, "variables": {sc.variables}}.Encode()
+		items, err := check(ctx, client, target)
+		if err != nil {
+			return fmt.Errorf("%s: %w", sc.name, err)
+		}
+		tracer.start()
+		if _, err := check(ctx, client, target); err != nil {
+			return err
+		}
+		stmts := tracer.stop()
+		for _, clients := range []int{1, 16} {
+			httpLat, rate, err := measure(ctx, clients, requests, maxTime, func(ctx context.Context) error {
+				_, err := get(ctx, client, target)
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("%s: %w", sc.name, err)
+			}
+			sqlLat, _, err := measure(ctx, clients, requests, maxTime, func(ctx context.Context) error {
+				return replay(ctx, floor, stmts)
+			})
+			if err != nil {
+				return fmt.Errorf("%s raw SQL: %w", sc.name, err)
+			}
+			h50, s50 := pct(httpLat, 50), pct(sqlLat, 50)
+			fmt.Printf("| %s | %d | %s | %s | %.0f | %s | %s | %.1fx | %s |\n", sc.name, clients,
+				ms(h50), ms(pct(httpLat, 99)), rate, ms(s50), ms(pct(sqlLat, 99)), float64(h50)/float64(s50), items)
+		}
+		fmt.Fprintf(os.Stderr, "statements of %q:\n", sc.name)
+		for _, s := range stmts {
+			fmt.Fprintf(os.Stderr, "  %s\n  args %v\n", strings.Join(strings.Fields(s.sql), " "), s.args)
+		}
+	}
+	return nil
+}
+
+// seed writes the jobs, deployments and last executions straight into the tables, as the
+// API and the synchronizer would have: 50 teams, 1440 distinct daily schedules, 90% of the
+// deployments enabled, 90% synced, 70% of the jobs with a last execution in the past week.
+func seed(ctx context.Context, dbURL string, jobs, deployed int) error {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	const q = `
+SELECT setseed(0.42);
+INSERT INTO data_job (name, uid, team, description, schedule, notified_on_job_deploy,
+	last_execution_status, last_execution_end_time, last_execution_duration)
+SELECT 'data-job-' || lpad(i::text, 5, '0'), gen_random_uuid(),
+	'team-' || lpad((floor(random() * 50))::int::text, 2, '0'),
+	'job number ' || i || ' of the benchmark',
+	(floor(random() * 60))::int || ' ' || (floor(random() * 24))::int || ' * * *',
+	ARRAY['owner-' || i || '@example.com'],
+	CASE WHEN r < 0.7 THEN (ARRAY['succeeded','succeeded','succeeded','user_error','platform_error'])[1 + floor(random() * 5)::int] END,
+	CASE WHEN r < 0.7 THEN now() - random() * interval '7 days' END,
+	CASE WHEN r < 0.7 THEN (random() * 3600)::int END
+FROM (SELECT i, random() AS r FROM generate_series(1, $1::int) AS i) s;
+INSERT INTO desired_data_job_deployment (data_job_name, git_commit_sha, vdk_version, python_version, schedule,
+	enabled, last_deployed_by, last_deployed_date, status, status_generation, last_sync_at)
+SELECT name, md5(name), '0.9', (ARRAY['3.9','3.11'])[1 + floor(random() * 2)::int], schedule,
+	random() < 0.9, 'deployer', now() - random() * interval '30 days',
+	CASE WHEN random() < 0.9 THEN 'synced' ELSE 'pending' END, 1, now()
+FROM data_job ORDER BY random() LIMIT $2::int;
+INSERT INTO actual_data_job_deployment (data_job_name, job_uid, generation, team, deployment_version_sha,
+	git_commit_sha, vdk_version, python_version, schedule, resources_cpu_request_millis, resources_cpu_limit_millis,
+	resources_memory_request_bytes, resources_memory_limit_bytes, enabled, last_deployed_by, last_deployed_date)
+SELECT j.name, j.uid, 1, j.team, md5(j.name || 'cronjob'), d.git_commit_sha, d.vdk_version, d.python_version, d.schedule,
+	1000, 2000, 524288000, 1048576000, d.enabled, d.last_deployed_by, d.last_deployed_date
+FROM desired_data_job_deployment d JOIN data_job j ON j.name = d.data_job_name WHERE d.status = 'synced';
+ANALYZE;`
+	// A multi-statement string runs in the simple protocol; parameters are inlined.
+	sql := strings.NewReplacer("$1::int", fmt.Sprint(jobs), "$2::int", fmt.Sprint(deployed)).Replace(q)
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+// check runs the query once and returns its totalItems.
+func check(ctx context.Context, client *http.Client, target string) (string, error) {
+	body, err := get(ctx, client, target)
+	if err != nil {
+		return "", err
+	}
+	i := strings.Index(body, `"totalItems":`)
+	if i < 0 || !strings.Contains(body, `"errors":[]`) || !strings.Contains(body, `"deployments":[{`) {
+		return "", fmt.Errorf("unexpected answer: %.300s", body)
+	}
+	return strings.TrimRight(strings.SplitN(body[i+len(`"totalItems":`):], ",", 2)[0], "}\n"), nil
+}
+
+func get(ctx context.Context, client *http.Client, target string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return "", err
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return "", err
+	}
+	if res.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("status %d: %.300s", res.StatusCode, b)
+	}
+	return string(b), nil
+}
+
+// statement is one SQL statement the store sent, with its arguments.
+type statement struct {
+	sql  string
+	args []any
+}
+
+// capture records the statements of the store while on.
+type capture struct {
+	on    atomic.Bool
+	mu    sync.Mutex
+	stmts []statement
+}
+
+func (c *capture) start() { c.on.Store(true) }
+
+func (c *capture) stop() []statement {
+	c.on.Store(false)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.stmts
+	c.stmts = nil
+	return s
+}
+
+func (c *capture) add(sql string, args []any) {
+	if c.on.Load() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.stmts = append(c.stmts, statement{sql: sql, args: args})
+	}
+}
+
+func (c *capture) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	c.add(d.SQL, d.Args)
+	return ctx
+}
+func (c *capture) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (c *capture) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+func (c *capture) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	c.add(d.SQL, d.Args)
+}
+func (c *capture) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// replay sends the statements in one batch, as the store does, and reads every row
+// without decoding it.
+func replay(ctx context.Context, pool *pgxpool.Pool, stmts []statement) error {
+	b := &pgx.Batch{}
+	for _, s := range stmts {
+		b.Queue(s.sql, s.args...).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				_ = rows.RawValues()
+			}
+			return rows.Err()
+		})
+	}
+	return pool.SendBatch(ctx, b).Close()
+}
+
+// measure runs do from clients goroutines, 100 times for warm-up then until requests
+// calls or maxTime, and returns the latencies and the rate.
+func measure(ctx context.Context, clients, requests int, maxTime time.Duration, do func(context.Context) error) ([]time.Duration, float64, error) {
+	for range 100 {
+		if err := do(ctx); err != nil {
+			return nil, 0, err
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, maxTime)
+	defer cancel()
+	var (
+		next    atomic.Int64
+		mu      sync.Mutex
+		lat     = make([]time.Duration, 0, requests)
+		firstEr error
+		wg      sync.WaitGroup
+	)
+	start := time.Now()
+	for range clients {
+		wg.Go(func() {
+			for next.Add(1) <= int64(requests) && ctx.Err() == nil {
+				t := time.Now()
+				err := do(ctx)
+				d := time.Since(t)
+				mu.Lock()
+				if err != nil && ctx.Err() == nil {
+					firstEr = cmp.Or(firstEr, err)
+				} else if err == nil {
+					lat = append(lat, d)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if firstEr != nil {
+		return nil, 0, firstEr
+	}
+	if len(lat) == 0 {
+		return nil, 0, errors.New("no request completed")
+	}
+	slices.Sort(lat)
+	return lat, float64(len(lat)) / elapsed.Seconds(), nil
+}
+
+func pct(sorted []time.Duration, p int) time.Duration {
+	return sorted[min(len(sorted)-1, len(sorted)*p/100)]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,161 @@
+package graphapi
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/store"
+)
+
+// predicate is VDK's filter input: a property with a pattern to match, a sort direction,
+// or both.
+type predicate struct {
+	Property *string
+	Pattern  *string
+	Sort     *string
+}
+
+// property is what the jobs query can do with one of VDK's filter properties.
+type property struct {
+	// filter applies a pattern; nil when the property only sorts.
+	filter func(f *store.JobFilter, pattern string) error
+	sort   store.JobField
+}
+
+// properties are the filter properties of VDK's jobs query and their pattern semantics.
+// config.sourceUrl exists only with a source URL template.
+func properties(sourceURL bool) map[string]property {
+	p := map[string]property{
+		"jobName": {sort: store.FieldName, filter: func(f *store.JobFilter, s string) error {
+			f.NameGlob = s
+			return nil
+		}},
+		"config.team": {sort: store.FieldTeam, filter: func(f *store.JobFilter, s string) error {
+			// VDK's team pattern: % for any characters, otherwise the trimmed name. No team
+			// name has a * or a %, so * may stand for any characters too, as in jobName.
+			f.TeamGlob = strings.ReplaceAll(s, "%", "*")
+			return nil
+		}},
+		"config.description": {sort: store.FieldDescription, filter: func(f *store.JobFilter, s string) error {
+			f.DescriptionContains = s
+			return nil
+		}},
+		"config.schedule.scheduleCron": {sort: store.FieldSchedule, filter: func(f *store.JobFilter, s string) error {
+			f.ScheduleContains = s
+			return nil
+		}},
+		"config.schedule.nextRunEpochSeconds": {sort: store.FieldNextRun, filter: func(f *store.JobFilter, s string) error {
+			r, err := parseRange("config.schedule.nextRunEpochSeconds", s)
+			f.NextRun = r
+			return err
+		}},
+		"config.contacts.present": {sort: store.FieldContactsPresent},
+		"deployments.enabled": {sort: store.FieldDeploymentEnabled, filter: func(f *store.JobFilter, s string) error {
+			switch d := store.DeploymentFilter(strings.ToLower(strings.TrimSpace(s))); d {
+			case store.DeploymentEnabled, store.DeploymentDisabled, store.NotDeployed:
+				f.Deployment = d
+				return nil
+			}
+			return job.Invalid("filter pattern of deployments.enabled", "enabled, disabled or not_deployed", quote(s))
+		}},
+		"deployments.jobPythonVersion": {sort: store.FieldPythonVersion, filter: func(f *store.JobFilter, s string) error {
+			f.PythonVersionContains = s
+			return nil
+		}},
+		"deployments.lastExecutionStatus": {sort: store.FieldLastExecutionStatus, filter: func(f *store.JobFilter, s string) error {
+			st := strings.ToLower(strings.TrimSpace(s))
+			if !slices.Contains(store.ExecutionStatuses(), st) {
+				return job.Invalid("filter pattern of deployments.lastExecutionStatus",
+					"one of "+strings.ToUpper(strings.Join(store.ExecutionStatuses(), ", ")), quote(s))
+			}
+			f.LastExecutionStatus = st
+			return nil
+		}},
+		"deployments.lastExecutionTime": {sort: store.FieldLastExecutionTime, filter: func(f *store.JobFilter, s string) error {
+			r, err := parseRange("deployments.lastExecutionTime", s)
+			f.LastExecutionTime = r
+			return err
+		}},
+		"deployments.lastExecutionDuration": {sort: store.FieldLastExecutionDuration},
+	}
+	if sourceURL {
+		p["config.sourceUrl"] = property{sort: store.FieldSourceURL, filter: func(f *store.JobFilter, s string) error {
+			f.SourceURLContains = s
+			return nil
+		}}
+	}
+	return p
+}
+
+// parseRange parses VDK's "<from>-<to>" range of epoch seconds.
+func parseRange(prop, s string) (*store.Range, error) {
+	bad := job.Invalid("filter pattern of "+prop, `a range of epoch seconds "<from>-<to>" with from <= to`, quote(s))
+	from, to, ok := strings.Cut(strings.TrimSpace(s), "-")
+	if !ok {
+		return nil, bad
+	}
+	a, errA := strconv.ParseInt(strings.TrimSpace(from), 10, 64)
+	b, errB := strconv.ParseInt(strings.TrimSpace(to), 10, 64)
+	if errA != nil || errB != nil || a < 0 || a > b {
+		return nil, bad
+	}
+	return &store.Range{From: a, To: b}, nil
+}
+
+// parsePredicates turns VDK's filter list into the store's filter and sort. Every
+// predicate with a pattern filters; every one with a sort adds a sort key, in the order
+// given (VDK applies only the last one; a client listing several wants all of them).
+func (h *Handler) parsePredicates(preds []*predicate) (store.JobFilter, []store.JobSort, error) {
+	var (
+		f    store.JobFilter
+		sort []store.JobSort
+		seen = map[string]bool{}
+	)
+	for _, p := range preds {
+		if p == nil {
+			continue
+		}
+		name := deref(p.Property)
+		prop, ok := h.props[name]
+		if !ok {
+			known := make([]string, 0, len(h.props))
+			for k := range h.props {
+				known = append(known, k)
+			}
+			slices.Sort(known)
+			return f, nil, job.Invalid("filter property", "one of "+strings.Join(known, ", "), quote(name))
+		}
+		if seen[name] {
+			return f, nil, job.Invalid("filter", "a list naming each property at most once", name+" twice")
+		}
+		seen[name] = true
+		pattern := deref(p.Pattern)
+		if pattern == "" && p.Sort == nil {
+			return f, nil, job.Invalid("filter of "+name, "a pattern, a sort or both", "neither")
+		}
+		if pattern != "" {
+			if prop.filter == nil {
+				return f, nil, job.Invalid("filter of "+name, "a sort only (the property cannot be matched)", "a pattern "+quote(pattern))
+			}
+			if err := prop.filter(&f, pattern); err != nil {
+				return f, nil, err
+			}
+		}
+		if p.Sort != nil {
+			sort = append(sort, store.JobSort{Field: prop.sort, Desc: *p.Sort == "DESC"})
+		}
+	}
+	return f, sort, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func quote(s string) string { return fmt.Sprintf("%q", s) }

@@ -1,0 +1,338 @@
+// Package graphapi serves VDK's GraphQL queries over data jobs and their executions, the
+// jobs query that `vdk list` and the VDK UI use, from the database only. It answers in
+// VDK's REST envelope {"data": {content, totalPages, totalItems}, "errors": [...]}.
+//
+// It is thin on purpose: the root resolvers turn the arguments and the selection set into
+// one store query per page (filters, search, sort and paging pushed down into SQL, the
+// deployments joined in), and the field resolvers only format what that query returned.
+package graphapi
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"time"
+
+	graphql "github.com/graph-gophers/graphql-go"
+	gqlerrors "github.com/graph-gophers/graphql-go/errors"
+	gqllog "github.com/graph-gophers/graphql-go/log"
+	"github.com/robfig/cron/v3"
+
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/store"
+)
+
+//go:embed schema.graphqls
+var schemaSDL string
+
+// defaultQuery is what VDK runs when a request brings no query: the first 20 jobs with
+// their names and teams.
+const defaultQuery = `{ jobs(pageNumber: 1, pageSize: 20) { content { jobName config { team } } totalPages totalItems } }`
+
+// Reader is the part of the store the queries read.
+type Reader interface {
+	JobsPage(ctx context.Context, q store.JobsQuery) (store.JobsPage, error)
+	Executions(ctx context.Context, q store.ExecutionsQuery) (store.ExecutionsPage, error)
+	ExecutionsOfJobs(ctx context.Context, names []string, q store.ExecutionsQuery) (map[string][]store.Execution, error)
+	ExecutionCounts(ctx context.Context, names []string) (map[string]store.ExecutionCount, error)
+}
+
+// Config configures the GraphQL handler.
+type Config struct {
+	// MaxPageSize is the largest pageSize a query may ask for; larger ones are refused
+	// with 400 rather than silently cut, so that a client paging until a short page never
+	// stops early (default 100, what `vdk list` asks for).
+	MaxPageSize int
+	// DefaultResources fill the resources a deployment leaves unset, as the REST API
+	// shows them (pass service.Config().Resources.Default). Zero fields show as 0.
+	DefaultResources job.Resources
+	// SourceURLTemplate makes config.sourceUrl: {job} and {team} are replaced, e.g.
+	// "https://git.example.com/data-jobs/tree/main/{job}". Empty: sourceUrl is null.
+	SourceURLTemplate string
+	// LogsURLTemplate makes logsUrl: {job}, {team} and {execution} are replaced (team is
+	// empty for executions, execution for jobs). Empty: logsUrl is null.
+	LogsURLTemplate string
+	// MaxBodyBytes caps POST bodies (default 1 MiB).
+	MaxBodyBytes int64
+	// MaxQueryBytes caps the GraphQL document (default 64 KiB).
+	MaxQueryBytes int
+	// MaxDepth caps the nesting of a document (default 10; VDK's queries need 5, the
+	// deepest document of the schema 7).
+	MaxDepth int
+	// Now is the clock of nextRunEpochSeconds (default time.Now).
+	Now func() time.Time
+	// Logger receives failures that are not the client's (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Handler serves the GraphQL queries: GET with the query, variables and operation_name
+// parameters, as VDK's REST endpoint takes them, or POST with a JSON body
+// {query, variables, operationName}.
+type Handler struct {
+	cfg    Config
+	schema *graphql.Schema
+	props  map[string]property
+
+	cronMu sync.RWMutex
+	crons  map[string]cron.Schedule // nil for an invalid schedule
+}
+
+// New returns the handler of the jobs and executions queries, reading from r.
+func New(cfg Config, r Reader) (*Handler, error) {
+	cfg.MaxPageSize = cmp.Or(cfg.MaxPageSize, 100)
+	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, 1<<20)
+	cfg.MaxQueryBytes = cmp.Or(cfg.MaxQueryBytes, 64<<10)
+	cfg.MaxDepth = cmp.Or(cfg.MaxDepth, 10)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxPageSize < 1 {
+		return nil, fmt.Errorf("graphql: max page size must be positive, not %d", cfg.MaxPageSize)
+	}
+	h := &Handler{cfg: cfg, props: properties(cfg.SourceURLTemplate != ""), crons: map[string]cron.Schedule{}}
+	schema, err := graphql.ParseSchema(schemaSDL, &query{h: h, store: r},
+		graphql.UseFieldResolvers(),
+		graphql.MaxDepth(cfg.MaxDepth),
+		graphql.MaxQueryLength(cfg.MaxQueryBytes),
+		graphql.PanicHandler(panicHandler{}),
+		graphql.Logger(gqllog.LoggerFunc(func(ctx context.Context, v any) {
+			cfg.Logger.ErrorContext(ctx, "graphql_resolver_panic", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		})),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("graphql: parse schema: %w", err)
+	}
+	h.schema = schema
+	return h, nil
+}
+
+// request is one GraphQL request as a client sends it.
+type request struct {
+	Query         string
+	OperationName string
+	Variables     map[string]any
+}
+
+// null is the data of an answer with errors.
+var null = []byte("null")
+
+// queryError is a GraphQL error as the client sees it.
+type queryError struct {
+	Message   string               `json:"message"`
+	Locations []gqlerrors.Location `json:"locations,omitempty"`
+	Path      []any                `json:"path,omitempty"`
+}
+
+// ServeHTTP runs one query and answers VDK's envelope {"data": ..., "errors": [...]}: the
+// value of the one root field (data.jobs becomes data) and no errors. Any error answers
+// with no data and the errors:
+// 400 for the client's, 503 when the database is unavailable, 500 otherwise.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	req, err := h.decode(w, r)
+	if err != nil {
+		status := http.StatusBadRequest
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			status = http.StatusRequestEntityTooLarge
+		}
+		writeEnvelope(w, status, null, []queryError{{Message: err.Error()}})
+		return
+	}
+	if req.Query == "" {
+		req.Query = defaultQuery
+	}
+	resp := h.schema.Exec(r.Context(), req.Query, req.OperationName, req.Variables)
+	if len(resp.Errors) > 0 {
+		status, errs := h.answerErrors(w, r, resp.Errors)
+		writeEnvelope(w, status, null, errs)
+		return
+	}
+	writeEnvelope(w, http.StatusOK, flatten(resp.Data), nil)
+}
+
+// decode reads the request from the URL parameters (GET) or the JSON body (POST).
+func (h *Handler) decode(w http.ResponseWriter, r *http.Request) (request, error) {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		p := r.URL.Query()
+		req := request{Query: p.Get("query"), OperationName: cmp.Or(p.Get("operation_name"), p.Get("operationName"))}
+		vars, err := decodeVariables([]byte(p.Get("variables")))
+		req.Variables = vars
+		return req, err
+	case http.MethodPost:
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+		if err != nil {
+			return request{}, fmt.Errorf("the request body could not be read: %w", err)
+		}
+		var b struct {
+			Query          string          `json:"query"`
+			OperationName  string          `json:"operationName"`
+			OperationName2 string          `json:"operation_name"`
+			Variables      json.RawMessage `json:"variables"`
+		}
+		if err := json.Unmarshal(body, &b); err != nil {
+			return request{}, fmt.Errorf("the body must be a JSON object {query, variables, operationName}: %w", err)
+		}
+		vars := []byte(b.Variables)
+		var s string
+		if json.Unmarshal(vars, &s) == nil { // variables sent as a JSON string, as in the GET form
+			vars = []byte(s)
+		}
+		req := request{Query: b.Query, OperationName: cmp.Or(b.OperationName, b.OperationName2)}
+		req.Variables, err = decodeVariables(vars)
+		return req, err
+	default:
+		return request{}, fmt.Errorf("method %s is not supported: use GET or POST", r.Method)
+	}
+}
+
+func decodeVariables(b []byte) (map[string]any, error) {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || string(b) == "null" {
+		return nil, nil
+	}
+	var vars map[string]any
+	if err := json.Unmarshal(b, &vars); err != nil {
+		return nil, fmt.Errorf("variables must be a JSON object: %w", err)
+	}
+	return vars, nil
+}
+
+// answerErrors maps GraphQL errors to the status of the answer and what the client sees. Only
+// the client's own errors are shown as they are; the others are logged with the
+// operation id and shown as a generic message.
+func (h *Handler) answerErrors(w http.ResponseWriter, r *http.Request, errs []*gqlerrors.QueryError) (int, []queryError) {
+	ctx := r.Context()
+	status := http.StatusBadRequest
+	out := make([]queryError, 0, len(errs))
+	seen := map[string]bool{}
+	for _, e := range errs {
+		// The same error of a nested field on every job of a page is shown once.
+		if seen[e.Message] {
+			continue
+		}
+		seen[e.Message] = true
+		qe := queryError{Message: e.Message, Locations: e.Locations, Path: e.Path}
+		if cause := e.ResolverError; cause != nil {
+			s, msg := classify(cause)
+			if s >= 500 {
+				logArgs := []any{"op_id", w.Header().Get("X-OPID"), "status", s, "error", cause}
+				if s == http.StatusServiceUnavailable {
+					h.cfg.Logger.WarnContext(ctx, "graphql_dependency_unavailable", logArgs...)
+				} else {
+					h.cfg.Logger.ErrorContext(ctx, "graphql_query_failed", logArgs...)
+				}
+			}
+			status = max(status, s)
+			qe.Message = msg
+		}
+		out = append(out, qe)
+	}
+	return status, out
+}
+
+// classify returns the status and message of a resolver's error.
+func classify(err error) (int, string) {
+	var de *job.Error
+	switch {
+	case errors.As(err, &de) && de.Kind == job.KindInvalid:
+		return http.StatusBadRequest, de.What + " " + de.Why
+	case errors.As(err, &de) && de.Kind == job.KindUnavailable:
+		return http.StatusServiceUnavailable, de.What + " " + de.Why
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return http.StatusServiceUnavailable, "The query did not complete in time."
+	default:
+		return http.StatusInternalServerError, "The query could not be completed because of an internal error; report it with the X-OPID of the response."
+	}
+}
+
+// flatten returns the value of the only root field (data.jobs becomes data), as VDK's
+// REST wrapper does. A document with several root fields, or an introspection query,
+// keeps its shape. data is the compact JSON object the library wrote.
+func flatten(data []byte) []byte {
+	// {"<key>":<value>}: the key has no quote or backslash (it is a GraphQL name).
+	if len(data) < 5 || data[0] != '{' || data[1] != '"' || bytes.HasPrefix(data[2:], []byte("__")) {
+		return data
+	}
+	k := bytes.IndexByte(data[2:], '"')
+	if k < 0 || len(data) < 2+k+3 || data[2+k+1] != ':' {
+		return data
+	}
+	start := 2 + k + 2
+	if end := valueEnd(data, start); end == len(data)-1 {
+		return data[start:end]
+	}
+	return data
+}
+
+// valueEnd returns the index of the first comma or closing brace or bracket after the
+// value that starts at i, outside of strings and nested values: just past the value, in
+// compact JSON. len(data) when there is none.
+func valueEnd(data []byte, i int) int {
+	depth := 0
+	for ; i < len(data); i++ {
+		switch data[i] {
+		case '"':
+			for i++; i < len(data) && data[i] != '"'; i++ {
+				if data[i] == '\\' {
+					i++
+				}
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i
+			}
+			depth--
+		case ',':
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return len(data)
+}
+
+// writeEnvelope writes {"data": data, "errors": errs}; data is JSON the library wrote,
+// copied as it is.
+func writeEnvelope(w http.ResponseWriter, status int, data []byte, errs []queryError) {
+	if errs == nil {
+		errs = []queryError{}
+	}
+	e, err := json.Marshal(errs)
+	if err != nil { // plain structs and the library's paths
+		panic(fmt.Sprintf("encode graphql errors: %v", err))
+	}
+	const head, mid, tail = `{"data":`, `,"errors":`, "}\n"
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(head)+len(data)+len(mid)+len(e)+len(tail)))
+	w.WriteHeader(status)
+	for _, part := range [][]byte{[]byte(head), data, []byte(mid), e, []byte(tail)} {
+		if _, err := w.Write(part); err != nil {
+			return // the client went away
+		}
+	}
+}
+
+// errPanic marks the error of a resolver that panicked: a bug, 500.
+var errPanic = errors.New("resolver panicked")
+
+type panicHandler struct{}
+
+func (panicHandler) MakePanicError(_ context.Context, value any) *gqlerrors.QueryError {
+	return &gqlerrors.QueryError{Message: "internal error", ResolverError: fmt.Errorf("%w: %v", errPanic, value)}
+}
