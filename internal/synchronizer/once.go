@@ -2,7 +2,6 @@ package synchronizer
 
 import (
 	"context"
-	"fmt"
 	"sort"
 )
 
@@ -87,9 +86,4 @@ func (s *Synchronizer) LatestPlans() []PlannedJob {
 // labels and annotations, and recording touches only the database.
 func (a Action) IsChange() bool {
 	return a.writesKubernetes() && a != ActionAdopt
-}
-
-// String is a one-line rendering of a plan, for logs and the CLI.
-func (p Plan) String() string {
-	return fmt.Sprintf("%-10s %-50s %s", p.Action, p.Name, p.Reason)
 }
