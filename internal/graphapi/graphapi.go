@@ -81,9 +81,11 @@ type Config struct {
 // parameters, as VDK's REST endpoint takes them, or POST with a JSON body
 // {query, variables, operationName}.
 type Handler struct {
-	cfg   Config
-	exec  *executor.Executor
-	props map[string]property
+	cfg      Config
+	schema   graphql.ExecutableSchema
+	exec     *executor.Executor
+	resolver *resolver
+	props    map[string]property
 
 	cronMu sync.RWMutex
 	crons  map[string]cron.Schedule // nil for an invalid schedule
@@ -105,8 +107,9 @@ func New(cfg Config, r Reader) (*Handler, error) {
 		return nil, fmt.Errorf("graphql: max page size must be positive, not %d", cfg.MaxPageSize)
 	}
 	h := &Handler{cfg: cfg, props: properties(cfg.SourceURLTemplate != ""), crons: map[string]cron.Schedule{}}
-	r0 := &resolver{h: h, store: r}
-	h.exec = executor.New(gql.NewExecutableSchema(gql.Config{Resolvers: r0}))
+	h.resolver = &resolver{h: h, store: r}
+	h.schema = gql.NewExecutableSchema(gql.Config{Resolvers: h.resolver})
+	h.exec = executor.New(h.schema)
 	h.exec.Use(extension.Introspection{})
 	h.exec.Use(maxDepth(cfg.MaxDepth))
 	// Parsed and validated documents are kept: clients send the same few queries.
@@ -182,8 +185,14 @@ func (h *Handler) exec1(ctx context.Context, req request) *graphql.Response {
 	if errs != nil {
 		return &graphql.Response{Errors: errs}
 	}
-	responses, ctx := h.exec.DispatchOperation(ctx, op)
-	return responses(ctx)
+	roots := graphql.CollectFields(op, op.Operation.SelectionSet, []string{"Query"})
+	for _, f := range roots {
+		if f.Name == "__schema" || f.Name == "__type" { // introspection: gqlgen's executor answers
+			responses, ctx := h.exec.DispatchOperation(ctx, op)
+			return responses(ctx)
+		}
+	}
+	return h.write(ctx, op, roots)
 }
 
 // decode reads the request from the URL parameters (GET) or the JSON body (POST).

@@ -573,3 +573,27 @@ func TestTheAnswerIsFlattenedWhateverTheStringsHold(t *testing.T) {
 	require.Equal(t, 1, *p.TotalItems)
 	require.Equal(t, tricky, p.Content[0]["config"].(map[string]any)["description"])
 }
+
+func TestAliasesFragmentsDirectivesAndTypenamesShapeTheAnswer(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	seed(e)
+	r := e.query(`query($withTeam: Boolean!) {
+		jobs(pageSize: 1) { __typename page: content { ...names config { team @include(if: $withTeam) owner: team @skip(if: $withTeam) }
+			deployments { ... on DataJobDeployment { mode } cpu: resources { cpuRequest } } } }
+	}
+	fragment names on DataJob { __typename name: jobName jobName }`, `{"withTeam":true}`)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	require.JSONEq(t, `{"__typename":"DataJobPage","page":[{"__typename":"DataJob","name":"alpha-job","jobName":"alpha-job",
+		"config":{"team":"team-a"},"deployments":[{"mode":"release","cpu":{"cpuRequest":0.5}}]}]}`, string(r.Data))
+}
+
+func TestAnErrorInADeploymentSaysWhere(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	seed(e)
+	r := e.query(`{ jobs(pageSize: 1) { content { deployments { executions(filter: {jobNameIn: ["x"]}) { id } } } } }`, "")
+	require.Contains(t, r.errorMessage(t, http.StatusBadRequest), "Parameter filter.jobNameIn is not valid.")
+	require.Equal(t, []any{"jobs", "content", float64(0), "deployments", float64(0), "executions"}, r.Errors[0].Path)
+	require.NotEmpty(t, r.Errors[0].Locations)
+}

@@ -12,8 +12,6 @@ import (
 	"github.com/datajobs/datajobs/internal/job"
 )
 
-//go:generate go run github.com/99designs/gqlgen@v0.17.98 generate --config ../gqlgen.yml
-
 // DateTime is the DateTime scalar: an RFC 3339 time.
 type DateTime struct{ time.Time }
 
