@@ -597,3 +597,70 @@ func TestAnErrorInADeploymentSaysWhere(t *testing.T) {
 	require.Equal(t, []any{"jobs", "content", float64(0), "deployments", float64(0), "executions"}, r.Errors[0].Path)
 	require.NotEmpty(t, r.Errors[0].Locations)
 }
+
+// TestEveryFieldOfTheSchemaIsAnswered selects every field of every type the queries reach,
+// as the schema lists them, so that a field added to the schema without a writer fails.
+func TestEveryFieldOfTheSchemaIsAnswered(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	seed(e)
+	e.execution("alpha-job-1", "alpha-job", "succeeded", t1)
+	r := e.query(`{ __schema { types { name kind fields { name type { name ofType { name ofType { name ofType { name } } } } } } } }`, "")
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	var schema struct {
+		Schema struct {
+			Types []struct {
+				Name, Kind string
+				Fields     []struct {
+					Name string
+					Type typeRef
+				}
+			}
+		} `json:"__schema"`
+	}
+	require.NoError(t, json.Unmarshal(r.Data, &schema))
+	objects := map[string][][2]string{} // type: field name, field type when an object
+	for _, ty := range schema.Schema.Types {
+		if ty.Kind == "OBJECT" && !strings.HasPrefix(ty.Name, "__") {
+			for _, f := range ty.Fields {
+				objects[ty.Name] = append(objects[ty.Name], [2]string{f.Name, f.Type.named()})
+			}
+		}
+	}
+	var selection func(typ string) string
+	selection = func(typ string) string {
+		var b strings.Builder
+		b.WriteString("{ __typename")
+		for _, f := range objects[typ] {
+			b.WriteString(" " + f[0])
+			if _, ok := objects[f[1]]; ok {
+				b.WriteString(" " + selection(f[1]))
+			}
+		}
+		return b.String() + " }"
+	}
+	r = e.query(selection("Query"), "")
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	require.Empty(t, r.Errors)
+	for typ, fields := range objects {
+		require.Contains(t, string(r.body), `"__typename":"`+typ+`"`)
+		for _, f := range fields {
+			require.Contains(t, string(r.body), `"`+f[0]+`":`, "%s.%s", typ, f[0])
+		}
+	}
+}
+
+type typeRef struct {
+	Name   *string
+	OfType *typeRef
+}
+
+func (t typeRef) named() string {
+	if t.Name != nil {
+		return *t.Name
+	}
+	if t.OfType != nil {
+		return t.OfType.named()
+	}
+	return ""
+}

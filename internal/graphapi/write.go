@@ -61,6 +61,8 @@ func (h *Handler) write(ctx context.Context, op *graphql.OperationContext, roots
 			w.jobs(f)
 		case "executions":
 			w.executions(f)
+		default:
+			panic("graphql: no writer for field " + f.Name)
 		}
 		if w.err != nil {
 			return &graphql.Response{Errors: gqlerror.List{w.err}}
@@ -154,6 +156,8 @@ func (w *writer) jobs(f graphql.CollectedField) {
 			w.b = strconv.AppendInt(w.b, int64(page.TotalPages), 10)
 		case "totalItems":
 			w.b = strconv.AppendInt(w.b, int64(page.TotalItems), 10)
+		default:
+			panic("graphql: no writer for field " + g.Name)
 		}
 	}
 	w.b = append(w.b, '}')
@@ -180,6 +184,8 @@ func (w *writer) dataJob(sel ast.SelectionSet, v *gql.DataJob) {
 				w.deployment(g.Selections, d)
 			}
 			w.b = append(w.b, ']')
+		default:
+			panic("graphql: no writer for field " + g.Name)
 		}
 	}
 	w.b = append(w.b, '}')
@@ -212,6 +218,8 @@ func (w *writer) config(sel ast.SelectionSet, v *gql.DataJobConfig) {
 			w.b = appendStringPtr(w.b, v.SourceURL)
 		case "logsUrl":
 			w.b = appendStringPtr(w.b, v.LogsURL)
+		default:
+			panic("graphql: no writer for field " + g.Name)
 		}
 	}
 	w.b = append(w.b, '}')
@@ -228,6 +236,8 @@ func (w *writer) schedule(sel ast.SelectionSet, v *gql.DataJobSchedule) {
 			w.b = appendString(w.b, v.ScheduleCron)
 		case "nextRunEpochSeconds":
 			w.b = strconv.AppendInt(w.b, int64(v.NextRunEpochSeconds), 10)
+		default:
+			panic("graphql: no writer for field " + g.Name)
 		}
 	}
 	w.b = append(w.b, '}')
@@ -248,6 +258,8 @@ func (w *writer) contacts(sel ast.SelectionSet, v *gql.DataJobContacts) {
 			w.b = appendStrings(w.b, v.NotifiedOnJobSuccess)
 		case "notifiedOnJobDeploy":
 			w.b = appendStrings(w.b, v.NotifiedOnJobDeploy)
+		default:
+			panic("graphql: no writer for field " + g.Name)
 		}
 	}
 	w.b = append(w.b, '}')
@@ -274,6 +286,8 @@ func (w *writer) resources(sel ast.SelectionSet, v *gql.DataJobResources) {
 			w.b = appendIntPtr(w.b, v.EmpheralSorageRequest)
 		case "netBandwitdthLimit":
 			w.b = appendIntPtr(w.b, v.NetBandwitdthLimit)
+		default:
+			panic("graphql: no writer for field " + g.Name)
 		}
 	}
 	w.b = append(w.b, '}')
@@ -361,6 +375,8 @@ func (w *writer) deployment(sel ast.SelectionSet, v *gql.DataJobDeployment) {
 			w.b = strconv.AppendInt(w.b, int64(v.AppliedGeneration), 10)
 		case "lastSyncTime":
 			w.b = appendStringPtr(w.b, v.LastSyncTime)
+		default:
+			panic("graphql: no writer for field " + g.Name)
 		}
 	}
 	w.b = append(w.b, '}')
@@ -392,6 +408,8 @@ func (w *writer) executions(f graphql.CollectedField) {
 			w.b = strconv.AppendInt(w.b, int64(page.TotalPages), 10)
 		case "totalItems":
 			w.b = strconv.AppendInt(w.b, int64(page.TotalItems), 10)
+		default:
+			panic("graphql: no writer for field " + g.Name)
 		}
 	}
 	w.b = append(w.b, '}')
@@ -459,6 +477,8 @@ func (w *writer) execution(sel ast.SelectionSet, v *gql.DataJobExecution) {
 			w.b = appendString(w.b, v.DeployedBy)
 		case "deployment":
 			w.executionDeployment(g.Selections, &v.Deployment)
+		default:
+			panic("graphql: no writer for field " + g.Name)
 		}
 	}
 	w.b = append(w.b, '}')
@@ -491,6 +511,8 @@ func (w *writer) executionDeployment(sel ast.SelectionSet, v *gql.DataJobExecuti
 			w.b = appendStringPtr(w.b, v.DeployedDate)
 		case "deployedBy":
 			w.b = appendString(w.b, v.DeployedBy)
+		default:
+			panic("graphql: no writer for field " + g.Name)
 		}
 	}
 	w.b = append(w.b, '}')
