@@ -4,7 +4,9 @@
 //
 // It is thin on purpose: the root resolvers turn the arguments and the selection set into
 // one store query per page (filters, search, sort and paging pushed down into SQL, the
-// deployments joined in), and the field resolvers only format what that query returned.
+// deployments joined in), and write.go writes the JSON of the selection set from what that
+// query returned. gqlgen (generated into package gql) parses, validates and caches the
+// documents, coerces the arguments and answers introspection.
 package graphapi
 
 import (
@@ -320,7 +322,8 @@ func classify(err error, message string) (int, string) {
 
 // flatten returns the value of the only root field (data.jobs becomes data), as VDK's
 // REST wrapper does. A document with several root fields, or an introspection query,
-// keeps its shape. data is the compact JSON object the library wrote.
+// keeps its shape. data is the compact JSON object the writer (or gqlgen, for
+// introspection) wrote.
 func flatten(data []byte) []byte {
 	// {"<key>":<value>}: the key has no quote or backslash (it is a GraphQL name).
 	if len(data) < 5 || data[0] != '{' || data[1] != '"' || bytes.HasPrefix(data[2:], []byte("__")) {
@@ -366,14 +369,14 @@ func valueEnd(data []byte, i int) int {
 	return len(data)
 }
 
-// writeEnvelope writes {"data": data, "errors": errs}; data is JSON the library wrote,
+// writeEnvelope writes {"data": data, "errors": errs}; data is JSON the writer wrote,
 // copied as it is.
 func writeEnvelope(w http.ResponseWriter, status int, data []byte, errs []queryError) {
 	if errs == nil {
 		errs = []queryError{}
 	}
 	e, err := json.Marshal(errs)
-	if err != nil { // plain structs and the library's paths
+	if err != nil { // plain structs and the executor's paths
 		panic(fmt.Sprintf("encode graphql errors: %v", err))
 	}
 	const head, mid, tail = `{"data":`, `,"errors":`, "}\n"
