@@ -73,7 +73,7 @@ func TestTheExecutionsQuery(t *testing.T) {
 	for _, tt := range []struct{ name, vars, message string }{
 		{"a page number without a size", `{"n":1}`, "Parameter pageNumber and pageSize is not valid. It must be given together or not at all"},
 		{"an unknown order", `{"o":{"property":"owner"}}`, `Parameter order.property is not valid.`},
-		{"a status that is not one", `{"f":{"statusIn":["FINISHED"]}}`, `invalid value FINISHED`},
+		{"a status that is not one", `{"f":{"statusIn":["FINISHED"]}}`, `FINISHED is not a valid DataJobExecutionStatus`},
 		{"a time that is not one", `{"f":{"startTimeGte":"yesterday"}}`, `RFC 3339`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

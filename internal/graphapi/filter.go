@@ -6,17 +6,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/datajobs/datajobs/internal/graphapi/gql"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/store"
 )
-
-// predicate is VDK's filter input: a property with a pattern to match, a sort direction,
-// or both.
-type predicate struct {
-	Property *string
-	Pattern  *string
-	Sort     *string
-}
 
 // property is what the jobs query can do with one of VDK's filter properties.
 type property struct {
@@ -108,7 +101,7 @@ func parseRange(prop, s string) (*store.Range, error) {
 // parsePredicates turns VDK's filter list into the store's filter and sort. Every
 // predicate with a pattern filters; every one with a sort adds a sort key, in the order
 // given (VDK applies only the last one; a client listing several wants all of them).
-func (h *Handler) parsePredicates(preds []*predicate) (store.JobFilter, []store.JobSort, error) {
+func (h *Handler) parsePredicates(preds []*gql.Predicate) (store.JobFilter, []store.JobSort, error) {
 	var (
 		f    store.JobFilter
 		sort []store.JobSort

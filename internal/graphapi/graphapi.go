@@ -4,14 +4,15 @@
 //
 // It is thin on purpose: the root resolvers turn the arguments and the selection set into
 // one store query per page (filters, search, sort and paging pushed down into SQL, the
-// deployments joined in), and the field resolvers only format what that query returned.
+// deployments joined in), and write.go writes the JSON of the selection set from what that
+// query returned. gqlgen (generated into package gql) parses, validates and caches the
+// documents, coerces the arguments and answers introspection.
 package graphapi
 
 import (
 	"bytes"
 	"cmp"
 	"context"
-	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,17 +24,20 @@ import (
 	"sync"
 	"time"
 
-	graphql "github.com/graph-gophers/graphql-go"
-	gqlerrors "github.com/graph-gophers/graphql-go/errors"
-	gqllog "github.com/graph-gophers/graphql-go/log"
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/executor"
+	"github.com/99designs/gqlgen/graphql/handler/extension"
+	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/robfig/cron/v3"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
 
+	"github.com/datajobs/datajobs/internal/graphapi/gql"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/store"
 )
 
-//go:embed schema.graphqls
-var schemaSDL string
+//go:generate go run github.com/99designs/gqlgen@v0.17.98 generate
 
 // defaultQuery is what VDK runs when a request brings no query: the first 20 jobs with
 // their names and teams.
@@ -79,9 +83,11 @@ type Config struct {
 // parameters, as VDK's REST endpoint takes them, or POST with a JSON body
 // {query, variables, operationName}.
 type Handler struct {
-	cfg    Config
-	schema *graphql.Schema
-	props  map[string]property
+	cfg      Config
+	schema   graphql.ExecutableSchema
+	exec     *executor.Executor
+	resolver *resolver
+	props    map[string]property
 
 	cronMu sync.RWMutex
 	crons  map[string]cron.Schedule // nil for an invalid schedule
@@ -103,21 +109,23 @@ func New(cfg Config, r Reader) (*Handler, error) {
 		return nil, fmt.Errorf("graphql: max page size must be positive, not %d", cfg.MaxPageSize)
 	}
 	h := &Handler{cfg: cfg, props: properties(cfg.SourceURLTemplate != ""), crons: map[string]cron.Schedule{}}
-	schema, err := graphql.ParseSchema(schemaSDL, &query{h: h, store: r},
-		graphql.UseFieldResolvers(),
-		graphql.MaxDepth(cfg.MaxDepth),
-		graphql.MaxQueryLength(cfg.MaxQueryBytes),
-		graphql.PanicHandler(panicHandler{}),
-		graphql.Logger(gqllog.LoggerFunc(func(ctx context.Context, v any) {
-			cfg.Logger.ErrorContext(ctx, "graphql_resolver_panic", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-		})),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("graphql: parse schema: %w", err)
-	}
-	h.schema = schema
+	h.resolver = &resolver{h: h, store: r}
+	h.schema = gql.NewExecutableSchema(gql.Config{Resolvers: h.resolver})
+	h.exec = executor.New(h.schema)
+	h.exec.Use(extension.Introspection{})
+	h.exec.Use(maxDepth(cfg.MaxDepth))
+	// Parsed and validated documents are kept: clients send the same few queries.
+	h.exec.SetQueryCache(lru.New[*ast.QueryDocument](queryCacheSize))
+	h.exec.SetErrorPresenter(presentError)
+	h.exec.SetRecoverFunc(func(ctx context.Context, v any) error {
+		cfg.Logger.ErrorContext(ctx, "graphql_resolver_panic", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		return fmt.Errorf("%w: %v", errPanic, v)
+	})
 	return h, nil
 }
+
+// queryCacheSize bounds the parsed documents kept across requests.
+const queryCacheSize = 1000
 
 // request is one GraphQL request as a client sends it.
 type request struct {
@@ -131,9 +139,9 @@ var null = []byte("null")
 
 // queryError is a GraphQL error as the client sees it.
 type queryError struct {
-	Message   string               `json:"message"`
-	Locations []gqlerrors.Location `json:"locations,omitempty"`
-	Path      []any                `json:"path,omitempty"`
+	Message   string              `json:"message"`
+	Locations []gqlerror.Location `json:"locations,omitempty"`
+	Path      ast.Path            `json:"path,omitempty"`
 }
 
 // ServeHTTP runs one query and answers VDK's envelope {"data": ..., "errors": [...]}: the
@@ -154,13 +162,39 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if req.Query == "" {
 		req.Query = defaultQuery
 	}
-	resp := h.schema.Exec(r.Context(), req.Query, req.OperationName, req.Variables)
+	resp := h.exec1(r.Context(), req)
 	if len(resp.Errors) > 0 {
 		status, errs := h.answerErrors(w, r, resp.Errors)
 		writeEnvelope(w, status, null, errs)
 		return
 	}
 	writeEnvelope(w, http.StatusOK, flatten(resp.Data), nil)
+}
+
+// exec1 runs one operation and returns its one response.
+func (h *Handler) exec1(ctx context.Context, req request) *graphql.Response {
+	if len(req.Query) > h.cfg.MaxQueryBytes {
+		return &graphql.Response{Errors: gqlerror.List{gqlerror.Errorf(
+			"the query is %d bytes long, more than the maximum of %d", len(req.Query), h.cfg.MaxQueryBytes)}}
+	}
+	start := graphql.Now()
+	ctx = graphql.StartOperationTrace(ctx)
+	params := &graphql.RawParams{
+		Query: req.Query, OperationName: req.OperationName, Variables: req.Variables,
+		ReadTime: graphql.TraceTiming{Start: start, End: start},
+	}
+	op, errs := h.exec.CreateOperationContext(ctx, params)
+	if errs != nil {
+		return &graphql.Response{Errors: errs}
+	}
+	roots := graphql.CollectFields(op, op.Operation.SelectionSet, []string{"Query"})
+	for _, f := range roots {
+		if f.Name == "__schema" || f.Name == "__type" { // introspection: gqlgen's executor answers
+			responses, ctx := h.exec.DispatchOperation(ctx, op)
+			return responses(ctx)
+		}
+	}
+	return h.write(ctx, op, roots)
 }
 
 // decode reads the request from the URL parameters (GET) or the JSON body (POST).
@@ -205,8 +239,13 @@ func decodeVariables(b []byte) (map[string]any, error) {
 		return nil, nil
 	}
 	var vars map[string]any
-	if err := json.Unmarshal(b, &vars); err != nil {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber() // numbers as the client wrote them, for the executor to read as Int or Float
+	if err := d.Decode(&vars); err != nil {
 		return nil, fmt.Errorf("variables must be a JSON object: %w", err)
+	}
+	if d.More() {
+		return nil, errors.New("variables must be a JSON object, with nothing after it")
 	}
 	return vars, nil
 }
@@ -214,7 +253,7 @@ func decodeVariables(b []byte) (map[string]any, error) {
 // answerErrors maps GraphQL errors to the status of the answer and what the client sees. Only
 // the client's own errors are shown as they are; the others are logged with the
 // operation id and shown as a generic message.
-func (h *Handler) answerErrors(w http.ResponseWriter, r *http.Request, errs []*gqlerrors.QueryError) (int, []queryError) {
+func (h *Handler) answerErrors(w http.ResponseWriter, r *http.Request, errs gqlerror.List) (int, []queryError) {
 	ctx := r.Context()
 	status := http.StatusBadRequest
 	out := make([]queryError, 0, len(errs))
@@ -226,8 +265,8 @@ func (h *Handler) answerErrors(w http.ResponseWriter, r *http.Request, errs []*g
 		}
 		seen[e.Message] = true
 		qe := queryError{Message: e.Message, Locations: e.Locations, Path: e.Path}
-		if cause := e.ResolverError; cause != nil {
-			s, msg := classify(cause)
+		if cause := e.Unwrap(); cause != nil {
+			s, msg := classify(cause, e.Message)
 			if s >= 500 {
 				logArgs := []any{"op_id", w.Header().Get("X-OPID"), "status", s, "error", cause}
 				if s == http.StatusServiceUnavailable {
@@ -244,14 +283,36 @@ func (h *Handler) answerErrors(w http.ResponseWriter, r *http.Request, errs []*g
 	return status, out
 }
 
-// classify returns the status and message of a resolver's error.
-func classify(err error) (int, string) {
+// inputError is an error the executor found in the arguments the client sent, such as a
+// value that is no Int: the client's (400).
+type inputError struct{ err error }
+
+func (e inputError) Error() string { return e.err.Error() }
+func (e inputError) Unwrap() error { return e.err }
+
+// presentError is the executor's error presenter. The executor makes the errors of the
+// client's arguments into GraphQL errors itself; the resolvers' own errors are plain ones.
+func presentError(ctx context.Context, err error) *gqlerror.Error {
+	if e, ok := errors.AsType[*gqlerror.Error](err); ok {
+		c := *e
+		c.Err = inputError{err: cmp.Or(e.Err, error(e))}
+		return &c
+	}
+	return gqlerror.WrapPath(graphql.GetPath(ctx), err)
+}
+
+// classify returns the status and message of a resolver's error; message is the one the
+// executor wrote.
+func classify(err error, message string) (int, string) {
 	var de *job.Error
+	var in inputError
 	switch {
 	case errors.As(err, &de) && de.Kind == job.KindInvalid:
 		return http.StatusBadRequest, de.What + " " + de.Why
 	case errors.As(err, &de) && de.Kind == job.KindUnavailable:
 		return http.StatusServiceUnavailable, de.What + " " + de.Why
+	case errors.As(err, &in):
+		return http.StatusBadRequest, message
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return http.StatusServiceUnavailable, "The query did not complete in time."
 	default:
@@ -261,7 +322,8 @@ func classify(err error) (int, string) {
 
 // flatten returns the value of the only root field (data.jobs becomes data), as VDK's
 // REST wrapper does. A document with several root fields, or an introspection query,
-// keeps its shape. data is the compact JSON object the library wrote.
+// keeps its shape. data is the compact JSON object the writer (or gqlgen, for
+// introspection) wrote.
 func flatten(data []byte) []byte {
 	// {"<key>":<value>}: the key has no quote or backslash (it is a GraphQL name).
 	if len(data) < 5 || data[0] != '{' || data[1] != '"' || bytes.HasPrefix(data[2:], []byte("__")) {
@@ -307,14 +369,14 @@ func valueEnd(data []byte, i int) int {
 	return len(data)
 }
 
-// writeEnvelope writes {"data": data, "errors": errs}; data is JSON the library wrote,
+// writeEnvelope writes {"data": data, "errors": errs}; data is JSON the writer wrote,
 // copied as it is.
 func writeEnvelope(w http.ResponseWriter, status int, data []byte, errs []queryError) {
 	if errs == nil {
 		errs = []queryError{}
 	}
 	e, err := json.Marshal(errs)
-	if err != nil { // plain structs and the library's paths
+	if err != nil { // plain structs and the executor's paths
 		panic(fmt.Sprintf("encode graphql errors: %v", err))
 	}
 	const head, mid, tail = `{"data":`, `,"errors":`, "}\n"
@@ -331,8 +393,45 @@ func writeEnvelope(w http.ResponseWriter, status int, data []byte, errs []queryE
 // errPanic marks the error of a resolver that panicked: a bug, 500.
 var errPanic = errors.New("resolver panicked")
 
-type panicHandler struct{}
+// maxDepth refuses documents nested deeper than its number of fields.
+type maxDepth int
 
-func (panicHandler) MakePanicError(_ context.Context, value any) *gqlerrors.QueryError {
-	return &gqlerrors.QueryError{Message: "internal error", ResolverError: fmt.Errorf("%w: %v", errPanic, value)}
+var _ interface {
+	graphql.HandlerExtension
+	graphql.OperationContextMutator
+} = maxDepth(0)
+
+func (maxDepth) ExtensionName() string                   { return "MaxDepth" }
+func (maxDepth) Validate(graphql.ExecutableSchema) error { return nil }
+
+func (m maxDepth) MutateOperationContext(_ context.Context, op *graphql.OperationContext) *gqlerror.Error {
+	if d := depth(op.Operation.SelectionSet, 0); d > int(m) {
+		return gqlerror.Errorf("the query is nested %d fields deep, more than the maximum of %d", d, int(m))
+	}
+	return nil
+}
+
+// depth is the deepest nesting of fields under a selection set, fragments included.
+// Introspection fields do not count: clients ask them in deep documents of their own.
+func depth(set ast.SelectionSet, seen int) int {
+	if seen > 64 { // a validated document has no fragment cycles; this bounds the walk anyway
+		return seen
+	}
+	d := seen
+	for _, s := range set {
+		switch s := s.(type) {
+		case *ast.Field:
+			if len(s.Name) > 1 && s.Name[:2] == "__" {
+				continue
+			}
+			d = max(d, depth(s.SelectionSet, seen+1))
+		case *ast.InlineFragment:
+			d = max(d, depth(s.SelectionSet, seen))
+		case *ast.FragmentSpread:
+			if s.Definition != nil {
+				d = max(d, depth(s.Definition.SelectionSet, seen))
+			}
+		}
+	}
+	return d
 }

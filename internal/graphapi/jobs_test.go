@@ -394,12 +394,12 @@ func TestGraphQLErrorsAnswer400InTheEnvelope(t *testing.T) {
 	tests := []struct {
 		name, query, vars, message string
 	}{
-		{"a syntax error", `{ jobs(pageSize: ) { content { jobName } } }`, "", "syntax error"},
+		{"a syntax error", `{ jobs(pageSize: ) { content { jobName } } }`, "", "Unexpected )"},
 		{"an unknown field", `{ jobs { content { jobName owner } } }`, "", `Cannot query field "owner" on type "DataJob".`},
-		{"a variable of the wrong type", `query($n: Int) { jobs(pageNumber: $n) { content { jobName } } }`, `{"n":"one"}`, `could not unmarshal "one" (string) into int32`},
+		{"a variable of the wrong type", `query($n: Int) { jobs(pageNumber: $n) { content { jobName } } }`, `{"n":"one"}`, "cannot use string as Int"},
 		{"variables that are not JSON", `{ jobs { content { jobName } } }`, `{"n":`, "variables must be a JSON object"},
 		{"variables that are not an object", `{ jobs { content { jobName } } }`, `[1]`, "variables must be a JSON object"},
-		{"a mutation", `mutation { deleteJob }`, "", "no mutations"},
+		{"a mutation", `mutation { deleteJob }`, "", `Schema does not support operation type "mutation"`},
 		{"an unknown operation", `query A { jobs { content { jobName } } }`, "", ""},
 	}
 	for _, tt := range tests {
@@ -572,4 +572,95 @@ func TestTheAnswerIsFlattenedWhateverTheStringsHold(t *testing.T) {
 	p := r.page(t)
 	require.Equal(t, 1, *p.TotalItems)
 	require.Equal(t, tricky, p.Content[0]["config"].(map[string]any)["description"])
+}
+
+func TestAliasesFragmentsDirectivesAndTypenamesShapeTheAnswer(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	seed(e)
+	r := e.query(`query($withTeam: Boolean!) {
+		jobs(pageSize: 1) { __typename page: content { ...names config { team @include(if: $withTeam) owner: team @skip(if: $withTeam) }
+			deployments { ... on DataJobDeployment { mode } cpu: resources { cpuRequest } } } }
+	}
+	fragment names on DataJob { __typename name: jobName jobName }`, `{"withTeam":true}`)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	require.JSONEq(t, `{"__typename":"DataJobPage","page":[{"__typename":"DataJob","name":"alpha-job","jobName":"alpha-job",
+		"config":{"team":"team-a"},"deployments":[{"mode":"release","cpu":{"cpuRequest":0.5}}]}]}`, string(r.Data))
+}
+
+func TestAnErrorInADeploymentSaysWhere(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	seed(e)
+	r := e.query(`{ jobs(pageSize: 1) { content { deployments { executions(filter: {jobNameIn: ["x"]}) { id } } } } }`, "")
+	require.Contains(t, r.errorMessage(t, http.StatusBadRequest), "Parameter filter.jobNameIn is not valid.")
+	require.Equal(t, []any{"jobs", "content", float64(0), "deployments", float64(0), "executions"}, r.Errors[0].Path)
+	require.NotEmpty(t, r.Errors[0].Locations)
+}
+
+// TestEveryFieldOfTheSchemaIsAnswered selects every field of every type the queries reach,
+// as the schema lists them, so that a field added to the schema without a writer fails.
+func TestEveryFieldOfTheSchemaIsAnswered(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	seed(e)
+	e.execution("alpha-job-1", "alpha-job", "succeeded", t1)
+	r := e.query(`{ __schema { types { name kind fields { name type { name ofType { name ofType { name ofType { name } } } } } } } }`, "")
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	var schema struct {
+		Schema struct {
+			Types []struct {
+				Name, Kind string
+				Fields     []struct {
+					Name string
+					Type typeRef
+				}
+			}
+		} `json:"__schema"`
+	}
+	require.NoError(t, json.Unmarshal(r.Data, &schema))
+	objects := map[string][][2]string{} // type: field name, field type when an object
+	for _, ty := range schema.Schema.Types {
+		if ty.Kind == "OBJECT" && !strings.HasPrefix(ty.Name, "__") {
+			for _, f := range ty.Fields {
+				objects[ty.Name] = append(objects[ty.Name], [2]string{f.Name, f.Type.named()})
+			}
+		}
+	}
+	var selection func(typ string) string
+	selection = func(typ string) string {
+		var b strings.Builder
+		b.WriteString("{ __typename")
+		for _, f := range objects[typ] {
+			b.WriteString(" " + f[0])
+			if _, ok := objects[f[1]]; ok {
+				b.WriteString(" " + selection(f[1]))
+			}
+		}
+		return b.String() + " }"
+	}
+	r = e.query(selection("Query"), "")
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	require.Empty(t, r.Errors)
+	for typ, fields := range objects {
+		require.Contains(t, string(r.body), `"__typename":"`+typ+`"`)
+		for _, f := range fields {
+			require.Contains(t, string(r.body), `"`+f[0]+`":`, "%s.%s", typ, f[0])
+		}
+	}
+}
+
+type typeRef struct {
+	Name   *string
+	OfType *typeRef
+}
+
+func (t typeRef) named() string {
+	if t.Name != nil {
+		return *t.Name
+	}
+	if t.OfType != nil {
+		return t.OfType.named()
+	}
+	return ""
 }

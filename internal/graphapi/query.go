@@ -3,47 +3,42 @@ package graphapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
 	"time"
 
-	graphql "github.com/graph-gophers/graphql-go"
+	"github.com/99designs/gqlgen/graphql"
 	"github.com/robfig/cron/v3"
+	"github.com/vektah/gqlparser/v2/ast"
 
+	"github.com/datajobs/datajobs/internal/graphapi/gql"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/store"
 )
 
-// query is the root of the schema.
-type query struct {
+// resolver is the root of the schema's resolvers.
+type resolver struct {
 	h     *Handler
 	store Reader
 }
 
-type jobsArgs struct {
-	PageNumber *int32
-	PageSize   *int32
-	Filter     *[]*predicate
-	Search     *string
-}
+func (q *resolver) Query() gql.QueryResolver                         { return q }
+func (q *resolver) DataJobDeployment() gql.DataJobDeploymentResolver { return deploymentResolver{} }
 
 // Jobs is VDK's jobs query: one page of jobs, filtered, searched and sorted by the
 // database, reading only the column groups the selection set needs.
-func (q *query) Jobs(ctx context.Context, args jobsArgs) (*jobPage, error) {
-	number, size, err := q.h.paging(args.PageNumber, args.PageSize, true)
+func (q *resolver) Jobs(ctx context.Context, pageNumber, pageSize *int32, preds []*gql.Predicate, search *string) (*gql.DataJobPage, error) {
+	number, size, err := q.h.paging(pageNumber, pageSize, true)
 	if err != nil {
 		return nil, err
-	}
-	var preds []*predicate
-	if args.Filter != nil {
-		preds = *args.Filter
 	}
 	filter, sort, err := q.h.parsePredicates(preds)
 	if err != nil {
 		return nil, err
 	}
-	sel := selection(graphql.SelectedFieldNames(ctx))
-	if s := strings.TrimSpace(deref(args.Search)); s != "" {
+	sel := selectedFields(ctx)
+	if s := strings.TrimSpace(deref(search)); s != "" {
 		filter.Search = s
 		filter.SearchFields = searchFields(sel, q.h.cfg.SourceURLTemplate != "")
 	}
@@ -72,12 +67,14 @@ func (q *query) Jobs(ctx context.Context, args jobsArgs) (*jobPage, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &jobPage{Content: make([]*dataJob, len(page.Rows))}
+	out := &gql.DataJobPage{Content: make([]*gql.DataJob, len(page.Rows))}
 	out.TotalItems, out.TotalPages = totals(page.Total, size)
 	req.names = make([]string, len(page.Rows))
-	for i, r := range page.Rows {
-		out.Content[i] = req.toDataJob(r)
-		req.names[i] = r.Job.Name
+	jobs := make([]gql.DataJob, len(page.Rows)) // one allocation for the page
+	for i := range page.Rows {
+		req.toDataJob(&jobs[i], &page.Rows[i])
+		out.Content[i] = &jobs[i]
+		req.names[i] = page.Rows[i].Job.Name
 	}
 	return out, nil
 }
@@ -141,6 +138,23 @@ func (h *Handler) paging(number, size *int32, jobs bool) (int, int, error) {
 
 // selection is the set of field paths selected under a resolver.
 type selection []string
+
+// selectedFields are the paths of the fields selected under the current field, such as
+// "content.config.team", the fields of fragments included.
+func selectedFields(ctx context.Context) selection {
+	op := graphql.GetOperationContext(ctx)
+	var out selection
+	var walk func(prefix string, set ast.SelectionSet)
+	walk = func(prefix string, set ast.SelectionSet) {
+		for _, f := range graphql.CollectFields(op, set, nil) {
+			p := prefix + f.Name
+			out = append(out, p)
+			walk(p+".", f.Selections)
+		}
+	}
+	walk("", graphql.GetFieldContext(ctx).Field.Selections)
+	return out
+}
 
 func (s selection) has(path string) bool {
 	for _, p := range s {
@@ -256,6 +270,9 @@ func (r *jobsRequest) nextRun(schedule string) (int64, bool) {
 // executionsOf reads the executions of every job of the page for one set of arguments,
 // once, and returns those of name.
 func (r *jobsRequest) executionsOf(ctx context.Context, name string, args executionsArgs) ([]store.Execution, error) {
+	if r == nil {
+		return nil, errors.New("a deployment without its page")
+	}
 	key, err := json.Marshal(args)
 	if err != nil {
 		return nil, err
@@ -279,6 +296,9 @@ func (r *jobsRequest) executionsOf(ctx context.Context, name string, args execut
 
 // executionCount reads the execution counts of every job of the page, once.
 func (r *jobsRequest) executionCount(ctx context.Context, name string) (store.ExecutionCount, error) {
+	if r == nil {
+		return store.ExecutionCount{}, errors.New("a deployment without its page")
+	}
 	all, err := r.counts.get(func() (map[string]store.ExecutionCount, error) {
 		return r.store.ExecutionCounts(ctx, r.names)
 	})
@@ -286,45 +306,56 @@ func (r *jobsRequest) executionCount(ctx context.Context, name string) (store.Ex
 }
 
 // Executions is VDK's executions query: a page of executions across jobs.
-func (q *query) Executions(ctx context.Context, args executionsArgs) (*executionPage, error) {
-	sq, err := q.h.executionsQuery(args, false)
+func (q *resolver) Executions(ctx context.Context, pageNumber, pageSize *int32, filter *gql.DataJobExecutionFilter, order *gql.DataJobExecutionOrder) (*gql.DataJobExecutionResponse, error) {
+	sq, err := q.h.executionsQuery(executionsArgs{pageNumber, pageSize, filter, order}, false)
 	if err != nil {
 		return nil, err
 	}
-	sel := selection(graphql.SelectedFieldNames(ctx))
+	sel := selectedFields(ctx)
 	sq.Count = sel.has("totalItems") || sel.has("totalPages")
 	page, err := q.store.Executions(ctx, sq)
 	if err != nil {
 		return nil, err
 	}
-	out := &executionPage{Content: make([]*execution, len(page.Rows))}
+	out := &gql.DataJobExecutionResponse{}
 	out.TotalItems, out.TotalPages = totals(page.Total, sq.Limit)
-	for i := range page.Rows {
-		out.Content[i] = q.h.toExecution(page.Rows[i])
-	}
+	out.Content = q.h.toExecutions(page.Rows)
 	return out, nil
 }
 
+// executionsArgs are the arguments of an executions field, hashable as the key of a batch.
 type executionsArgs struct {
 	PageNumber *int32
 	PageSize   *int32
-	Filter     *executionFilter
-	Order      *executionOrder
+	Filter     *gql.DataJobExecutionFilter
+	Order      *gql.DataJobExecutionOrder
 }
 
-type executionFilter struct {
-	StartTimeGte *dateTime
-	EndTimeGte   *dateTime
-	StartTimeLte *dateTime
-	EndTimeLte   *dateTime
-	StatusIn     *[]*string
-	JobNameIn    *[]*string
-	TeamNameIn   *[]*string
+// deploymentResolver resolves the fields of a deployment that read executions, once per page.
+type deploymentResolver struct{}
+
+func pageOf(d *gql.DataJobDeployment) *jobsRequest {
+	r, _ := d.Page.(*jobsRequest)
+	return r
 }
 
-type executionOrder struct {
-	Property  *string
-	Direction *string
+func (deploymentResolver) Executions(ctx context.Context, d *gql.DataJobDeployment, pageNumber, pageSize *int32, filter *gql.DataJobExecutionFilter, order *gql.DataJobExecutionOrder) ([]*gql.DataJobExecution, error) {
+	r := pageOf(d)
+	rows, err := r.executionsOf(ctx, d.ID, executionsArgs{pageNumber, pageSize, filter, order})
+	if err != nil {
+		return nil, err
+	}
+	return r.h.toExecutions(rows), nil
+}
+
+func (deploymentResolver) SuccessfulExecutions(ctx context.Context, d *gql.DataJobDeployment) (int32, error) {
+	c, err := pageOf(d).executionCount(ctx, d.ID)
+	return int32(c.Succeeded), err
+}
+
+func (deploymentResolver) FailedExecutions(ctx context.Context, d *gql.DataJobDeployment) (int32, error) {
+	c, err := pageOf(d).executionCount(ctx, d.ID)
+	return int32(c.Failed), err
 }
 
 // executionOrders are VDK's order properties of executions.
@@ -348,8 +379,8 @@ func (h *Handler) executionsQuery(args executionsArgs, nested bool) (store.Execu
 	}
 	q := store.ExecutionsQuery{Offset: (number - 1) * size, Limit: size}
 	if f := args.Filter; f != nil {
-		q.Filter.StartTimeGte, q.Filter.EndTimeGte = f.StartTimeGte.ptr(), f.EndTimeGte.ptr()
-		q.Filter.StartTimeLte, q.Filter.EndTimeLte = f.StartTimeLte.ptr(), f.EndTimeLte.ptr()
+		q.Filter.StartTimeGte, q.Filter.EndTimeGte = f.StartTimeGte.Ptr(), f.EndTimeGte.Ptr()
+		q.Filter.StartTimeLte, q.Filter.EndTimeLte = f.StartTimeLte.Ptr(), f.EndTimeLte.Ptr()
 		for _, s := range strings1(f.StatusIn) {
 			q.Filter.StatusIn = append(q.Filter.StatusIn, strings.ToLower(s))
 		}
@@ -373,12 +404,12 @@ func (h *Handler) executionsQuery(args executionsArgs, nested bool) (store.Execu
 }
 
 // strings1 flattens a nullable list of nullable strings, dropping the nulls.
-func strings1(l *[]*string) []string {
+func strings1(l []*string) []string {
 	if l == nil {
 		return nil
 	}
-	out := make([]string, 0, len(*l))
-	for _, s := range *l {
+	out := make([]string, 0, len(l))
+	for _, s := range l {
 		if s != nil {
 			out = append(out, *s)
 		}

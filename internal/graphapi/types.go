@@ -1,26 +1,19 @@
 package graphapi
 
 import (
-	"context"
-	"fmt"
 	"math"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/datajobs/datajobs/internal/graphapi/gql"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/store"
 )
 
-// The output types. The root resolvers build them from what the store read, as plain
-// structs whose exported fields the library reads directly (no call per field); only the
-// executions of a page are read later, by methods, once per page.
-
-type jobPage struct {
-	Content    []*dataJob
-	TotalItems int32
-	TotalPages int32
-}
+// The root resolvers shape what the store read into the generated types of package gql,
+// whose fields the generated executor reads directly; only the executions of a page are
+// read later, by the deployment's resolvers, once per page.
 
 // totals are totalItems and totalPages; totalPages is 0 for an empty result (VDK says 1).
 // total is -1 when it was not counted (then neither was selected).
@@ -31,42 +24,8 @@ func totals(total, size int) (items, pages int32) {
 	return int32(total), int32((total + size - 1) / size)
 }
 
-type dataJob struct {
-	JobName string
-	Config  *jobConfig
-	// Deployments is [] for a job without a deployment, else its one deployment.
-	Deployments []*deployment
-}
-
-type jobConfig struct {
-	Team                           string
-	Description                    string
-	Schedule                       *schedule
-	Contacts                       *contacts
-	GenerateKeytab                 bool
-	EnableExecutionNotifications   bool
-	NotificationDelayPeriodMinutes int32
-	DBDefaultType                  string
-	SourceURL                      *string
-	LogsURL                        *string
-}
-
-type schedule struct {
-	ScheduleCron string
-	// NextRunEpochSeconds is -1 when the schedule is empty or never fires (or when the
-	// field is not selected: it is computed only then).
-	NextRunEpochSeconds int32
-}
-
-type contacts struct {
-	NotifiedOnJobFailureUserError     []string
-	NotifiedOnJobFailurePlatformError []string
-	NotifiedOnJobSuccess              []string
-	NotifiedOnJobDeploy               []string
-}
-
-func toContacts(c job.Contacts) *contacts {
-	return &contacts{
+func toContacts(c job.Contacts) gql.DataJobContacts {
+	return gql.DataJobContacts{
 		NotifiedOnJobFailureUserError:     nonNil(c.NotifiedOnJobFailureUserError),
 		NotifiedOnJobFailurePlatformError: nonNil(c.NotifiedOnJobFailurePlatformError),
 		NotifiedOnJobSuccess:              nonNil(c.NotifiedOnJobSuccess),
@@ -81,59 +40,38 @@ func nonNil(s []string) []string {
 	return s
 }
 
-type deployment struct {
-	// ID is the job name, as VDK answers when it reads deployments from its database.
-	ID                    string
-	Mode                  string
-	Enabled               bool
-	Contacts              *contacts
-	JobVersion            string
-	JobPythonVersion      string
-	VDKVersion            string
-	LastDeployedDate      string
-	LastDeployedBy        string
-	Resources             *resources
-	Schedule              *schedule
-	Status                string
-	LastExecutionStatus   *string
-	LastExecutionTime     *string
-	LastExecutionDuration *int32
-	SyncStatus            string
-	Message               string
-	DesiredGeneration     int32
-	AppliedGeneration     int32
-	LastSyncTime          *string
+// noDeployments is the deployments of a job without one; the executor only reads it.
+var noDeployments = []*gql.DataJobDeployment{}
 
-	req *jobsRequest
-}
-
-// toDataJob shapes one row of a page. A job's deployment is the desired one with the
-// unset resources filled in, or, while a deleted deployment's CronJob is being removed,
-// the one last applied, as the REST API shows it.
-func (r *jobsRequest) toDataJob(row store.JobRow) *dataJob {
+// toDataJob shapes one row of a page into out. A job's deployment is the desired one with
+// the unset resources filled in, or, while a deleted deployment's CronJob is being
+// removed, the one last applied, as the REST API shows it.
+func (r *jobsRequest) toDataJob(out *gql.DataJob, row *store.JobRow) {
 	j := &row.Job
-	out := &dataJob{
+	*out = gql.DataJob{
 		JobName: j.Name,
-		Config: &jobConfig{
+		Config: gql.DataJobConfig{
 			Team: j.Team, Description: j.Description,
 			Schedule:                       r.schedule(j.Schedule, r.configNextRun),
 			Contacts:                       toContacts(j.Contacts),
 			GenerateKeytab:                 j.GenerateKeytab,
 			EnableExecutionNotifications:   j.EnableExecutionNotifications,
 			NotificationDelayPeriodMinutes: int32(j.NotificationDelayPeriodMinutes),
-			DBDefaultType:                  j.DBDefaultType,
+			DbDefaultType:                  j.DBDefaultType,
 			SourceURL:                      render(r.h.cfg.SourceURLTemplate, j.Name, j.Team, ""),
 			LogsURL:                        render(r.h.cfg.LogsURLTemplate, j.Name, j.Team, ""),
 		},
-		Deployments: []*deployment{},
+		Deployments: noDeployments,
+	}
+	if row.Desired == nil && row.Actual == nil {
+		return
 	}
 	var d job.Deployment
-	dep := &deployment{ID: j.Name, Mode: "release", Contacts: out.Config.Contacts, DesiredGeneration: int32(j.Generation), req: r}
+	dep := &gql.DataJobDeployment{ID: j.Name, Mode: "release", Contacts: out.Config.Contacts, DesiredGeneration: int32(j.Generation), Page: r}
 	if row.Actual != nil {
 		dep.AppliedGeneration = int32(row.Actual.Generation)
 	}
-	switch {
-	case row.Desired != nil:
+	if row.Desired != nil {
 		d = *row.Desired
 		d.Resources = job.ResourceBounds{Default: r.h.cfg.DefaultResources}.Effective(d.Resources)
 		dep.SyncStatus, dep.Message = string(d.Status), d.Message
@@ -142,17 +80,15 @@ func (r *jobsRequest) toDataJob(row store.JobRow) *dataJob {
 			dep.SyncStatus, dep.Message = string(job.StatusPending), ""
 		}
 		dep.LastSyncTime = formatTimePtr(d.LastSyncAt)
-	case row.Actual != nil:
+	} else {
 		a := row.Actual
 		d = job.Deployment{
 			JobVersion: a.JobVersion, VDKVersion: a.VDKVersion, PythonVersion: a.PythonVersion, Schedule: a.Schedule,
 			Resources: a.Resources, Enabled: a.Enabled, DeployedBy: a.DeployedBy, DeployedDate: a.DeployedDate,
 		}
 		dep.SyncStatus = string(job.StatusDeleting)
-	default:
-		return out
 	}
-	dep.Enabled, dep.JobVersion, dep.JobPythonVersion, dep.VDKVersion = d.Enabled, d.JobVersion, d.PythonVersion, d.VDKVersion
+	dep.Enabled, dep.JobVersion, dep.JobPythonVersion, dep.VdkVersion = d.Enabled, d.JobVersion, d.PythonVersion, d.VDKVersion
 	dep.LastDeployedDate, dep.LastDeployedBy = formatTime(d.DeployedDate), d.DeployedBy
 	dep.Resources = toResources(d.Resources)
 	dep.Schedule = r.schedule(d.Schedule, r.deploymentNextRun)
@@ -166,8 +102,7 @@ func (r *jobsRequest) toDataJob(row store.JobRow) *dataJob {
 		n := int32(*v)
 		dep.LastExecutionDuration = &n
 	}
-	out.Deployments = []*deployment{dep}
-	return out
+	out.Deployments = []*gql.DataJobDeployment{dep}
 }
 
 // vdkStatus is VDK's deployment status: SUCCESS once synced, the error kind when the last
@@ -185,9 +120,10 @@ func vdkStatus(s job.SyncStatus) string {
 	}
 }
 
-// schedule shapes a cron schedule, with its next run when selected.
-func (r *jobsRequest) schedule(cron string, withNextRun bool) *schedule {
-	s := &schedule{ScheduleCron: cron, NextRunEpochSeconds: -1}
+// schedule shapes a cron schedule, with its next run when selected; -1 when the schedule
+// is empty or never fires (or when the next run is not selected: it is computed only then).
+func (r *jobsRequest) schedule(cron string, withNextRun bool) gql.DataJobSchedule {
+	s := gql.DataJobSchedule{ScheduleCron: cron, NextRunEpochSeconds: -1}
 	if withNextRun {
 		if v, ok := r.nextRun(cron); ok && v <= math.MaxInt32 { // GraphQL's Int has 32 bits: until 2038
 			s.NextRunEpochSeconds = int32(v)
@@ -196,42 +132,10 @@ func (r *jobsRequest) schedule(cron string, withNextRun bool) *schedule {
 	return s
 }
 
-func (d *deployment) Executions(ctx context.Context, args executionsArgs) ([]*execution, error) {
-	rows, err := d.req.executionsOf(ctx, d.ID, args)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*execution, len(rows))
-	for i := range rows {
-		out[i] = d.req.h.toExecution(rows[i])
-	}
-	return out, nil
-}
-
-func (d *deployment) SuccessfulExecutions(ctx context.Context) (int32, error) {
-	c, err := d.req.executionCount(ctx, d.ID)
-	return int32(c.Succeeded), err
-}
-
-func (d *deployment) FailedExecutions(ctx context.Context) (int32, error) {
-	c, err := d.req.executionCount(ctx, d.ID)
-	return int32(c.Failed), err
-}
-
-// resources are in cores and MiB, as in VDK. VDK's schema has the other (misspelt)
+// toResources is in cores and MiB, as in VDK. VDK's schema has the other (misspelt)
 // fields and never fills them.
-type resources struct {
-	CPURequest            float64
-	CPULimit              float64
-	MemoryRequest         int32
-	MemoryLimit           int32
-	EmpheralStorageLimit  *int32
-	EmpheralSorageRequest *int32
-	NetBandwitdthLimit    *int32
-}
-
-func toResources(r job.Resources) *resources {
-	return &resources{
+func toResources(r job.Resources) gql.DataJobResources {
+	return gql.DataJobResources{
 		CPURequest: float64(r.CPURequestMillis) / 1000, CPULimit: float64(r.CPULimitMillis) / 1000,
 		MemoryRequest: mib(r.MemoryRequestBytes), MemoryLimit: mib(r.MemoryLimitBytes),
 	}
@@ -259,71 +163,35 @@ func formatTimePtr(t *time.Time) *string {
 	return &s
 }
 
-type executionPage struct {
-	Content    []*execution
-	TotalItems int32
-	TotalPages int32
-}
-
-type execution struct {
-	ID                     string
-	Type                   string
-	JobName                string
-	Status                 string
-	StartTime              *string
-	EndTime                *string
-	StartedBy              string
-	Message                string
-	OpID                   string
-	LogsURL                *string
-	JobVersion             string
-	JobSchedule            string
-	JobPythonVersion       string
-	VDKVersion             string
-	VkdVersion             string // VDK's misspelt name of vdkVersion
-	ResourcesCPURequest    *float64
-	ResourcesCPULimit      *float64
-	ResourcesMemoryRequest *int32
-	ResourcesMemoryLimit   *int32
-	DeployedDate           *string
-	DeployedBy             string
-	// Deployment is the snapshot of the deployment the execution ran, with VDK's fixed
-	// id, mode and enabled.
-	Deployment *executionDeployment
-}
-
-type executionDeployment struct {
-	ID               string
-	Mode             string
-	Enabled          bool
-	JobVersion       string
-	JobPythonVersion string
-	VDKVersion       string
-	Schedule         *schedule
-	Resources        *resources
-	DeployedDate     *string
-	DeployedBy       string
-}
-
-func (h *Handler) toExecution(e store.Execution) *execution {
-	deployedDate := formatTimePtr(e.DeployedDate)
-	return &execution{
-		ID: e.ID, Type: strings.ToUpper(e.Type), JobName: e.JobName, Status: strings.ToUpper(e.Status),
-		StartTime: formatTimePtr(e.StartTime), EndTime: formatTimePtr(e.EndTime),
-		StartedBy: e.StartedBy, Message: e.Message, OpID: e.OpID,
-		LogsURL:    render(h.cfg.LogsURLTemplate, e.JobName, "", e.ID),
-		JobVersion: e.JobVersion, JobSchedule: e.JobSchedule, JobPythonVersion: e.PythonVersion,
-		VDKVersion: e.VDKVersion, VkdVersion: e.VDKVersion,
-		ResourcesCPURequest: cores(e.Resources.CPURequestMillis), ResourcesCPULimit: cores(e.Resources.CPULimitMillis),
-		ResourcesMemoryRequest: mibPtr(e.Resources.MemoryRequestBytes), ResourcesMemoryLimit: mibPtr(e.Resources.MemoryLimitBytes),
-		DeployedDate: deployedDate, DeployedBy: e.DeployedBy,
-		Deployment: &executionDeployment{
-			ID: "release", Mode: "release", Enabled: true,
-			JobVersion: e.JobVersion, JobPythonVersion: e.PythonVersion, VDKVersion: e.VDKVersion,
-			Schedule:  h.newRequest(nil).schedule(e.JobSchedule, true),
-			Resources: toResources(e.Resources), DeployedDate: deployedDate, DeployedBy: e.DeployedBy,
-		},
+// toExecutions shapes executions, each with the snapshot of the deployment it ran, with
+// VDK's fixed id, mode and enabled.
+func (h *Handler) toExecutions(rows []store.Execution) []*gql.DataJobExecution {
+	req := h.newRequest(nil) // the next runs of the snapshots' schedules
+	all := make([]gql.DataJobExecution, len(rows))
+	out := make([]*gql.DataJobExecution, len(rows))
+	for i := range rows {
+		e := &rows[i]
+		deployedDate := formatTimePtr(e.DeployedDate)
+		all[i] = gql.DataJobExecution{
+			ID: e.ID, Type: strings.ToUpper(e.Type), JobName: e.JobName, Status: strings.ToUpper(e.Status),
+			StartTime: formatTimePtr(e.StartTime), EndTime: formatTimePtr(e.EndTime),
+			StartedBy: e.StartedBy, Message: e.Message, OpID: e.OpID,
+			LogsURL:    render(h.cfg.LogsURLTemplate, e.JobName, "", e.ID),
+			JobVersion: e.JobVersion, JobSchedule: e.JobSchedule, JobPythonVersion: e.PythonVersion,
+			VdkVersion: e.VDKVersion, VkdVersion: e.VDKVersion,
+			ResourcesCPURequest: cores(e.Resources.CPURequestMillis), ResourcesCPULimit: cores(e.Resources.CPULimitMillis),
+			ResourcesMemoryRequest: mibPtr(e.Resources.MemoryRequestBytes), ResourcesMemoryLimit: mibPtr(e.Resources.MemoryLimitBytes),
+			DeployedDate: deployedDate, DeployedBy: e.DeployedBy,
+			Deployment: gql.DataJobExecutionDeployment{
+				ID: "release", Mode: "release", Enabled: true,
+				JobVersion: e.JobVersion, JobPythonVersion: e.PythonVersion, VdkVersion: e.VDKVersion,
+				Schedule:  req.schedule(e.JobSchedule, true),
+				Resources: toResources(e.Resources), DeployedDate: deployedDate, DeployedBy: e.DeployedBy,
+			},
+		}
+		out[i] = &all[i]
 	}
+	return out
 }
 
 func cores(millis int64) *float64 {
@@ -339,35 +207,6 @@ func mibPtr(b int64) *int32 {
 		return nil
 	}
 	v := mib(b)
-	return &v
-}
-
-// dateTime is the DateTime scalar: an RFC 3339 time.
-type dateTime struct{ time.Time }
-
-// ImplementsGraphQLType tells the library this type is the DateTime scalar.
-func (dateTime) ImplementsGraphQLType(name string) bool { return name == "DateTime" }
-
-// UnmarshalGraphQL reads an RFC 3339 string.
-func (t *dateTime) UnmarshalGraphQL(input any) error {
-	s, ok := input.(string)
-	if !ok {
-		return fmt.Errorf("a DateTime is an RFC 3339 string such as \"2024-01-02T15:04:05Z\", not %v", input)
-	}
-	v, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return fmt.Errorf("a DateTime is an RFC 3339 string such as \"2024-01-02T15:04:05Z\": %w", err)
-	}
-	t.Time = v
-	return nil
-}
-
-// ptr returns the time of an optional DateTime.
-func (t *dateTime) ptr() *time.Time {
-	if t == nil {
-		return nil
-	}
-	v := t.Time
 	return &v
 }
 
