@@ -121,6 +121,16 @@ func elementKey(v any, i int) string {
 // datajobs does not. Fields datajobs renders and someone changed are taken back by a forced
 // apply; these are fields only a full update can remove.
 func foreignSpecField(live *batchv1.CronJob) (manager, path string, found bool) {
+	foreign := false
+	for _, mf := range live.ManagedFields {
+		if mf.Manager != FieldManager && mf.Subresource == "" && mf.FieldsV1 != nil {
+			foreign = true
+			break
+		}
+	}
+	if !foreign {
+		return "", "", false
+	}
 	ours := map[string]bool{}
 	for _, mf := range live.ManagedFields {
 		if mf.Manager == FieldManager && mf.Subresource == "" && mf.FieldsV1 != nil {

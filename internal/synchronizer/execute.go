@@ -24,9 +24,7 @@ func (t *term) execute(ctx context.Context, p Plan) error {
 	}
 	s.recordPlan(p)
 	if p.Action == ActionUnchanged || p.Action == ActionHold {
-		if p.Action == ActionUnchanged && p.Live != nil && p.State.Job != nil && p.State.Desired != nil {
-			s.remember(p.Name, &verified{uid: p.State.Job.UID, generation: p.State.Job.Generation, resourceVersion: p.Live.ResourceVersion})
-		}
+		s.rememberUnchanged(p)
 		s.metrics.reconciled(p.Action, nil)
 		return nil
 	}
@@ -107,10 +105,12 @@ func (t *term) apply(ctx context.Context, p Plan) error {
 	return nil
 }
 
-// create applies a CronJob that the informer does not know, after checking that no
-// unmanaged CronJob has the name: datajobs never takes over what it did not create.
+// create applies a CronJob that the plan found missing, after checking the cache once more
+// (it also holds unmanaged CronJobs): datajobs never takes over what it did not create.
+// The cache may lag behind an unmanaged CronJob created in the last milliseconds; a GET
+// here would close that window at the price of a second request per create.
 func (t *term) create(ctx context.Context, cj *batchv1.CronJob) (*batchv1.CronJob, error) {
-	existing, err := t.s.client.BatchV1().CronJobs(cj.Namespace).Get(ctx, cj.Name, metav1.GetOptions{})
+	existing, err := t.lister.Get(cj.Name)
 	switch {
 	case apierrors.IsNotFound(err):
 		return t.s.applier.Apply(ctx, cj)

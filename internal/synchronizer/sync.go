@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"time"
 
@@ -160,8 +161,14 @@ func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(
 			queue.Add(cj.Name)
 		}
 	}
-	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
+	// The informer's initial list is not queued name by name: the term's first full pass
+	// plans every job in memory and queues only those that need work.
+	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			if !initial {
+				enqueue(obj)
+			}
+		},
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
 		DeleteFunc: enqueue,
 	}); err != nil {
@@ -300,6 +307,8 @@ func (t *term) pass(ctx context.Context) ([]Plan, error) {
 		if p.Action != ActionUnchanged && p.Action != ActionHold {
 			t.queue.Add(p.Name)
 			queued++
+		} else {
+			t.s.rememberUnchanged(p)
 		}
 	}
 	t.s.updateStatusGauge(ctx)
@@ -321,10 +330,22 @@ func planAll(states map[string]store.SyncState, lives []*batchv1.CronJob, cfg ku
 			states[cj.Name] = store.SyncState{Name: cj.Name}
 		}
 	}
-	plans := make([]Plan, 0, len(states))
-	for name, st := range states {
-		plans = append(plans, plan(st, live[name], cfg, memo(name)))
+	plans := make([]Plan, len(states))
+	names := make([]string, 0, len(states))
+	for name := range states {
+		names = append(names, name)
 	}
+	// Rendering and comparing are CPU-bound: plan on every core.
+	workers := runtime.GOMAXPROCS(0)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(names); i += workers {
+				plans[i] = plan(states[names[i]], live[names[i]], cfg, memo(names[i]))
+			}
+		})
+	}
+	wg.Wait()
 	return plans
 }
 
@@ -336,6 +357,14 @@ func (s *Synchronizer) memo(name string) *verified {
 		return &v
 	}
 	return nil
+}
+
+// rememberUnchanged remembers a job found in agreement, so that the next pass skips it
+// while nothing about it changes.
+func (s *Synchronizer) rememberUnchanged(p Plan) {
+	if p.Action == ActionUnchanged && managed(p.Live) && p.State.Job != nil && p.State.Desired != nil {
+		s.remember(p.Name, &verified{uid: p.State.Job.UID, generation: p.State.Job.Generation, resourceVersion: p.Live.ResourceVersion})
+	}
 }
 
 func (s *Synchronizer) remember(name string, v *verified) {

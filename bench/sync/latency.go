@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/synchronizer"
+)
+
+// observation is a CronJob's suspend flag as a watch delivered it.
+type observation struct {
+	name    string
+	suspend bool
+	at      time.Time
+}
+
+// latency runs a synchronizer live on the fleet and, once it is idle, makes changes one
+// after the other: each flips a job's enabled flag through the service (as PATCH does)
+// and waits until a watch on the namespace shows the CronJob's suspend flipped.
+func (b *bench) latency(ctx context.Context, f *fleet, changes int) error {
+	n := len(f.names)
+	b.printf("## latency (%d changes, synchronizer live over %d synced jobs)\n\n", changes, n)
+	counter := &requestCounter{}
+	cs, err := clientset(b.kubeconfig, b.limits, counter)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	obs := newObservedStore(f.db, 0)
+	logFile, err := os.Create(filepath.Join(b.outDir, "latency.log"))
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	s := synchronizer.New(synchronizer.Config{
+		Render: f.render, Workers: b.workers,
+		Logger: slog.New(slog.NewJSONHandler(logFile, nil)), Metrics: synchronizer.NewMetrics(reg),
+	}, obs, cs, nil)
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() { _ = s.Run(runCtx, f.epoch) })
+	if _, err := waitIdle(ctx, reg, obs); err != nil {
+		return err
+	}
+
+	list, err := b.admin.BatchV1().CronJobs(f.ns).List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		return err
+	}
+	w, err := b.admin.BatchV1().CronJobs(f.ns).Watch(runCtx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	seen := make(chan observation, 1024)
+	wg.Go(func() {
+		for ev := range w.ResultChan() {
+			cj, ok := ev.Object.(*batchv1.CronJob)
+			if ev.Type != watch.Modified || !ok || cj.Spec.Suspend == nil {
+				continue
+			}
+			select {
+			case seen <- observation{name: cj.Name, suspend: *cj.Spec.Suspend, at: time.Now()}:
+			case <-runCtx.Done():
+				return
+			}
+		}
+	})
+
+	targets := make([]string, 0, min(changes, n))
+	for i := range cap(targets) {
+		targets = append(targets, f.names[i*n/cap(targets)])
+	}
+	enabled := map[string]bool{}
+	for _, name := range targets {
+		enabled[name] = true
+	}
+	writes0, reads0, dbWrites0 := counter.writes.Load(), counter.reads.Load(), obs.writes.Load()
+	var total, api, async []time.Duration
+	c0 := b.cpu.sample()
+	err = b.profile("latency", func() error {
+		for i := range changes {
+			name := targets[i%len(targets)]
+			want := !enabled[name]
+			t0 := time.Now()
+			if _, err := f.svc.PatchDeployment(ctx, team, name, job.DeploymentChange{Enabled: &want}, "bench"); err != nil {
+				return err
+			}
+			t1 := time.Now()
+			timeout := time.After(10 * time.Second)
+		wait:
+			for {
+				select {
+				case o := <-seen:
+					if o.name == name && o.suspend == !want {
+						total, api, async = append(total, o.at.Sub(t0)), append(api, t1.Sub(t0)), append(async, o.at.Sub(t1))
+						break wait
+					}
+				case <-timeout:
+					return fmt.Errorf("change %d (%s enabled=%v) not seen in 10 s", i, name, want)
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			enabled[name] = want
+			time.Sleep(10 * time.Millisecond)
+		}
+		return nil
+	})
+	cpu := c0.to(b.cpu.sample())
+	if err != nil {
+		return err
+	}
+	p := percentiles(total, 0.5, 0.9, 0.99, 1)
+	pa := percentiles(api, 0.5, 0.99)
+	pw := percentiles(async, 0.5, 0.99)
+	b.printf("| | p50 | p90 | p99 | max |\n|---|---|---|---|---|\n")
+	b.printf("| PATCH enabled → suspend seen by a watch | %s | %s | %s | %s |\n", ms(p[0]), ms(p[1]), ms(p[2]), ms(p[3]))
+	b.printf("\nof which the service call (transaction + NOTIFY) p50 %s, p99 %s; after it returned p50 %s, p99 %s.\n",
+		ms(pa[0]), ms(pa[1]), ms(pw[0]), ms(pw[1]))
+	b.printf("During the %d changes the synchronizer sent %d write and %d read requests to Kubernetes, and made %d database write calls.\n",
+		changes, counter.writes.Load()-writes0, counter.reads.Load()-reads0, obs.writes.Load()-dbWrites0)
+	b.printf("\nCPU during the changes: %s\n\n", cpu)
+	return nil
+}

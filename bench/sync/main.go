@@ -1,0 +1,297 @@
+// Command sync benchmarks the datajobs synchronizer against a real PostgreSQL and a real
+// kube-apiserver (the environment of `datajobs dev --env-only --fast`), all on loopback:
+//
+//   - converge: N new deployments from an empty namespace, next to a floor program that
+//     creates the same CronJobs with plain client-go at the same concurrency and rate limits;
+//   - noop: a pass over N synced jobs, fresh and warm: Kubernetes and database writes,
+//     time and allocations;
+//   - latency: PATCH enabled through the service until the CronJob's suspend is seen
+//     changed by a watch, with the synchronizer running live;
+//   - failover: two `datajobs serve` processes; the leader is frozen, changes are written,
+//     the leader is killed, and the follower's takeover and apply are timed.
+//
+// It reads DATAJOBS_TEST_DATABASE_URL and DATAJOBS_TEST_KUBECONFIG (or -env-file), creates
+// its own databases and namespaces, removes them at the end, and stops after -timeout.
+// bench/sync/run.sh starts the environment and runs it; docs/benchmarks.md has the results.
+package main
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/sync:", err)
+		os.Exit(1)
+	}
+}
+
+// bench is one run of the benchmarks: the environment, the options and the report.
+type bench struct {
+	adminURL   string
+	kubeconfig string
+	admin      kubernetes.Interface
+	limits     limits
+	workers    int
+	outDir     string
+	datajobs   string
+	cpu        *cpuGroups
+	log        *slog.Logger
+	report     io.Writer
+	// floorVariants are extra floor runs: "get", "get+watch".
+	floorVariants []string
+}
+
+func run() error {
+	var (
+		envFile, scenarios, sizes, limitsFlag, outDir, datajobsBin string
+		repeat, noopN, changes, failoverN, workers                 int
+		timeout                                                    time.Duration
+	)
+	flag.StringVar(&envFile, "env-file", "", "file of DATAJOBS_TEST_DATABASE_URL= and DATAJOBS_TEST_KUBECONFIG= lines (default: the environment)")
+	flag.StringVar(&scenarios, "scenarios", "converge,noop,latency,failover", "benchmarks to run, in this order")
+	flag.StringVar(&sizes, "n", "1000,10000", "converge: numbers of deployments")
+	flag.IntVar(&repeat, "repeat", 3, "converge: runs per size up to 1000")
+	repeatLarge := flag.Int("repeat-large", 1, "converge: runs per size above 1000")
+	flag.IntVar(&noopN, "noop-n", 10000, "noop and latency: number of synced jobs (reuses converge's last fleet when sizes match)")
+	flag.IntVar(&changes, "changes", 200, "latency: number of changes")
+	flag.IntVar(&failoverN, "failover-n", 1000, "failover: number of pending deployments")
+	flag.IntVar(&workers, "workers", 8, "synchronizer workers, and the floor's concurrency")
+	flag.StringVar(&limitsFlag, "kube-limits", "2000/4000", "client QPS/burst of the synchronizer, the floor and the serve processes")
+	flag.StringVar(&outDir, "out", "", "folder for logs and CPU profiles (default: a new temporary folder)")
+	flag.StringVar(&datajobsBin, "datajobs", ".cache/bin/datajobs", "failover: the datajobs binary to serve with")
+	variants := flag.String("floor-variants", "", `converge: extra floor runs, comma-separated: "get" (a GET before each apply, as the synchronizer's create does), "get+watch" (and an informer on the namespace)`)
+	flag.DurationVar(&timeout, "timeout", 25*time.Minute, "stop everything after this long")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	if envFile != "" {
+		if err := loadEnvFile(envFile); err != nil {
+			return err
+		}
+	}
+	b := &bench{
+		adminURL:   os.Getenv("DATAJOBS_TEST_DATABASE_URL"),
+		kubeconfig: os.Getenv("DATAJOBS_TEST_KUBECONFIG"),
+		workers:    workers,
+		datajobs:   datajobsBin,
+		log:        slog.New(slog.NewTextHandler(os.Stderr, nil)),
+	}
+	if b.adminURL == "" || b.kubeconfig == "" {
+		return errors.New("set DATAJOBS_TEST_DATABASE_URL and DATAJOBS_TEST_KUBECONFIG (from `datajobs dev --env-only --fast --env-file FILE`), or pass -env-file FILE")
+	}
+	var err error
+	if *variants != "" {
+		b.floorVariants = strings.Split(*variants, ",")
+	}
+	if b.limits, err = parseLimits(limitsFlag); err != nil {
+		return err
+	}
+	if b.outDir = outDir; b.outDir == "" {
+		if b.outDir, err = os.MkdirTemp("", "bench-sync-"); err != nil {
+			return err
+		}
+	} else if err := os.MkdirAll(b.outDir, 0o755); err != nil {
+		return err
+	}
+	rc, err := restConfigFor(b.kubeconfig)
+	if err != nil {
+		return err
+	}
+	if b.admin, err = kubernetes.NewForConfig(rc); err != nil {
+		return err
+	}
+	u, err := url.Parse(b.adminURL)
+	if err != nil {
+		return fmt.Errorf("parse database url: %w", err)
+	}
+	b.cpu = findEnvProcesses(filepath.Dir(b.kubeconfig), u.Port())
+	if b.cpu.pgPID == 0 || len(b.cpu.pids["apiserver"]) == 0 {
+		b.log.WarnContext(ctx, "environment_processes_not_found", "detail", "CPU per process will be incomplete")
+	}
+	resultsPath := filepath.Join(b.outDir, "results.md")
+	results, err := os.Create(resultsPath)
+	if err != nil {
+		return err
+	}
+	defer results.Close()
+	b.report = io.MultiWriter(os.Stdout, results)
+
+	b.printf("# synchronizer benchmarks, %s\n\n", time.Now().UTC().Format(time.RFC3339))
+	b.printf("machine: %d CPUs (%s), %s; load average at start %s; client QPS/burst %s, %d workers; out %s\n\n",
+		runtime.NumCPU(), cpuModel(), runtime.Version(), loadAverage(), b.limits, b.workers, b.outDir)
+
+	sizeList, err := parseInts(sizes)
+	if err != nil {
+		return err
+	}
+	var kept *fleet // the last converge fleet, reused by noop and latency
+	defer func() {
+		if kept != nil {
+			kept.drop()
+		}
+	}()
+	for _, sc := range strings.Split(scenarios, ",") {
+		if ctx.Err() != nil {
+			break
+		}
+		b.log.InfoContext(ctx, "scenario_started", "scenario", sc)
+		switch sc {
+		case "converge":
+			f, err := b.converge(ctx, sizeList, repeat, *repeatLarge, noopN)
+			if kept != nil && f != nil {
+				kept.drop()
+			}
+			kept = cmp.Or(f, kept)
+			if err != nil {
+				return fmt.Errorf("converge: %w", err)
+			}
+		case "noop", "latency":
+			if kept == nil || len(kept.names) != noopN {
+				if kept != nil {
+					kept.drop()
+					kept = nil
+				}
+				if kept, err = b.syncedFleet(ctx, noopN); err != nil {
+					return fmt.Errorf("%s: %w", sc, err)
+				}
+			}
+			if sc == "noop" {
+				err = b.noop(ctx, kept)
+			} else {
+				err = b.latency(ctx, kept, changes)
+			}
+			if err != nil {
+				return fmt.Errorf("%s: %w", sc, err)
+			}
+		case "failover":
+			if kept != nil { // free the apiserver and database of the big fleet first
+				kept.drop()
+				kept = nil
+			}
+			if err := b.failover(ctx, failoverN); err != nil {
+				return fmt.Errorf("failover: %w", err)
+			}
+		default:
+			return fmt.Errorf("unknown scenario %q", sc)
+		}
+	}
+	b.printf("\nload average at end %s; results in %s\n", loadAverage(), resultsPath)
+	return ctx.Err()
+}
+
+func (b *bench) printf(format string, args ...any) {
+	fmt.Fprintf(b.report, format, args...)
+}
+
+// profile runs fn under the CPU profiler, writing out/<name>.pprof.
+func (b *bench) profile(name string, fn func() error) error {
+	path := filepath.Join(b.outDir, name+".pprof")
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return err
+	}
+	err = fn()
+	pprof.StopCPUProfile()
+	return err
+}
+
+func loadEnvFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), "=")
+		if ok && k != "" && !strings.HasPrefix(k, "#") {
+			if err := os.Setenv(k, v); err != nil {
+				return err
+			}
+		}
+	}
+	return sc.Err()
+}
+
+func parseLimits(s string) (limits, error) {
+	q, b, ok := strings.Cut(s, "/")
+	qps, err1 := strconv.ParseFloat(q, 32)
+	burst, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || qps <= 0 || burst <= 0 {
+		return limits{}, fmt.Errorf("-kube-limits %q: want QPS/burst, such as 50/100", s)
+	}
+	return limits{QPS: float32(qps), Burst: burst}, nil
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%q: want positive integers separated by commas", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func cpuModel() string {
+	raw, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "?"
+	}
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "?"
+}
+
+// percentiles returns the given quantiles of ds (nearest rank).
+func percentiles(ds []time.Duration, qs ...float64) []time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	out := make([]time.Duration, len(qs))
+	if len(s) == 0 {
+		return out
+	}
+	for i, q := range qs {
+		rank := int(q*float64(len(s))+0.999999) - 1
+		out[i] = s[min(max(rank, 0), len(s)-1)]
+	}
+	return out
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
+
+func secs(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
