@@ -114,6 +114,9 @@ type ActualDeployment struct {
 	Enabled              bool
 	DeployedBy           string
 	DeployedDate         time.Time // when the CronJob was last created or changed
+	// CronJobGeneration is the CronJob's metadata.generation as last applied or verified
+	// (0: unknown). Kubernetes bumps it on every spec change, and only then.
+	CronJobGeneration int64
 }
 
 // SameConfig reports whether two deployments render the same CronJob: everything but who

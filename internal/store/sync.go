@@ -43,7 +43,7 @@ LEFT JOIN desired_data_job_deployment d ON d.data_job_name = j.name`
 const syncActualQuery = `SELECT data_job_name, job_uid::text, generation, team, deployment_version_sha,
 	git_commit_sha, vdk_version, python_version, schedule,
 	resources_cpu_request_millis, resources_cpu_limit_millis, resources_memory_request_bytes, resources_memory_limit_bytes,
-	enabled, last_deployed_by, last_deployed_date
+	enabled, last_deployed_by, last_deployed_date, cronjob_generation
 FROM actual_data_job_deployment`
 
 // LoadSyncState reads the job, desired and actual rows of one name, fresh, in one round trip.
@@ -129,7 +129,7 @@ func scanActual(rows pgx.Rows) (*job.ActualDeployment, error) {
 		&a.JobVersion, &a.VDKVersion, &a.PythonVersion, &a.Schedule,
 		&a.Resources.CPURequestMillis, &a.Resources.CPULimitMillis,
 		&a.Resources.MemoryRequestBytes, &a.Resources.MemoryLimitBytes,
-		&a.Enabled, &a.DeployedBy, &a.DeployedDate)
+		&a.Enabled, &a.DeployedBy, &a.DeployedDate, &a.CronJobGeneration)
 	return &a, err
 }
 
@@ -149,8 +149,8 @@ up AS (
 	INSERT INTO actual_data_job_deployment (data_job_name, job_uid, generation, team, deployment_version_sha,
 		git_commit_sha, vdk_version, python_version, schedule,
 		resources_cpu_request_millis, resources_cpu_limit_millis, resources_memory_request_bytes, resources_memory_limit_bytes,
-		enabled, last_deployed_by, last_deployed_date)
-	SELECT $1, $2::uuid, $3, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17 FROM ok WHERE ok.ok
+		enabled, last_deployed_by, last_deployed_date, cronjob_generation)
+	SELECT $1, $2::uuid, $3, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18 FROM ok WHERE ok.ok
 	ON CONFLICT (data_job_name) DO UPDATE SET job_uid = EXCLUDED.job_uid, generation = EXCLUDED.generation,
 		team = EXCLUDED.team, deployment_version_sha = EXCLUDED.deployment_version_sha,
 		git_commit_sha = EXCLUDED.git_commit_sha, vdk_version = EXCLUDED.vdk_version,
@@ -160,7 +160,7 @@ up AS (
 		resources_memory_request_bytes = EXCLUDED.resources_memory_request_bytes,
 		resources_memory_limit_bytes = EXCLUDED.resources_memory_limit_bytes,
 		enabled = EXCLUDED.enabled, last_deployed_by = EXCLUDED.last_deployed_by,
-		last_deployed_date = EXCLUDED.last_deployed_date
+		last_deployed_date = EXCLUDED.last_deployed_date, cronjob_generation = EXCLUDED.cronjob_generation
 	RETURNING 1
 )
 UPDATE desired_data_job_deployment SET status = 'synced', message = '', status_generation = $3, last_sync_at = now()
@@ -169,7 +169,7 @@ WHERE data_job_name = $1 AND (SELECT ok FROM ok)`
 	tag, err := s.pool.Exec(ctx, q, a.JobName, a.JobUID, a.Generation, fence.Epoch, a.Team, a.DeploymentVersionSHA,
 		a.JobVersion, a.VDKVersion, a.PythonVersion, a.Schedule,
 		r.CPURequestMillis, r.CPULimitMillis, r.MemoryRequestBytes, r.MemoryLimitBytes,
-		a.Enabled, a.DeployedBy, a.DeployedDate)
+		a.Enabled, a.DeployedBy, a.DeployedDate, a.CronJobGeneration)
 	if err != nil {
 		return false, translate(fmt.Errorf("record applied deployment %s: %w", a.JobName, err))
 	}

@@ -92,7 +92,7 @@ func (t *term) apply(ctx context.Context, p Plan) error {
 		JobName: j.Name, JobUID: j.UID, Generation: j.Generation, Team: j.Team,
 		DeploymentVersionSHA: p.Hash, JobVersion: d.JobVersion, VDKVersion: d.VDKVersion,
 		PythonVersion: d.PythonVersion, Schedule: d.Schedule, Resources: eff, Enabled: d.Enabled,
-		DeployedBy: d.DeployedBy, DeployedDate: appliedAt(p, applied),
+		DeployedBy: d.DeployedBy, DeployedDate: appliedAt(p, applied), CronJobGeneration: applied.Generation,
 	})
 	if err != nil {
 		return err

@@ -73,6 +73,7 @@ func TestUnchangedRedeployWritesNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, rep.Errors)
 	require.Equal(t, 1, rep.Summary()["unchanged"], "plans: %v", rep.Plans)
+	require.Contains(t, rep.Plans[0].Reason, "generation as recorded", "verified without a field-by-field comparison")
 	require.Equal(t, before, f.cronJob("unchanged").ResourceVersion)
 	require.Equal(t, rows, f.rowVersions("unchanged"))
 }
@@ -186,6 +187,14 @@ func TestManualDeleteAndEditAreRepaired(t *testing.T) {
 		cj := f.cronJob("drifty")
 		return cj.Spec.Schedule == "0 * * * *" && cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Image == "registry.test/jobs/drifty:v1"
 	}, "edit reverted")
+
+	// kubectl label: a metadata edit does not bump the CronJob's generation, and is
+	// reverted all the same.
+	cj = f.cronJob("drifty")
+	cj.Labels[kube.LabelTeam] = "someone-else"
+	_, err = f.client.BatchV1().CronJobs(f.ns).Update(t.Context(), cj, metav1.UpdateOptions{FieldManager: "kubectl-label"})
+	require.NoError(t, err)
+	f.eventually(func() bool { return f.cronJob("drifty").Labels[kube.LabelTeam] == team }, "label edit reverted")
 
 	// kubectl delete.
 	uid := f.cronJob("drifty").UID
