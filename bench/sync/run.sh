@@ -12,26 +12,8 @@
 #   bash bench/sync/run.sh -kube-limits 50/100 -scenarios converge,failover -n 1000 -repeat 1
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-state=$(mktemp -d "${TMPDIR:-/tmp}/bench-sync-env.XXXXXX")
-envfile="$state/env"
-go build -o "$state/datajobs" ./cmd/datajobs
-go build -o "$state/bench-sync" ./bench/sync
-"$state/datajobs" dev --env-only --fast --state-dir "$state/env-state" --env-file "$envfile" --log-format text >"$state/dev.log" 2>&1 &
-dev=$!
-cleanup() {
-  kill -TERM "$dev" 2>/dev/null || true
-  wait "$dev" 2>/dev/null || true
-  rm -rf "$state"
-}
-trap cleanup EXIT
-for _ in $(seq 1 600); do
-  [ -s "$envfile" ] && break
-  if ! kill -0 "$dev" 2>/dev/null; then
-    echo "bench: the environment failed to start:" >&2
-    cat "$state/dev.log" >&2
-    exit 1
-  fi
-  sleep 0.2
-done
-[ -s "$envfile" ] || { echo "bench: the environment did not start in 120s" >&2; exit 1; }
-"$state/bench-sync" -env-file "$envfile" -datajobs "$state/datajobs" "$@"
+build=$(mktemp -d "${TMPDIR:-/tmp}/bench-sync-bin.XXXXXX")
+trap 'rm -rf "$build"' EXIT
+go build -o "$build/datajobs" ./cmd/datajobs
+go build -o "$build/bench-sync" ./bench/sync
+bash hack/with-env.sh "$build/datajobs" bash -c '"$0" -env-file "$DATAJOBS_ENV_FILE" -datajobs "$1" "${@:2}"' "$build/bench-sync" "$build/datajobs" "$@"
