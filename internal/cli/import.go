@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/datajobs/datajobs/internal/importer"
 	"github.com/datajobs/datajobs/internal/kube"
-	"github.com/datajobs/datajobs/internal/store"
 )
 
 func newImportCommand(g *globals) *cobra.Command {
@@ -34,9 +32,6 @@ func newImportCommand(g *globals) *cobra.Command {
 			"docs/migration.md is the runbook.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if databaseURL == "" {
-				return errors.New("the database url is required (--database-url or DATAJOBS_DATABASE_URL)")
-			}
 			log, err := g.logger()
 			if err != nil {
 				return err
@@ -46,7 +41,7 @@ func newImportCommand(g *globals) *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			db, err := store.Open(ctx, store.Config{URL: databaseURL})
+			db, err := openStore(ctx, databaseURL)
 			if err != nil {
 				return err
 			}
@@ -56,7 +51,7 @@ func newImportCommand(g *globals) *cobra.Command {
 					return err
 				}
 			}
-			cluster, err := kube.Connect(kube.ClusterConfig{Kubeconfig: kubeconfig, QPS: 50, Burst: 100, UserAgent: "datajobs-import/" + Version})
+			cluster, err := connectCluster(kubeconfig, "import")
 			if err != nil {
 				return err
 			}

@@ -4,8 +4,6 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-
-	"github.com/datajobs/datajobs/internal/store"
 )
 
 func newMigrateCommand(g *globals) *cobra.Command {
@@ -15,10 +13,7 @@ func newMigrateCommand(g *globals) *cobra.Command {
 		Short: "Apply the database migrations and exit",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if databaseURL == "" {
-				return fmt.Errorf("the database url is required (--database-url or DATAJOBS_DATABASE_URL)")
-			}
-			db, err := store.Open(cmd.Context(), store.Config{URL: databaseURL})
+			db, err := openStore(cmd.Context(), databaseURL)
 			if err != nil {
 				return err
 			}

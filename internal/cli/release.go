@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/datajobs/datajobs/internal/importer"
-	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/store"
 )
 
@@ -36,7 +35,7 @@ func newReleaseCommand(g *globals) *cobra.Command {
 			}
 			ctx := cmd.Context()
 			if databaseURL != "" {
-				db, err := store.Open(ctx, store.Config{URL: databaseURL})
+				db, err := openStore(ctx, databaseURL)
 				if err != nil {
 					return err
 				}
@@ -49,7 +48,7 @@ func newReleaseCommand(g *globals) *cobra.Command {
 					return fmt.Errorf("a synchronizer (%s) holds the lease until %s and would adopt the CronJobs again: run serve with --sync-mode=off first", holder, expires.Format(time.RFC3339))
 				}
 			}
-			cluster, err := kube.Connect(kube.ClusterConfig{Kubeconfig: kubeconfig, QPS: 50, Burst: 100, UserAgent: "datajobs-release/" + Version})
+			cluster, err := connectCluster(kubeconfig, "release")
 			if err != nil {
 				return err
 			}

@@ -34,9 +34,6 @@ func newSyncCommand(g *globals) *cobra.Command {
 			if !once {
 				return errors.New("only one pass is supported: add --once (the continuous synchronizer runs in serve)")
 			}
-			if databaseURL == "" {
-				return errors.New("the database url is required (--database-url or DATAJOBS_DATABASE_URL)")
-			}
 			log, err := g.logger()
 			if err != nil {
 				return err
@@ -46,12 +43,12 @@ func newSyncCommand(g *globals) *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			db, err := store.Open(ctx, store.Config{URL: databaseURL})
+			db, err := openStore(ctx, databaseURL)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			cluster, err := kube.Connect(kube.ClusterConfig{Kubeconfig: kubeconfig, QPS: 50, Burst: 100, UserAgent: "datajobs-sync/" + Version})
+			cluster, err := connectCluster(kubeconfig, "sync")
 			if err != nil {
 				return err
 			}

@@ -1,0 +1,23 @@
+package cli
+
+import (
+	"context"
+	"errors"
+
+	"github.com/datajobs/datajobs/internal/kube"
+	"github.com/datajobs/datajobs/internal/store"
+)
+
+// openStore opens the database of a one-shot command; the caller closes it.
+func openStore(ctx context.Context, databaseURL string) (*store.Store, error) {
+	if databaseURL == "" {
+		return nil, errors.New("the database url is required (--database-url or DATAJOBS_DATABASE_URL)")
+	}
+	return store.Open(ctx, store.Config{URL: databaseURL})
+}
+
+// connectCluster builds the Kubernetes client of a one-shot command, named after it in
+// the apiserver's logs.
+func connectCluster(kubeconfig, command string) (*kube.Cluster, error) {
+	return kube.Connect(kube.ClusterConfig{Kubeconfig: kubeconfig, QPS: 50, Burst: 100, UserAgent: "datajobs-" + command + "/" + Version})
+}
