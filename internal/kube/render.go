@@ -76,8 +76,8 @@ const (
 	EnvNotifiedOnDeploy    = "VDK_NOTIFIED_ON_JOB_DEPLOY"
 )
 
-// ManagedSelector is the label selector of every CronJob datajobs manages; the informer
-// watches only these, and nothing outside it is ever touched.
+// ManagedSelector is the label selector of every CronJob datajobs manages: nothing
+// outside it is ever written, except the one CronJob an import recorded for adoption.
 func ManagedSelector() labels.Selector {
 	return labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue})
 }

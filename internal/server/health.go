@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"sync"
 	"time"
@@ -66,11 +67,7 @@ func (h *health) ready(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, body)
 }
 
-type healthError string
-
-func (e healthError) Error() string { return string(e) }
-
-const errMigrationsPending = healthError("database migrations have not been applied yet")
+var errMigrationsPending = errors.New("database migrations have not been applied yet")
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")

@@ -20,23 +20,8 @@ type DeploymentState struct {
 	Actual  *job.ActualDeployment
 }
 
-// stateQuery reads a job with its desired and actual deployments. Absent desired or
-// actual columns read as zero values, told apart by the two has_* flags.
-const stateQuery = `SELECT ` + jobColumns + `,
-	d.data_job_name IS NOT NULL, COALESCE(d.git_commit_sha, ''), COALESCE(d.vdk_version, ''),
-	COALESCE(d.python_version, ''), COALESCE(d.schedule, ''),
-	COALESCE(d.resources_cpu_request_millis, 0), COALESCE(d.resources_cpu_limit_millis, 0),
-	COALESCE(d.resources_memory_request_bytes, 0), COALESCE(d.resources_memory_limit_bytes, 0),
-	COALESCE(d.enabled, false), COALESCE(d.last_deployed_by, ''),
-	COALESCE(d.last_deployed_date, 'epoch'::timestamptz), COALESCE(d.status, ''), COALESCE(d.message, ''),
-	COALESCE(d.status_generation, 0), d.last_sync_at,
-	a.data_job_name IS NOT NULL, COALESCE(a.job_uid::text, ''), COALESCE(a.generation, 0), COALESCE(a.team, ''),
-	COALESCE(a.deployment_version_sha, ''), COALESCE(a.git_commit_sha, ''), COALESCE(a.vdk_version, ''),
-	COALESCE(a.python_version, ''), COALESCE(a.schedule, ''),
-	COALESCE(a.resources_cpu_request_millis, 0), COALESCE(a.resources_cpu_limit_millis, 0),
-	COALESCE(a.resources_memory_request_bytes, 0), COALESCE(a.resources_memory_limit_bytes, 0),
-	COALESCE(a.enabled, false), COALESCE(a.last_deployed_by, ''),
-	COALESCE(a.last_deployed_date, 'epoch'::timestamptz)
+// stateQuery reads a job with its desired and actual deployments in one query.
+const stateQuery = `SELECT ` + jobColumns + `, ` + joinedDesiredColumns + `, ` + joinedActualColumns + `
 FROM data_job j
 LEFT JOIN desired_data_job_deployment d ON d.data_job_name = j.name
 LEFT JOIN actual_data_job_deployment a ON a.data_job_name = j.name AND a.job_uid = j.uid
@@ -44,35 +29,13 @@ WHERE j.name = $1`
 
 // scanState reads one row of stateQuery; the caller checks the team.
 func scanState(row pgx.Row) (DeploymentState, error) {
-	var (
-		st                  DeploymentState
-		d                   job.Deployment
-		a                   job.ActualDeployment
-		hasDesired, hasActu bool
-		status              string
-	)
-	dest := append(jobDest(&st.Job),
-		&hasDesired, &d.JobVersion, &d.VDKVersion, &d.PythonVersion, &d.Schedule,
-		&d.Resources.CPURequestMillis, &d.Resources.CPULimitMillis,
-		&d.Resources.MemoryRequestBytes, &d.Resources.MemoryLimitBytes,
-		&d.Enabled, &d.DeployedBy, &d.DeployedDate, &status, &d.Message, &d.StatusGeneration, &d.LastSyncAt,
-		&hasActu, &a.JobUID, &a.Generation, &a.Team, &a.DeploymentVersionSHA, &a.JobVersion, &a.VDKVersion,
-		&a.PythonVersion, &a.Schedule,
-		&a.Resources.CPURequestMillis, &a.Resources.CPULimitMillis,
-		&a.Resources.MemoryRequestBytes, &a.Resources.MemoryLimitBytes,
-		&a.Enabled, &a.DeployedBy, &a.DeployedDate)
+	var st DeploymentState
+	var r joined
+	dest := append(append(jobDest(&st.Job), r.desiredDest()...), r.actualDest()...)
 	if err := row.Scan(dest...); err != nil {
 		return DeploymentState{}, err
 	}
-	if hasDesired {
-		d.JobName = st.Job.Name
-		d.Status = job.SyncStatus(status)
-		st.Desired = &d
-	}
-	if hasActu {
-		a.JobName = st.Job.Name
-		st.Actual = &a
-	}
+	st.Desired, st.Actual = r.deployment(st.Job), r.actual(st.Job)
 	return st, nil
 }
 

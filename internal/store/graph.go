@@ -395,21 +395,7 @@ func pageColumns(cols JobColumns) string {
 			" j.notified_on_job_success, j.notified_on_job_deploy")
 	}
 	if cols.Deployment {
-		c = append(c, `j.generation, j.uid::text,
-	d.data_job_name IS NOT NULL, COALESCE(d.git_commit_sha, ''), COALESCE(d.vdk_version, ''),
-	COALESCE(d.python_version, ''), COALESCE(d.schedule, ''),
-	COALESCE(d.resources_cpu_request_millis, 0), COALESCE(d.resources_cpu_limit_millis, 0),
-	COALESCE(d.resources_memory_request_bytes, 0), COALESCE(d.resources_memory_limit_bytes, 0),
-	COALESCE(d.enabled, false), COALESCE(d.last_deployed_by, ''),
-	COALESCE(d.last_deployed_date, 'epoch'::timestamptz), COALESCE(d.status, ''), COALESCE(d.message, ''),
-	COALESCE(d.status_generation, 0), d.last_sync_at,
-	a.data_job_name IS NOT NULL, COALESCE(a.generation, 0), COALESCE(a.team, ''),
-	COALESCE(a.deployment_version_sha, ''), COALESCE(a.git_commit_sha, ''), COALESCE(a.vdk_version, ''),
-	COALESCE(a.python_version, ''), COALESCE(a.schedule, ''),
-	COALESCE(a.resources_cpu_request_millis, 0), COALESCE(a.resources_cpu_limit_millis, 0),
-	COALESCE(a.resources_memory_request_bytes, 0), COALESCE(a.resources_memory_limit_bytes, 0),
-	COALESCE(a.enabled, false), COALESCE(a.last_deployed_by, ''),
-	COALESCE(a.last_deployed_date, 'epoch'::timestamptz)`)
+		c = append(c, "j.generation, j.uid::text, "+joinedDesiredColumns+", "+joinedActualColumns)
 	}
 	if cols.LastExecution {
 		c = append(c, "COALESCE(j.last_execution_status, ''), j.last_execution_end_time, j.last_execution_duration")
@@ -419,12 +405,9 @@ func pageColumns(cols JobColumns) string {
 
 func scanJobRow(rows pgx.Rows, cols JobColumns) (JobRow, error) {
 	var (
-		r                   JobRow
-		d                   job.Deployment
-		a                   job.ActualDeployment
-		hasDesired, hasActu bool
-		status              string
-		j                   = &r.Job
+		r  JobRow
+		jr joined
+		j  = &r.Job
 	)
 	dest := make([]any, 1, 64)
 	dest[0] = &j.Name
@@ -438,16 +421,7 @@ func scanJobRow(rows pgx.Rows, cols JobColumns) (JobRow, error) {
 			&c.NotifiedOnJobSuccess, &c.NotifiedOnJobDeploy)
 	}
 	if cols.Deployment {
-		dest = append(dest, &j.Generation, &j.UID,
-			&hasDesired, &d.JobVersion, &d.VDKVersion, &d.PythonVersion, &d.Schedule,
-			&d.Resources.CPURequestMillis, &d.Resources.CPULimitMillis,
-			&d.Resources.MemoryRequestBytes, &d.Resources.MemoryLimitBytes,
-			&d.Enabled, &d.DeployedBy, &d.DeployedDate, &status, &d.Message, &d.StatusGeneration, &d.LastSyncAt,
-			&hasActu, &a.Generation, &a.Team, &a.DeploymentVersionSHA, &a.JobVersion, &a.VDKVersion,
-			&a.PythonVersion, &a.Schedule,
-			&a.Resources.CPURequestMillis, &a.Resources.CPULimitMillis,
-			&a.Resources.MemoryRequestBytes, &a.Resources.MemoryLimitBytes,
-			&a.Enabled, &a.DeployedBy, &a.DeployedDate)
+		dest = append(append(append(dest, &j.Generation, &j.UID), jr.desiredDest()...), jr.actualDest()...)
 	}
 	if cols.LastExecution {
 		dest = append(dest, &r.LastExecution.Status, &r.LastExecution.EndTime, &r.LastExecution.DurationSeconds)
@@ -455,15 +429,7 @@ func scanJobRow(rows pgx.Rows, cols JobColumns) (JobRow, error) {
 	if err := rows.Scan(dest...); err != nil {
 		return JobRow{}, err
 	}
-	if hasDesired {
-		d.JobName = j.Name
-		d.Status = job.SyncStatus(status)
-		r.Desired = &d
-	}
-	if hasActu {
-		a.JobName, a.JobUID = j.Name, j.UID
-		r.Actual = &a
-	}
+	r.Desired, r.Actual = jr.deployment(*j), jr.actual(*j)
 	return r, nil
 }
 

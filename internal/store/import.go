@@ -288,28 +288,7 @@ ON CONFLICT (data_job_name) DO UPDATE SET git_commit_sha = excluded.git_commit_s
 
 // upsertImportedActual records the CronJob as applied for the job's UID and generation.
 func upsertImportedActual(ctx context.Context, tx Tx, a job.ActualDeployment) error {
-	const q = `
-INSERT INTO actual_data_job_deployment (data_job_name, job_uid, generation, team, deployment_version_sha,
-	git_commit_sha, vdk_version, python_version, schedule,
-	resources_cpu_request_millis, resources_cpu_limit_millis, resources_memory_request_bytes, resources_memory_limit_bytes,
-	enabled, last_deployed_by, last_deployed_date)
-VALUES ($1, $2::uuid, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
-ON CONFLICT (data_job_name) DO UPDATE SET job_uid = excluded.job_uid, generation = excluded.generation,
-	team = excluded.team, deployment_version_sha = excluded.deployment_version_sha,
-	git_commit_sha = excluded.git_commit_sha, vdk_version = excluded.vdk_version,
-	python_version = excluded.python_version, schedule = excluded.schedule,
-	resources_cpu_request_millis = excluded.resources_cpu_request_millis,
-	resources_cpu_limit_millis = excluded.resources_cpu_limit_millis,
-	resources_memory_request_bytes = excluded.resources_memory_request_bytes,
-	resources_memory_limit_bytes = excluded.resources_memory_limit_bytes,
-	enabled = excluded.enabled, last_deployed_by = excluded.last_deployed_by,
-	last_deployed_date = excluded.last_deployed_date`
-	r := a.Resources
-	_, err := tx.Exec(ctx, q, a.JobName, a.JobUID, a.Generation, a.Team, a.DeploymentVersionSHA,
-		a.JobVersion, a.VDKVersion, a.PythonVersion, a.Schedule,
-		r.CPURequestMillis, r.CPULimitMillis, r.MemoryRequestBytes, r.MemoryLimitBytes,
-		a.Enabled, a.DeployedBy, a.DeployedDate)
-	if err != nil {
+	if _, err := tx.Exec(ctx, upsertActual(""), actualValues(a)...); err != nil {
 		return fmt.Errorf("write actual deployment of %s: %w", a.JobName, err)
 	}
 	return nil

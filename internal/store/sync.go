@@ -29,14 +29,7 @@ type Fence struct {
 	Epoch int64
 }
 
-const syncJobQuery = `SELECT ` + jobColumns + `,
-	d.data_job_name IS NOT NULL, COALESCE(d.git_commit_sha, ''), COALESCE(d.vdk_version, ''),
-	COALESCE(d.python_version, ''), COALESCE(d.schedule, ''),
-	COALESCE(d.resources_cpu_request_millis, 0), COALESCE(d.resources_cpu_limit_millis, 0),
-	COALESCE(d.resources_memory_request_bytes, 0), COALESCE(d.resources_memory_limit_bytes, 0),
-	COALESCE(d.enabled, false), COALESCE(d.last_deployed_by, ''),
-	COALESCE(d.last_deployed_date, 'epoch'::timestamptz), COALESCE(d.status, ''), COALESCE(d.message, ''),
-	COALESCE(d.status_generation, 0), d.last_sync_at, d.adopt_cronjob_uid, d.adopted_spec
+const syncJobQuery = `SELECT ` + jobColumns + `, ` + joinedDesiredColumns + `, d.adopt_cronjob_uid, d.adopted_spec
 FROM data_job j
 LEFT JOIN desired_data_job_deployment d ON d.data_job_name = j.name`
 
@@ -96,31 +89,20 @@ func (s *Store) loadSyncStates(ctx context.Context, jobWhere, actualWhere string
 
 func scanSyncJob(rows pgx.Rows) (*job.Job, *job.Deployment, error) {
 	var (
-		j          job.Job
-		d          job.Deployment
-		hasDesired bool
-		status     string
-		adoptUID   *string
-		adopted    []byte
+		j        job.Job
+		r        joined
+		adoptUID *string
+		adopted  []byte
 	)
-	dest := append(jobDest(&j),
-		&hasDesired, &d.JobVersion, &d.VDKVersion, &d.PythonVersion, &d.Schedule,
-		&d.Resources.CPURequestMillis, &d.Resources.CPULimitMillis,
-		&d.Resources.MemoryRequestBytes, &d.Resources.MemoryLimitBytes,
-		&d.Enabled, &d.DeployedBy, &d.DeployedDate, &status, &d.Message, &d.StatusGeneration, &d.LastSyncAt,
-		&adoptUID, &adopted)
+	dest := append(append(jobDest(&j), r.desiredDest()...), &adoptUID, &adopted)
 	if err := rows.Scan(dest...); err != nil {
 		return nil, nil, err
 	}
-	if !hasDesired {
-		return &j, nil, nil
-	}
-	if adoptUID != nil && adopted != nil {
+	d := r.deployment(j)
+	if d != nil && adoptUID != nil && adopted != nil {
 		d.Adopted = &job.Adoption{CronJobUID: *adoptUID, Spec: adopted}
 	}
-	d.JobName = j.Name
-	d.Status = job.SyncStatus(status)
-	return &j, &d, nil
+	return &j, d, nil
 }
 
 func scanActual(rows pgx.Rows) (*job.ActualDeployment, error) {
@@ -134,42 +116,57 @@ func scanActual(rows pgx.Rows) (*job.ActualDeployment, error) {
 }
 
 // currentDesired is true while the job still has the incarnation ($2) and generation ($3)
-// a result was computed for, and the writer's term ($4) holds the lease: a stale result
-// never overwrites a newer desired state, and a deposed leader writes nothing.
-var currentDesired = `EXISTS (SELECT 1 FROM data_job j JOIN desired_data_job_deployment d ON d.data_job_name = j.name
-	WHERE j.name = $1 AND j.uid = $2::uuid AND j.generation = $3) AND ` + LeaseHeldCondition("'"+SyncLeaseName+"'", "$4")
+// a result was computed for, and the writer's term (epochArg) holds the lease: a stale
+// result never overwrites a newer desired state, and a deposed leader writes nothing.
+func currentDesired(epochArg string) string {
+	return `EXISTS (SELECT 1 FROM data_job j JOIN desired_data_job_deployment d ON d.data_job_name = j.name
+	WHERE j.name = $1 AND j.uid = $2::uuid AND j.generation = $3) AND ` + LeaseHeldCondition("'"+SyncLeaseName+"'", epochArg)
+}
+
+// upsertActual is the insert-or-replace of an actual deployment row from the 17 values
+// of actualValues ($1 to $17), selected FROM the given source (a CTE condition, or a
+// VALUES row).
+func upsertActual(source string) string {
+	return `INSERT INTO actual_data_job_deployment (data_job_name, job_uid, generation, team, deployment_version_sha,
+	git_commit_sha, vdk_version, python_version, schedule,
+	resources_cpu_request_millis, resources_cpu_limit_millis, resources_memory_request_bytes, resources_memory_limit_bytes,
+	enabled, last_deployed_by, last_deployed_date, cronjob_generation)
+SELECT $1, $2::uuid, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17 ` + source + `
+ON CONFLICT (data_job_name) DO UPDATE SET job_uid = EXCLUDED.job_uid, generation = EXCLUDED.generation,
+	team = EXCLUDED.team, deployment_version_sha = EXCLUDED.deployment_version_sha,
+	git_commit_sha = EXCLUDED.git_commit_sha, vdk_version = EXCLUDED.vdk_version,
+	python_version = EXCLUDED.python_version, schedule = EXCLUDED.schedule,
+	resources_cpu_request_millis = EXCLUDED.resources_cpu_request_millis,
+	resources_cpu_limit_millis = EXCLUDED.resources_cpu_limit_millis,
+	resources_memory_request_bytes = EXCLUDED.resources_memory_request_bytes,
+	resources_memory_limit_bytes = EXCLUDED.resources_memory_limit_bytes,
+	enabled = EXCLUDED.enabled, last_deployed_by = EXCLUDED.last_deployed_by,
+	last_deployed_date = EXCLUDED.last_deployed_date, cronjob_generation = EXCLUDED.cronjob_generation`
+}
+
+// actualValues are the arguments $1 to $17 of upsertActual.
+func actualValues(a job.ActualDeployment) []any {
+	r := a.Resources
+	return []any{
+		a.JobName, a.JobUID, a.Generation, a.Team, a.DeploymentVersionSHA,
+		a.JobVersion, a.VDKVersion, a.PythonVersion, a.Schedule,
+		r.CPURequestMillis, r.CPULimitMillis, r.MemoryRequestBytes, r.MemoryLimitBytes,
+		a.Enabled, a.DeployedBy, a.DeployedDate, a.CronJobGeneration,
+	}
+}
 
 // RecordApplied records that the CronJob of a job now matches its desired deployment at
 // generation a.Generation: it upserts the actual row and marks the deployment synced, in
 // one statement and only if that generation is still the job's current one. It reports
 // whether it wrote.
 func (s *Store) RecordApplied(ctx context.Context, fence Fence, a job.ActualDeployment) (bool, error) {
-	q := `WITH ok AS (SELECT ` + currentDesired + ` AS ok),
-up AS (
-	INSERT INTO actual_data_job_deployment (data_job_name, job_uid, generation, team, deployment_version_sha,
-		git_commit_sha, vdk_version, python_version, schedule,
-		resources_cpu_request_millis, resources_cpu_limit_millis, resources_memory_request_bytes, resources_memory_limit_bytes,
-		enabled, last_deployed_by, last_deployed_date, cronjob_generation)
-	SELECT $1, $2::uuid, $3, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18 FROM ok WHERE ok.ok
-	ON CONFLICT (data_job_name) DO UPDATE SET job_uid = EXCLUDED.job_uid, generation = EXCLUDED.generation,
-		team = EXCLUDED.team, deployment_version_sha = EXCLUDED.deployment_version_sha,
-		git_commit_sha = EXCLUDED.git_commit_sha, vdk_version = EXCLUDED.vdk_version,
-		python_version = EXCLUDED.python_version, schedule = EXCLUDED.schedule,
-		resources_cpu_request_millis = EXCLUDED.resources_cpu_request_millis,
-		resources_cpu_limit_millis = EXCLUDED.resources_cpu_limit_millis,
-		resources_memory_request_bytes = EXCLUDED.resources_memory_request_bytes,
-		resources_memory_limit_bytes = EXCLUDED.resources_memory_limit_bytes,
-		enabled = EXCLUDED.enabled, last_deployed_by = EXCLUDED.last_deployed_by,
-		last_deployed_date = EXCLUDED.last_deployed_date, cronjob_generation = EXCLUDED.cronjob_generation
+	q := `WITH ok AS (SELECT ` + currentDesired("$18") + ` AS ok),
+up AS (` + upsertActual("FROM ok WHERE ok.ok") + `
 	RETURNING 1
 )
 UPDATE desired_data_job_deployment SET status = 'synced', message = '', status_generation = $3, last_sync_at = now()
 WHERE data_job_name = $1 AND (SELECT ok FROM ok)`
-	r := a.Resources
-	tag, err := s.pool.Exec(ctx, q, a.JobName, a.JobUID, a.Generation, fence.Epoch, a.Team, a.DeploymentVersionSHA,
-		a.JobVersion, a.VDKVersion, a.PythonVersion, a.Schedule,
-		r.CPURequestMillis, r.CPULimitMillis, r.MemoryRequestBytes, r.MemoryLimitBytes,
-		a.Enabled, a.DeployedBy, a.DeployedDate, a.CronJobGeneration)
+	tag, err := s.pool.Exec(ctx, q, append(actualValues(a), fence.Epoch)...)
 	if err != nil {
 		return false, translate(fmt.Errorf("record applied deployment %s: %w", a.JobName, err))
 	}
@@ -180,7 +177,7 @@ WHERE data_job_name = $1 AND (SELECT ok FROM ok)`
 // (user_error or platform_error) and the message the user sees, if gen is still current.
 func (s *Store) RecordFailure(ctx context.Context, fence Fence, name, uid string, gen int64, status job.SyncStatus, message string) (bool, error) {
 	q := `UPDATE desired_data_job_deployment SET status = $5, message = $6, status_generation = $3, last_sync_at = now()
-WHERE data_job_name = $1 AND ` + currentDesired + ` AND (status, message, status_generation) IS DISTINCT FROM ($5, $6, $3)`
+WHERE data_job_name = $1 AND ` + currentDesired("$4") + ` AND (status, message, status_generation) IS DISTINCT FROM ($5, $6, $3)`
 	tag, err := s.pool.Exec(ctx, q, name, uid, gen, fence.Epoch, string(status), message)
 	if err != nil {
 		return false, translate(fmt.Errorf("record failed deployment %s: %w", name, err))

@@ -25,12 +25,12 @@ func (t *term) execute(ctx context.Context, p Plan) error {
 	s.recordPlan(p)
 	if p.Action == ActionUnchanged || p.Action == ActionHold {
 		s.rememberUnchanged(p)
-		s.metrics.reconciled(p.Action, nil)
+		s.metrics.reconciled(string(p.Action), nil)
 		return nil
 	}
 	if s.cfg.DryRun {
 		log.InfoContext(ctx, "sync_planned", "reason", p.Reason)
-		s.metrics.reconciled(p.Action, nil)
+		s.metrics.reconciled(string(p.Action), nil)
 		return nil
 	}
 	start := time.Now()
@@ -43,7 +43,7 @@ func (t *term) execute(ctx context.Context, p Plan) error {
 	default:
 		err = t.apply(ctx, p)
 	}
-	s.metrics.reconciled(p.Action, err)
+	s.metrics.reconciled(string(p.Action), err)
 	if err != nil {
 		log.WarnContext(ctx, "sync_failed", "reason", p.Reason, "error", err)
 		return err
@@ -60,7 +60,15 @@ func (t *term) apply(ctx context.Context, p Plan) error {
 	var err error
 	switch p.Action {
 	case ActionCreate:
-		applied, err = t.create(ctx, p.Rendered)
+		if p.Live != nil {
+			// The old CronJob is still being deleted (its finalizer): create it once it is gone.
+			return errStale
+		}
+		// The plan saw no CronJob of this name, managed or not, in the cache: datajobs
+		// never takes over what it did not create. The cache may lag behind an unmanaged
+		// CronJob created in the last milliseconds; a GET here would close that window at
+		// the price of a second request per create (docs/benchmarks.md).
+		applied, err = s.applier.Apply(ctx, p.Rendered)
 	case ActionReplace:
 		applied, err = s.applier.Replace(ctx, p.Live, p.Rendered)
 	case ActionRecord:
@@ -103,25 +111,6 @@ func (t *term) apply(ctx context.Context, p Plan) error {
 	}
 	s.remember(p.Name, &verified{uid: j.UID, generation: j.Generation, resourceVersion: applied.ResourceVersion})
 	return nil
-}
-
-// create applies a CronJob that the plan found missing, after checking the cache once more
-// (it also holds unmanaged CronJobs): datajobs never takes over what it did not create.
-// The cache may lag behind an unmanaged CronJob created in the last milliseconds; a GET
-// here would close that window at the price of a second request per create.
-func (t *term) create(ctx context.Context, cj *batchv1.CronJob) (*batchv1.CronJob, error) {
-	existing, err := t.lister.Get(cj.Name)
-	switch {
-	case apierrors.IsNotFound(err):
-		return t.s.applier.Apply(ctx, cj)
-	case err != nil:
-		return nil, err
-	case existing.Labels[kube.LabelManagedBy] != kube.ManagedByValue:
-		return nil, fmt.Errorf("a CronJob named %s exists in namespace %s and is not managed by datajobs; it is left alone", cj.Name, cj.Namespace)
-	default:
-		// The cache lagged behind our own create; plan again from the live object.
-		return nil, errStale
-	}
 }
 
 // delete removes the CronJob (if any), confirms with the apiserver that it is gone, and

@@ -76,15 +76,8 @@ func (m *Metrics) queue(q workqueue.TypedRateLimitingInterface[string]) {
 	m.currentQueueLen = q.Len
 }
 
-func (m *Metrics) reconciled(action any, err error) {
-	a := ""
-	switch v := action.(type) {
-	case Action:
-		a = string(v)
-	case string:
-		a = v
-	}
-	m.reconciles.WithLabelValues(a, result(err)).Inc()
+func (m *Metrics) reconciled(action string, err error) {
+	m.reconciles.WithLabelValues(action, result(err)).Inc()
 }
 
 func (m *Metrics) passDone(start time.Time, err error) {
