@@ -38,6 +38,7 @@ type options struct {
 	jobsQuery http.Handler
 	storeURL  string // a store on another URL (e.g. a database that is down)
 	sources   service.SourcesConfig
+	api       httpapi.Config // JobsQuery is set from jobsQuery
 }
 
 func newEnv(t testing.TB, opts ...func(*options)) *env {
@@ -64,7 +65,9 @@ func newEnv(t testing.TB, opts ...func(*options)) *env {
 	require.NoError(t, err)
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, nil))
-	h := httpapi.New(httpapi.Config{JobsQuery: o.jobsQuery}, svc, logger)
+	apiCfg := o.api
+	apiCfg.JobsQuery = o.jobsQuery
+	h := httpapi.New(apiCfg, svc, logger)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() {

@@ -59,6 +59,7 @@ func (a *api) middleware(mux *http.ServeMux) http.Handler {
 				slog.String("op_id", id))
 		}()
 
+		deadlines(rec, a.cfg.RequestTimeout) // sources transfers extend theirs
 		if _, pattern := mux.Handler(r); pattern == "" {
 			a.unrouted(rec, r, mux)
 			return

@@ -16,6 +16,7 @@ const (
 	KindTooLarge                       // request body over the limit: 413
 	KindUnavailable                    // a dependency is down: 503
 	KindNotImplemented                 // feature not available yet: 501
+	KindBusy                           // too many requests of the kind at once, retry later: 429
 )
 
 // Error is a user-facing error in the shape of VDK's error body.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -129,4 +130,99 @@ SELECT count(*) FROM j`
 		return job.JobNotFound(team, name)
 	}
 	return nil
+}
+
+// sourcesChunk is how much of an archive one query of SourcesReader reads: a download
+// holds this much memory and no connection between chunks, whatever the archive's size.
+const sourcesChunk = 1 << 20
+
+// SourcesReader reads one stored archive in chunks, one query each (the column is stored
+// out of line and uncompressed, so PostgreSQL reads only the chunk's pages). It is an
+// io.Reader bound to the context it was opened with.
+type SourcesReader struct {
+	// Version is the version being read.
+	Version string
+	// Size is the archive's size in bytes.
+	Size int64
+
+	ctx  context.Context //nolint:containedctx // an io.Reader has no context argument
+	s    *Store
+	name string
+	off  int64
+}
+
+// OpenSources returns a reader of the version of the sources of the job name of team, or
+// of its latest when version is "". A missing job is job.JobNotFound; a job without those
+// sources is ErrNoSources. A version deleted while it is read fails the read.
+func (s *Store) OpenSources(ctx context.Context, team, name, version string) (*SourcesReader, error) {
+	const q = `
+SELECT s.version_sha, s.size_bytes
+FROM data_job j
+LEFT JOIN LATERAL (
+	SELECT version_sha, size_bytes FROM data_job_source s
+	WHERE s.job_name = j.name AND ($3 = '' OR s.version_sha = $3)
+	ORDER BY s.upload_seq DESC LIMIT 1
+) s ON true
+WHERE j.name = $1 AND j.team = $2`
+	var ver *string
+	var size *int64
+	err := s.pool.QueryRow(ctx, q, name, team, version).Scan(&ver, &size)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, job.JobNotFound(team, name)
+	}
+	if err != nil {
+		return nil, translate(fmt.Errorf("open sources of %s: %w", name, err))
+	}
+	if ver == nil {
+		return nil, ErrNoSources
+	}
+	return &SourcesReader{Version: *ver, Size: *size, ctx: ctx, s: s, name: name}, nil
+}
+
+// Read reads the next bytes of the archive into p, at most one chunk.
+func (r *SourcesReader) Read(p []byte) (int, error) {
+	chunk, err := r.next(int64(len(p)))
+	return copy(p, chunk), err
+}
+
+// WriteTo writes the rest of the archive to w chunk by chunk (io.Copy uses it).
+func (r *SourcesReader) WriteTo(w io.Writer) (int64, error) {
+	var written int64
+	for {
+		chunk, err := r.next(sourcesChunk)
+		n, werr := w.Write(chunk)
+		written += int64(n)
+		if errors.Is(err, io.EOF) {
+			return written, nil
+		}
+		if err != nil {
+			return written, err
+		}
+		if werr != nil {
+			return written, werr
+		}
+	}
+}
+
+// next reads the next chunk of at most n bytes; io.EOF at the end.
+func (r *SourcesReader) next(n int64) ([]byte, error) {
+	if r.off >= r.Size {
+		return nil, io.EOF
+	}
+	n = min(n, r.Size-r.off, sourcesChunk)
+	var chunk []byte
+	// substring counts from 1.
+	err := r.s.pool.QueryRow(r.ctx, `SELECT substring(archive FROM $3 FOR $4) FROM data_job_source WHERE job_name = $1 AND version_sha = $2`,
+		r.name, r.Version, r.off+1, n).Scan(&chunk)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("read sources %s of %s: %w", r.Version, r.name, ErrNoSources)
+	}
+	if err != nil {
+		return nil, translate(fmt.Errorf("read sources %s of %s: %w", r.Version, r.name, err))
+	}
+	if len(chunk) == 0 {
+		return nil, io.ErrUnexpectedEOF
+	}
+	r.off += int64(len(chunk))
+	return chunk, nil
 }
