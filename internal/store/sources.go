@@ -34,7 +34,7 @@ type Sources struct {
 // the upload's reason, user and time change: the same files give the same version.
 // Then only the keep latest versions are kept, and the version the job's desired
 // deployment names; keep <= 0 keeps all. A missing job (or one of another team) is not
-// found.
+// found; sources that would take the team over its quota of bytes are refused.
 func (s *Store) SaveSources(ctx context.Context, team, name string, src Sources, keep int) error {
 	return s.InTx(ctx, func(tx Tx) error {
 		// FOR SHARE: a concurrent delete of the job waits for this upload, and then
@@ -55,7 +55,8 @@ WHERE job_name = $1 AND version_sha = $2`, name, src.Version, src.Reason, src.Up
 		if err != nil {
 			return writeError(fmt.Sprintf("save sources of %s", name), err)
 		}
-		if tag.RowsAffected() == 0 {
+		added := tag.RowsAffected() == 0
+		if added {
 			// ON CONFLICT: a concurrent upload of the same content may have won.
 			_, err = tx.Exec(ctx, `
 INSERT INTO data_job_source (job_name, version_sha, archive, size_bytes, reason, uploaded_by, uploaded_at)
@@ -67,21 +68,32 @@ ON CONFLICT (job_name, version_sha) DO UPDATE SET upload_seq = nextval('data_job
 				return writeError(fmt.Sprintf("save sources of %s", name), err)
 			}
 		}
-		if keep <= 0 {
-			return nil
+		if keep > 0 {
+			if err := pruneSources(ctx, tx, name, keep); err != nil {
+				return err
+			}
 		}
-		_, err = tx.Exec(ctx, `
+		if !added {
+			return nil // no byte more than before
+		}
+		return s.checkSourcesQuota(ctx, tx, team)
+	})
+}
+
+// pruneSources deletes the versions of the sources of the job name but the keep latest
+// and the one its desired deployment names.
+func pruneSources(ctx context.Context, tx Tx, name string, keep int) error {
+	_, err := tx.Exec(ctx, `
 DELETE FROM data_job_source s
 WHERE s.job_name = $1
   AND s.upload_seq < (SELECT upload_seq FROM data_job_source WHERE job_name = $1
                       ORDER BY upload_seq DESC OFFSET $2 - 1 LIMIT 1)
   AND s.version_sha IS DISTINCT FROM (SELECT git_commit_sha FROM desired_data_job_deployment WHERE data_job_name = $1)`,
-			name, keep)
-		if err != nil {
-			return fmt.Errorf("prune sources of %s: %w", name, err)
-		}
-		return nil
-	})
+		name, keep)
+	if err != nil {
+		return fmt.Errorf("prune sources of %s: %w", name, err)
+	}
+	return nil
 }
 
 // GetSources returns the version of the sources of the job name of team, or its latest
