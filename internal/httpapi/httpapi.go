@@ -43,6 +43,8 @@ type Config struct {
 	// TransferTimeout does for sources uploads and downloads (default 5m).
 	RequestTimeout  time.Duration
 	TransferTimeout time.Duration
+	// Metrics, when set, counts and times the requests (see NewMetrics).
+	Metrics *Metrics
 }
 
 // api holds what the handlers share.
