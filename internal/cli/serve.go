@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
+	"time"
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
@@ -25,6 +27,7 @@ func newServeCommand(g *globals) serveCommand {
 	var cfg server.Config
 	var syncMode string
 	var res resourceFlags
+	var introspection bool
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the API and run the synchronizer",
@@ -37,6 +40,7 @@ func newServeCommand(g *globals) serveCommand {
 		}
 		c := cfg
 		c.SyncMode = server.SyncMode(syncMode)
+		c.Requests.DisableGraphQLIntrospection = !introspection
 		c.Logger = log
 		c.Version = Version
 		c.Resources, err = res.bounds()
@@ -68,6 +72,16 @@ func newServeCommand(g *globals) serveCommand {
 	f.DurationVar(&cfg.LeaseDuration, "lease-duration", 0, "how long the synchronizer's leader lease lasts without renewal (default 10s)")
 	res.register(f)
 
+	// Request bounds (issue 11): concurrency, deadlines and quotas.
+	f.IntVar(&cfg.Requests.MaxConcurrentUploads, "max-concurrent-uploads", 4, "sources uploads in progress at once; more answer 429")
+	f.IntVar(&cfg.Requests.MaxConcurrentDownloads, "max-concurrent-downloads", 16, "sources downloads in progress at once; more answer 429")
+	f.DurationVar(&cfg.Requests.RequestTimeout, "request-timeout", time.Minute, "time to read a request and write its answer")
+	f.DurationVar(&cfg.Requests.TransferTimeout, "transfer-timeout", 5*time.Minute, "time to read a sources upload or write a download")
+	f.IntVar(&cfg.Requests.MaxJobsPerTeam, "max-jobs-per-team", 0, "data jobs a team may have (0: no limit); more answer 409")
+	f.Int64Var(&cfg.Requests.MaxSourceBytesPerTeam, "max-source-bytes-per-team", 0, "bytes of sources archives stored per team (0: no limit); more answer 409")
+	f.DurationVar(&cfg.Requests.GraphQLTimeout, "graphql-timeout", 10*time.Second, "time a GraphQL query may take (503 past it)")
+	f.BoolVar(&introspection, "graphql-introspection", true, "answer GraphQL introspection queries (__schema, __type)")
+
 	return serveCommand{command: cmd, run: func(ctx context.Context, databaseURL, kubeconfig string, out io.Writer) error {
 		c, err := build()
 		if err != nil {
@@ -81,14 +95,19 @@ func newServeCommand(g *globals) serveCommand {
 		if err := cluster.EnsureNamespace(ctx, c.Namespace); err != nil {
 			return err
 		}
+		// The printer is waited for: it ends with the address or when Run returns.
 		ready := make(chan net.Addr, 1)
-		go func() {
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		printing, stop := context.WithCancel(ctx)
+		defer stop()
+		wg.Go(func() {
 			select {
 			case addr := <-ready:
 				fmt.Fprintf(out, "datajobs API: http://%s\n", localURL(addr))
-			case <-ctx.Done():
+			case <-printing.Done():
 			}
-		}()
+		})
 		return server.Run(ctx, c, ready)
 	}}
 }

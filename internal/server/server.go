@@ -23,8 +23,11 @@ import (
 )
 
 // Run serves datajobs until ctx ends, then shuts down gracefully: the HTTP server stops
-// accepting, in-flight requests finish, the synchronizer drains and the lease is released.
-// ready, when not nil, receives the listener's address once the server accepts connections.
+// accepting, in-flight requests have ShutdownTimeout to finish before their contexts are
+// cancelled, the synchronizer drains and the lease is released. Everything is built before
+// the listener opens, so a configuration error never leaves a server running; every
+// goroutine Run starts has returned when Run does. ready, when not nil, receives the
+// listener's address once the server accepts connections.
 func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -32,7 +35,9 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 	}
 	log := cfg.Logger
 
-	db, err := store.Open(ctx, store.Config{URL: cfg.DatabaseURL})
+	db, err := store.Open(ctx, store.Config{URL: cfg.DatabaseURL, Quotas: store.TeamQuotas{
+		MaxJobs: cfg.Requests.MaxJobsPerTeam, MaxSourceBytes: cfg.Requests.MaxSourceBytesPerTeam,
+	}})
 	if err != nil {
 		return err
 	}
@@ -46,13 +51,6 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	migrated := make(chan struct{})
-	health := &health{db: db, cluster: cluster, migrated: migrated}
-
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", health.live)
-	mux.HandleFunc("GET /readyz", health.ready)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
 	svc, err := service.New(service.Config{
 		SupportedPythonVersions: cfg.SupportedPythonVersions,
 		DefaultPythonVersion:    cfg.DefaultPythonVersion,
@@ -63,24 +61,53 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 	if err != nil {
 		return err
 	}
-	jobsQuery, err := graphapi.New(graphapi.Config{DefaultResources: svc.Config().Resources.Default, Logger: log}, db)
+	jobsQuery, err := graphapi.New(graphapi.Config{
+		DefaultResources: svc.Config().Resources.Default, Logger: log,
+		Timeout: cfg.Requests.GraphQLTimeout, DisableIntrospection: cfg.Requests.DisableGraphQLIntrospection,
+	}, db)
 	if err != nil {
 		return err
 	}
-	mux.Handle("/", httpapi.New(httpapi.Config{JobsQuery: jobsQuery, Executions: db}, svc, log))
+	syncUnit, err := newSynchronizer(cfg, db, cluster, registry)
+	if err != nil {
+		return err
+	}
+	migrated := make(chan struct{})
+	kubeProbe := newKubeProbe(cluster.Ping, 10*time.Second, registry)
+	health := &health{db: db, migrated: migrated, kube: kubeProbe, sync: syncUnit.state}
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", health.live)
+	mux.HandleFunc("GET /readyz", health.ready)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
+	mux.Handle("GET /data-jobs/debug/sync-plan", syncPlanHandler(cfg.SyncMode, syncUnit.syncer))
+	mux.Handle("/", httpapi.New(httpapi.Config{
+		JobsQuery: jobsQuery, Executions: db,
+		MaxConcurrentUploads: cfg.Requests.MaxConcurrentUploads, MaxConcurrentDownloads: cfg.Requests.MaxConcurrentDownloads,
+		RequestTimeout: cfg.Requests.RequestTimeout, TransferTimeout: cfg.Requests.TransferTimeout,
+		Metrics: httpapi.NewMetrics(registry),
+	}, svc, log))
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
+	// Requests run under their own context: a shutdown lets them finish, then cancels
+	// them when the grace period is over.
+	requests, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRequests()
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       5 * time.Minute, // a 50 MiB sources upload over a slow link
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
+		BaseContext:       func(net.Listener) context.Context { return requests },
 	}
 
+	// background ends when ctx does, or when the server fails.
+	background, stop := context.WithCancel(ctx)
+	defer stop()
 	var wg sync.WaitGroup
 	serveErr := make(chan error, 1)
 	wg.Go(func() {
@@ -88,37 +115,35 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 			serveErr <- err
 		}
 	})
+	wg.Go(func() { kubeProbe.run(background) })
+	// Migrations are retried until the database answers: the process stays up and
+	// reports itself not ready meanwhile, instead of crash-looping. The synchronizer
+	// starts once the schema is there.
+	wg.Go(func() {
+		if err := migrateWithRetry(background, db, cfg); err != nil {
+			return
+		}
+		close(migrated)
+		syncUnit.run(background)
+	})
 	log.InfoContext(ctx, "serving", "address", ln.Addr().String(), "namespace", cfg.Namespace, "sync_mode", string(cfg.SyncMode))
 	if ready != nil {
 		ready <- ln.Addr()
 	}
-
-	// Migrations are retried until the database answers: the process stays up and
-	// reports itself not ready meanwhile, instead of crash-looping. The synchronizer
-	// starts once the schema is there.
-	synchronize, syncer, err := newSynchronizer(cfg, db, cluster, registry)
-	if err != nil {
-		return err
-	}
-	mux.Handle("GET /data-jobs/debug/sync-plan", syncPlanHandler(cfg.SyncMode, syncer))
-	wg.Go(func() {
-		if err := migrateWithRetry(ctx, db, cfg); err != nil {
-			return
-		}
-		close(migrated)
-		synchronize(ctx)
-	})
 
 	select {
 	case <-ctx.Done():
 	case err = <-serveErr:
 		log.ErrorContext(ctx, "http_server_failed", "error", err)
 	}
+	stop()
 
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancel()
 	if shutErr := srv.Shutdown(shutdownCtx); shutErr != nil {
 		log.WarnContext(shutdownCtx, "http_shutdown_incomplete", "error", shutErr)
+		cancelRequests()
+		_ = srv.Close()
 	}
 	wg.Wait()
 	log.InfoContext(shutdownCtx, "stopped")
@@ -143,12 +168,23 @@ func migrateWithRetry(ctx context.Context, db *store.Store, cfg Config) error {
 	}
 }
 
+// synchronizerUnit is what runs the synchronizer in this process.
+type synchronizerUnit struct {
+	// run runs it until ctx ends.
+	run func(ctx context.Context)
+	// syncer is the synchronizer, nil when the mode is off.
+	syncer *synchronizer.Synchronizer
+	// state is its part of the /healthz detail.
+	state func() syncState
+}
+
 // newSynchronizer returns what runs the synchronizer in this process until ctx ends: under
 // the leader lease when it writes, on its own in dry-run mode (it writes nothing), or
 // nothing at all when the mode is off.
-func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg prometheus.Registerer) (func(context.Context), *synchronizer.Synchronizer, error) {
+func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg prometheus.Registerer) (synchronizerUnit, error) {
+	state := func() syncState { return syncState{Mode: cfg.SyncMode} }
 	if cfg.SyncMode == SyncOff {
-		return func(context.Context) {}, nil, nil
+		return synchronizerUnit{run: func(context.Context) {}, state: state}, nil
 	}
 	syncer := synchronizer.New(synchronizer.Config{
 		Render:         kube.RenderConfig{Namespace: cfg.Namespace, ImageRegistry: cfg.ImageRegistry, Resources: cfg.Resources},
@@ -174,11 +210,11 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 		}
 	}
 	if cfg.SyncMode == SyncDryRun {
-		return func(ctx context.Context) { run(ctx, 0) }, syncer, nil
+		return synchronizerUnit{run: func(ctx context.Context) { run(ctx, 0) }, syncer: syncer, state: state}, nil
 	}
 	metrics, err := leader.NewMetrics(reg)
 	if err != nil {
-		return nil, nil, err
+		return synchronizerUnit{}, err
 	}
 	elector, err := leader.New(leader.Config{
 		Name:          store.SyncLeaseName,
@@ -187,11 +223,15 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 		Metrics:       metrics,
 	}, db)
 	if err != nil {
-		return nil, nil, err
+		return synchronizerUnit{}, err
 	}
-	return func(ctx context.Context) {
-		if err := elector.Run(ctx, run); err != nil {
-			cfg.Logger.WarnContext(ctx, "leader_release_failed", "error", err)
-		}
-	}, syncer, nil
+	return synchronizerUnit{
+		run: func(ctx context.Context) {
+			if err := elector.Run(ctx, run); err != nil {
+				cfg.Logger.WarnContext(ctx, "leader_release_failed", "error", err)
+			}
+		},
+		syncer: syncer,
+		state:  func() syncState { return syncState{Mode: cfg.SyncMode, Leader: elector.IsLeader()} },
+	}, nil
 }
