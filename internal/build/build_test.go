@@ -157,7 +157,7 @@ func TestBuildFailures(t *testing.T) {
 	b := newBuilder(t, registry, base, wheels)
 	for _, tc := range []struct {
 		behaviour, requirements, python string
-		wantInMessage               []string
+		wantInMessage                   []string
 	}{
 		{"a requirement without a wheel names the requirement and quotes pip", "tinypkg==1.0\nnosuchpkg==2.0\n", "3.11",
 			[]string{"nosuchpkg==2.0", "pip says: ERROR:"}},

@@ -181,6 +181,9 @@ func (b *LayerBuilder) Build(ctx context.Context, req Request) (Result, error) {
 		sum := sha256.Sum256(requirements)
 		res.RequirementsSHA256 = hex.EncodeToString(sum[:])
 		site := filepath.Join(tmp, "site-packages")
+		if err := os.Mkdir(site, 0o755); err != nil {
+			return Result{}, fmt.Errorf("scratch folder: %w", err)
+		}
 		if err := b.cfg.Pip.pipInstall(ctx, requirements, req.PythonVersion, cmp.Or(baseConfig.Architecture, b.cfg.Platform.Architecture), tmp, site); err != nil {
 			return Result{}, err
 		}

@@ -54,8 +54,8 @@ func (c PipConfig) platforms(arch string) []string {
 // and architecture. A failure caused by the requirements is a *UserError naming the
 // requirement and quoting pip.
 func (c PipConfig) pipInstall(ctx context.Context, requirements []byte, python, arch, tmp, target string) error {
-	if err := checkRequirements(requirements); err != nil {
-		return err
+	if n, err := checkRequirements(requirements); err != nil || n == 0 {
+		return err // nothing to install: an empty folder
 	}
 	reqFile := filepath.Join(tmp, "requirements.txt")
 	if err := os.WriteFile(reqFile, requirements, 0o600); err != nil {
@@ -145,8 +145,10 @@ func tail(s string, n int) string {
 
 // checkRequirements refuses pip options and direct references in requirements.txt: they
 // would let a job point the service's pip at any index, URL or file of the builder's
-// host. Indexes are the service's configuration (--pip-index-url and friends).
-func checkRequirements(requirements []byte) error {
+// host. Indexes are the service's configuration (--pip-index-url and friends). It returns
+// the number of requirements.
+func checkRequirements(requirements []byte) (int, error) {
+	count := 0
 	sc := bufio.NewScanner(bytes.NewReader(requirements))
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -158,10 +160,11 @@ func checkRequirements(requirements []byte) error {
 		}
 		switch {
 		case strings.HasPrefix(line, "-"):
-			return userErrorf("requirements.txt line %d (%q): pip options are not allowed; the service's configuration names the package indexes", n, line)
+			return 0, userErrorf("requirements.txt line %d (%q): pip options are not allowed; the service's configuration names the package indexes", n, line)
 		case strings.Contains(line, "://") || strings.Contains(line, " @ ") || strings.HasPrefix(line, ".") || strings.HasPrefix(line, "/"):
-			return userErrorf("requirements.txt line %d (%q): direct references (URLs, paths) are not allowed; name a package from the index", n, line)
+			return 0, userErrorf("requirements.txt line %d (%q): direct references (URLs, paths) are not allowed; name a package from the index", n, line)
 		}
+		count++
 	}
-	return nil
+	return count, nil
 }

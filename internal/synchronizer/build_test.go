@@ -41,7 +41,7 @@ func newBuilds(t *testing.T, registry string) *builds {
 	lb, err := build.NewLayerBuilder(build.Config{
 		Registry: b.prefix, Insecure: true, BaseImages: map[string]string{"3.11": base},
 		Transport: bm.Transport(remote.DefaultTransport),
-		Pip: build.PipConfig{IndexURL: (&url.URL{Scheme: "file", Path: t.TempDir()}).String(), FindLinks: []string{wheels}},
+		Pip:       build.PipConfig{IndexURL: (&url.URL{Scheme: "file", Path: t.TempDir()}).String(), FindLinks: []string{wheels}},
 	})
 	require.NoError(t, err)
 	s := synchronizer.New(synchronizer.Config{
