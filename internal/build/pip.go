@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 )
 
 // PipConfig is how requirements are resolved: by pip on the builder's host, binary wheels
@@ -83,6 +84,8 @@ func (c PipConfig) pipInstall(ctx context.Context, requirements []byte, python, 
 	args = append(args, "-r", reqFile)
 	cmd := exec.CommandContext(ctx, cmdline[0], args...)
 	cmd.Dir = tmp
+	// pip dies with the builder: a killed leader leaves no pip behind.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Env = append(os.Environ(), "PIP_NO_INPUT=1", "PIP_DISABLE_PIP_VERSION_CHECK=1", "PYTHONDONTWRITEBYTECODE=1")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

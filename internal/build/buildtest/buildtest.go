@@ -21,21 +21,30 @@ import (
 // deploy does.
 func Sources(t testing.TB, job string, files map[string]string) []byte {
 	t.Helper()
+	b, err := Zip(job, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Zip is Sources outside a test.
+func Zip(job string, files map[string]string) ([]byte, error) {
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
 	for _, name := range slices.Sorted(maps.Keys(files)) {
 		w, err := zw.Create(job + "/" + name)
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		if _, err := w.Write([]byte(files[name])); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 	}
 	if err := zw.Close(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	return buf.Bytes()
+	return buf.Bytes(), nil
 }
 
 // Wheel writes a pure-python wheel of package pkg at version into dir (a --find-links
