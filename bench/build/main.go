@@ -158,7 +158,7 @@ func run() error {
 	fmt.Printf("  (the synchronizer never gets here for a built version: it reads the digest from PostgreSQL and makes no request at all)\n\n")
 
 	// many
-	var rssBefore = peakRSS()
+	rssBefore := peakRSS()
 	queue := make(chan int)
 	var wg sync.WaitGroup
 	var failed atomic.Int64

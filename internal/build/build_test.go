@@ -159,13 +159,28 @@ func TestBuildFailures(t *testing.T) {
 		behaviour, requirements, python string
 		wantInMessage                   []string
 	}{
-		{"a requirement without a wheel names the requirement and quotes pip", "tinypkg==1.0\nnosuchpkg==2.0\n", "3.11",
-			[]string{"nosuchpkg==2.0", "pip says: ERROR:"}},
-		{"a version that does not exist names the requirement", "tinypkg==9.9\n", "3.11", []string{"tinypkg==9.9"}},
-		{"a pip option in requirements.txt is refused", "--index-url http://example.com/simple\ntinypkg\n", "3.11",
-			[]string{"line 1", "pip options are not allowed"}},
-		{"a direct reference is refused", "tinypkg @ file:///etc/passwd\n", "3.11", []string{"direct references"}},
-		{"a python version without a base image names the configured ones", "", "3.9", []string{"python 3.9", "3.11"}},
+		{
+			behaviour:    "a requirement without a wheel names the requirement and quotes pip",
+			requirements: "tinypkg==1.0\nnosuchpkg==2.0\n", python: "3.11",
+			wantInMessage: []string{"nosuchpkg==2.0", "pip says: ERROR:"},
+		},
+		{
+			behaviour:    "a version that does not exist names the requirement",
+			requirements: "tinypkg==9.9\n", python: "3.11", wantInMessage: []string{"tinypkg==9.9"},
+		},
+		{
+			behaviour:    "a pip option in requirements.txt is refused",
+			requirements: "--index-url http://example.com/simple\ntinypkg\n", python: "3.11",
+			wantInMessage: []string{"line 1", "pip options are not allowed"},
+		},
+		{
+			behaviour:    "a direct reference is refused",
+			requirements: "tinypkg @ file:///etc/passwd\n", python: "3.11", wantInMessage: []string{"direct references"},
+		},
+		{
+			behaviour:    "a python version without a base image names the configured ones",
+			requirements: "", python: "3.9", wantInMessage: []string{"python 3.9", "3.11"},
+		},
 	} {
 		t.Run(tc.behaviour, func(t *testing.T) {
 			files := map[string]string{"config.ini": "[owner]\n"}
@@ -188,8 +203,8 @@ func TestBuildAgainstAStoppedRegistryIsAPlatformError(t *testing.T) {
 	base := buildtest.PushBase(t, reg.Addr)
 	b := newBuilder(t, reg.Addr, base, t.TempDir())
 	require.NoError(t, reg.Stop())
-	_, err := b.Build(t.Context(), build.Request{Job: "down", Version: "v1", PythonVersion: "3.11",
-		Sources: buildtest.Sources(t, "down", map[string]string{"config.ini": "[owner]\n"})})
+	src := buildtest.Sources(t, "down", map[string]string{"config.ini": "[owner]\n"})
+	_, err := b.Build(t.Context(), build.Request{Job: "down", Version: "v1", PythonVersion: "3.11", Sources: src})
 	require.Error(t, err)
 	assert.False(t, build.IsUserError(err), "retried as a platform error: %v", err)
 }

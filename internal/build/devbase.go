@@ -40,8 +40,10 @@ func DevBaseImage() (v1.Image, error) {
 		if n == "usr/local/bin/vdk" {
 			mode = 0o755
 		}
-		entries = append(entries, entry{name: n, mode: mode, size: int64(len(content)),
-			open: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader([]byte(content))), nil }})
+		entries = append(entries, entry{
+			name: n, mode: mode, size: int64(len(content)),
+			open: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader([]byte(content))), nil },
+		})
 	}
 	if err := (layerWriter{}).write(&buf, withParents(entries, "")); err != nil {
 		return nil, err

@@ -138,8 +138,10 @@ func Start(ctx context.Context, cfg Config) (*Env, error) {
 	}
 	e.DatabaseURL = e.Postgres.URL(DatabaseName)
 	if cfg.RegistryBin != "" {
-		reg, err := StartRegistry(ctx, RegistryConfig{Bin: cfg.RegistryBin, Dir: filepath.Join(stateDir, "registry"),
-			LogPath: filepath.Join(stateDir, "logs", "registry.log"), Port: p.Registry, Logger: logger})
+		reg, err := StartRegistry(ctx, RegistryConfig{
+			Bin: cfg.RegistryBin, Dir: filepath.Join(stateDir, "registry"),
+			LogPath: filepath.Join(stateDir, "logs", "registry.log"), Port: p.Registry, Logger: logger,
+		})
 		if err != nil {
 			return nil, errors.Join(err, e.Stop())
 		}

@@ -118,12 +118,7 @@ func matches(m *dto.Metric, label []string) bool {
 	return false
 }
 
-// registryWrites counts the requests that can change a registry.
-func (b *builds) registryWrites() float64 {
-	m := "datajobs_build_registry_requests_total"
-	return b.counter(m, "method", "POST") + b.counter(m, "method", "PUT") + b.counter(m, "method", "PATCH")
-}
-
+// registryRequests counts every request of the builder to a registry.
 func (b *builds) registryRequests() float64 {
 	return b.counter("datajobs_build_registry_requests_total")
 }
