@@ -110,8 +110,10 @@ func TestLeaderKilledMidBuildTheNewLeaderFinishesItOnce(t *testing.T) {
 		}
 	}()
 	prefix := registry + "/" + ns
-	args := []string{"--image-registry", prefix, "--registry-insecure", "--base-image", "3.11=" + base,
-		"--pip-index-url", (&url.URL{Scheme: "file", Path: t.TempDir()}).String(), "--pip-find-links", srv.URL + "/"}
+	args := []string{
+		"--image-registry", prefix, "--registry-insecure", "--base-image", "3.11=" + base,
+		"--pip-index-url", (&url.URL{Scheme: "file", Path: t.TempDir()}).String(), "--pip-find-links", srv.URL + "/",
+	}
 	a := startReplica(t, dbURL, kubeconfig, ns, args...)
 	b := startReplica(t, dbURL, kubeconfig, ns, args...)
 	db, err := store.Open(t.Context(), store.Config{URL: dbURL})
