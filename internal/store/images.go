@@ -23,7 +23,6 @@ type BuildState struct {
 // ImageBuild is a finished build: a pushed image and what it was built from.
 type ImageBuild struct {
 	JobName, JobUID    string
-	Generation         int64
 	JobVersion         string
 	PythonVersion      string
 	BaseImage          string
@@ -68,16 +67,18 @@ func queueBuildStates(batch *pgx.Batch, states map[string]SyncState, args ...any
 	})
 }
 
-// RecordBuild records a pushed image, while the job is still incarnation b.JobUID at
-// generation b.Generation and fence holds the lease. It reports whether it wrote.
+// RecordBuild records a pushed image, while the job is still incarnation b.JobUID and
+// fence holds the lease. The generation does not matter: the image of a version stays
+// right when the deployment changes meanwhile. It reports whether it wrote.
 func (s *Store) RecordBuild(ctx context.Context, fence Fence, b ImageBuild) (bool, error) {
 	q := `INSERT INTO data_job_image (job_name, job_version, python_version, base_image, base_digest,
 	requirements_sha256, image, bytes_pushed)
-SELECT $1, $4, $5, $6, $7, $8, $9, $10 WHERE ` + currentDesired("$11") + `
+SELECT $1, $3, $4, $5, $6, $7, $8, $9
+WHERE EXISTS (SELECT 1 FROM data_job WHERE name = $1 AND uid = $2::uuid) AND ` + LeaseHeldCondition("'"+SyncLeaseName+"'", "$10") + `
 ON CONFLICT (job_name, job_version, python_version, base_image) DO UPDATE SET base_digest = EXCLUDED.base_digest,
 	requirements_sha256 = EXCLUDED.requirements_sha256, image = EXCLUDED.image,
 	bytes_pushed = EXCLUDED.bytes_pushed, built_at = now()`
-	tag, err := s.pool.Exec(ctx, q, b.JobName, b.JobUID, b.Generation, b.JobVersion, b.PythonVersion, b.BaseImage,
+	tag, err := s.pool.Exec(ctx, q, b.JobName, b.JobUID, b.JobVersion, b.PythonVersion, b.BaseImage,
 		b.BaseDigest, b.RequirementsSHA256, b.Image, b.BytesPushed, fence.Epoch)
 	if err != nil {
 		return false, translate(fmt.Errorf("record image build of %s: %w", b.JobName, err))

@@ -217,7 +217,7 @@ func (b *buildStage) build(ctx context.Context, name string) error {
 	s.log.InfoContext(ctx, "image_built", "job", name, "version", d.JobVersion, "image", res.Image,
 		"bytes_pushed", res.BytesPushed, "duration", time.Since(start))
 	if _, err := b.cfg.Store.RecordBuild(ctx, b.t.fence, store.ImageBuild{
-		JobName: j.Name, JobUID: j.UID, Generation: j.Generation, JobVersion: d.JobVersion,
+		JobName: j.Name, JobUID: j.UID, JobVersion: d.JobVersion,
 		PythonVersion: d.PythonVersion, BaseImage: res.BaseImage, BaseDigest: res.BaseDigest,
 		RequirementsSHA256: res.RequirementsSHA256, Image: res.Image, BytesPushed: res.BytesPushed,
 	}); err != nil {
