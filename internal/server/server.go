@@ -186,7 +186,12 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 	if cfg.SyncMode == SyncOff {
 		return synchronizerUnit{run: func(context.Context) {}, state: state}, nil
 	}
+	builds, err := newBuildStage(cfg, db, reg)
+	if err != nil {
+		return synchronizerUnit{}, err
+	}
 	syncer := synchronizer.New(synchronizer.Config{
+		Build:          builds,
 		Render:         kube.RenderConfig{Namespace: cfg.Namespace, ImageRegistry: cfg.ImageRegistry, Resources: cfg.Resources},
 		Workers:        cfg.SyncWorkers,
 		ResyncInterval: cfg.ResyncInterval,
