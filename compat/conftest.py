@@ -149,7 +149,8 @@ def service(environment, tmp_path_factory, request):
     svc.url = f"http://127.0.0.1:{port}"
     with open(svc.log, "w") as log:
         proc = subprocess.Popen(
-            [DATAJOBS, "serve", "--listen", f"127.0.0.1:{port}", "--database-url", svc.database_url,
+            [DATAJOBS, "serve", "--listen", f"127.0.0.1:{port}", "--admin-listen", "127.0.0.1:0",
+             "--auth-mode", "none", "--database-url", svc.database_url,
              "--kubeconfig", svc.kubeconfig, "--namespace", namespace, "--log-format", "text"],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 

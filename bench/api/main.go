@@ -4,6 +4,10 @@
 // store call underneath each (the same SQL, through the same pool) in the same run, and
 // prints a Markdown table of p50/p99 latencies.
 //
+// With an OIDC provider (-oidc-issuer, else a private Ory Hydra when hack/hydra/build.sh
+// built one), it also measures GET .../deployments/release on a second handler in auth
+// mode oidc, with a real access token, and prints the p50 ratio oidc/none per clients.
+//
 // Every measurement stops after -requests requests or -duration, whichever comes first,
 // and the whole run after -timeout. It uses the PostgreSQL of -database-url (loopback
 // only), or starts a private one in a temporary folder; it creates its own database and
@@ -15,6 +19,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -36,6 +41,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/datajobs/datajobs/internal/auth"
 	"github.com/datajobs/datajobs/internal/devenv"
 	"github.com/datajobs/datajobs/internal/httpapi"
 	"github.com/datajobs/datajobs/internal/job"
@@ -62,6 +68,8 @@ type options struct {
 	maxConns   int
 	timeout    time.Duration
 	cpuProfile string
+	oidcIssuer string
+	oidcAdmin  string
 }
 
 func run() error {
@@ -76,6 +84,8 @@ func run() error {
 	flag.IntVar(&o.maxConns, "max-conns", 0, "database pool size (default: pgx's, max(4, CPUs))")
 	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "stop everything after this long")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the measurements (client and server, one process) to this file")
+	flag.StringVar(&o.oidcIssuer, "oidc-issuer", os.Getenv("DATAJOBS_TEST_OIDC_ISSUER"), "issuer URL of an Ory Hydra to measure auth mode oidc with (default $DATAJOBS_TEST_OIDC_ISSUER; empty: start a private one if built, else skip)")
+	flag.StringVar(&o.oidcAdmin, "oidc-admin-url", os.Getenv("DATAJOBS_TEST_OIDC_ADMIN_URL"), "admin API URL of that Hydra (default $DATAJOBS_TEST_OIDC_ADMIN_URL)")
 	flag.Parse()
 	for _, c := range strings.Split(clients, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(c))
@@ -109,6 +119,22 @@ func run() error {
 	}
 	if err := requireLoopback(o.adminURL); err != nil {
 		return err
+	}
+	if o.oidcIssuer == "" {
+		if bin := devenv.HydraBinary(); bin != "" {
+			dir, err := os.MkdirTemp("", "bench-api-hydra-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			fmt.Fprintln(os.Stderr, "starting a private Ory Hydra")
+			hy, err := devenv.StartHydra(ctx, devenv.HydraConfig{Bin: bin, PostgresURL: o.adminURL, Dir: dir})
+			if err != nil {
+				return err
+			}
+			defer hy.Stop() //nolint:errcheck // best effort at exit
+			o.oidcIssuer, o.oidcAdmin = hy.IssuerURL, hy.AdminURL
+		}
 	}
 	return benchmark(ctx, o)
 }
@@ -181,6 +207,11 @@ func benchmark(ctx context.Context, o options) error {
 		wg.Wait()
 	}()
 	base := "http://" + ln.Addr().String() + "/data-jobs/for-team/" + team + "/jobs/"
+	oidcBase, token, stopOIDC, err := serveOIDC(ctx, o, svc, logger)
+	if err != nil {
+		return err
+	}
+	defer stopOIDC()
 	client := &http.Client{Transport: &http.Transport{
 		MaxIdleConns: 512, MaxIdleConnsPerHost: 512, DisableCompression: true,
 	}}
@@ -222,6 +253,21 @@ func benchmark(ctx context.Context, o options) error {
 			},
 		},
 	}
+	if oidcBase != "" {
+		ops = append(ops, struct {
+			name      string
+			sql, http op
+		}{
+			name: "GET .../deployments/release, auth oidc",
+			sql: func(ctx context.Context, name string, _ int) error {
+				_, err := st.GetDeploymentState(ctx, team, name)
+				return err
+			},
+			http: func(ctx context.Context, name string, _ int) error {
+				return call(ctx, client, "GET", oidcBase+name+"/deployments/release", nil, http.StatusOK, "Authorization", "Bearer "+token)
+			},
+		})
+	}
 	// Warm both paths (connections, caches) before measuring.
 	for _, o2 := range ops {
 		for _, f := range []op{o2.sql, o2.http} {
@@ -241,7 +287,9 @@ func benchmark(ctx context.Context, o options) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	p50 := map[string]map[int]time.Duration{}
 	for _, o2 := range ops {
+		p50[o2.name] = map[int]time.Duration{}
 		for _, c := range o.clients {
 			sqlRes, err := measure(ctx, names, c, o.requests, o.duration, o2.sql)
 			if err != nil {
@@ -253,12 +301,95 @@ func benchmark(ctx context.Context, o options) error {
 				return fmt.Errorf("%s http: %w", o2.name, err)
 			}
 			handler := timer.reset(false)
+			p50[o2.name][c] = httpRes.p(50)
 			fmt.Printf("| %s | %d | %s | %s | %s | %s | %.2f | %s | %.0f | %.0f |\n", o2.name, c,
 				ms(httpRes.p(50)), ms(httpRes.p(99)), ms(sqlRes.p(50)), ms(sqlRes.p(99)),
 				float64(httpRes.p(50))/float64(sqlRes.p(50)), ms(handler.p(50)), httpRes.rate(), sqlRes.rate())
 		}
 	}
+	if oidc := p50["GET .../deployments/release, auth oidc"]; oidc != nil {
+		fmt.Println()
+		for _, c := range o.clients {
+			none := p50["GET .../deployments/release"][c]
+			fmt.Printf("GET deployment p50 at %d clients: oidc %s, none %s: ratio %.2f\n", c, ms(oidc[c]), ms(none), float64(oidc[c])/float64(none))
+		}
+	} else {
+		fmt.Println("\nno OIDC provider (build hack/hydra/build.sh or pass -oidc-issuer): auth mode oidc not measured")
+	}
 	return nil
+}
+
+// serveOIDC serves the API in auth mode oidc against the provider of o, and returns its
+// base URL and an access token of a client in the bench team ("" when o has none).
+func serveOIDC(ctx context.Context, o options, svc *service.Service, logger *slog.Logger) (string, string, func(), error) {
+	if o.oidcIssuer == "" {
+		return "", "", func() {}, nil
+	}
+	verifier, err := auth.NewOIDC(auth.OIDCConfig{IssuerURLs: []string{o.oidcIssuer}, Audience: "datajobs"})
+	if err != nil {
+		return "", "", nil, err
+	}
+	token, err := clientToken(ctx, o)
+	if err != nil {
+		return "", "", nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", "", nil, err
+	}
+	srv := &http.Server{Handler: httpapi.New(httpapi.Config{Auth: verifier}, svc, logger), ReadHeaderTimeout: 10 * time.Second}
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = srv.Serve(ln) })
+	stop := func() {
+		_ = srv.Shutdown(context.WithoutCancel(ctx))
+		wg.Wait()
+	}
+	return "http://" + ln.Addr().String() + "/data-jobs/for-team/" + team + "/jobs/", token, stop, nil
+}
+
+// clientToken creates a client-credentials client of the bench team at the provider's
+// admin API and returns an access token of it.
+func clientToken(ctx context.Context, o options) (string, error) {
+	body := `{"grant_types":["client_credentials"],"audience":["datajobs"],"token_endpoint_auth_method":"client_secret_basic","metadata":{"teams":["` + team + `"],"username":"bench"}}`
+	var c struct {
+		ID     string `json:"client_id"`
+		Secret string `json:"client_secret"`
+	}
+	if err := postJSON(ctx, o.oidcAdmin+"/admin/clients", "application/json", body, nil, &c); err != nil {
+		return "", err
+	}
+	form := url.Values{"grant_type": {"client_credentials"}, "audience": {"datajobs"}}
+	var tok struct {
+		AccessToken string `json:"access_token"`
+	}
+	err := postJSON(ctx, o.oidcIssuer+"/oauth2/token", "application/x-www-form-urlencoded", form.Encode(), func(r *http.Request) {
+		r.SetBasicAuth(url.QueryEscape(c.ID), url.QueryEscape(c.Secret))
+	}, &tok)
+	return tok.AccessToken, err
+}
+
+func postJSON(ctx context.Context, u, contentType, body string, edit func(*http.Request), out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", contentType)
+	if edit != nil {
+		edit(req)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return err
+	}
+	if res.StatusCode/100 != 2 {
+		return fmt.Errorf("POST %s: %s: %s", u, res.Status, b)
+	}
+	return json.Unmarshal(b, out)
 }
 
 // seed creates and deploys every job through the service, 8 at a time.
@@ -363,7 +494,7 @@ func measure(ctx context.Context, names []string, clients, n int, d time.Duratio
 	return result{latencies: all, elapsed: time.Since(start)}, nil
 }
 
-func call(ctx context.Context, c *http.Client, method, url string, body []byte, want int) error {
+func call(ctx context.Context, c *http.Client, method, url string, body []byte, want int, headers ...string) error {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -371,6 +502,12 @@ func call(ctx context.Context, c *http.Client, method, url string, body []byte, 
 	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
 		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
 	}
 	res, err := c.Do(req)
 	if err != nil {

@@ -34,6 +34,12 @@ func statusOf(k job.Kind) int {
 		return http.StatusServiceUnavailable
 	case job.KindNotImplemented:
 		return http.StatusNotImplemented
+	case job.KindUnauthenticated:
+		return http.StatusUnauthorized
+	case job.KindForbidden:
+		return http.StatusForbidden
+	case job.KindUnsupportedMediaType:
+		return http.StatusUnsupportedMediaType
 	default:
 		return http.StatusInternalServerError
 	}
