@@ -22,7 +22,7 @@ type server struct {
 	name    string
 	cmd     *exec.Cmd
 	addr    string
-	admin   string // the admin listener: /metrics
+	admin   string        // the admin listener: /metrics
 	exited  chan struct{} // closed once the process has exited and waitErr is set
 	waitErr error
 }

@@ -134,7 +134,9 @@ func TestOIDCRefusesBadTokens(t *testing.T) {
 	requireKind(t, job.KindUnauthenticated, err, "an expired token")
 	require.Contains(t, err.(*job.Error).Why, "expired")
 
-	skew := newVerifier(t, p, func(c *auth.OIDCConfig) { c.Now = func() time.Time { return time.Now().Add(time.Hour + 10*time.Second) } })
+	skew := newVerifier(t, p, func(c *auth.OIDCConfig) {
+		c.Now = func() time.Time { return time.Now().Add(time.Hour + 10*time.Second) }
+	})
 	_, err = skew.Authenticate(request(good))
 	require.NoError(t, err, "a token expired by less than the clock skew is still good")
 
