@@ -127,7 +127,7 @@ func run() error {
 				return err
 			}
 			defer os.RemoveAll(dir)
-			fmt.Fprintln(os.Stderr, "starting a private Ory Hydra")
+			fmt.Fprintln(os.Stderr, "starting a private Ory Hydra in", dir)
 			hy, err := devenv.StartHydra(ctx, devenv.HydraConfig{Bin: bin, PostgresURL: o.adminURL, Dir: dir})
 			if err != nil {
 				return err

@@ -19,6 +19,9 @@ type Identity struct {
 	// Admin callers act on every team (a member of an admin team, or anyone in auth
 	// mode none).
 	Admin bool
+	// Verified is true when a token proved the identity (auth mode oidc); then nothing
+	// the request says (a header, a body's deployed_by) may replace Username.
+	Verified bool
 }
 
 // MemberOf reports whether the caller may act on team's jobs.

@@ -3,6 +3,7 @@ package auth
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -47,6 +48,12 @@ type OIDCConfig struct {
 	// RetryDiscoveryAfter is how long a failed discovery is remembered before the next
 	// request tries again (default 5s).
 	RetryDiscoveryAfter time.Duration
+	// CacheTTL is how long a verified token is remembered (never past its exp), so that a
+	// client's repeated requests with one token cost a hash, not an RSA verification
+	// (default 1m; negative: no cache).
+	CacheTTL time.Duration
+	// CacheSize bounds the remembered tokens (default 10,000).
+	CacheSize int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -59,6 +66,15 @@ type OIDC struct {
 	cfg     OIDCConfig
 	base    context.Context // carries the HTTP client for go-oidc
 	issuers map[string]*issuer
+
+	mu       sync.Mutex
+	verified map[[sha256.Size]byte]verifiedToken
+}
+
+// verifiedToken is a token that passed verification, by the hash of its text.
+type verifiedToken struct {
+	id            Identity
+	expiry, until time.Time
 }
 
 type issuer struct {
@@ -77,6 +93,8 @@ func NewOIDC(cfg OIDCConfig) (*OIDC, error) {
 	cfg.TeamsClaim = cmp.Or(cfg.TeamsClaim, "groups")
 	cfg.ClockSkew = cmp.Or(cfg.ClockSkew, 30*time.Second)
 	cfg.RetryDiscoveryAfter = cmp.Or(cfg.RetryDiscoveryAfter, 5*time.Second)
+	cfg.CacheTTL = cmp.Or(cfg.CacheTTL, time.Minute)
+	cfg.CacheSize = cmp.Or(cfg.CacheSize, 10_000)
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
@@ -86,7 +104,8 @@ func NewOIDC(cfg OIDCConfig) (*OIDC, error) {
 	for i, t := range cfg.AdminTeams {
 		cfg.AdminTeams[i] = strings.ToLower(strings.TrimSpace(t))
 	}
-	o := &OIDC{cfg: cfg, base: oidc.ClientContext(context.Background(), cfg.HTTPClient), issuers: map[string]*issuer{}}
+	o := &OIDC{cfg: cfg, base: oidc.ClientContext(context.Background(), cfg.HTTPClient), issuers: map[string]*issuer{},
+		verified: map[[sha256.Size]byte]verifiedToken{}}
 	for _, u := range cfg.IssuerURLs {
 		u = strings.TrimSpace(u)
 		if u == "" {
@@ -111,39 +130,62 @@ func (o *OIDC) Authenticate(r *http.Request) (Identity, error) {
 	if !ok {
 		return Identity{}, job.Unauthenticated("The Authorization header must carry a bearer token.")
 	}
+	key := sha256.Sum256([]byte(raw))
+	now := o.cfg.Now()
+	o.mu.Lock()
+	hit, ok := o.verified[key]
+	o.mu.Unlock()
+	if ok && now.Before(hit.until) && now.Add(-o.cfg.ClockSkew).Before(hit.expiry) {
+		return hit.id, nil
+	}
+	id, expiry, err := o.verify(r.Context(), raw)
+	if err != nil || o.cfg.CacheTTL < 0 {
+		return id, err
+	}
+	o.mu.Lock()
+	if len(o.verified) >= o.cfg.CacheSize {
+		clear(o.verified) // a simple bound: the next requests verify again
+	}
+	o.verified[key] = verifiedToken{id: id, expiry: expiry, until: now.Add(o.cfg.CacheTTL)}
+	o.mu.Unlock()
+	return id, nil
+}
+
+// verify checks raw fully and returns its caller and expiry.
+func (o *OIDC) verify(ctx context.Context, raw string) (Identity, time.Time, error) {
 	iss, err := unverifiedIssuer(raw)
 	if err != nil {
-		return Identity{}, job.Unauthenticated("The bearer token is not a well-formed JWT.")
+		return Identity{}, time.Time{}, job.Unauthenticated("The bearer token is not a well-formed JWT.")
 	}
 	is, ok := o.issuers[iss]
 	if !ok {
-		return Identity{}, job.Unauthenticated("The token's issuer is not trusted by this service.")
+		return Identity{}, time.Time{}, job.Unauthenticated("The token's issuer is not trusted by this service.")
 	}
-	v, err := o.verifier(r.Context(), is)
+	v, err := o.verifier(ctx, is)
 	if err != nil {
-		return Identity{}, job.Unavailable("identity provider", err)
+		return Identity{}, time.Time{}, job.Unavailable("identity provider", err)
 	}
-	tok, err := v.Verify(r.Context(), raw)
+	tok, err := v.Verify(ctx, raw)
 	if err != nil {
 		var expired *oidc.TokenExpiredError
 		if errors.As(err, &expired) {
-			return Identity{}, job.Unauthenticated("The token has expired.")
+			return Identity{}, time.Time{}, job.Unauthenticated("The token has expired.")
 		}
-		return Identity{}, &job.Error{Kind: job.KindUnauthenticated, Err: err,
+		return Identity{}, time.Time{}, &job.Error{Kind: job.KindUnauthenticated, Err: err,
 			What: "The request is not authenticated.", Why: "The token did not pass verification (signature, issuer, audience or algorithm).",
 			Consequences: "The request was not processed and nothing was changed.", Countermeasures: "Get a new token from a trusted issuer for audience " + o.cfg.Audience + "."}
 	}
 	var claims map[string]any
 	if err := tok.Claims(&claims); err != nil {
-		return Identity{}, job.Unauthenticated("The token's claims are not a JSON object.")
+		return Identity{}, time.Time{}, job.Unauthenticated("The token's claims are not a JSON object.")
 	}
-	id := Identity{Teams: teams(claims[o.cfg.TeamsClaim])}
+	id := Identity{Teams: teams(claims[o.cfg.TeamsClaim]), Verified: true}
 	id.Username, _ = claims[o.cfg.UsernameClaim].(string)
 	if id.Username == "" {
-		return Identity{}, job.Unauthenticated(fmt.Sprintf("The token has no %q claim to name the caller.", o.cfg.UsernameClaim))
+		return Identity{}, time.Time{}, job.Unauthenticated(fmt.Sprintf("The token has no %q claim to name the caller.", o.cfg.UsernameClaim))
 	}
 	id.Admin = slices.ContainsFunc(id.Teams, func(t string) bool { return slices.Contains(o.cfg.AdminTeams, t) })
-	return id, nil
+	return id, tok.Expiry, nil
 }
 
 // verifier returns the issuer's verifier, discovering it first if needed. A failed

@@ -26,7 +26,7 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m, testenv.WithOIDC()) }
 
-func newVerifier(t *testing.T, p *testenv.OIDCProvider, mutate ...func(*auth.OIDCConfig)) *auth.OIDC {
+func newVerifier(t testing.TB, p *testenv.OIDCProvider, mutate ...func(*auth.OIDCConfig)) *auth.OIDC {
 	t.Helper()
 	cfg := auth.OIDCConfig{IssuerURLs: []string{p.IssuerURL}, Audience: testenv.Audience, UsernameClaim: "username", AdminTeams: []string{"platform"}}
 	for _, m := range mutate {
@@ -139,6 +139,15 @@ func TestOIDCRefusesBadTokens(t *testing.T) {
 	})
 	_, err = skew.Authenticate(request(good))
 	require.NoError(t, err, "a token expired by less than the clock skew is still good")
+
+	// A remembered token is still refused once expired.
+	clock := time.Now()
+	cached := newVerifier(t, p, func(c *auth.OIDCConfig) { c.Now = func() time.Time { return clock } })
+	_, err = cached.Authenticate(request(good))
+	require.NoError(t, err)
+	clock = clock.Add(2 * time.Hour)
+	_, err = cached.Authenticate(request(good))
+	requireKind(t, job.KindUnauthenticated, err, "an expired token the verifier remembers")
 
 	noTeams := newVerifier(t, p, func(c *auth.OIDCConfig) { c.UsernameClaim = "email" })
 	_, err = noTeams.Authenticate(request(good))
@@ -262,4 +271,30 @@ func hs256WithPublicKey(t *testing.T, p *testenv.OIDCProvider, kid string, claim
 	mac := hmac.New(sha256.New, secret)
 	mac.Write([]byte(input))
 	return input + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// BenchmarkOIDCAuthenticate is the cost authentication adds to a request: a token of the
+// real provider (RS256, Hydra's 4096-bit key) verified with the cached key set, and the
+// same token remembered from an earlier request.
+func BenchmarkOIDCAuthenticate(b *testing.B) {
+	p := testenv.OIDC(b)
+	r := httptest.NewRequest(http.MethodGet, "/data-jobs/for-team/team-a/jobs/x", nil)
+	r.Header.Set("Authorization", "Bearer "+p.ClientToken(b, "bot-a", "team-a"))
+	for _, bc := range []struct {
+		name string
+		ttl  time.Duration
+	}{{"signature", -1}, {"remembered", time.Minute}} {
+		b.Run(bc.name, func(b *testing.B) {
+			v, err := auth.NewOIDC(auth.OIDCConfig{IssuerURLs: []string{p.IssuerURL}, Audience: testenv.Audience, CacheTTL: bc.ttl})
+			require.NoError(b, err)
+			_, err = v.Authenticate(r)
+			require.NoError(b, err)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := v.Authenticate(r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

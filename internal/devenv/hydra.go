@@ -150,7 +150,28 @@ func StartHydra(ctx context.Context, cfg HydraConfig) (*Hydra, error) {
 	if err := h.Process.Start(ctx); err != nil {
 		return nil, errors.Join(err, h.stopHook())
 	}
+	if err := h.makeKeys(ctx); err != nil {
+		return nil, errors.Join(err, h.Stop())
+	}
 	return h, nil
+}
+
+// makeKeys has Hydra make its signing keys now: it makes them on first use, which takes
+// many seconds of RSA key generation on a busy machine, longer than a verifier's discovery
+// or a test's token request should wait.
+func (h *Hydra) makeKeys(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	if err := httpOK(ctx, h.IssuerURL+"/.well-known/openid-configuration"); err != nil {
+		return fmt.Errorf("hydra: make the id-token keys: %w", err)
+	}
+	if httpOK(ctx, h.AdminURL+"/admin/keys/hydra.jwt.access-token") == nil {
+		return nil // kept from an earlier run of the same state folder
+	}
+	if err := httpPost(ctx, h.AdminURL+"/admin/keys/hydra.jwt.access-token", `{"alg":"RS256","use":"sig"}`); err != nil {
+		return fmt.Errorf("hydra: make the access-token keys: %w", err)
+	}
+	return nil
 }
 
 // Stop stops Hydra and its token hook.
@@ -237,6 +258,25 @@ func httpOK(ctx context.Context, u string) error {
 	_, _ = io.Copy(io.Discard, resp.Body)
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("GET %s: %s", u, resp.Status)
+	}
+	return nil
+}
+
+// httpPost returns nil when POST url with a JSON body answers 2xx.
+func httpPost(ctx context.Context, u, body string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("POST %s: %s", u, resp.Status)
 	}
 	return nil
 }

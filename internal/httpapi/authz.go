@@ -168,7 +168,7 @@ func checkBodyType(r *http.Request, rt route) error {
 // change it); in mode none X-Datajobs-User, then the body's field, then "unknown".
 func (a *api) user(r *http.Request, bodyUser string) string {
 	id, _ := auth.FromContext(r.Context())
-	if a.cfg.Auth != nil {
+	if id.Verified {
 		return id.Username
 	}
 	return cmp.Or(id.Username, bodyUser, "unknown")

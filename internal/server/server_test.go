@@ -223,6 +223,9 @@ func TestMetricsAndDebugAreOnlyOnTheAdminListener(t *testing.T) {
 		code, _ := get(t, admin+path)
 		require.Equal(t, http.StatusOK, code, "%s is on both", path)
 	}
+	// Auth mode none (datajobs dev) needs no login.
+	code, body := get(t, base+"/data-jobs/for-team/team-a/info")
+	require.Equal(t, http.StatusOK, code, body)
 }
 
 func TestOIDCWithoutIssuerRefusesToStart(t *testing.T) {
