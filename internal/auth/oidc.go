@@ -104,8 +104,10 @@ func NewOIDC(cfg OIDCConfig) (*OIDC, error) {
 	for i, t := range cfg.AdminTeams {
 		cfg.AdminTeams[i] = strings.ToLower(strings.TrimSpace(t))
 	}
-	o := &OIDC{cfg: cfg, base: oidc.ClientContext(context.Background(), cfg.HTTPClient), issuers: map[string]*issuer{},
-		verified: map[[sha256.Size]byte]verifiedToken{}}
+	o := &OIDC{
+		cfg: cfg, base: oidc.ClientContext(context.Background(), cfg.HTTPClient), issuers: map[string]*issuer{},
+		verified: map[[sha256.Size]byte]verifiedToken{},
+	}
 	for _, u := range cfg.IssuerURLs {
 		u = strings.TrimSpace(u)
 		if u == "" {
@@ -171,9 +173,11 @@ func (o *OIDC) verify(ctx context.Context, raw string) (Identity, time.Time, err
 		if errors.As(err, &expired) {
 			return Identity{}, time.Time{}, job.Unauthenticated("The token has expired.")
 		}
-		return Identity{}, time.Time{}, &job.Error{Kind: job.KindUnauthenticated, Err: err,
+		return Identity{}, time.Time{}, &job.Error{
+			Kind: job.KindUnauthenticated, Err: err,
 			What: "The request is not authenticated.", Why: "The token did not pass verification (signature, issuer, audience or algorithm).",
-			Consequences: "The request was not processed and nothing was changed.", Countermeasures: "Get a new token from a trusted issuer for audience " + o.cfg.Audience + "."}
+			Consequences: "The request was not processed and nothing was changed.", Countermeasures: "Get a new token from a trusted issuer for audience " + o.cfg.Audience + ".",
+		}
 	}
 	var claims map[string]any
 	if err := tok.Claims(&claims); err != nil {

@@ -132,7 +132,9 @@ func TestOIDCRefusesBadTokens(t *testing.T) {
 	later := newVerifier(t, p, func(c *auth.OIDCConfig) { c.Now = func() time.Time { return time.Now().Add(2 * time.Hour) } })
 	_, err = later.Authenticate(request(good))
 	requireKind(t, job.KindUnauthenticated, err, "an expired token")
-	require.Contains(t, err.(*job.Error).Why, "expired")
+	var de *job.Error
+	require.ErrorAs(t, err, &de)
+	require.Contains(t, de.Why, "expired")
 
 	skew := newVerifier(t, p, func(c *auth.OIDCConfig) {
 		c.Now = func() time.Time { return time.Now().Add(time.Hour + 10*time.Second) }

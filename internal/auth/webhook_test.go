@@ -62,8 +62,10 @@ func TestWebhookDecides(t *testing.T) {
 	require.NoError(t, err)
 
 	req := func(team string) auth.WebhookRequest {
-		return auth.WebhookRequest{RequesterUserID: "alice", RequestedResourceTeam: team, RequestedResourceName: "job",
-			RequestedHTTPPath: "/data-jobs/for-team/" + team + "/jobs/job", RequestedHTTPVerb: "GET", RequestedPermission: "read"}
+		return auth.WebhookRequest{
+			RequesterUserID: "alice", RequestedResourceTeam: team, RequestedResourceName: "job",
+			RequestedHTTPPath: "/data-jobs/for-team/" + team + "/jobs/job", RequestedHTTPVerb: "GET", RequestedPermission: "read",
+		}
 	}
 	tests := []struct {
 		team string

@@ -139,8 +139,10 @@ func Start(ctx context.Context, cfg Config) (*Env, error) {
 	}
 	e.DatabaseURL = e.Postgres.URL(DatabaseName)
 	if cfg.HydraBin != "" {
-		hy, err := StartHydra(ctx, HydraConfig{Bin: cfg.HydraBin, PostgresURL: e.Postgres.URL("postgres"),
-			Dir: filepath.Join(stateDir, "hydra"), Logger: logger})
+		hy, err := StartHydra(ctx, HydraConfig{
+			Bin: cfg.HydraBin, PostgresURL: e.Postgres.URL("postgres"),
+			Dir: filepath.Join(stateDir, "hydra"), Logger: logger,
+		})
 		if err != nil {
 			return nil, errors.Join(err, e.Stop())
 		}

@@ -147,7 +147,7 @@ func StartHydra(ctx context.Context, cfg HydraConfig) (*Hydra, error) {
 			return httpOK(ctx, h.AdminURL+"/health/ready")
 		},
 	}, logger)
-	if err := h.Process.Start(ctx); err != nil {
+	if err := h.Start(ctx); err != nil {
 		return nil, errors.Join(err, h.stopHook())
 	}
 	if err := h.makeKeys(ctx); err != nil {
@@ -162,16 +162,30 @@ func StartHydra(ctx context.Context, cfg HydraConfig) (*Hydra, error) {
 func (h *Hydra) makeKeys(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	if err := httpOK(ctx, h.IssuerURL+"/.well-known/openid-configuration"); err != nil {
-		return fmt.Errorf("hydra: make the id-token keys: %w", err)
+	// Hydra drops a request that outlives its write timeout (10s) but goes on making the
+	// key: ask again until it answers.
+	retry := func(what string, f func() error) error {
+		for {
+			err := f()
+			if err == nil {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("hydra: make the %s keys: %w", what, err)
+			case <-time.After(time.Second):
+			}
+		}
 	}
-	if httpOK(ctx, h.AdminURL+"/admin/keys/hydra.jwt.access-token") == nil {
-		return nil // kept from an earlier run of the same state folder
+	if err := retry("id-token", func() error { return httpOK(ctx, h.IssuerURL+"/.well-known/openid-configuration") }); err != nil {
+		return err
 	}
-	if err := httpPost(ctx, h.AdminURL+"/admin/keys/hydra.jwt.access-token", `{"alg":"RS256","use":"sig"}`); err != nil {
-		return fmt.Errorf("hydra: make the access-token keys: %w", err)
-	}
-	return nil
+	return retry("access-token", func() error {
+		if httpOK(ctx, h.AdminURL+"/admin/keys/hydra.jwt.access-token") == nil {
+			return nil // made by an earlier attempt or run
+		}
+		return httpPost(ctx, h.AdminURL+"/admin/keys/hydra.jwt.access-token", `{"alg":"RS256","use":"sig"}`)
+	})
 }
 
 // Stop stops Hydra and its token hook.
