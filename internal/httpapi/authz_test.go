@@ -32,8 +32,10 @@ func bearer(tok string) []string { return []string{"Authorization", "Bearer " + 
 func newAuthEnv(t *testing.T, opts ...func(*options)) *authEnv {
 	t.Helper()
 	p := testenv.OIDC(t)
-	verifier, err := auth.NewOIDC(auth.OIDCConfig{IssuerURLs: []string{p.IssuerURL}, Audience: testenv.Audience,
-		UsernameClaim: "username", AdminTeams: []string{"platform"}})
+	verifier, err := auth.NewOIDC(auth.OIDCConfig{
+		IssuerURLs: []string{p.IssuerURL}, Audience: testenv.Audience,
+		UsernameClaim: "username", AdminTeams: []string{"platform"},
+	})
 	require.NoError(t, err)
 	e := &authEnv{
 		env: newEnv(t, append([]func(*options){func(o *options) {

@@ -160,8 +160,10 @@ func (p *OIDCProvider) UserRefreshToken(t testing.TB, username string, teams ...
 		}
 		return loc
 	}
-	q := url.Values{"client_id": {c.ID}, "response_type": {"code"}, "scope": {"openid offline_access"},
-		"redirect_uri": {redirect}, "state": {"state-" + randomHex(8)}, "audience": {Audience}}
+	q := url.Values{
+		"client_id": {c.ID}, "response_type": {"code"}, "scope": {"openid offline_access"},
+		"redirect_uri": {redirect}, "state": {"state-" + randomHex(8)}, "audience": {Audience},
+	}
 	loc := follow(p.IssuerURL + "/oauth2/auth?" + q.Encode())
 
 	var accepted struct {
