@@ -29,9 +29,6 @@ type Config struct {
 	// POST of the same path when the body is a GraphQL request ({"query": ...} without a
 	// job_name; any other POST creates a job). When nil the GET answers 501.
 	JobsQuery http.Handler
-	// Executions lists a job's executions for GET .../executions. When nil those
-	// endpoints answer 501.
-	Executions ExecutionLister
 }
 
 // api holds what the handlers share.
@@ -84,18 +81,16 @@ func (a *api) routes() *http.ServeMux {
 	} else {
 		mux.Handle("GET "+team+"/jobs", a.notImplemented("jobs query (GraphQL)"))
 	}
-	if a.cfg.Executions != nil {
-		mux.HandleFunc("GET "+jobPath+"/executions", a.listExecutions)
-		mux.HandleFunc("GET "+dep+"/executions", a.listExecutions)
-	} else {
-		mux.Handle("GET "+jobPath+"/executions", a.notImplemented("executions"))
-		mux.Handle("GET "+dep+"/executions", a.notImplemented("executions"))
-	}
+	const execution = jobPath + "/executions/{execution_id}"
+	mux.HandleFunc("GET "+jobPath+"/executions", a.listExecutions)
+	mux.HandleFunc("GET "+dep+"/executions", a.listExecutions)
+	mux.HandleFunc("POST "+dep+"/executions", a.startExecution)
+	mux.HandleFunc("GET "+execution, a.getExecution)
+	mux.HandleFunc("DELETE "+execution, a.cancelExecution)
+	mux.HandleFunc("GET "+execution+"/logs", a.executionLogs)
+
 	// Endpoints of features that later releases bring.
 	later := []struct{ feature, methods, path string }{
-		{"executions", "POST", dep + "/executions"},
-		{"executions", "GET DELETE", jobPath + "/executions/{execution_id}"},
-		{"logs", "GET", jobPath + "/executions/{execution_id}/logs"},
 		{"secrets", "GET PUT", dep + "/secrets"},
 		{"keytab", "GET", jobPath + "/keytab"},
 		{"oauth credentials", "GET PUT", "/data-jobs/teams/{team}/oauth-credentials"},

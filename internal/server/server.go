@@ -67,7 +67,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 	if err != nil {
 		return err
 	}
-	mux.Handle("/", httpapi.New(httpapi.Config{JobsQuery: jobsQuery, Executions: db}, svc, log))
+	mux.Handle("/", httpapi.New(httpapi.Config{JobsQuery: jobsQuery}, svc, log))
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
