@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"time"
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
@@ -67,6 +68,12 @@ func newServeCommand(g *globals) serveCommand {
 	f.IntVar(&cfg.Sources.KeepVersions, "source-versions-kept", 50, "source versions kept per job (negative: all)")
 	f.DurationVar(&cfg.LeaseDuration, "lease-duration", 0, "how long the synchronizer's leader lease lasts without renewal (default 10s)")
 	res.register(f)
+	// Executions.
+	f.Int64Var(&cfg.Executions.LogBytes, "execution-log-bytes", 256<<10, "bytes of the end of a finished execution's log kept in the database")
+	f.IntVar(&cfg.Executions.KeptPerJob, "executions-kept-per-job", 100, "finished executions kept per job")
+	f.DurationVar(&cfg.Executions.MaxAge, "executions-max-age", 14*24*time.Hour, "finished executions older than this are deleted")
+	f.DurationVar(&cfg.Executions.ImagePullGrace, "image-pull-grace", 5*time.Minute, "how long an execution's image may fail to pull before it is a platform error")
+	f.StringVar(&cfg.Executions.LogsURLTemplate, "logs-url-template", "", "logs_url of executions, with {job_name} {team} {execution_id} {op_id} {start_time} {end_time} (empty: none)")
 
 	return serveCommand{command: cmd, run: func(ctx context.Context, databaseURL, kubeconfig string, out io.Writer) error {
 		c, err := build()

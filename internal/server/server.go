@@ -59,6 +59,8 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 		Resources:               cfg.Resources,
 		APIVersion:              "datajobs/" + cfg.Version,
 		Sources:                 cfg.Sources,
+		LogsURLTemplate:         cfg.Executions.LogsURLTemplate,
+		Logs:                    logReader(cfg, cluster),
 	}, db)
 	if err != nil {
 		return err
@@ -158,10 +160,14 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 		Logger:         cfg.Logger,
 		Metrics:        synchronizer.NewMetrics(reg),
 	}, db, cluster.Client, nil)
+	var execs *synchronizer.Executions
+	if cfg.SyncMode == SyncOn {
+		execs = newExecutions(cfg, db, cluster, reg)
+	}
 	run := func(ctx context.Context, epoch int64) {
 		delay := time.Second
 		for ctx.Err() == nil {
-			err := syncer.Run(ctx, epoch)
+			err := leaderStages(ctx, epoch, syncer, execs)
 			if ctx.Err() != nil {
 				return
 			}
