@@ -420,11 +420,12 @@ func (t *execTerm) observe(ctx context.Context, row *store.TrackedExecution, liv
 	if o.Status.Final() && o.Pod != nil {
 		text, truncated, err := t.x.logs.PodLog(ctx, o.Pod, 0, t.x.cfg.LogBytes)
 		if err != nil {
-			// The status matters more than the log: record it without one.
+			// The status matters more than the log: record it with an empty one (the API
+			// answers that, rather than asking a cluster that could not answer), and say so.
 			t.x.log.WarnContext(ctx, "execution_log_unreadable", "execution", live.Name, "error", err)
-		} else {
-			u.Log = &store.StoredLog{Logs: text, Truncated: truncated}
+			t.x.cfg.Metrics.logsUnreadable.Inc()
 		}
+		u.Log = &store.StoredLog{Logs: text, Truncated: truncated}
 	}
 	if err := t.record(ctx, row, live, u); err != nil {
 		return err

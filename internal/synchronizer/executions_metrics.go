@@ -16,6 +16,8 @@ type ExecutionMetrics struct {
 	duration *prometheus.HistogramVec
 	writeLag prometheus.Histogram
 	running  prometheus.Gauge
+	// logsUnreadable counts finished executions whose log could not be read to be kept.
+	logsUnreadable prometheus.Counter
 }
 
 // NewExecutionMetrics registers the execution metrics on reg (nil: registered nowhere).
@@ -38,9 +40,12 @@ func NewExecutionMetrics(reg prometheus.Registerer) *ExecutionMetrics {
 		running: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "datajobs_executions_running", Help: "Executions recorded as running.",
 		}),
+		logsUnreadable: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "datajobs_execution_logs_unreadable_total", Help: "Finished executions whose pod log could not be read, kept empty.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.started, m.finished, m.duration, m.writeLag, m.running)
+		reg.MustRegister(m.started, m.finished, m.duration, m.writeLag, m.running, m.logsUnreadable)
 	}
 	return m
 }
