@@ -40,8 +40,10 @@ func (s *Service) StartExecution(ctx context.Context, team, name string, req Exe
 		switch {
 		case st.Actual != nil:
 			a := st.Actual
-			snap = job.Deployment{JobVersion: a.JobVersion, VDKVersion: a.VDKVersion, PythonVersion: a.PythonVersion,
-				Schedule: a.Schedule, Resources: a.Resources, Enabled: a.Enabled, DeployedBy: a.DeployedBy, DeployedDate: a.DeployedDate}
+			snap = job.Deployment{
+				JobVersion: a.JobVersion, VDKVersion: a.VDKVersion, PythonVersion: a.PythonVersion,
+				Schedule: a.Schedule, Resources: a.Resources, Enabled: a.Enabled, DeployedBy: a.DeployedBy, DeployedDate: a.DeployedDate,
+			}
 			if st.Desired == nil {
 				return store.NewExecution{}, job.DeploymentNotFound(name) // being deleted
 			}

@@ -138,8 +138,10 @@ func (x *Executions) Run(ctx context.Context, epoch int64) error {
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, time.Minute),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "datajobs_executions"})
-	t := &execTerm{x: x, fence: store.Fence{Epoch: epoch}, jobs: jobInformer.Lister().Jobs(x.cfg.Namespace),
-		pods: podInformer.Informer().GetIndexer(), queue: queue, seen: map[string]time.Time{}}
+	t := &execTerm{
+		x: x, fence: store.Fence{Epoch: epoch}, jobs: jobInformer.Lister().Jobs(x.cfg.Namespace),
+		pods: podInformer.Informer().GetIndexer(), queue: queue, seen: map[string]time.Time{},
+	}
 
 	onJob := func(obj any) {
 		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {

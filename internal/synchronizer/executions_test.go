@@ -132,8 +132,10 @@ func (f *execFixture) kubelet(p *corev1.Pod, phase corev1.PodPhase, state corev1
 			cur.Status.StartTime = &now
 		}
 		c := cur.Spec.Containers[0]
-		cur.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: c.Name, Image: c.Image, ImageID: "", State: state,
-			Ready: state.Running != nil, Started: ptr(state.Running != nil)}}
+		cur.Status.ContainerStatuses = []corev1.ContainerStatus{{
+			Name: c.Name, Image: c.Image, ImageID: "", State: state,
+			Ready: state.Running != nil, Started: ptr(state.Running != nil),
+		}}
 		_, err = f.client.CoreV1().Pods(f.ns).UpdateStatus(f.t.Context(), cur, metav1.UpdateOptions{})
 		return err == nil
 	}, 10*time.Second, 20*time.Millisecond)
