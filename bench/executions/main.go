@@ -148,8 +148,10 @@ func setup(ctx context.Context, admin, kubeconfig string) (*env, func(), error) 
 	}
 	u, _ := url.Parse(admin)
 	u.Path = "/" + name
-	e := &env{dbURL: u.String(), count: &writeCounter{}, ns: "bench-exec-" + randomHex(4),
-		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	e := &env{
+		dbURL: u.String(), count: &writeCounter{}, ns: "bench-exec-" + randomHex(4),
+		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
 	var cleanups []func()
 	cleanup := func() {
 		for i := len(cleanups) - 1; i >= 0; i-- {

@@ -79,8 +79,8 @@ func (r *LogReader) PodLog(ctx context.Context, p *corev1.Pod, tailLines int, ke
 		opts.TailLines = &n
 	}
 	stream, err := r.client.CoreV1().Pods(p.Namespace).GetLogs(p.Name, opts).Stream(ctx)
-	if apierrors.IsNotFound(err) || (apierrors.IsBadRequest(err) && mainStatus(p) != nil && mainStatus(p).State.Waiting != nil) {
-		return "", false, nil
+	if apierrors.IsNotFound(err) || (apierrors.IsBadRequest(err) && !ran(p)) {
+		return "", false, nil // gone, or not started yet (no node, waiting container): nothing printed
 	}
 	if err != nil {
 		return "", false, fmt.Errorf("read log of pod %s: %w", p.Name, err)

@@ -73,8 +73,10 @@ func TestRecordExecutionWritesEachTransitionOnceAndNeverChangesAFinalStatus(t *t
 
 	require.True(t, d.record(store.ExecutionUpdate{ID: "my-job-1", Status: job.ExecRunning, StartTime: &start}, d.fence), "a new scheduled run is inserted")
 	require.False(t, d.record(store.ExecutionUpdate{ID: "my-job-1", Status: job.ExecRunning, StartTime: &start}, d.fence), "the same status again writes nothing")
-	require.True(t, d.record(store.ExecutionUpdate{ID: "my-job-1", Status: job.ExecUserError, Message: "exit 1", EndTime: &end,
-		Log: &store.StoredLog{Logs: "boom\n"}}, d.fence))
+	require.True(t, d.record(store.ExecutionUpdate{
+		ID: "my-job-1", Status: job.ExecUserError, Message: "exit 1", EndTime: &end,
+		Log: &store.StoredLog{Logs: "boom\n"},
+	}, d.fence))
 	require.False(t, d.record(store.ExecutionUpdate{ID: "my-job-1", Status: job.ExecSucceeded, EndTime: &end}, d.fence), "a late event never turns user_error into succeeded")
 	require.Equal(t, []string{"my-job-1:user_error"}, d.ids())
 
@@ -101,8 +103,10 @@ func TestRecordExecutionIsFencedByLeaseAndJobIncarnation(t *testing.T) {
 	d := newExecDB(t)
 	require.False(t, d.record(store.ExecutionUpdate{ID: "my-job-1", Status: job.ExecRunning}, store.Fence{Epoch: d.fence.Epoch + 1}),
 		"a term that does not hold the lease writes nothing")
-	require.False(t, d.record(store.ExecutionUpdate{ID: "my-job-2", JobName: "my-job", JobUID: "00000000-0000-0000-0000-000000000001",
-		Type: job.ExecScheduled, OpID: "o", Status: job.ExecRunning}, d.fence),
+	require.False(t, d.record(store.ExecutionUpdate{
+		ID: "my-job-2", JobName: "my-job", JobUID: "00000000-0000-0000-0000-000000000001",
+		Type: job.ExecScheduled, OpID: "o", Status: job.ExecRunning,
+	}, d.fence),
 		"a run of another incarnation of the job is never attached to this one")
 	require.Empty(t, d.ids())
 }

@@ -114,6 +114,9 @@ type execTerm struct {
 
 	mu   sync.Mutex
 	seen map[string]time.Time // when an event about an execution was first seen since its last write
+	// deleted holds the last state of Jobs deleted since their execution was last looked
+	// at: a Job removed right after it finished (history limit, TTL) still tells its outcome.
+	deleted map[string]*batchv1.Job
 }
 
 const podsByJobIndex = "job-name"
@@ -144,10 +147,18 @@ func (x *Executions) Run(ctx context.Context, epoch int64) error {
 	}
 
 	onJob := func(obj any) {
+		if j, ok := obj.(*batchv1.Job); ok {
+			t.enqueue(j.Name)
+		}
+	}
+	onJobDeleted := func(obj any) {
 		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = tomb.Obj
 		}
 		if j, ok := obj.(*batchv1.Job); ok {
+			t.mu.Lock()
+			t.deleted[j.Name] = j
+			t.mu.Unlock()
 			t.enqueue(j.Name)
 		}
 	}
@@ -160,16 +171,16 @@ func (x *Executions) Run(ctx context.Context, epoch int64) error {
 		}
 	}
 	handlers := []cache.SharedIndexInformer{jobInformer.Informer(), podInformer.Informer()}
-	for i, h := range []func(any){onJob, onPod} {
+	for i, h := range [][2]func(any){{onJob, onJobDeleted}, {onPod, onPod}} {
 		if _, err := handlers[i].AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 			// The initial list is covered by the first pass.
 			AddFunc: func(obj any, initial bool) {
 				if !initial {
-					h(obj)
+					h[0](obj)
 				}
 			},
-			UpdateFunc: func(_, obj any) { h(obj) },
-			DeleteFunc: h,
+			UpdateFunc: func(_, obj any) { h[0](obj) },
+			DeleteFunc: h[1],
 		}); err != nil {
 			queue.ShutDown()
 			return fmt.Errorf("watch executions: %w", err)
@@ -350,6 +361,25 @@ func (t *execTerm) reconcile(ctx context.Context, id string, row *store.TrackedE
 		live = nil
 	} else if err != nil {
 		return fmt.Errorf("read job %s from cache: %w", id, err)
+	}
+	t.mu.Lock()
+	last := t.deleted[id]
+	delete(t.deleted, id)
+	t.mu.Unlock()
+	if live == nil && last != nil && (row == nil || row.JobUID == "" || last.Labels[kube.LabelJobUID] == row.JobUID) {
+		if c, f := jobDone(last); c || f {
+			// Deleted after it finished: its last state has the outcome.
+			if row != nil && row.Status.Final() {
+				return nil
+			}
+			err := t.observe(ctx, row, last, t.x.cfg.Now())
+			if err != nil { // keep it for the retry
+				t.mu.Lock()
+				t.deleted[id] = last
+				t.mu.Unlock()
+			}
+			return err
+		}
 	}
 	if live != nil && row != nil && row.JobUID != "" && live.Labels[kube.LabelJobUID] != row.JobUID {
 		live = nil // a Job of another incarnation of the data job: not this execution's
