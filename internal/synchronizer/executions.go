@@ -143,7 +143,7 @@ func (x *Executions) Run(ctx context.Context, epoch int64) error {
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "datajobs_executions"})
 	t := &execTerm{
 		x: x, fence: store.Fence{Epoch: epoch}, jobs: jobInformer.Lister().Jobs(x.cfg.Namespace),
-		pods: podInformer.Informer().GetIndexer(), queue: queue, seen: map[string]time.Time{},
+		pods: podInformer.Informer().GetIndexer(), queue: queue, seen: map[string]time.Time{}, deleted: map[string]*batchv1.Job{},
 	}
 
 	onJob := func(obj any) {
