@@ -25,6 +25,7 @@ if ! command -v go >/dev/null; then
 fi
 
 bash hack/k8s-bins/build.sh
+bash hack/registry/build.sh
 mkdir -p .cache/bin
 go build -o .cache/bin/datajobs ./cmd/datajobs
 

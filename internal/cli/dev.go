@@ -48,13 +48,17 @@ Ctrl-C stops everything.`,
 			began := time.Now()
 			env, err := devenv.Start(ctx, devenv.Config{
 				StateDir: stateDir, BinDir: binDir, Kubernetes: true, Controllers: controllers, Fast: fast,
-				Logger: slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn})),
+				RegistryBin: devenv.RegistryBinary(), // when hack/registry/build.sh has built it
+				Logger:      slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn})),
 			})
 			if err != nil {
 				return err
 			}
 			defer func() { err = errors.Join(err, env.Stop()) }()
 			printEnv(out, env, time.Since(began))
+			if ctx, err = setUpDevRegistry(ctx, env, out); err != nil {
+				return err
+			}
 
 			if !envOnly {
 				return serve(ctx, env.DatabaseURL, env.Kubeconfig, out)
@@ -96,6 +100,9 @@ func printEnv(out io.Writer, env *devenv.Env, took time.Duration) {
 // a complete file into place, so a reader polling for it never sees half of it.
 func writeEnvFile(path string, env *devenv.Env) error {
 	content := fmt.Sprintf("DATAJOBS_TEST_DATABASE_URL=%s\nDATAJOBS_TEST_KUBECONFIG=%s\n", env.DatabaseURL, env.Kubeconfig)
+	if env.Registry != nil {
+		content += "DATAJOBS_TEST_REGISTRY=" + env.Registry.Addr + "\n"
+	}
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
 		return fmt.Errorf("write env file: %w", err)

@@ -74,6 +74,15 @@ func newServeCommand(g *globals) serveCommand {
 	f.DurationVar(&cfg.Executions.MaxAge, "executions-max-age", 14*24*time.Hour, "finished executions older than this are deleted")
 	f.DurationVar(&cfg.Executions.ImagePullGrace, "image-pull-grace", 5*time.Minute, "how long an execution's image may fail to pull before it is a platform error")
 	f.StringVar(&cfg.Executions.LogsURLTemplate, "logs-url-template", "", "logs_url of executions, with {job_name} {team} {execution_id} {op_id} {start_time} {end_time} (empty: none)")
+	// Image builds (docs/builder.md).
+	f.StringVar(&cfg.Build.Builder, "builder", "", "image builder: none or layer (default layer when --base-image is set, none otherwise)")
+	f.StringSliceVar(&cfg.Build.BaseImages, "base-image", nil, "base image of a python version, <version>=<image> (repeatable)")
+	f.IntVar(&cfg.Build.Workers, "build-workers", 2, "images built at once")
+	f.StringVar(&cfg.Build.RegistryAuthFile, "registry-auth-file", "", "Docker config file with the registries' credentials (default: anonymous)")
+	f.BoolVar(&cfg.Build.RegistryInsecure, "registry-insecure", false, "plain HTTP to a registry on a loopback address")
+	f.StringVar(&cfg.Build.PipIndexURL, "pip-index-url", "", "pip --index-url for requirements.txt (default: pip's own)")
+	f.StringSliceVar(&cfg.Build.PipExtraIndexURLs, "pip-extra-index-url", nil, "pip --extra-index-url (repeatable)")
+	f.StringSliceVar(&cfg.Build.PipFindLinks, "pip-find-links", nil, "pip --find-links (repeatable)")
 
 	return serveCommand{command: cmd, run: func(ctx context.Context, databaseURL, kubeconfig string, out io.Writer) error {
 		c, err := build()
@@ -81,6 +90,7 @@ func newServeCommand(g *globals) serveCommand {
 			return err
 		}
 		c.DatabaseURL, c.Kubeconfig = databaseURL, kubeconfig
+		c = withDevImages(ctx, c)
 		cluster, err := kube.Connect(kube.ClusterConfig{Kubeconfig: kubeconfig})
 		if err != nil {
 			return err

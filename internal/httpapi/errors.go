@@ -34,6 +34,8 @@ func statusOf(k job.Kind) int {
 		return http.StatusServiceUnavailable
 	case job.KindNotImplemented:
 		return http.StatusNotImplemented
+	case job.KindBusy:
+		return http.StatusTooManyRequests
 	default:
 		return http.StatusInternalServerError
 	}

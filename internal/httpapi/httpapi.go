@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/service"
@@ -29,13 +30,26 @@ type Config struct {
 	// POST of the same path when the body is a GraphQL request ({"query": ...} without a
 	// job_name; any other POST creates a job). When nil the GET answers 501.
 	JobsQuery http.Handler
+	// Bounds of requests (issue 11). MaxConcurrentUploads and MaxConcurrentDownloads cap
+	// the sources uploads and downloads in progress; more get 429 with Retry-After
+	// (defaults 4 and 16: an upload holds its archive in memory, a download a 1 MiB chunk).
+	MaxConcurrentUploads   int
+	MaxConcurrentDownloads int
+	// RequestTimeout bounds reading a request and writing its answer (default 1m);
+	// TransferTimeout does for sources uploads and downloads (default 5m).
+	RequestTimeout  time.Duration
+	TransferTimeout time.Duration
+	// Metrics, when set, counts and times the requests (see NewMetrics).
+	Metrics *Metrics
 }
 
 // api holds what the handlers share.
 type api struct {
-	cfg    Config
-	svc    *service.Service
-	logger *slog.Logger
+	cfg       Config
+	svc       *service.Service
+	logger    *slog.Logger
+	uploads   *slots
+	downloads *slots
 }
 
 // New returns the handler of every /data-jobs/... path. The server mounts it next to its
@@ -45,7 +59,15 @@ func New(cfg Config, svc *service.Service, logger *slog.Logger) http.Handler {
 	if cfg.NewOpID == nil {
 		cfg.NewOpID = rand.Text
 	}
-	a := &api{cfg: cfg, svc: svc, logger: logger}
+	cfg.MaxConcurrentUploads = cmp.Or(max(cfg.MaxConcurrentUploads, 0), 4)
+	cfg.MaxConcurrentDownloads = cmp.Or(max(cfg.MaxConcurrentDownloads, 0), 16)
+	cfg.RequestTimeout = cmp.Or(max(cfg.RequestTimeout, 0), time.Minute)
+	cfg.TransferTimeout = cmp.Or(max(cfg.TransferTimeout, 0), 5*time.Minute)
+	a := &api{
+		cfg: cfg, svc: svc, logger: logger,
+		uploads:   newSlots("sources uploads", "--max-concurrent-uploads", cfg.MaxConcurrentUploads),
+		downloads: newSlots("sources downloads", "--max-concurrent-downloads", cfg.MaxConcurrentDownloads),
+	}
 	return a.middleware(a.routes())
 }
 
@@ -72,8 +94,8 @@ func (a *api) routes() *http.ServeMux {
 	mux.HandleFunc("GET "+dep+"/properties", a.getProperties)
 	mux.HandleFunc("PUT "+dep+"/properties", a.setProperties)
 
-	mux.HandleFunc("POST "+jobPath+"/sources", a.uploadSources)
-	mux.HandleFunc("GET "+jobPath+"/sources", a.downloadSources)
+	mux.HandleFunc("POST "+jobPath+"/sources", a.limit(a.uploads, a.uploadSources))
+	mux.HandleFunc("GET "+jobPath+"/sources", a.limit(a.downloads, a.downloadSources))
 	mux.HandleFunc("DELETE "+jobPath+"/sources", a.deleteSources)
 
 	if a.cfg.JobsQuery != nil {

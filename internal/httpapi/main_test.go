@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -38,6 +39,8 @@ type options struct {
 	jobsQuery http.Handler
 	storeURL  string // a store on another URL (e.g. a database that is down)
 	sources   service.SourcesConfig
+	api       httpapi.Config // JobsQuery is set from jobsQuery
+	quotas    store.TeamQuotas
 }
 
 func newEnv(t testing.TB, opts ...func(*options)) *env {
@@ -49,8 +52,8 @@ func newEnv(t testing.TB, opts ...func(*options)) *env {
 	dbURL := testenv.DatabaseURL(t)
 	st := openStore(t, dbURL)
 	apiStore := st
-	if o.storeURL != "" {
-		apiStore = openStore(t, o.storeURL)
+	if o.storeURL != "" || o.quotas != (store.TeamQuotas{}) {
+		apiStore = openStoreWith(t, store.Config{URL: cmp.Or(o.storeURL, dbURL), Quotas: o.quotas})
 	}
 	svc, err := service.New(service.Config{
 		SupportedPythonVersions: []string{"3.9", "3.11"},
@@ -64,7 +67,9 @@ func newEnv(t testing.TB, opts ...func(*options)) *env {
 	require.NoError(t, err)
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, nil))
-	h := httpapi.New(httpapi.Config{JobsQuery: o.jobsQuery}, svc, logger)
+	apiCfg := o.api
+	apiCfg.JobsQuery = o.jobsQuery
+	h := httpapi.New(apiCfg, svc, logger)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() {
@@ -79,7 +84,12 @@ func newEnv(t testing.TB, opts ...func(*options)) *env {
 
 func openStore(t testing.TB, url string) *store.Store {
 	t.Helper()
-	st, err := store.Open(t.Context(), store.Config{URL: url})
+	return openStoreWith(t, store.Config{URL: url})
+}
+
+func openStoreWith(t testing.TB, cfg store.Config) *store.Store {
+	t.Helper()
+	st, err := store.Open(t.Context(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	return st

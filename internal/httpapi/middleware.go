@@ -36,6 +36,8 @@ func (a *api) middleware(mux *http.ServeMux) http.Handler {
 		w.Header().Set(opIDHeader, id)
 		r = r.WithContext(context.WithValue(r.Context(), opIDKey{}, id))
 		rec := &recorder{ResponseWriter: w}
+		a.cfg.Metrics.started()
+		defer a.cfg.Metrics.finished()
 
 		defer func() {
 			if p := recover(); p != nil {
@@ -53,12 +55,14 @@ func (a *api) middleware(mux *http.ServeMux) http.Handler {
 			if rec.status >= 500 {
 				level = slog.LevelError
 			}
+			a.cfg.Metrics.observe(r.Method, r.Pattern, cmp.Or(rec.status, http.StatusOK), time.Since(start))
 			a.logger.LogAttrs(r.Context(), level, "http_request",
 				slog.String("method", r.Method), slog.String("pattern", r.Pattern),
 				slog.Int("status", cmp.Or(rec.status, http.StatusOK)), slog.Duration("duration", time.Since(start)),
 				slog.String("op_id", id))
 		}()
 
+		deadlines(rec, a.cfg.RequestTimeout) // sources transfers extend theirs
 		if _, pattern := mux.Handler(r); pattern == "" {
 			a.unrouted(rec, r, mux)
 			return
