@@ -40,11 +40,10 @@ type options struct {
 	jobsQuery  http.Handler
 	storeURL   string // a store on another URL (e.g. a database that is down)
 	sources    service.SourcesConfig
-	api        httpapi.Config // JobsQuery, Auth, Webhook and Executions are set from the fields below
+	api        httpapi.Config // JobsQuery, Auth and Webhook are set from the fields below
 	quotas     store.TeamQuotas
 	auth       httpapi.Authenticator
 	webhook    httpapi.Authorizer
-	executions bool // serve GET .../executions from the store
 	graphql    bool // serve the GraphQL jobs query (graphapi) from the store
 }
 
@@ -77,9 +76,6 @@ func newEnv(t testing.TB, opts ...func(*options)) *env {
 	if o.graphql {
 		cfg.JobsQuery, err = graphapi.New(graphapi.Config{Logger: slog.New(slog.DiscardHandler)}, apiStore)
 		require.NoError(t, err)
-	}
-	if o.executions {
-		cfg.Executions = apiStore
 	}
 	h := httpapi.New(cfg, svc, logger)
 	srv := httptest.NewServer(h)

@@ -55,6 +55,8 @@ type Config struct {
 	// Sources bounds uploaded job sources (defaults: 50 MiB archives, 200 MiB
 	// uncompressed, 10,000 files, 50 versions kept per job).
 	Sources service.SourcesConfig
+	// Executions configures how executions are tracked and kept.
+	Executions ExecutionsConfig
 	// LeaseDuration is how long a leader holds the lease without renewing (default 10s).
 	LeaseDuration time.Duration
 	// ShutdownTimeout bounds graceful shutdown (default 20s).

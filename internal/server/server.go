@@ -67,6 +67,8 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 		Resources:               cfg.Resources,
 		APIVersion:              "datajobs/" + cfg.Version,
 		Sources:                 cfg.Sources,
+		LogsURLTemplate:         cfg.Executions.LogsURLTemplate,
+		Logs:                    logReader(cfg, cluster),
 	}, db)
 	if err != nil {
 		return err
@@ -75,7 +77,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 	if err != nil {
 		return err
 	}
-	mux.Handle("/", httpapi.New(httpapi.Config{JobsQuery: jobsQuery, Executions: db, Auth: authn, Webhook: authz}, svc, log))
+	mux.Handle("/", httpapi.New(httpapi.Config{JobsQuery: jobsQuery, Auth: authn, Webhook: authz}, svc, log))
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -183,10 +185,14 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 		Logger:         cfg.Logger,
 		Metrics:        synchronizer.NewMetrics(reg),
 	}, db, cluster.Client, nil)
+	var execs *synchronizer.Executions
+	if cfg.SyncMode == SyncOn {
+		execs = newExecutions(cfg, db, cluster, reg)
+	}
 	run := func(ctx context.Context, epoch int64) {
 		delay := time.Second
 		for ctx.Err() == nil {
-			err := syncer.Run(ctx, epoch)
+			err := leaderStages(ctx, epoch, syncer, execs)
 			if ctx.Err() != nil {
 				return
 			}
