@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -243,11 +244,12 @@ func (s *Store) Listen(ctx context.Context, channel string, ready func(), notify
 		// otherwise wait for notifications forever (TCP keepalives take many minutes).
 		waitCtx, cancel := context.WithTimeout(ctx, listenKeepalive)
 		n, err := conn.WaitForNotification(waitCtx)
+		idle := errors.Is(waitCtx.Err(), context.DeadlineExceeded)
 		cancel()
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case err != nil && waitCtx.Err() != nil:
+		case err != nil && idle:
 			pingCtx, cancel := context.WithTimeout(ctx, listenKeepalive)
 			err = conn.Ping(pingCtx)
 			cancel()
