@@ -22,6 +22,7 @@ type health struct {
 	migrated <-chan struct{}
 	kube     *kubeProbe
 	sync     func() syncState
+	safety   syncSafety
 }
 
 // syncState is the synchronizer's part of the /healthz detail.
@@ -41,7 +42,11 @@ func (h *health) live(w http.ResponseWriter, _ *http.Request) {
 	if !checked.IsZero() {
 		detail["kubernetes_checked_at"] = checked.UTC().Format(time.RFC3339)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "detail": detail})
+	body := map[string]any{"status": "ok", "detail": detail}
+	if d := h.safety.detail(); d != nil {
+		body["sync"] = d
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 // ready checks the database and the migrations in parallel and names each failing one, so
@@ -80,6 +85,9 @@ func (h *health) ready(w http.ResponseWriter, r *http.Request) {
 	}
 	wg.Wait()
 	body := map[string]any{"status": "ok", "checks": results}
+	if d := h.safety.detail(); d != nil {
+		body["sync"] = d
+	}
 	if status != http.StatusOK {
 		body["status"] = "unavailable"
 	}

@@ -22,10 +22,10 @@ import (
 	"github.com/datajobs/datajobs/internal/synchronizer"
 )
 
-// Run serves datajobs until ctx ends, then shuts down gracefully: the HTTP server stops
+// Run serves datajobs until ctx ends, then shuts down gracefully: the HTTP servers stop
 // accepting, in-flight requests have ShutdownTimeout to finish before their contexts are
 // cancelled, the synchronizer drains and the lease is released. Everything is built before
-// the listener opens, so a configuration error never leaves a server running; every
+// the listeners open, so a configuration error never leaves a server running; every
 // goroutine Run starts has returned when Run does. ready, when not nil, receives the
 // listener's address once the server accepts connections.
 func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
@@ -34,10 +34,15 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 		return err
 	}
 	log := cfg.Logger
+	authn, authz, err := buildAuth(ctx, cfg)
+	if err != nil {
+		return err
+	}
 
-	db, err := store.Open(ctx, store.Config{URL: cfg.DatabaseURL, Quotas: store.TeamQuotas{
-		MaxJobs: cfg.Requests.MaxJobsPerTeam, MaxSourceBytes: cfg.Requests.MaxSourceBytesPerTeam,
-	}})
+	db, err := store.Open(ctx, store.Config{
+		URL: cfg.DatabaseURL, MaxConns: cfg.Safety.DBMaxConns, StatementTimeout: cfg.Safety.DBStatementTimeout,
+		Quotas: store.TeamQuotas{MaxJobs: cfg.Requests.MaxJobsPerTeam, MaxSourceBytes: cfg.Requests.MaxSourceBytesPerTeam},
+	})
 	if err != nil {
 		return err
 	}
@@ -57,6 +62,8 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 		Resources:               cfg.Resources,
 		APIVersion:              "datajobs/" + cfg.Version,
 		Sources:                 cfg.Sources,
+		LogsURLTemplate:         cfg.Executions.LogsURLTemplate,
+		Logs:                    logReader(cfg, cluster),
 	}, db)
 	if err != nil {
 		return err
@@ -75,22 +82,32 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 	migrated := make(chan struct{})
 	kubeProbe := newKubeProbe(cluster.Ping, 10*time.Second, registry)
 	health := &health{db: db, migrated: migrated, kube: kubeProbe, sync: syncUnit.state}
+	health.safety.syncer.Store(syncUnit.syncer)
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", health.live)
 	mux.HandleFunc("GET /readyz", health.ready)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
-	mux.Handle("GET /data-jobs/debug/sync-plan", syncPlanHandler(cfg.SyncMode, syncUnit.syncer))
 	mux.Handle("/", httpapi.New(httpapi.Config{
-		JobsQuery: jobsQuery, Executions: db,
+		JobsQuery: jobsQuery, Auth: authn, Webhook: authz,
 		MaxConcurrentUploads: cfg.Requests.MaxConcurrentUploads, MaxConcurrentDownloads: cfg.Requests.MaxConcurrentDownloads,
 		RequestTimeout: cfg.Requests.RequestTimeout, TransferTimeout: cfg.Requests.TransferTimeout,
 		Metrics: httpapi.NewMetrics(registry),
 	}, svc, log))
+	// The admin listener: metrics and debugging, never on the public port.
+	adminMux := http.NewServeMux()
+	adminMux.HandleFunc("GET /healthz", health.live)
+	adminMux.HandleFunc("GET /readyz", health.ready)
+	adminMux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
+	adminMux.Handle("GET /data-jobs/debug/sync-plan", syncPlanHandler(cfg.SyncMode, syncUnit.syncer))
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	adminLn, err := net.Listen("tcp", cfg.AdminListen)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("listen on %s (admin): %w", cfg.AdminListen, err)
 	}
 	// Requests run under their own context: a shutdown lets them finish, then cancels
 	// them when the grace period is over.
@@ -104,17 +121,23 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 		MaxHeaderBytes:    64 << 10,
 		BaseContext:       func(net.Listener) context.Context { return requests },
 	}
+	adminSrv := &http.Server{
+		Handler: adminMux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, MaxHeaderBytes: 64 << 10,
+		BaseContext: func(net.Listener) context.Context { return requests },
+	}
 
-	// background ends when ctx does, or when the server fails.
+	// background ends when ctx does, or when a server fails.
 	background, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
-	serveErr := make(chan error, 1)
-	wg.Go(func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			serveErr <- err
-		}
-	})
+	serveErr := make(chan error, 2)
+	for s, l := range map[*http.Server]net.Listener{srv: ln, adminSrv: adminLn} {
+		wg.Go(func() {
+			if err := s.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- err
+			}
+		})
+	}
 	wg.Go(func() { kubeProbe.run(background) })
 	// Migrations are retried until the database answers: the process stays up and
 	// reports itself not ready meanwhile, instead of crash-looping. The synchronizer
@@ -126,9 +149,13 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 		close(migrated)
 		syncUnit.run(background)
 	})
-	log.InfoContext(ctx, "serving", "address", ln.Addr().String(), "namespace", cfg.Namespace, "sync_mode", string(cfg.SyncMode))
+	log.InfoContext(ctx, "serving", "address", ln.Addr().String(), "admin_address", adminLn.Addr().String(),
+		"namespace", cfg.Namespace, "sync_mode", string(cfg.SyncMode), "auth_mode", string(cfg.Auth.Mode))
 	if ready != nil {
 		ready <- ln.Addr()
+	}
+	if cfg.AdminReady != nil {
+		cfg.AdminReady <- adminLn.Addr()
 	}
 
 	select {
@@ -140,10 +167,10 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancel()
-	if shutErr := srv.Shutdown(shutdownCtx); shutErr != nil {
+	if shutErr := errors.Join(srv.Shutdown(shutdownCtx), adminSrv.Shutdown(shutdownCtx)); shutErr != nil {
 		log.WarnContext(shutdownCtx, "http_shutdown_incomplete", "error", shutErr)
 		cancelRequests()
-		_ = srv.Close()
+		_ = errors.Join(srv.Close(), adminSrv.Close())
 	}
 	wg.Wait()
 	log.InfoContext(shutdownCtx, "stopped")
@@ -166,6 +193,15 @@ func migrateWithRetry(ctx context.Context, db *store.Store, cfg Config) error {
 		}
 		delay = min(delay*2, 10*time.Second)
 	}
+}
+
+// stepDownAfter is how long a leader keeps its term without reaching the apiserver: the
+// lease duration. A dry run holds no lease and never steps down.
+func stepDownAfter(cfg Config) time.Duration {
+	if cfg.SyncMode != SyncOn {
+		return 0
+	}
+	return cfg.LeaseDuration
 }
 
 // synchronizerUnit is what runs the synchronizer in this process.
@@ -191,19 +227,33 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 		return synchronizerUnit{}, err
 	}
 	syncer := synchronizer.New(synchronizer.Config{
-		Build:          builds,
-		Render:         kube.RenderConfig{Namespace: cfg.Namespace, ImageRegistry: cfg.ImageRegistry, Resources: cfg.Resources},
-		Workers:        cfg.SyncWorkers,
-		ResyncInterval: cfg.ResyncInterval,
-		DryRun:         cfg.SyncMode == SyncDryRun,
-		Logger:         cfg.Logger,
-		Metrics:        synchronizer.NewMetrics(reg),
+		Build:              builds,
+		Render:             kube.RenderConfig{Namespace: cfg.Namespace, ImageRegistry: cfg.ImageRegistry, Resources: cfg.Resources},
+		Workers:            cfg.SyncWorkers,
+		ResyncInterval:     cfg.ResyncInterval,
+		DryRun:             cfg.SyncMode == SyncDryRun,
+		PruneMaxFraction:   cfg.Safety.PruneMaxFraction,
+		AllowMassPrune:     cfg.Safety.AllowMassPrune,
+		AcceptConfigChange: cfg.Safety.AcceptConfigChange,
+		StepDownAfter:      stepDownAfter(cfg),
+		Logger:             cfg.Logger,
+		Metrics:            synchronizer.NewMetrics(reg),
 	}, db, cluster.Client, nil)
+	var execs *synchronizer.Executions
+	if cfg.SyncMode == SyncOn {
+		execs = newExecutions(cfg, db, cluster, reg)
+	}
 	run := func(ctx context.Context, epoch int64) {
 		delay := time.Second
 		for ctx.Err() == nil {
-			err := syncer.Run(ctx, epoch)
+			err := leaderStages(ctx, epoch, syncer, execs)
 			if ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, synchronizer.ErrAPIServerUnreachable) || errors.Is(err, synchronizer.ErrConfigChanged) {
+				// End the term: another replica may reach the apiserver, or have the
+				// configuration the previous leader synced with.
+				cfg.Logger.WarnContext(ctx, "synchronizer_stepped_down", "error", err)
 				return
 			}
 			cfg.Logger.WarnContext(ctx, "synchronizer_stopped", "error", err, "restart_in", delay)
