@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/datajobs/datajobs/internal/store"
+	"github.com/datajobs/datajobs/internal/synchronizer"
 )
 
 // health answers the liveness and readiness probes. Readiness is what the API needs: the
@@ -31,6 +32,9 @@ type syncState struct {
 	Mode SyncMode `json:"mode"`
 	// Leader says whether this replica holds the synchronizer's lease (mode on only).
 	Leader bool `json:"leader"`
+	// Refusals are the safety refusals of this replica's synchronizer (a mass prune held
+	// back, a rendering configuration not accepted), when there are any.
+	Refusals *synchronizer.Safety `json:"refusals,omitempty"`
 }
 
 // live says that the process serves HTTP, always with 200: restarting it would not fix a
@@ -38,15 +42,13 @@ type syncState struct {
 // probe, so the answer is immediate) and of its synchronizer.
 func (h *health) live(w http.ResponseWriter, _ *http.Request) {
 	kube, checked := h.kube.status()
-	detail := map[string]any{"kubernetes": kube, "sync": h.sync()}
+	st := h.sync()
+	st.Refusals = h.safety.detail()
+	detail := map[string]any{"kubernetes": kube, "sync": st}
 	if !checked.IsZero() {
 		detail["kubernetes_checked_at"] = checked.UTC().Format(time.RFC3339)
 	}
-	body := map[string]any{"status": "ok", "detail": detail}
-	if d := h.safety.detail(); d != nil {
-		body["sync"] = d
-	}
-	writeJSON(w, http.StatusOK, body)
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "detail": detail})
 }
 
 // ready checks the database and the migrations in parallel and names each failing one, so
