@@ -199,6 +199,9 @@ func (e *env) do(method, path, body string) response {
 	}
 	req, err := http.NewRequestWithContext(e.t.Context(), method, e.url+path, rd)
 	require.NoError(e.t, err)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	res, err := http.DefaultClient.Do(req)
 	require.NoError(e.t, err)
 	defer res.Body.Close()

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"cmp"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -104,12 +103,6 @@ func executionStatuses(params []string) ([]string, error) {
 	return out, nil
 }
 
-// caller is the identity of the request that the audit columns record (started_by of an
-// execution that names none). Authentication replaces this one function.
-func caller(r *http.Request) string {
-	return cmp.Or(r.Header.Get(userHeader), "unknown")
-}
-
 // pathExecution returns the team, job name and execution id of the path.
 func pathExecution(r *http.Request) (team, name, id string, err error) {
 	team, name, err = pathJob(r)
@@ -153,7 +146,7 @@ func (a *api) startExecution(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e, err := a.svc.StartExecution(r.Context(), team, name,
-		service.ExecutionRequest{StartedBy: req.StartedBy, Args: req.Args}, caller(r), opID(r.Context()))
+		service.ExecutionRequest{Args: req.Args}, a.user(r, req.StartedBy), opID(r.Context()))
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -185,7 +178,7 @@ func (a *api) cancelExecution(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	e, err := a.svc.CancelExecution(r.Context(), team, name, id, caller(r))
+	e, err := a.svc.CancelExecution(r.Context(), team, name, id, a.user(r, ""))
 	if err != nil {
 		a.writeError(w, r, err)
 		return

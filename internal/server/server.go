@@ -31,8 +31,12 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 		return err
 	}
 	log := cfg.Logger
+	authn, authz, err := buildAuth(ctx, cfg)
+	if err != nil {
+		return err
+	}
 
-	db, err := store.Open(ctx, store.Config{URL: cfg.DatabaseURL})
+	db, err := store.Open(ctx, store.Config{URL: cfg.DatabaseURL, MaxConns: cfg.Safety.DBMaxConns, StatementTimeout: cfg.Safety.DBStatementTimeout})
 	if err != nil {
 		return err
 	}
@@ -52,7 +56,11 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", health.live)
 	mux.HandleFunc("GET /readyz", health.ready)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
+	// The admin listener: metrics and debugging, never on the public port.
+	adminMux := http.NewServeMux()
+	adminMux.HandleFunc("GET /healthz", health.live)
+	adminMux.HandleFunc("GET /readyz", health.ready)
+	adminMux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
 	svc, err := service.New(service.Config{
 		SupportedPythonVersions: cfg.SupportedPythonVersions,
 		DefaultPythonVersion:    cfg.DefaultPythonVersion,
@@ -69,11 +77,16 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 	if err != nil {
 		return err
 	}
-	mux.Handle("/", httpapi.New(httpapi.Config{JobsQuery: jobsQuery}, svc, log))
+	mux.Handle("/", httpapi.New(httpapi.Config{JobsQuery: jobsQuery, Auth: authn, Webhook: authz}, svc, log))
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	adminLn, err := net.Listen("tcp", cfg.AdminListen)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("listen on %s (admin): %w", cfg.AdminListen, err)
 	}
 	srv := &http.Server{
 		Handler:           mux,
@@ -82,17 +95,24 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 	}
+	adminSrv := &http.Server{Handler: adminMux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, MaxHeaderBytes: 64 << 10}
 
 	var wg sync.WaitGroup
-	serveErr := make(chan error, 1)
-	wg.Go(func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			serveErr <- err
-		}
-	})
-	log.InfoContext(ctx, "serving", "address", ln.Addr().String(), "namespace", cfg.Namespace, "sync_mode", string(cfg.SyncMode))
+	serveErr := make(chan error, 2)
+	for s, l := range map[*http.Server]net.Listener{srv: ln, adminSrv: adminLn} {
+		wg.Go(func() {
+			if err := s.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- err
+			}
+		})
+	}
+	log.InfoContext(ctx, "serving", "address", ln.Addr().String(), "admin_address", adminLn.Addr().String(),
+		"namespace", cfg.Namespace, "sync_mode", string(cfg.SyncMode), "auth_mode", string(cfg.Auth.Mode))
 	if ready != nil {
 		ready <- ln.Addr()
+	}
+	if cfg.AdminReady != nil {
+		cfg.AdminReady <- adminLn.Addr()
 	}
 
 	// Migrations are retried until the database answers: the process stays up and
@@ -102,7 +122,8 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 	if err != nil {
 		return err
 	}
-	mux.Handle("GET /data-jobs/debug/sync-plan", syncPlanHandler(cfg.SyncMode, syncer))
+	adminMux.Handle("GET /data-jobs/debug/sync-plan", syncPlanHandler(cfg.SyncMode, syncer))
+	health.safety.syncer.Store(syncer)
 	wg.Go(func() {
 		if err := migrateWithRetry(ctx, db, cfg); err != nil {
 			return
@@ -119,7 +140,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancel()
-	if shutErr := srv.Shutdown(shutdownCtx); shutErr != nil {
+	if shutErr := errors.Join(srv.Shutdown(shutdownCtx), adminSrv.Shutdown(shutdownCtx)); shutErr != nil {
 		log.WarnContext(shutdownCtx, "http_shutdown_incomplete", "error", shutErr)
 	}
 	wg.Wait()
@@ -145,6 +166,15 @@ func migrateWithRetry(ctx context.Context, db *store.Store, cfg Config) error {
 	}
 }
 
+// stepDownAfter is how long a leader keeps its term without reaching the apiserver: the
+// lease duration. A dry run holds no lease and never steps down.
+func stepDownAfter(cfg Config) time.Duration {
+	if cfg.SyncMode != SyncOn {
+		return 0
+	}
+	return cfg.LeaseDuration
+}
+
 // newSynchronizer returns what runs the synchronizer in this process until ctx ends: under
 // the leader lease when it writes, on its own in dry-run mode (it writes nothing), or
 // nothing at all when the mode is off.
@@ -157,13 +187,17 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 		return nil, nil, err
 	}
 	syncer := synchronizer.New(synchronizer.Config{
-		Build:          builds,
-		Render:         kube.RenderConfig{Namespace: cfg.Namespace, ImageRegistry: cfg.ImageRegistry, Resources: cfg.Resources},
-		Workers:        cfg.SyncWorkers,
-		ResyncInterval: cfg.ResyncInterval,
-		DryRun:         cfg.SyncMode == SyncDryRun,
-		Logger:         cfg.Logger,
-		Metrics:        synchronizer.NewMetrics(reg),
+		Build:              builds,
+		Render:             kube.RenderConfig{Namespace: cfg.Namespace, ImageRegistry: cfg.ImageRegistry, Resources: cfg.Resources},
+		Workers:            cfg.SyncWorkers,
+		ResyncInterval:     cfg.ResyncInterval,
+		DryRun:             cfg.SyncMode == SyncDryRun,
+		PruneMaxFraction:   cfg.Safety.PruneMaxFraction,
+		AllowMassPrune:     cfg.Safety.AllowMassPrune,
+		AcceptConfigChange: cfg.Safety.AcceptConfigChange,
+		StepDownAfter:      stepDownAfter(cfg),
+		Logger:             cfg.Logger,
+		Metrics:            synchronizer.NewMetrics(reg),
 	}, db, cluster.Client, nil)
 	var execs *synchronizer.Executions
 	if cfg.SyncMode == SyncOn {
@@ -174,6 +208,12 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 		for ctx.Err() == nil {
 			err := leaderStages(ctx, epoch, syncer, execs)
 			if ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, synchronizer.ErrAPIServerUnreachable) || errors.Is(err, synchronizer.ErrConfigChanged) {
+				// End the term: another replica may reach the apiserver, or have the
+				// configuration the previous leader synced with.
+				cfg.Logger.WarnContext(ctx, "synchronizer_stepped_down", "error", err)
 				return
 			}
 			cfg.Logger.WarnContext(ctx, "synchronizer_stopped", "error", err, "restart_in", delay)
