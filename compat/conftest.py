@@ -25,6 +25,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+import requests
 from psycopg.rows import dict_row
 
 REPO = Path(__file__).resolve().parent.parent
@@ -59,6 +60,9 @@ class Environment:
     # The OCI registry of the environment (host:port), when it runs one: the service then
     # builds job images on the dev base image that `datajobs dev` pushed there.
     registry: str | None = None
+    # The OIDC provider (Ory Hydra) `datajobs dev --env-only` started, when built.
+    oidc_issuer: str = ""
+    oidc_admin_url: str = ""
 
 
 @pytest.fixture(scope="session")
@@ -66,7 +70,9 @@ def environment(tmp_path_factory):
     url = os.environ.get("DATAJOBS_TEST_DATABASE_URL")
     kubeconfig = os.environ.get("DATAJOBS_TEST_KUBECONFIG")
     if url and kubeconfig:
-        yield Environment(url, kubeconfig, os.environ.get("DATAJOBS_TEST_REGISTRY"))
+        yield Environment(url, kubeconfig, registry=os.environ.get("DATAJOBS_TEST_REGISTRY"),
+                          oidc_issuer=os.environ.get("DATAJOBS_TEST_OIDC_ISSUER", ""),
+                          oidc_admin_url=os.environ.get("DATAJOBS_TEST_OIDC_ADMIN_URL", ""))
         return
     state = tmp_path_factory.mktemp("env")
     env_file = state / "env"
@@ -84,7 +90,9 @@ def environment(tmp_path_factory):
         assert started == "ready", "datajobs dev failed:\n" + (state / "dev.log").read_text()
         values = dict(line.split("=", 1) for line in env_file.read_text().split())
         yield Environment(values["DATAJOBS_TEST_DATABASE_URL"], values["DATAJOBS_TEST_KUBECONFIG"],
-                          values.get("DATAJOBS_TEST_REGISTRY"))
+                          registry=values.get("DATAJOBS_TEST_REGISTRY"),
+                          oidc_issuer=values.get("DATAJOBS_TEST_OIDC_ISSUER", ""),
+                          oidc_admin_url=values.get("DATAJOBS_TEST_OIDC_ADMIN_URL", ""))
     finally:
         dev.send_signal(signal.SIGTERM)
         dev.wait(timeout=60)
@@ -164,6 +172,21 @@ class Service:
 
 @pytest.fixture(scope="session")
 def service(environment, tmp_path_factory, request):
+    """datajobs in auth mode none: the client sends no credentials."""
+    yield from serve(environment, tmp_path_factory, request, "--auth-mode", "none")
+
+
+@pytest.fixture(scope="session")
+def oidc_service(environment, tmp_path_factory, request):
+    """datajobs in auth mode oidc, trusting the environment's Ory Hydra."""
+    if not environment.oidc_issuer:
+        pytest.skip("no OIDC provider in the environment: build Ory Hydra with `bash hack/hydra/build.sh`")
+    yield from serve(environment, tmp_path_factory, request, "--auth-mode", "oidc",
+                     "--oidc-issuer-url", environment.oidc_issuer, "--oidc-username-claim", "username")
+
+
+def serve(environment, tmp_path_factory, request, *auth_args):
+    """Runs `datajobs serve` on a fresh database and namespace until the session ends."""
     suffix = secrets.token_hex(4)
     dbname, namespace = f"compat_{suffix}", f"compat-{suffix}"
     with psycopg.connect(environment.database_url, autocommit=True) as conn:
@@ -176,7 +199,8 @@ def service(environment, tmp_path_factory, request):
     svc.url = f"http://127.0.0.1:{port}"
     with open(svc.log, "w") as log:
         proc = subprocess.Popen(
-            [DATAJOBS, "serve", "--listen", f"127.0.0.1:{port}", "--database-url", svc.database_url,
+            [DATAJOBS, "serve", "--listen", f"127.0.0.1:{port}", "--admin-listen", "127.0.0.1:0",
+             *auth_args, "--database-url", svc.database_url,
              "--kubeconfig", svc.kubeconfig, "--namespace", namespace, "--log-format", "text", *builder_flags(svc)],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
@@ -236,11 +260,13 @@ class Result:
 
 
 class VDK:
-    """Runs the real client, as a user would, against the service. Authentication is
-    off: with no credentials in its config folder and no VDK_API_TOKEN, vdkcli sends no
-    Authorization header."""
+    """Runs the real client, as a user would, against the service. Without api_token,
+    authentication is off: with no credentials in its config folder and no
+    VDK_API_TOKEN, vdkcli sends no Authorization header. With one (a refresh token),
+    vdkcli exchanges it at token_url for an access token, as after
+    `vdk login -t api-token`, and caches that in its config folder."""
 
-    def __init__(self, service, home):
+    def __init__(self, service, home, api_token=None, token_url=None):
         env = {k: v for k, v in os.environ.items() if not k.startswith("VDK_")}
         env.update({
             "HOME": str(home),
@@ -254,13 +280,20 @@ class VDK:
             # click warns about it on every deploy.
             "PYTHONWARNINGS": "ignore::UserWarning",
         })
+        if api_token:
+            env.update({"VDK_API_TOKEN": api_token, "VDK_API_TOKEN_AUTHORIZATION_URL": token_url})
         self.env, self.cwd = env, home
 
     def __call__(self, *args, code=0):
+        """Runs vdkcli with args and checks its exit code (any non-zero one when code is
+        None)."""
         p = subprocess.run([VDKCLI, *map(str, args)], env=self.env, cwd=self.cwd, capture_output=True,
                            text=True, timeout=120, stdin=subprocess.DEVNULL)
         r = Result(args, p.returncode, p.stdout, p.stderr)
-        assert r.code == code, str(r)
+        if code is None:
+            assert r.code != 0, str(r)
+        else:
+            assert r.code == code, str(r)
         return r
 
 
@@ -282,3 +315,78 @@ def job_dir(tmp_path):
         config.write_text(config.read_text().replace("team = compat-team", f"team = {team}"))
         return d
     return make
+
+
+class OIDCProvider:
+    """The environment's Ory Hydra, driven through its admin API: users with teams and
+    the refresh tokens `vdk login -t api-token` takes."""
+
+    REDIRECT = "http://127.0.0.1:1/callback"
+
+    def __init__(self, issuer, admin_url):
+        self.issuer, self.admin_url = issuer, admin_url
+
+    def admin(self, method, path, body):
+        r = requests.request(method, self.admin_url + path, json=body, timeout=30)
+        assert r.ok, f"{method} {path}: {r.status_code} {r.text}"
+        return r.json()
+
+    def user_refresh_token(self, username, teams):
+        """Runs the authorization-code flow for username in teams, playing the browser
+        and accepting the login and the consent through the admin API. Returns the
+        refresh token and the token URL (with the client's credentials in it, which is
+        how a client secret reaches the token endpoint when vdkcli refreshes)."""
+        client = self.admin("POST", "/admin/clients", {
+            "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"],
+            "redirect_uris": [self.REDIRECT], "scope": "openid offline_access",
+            "audience": ["datajobs"], "token_endpoint_auth_method": "client_secret_basic"})
+        browser = requests.Session()
+
+        def follow(url):
+            r = browser.get(url, allow_redirects=False, timeout=30)
+            assert r.status_code in (302, 303), f"GET {url}: {r.status_code} {r.text}"
+            return urllib.parse.urlsplit(r.headers["Location"])
+
+        def query(parts, key):
+            return urllib.parse.parse_qs(parts.query)[key][0]
+
+        loc = follow(self.issuer + "/oauth2/auth?" + urllib.parse.urlencode({
+            "client_id": client["client_id"], "response_type": "code", "scope": "openid offline_access",
+            "redirect_uri": self.REDIRECT, "state": secrets.token_hex(8), "audience": "datajobs"}))
+        accepted = self.admin("PUT", "/admin/oauth2/auth/requests/login/accept?login_challenge="
+                              + urllib.parse.quote(query(loc, "login_challenge")), {"subject": username})
+        loc = follow(accepted["redirect_to"])
+        accepted = self.admin("PUT", "/admin/oauth2/auth/requests/consent/accept?consent_challenge="
+                              + urllib.parse.quote(query(loc, "consent_challenge")), {
+                                  "grant_scope": ["openid", "offline_access"],
+                                  "grant_access_token_audience": ["datajobs"],
+                                  "session": {"access_token": {"groups": teams, "username": username}}})
+        code = query(follow(accepted["redirect_to"]), "code")
+        auth = (client["client_id"], client["client_secret"])
+        r = requests.post(self.issuer + "/oauth2/token", auth=auth, timeout=30, data={
+            "grant_type": "authorization_code", "code": code, "redirect_uri": self.REDIRECT})
+        assert r.ok, f"token: {r.status_code} {r.text}"
+        issuer = urllib.parse.urlsplit(self.issuer)
+        token_url = urllib.parse.urlunsplit(issuer._replace(
+            netloc=f"{urllib.parse.quote(auth[0], safe='')}:{urllib.parse.quote(auth[1], safe='')}@{issuer.netloc}",
+            path=issuer.path.rstrip("/") + "/oauth2/token"))
+        return r.json()["refresh_token"], token_url
+
+
+@pytest.fixture(scope="session")
+def oidc(environment):
+    if not environment.oidc_issuer:
+        pytest.skip("no OIDC provider in the environment: build Ory Hydra with `bash hack/hydra/build.sh`")
+    return OIDCProvider(environment.oidc_issuer, environment.oidc_admin_url)
+
+
+@pytest.fixture
+def logged_in_vdk(oidc_service, oidc, tmp_path):
+    """Returns a function that logs a user with teams in (the api-token way) and gives a
+    runner of the client as that user."""
+    def login(username, teams):
+        home = tmp_path / ("home-" + username)
+        home.mkdir()
+        token, url = oidc.user_refresh_token(username, teams)
+        return VDK(oidc_service, home, api_token=token, token_url=url)
+    return login

@@ -62,7 +62,8 @@ func startReplica(t *testing.T, dbURL, kubeconfig, namespace string, args ...str
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close())
 	r := &replica{base: "http://" + addr, logs: &bytes.Buffer{}}
-	r.cmd = exec.Command(bin, append([]string{"serve", "--listen", addr, "--namespace", namespace, "--log-format", "text"}, args...)...)
+	r.cmd = exec.Command(bin, append([]string{"serve", "--listen", addr, "--admin-listen", "127.0.0.1:0", "--auth-mode", "none",
+		"--namespace", namespace, "--log-format", "text"}, args...)...)
 	r.cmd.Env = append(os.Environ(), "DATAJOBS_DATABASE_URL="+dbURL, "DATAJOBS_KUBECONFIG="+kubeconfig)
 	r.cmd.Stdout, r.cmd.Stderr = r.logs, r.logs
 	require.NoError(t, r.cmd.Start())

@@ -4,6 +4,10 @@
 // store call underneath each (the same SQL, through the same pool) in the same run, and
 // prints a Markdown table of p50/p99 latencies.
 //
+// With an OIDC provider (-oidc-issuer, else a private Ory Hydra when hack/hydra/build.sh
+// built one), it then compares GET .../deployments/release on a handler in auth mode none
+// and one in mode oidc (a real access token), in alternating rounds.
+//
 // Every measurement stops after -requests requests or -duration, whichever comes first,
 // and the whole run after -timeout. It uses the PostgreSQL of -database-url (loopback
 // only), or starts a private one in a temporary folder; it creates its own database and
@@ -15,6 +19,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -36,6 +41,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/datajobs/datajobs/internal/auth"
 	"github.com/datajobs/datajobs/internal/devenv"
 	"github.com/datajobs/datajobs/internal/httpapi"
 	"github.com/datajobs/datajobs/internal/job"
@@ -62,6 +68,9 @@ type options struct {
 	maxConns   int
 	timeout    time.Duration
 	cpuProfile string
+	oidcIssuer string
+	oidcAdmin  string
+	authRounds int
 }
 
 func run() error {
@@ -76,6 +85,9 @@ func run() error {
 	flag.IntVar(&o.maxConns, "max-conns", 0, "database pool size (default: pgx's, max(4, CPUs))")
 	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "stop everything after this long")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the measurements (client and server, one process) to this file")
+	flag.StringVar(&o.oidcIssuer, "oidc-issuer", os.Getenv("DATAJOBS_TEST_OIDC_ISSUER"), "issuer URL of an Ory Hydra to measure auth mode oidc with (default $DATAJOBS_TEST_OIDC_ISSUER; empty: start a private one if built, else skip)")
+	flag.IntVar(&o.authRounds, "auth-rounds", 5, "alternating rounds of the auth mode comparison")
+	flag.StringVar(&o.oidcAdmin, "oidc-admin-url", os.Getenv("DATAJOBS_TEST_OIDC_ADMIN_URL"), "admin API URL of that Hydra (default $DATAJOBS_TEST_OIDC_ADMIN_URL)")
 	flag.Parse()
 	for _, c := range strings.Split(clients, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(c))
@@ -109,6 +121,22 @@ func run() error {
 	}
 	if err := requireLoopback(o.adminURL); err != nil {
 		return err
+	}
+	if o.oidcIssuer == "" {
+		if bin := devenv.HydraBinary(); bin != "" {
+			dir, err := os.MkdirTemp("", "bench-api-hydra-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			fmt.Fprintln(os.Stderr, "starting a private Ory Hydra in", dir)
+			hy, err := devenv.StartHydra(ctx, devenv.HydraConfig{Bin: bin, PostgresURL: o.adminURL, Dir: dir})
+			if err != nil {
+				return err
+			}
+			defer hy.Stop() //nolint:errcheck // best effort at exit
+			o.oidcIssuer, o.oidcAdmin = hy.IssuerURL, hy.AdminURL
+		}
 	}
 	return benchmark(ctx, o)
 }
@@ -181,6 +209,11 @@ func benchmark(ctx context.Context, o options) error {
 		wg.Wait()
 	}()
 	base := "http://" + ln.Addr().String() + "/data-jobs/for-team/" + team + "/jobs/"
+	oidcBase, token, stopOIDC, err := serveOIDC(ctx, o, svc, logger)
+	if err != nil {
+		return err
+	}
+	defer stopOIDC()
 	client := &http.Client{Transport: &http.Transport{
 		MaxIdleConns: 512, MaxIdleConnsPerHost: 512, DisableCompression: true,
 	}}
@@ -258,7 +291,121 @@ func benchmark(ctx context.Context, o options) error {
 				float64(httpRes.p(50))/float64(sqlRes.p(50)), ms(handler.p(50)), httpRes.rate(), sqlRes.rate())
 		}
 	}
+	return compareAuth(ctx, o, names, client, base, oidcBase, token)
+}
+
+// compareAuth measures GET deployment in auth modes none and oidc, alternating, and
+// prints the best p50 of each over the rounds: alternating and taking the best keeps the
+// load of other processes on a shared machine out of the ratio.
+func compareAuth(ctx context.Context, o options, names []string, client *http.Client, base, oidcBase, token string) error {
+	if oidcBase == "" {
+		fmt.Println("\nno OIDC provider (build it with hack/hydra/build.sh or pass -oidc-issuer): auth mode oidc not measured")
+		return nil
+	}
+	none := func(ctx context.Context, name string, _ int) error {
+		return call(ctx, client, "GET", base+name+"/deployments/release", nil, http.StatusOK)
+	}
+	oidc := func(ctx context.Context, name string, _ int) error {
+		return call(ctx, client, "GET", oidcBase+name+"/deployments/release", nil, http.StatusOK, "Authorization", "Bearer "+token)
+	}
+	if _, err := measure(ctx, names, 8, 500, o.duration, oidc); err != nil { // warm
+		return err
+	}
+	fmt.Printf("\nGET .../deployments/release by auth mode, best p50 of %d alternating rounds:\n\n", o.authRounds)
+	fmt.Println("| clients | none p50 | oidc p50 | oidc/none |")
+	fmt.Println("|---|---|---|---|")
+	for _, c := range o.clients {
+		var bestNone, bestOIDC time.Duration
+		for range o.authRounds {
+			for _, m := range []struct {
+				f    op
+				best *time.Duration
+			}{{none, &bestNone}, {oidc, &bestOIDC}} {
+				r, err := measure(ctx, names, c, o.requests, o.duration, m.f)
+				if err != nil {
+					return err
+				}
+				if *m.best == 0 || r.p(50) < *m.best {
+					*m.best = r.p(50)
+				}
+			}
+		}
+		fmt.Printf("| %d | %s | %s | %.2f |\n", c, ms(bestNone), ms(bestOIDC), float64(bestOIDC)/float64(bestNone))
+	}
 	return nil
+}
+
+// serveOIDC serves the API in auth mode oidc against the provider of o, and returns its
+// base URL and an access token of a client in the bench team ("" when o has none).
+func serveOIDC(ctx context.Context, o options, svc *service.Service, logger *slog.Logger) (string, string, func(), error) {
+	if o.oidcIssuer == "" {
+		return "", "", func() {}, nil
+	}
+	verifier, err := auth.NewOIDC(auth.OIDCConfig{IssuerURLs: []string{o.oidcIssuer}, Audience: "datajobs"})
+	if err != nil {
+		return "", "", nil, err
+	}
+	token, err := clientToken(ctx, o)
+	if err != nil {
+		return "", "", nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", "", nil, err
+	}
+	srv := &http.Server{Handler: httpapi.New(httpapi.Config{Auth: verifier}, svc, logger), ReadHeaderTimeout: 10 * time.Second}
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = srv.Serve(ln) })
+	stop := func() {
+		_ = srv.Shutdown(context.WithoutCancel(ctx))
+		wg.Wait()
+	}
+	return "http://" + ln.Addr().String() + "/data-jobs/for-team/" + team + "/jobs/", token, stop, nil
+}
+
+// clientToken creates a client-credentials client of the bench team at the provider's
+// admin API and returns an access token of it.
+func clientToken(ctx context.Context, o options) (string, error) {
+	body := `{"grant_types":["client_credentials"],"audience":["datajobs"],"token_endpoint_auth_method":"client_secret_basic","metadata":{"teams":["` + team + `"],"username":"bench"}}`
+	var c struct {
+		ID     string `json:"client_id"`
+		Secret string `json:"client_secret"`
+	}
+	if err := postJSON(ctx, o.oidcAdmin+"/admin/clients", "application/json", body, nil, &c); err != nil {
+		return "", err
+	}
+	form := url.Values{"grant_type": {"client_credentials"}, "audience": {"datajobs"}}
+	var tok struct {
+		AccessToken string `json:"access_token"`
+	}
+	err := postJSON(ctx, o.oidcIssuer+"/oauth2/token", "application/x-www-form-urlencoded", form.Encode(), func(r *http.Request) {
+		r.SetBasicAuth(url.QueryEscape(c.ID), url.QueryEscape(c.Secret))
+	}, &tok)
+	return tok.AccessToken, err
+}
+
+func postJSON(ctx context.Context, u, contentType, body string, edit func(*http.Request), out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", contentType)
+	if edit != nil {
+		edit(req)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return err
+	}
+	if res.StatusCode/100 != 2 {
+		return fmt.Errorf("POST %s: %s: %s", u, res.Status, b)
+	}
+	return json.Unmarshal(b, out)
 }
 
 // seed creates and deploys every job through the service, 8 at a time.
@@ -363,7 +510,7 @@ func measure(ctx context.Context, names []string, clients, n int, d time.Duratio
 	return result{latencies: all, elapsed: time.Since(start)}, nil
 }
 
-func call(ctx context.Context, c *http.Client, method, url string, body []byte, want int) error {
+func call(ctx context.Context, c *http.Client, method, url string, body []byte, want int, headers ...string) error {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -371,6 +518,12 @@ func call(ctx context.Context, c *http.Client, method, url string, body []byte, 
 	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
 		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
 	}
 	res, err := c.Do(req)
 	if err != nil {

@@ -22,6 +22,7 @@ type server struct {
 	name    string
 	cmd     *exec.Cmd
 	addr    string
+	admin   string        // the admin listener: /metrics
 	exited  chan struct{} // closed once the process has exited and waitErr is set
 	waitErr error
 }
@@ -35,11 +36,17 @@ func (b *bench) serve(ctx context.Context, f *fleet, name string) (*server, erro
 	}
 	addr := ln.Addr().String()
 	ln.Close()
+	adminLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	admin := adminLn.Addr().String()
+	adminLn.Close()
 	logFile, err := os.Create(filepath.Join(b.outDir, "failover-"+name+".log"))
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, b.datajobs, "serve", "--listen", addr, "--database-url", f.dbURL,
+	cmd := exec.CommandContext(ctx, b.datajobs, "serve", "--listen", addr, "--admin-listen", admin, "--auth-mode", "none", "--database-url", f.dbURL,
 		"--kubeconfig", b.kubeconfig, "--namespace", f.ns, "--sync-workers", strconv.Itoa(b.workers),
 		"--kube-qps", fmt.Sprint(b.limits.QPS), "--kube-burst", strconv.Itoa(b.limits.Burst), "--log-format", "json")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
@@ -48,7 +55,7 @@ func (b *bench) serve(ctx context.Context, f *fleet, name string) (*server, erro
 		logFile.Close()
 		return nil, fmt.Errorf("start %s: %w", b.datajobs, err)
 	}
-	s := &server{name: name, cmd: cmd, addr: addr, exited: make(chan struct{})}
+	s := &server{name: name, cmd: cmd, addr: addr, admin: admin, exited: make(chan struct{})}
 	go func() { // owned by the server: stop waits for it
 		s.waitErr = cmd.Wait()
 		logFile.Close()
@@ -75,7 +82,7 @@ func (s *server) holds(holder string) bool {
 }
 
 func (s *server) get(ctx context.Context, path string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.addr+path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.admin+path, nil) // /metrics and /healthz
 	if err != nil {
 		return "", err
 	}

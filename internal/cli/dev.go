@@ -19,6 +19,7 @@ import (
 func newDevCommand(serve ServeFunc) *cobra.Command {
 	var (
 		stateDir, envFile, binDir  string
+		hydraBin                   string
 		controllers, envOnly, fast bool
 	)
 	cmd := &cobra.Command{
@@ -45,10 +46,14 @@ Ctrl-C stops everything.`,
 					return err
 				}
 			}
+			if envOnly && hydraBin == "" {
+				hydraBin = devenv.HydraBinary() // the tests' OIDC provider, when built
+			}
 			began := time.Now()
 			env, err := devenv.Start(ctx, devenv.Config{
 				StateDir: stateDir, BinDir: binDir, Kubernetes: true, Controllers: controllers, Fast: fast,
 				RegistryBin: devenv.RegistryBinary(), // when hack/registry/build.sh has built it
+				HydraBin:    hydraBin,
 				Logger:      slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn})),
 			})
 			if err != nil {
@@ -82,6 +87,7 @@ Ctrl-C stops everything.`,
 	f.StringVar(&envFile, "env-file", "", "with --env-only: write DATAJOBS_TEST_DATABASE_URL and DATAJOBS_TEST_KUBECONFIG lines there once ready")
 	f.BoolVar(&fast, "fast", false, "turn fsync off in PostgreSQL and etcd (for tests; a crash may lose data)")
 	f.StringVar(&binDir, "bin-dir", "", "folder of the Kubernetes binaries (default: build them into .cache/k8s-bin of the checkout)")
+	f.StringVar(&hydraBin, "hydra-bin", "", "with --env-only: also run this Ory Hydra as the tests' OIDC provider (default: .cache/hydra-bin/hydra of the checkout when built)")
 	return cmd
 }
 
@@ -94,6 +100,9 @@ func printEnv(out io.Writer, env *devenv.Env, took time.Duration) {
 	fmt.Fprintf(out, "    export KUBECONFIG=%s\n", env.Kubeconfig)
 	fmt.Fprintf(out, "    %s --kubeconfig %s get ns\n", kubectl, env.Kubeconfig)
 	fmt.Fprintf(out, "  logs:        %s\n", filepath.Join(env.StateDir, "logs"))
+	if env.Hydra != nil {
+		fmt.Fprintf(out, "  oidc issuer: %s (admin %s)\n", env.Hydra.IssuerURL, env.Hydra.AdminURL)
+	}
 }
 
 // writeEnvFile writes the variables that make testenv reuse this environment. It renames
@@ -102,6 +111,9 @@ func writeEnvFile(path string, env *devenv.Env) error {
 	content := fmt.Sprintf("DATAJOBS_TEST_DATABASE_URL=%s\nDATAJOBS_TEST_KUBECONFIG=%s\n", env.DatabaseURL, env.Kubeconfig)
 	if env.Registry != nil {
 		content += "DATAJOBS_TEST_REGISTRY=" + env.Registry.Addr + "\n"
+	}
+	if env.Hydra != nil {
+		content += fmt.Sprintf("DATAJOBS_TEST_OIDC_ISSUER=%s\nDATAJOBS_TEST_OIDC_ADMIN_URL=%s\n", env.Hydra.IssuerURL, env.Hydra.AdminURL)
 	}
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {

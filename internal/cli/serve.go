@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"time"
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
@@ -25,6 +26,7 @@ func newServeCommand(g *globals) serveCommand {
 	var cfg server.Config
 	var syncMode string
 	var res resourceFlags
+	var authMode string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the API and run the synchronizer",
@@ -37,6 +39,7 @@ func newServeCommand(g *globals) serveCommand {
 		}
 		c := cfg
 		c.SyncMode = server.SyncMode(syncMode)
+		c.Auth.Mode = server.AuthMode(authMode)
 		c.Logger = log
 		c.Version = Version
 		c.Resources, err = res.bounds()
@@ -67,6 +70,12 @@ func newServeCommand(g *globals) serveCommand {
 	f.IntVar(&cfg.Sources.KeepVersions, "source-versions-kept", 50, "source versions kept per job (negative: all)")
 	f.DurationVar(&cfg.LeaseDuration, "lease-duration", 0, "how long the synchronizer's leader lease lasts without renewal (default 10s)")
 	res.register(f)
+	// Executions.
+	f.Int64Var(&cfg.Executions.LogBytes, "execution-log-bytes", 256<<10, "bytes of the end of a finished execution's log kept in the database")
+	f.IntVar(&cfg.Executions.KeptPerJob, "executions-kept-per-job", 100, "finished executions kept per job")
+	f.DurationVar(&cfg.Executions.MaxAge, "executions-max-age", 14*24*time.Hour, "finished executions older than this are deleted")
+	f.DurationVar(&cfg.Executions.ImagePullGrace, "image-pull-grace", 5*time.Minute, "how long an execution's image may fail to pull before it is a platform error")
+	f.StringVar(&cfg.Executions.LogsURLTemplate, "logs-url-template", "", "logs_url of executions, with {job_name} {team} {execution_id} {op_id} {start_time} {end_time} (empty: none)")
 	// Image builds (docs/builder.md).
 	f.StringVar(&cfg.Build.Builder, "builder", "", "image builder: none or layer (default layer when --base-image is set, none otherwise)")
 	f.StringSliceVar(&cfg.Build.BaseImages, "base-image", nil, "base image of a python version, <version>=<image> (repeatable)")
@@ -77,6 +86,18 @@ func newServeCommand(g *globals) serveCommand {
 	f.StringSliceVar(&cfg.Build.PipExtraIndexURLs, "pip-extra-index-url", nil, "pip --extra-index-url (repeatable)")
 	f.StringSliceVar(&cfg.Build.PipFindLinks, "pip-find-links", nil, "pip --find-links (repeatable)")
 
+	// Authentication and authorization (docs/api.md, "Authentication").
+	f.StringVar(&authMode, "auth-mode", "oidc", "how callers are authenticated: oidc (a bearer JWT on every /data-jobs/ request) or none (everyone is an admin: a trusted loopback only)")
+	f.StringSliceVar(&cfg.Auth.OIDC.IssuerURLs, "oidc-issuer-url", nil, "trusted OIDC issuer URLs, repeatable or comma-separated (required in mode oidc)")
+	f.StringVar(&cfg.Auth.OIDC.Audience, "oidc-audience", "datajobs", "audience a token must carry")
+	f.StringVar(&cfg.Auth.OIDC.UsernameClaim, "oidc-username-claim", "sub", "token claim recorded as deployed_by and started_by")
+	f.StringVar(&cfg.Auth.OIDC.TeamsClaim, "oidc-teams-claim", "groups", "token claim listing the caller's teams (a string or a list)")
+	f.StringSliceVar(&cfg.Auth.OIDC.AdminTeams, "admin-teams", nil, "teams whose members may act on every team")
+	f.StringVar(&cfg.Auth.WebhookURL, "authz-webhook-url", "", "authorization webhook asked about every authenticated request (fail closed)")
+	f.DurationVar(&cfg.Auth.WebhookTimeout, "authz-webhook-timeout", 5*time.Second, "timeout of one webhook call (503 after it)")
+	f.DurationVar(&cfg.Auth.WebhookCacheTTL, "authz-webhook-cache-ttl", 10*time.Second, "how long a webhook decision is reused")
+	f.StringVar(&cfg.AdminListen, "admin-listen", "127.0.0.1:8093", "address of /metrics and /data-jobs/debug/* (keep it private)")
+
 	return serveCommand{command: cmd, run: func(ctx context.Context, databaseURL, kubeconfig string, out io.Writer) error {
 		c, err := build()
 		if err != nil {
@@ -84,6 +105,8 @@ func newServeCommand(g *globals) serveCommand {
 		}
 		c.DatabaseURL, c.Kubeconfig = databaseURL, kubeconfig
 		c = withDevImages(ctx, c)
+		// dev serves on loopback only, without login (auth mode none).
+		c.Listen, c.Auth.Mode = "127.0.0.1:8092", server.AuthNone
 		cluster, err := kube.Connect(kube.ClusterConfig{Kubeconfig: kubeconfig})
 		if err != nil {
 			return err

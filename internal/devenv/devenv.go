@@ -42,6 +42,9 @@ type Config struct {
 	Fast bool
 	// Logger receives the environment's own logs (default: discarded).
 	Logger *slog.Logger
+	// HydraBin, when set, also starts Ory Hydra (an OIDC provider) on the environment's
+	// PostgreSQL (see StartHydra).
+	HydraBin string
 }
 
 // Env is a running environment. Its components can be stopped and started again
@@ -58,6 +61,8 @@ type Env struct {
 	APIServerURL string
 	// BinDir is where the Kubernetes binaries (kubectl too) were taken from.
 	BinDir string
+	// Hydra is the OIDC provider; nil unless Config.HydraBin was set.
+	Hydra *Hydra
 
 	// Postgres is the database server.
 	Postgres *Postgres
@@ -149,6 +154,18 @@ func Start(ctx context.Context, cfg Config) (*Env, error) {
 		e.Registry = reg
 		e.mu.Unlock()
 	}
+	if cfg.HydraBin != "" {
+		hy, err := StartHydra(ctx, HydraConfig{
+			Bin: cfg.HydraBin, PostgresURL: e.Postgres.URL("postgres"),
+			Dir: filepath.Join(stateDir, "hydra"), Logger: logger,
+		})
+		if err != nil {
+			return nil, errors.Join(err, e.Stop())
+		}
+		e.mu.Lock()
+		e.Hydra = hy
+		e.mu.Unlock()
+	}
 	logger.InfoContext(ctx, "devenv started", "state_dir", stateDir, "database_url", e.DatabaseURL,
 		"kubeconfig", e.Kubeconfig, "apiserver_url", e.APIServerURL)
 	return e, nil
@@ -177,6 +194,12 @@ func (e *Env) Processes() []*Process {
 // Nothing it started is left running, even when some stop fails.
 func (e *Env) Stop() error {
 	var errs []error
+	e.mu.Lock()
+	hy := e.Hydra
+	e.mu.Unlock()
+	if hy != nil {
+		errs = append(errs, hy.Stop())
+	}
 	ps := e.Processes()
 	slices.Reverse(ps)
 	for _, p := range ps {

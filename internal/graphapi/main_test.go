@@ -63,7 +63,7 @@ func newEnv(t testing.TB, opts ...func(*options)) *env {
 	o.cfg.Logger = slog.New(slog.DiscardHandler)
 	gql, err := graphapi.New(o.cfg, gst)
 	require.NoError(t, err)
-	h := httpapi.New(httpapi.Config{JobsQuery: gql, Executions: st}, svc, o.cfg.Logger)
+	h := httpapi.New(httpapi.Config{JobsQuery: gql}, svc, o.cfg.Logger)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &env{t: t, url: srv.URL, dbURL: dbURL, store: st, stmts: counter}
@@ -199,6 +199,9 @@ func (e *env) do(method, path, body string) response {
 	}
 	req, err := http.NewRequestWithContext(e.t.Context(), method, e.url+path, rd)
 	require.NoError(e.t, err)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	res, err := http.DefaultClient.Do(req)
 	require.NoError(e.t, err)
 	defer res.Body.Close()

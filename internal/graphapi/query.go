@@ -12,6 +12,7 @@ import (
 	"github.com/robfig/cron/v3"
 	"github.com/vektah/gqlparser/v2/ast"
 
+	"github.com/datajobs/datajobs/internal/auth"
 	"github.com/datajobs/datajobs/internal/graphapi/gql"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/store"
@@ -37,6 +38,7 @@ func (q *resolver) Jobs(ctx context.Context, pageNumber, pageSize *int32, preds 
 	if err != nil {
 		return nil, err
 	}
+	filter.Visible = visibleTo(ctx)
 	sel := selectedFields(ctx)
 	if s := strings.TrimSpace(deref(search)); s != "" {
 		filter.Search = s
@@ -285,7 +287,7 @@ func (r *jobsRequest) executionsOf(ctx context.Context, name string, args execut
 	}
 	r.mu.Unlock()
 	all, err := b.get(func() (map[string][]store.Execution, error) {
-		q, err := r.h.executionsQuery(args, true)
+		q, err := r.h.executionsQuery(ctx, args, true)
 		if err != nil {
 			return nil, err
 		}
@@ -307,7 +309,7 @@ func (r *jobsRequest) executionCount(ctx context.Context, name string) (store.Ex
 
 // Executions is VDK's executions query: a page of executions across jobs.
 func (q *resolver) Executions(ctx context.Context, pageNumber, pageSize *int32, filter *gql.DataJobExecutionFilter, order *gql.DataJobExecutionOrder) (*gql.DataJobExecutionResponse, error) {
-	sq, err := q.h.executionsQuery(executionsArgs{pageNumber, pageSize, filter, order}, false)
+	sq, err := q.h.executionsQuery(ctx, executionsArgs{pageNumber, pageSize, filter, order}, false)
 	if err != nil {
 		return nil, err
 	}
@@ -372,12 +374,13 @@ func executionOrders() map[string]store.ExecutionField {
 
 // executionsQuery turns the arguments of an executions field into a store query. Those of
 // a deployment's executions (nested) may not name jobs: the deployment does.
-func (h *Handler) executionsQuery(args executionsArgs, nested bool) (store.ExecutionsQuery, error) {
+func (h *Handler) executionsQuery(ctx context.Context, args executionsArgs, nested bool) (store.ExecutionsQuery, error) {
 	number, size, err := h.paging(args.PageNumber, args.PageSize, false)
 	if err != nil {
 		return store.ExecutionsQuery{}, err
 	}
 	q := store.ExecutionsQuery{Offset: (number - 1) * size, Limit: size}
+	q.Filter.Visible = visibleTo(ctx)
 	if f := args.Filter; f != nil {
 		q.Filter.StartTimeGte, q.Filter.EndTimeGte = f.StartTimeGte.Ptr(), f.EndTimeGte.Ptr()
 		q.Filter.StartTimeLte, q.Filter.EndTimeLte = f.StartTimeLte.Ptr(), f.EndTimeLte.Ptr()
@@ -404,6 +407,20 @@ func (h *Handler) executionsQuery(args executionsArgs, nested bool) (store.Execu
 }
 
 // strings1 flattens a nullable list of nullable strings, dropping the nulls.
+// visibleTo is what the caller of ctx may see: its teams, every team for an admin, and
+// nothing when the request carries no caller.
+func visibleTo(ctx context.Context) store.Visibility {
+	id, ok := auth.FromContext(ctx)
+	switch {
+	case !ok:
+		return store.Visibility{}
+	case id.Admin:
+		return store.AllTeams
+	default:
+		return store.Visibility{Teams: id.Teams}
+	}
+}
+
 func strings1(l []*string) []string {
 	if l == nil {
 		return nil

@@ -10,7 +10,7 @@ import (
 	"github.com/datajobs/datajobs/internal/service"
 )
 
-// userHeader names who makes a change until authentication exists.
+// userHeader names who makes a change in auth mode none (ignored in mode oidc).
 const userHeader = "X-Datajobs-User"
 
 // deploymentResponse is VDK's DataJobDeploymentStatus as VDK reads it from its database
@@ -168,14 +168,7 @@ func (a *api) changeDeployment(w http.ResponseWriter, r *http.Request, change ch
 		a.writeError(w, r, err)
 		return
 	}
-	user := r.Header.Get(userHeader)
-	if user == "" {
-		user = bodyUser
-	}
-	if user == "" {
-		user = "unknown"
-	}
-	if _, err := change(r.Context(), team, name, c, user); err != nil {
+	if _, err := change(r.Context(), team, name, c, a.user(r, bodyUser)); err != nil {
 		a.writeError(w, r, err)
 		return
 	}

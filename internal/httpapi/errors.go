@@ -36,6 +36,12 @@ func statusOf(k job.Kind) int {
 		return http.StatusNotImplemented
 	case job.KindBusy:
 		return http.StatusTooManyRequests
+	case job.KindUnauthenticated:
+		return http.StatusUnauthorized
+	case job.KindForbidden:
+		return http.StatusForbidden
+	case job.KindUnsupportedMediaType:
+		return http.StatusUnsupportedMediaType
 	default:
 		return http.StatusInternalServerError
 	}

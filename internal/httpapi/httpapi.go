@@ -30,10 +30,6 @@ type Config struct {
 	// POST of the same path when the body is a GraphQL request ({"query": ...} without a
 	// job_name; any other POST creates a job). When nil the GET answers 501.
 	JobsQuery http.Handler
-	// Executions lists a job's executions for GET .../executions. When nil those
-	// endpoints answer 501.
-	Executions ExecutionLister
-
 	// Bounds of requests (issue 11). MaxConcurrentUploads and MaxConcurrentDownloads cap
 	// the sources uploads and downloads in progress; more get 429 with Retry-After
 	// (defaults 4 and 16: an upload holds its archive in memory, a download a 1 MiB chunk).
@@ -45,6 +41,12 @@ type Config struct {
 	TransferTimeout time.Duration
 	// Metrics, when set, counts and times the requests (see NewMetrics).
 	Metrics *Metrics
+
+	// Auth authenticates every /data-jobs/ request (auth mode oidc). When nil (auth mode
+	// none) every caller is an admin named by X-Datajobs-User.
+	Auth Authenticator
+	// Webhook, when set, is asked about every authenticated request after the team check.
+	Webhook Authorizer
 }
 
 // api holds what the handlers share.
@@ -75,62 +77,66 @@ func New(cfg Config, svc *service.Service, logger *slog.Logger) http.Handler {
 	return a.middleware(a.routes())
 }
 
-func (a *api) routes() *http.ServeMux {
-	mux := http.NewServeMux()
+// routes registers every endpoint with its authorization rule (see authz.go).
+func (a *api) routes() *router {
+	rt := newRouter(a.guard)
 	const team = "/data-jobs/for-team/{team}"
 	const jobPath = team + "/jobs/{job}"
 	const dep = jobPath + "/deployments/{deployment_id}"
 
-	mux.HandleFunc("GET "+team+"/info", a.info)
+	rt.handleFunc("GET "+team+"/info", memberOfTeam, a.info)
 
-	mux.HandleFunc("POST "+team+"/jobs", a.postJobs)
-	mux.HandleFunc("GET "+jobPath, a.getJob)
-	mux.HandleFunc("PUT "+jobPath, a.updateJob)
-	mux.HandleFunc("DELETE "+jobPath, a.deleteJob)
-	mux.HandleFunc("PUT "+jobPath+"/team/{new_team}", a.changeTeam)
+	rt.handleFunc("POST "+team+"/jobs", memberOfTeam, a.postJobs)
+	rt.handleFunc("GET "+jobPath, memberOfTeam, a.getJob)
+	rt.handleFunc("PUT "+jobPath, memberOfTeam, a.updateJob)
+	rt.handleFunc("DELETE "+jobPath, memberOfTeam, a.deleteJob)
+	rt.handleFunc("PUT "+jobPath+"/team/{new_team}", memberOfBothTeams, a.changeTeam)
 
-	mux.HandleFunc("GET "+jobPath+"/deployments", a.listDeployments)
-	mux.HandleFunc("POST "+jobPath+"/deployments", a.deploy)
-	mux.HandleFunc("GET "+dep, a.getDeployment)
-	mux.HandleFunc("PATCH "+dep, a.patchDeployment)
-	mux.HandleFunc("DELETE "+dep, a.deleteDeployment)
+	rt.handleFunc("GET "+jobPath+"/deployments", memberOfTeam, a.listDeployments)
+	rt.handleFunc("POST "+jobPath+"/deployments", memberOfTeam, a.deploy)
+	rt.handleFunc("GET "+dep, memberOfTeam, a.getDeployment)
+	rt.handleFunc("PATCH "+dep, memberOfTeam, a.patchDeployment)
+	rt.handleFunc("DELETE "+dep, memberOfTeam, a.deleteDeployment)
 
-	mux.HandleFunc("GET "+dep+"/properties", a.getProperties)
-	mux.HandleFunc("PUT "+dep+"/properties", a.setProperties)
+	rt.handleFunc("GET "+dep+"/properties", memberOfTeam, a.getProperties)
+	rt.handleFunc("PUT "+dep+"/properties", memberOfTeam, a.setProperties)
 
-	mux.HandleFunc("POST "+jobPath+"/sources", a.limit(a.uploads, a.uploadSources))
-	mux.HandleFunc("GET "+jobPath+"/sources", a.limit(a.downloads, a.downloadSources))
-	mux.HandleFunc("DELETE "+jobPath+"/sources", a.deleteSources)
+	// The VDK client uploads the zip as application/octet-stream.
+	rt.handleFunc("POST "+jobPath+"/sources", memberOfTeam, a.limit(a.uploads, a.uploadSources),
+		"application/octet-stream", "application/zip", "application/x-zip-compressed")
+	rt.handleFunc("GET "+jobPath+"/sources", memberOfTeam, a.limit(a.downloads, a.downloadSources))
+	rt.handleFunc("DELETE "+jobPath+"/sources", memberOfTeam, a.deleteSources)
 
 	if a.cfg.JobsQuery != nil {
-		mux.Handle("GET "+team+"/jobs", a.cfg.JobsQuery)
+		rt.handle("GET "+team+"/jobs", memberOfTeam, a.cfg.JobsQuery)
 	} else {
-		mux.Handle("GET "+team+"/jobs", a.notImplemented("jobs query (GraphQL)"))
+		rt.handle("GET "+team+"/jobs", memberOfTeam, a.notImplemented("jobs query (GraphQL)"))
 	}
-	if a.cfg.Executions != nil {
-		mux.HandleFunc("GET "+jobPath+"/executions", a.listExecutions)
-		mux.HandleFunc("GET "+dep+"/executions", a.listExecutions)
-	} else {
-		mux.Handle("GET "+jobPath+"/executions", a.notImplemented("executions"))
-		mux.Handle("GET "+dep+"/executions", a.notImplemented("executions"))
-	}
+	const execution = jobPath + "/executions/{execution_id}"
+	rt.handleFunc("GET "+jobPath+"/executions", memberOfTeam, a.listExecutions)
+	rt.handleFunc("GET "+dep+"/executions", memberOfTeam, a.listExecutions)
+	rt.handleFunc("POST "+dep+"/executions", memberOfTeam, a.startExecution)
+	rt.handleFunc("GET "+execution, memberOfTeam, a.getExecution)
+	rt.handleFunc("DELETE "+execution, memberOfTeam, a.cancelExecution)
+	rt.handleFunc("GET "+execution+"/logs", memberOfTeam, a.executionLogs)
+
 	// Endpoints of features that later releases bring.
-	later := []struct{ feature, methods, path string }{
-		{"executions", "POST", dep + "/executions"},
-		{"executions", "GET DELETE", jobPath + "/executions/{execution_id}"},
-		{"logs", "GET", jobPath + "/executions/{execution_id}/logs"},
-		{"secrets", "GET PUT", dep + "/secrets"},
-		{"keytab", "GET", jobPath + "/keytab"},
-		{"oauth credentials", "GET PUT", "/data-jobs/teams/{team}/oauth-credentials"},
-		{"oauth credentials", "GET", "/data-jobs/teams/{team}/oauth-credentials/client-id"},
-		{"oauth credentials", "POST", "/data-jobs/oauth-credentials/client-ids"},
+	later := []struct {
+		feature, methods, path string
+		rule                   rule
+	}{
+		{"secrets", "GET PUT", dep + "/secrets", memberOfTeam},
+		{"keytab", "GET", jobPath + "/keytab", memberOfTeam},
+		{"oauth credentials", "GET PUT", "/data-jobs/teams/{team}/oauth-credentials", memberOfTeam},
+		{"oauth credentials", "GET", "/data-jobs/teams/{team}/oauth-credentials/client-id", memberOfTeam},
+		{"oauth credentials", "POST", "/data-jobs/oauth-credentials/client-ids", anyCaller},
 	}
 	for _, l := range later {
 		for _, m := range strings.Fields(l.methods) {
-			mux.Handle(m+" "+l.path, a.notImplemented(l.feature))
+			rt.handle(m+" "+l.path, l.rule, a.notImplemented(l.feature))
 		}
 	}
-	return mux
+	return rt
 }
 
 // postJobs is POST .../jobs: VDK's job creation, or the GraphQL jobs query when a

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/datajobs/datajobs/internal/graphapi"
 	"github.com/datajobs/datajobs/internal/httpapi"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/service"
@@ -23,7 +24,7 @@ import (
 	"github.com/datajobs/datajobs/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) { testenv.Main(m, testenv.WithOIDC()) }
 
 // env is one API server on a fresh database.
 type env struct {
@@ -36,11 +37,14 @@ type env struct {
 }
 
 type options struct {
-	jobsQuery http.Handler
-	storeURL  string // a store on another URL (e.g. a database that is down)
-	sources   service.SourcesConfig
-	api       httpapi.Config // JobsQuery is set from jobsQuery
-	quotas    store.TeamQuotas
+	jobsQuery  http.Handler
+	storeURL   string // a store on another URL (e.g. a database that is down)
+	sources    service.SourcesConfig
+	api        httpapi.Config // JobsQuery, Auth and Webhook are set from the fields below
+	quotas     store.TeamQuotas
+	auth       httpapi.Authenticator
+	webhook    httpapi.Authorizer
+	graphql    bool // serve the GraphQL jobs query (graphapi) from the store
 }
 
 func newEnv(t testing.TB, opts ...func(*options)) *env {
@@ -67,9 +71,13 @@ func newEnv(t testing.TB, opts ...func(*options)) *env {
 	require.NoError(t, err)
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, nil))
-	apiCfg := o.api
-	apiCfg.JobsQuery = o.jobsQuery
-	h := httpapi.New(apiCfg, svc, logger)
+	cfg := o.api
+	cfg.JobsQuery, cfg.Auth, cfg.Webhook = o.jobsQuery, o.auth, o.webhook
+	if o.graphql {
+		cfg.JobsQuery, err = graphapi.New(graphapi.Config{Logger: slog.New(slog.DiscardHandler)}, apiStore)
+		require.NoError(t, err)
+	}
+	h := httpapi.New(cfg, svc, logger)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() {
@@ -131,6 +139,13 @@ func (e *env) doCtx(ctx context.Context, method, path, body string, headers ...s
 	}
 	req, err := http.NewRequestWithContext(ctx, method, e.url+path, rd)
 	require.NoError(e.t, err)
+	if body != "" { // as the VDK client sends them
+		ct := "application/json"
+		if strings.HasSuffix(req.URL.Path, "/sources") {
+			ct = "application/octet-stream"
+		}
+		req.Header.Set("Content-Type", ct)
+	}
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/datajobs/datajobs/internal/auth"
 	"github.com/datajobs/datajobs/internal/job"
 )
 
@@ -26,7 +27,11 @@ func opID(ctx context.Context) string {
 
 // middleware wraps the router: operation id, one log line per request, recovery from
 // panics, and VDK error bodies for paths and methods the router does not serve.
-func (a *api) middleware(mux *http.ServeMux) http.Handler {
+//
+// It authenticates the caller of every request (401 with WWW-Authenticate: Bearer) and
+// puts it in the context; the route's guard (router.handle) then authorizes it.
+func (a *api) middleware(rt *router) http.Handler {
+	mux := rt.mux
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		id := r.Header.Get(opIDHeader)
@@ -63,8 +68,22 @@ func (a *api) middleware(mux *http.ServeMux) http.Handler {
 		}()
 
 		deadlines(rec, a.cfg.RequestTimeout) // sources transfers extend theirs
-		if _, pattern := mux.Handler(r); pattern == "" {
+		caller, err := a.authenticate(r)
+		if err != nil {
+			if job.KindOf(err) == job.KindUnauthenticated {
+				rec.Header().Set("WWW-Authenticate", `Bearer realm="datajobs"`)
+			}
+			a.writeError(rec, r, err)
+			return
+		}
+		r = r.WithContext(auth.NewContext(r.Context(), caller))
+		_, pattern := mux.Handler(r)
+		if pattern == "" {
 			a.unrouted(rec, r, mux)
+			return
+		}
+		if _, ok := rt.routes[pattern]; !ok { // registered on the mux without a rule: refuse rather than guess
+			a.writeError(rec, r, fmt.Errorf("route %q has no authorization rule", pattern))
 			return
 		}
 		mux.ServeHTTP(rec, r)

@@ -27,11 +27,7 @@ func (a *api) uploadSources(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	user := r.Header.Get(userHeader)
-	if user == "" {
-		user = "unknown"
-	}
-	version, err := a.svc.UploadSources(r.Context(), team, name, body, r.URL.Query().Get("reason"), user)
+	version, err := a.svc.UploadSources(r.Context(), team, name, body, r.URL.Query().Get("reason"), a.user(r, ""))
 	if err != nil {
 		a.writeError(w, r, err)
 		return

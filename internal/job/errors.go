@@ -10,13 +10,16 @@ type Kind int
 
 // The kinds of domain errors.
 const (
-	KindInvalid        Kind = iota + 1 // bad input: 400
-	KindNotFound                       // missing job or deployment: 404
-	KindConflict                       // already exists or unsupported python version: 409
-	KindTooLarge                       // request body over the limit: 413
-	KindUnavailable                    // a dependency is down: 503
-	KindNotImplemented                 // feature not available yet: 501
-	KindBusy                           // too many requests of the kind at once, retry later: 429
+	KindInvalid              Kind = iota + 1 // bad input: 400
+	KindNotFound                             // missing job or deployment: 404
+	KindConflict                             // already exists or unsupported python version: 409
+	KindTooLarge                             // request body over the limit: 413
+	KindUnavailable                          // a dependency is down: 503
+	KindNotImplemented                       // feature not available yet: 501
+	KindBusy                                 // too many requests of the kind at once, retry later: 429
+	KindUnauthenticated                      // no valid bearer token: 401
+	KindForbidden                            // the caller may not act on the team: 403
+	KindUnsupportedMediaType                 // a body of a content type the endpoint does not take: 415
 )
 
 // Error is a user-facing error in the shape of VDK's error body.
@@ -133,5 +136,40 @@ func TeamSourcesQuota(team string, limit int64) *Error {
 		Why:             fmt.Sprintf("The service stores at most %d bytes of sources archives per team (max-source-bytes-per-team).", limit),
 		Consequences:    "The sources were not uploaded and nothing was changed.",
 		Countermeasures: "Delete the sources of jobs the team no longer needs, keep fewer versions, or ask the operators to raise max-source-bytes-per-team.",
+	}
+}
+
+// Unauthenticated reports a request without a valid bearer token; why says what is wrong
+// with it (never the token itself).
+func Unauthenticated(why string) *Error {
+	return &Error{
+		Kind:            KindUnauthenticated,
+		What:            "The request is not authenticated.",
+		Why:             why,
+		Consequences:    "The request was not processed and nothing was changed.",
+		Countermeasures: "Send a valid access token of a trusted issuer as Authorization: Bearer <token> (vdk login).",
+	}
+}
+
+// Forbidden reports a caller who may not act on team's jobs; why names the rule (not a
+// member, or the authorization webhook's answer).
+func Forbidden(user, team, why string) *Error {
+	return &Error{
+		Kind:            KindForbidden,
+		What:            fmt.Sprintf("User %s may not act on the jobs of team %s.", user, team),
+		Why:             why,
+		Consequences:    "The request was not processed and nothing was changed.",
+		Countermeasures: fmt.Sprintf("Ask an administrator to add you to team %s, or use a token of one of its members.", team),
+	}
+}
+
+// UnsupportedMediaType reports a body whose content type the endpoint does not take.
+func UnsupportedMediaType(got, want string) *Error {
+	return &Error{
+		Kind:            KindUnsupportedMediaType,
+		What:            "The request body has an unsupported content type.",
+		Why:             fmt.Sprintf("It must be %s, but was %q.", want, got),
+		Consequences:    "The request was not processed and nothing was changed.",
+		Countermeasures: "Send the body with Content-Type: " + want + ".",
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"time"
 
@@ -54,6 +55,8 @@ type Config struct {
 	// Sources bounds uploaded job sources (defaults: 50 MiB archives, 200 MiB
 	// uncompressed, 10,000 files, 50 versions kept per job).
 	Sources service.SourcesConfig
+	// Executions configures how executions are tracked and kept.
+	Executions ExecutionsConfig
 	// LeaseDuration is how long a leader holds the lease without renewing (default 10s).
 	LeaseDuration time.Duration
 	// ShutdownTimeout bounds graceful shutdown (default 20s).
@@ -64,6 +67,14 @@ type Config struct {
 	Version string
 	// Logger receives every log line (default slog.Default()).
 	Logger *slog.Logger
+
+	// Auth is who may call the API (default: mode oidc, which needs issuers).
+	Auth AuthConfig
+	// AdminListen is the address of /metrics and /data-jobs/debug/*, kept off the public
+	// port (default "127.0.0.1:8093").
+	AdminListen string
+	// AdminReady, when not nil, receives the admin listener's address once it accepts.
+	AdminReady chan<- net.Addr
 }
 
 // DefaultResources mirrors VDK's code defaults: requests 1 CPU / 500Mi, limits 2 CPU / 1000Mi,
@@ -94,6 +105,8 @@ func (c Config) withDefaults() (_ Config, err error) {
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 20*time.Second)
 	c.Version = cmp.Or(c.Version, "dev")
 	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.Auth.Mode = cmp.Or(c.Auth.Mode, AuthOIDC)
+	c.AdminListen = cmp.Or(c.AdminListen, "127.0.0.1:8093")
 
 	if c.Build, err = c.Build.withDefaults(); err != nil {
 		return c, err

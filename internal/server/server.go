@@ -31,6 +31,10 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 		return err
 	}
 	log := cfg.Logger
+	authn, authz, err := buildAuth(ctx, cfg)
+	if err != nil {
+		return err
+	}
 
 	db, err := store.Open(ctx, store.Config{URL: cfg.DatabaseURL})
 	if err != nil {
@@ -52,13 +56,19 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", health.live)
 	mux.HandleFunc("GET /readyz", health.ready)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
+	// The admin listener: metrics and debugging, never on the public port.
+	adminMux := http.NewServeMux()
+	adminMux.HandleFunc("GET /healthz", health.live)
+	adminMux.HandleFunc("GET /readyz", health.ready)
+	adminMux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
 	svc, err := service.New(service.Config{
 		SupportedPythonVersions: cfg.SupportedPythonVersions,
 		DefaultPythonVersion:    cfg.DefaultPythonVersion,
 		Resources:               cfg.Resources,
 		APIVersion:              "datajobs/" + cfg.Version,
 		Sources:                 cfg.Sources,
+		LogsURLTemplate:         cfg.Executions.LogsURLTemplate,
+		Logs:                    logReader(cfg, cluster),
 	}, db)
 	if err != nil {
 		return err
@@ -67,11 +77,16 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 	if err != nil {
 		return err
 	}
-	mux.Handle("/", httpapi.New(httpapi.Config{JobsQuery: jobsQuery, Executions: db}, svc, log))
+	mux.Handle("/", httpapi.New(httpapi.Config{JobsQuery: jobsQuery, Auth: authn, Webhook: authz}, svc, log))
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	adminLn, err := net.Listen("tcp", cfg.AdminListen)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("listen on %s (admin): %w", cfg.AdminListen, err)
 	}
 	srv := &http.Server{
 		Handler:           mux,
@@ -80,17 +95,24 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 	}
+	adminSrv := &http.Server{Handler: adminMux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, MaxHeaderBytes: 64 << 10}
 
 	var wg sync.WaitGroup
-	serveErr := make(chan error, 1)
-	wg.Go(func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			serveErr <- err
-		}
-	})
-	log.InfoContext(ctx, "serving", "address", ln.Addr().String(), "namespace", cfg.Namespace, "sync_mode", string(cfg.SyncMode))
+	serveErr := make(chan error, 2)
+	for s, l := range map[*http.Server]net.Listener{srv: ln, adminSrv: adminLn} {
+		wg.Go(func() {
+			if err := s.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- err
+			}
+		})
+	}
+	log.InfoContext(ctx, "serving", "address", ln.Addr().String(), "admin_address", adminLn.Addr().String(),
+		"namespace", cfg.Namespace, "sync_mode", string(cfg.SyncMode), "auth_mode", string(cfg.Auth.Mode))
 	if ready != nil {
 		ready <- ln.Addr()
+	}
+	if cfg.AdminReady != nil {
+		cfg.AdminReady <- adminLn.Addr()
 	}
 
 	// Migrations are retried until the database answers: the process stays up and
@@ -100,7 +122,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 	if err != nil {
 		return err
 	}
-	mux.Handle("GET /data-jobs/debug/sync-plan", syncPlanHandler(cfg.SyncMode, syncer))
+	adminMux.Handle("GET /data-jobs/debug/sync-plan", syncPlanHandler(cfg.SyncMode, syncer))
 	wg.Go(func() {
 		if err := migrateWithRetry(ctx, db, cfg); err != nil {
 			return
@@ -117,7 +139,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancel()
-	if shutErr := srv.Shutdown(shutdownCtx); shutErr != nil {
+	if shutErr := errors.Join(srv.Shutdown(shutdownCtx), adminSrv.Shutdown(shutdownCtx)); shutErr != nil {
 		log.WarnContext(shutdownCtx, "http_shutdown_incomplete", "error", shutErr)
 	}
 	wg.Wait()
@@ -163,10 +185,14 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 		Logger:         cfg.Logger,
 		Metrics:        synchronizer.NewMetrics(reg),
 	}, db, cluster.Client, nil)
+	var execs *synchronizer.Executions
+	if cfg.SyncMode == SyncOn {
+		execs = newExecutions(cfg, db, cluster, reg)
+	}
 	run := func(ctx context.Context, epoch int64) {
 		delay := time.Second
 		for ctx.Err() == nil {
-			err := syncer.Run(ctx, epoch)
+			err := leaderStages(ctx, epoch, syncer, execs)
 			if ctx.Err() != nil {
 				return
 			}

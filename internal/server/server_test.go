@@ -22,10 +22,16 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m, testenv.WithKubernetes()) }
 
-// serve runs the server until the test ends and returns its base URL.
-func serve(t *testing.T, cfg server.Config) (string, func()) {
+// serve runs the server until the test ends and returns its base URL and that of its
+// admin listener. It serves in auth mode none unless cfg says otherwise.
+func serve(t *testing.T, cfg server.Config) (string, func(), string) {
 	t.Helper()
-	cfg.Listen = "127.0.0.1:0"
+	cfg.Listen, cfg.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
+	if cfg.Auth.Mode == "" {
+		cfg.Auth.Mode = server.AuthNone
+	}
+	adminReady := make(chan net.Addr, 1)
+	cfg.AdminReady = adminReady
 	cfg.Kubeconfig = testenv.Kubeconfig(t)
 	if cfg.Namespace == "" {
 		cfg.Namespace = testenv.Namespace(t)
@@ -49,7 +55,7 @@ func serve(t *testing.T, cfg server.Config) (string, func()) {
 			stop()
 		}
 	})
-	return "http://" + addr.String(), stop
+	return "http://" + addr.String(), stop, "http://" + (<-adminReady).String()
 }
 
 func get(t *testing.T, url string) (int, string) {
@@ -67,7 +73,7 @@ func TestReadyzFollowsPostgreSQL(t *testing.T) {
 	pg, err := devenv.StartPostgres(t.Context(), devenv.PostgresConfig{Dir: filepath.Join(t.TempDir(), "pg"), Fast: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = pg.Stop() })
-	base, _ := serve(t, server.Config{DatabaseURL: pg.URL("datajobs"), SyncMode: server.SyncOff})
+	base, _, _ := serve(t, server.Config{DatabaseURL: pg.URL("datajobs"), SyncMode: server.SyncOff})
 
 	require.Eventually(t, func() bool { code, _ := get(t, base+"/readyz"); return code == http.StatusOK }, 30*time.Second, 50*time.Millisecond)
 
@@ -100,7 +106,7 @@ func TestReadyzFollowsPostgreSQL(t *testing.T) {
 func TestMetricsAndGracefulShutdownReleasesTheLease(t *testing.T) {
 	t.Parallel()
 	url := testenv.DatabaseURL(t)
-	base, stop := serve(t, server.Config{DatabaseURL: url, SyncMode: server.SyncOn})
+	_, stop, admin := serve(t, server.Config{DatabaseURL: url, SyncMode: server.SyncOn})
 	db, err := store.Open(t.Context(), store.Config{URL: url})
 	require.NoError(t, err)
 	defer db.Close()
@@ -112,7 +118,7 @@ func TestMetricsAndGracefulShutdownReleasesTheLease(t *testing.T) {
 		return err == nil && h != "" && expires.After(time.Now())
 	}, 30*time.Second, 50*time.Millisecond, "the only replica leads")
 
-	code, body := get(t, base+"/metrics")
+	code, body := get(t, admin+"/metrics")
 	require.Equal(t, http.StatusOK, code)
 	for _, name := range []string{"go_goroutines", "process_resident_memory_bytes", "datajobs_leader_is_leader", "datajobs_sync_queue_depth", "datajobs_sync_pass_duration_seconds", "datajobs_sync_drift_repairs_total", "datajobs_sync_lag_seconds"} {
 		require.Contains(t, body, name, "metric exported")
@@ -134,7 +140,7 @@ func TestSynchronizerResumesByItselfAfterADatabaseOutage(t *testing.T) {
 	client := testenv.Clientset(t)
 	ns := testenv.Namespace(t)
 	cfg.Namespace = ns
-	base, _ := serve(t, cfg)
+	base, _, _ := serve(t, cfg)
 	require.Eventually(t, func() bool { code, _ := get(t, base+"/readyz"); return code == http.StatusOK }, 30*time.Second, 50*time.Millisecond)
 
 	deploy := func(name string) {
@@ -170,7 +176,7 @@ func post(t *testing.T, url, body string) int {
 func TestDryRunServesThePlanAndWritesNothing(t *testing.T) {
 	t.Parallel()
 	ns := testenv.Namespace(t)
-	base, _ := serve(t, server.Config{DatabaseURL: testenv.DatabaseURL(t), SyncMode: server.SyncDryRun, Namespace: ns})
+	base, _, admin := serve(t, server.Config{DatabaseURL: testenv.DatabaseURL(t), SyncMode: server.SyncDryRun, Namespace: ns})
 	require.Eventually(t, func() bool { code, _ := get(t, base+"/readyz"); return code == http.StatusOK }, 30*time.Second, 50*time.Millisecond)
 	require.Equal(t, http.StatusCreated, post(t, base+"/data-jobs/for-team/team-a/jobs",
 		`{"job_name":"planned-job","team":"team-a","description":"d","config":{"schedule":{"schedule_cron":"0 * * * *"}}}`))
@@ -186,14 +192,14 @@ func TestDryRunServesThePlanAndWritesNothing(t *testing.T) {
 		} `json:"jobs"`
 	}
 	require.Eventually(t, func() bool {
-		_, body := get(t, base+"/data-jobs/debug/sync-plan")
+		_, body := get(t, admin+"/data-jobs/debug/sync-plan")
 		require.NoError(t, json.Unmarshal([]byte(body), &plan))
 		return plan.Changes == 1
 	}, 30*time.Second, 50*time.Millisecond)
 	require.Equal(t, "dry-run", plan.Mode)
 	require.Equal(t, map[string]int{"create": 1}, plan.Summary)
 	require.Equal(t, "planned-job", plan.Jobs[0].Job)
-	_, body := get(t, base+"/metrics")
+	_, body := get(t, admin+"/metrics")
 	require.Contains(t, body, `datajobs_sync_planned_jobs{action="create"} 1`)
 
 	list, err := testenv.Clientset(t).BatchV1().CronJobs(ns).List(t.Context(), metav1.ListOptions{})
@@ -201,4 +207,29 @@ func TestDryRunServesThePlanAndWritesNothing(t *testing.T) {
 	require.Empty(t, list.Items, "a dry run creates nothing")
 	_, body = get(t, base+"/data-jobs/for-team/team-a/jobs/planned-job/deployments/release")
 	require.Contains(t, body, `"status":"pending"`, "nor records anything")
+}
+
+func TestMetricsAndDebugAreOnlyOnTheAdminListener(t *testing.T) {
+	t.Parallel()
+	base, _, admin := serve(t, server.Config{DatabaseURL: testenv.DatabaseURL(t), SyncMode: server.SyncOff})
+	require.Eventually(t, func() bool { code, _ := get(t, base+"/readyz"); return code == http.StatusOK }, 30*time.Second, 50*time.Millisecond)
+	for _, path := range []string{"/metrics", "/data-jobs/debug/sync-plan"} {
+		code, _ := get(t, base+path)
+		require.Equal(t, http.StatusNotFound, code, "%s is not on the public port", path)
+		code, _ = get(t, admin+path)
+		require.Equal(t, http.StatusOK, code, "%s is on the admin port", path)
+	}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		code, _ := get(t, admin+path)
+		require.Equal(t, http.StatusOK, code, "%s is on both", path)
+	}
+	// Auth mode none (datajobs dev) needs no login.
+	code, body := get(t, base+"/data-jobs/for-team/team-a/info")
+	require.Equal(t, http.StatusOK, code, body)
+}
+
+func TestOIDCWithoutIssuerRefusesToStart(t *testing.T) {
+	t.Parallel()
+	err := server.Run(t.Context(), server.Config{DatabaseURL: "postgres://127.0.0.1:1/none", Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0"}, nil)
+	require.ErrorContains(t, err, "--oidc-issuer-url", "oidc is the default mode and needs an issuer")
 }

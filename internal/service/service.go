@@ -32,6 +32,14 @@ type Config struct {
 	APIVersion string
 	// Now is the clock of deployment dates (default time.Now).
 	Now func() time.Time
+
+	// Executions.
+
+	// LogsURLTemplate renders the logs_url of executions (see LogsURL); empty: no URL.
+	LogsURLTemplate string
+	// Logs reads the logs of running executions from the cluster (default nil: only the
+	// logs stored at the end of an execution are served).
+	Logs LogReader
 }
 
 // defaultResources are VDK's default requests and limits.

@@ -56,9 +56,31 @@ type Range struct {
 	From, To int64
 }
 
-// JobFilter holds the conditions a job must meet, all of them; zero fields impose none.
-// Text matches ignore case.
+// Visibility is the set of teams whose jobs and executions a caller may see. The zero
+// value sees nothing, so that a query that forgets it returns no other team's rows.
+type Visibility struct {
+	// AllTeams sees every team (admins, auth mode none).
+	AllTeams bool
+	// Teams are the teams seen when not AllTeams.
+	Teams []string
+}
+
+// AllTeams sees every team's rows.
+var AllTeams = Visibility{AllTeams: true}
+
+// where returns the condition on the team column col, or "" when every team is visible.
+func (v Visibility) where(b *sqlBuilder, col string) string {
+	if v.AllTeams {
+		return ""
+	}
+	return col + " = ANY(" + b.arg(append([]string{}, v.Teams...)) + "::text[])"
+}
+
+// JobFilter holds the conditions a job must meet, all of them; zero fields impose no
+// condition, except Visible. Text matches ignore case.
 type JobFilter struct {
+	// Visible restricts the jobs to the caller's teams, whatever else the filter says.
+	Visible Visibility
 	// NameGlob matches the whole job name; * stands for any characters.
 	NameGlob string
 	// TeamGlob matches the whole team name; * stands for any characters.
@@ -265,6 +287,9 @@ func buildJobsSQL(q JobsQuery, nextRuns *nextRunTable, mode buildMode) (string, 
 	}
 
 	var where []string
+	if c := f.Visible.where(b, "j.team"); c != "" {
+		where = append(where, c)
+	}
 	if f.NameGlob != "" {
 		// Job names are lower case (validation), so a lower-case pattern ignores case and
 		// can use an index.
@@ -495,8 +520,11 @@ const (
 )
 
 // ExecutionFilter holds the conditions an execution must meet, all of them; zero fields
-// impose none.
+// impose none, except Visible.
 type ExecutionFilter struct {
+	// Visible restricts the executions to jobs of the caller's teams, whatever else the
+	// filter says.
+	Visible                                            Visibility
 	StartTimeGte, StartTimeLte, EndTimeGte, EndTimeLte *time.Time
 	StatusIn, JobNameIn, TeamNameIn                    []string
 }
@@ -559,6 +587,10 @@ func executionWhere(b *sqlBuilder, f ExecutionFilter) (conds []string, needJob b
 	}
 	if len(f.TeamNameIn) > 0 {
 		conds = append(conds, "j.team = ANY("+b.arg(f.TeamNameIn)+"::text[])")
+		needJob = true
+	}
+	if c := f.Visible.where(b, "j.team"); c != "" {
+		conds = append(conds, c)
 		needJob = true
 	}
 	return conds, needJob

@@ -58,7 +58,7 @@ func TestJobsPageShowsNoDeploymentOfAnOlderIncarnation(t *testing.T) {
 	require.NoError(t, st.DeleteJob(ctx, "team-a", "reborn-job"))
 	createJob(t, st, "team-b", "reborn-job", "")
 
-	q := store.JobsQuery{Limit: 10, Count: true, Columns: store.JobColumns{Config: true, Deployment: true}}
+	q := store.JobsQuery{Limit: 10, Count: true, Columns: store.JobColumns{Config: true, Deployment: true}, Filter: store.JobFilter{Visible: store.AllTeams}}
 	page, err := st.JobsPage(ctx, q)
 	require.NoError(t, err)
 	require.Len(t, page.Rows, 1)
@@ -90,7 +90,7 @@ func TestJobsPageMatchesSpecialCharactersLiterally(t *testing.T) {
 		{`_`, []string{"underscore"}},
 		{`a_b`, []string{"underscore"}},
 	} {
-		page, err := st.JobsPage(t.Context(), store.JobsQuery{Limit: 10, Filter: store.JobFilter{DescriptionContains: tt.contains}})
+		page, err := st.JobsPage(t.Context(), store.JobsQuery{Limit: 10, Filter: store.JobFilter{Visible: store.AllTeams, DescriptionContains: tt.contains}})
 		require.NoError(t, err)
 		require.Equal(t, tt.want, names(page), "contains %q", tt.contains)
 	}
@@ -132,4 +132,38 @@ func TestExecutionsGoWithTheirJob(t *testing.T) {
 	require.Zero(t, n)
 	_, err = st.ListJobExecutions(ctx, "team-a", "runner-job", nil)
 	require.Equal(t, job.KindNotFound, job.KindOf(err))
+}
+
+func TestJobsAndExecutionsPagesShowOnlyTheVisibleTeams(t *testing.T) {
+	t.Parallel()
+	st := testenv.Store(t)
+	ctx := t.Context()
+	createJob(t, st, "team-a", "job-of-a", "")
+	createJob(t, st, "team-b", "job-of-b", "")
+	createJob(t, st, "team-c", "job-of-c", "")
+
+	tests := []struct {
+		name    string
+		visible store.Visibility
+		filter  store.JobFilter
+		want    []string
+	}{
+		{"a caller of team-a sees team-a only", store.Visibility{Teams: []string{"team-a"}}, store.JobFilter{}, []string{"job-of-a"}},
+		{"a team filter cannot widen what is visible", store.Visibility{Teams: []string{"team-a"}}, store.JobFilter{TeamGlob: "team-b"}, []string{}},
+		{"a glob cannot widen what is visible", store.Visibility{Teams: []string{"team-a", "team-c"}}, store.JobFilter{TeamGlob: "*"}, []string{"job-of-a", "job-of-c"}},
+		{"the zero visibility sees nothing", store.Visibility{}, store.JobFilter{}, []string{}},
+		{"all teams see all", store.AllTeams, store.JobFilter{}, []string{"job-of-a", "job-of-b", "job-of-c"}},
+	}
+	for _, tt := range tests {
+		f := tt.filter
+		f.Visible = tt.visible
+		page, err := st.JobsPage(ctx, store.JobsQuery{Limit: 10, Count: true, Filter: f, Sort: []store.JobSort{{Field: store.FieldName}}})
+		require.NoError(t, err, tt.name)
+		require.Equal(t, tt.want, names(page), tt.name)
+		require.Equal(t, len(tt.want), page.Total, tt.name)
+
+		ex, err := st.Executions(ctx, store.ExecutionsQuery{Limit: 10, Count: true, Filter: store.ExecutionFilter{Visible: tt.visible, TeamNameIn: []string{"team-b"}}})
+		require.NoError(t, err, tt.name)
+		require.Empty(t, ex.Rows, tt.name) // no executions yet: the statement must still run
+	}
 }

@@ -45,6 +45,7 @@ type Option func(*options)
 type options struct {
 	kubernetes  bool
 	controllers bool
+	oidc        bool
 }
 
 // WithKubernetes makes Main provide a kube-apiserver (with etcd) besides PostgreSQL.
@@ -64,6 +65,7 @@ type harness struct {
 	env         *devenv.Env // nil when reused
 	databaseURL string
 	kubeconfig  string
+	oidc        *OIDCProvider // nil when none runs (see WithOIDC)
 
 	templateOnce sync.Once
 	template     string
@@ -87,8 +89,12 @@ func run(m *testing.M, opts []Option) int {
 	}
 	dbURL, kubeconfig := os.Getenv(EnvDatabaseURL), os.Getenv(EnvKubeconfig)
 	stop := func() error { return nil }
-	if dbURL != "" && (!h.opts.kubernetes || kubeconfig != "") {
+	issuer, adminURL := os.Getenv(EnvOIDCIssuer), os.Getenv(EnvOIDCAdminURL)
+	if dbURL != "" && (!h.opts.kubernetes || kubeconfig != "") && (!h.opts.oidc || issuer != "" || hydraBin() == "") {
 		h.databaseURL, h.kubeconfig = dbURL, kubeconfig
+		if h.opts.oidc && issuer != "" {
+			h.oidc = &OIDCProvider{IssuerURL: issuer, AdminURL: adminURL}
+		}
 	} else {
 		var err error
 		if stop, err = h.start(); err != nil {
@@ -128,6 +134,9 @@ func (h *harness) start() (stop func() error, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	cfg := devenv.Config{Kubernetes: h.opts.kubernetes, Controllers: h.opts.controllers, Fast: true}
+	if h.opts.oidc {
+		cfg.HydraBin = hydraBin() // none: OIDC skips its tests, saying why
+	}
 	if cfg.Kubernetes {
 		root, err := devenv.RepoRoot()
 		if err != nil {
@@ -146,6 +155,9 @@ func (h *harness) start() (stop func() error, err error) {
 		return nil, fmt.Errorf("start environment (logs in %s): %w", filepath.Join(cfg.StateDir, "logs"), err)
 	}
 	h.env, h.databaseURL, h.kubeconfig = env, env.DatabaseURL, env.Kubeconfig
+	if env.Hydra != nil {
+		h.oidc = &OIDCProvider{IssuerURL: env.Hydra.IssuerURL, AdminURL: env.Hydra.AdminURL}
+	}
 	return func() error {
 		err := env.Stop()
 		if err == nil {

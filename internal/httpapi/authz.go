@@ -1,0 +1,175 @@
+package httpapi
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"maps"
+	"mime"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/datajobs/datajobs/internal/auth"
+	"github.com/datajobs/datajobs/internal/job"
+)
+
+// Authenticator says who the caller of a request is; auth.OIDC implements it.
+type Authenticator interface {
+	// Authenticate returns the caller, or a domain error (Unauthenticated: 401,
+	// Unavailable: 503).
+	Authenticate(r *http.Request) (auth.Identity, error)
+}
+
+// Authorizer is asked, after the team check, whether an authenticated request may
+// proceed; auth.Webhook implements it.
+type Authorizer interface {
+	Authorize(ctx context.Context, req auth.WebhookRequest) error
+}
+
+// rule is how a route is authorized: the path parameters naming the teams the caller
+// must belong to, all of them. Every route has one (router.handle takes it), and a
+// request whose route has none is refused, so a new route cannot skip the check.
+type rule struct {
+	// teamParams name path parameters holding teams; empty means any authenticated
+	// caller.
+	teamParams []string
+}
+
+// The rules of the routes.
+var (
+	// memberOfTeam: the caller belongs to the path's {team}. GraphQL queries are also
+	// filtered by the caller's teams inside their SQL.
+	memberOfTeam = rule{teamParams: []string{"team"}}
+	// memberOfBothTeams: moving a job needs both the old and the new team.
+	memberOfBothTeams = rule{teamParams: []string{"team", "new_team"}}
+	// anyCaller: a route that names no team (authentication only).
+	anyCaller = rule{}
+)
+
+// route is what the middleware needs to know about a pattern before its handler runs.
+type route struct {
+	rule rule
+	// bodyTypes are the media types a body may have (default application/json).
+	bodyTypes []string
+}
+
+// router registers every route with its authorization rule.
+type router struct {
+	mux    *http.ServeMux
+	routes map[string]route
+	guard  func(route, http.Handler) http.Handler
+}
+
+func newRouter(guard func(route, http.Handler) http.Handler) *router {
+	return &router{mux: http.NewServeMux(), routes: map[string]route{}, guard: guard}
+}
+
+// handle registers h for pattern ("METHOD /path"), authorized by rl; a body, when the
+// request has one, must be of one of bodyTypes (application/json when none are given).
+func (rt *router) handle(pattern string, rl rule, h http.Handler, bodyTypes ...string) {
+	if len(bodyTypes) == 0 {
+		bodyTypes = []string{"application/json"}
+	}
+	r := route{rule: rl, bodyTypes: bodyTypes}
+	rt.mux.Handle(pattern, rt.guard(r, h))
+	rt.routes[pattern] = r
+}
+
+func (rt *router) handleFunc(pattern string, rl rule, h http.HandlerFunc, bodyTypes ...string) {
+	rt.handle(pattern, rl, h, bodyTypes...)
+}
+
+// guard runs the route's checks before h, once the mux has set the path values: the
+// caller must pass the rule and the webhook, and a body must be of an accepted type.
+func (a *api) guard(rt route, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, ok := auth.FromContext(r.Context())
+		if !ok {
+			a.writeError(w, r, errors.New("request reached a route without an identity"))
+			return
+		}
+		if err := a.authorize(r, id, rt); err != nil {
+			if job.KindOf(err) == job.KindUnauthenticated {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="datajobs"`)
+			}
+			a.writeError(w, r, err)
+			return
+		}
+		if err := checkBodyType(r, rt); err != nil {
+			a.writeError(w, r, err)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// Patterns returns the pattern of every route New serves with cfg, sorted, so that a
+// test can walk them all: each must have an authorization case.
+func Patterns(cfg Config) []string {
+	a := &api{cfg: cfg}
+	out := slices.Collect(maps.Keys(a.routes().routes))
+	slices.Sort(out)
+	return out
+}
+
+// authenticate returns the caller: from the token in auth mode oidc; in mode none an
+// admin named by X-Datajobs-User.
+func (a *api) authenticate(r *http.Request) (auth.Identity, error) {
+	if a.cfg.Auth == nil {
+		return auth.Identity{Username: r.Header.Get(userHeader), Admin: true}, nil
+	}
+	return a.cfg.Auth.Authenticate(r)
+}
+
+// authorize checks the caller against the route's rule, then asks the webhook if there
+// is one.
+func (a *api) authorize(r *http.Request, id auth.Identity, rt route) error {
+	for _, p := range rt.rule.teamParams {
+		if team := r.PathValue(p); !id.MemberOf(team) {
+			return job.Forbidden(id.Username, team, "The caller is not a member of team "+team+".")
+		}
+	}
+	if a.cfg.Webhook == nil {
+		return nil
+	}
+	permission := "write"
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		permission = "read"
+	}
+	return a.cfg.Webhook.Authorize(r.Context(), auth.WebhookRequest{
+		RequesterUserID:          id.Username,
+		RequestedResourceTeam:    r.PathValue("team"),
+		RequestedResourceName:    r.PathValue("job"),
+		RequestedResourceID:      cmp.Or(r.PathValue("execution_id"), r.PathValue("deployment_id")),
+		RequestedHTTPPath:        r.URL.Path,
+		RequestedHTTPVerb:        r.Method,
+		RequestedResourceNewTeam: r.PathValue("new_team"),
+		RequestedPermission:      permission,
+	})
+}
+
+// checkBodyType refuses a body whose media type the route does not take (415): a
+// browser can send text/plain or a form across sites without asking, never JSON.
+func checkBodyType(r *http.Request, rt route) error {
+	if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	ct := r.Header.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if err == nil && slices.Contains(rt.bodyTypes, strings.ToLower(mt)) {
+		return nil
+	}
+	return job.UnsupportedMediaType(ct, strings.Join(rt.bodyTypes, " or "))
+}
+
+// user is who makes a change, recorded as deployed_by, started_by or the sources
+// uploader: the token's username in auth mode oidc (a header or body field cannot
+// change it); in mode none X-Datajobs-User, then the body's field, then "unknown".
+func (a *api) user(r *http.Request, bodyUser string) string {
+	id, _ := auth.FromContext(r.Context())
+	if id.Verified {
+		return id.Username
+	}
+	return cmp.Or(id.Username, bodyUser, "unknown")
+}

@@ -1,0 +1,64 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/datajobs/datajobs/internal/auth"
+	"github.com/datajobs/datajobs/internal/httpapi"
+)
+
+// AuthMode says how API callers are authenticated.
+type AuthMode string
+
+// The authentication modes.
+const (
+	// AuthOIDC requires a bearer JWT of a trusted OIDC issuer on every /data-jobs/ request.
+	AuthOIDC AuthMode = "oidc"
+	// AuthNone trusts every caller as an admin: for `datajobs dev` on 127.0.0.1 only.
+	AuthNone AuthMode = "none"
+)
+
+// AuthConfig is who may call the API and what they may do.
+type AuthConfig struct {
+	// Mode is oidc or none (default oidc).
+	Mode AuthMode
+	// OIDC configures token verification in mode oidc: issuers (required), audience
+	// (default "datajobs"), username claim (default "sub"), teams claim (default
+	// "groups") and admin teams.
+	OIDC auth.OIDCConfig
+	// WebhookURL, when set, is asked about every authenticated request (fail closed).
+	WebhookURL string
+	// WebhookTimeout bounds one webhook call (default 5s).
+	WebhookTimeout time.Duration
+	// WebhookCacheTTL is how long a webhook decision is reused (default 10s).
+	WebhookCacheTTL time.Duration
+}
+
+// buildAuth returns the API's authenticator and authorizer for cfg; nil ones mean auth
+// mode none and no webhook. Mode none is logged as a warning.
+func buildAuth(ctx context.Context, cfg Config) (httpapi.Authenticator, httpapi.Authorizer, error) {
+	var authn httpapi.Authenticator
+	switch cfg.Auth.Mode {
+	case AuthOIDC:
+		o, err := auth.NewOIDC(cfg.Auth.OIDC)
+		if err != nil {
+			return nil, nil, err
+		}
+		authn = o
+	case AuthNone:
+		cfg.Logger.WarnContext(ctx, "auth_mode_none",
+			"detail", "every caller is trusted as an admin of every team; use only on a trusted loopback address")
+	default:
+		return nil, nil, fmt.Errorf("auth mode %q: must be oidc or none", cfg.Auth.Mode)
+	}
+	if cfg.Auth.WebhookURL == "" {
+		return authn, nil, nil
+	}
+	wh, err := auth.NewWebhook(auth.WebhookConfig{URL: cfg.Auth.WebhookURL, Timeout: cfg.Auth.WebhookTimeout, CacheTTL: cfg.Auth.WebhookCacheTTL})
+	if err != nil {
+		return nil, nil, err
+	}
+	return authn, wh, nil
+}
