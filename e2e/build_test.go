@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -79,10 +78,10 @@ func (r *replica) deploymentStatus(t *testing.T, name string) string {
 	return body.Status
 }
 
-// builds reads datajobs_build_builds_total{result="ok"} on a replica's admin listener.
-func builds(t *testing.T, admin string) string {
+// builds reads a replica's datajobs_build_builds_total{result="ok"}.
+func (r *replica) builds(t *testing.T) string {
 	t.Helper()
-	resp, err := http.Get("http://" + admin + "/metrics")
+	resp, err := http.Get(r.admin + "/metrics")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -115,17 +114,8 @@ func TestLeaderKilledMidBuildTheNewLeaderFinishesItOnce(t *testing.T) {
 		"--image-registry", prefix, "--registry-insecure", "--base-image", "3.11=" + base,
 		"--pip-index-url", (&url.URL{Scheme: "file", Path: t.TempDir()}).String(), "--pip-find-links", srv.URL + "/",
 	}
-	admin := map[*replica]string{}
-	replicas := make([]*replica, 2)
-	for i := range replicas {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		addr := ln.Addr().String()
-		require.NoError(t, ln.Close())
-		replicas[i] = startReplica(t, dbURL, kubeconfig, ns, append(args, "--admin-listen", addr)...)
-		admin[replicas[i]] = addr
-	}
-	a, b := replicas[0], replicas[1]
+	a := startReplica(t, dbURL, kubeconfig, ns, args...)
+	b := startReplica(t, dbURL, kubeconfig, ns, args...)
 	db, err := store.Open(t.Context(), store.Config{URL: dbURL})
 	require.NoError(t, err)
 	defer db.Close()
@@ -170,5 +160,5 @@ func TestLeaderKilledMidBuildTheNewLeaderFinishesItOnce(t *testing.T) {
 	}, 2*time.Minute, 100*time.Millisecond, "the new leader builds the image and creates the CronJob")
 	assert.True(t, strings.HasPrefix(image, prefix+"/built-e2e@sha256:"), image)
 	require.Eventually(t, func() bool { return follower.deploymentStatus(t, "built-e2e") == "synced" }, 30*time.Second, 50*time.Millisecond)
-	assert.Equal(t, "1", builds(t, admin[follower]), "the new leader built it once")
+	assert.Equal(t, "1", follower.builds(t), "the new leader built it once")
 }

@@ -37,14 +37,14 @@ type env struct {
 }
 
 type options struct {
-	jobsQuery  http.Handler
-	storeURL   string // a store on another URL (e.g. a database that is down)
-	sources    service.SourcesConfig
-	api        httpapi.Config // JobsQuery, Auth and Webhook are set from the fields below
-	quotas     store.TeamQuotas
-	auth       httpapi.Authenticator
-	webhook    httpapi.Authorizer
-	graphql    bool // serve the GraphQL jobs query (graphapi) from the store
+	jobsQuery http.Handler
+	storeURL  string // a store on another URL (e.g. a database that is down)
+	sources   service.SourcesConfig
+	api       httpapi.Config // JobsQuery, Auth and Webhook are set from the fields below
+	quotas    store.TeamQuotas
+	auth      httpapi.Authenticator
+	webhook   httpapi.Authorizer
+	graphql   bool // serve the GraphQL jobs query (graphapi) from the store
 }
 
 func newEnv(t testing.TB, opts ...func(*options)) *env {
