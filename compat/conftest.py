@@ -7,6 +7,7 @@ the environment of `make test` (DATAJOBS_TEST_DATABASE_URL, DATAJOBS_TEST_KUBECO
 without it, it starts one itself with `datajobs dev --env-only`, as hack/test.sh does.
 """
 
+import io
 import json
 import os
 import secrets
@@ -15,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tarfile
 import time
 import urllib.parse
 import urllib.request
@@ -55,6 +57,9 @@ def wait_for(what, probe, timeout=SYNC_TIMEOUT):
 class Environment:
     database_url: str
     kubeconfig: str
+    # The OCI registry of the environment (host:port), when it runs one: the service then
+    # builds job images on the dev base image that `datajobs dev` pushed there.
+    registry: str | None = None
     # The OIDC provider (Ory Hydra) `datajobs dev --env-only` started, when built.
     oidc_issuer: str = ""
     oidc_admin_url: str = ""
@@ -65,7 +70,8 @@ def environment(tmp_path_factory):
     url = os.environ.get("DATAJOBS_TEST_DATABASE_URL")
     kubeconfig = os.environ.get("DATAJOBS_TEST_KUBECONFIG")
     if url and kubeconfig:
-        yield Environment(url, kubeconfig, os.environ.get("DATAJOBS_TEST_OIDC_ISSUER", ""),
+        yield Environment(url, kubeconfig, os.environ.get("DATAJOBS_TEST_REGISTRY"),
+                          os.environ.get("DATAJOBS_TEST_OIDC_ISSUER", ""),
                           os.environ.get("DATAJOBS_TEST_OIDC_ADMIN_URL", ""))
         return
     state = tmp_path_factory.mktemp("env")
@@ -84,6 +90,7 @@ def environment(tmp_path_factory):
         assert started == "ready", "datajobs dev failed:\n" + (state / "dev.log").read_text()
         values = dict(line.split("=", 1) for line in env_file.read_text().split())
         yield Environment(values["DATAJOBS_TEST_DATABASE_URL"], values["DATAJOBS_TEST_KUBECONFIG"],
+                          values.get("DATAJOBS_TEST_REGISTRY"),
                           values.get("DATAJOBS_TEST_OIDC_ISSUER", ""), values.get("DATAJOBS_TEST_OIDC_ADMIN_URL", ""))
     finally:
         dev.send_signal(signal.SIGTERM)
@@ -111,6 +118,27 @@ class Service:
     namespace: str
     kubeconfig: str
     log: Path
+    # host:port of the registry the service builds images into, or None (no builder).
+    registry: str | None = None
+
+    def image_prefix(self):
+        return f"{self.registry}/{self.namespace}"
+
+    def image_content(self, image):
+        """The labels of an image in the registry and the paths of the files in its layers."""
+        repo, digest = image[len(self.registry) + 1:].split("@")
+        base = f"http://{self.registry}/v2/{repo}"
+        accept = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json"
+        with urllib.request.urlopen(urllib.request.Request(f"{base}/manifests/{digest}", headers={"Accept": accept})) as r:
+            manifest = json.load(r)
+        with urllib.request.urlopen(f"{base}/blobs/{manifest['config']['digest']}") as r:
+            config = json.load(r)
+        paths = set()
+        for layer in manifest["layers"]:
+            with urllib.request.urlopen(f"{base}/blobs/{layer['digest']}") as r:
+                with tarfile.open(fileobj=io.BytesIO(r.read()), mode="r:gz") as tf:
+                    paths |= {m.name.rstrip("/") for m in tf.getmembers()}
+        return config["config"].get("Labels") or {}, paths
 
     def query(self, sql, *args):
         """Rows (dicts) of a query on the service's database."""
@@ -164,7 +192,7 @@ def serve(environment, tmp_path_factory, request, *auth_args):
         conn.execute(f"CREATE DATABASE {dbname}")
     svc = Service(url="", database_url=database_url(environment.database_url, dbname),
                   namespace=namespace, kubeconfig=environment.kubeconfig,
-                  log=tmp_path_factory.mktemp("serve") / "serve.log")
+                  log=tmp_path_factory.mktemp("serve") / "serve.log", registry=environment.registry)
     svc.kubectl("create", "namespace", namespace)
     port = free_port()
     svc.url = f"http://127.0.0.1:{port}"
@@ -172,7 +200,7 @@ def serve(environment, tmp_path_factory, request, *auth_args):
         proc = subprocess.Popen(
             [DATAJOBS, "serve", "--listen", f"127.0.0.1:{port}", "--admin-listen", "127.0.0.1:0",
              *auth_args, "--database-url", svc.database_url,
-             "--kubeconfig", svc.kubeconfig, "--namespace", namespace, "--log-format", "text"],
+             "--kubeconfig", svc.kubeconfig, "--namespace", namespace, "--log-format", "text", *builder_flags(svc)],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
     def ready():
@@ -199,6 +227,15 @@ def serve(environment, tmp_path_factory, request, *auth_args):
         svc.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
         with psycopg.connect(environment.database_url, autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {dbname} WITH (FORCE)")
+
+
+def builder_flags(svc):
+    """With a registry, the service builds job images (docs/builder.md) on the dev base image."""
+    if not svc.registry:
+        return []
+    base = f"{svc.registry}/datajobs/python-base:dev"
+    return ["--image-registry", svc.image_prefix(), "--registry-insecure",
+            *(f"--base-image={v}={base}" for v in ("3.9", "3.10", "3.11", "3.12"))]
 
 
 @dataclass
@@ -243,7 +280,9 @@ class VDK:
             "PYTHONWARNINGS": "ignore::UserWarning",
         })
         if api_token:
-            env.update({"VDK_API_TOKEN": api_token, "VDK_API_TOKEN_AUTHORIZATION_URL": token_url})
+            env.update({"VDK_API_TOKEN": api_token, "VDK_API_TOKEN_AUTHORIZATION_URL": token_url,
+                        # The test's Hydra serves plain HTTP on loopback; oauthlib wants https.
+                        "OAUTHLIB_INSECURE_TRANSPORT": "1"})
         self.env, self.cwd = env, home
 
     def __call__(self, *args, code=0):

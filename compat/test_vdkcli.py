@@ -18,6 +18,19 @@ def image_of(cronjob):
     return cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"]
 
 
+def assert_runs_version(service, cronjob, name, version):
+    """The CronJob runs the job's version: with a builder, an image built from the
+    uploaded sources, by digest, that holds the job's files; without, <registry>/<job>:<version>."""
+    image = image_of(cronjob)
+    if not service.registry:
+        assert image.endswith(f"/{name}:{version}"), image
+        return
+    assert image.startswith(f"{service.image_prefix()}/{name}@sha256:"), image
+    labels, paths = service.image_content(image)
+    assert (labels["datajobs.io/job"], labels["datajobs.io/job-version"]) == (name, version)
+    assert {"job/config.ini", "job/20_python_step.py", "job/10_create_table.sql"} <= paths, sorted(paths)
+
+
 def test_create_list_and_show(vdk, service):
     # create --cloud registers the job in the Control Service only (no local folder).
     r = vdk("create", "-n", "compat-alpha", "-t", "compat-list-a", "--cloud")
@@ -71,7 +84,7 @@ def test_deploy_lifecycle(vdk, service, job_dir, tmp_path):
     assert d["last_deployed_by"] == "unknown"  # vdkcli sends no user without authentication
     service.wait_synced(name)
     cj = service.cronjob(name)
-    assert image_of(cj).endswith(f"/{name}:{v1}")
+    assert_runs_version(service, cj, name, v1)
     assert cj["spec"]["schedule"] == "15 * * * *" and cj["spec"]["suspend"] is False
     assert cj["metadata"]["labels"]["datajobs.io/team"] == team
     assert cj["metadata"]["annotations"]["datajobs.io/python-version"] == "3.10"
@@ -95,7 +108,7 @@ def test_deploy_lifecycle(vdk, service, job_dir, tmp_path):
     v2 = r.json()["job_version"]
     assert v2 != v1 and re.fullmatch(r"[0-9a-f]{40}", v2)
     service.wait_synced(name)
-    assert image_of(service.cronjob(name)).endswith(f":{v2}")
+    assert_runs_version(service, service.cronjob(name), name, v2)
 
     # download-job: GET .../sources gives back the latest upload. The keytab it also asks
     # for is not implemented (501): the client warns and goes on.
@@ -124,7 +137,7 @@ def test_deploy_lifecycle(vdk, service, job_dir, tmp_path):
     vdk("deploy", "--update", "--job-version", v1, "-n", name, "-t", team)
     assert service.deployment_row(name)["git_commit_sha"] == v1
     service.wait_synced(name)
-    assert image_of(service.cronjob(name)).endswith(f":{v1}")
+    assert_runs_version(service, service.cronjob(name), name, v1)
 
     # --remove: DELETE .../deployments/production; the CronJob goes.
     r = vdk("deploy", "--remove", "-n", name, "-t", team)

@@ -53,7 +53,7 @@ type replica struct {
 	logs *bytes.Buffer
 }
 
-func startReplica(t *testing.T, dbURL, kubeconfig, namespace string) *replica {
+func startReplica(t *testing.T, dbURL, kubeconfig, namespace string, args ...string) *replica {
 	t.Helper()
 	bin, err := binary()
 	require.NoError(t, err)
@@ -62,8 +62,8 @@ func startReplica(t *testing.T, dbURL, kubeconfig, namespace string) *replica {
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close())
 	r := &replica{base: "http://" + addr, logs: &bytes.Buffer{}}
-	r.cmd = exec.Command(bin, "serve", "--listen", addr, "--admin-listen", "127.0.0.1:0", "--auth-mode", "none",
-		"--namespace", namespace, "--log-format", "text")
+	r.cmd = exec.Command(bin, append([]string{"serve", "--listen", addr, "--admin-listen", "127.0.0.1:0", "--auth-mode", "none",
+		"--namespace", namespace, "--log-format", "text"}, args...)...)
 	r.cmd.Env = append(os.Environ(), "DATAJOBS_DATABASE_URL="+dbURL, "DATAJOBS_KUBECONFIG="+kubeconfig)
 	r.cmd.Stdout, r.cmd.Stderr = r.logs, r.logs
 	require.NoError(t, r.cmd.Start())

@@ -26,6 +26,7 @@ fi
 
 bash hack/k8s-bins/build.sh
 bash hack/hydra/build.sh # Ory Hydra, the OIDC provider of the tests (internal/devenv/hydra.go)
+bash hack/registry/build.sh
 mkdir -p .cache/bin
 go build -o .cache/bin/datajobs ./cmd/datajobs
 

@@ -52,14 +52,18 @@ Ctrl-C stops everything.`,
 			began := time.Now()
 			env, err := devenv.Start(ctx, devenv.Config{
 				StateDir: stateDir, BinDir: binDir, Kubernetes: true, Controllers: controllers, Fast: fast,
-				Logger:   slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn})),
-				HydraBin: hydraBin,
+				RegistryBin: devenv.RegistryBinary(), // when hack/registry/build.sh has built it
+				Logger:      slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn})),
+				HydraBin:    hydraBin,
 			})
 			if err != nil {
 				return err
 			}
 			defer func() { err = errors.Join(err, env.Stop()) }()
 			printEnv(out, env, time.Since(began))
+			if ctx, err = setUpDevRegistry(ctx, env, out); err != nil {
+				return err
+			}
 
 			if !envOnly {
 				return serve(ctx, env.DatabaseURL, env.Kubeconfig, out)
@@ -105,6 +109,9 @@ func printEnv(out io.Writer, env *devenv.Env, took time.Duration) {
 // a complete file into place, so a reader polling for it never sees half of it.
 func writeEnvFile(path string, env *devenv.Env) error {
 	content := fmt.Sprintf("DATAJOBS_TEST_DATABASE_URL=%s\nDATAJOBS_TEST_KUBECONFIG=%s\n", env.DatabaseURL, env.Kubeconfig)
+	if env.Registry != nil {
+		content += "DATAJOBS_TEST_REGISTRY=" + env.Registry.Addr + "\n"
+	}
 	if env.Hydra != nil {
 		content += fmt.Sprintf("DATAJOBS_TEST_OIDC_ISSUER=%s\nDATAJOBS_TEST_OIDC_ADMIN_URL=%s\n", env.Hydra.IssuerURL, env.Hydra.AdminURL)
 	}

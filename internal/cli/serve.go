@@ -70,6 +70,15 @@ func newServeCommand(g *globals) serveCommand {
 	f.IntVar(&cfg.Sources.KeepVersions, "source-versions-kept", 50, "source versions kept per job (negative: all)")
 	f.DurationVar(&cfg.LeaseDuration, "lease-duration", 0, "how long the synchronizer's leader lease lasts without renewal (default 10s)")
 	res.register(f)
+	// Image builds (docs/builder.md).
+	f.StringVar(&cfg.Build.Builder, "builder", "", "image builder: none or layer (default layer when --base-image is set, none otherwise)")
+	f.StringSliceVar(&cfg.Build.BaseImages, "base-image", nil, "base image of a python version, <version>=<image> (repeatable)")
+	f.IntVar(&cfg.Build.Workers, "build-workers", 2, "images built at once")
+	f.StringVar(&cfg.Build.RegistryAuthFile, "registry-auth-file", "", "Docker config file with the registries' credentials (default: anonymous)")
+	f.BoolVar(&cfg.Build.RegistryInsecure, "registry-insecure", false, "plain HTTP to a registry on a loopback address")
+	f.StringVar(&cfg.Build.PipIndexURL, "pip-index-url", "", "pip --index-url for requirements.txt (default: pip's own)")
+	f.StringSliceVar(&cfg.Build.PipExtraIndexURLs, "pip-extra-index-url", nil, "pip --extra-index-url (repeatable)")
+	f.StringSliceVar(&cfg.Build.PipFindLinks, "pip-find-links", nil, "pip --find-links (repeatable)")
 
 	// Authentication and authorization (docs/api.md, "Authentication").
 	f.StringVar(&authMode, "auth-mode", "oidc", "how callers are authenticated: oidc (a bearer JWT on every /data-jobs/ request) or none (everyone is an admin: a trusted loopback only)")
@@ -89,6 +98,7 @@ func newServeCommand(g *globals) serveCommand {
 			return err
 		}
 		c.DatabaseURL, c.Kubeconfig = databaseURL, kubeconfig
+		c = withDevImages(ctx, c)
 		// dev serves on loopback only, without login (auth mode none).
 		c.Listen, c.Auth.Mode = "127.0.0.1:8092", server.AuthNone
 		cluster, err := kube.Connect(kube.ClusterConfig{Kubeconfig: kubeconfig})

@@ -36,6 +36,8 @@ type Config struct {
 	// Controllers also starts kube-controller-manager, kube-scheduler and kwok with a fake
 	// Node, so that CronJobs spawn Jobs whose Pods reach Succeeded. Implies Kubernetes.
 	Controllers bool
+	// RegistryBin, when set, also starts that OCI registry binary (registry.go) on loopback.
+	RegistryBin string
 	// Fast trades durability for speed (fsync off in PostgreSQL and etcd): for tests.
 	Fast bool
 	// Logger receives the environment's own logs (default: discarded).
@@ -66,6 +68,8 @@ type Env struct {
 	Postgres *Postgres
 	// Etcd, APIServer, ControllerManager, Scheduler and Kwok are nil when not started.
 	Etcd, APIServer, ControllerManager, Scheduler, Kwok *Process
+	// Registry is the OCI registry; nil unless Config.RegistryBin was set.
+	Registry *Registry
 
 	logger *slog.Logger
 	lock   *os.File // flock on the state folder, held while running
@@ -138,6 +142,18 @@ func Start(ctx context.Context, cfg Config) (*Env, error) {
 		return nil, errors.Join(err, e.Stop())
 	}
 	e.DatabaseURL = e.Postgres.URL(DatabaseName)
+	if cfg.RegistryBin != "" {
+		reg, err := StartRegistry(ctx, RegistryConfig{
+			Bin: cfg.RegistryBin, Dir: filepath.Join(stateDir, "registry"),
+			LogPath: filepath.Join(stateDir, "logs", "registry.log"), Port: p.Registry, Logger: logger,
+		})
+		if err != nil {
+			return nil, errors.Join(err, e.Stop())
+		}
+		e.mu.Lock()
+		e.Registry = reg
+		e.mu.Unlock()
+	}
 	if cfg.HydraBin != "" {
 		hy, err := StartHydra(ctx, HydraConfig{
 			Bin: cfg.HydraBin, PostgresURL: e.Postgres.URL("postgres"),
@@ -167,6 +183,9 @@ func (e *Env) Processes() []*Process {
 		if p != nil {
 			ps = append(ps, p)
 		}
+	}
+	if e.Registry != nil {
+		ps = append(ps, e.Registry.Process)
 	}
 	return ps
 }

@@ -21,6 +21,7 @@ type ports struct {
 	ControllerManager int `json:"controller_manager"`
 	Scheduler         int `json:"scheduler"`
 	Kwok              int `json:"kwok"`
+	Registry          int `json:"registry"`
 }
 
 func loadPorts(path string) (ports, error) {
@@ -52,7 +53,7 @@ func (p *ports) save(path string) error {
 // assign keeps each saved port that is still free and picks a new free one for the others.
 func (p *ports) assign() error {
 	taken := map[int]bool{}
-	for _, port := range []*int{&p.Postgres, &p.EtcdClient, &p.EtcdPeer, &p.APIServer, &p.ControllerManager, &p.Scheduler, &p.Kwok} {
+	for _, port := range []*int{&p.Postgres, &p.EtcdClient, &p.EtcdPeer, &p.APIServer, &p.ControllerManager, &p.Scheduler, &p.Kwok, &p.Registry} {
 		if *port != 0 && !taken[*port] && portFree(*port) {
 			taken[*port] = true
 			continue

@@ -70,9 +70,22 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxQueryBytes caps the GraphQL document (default 64 KiB).
 	MaxQueryBytes int
-	// MaxDepth caps the nesting of a document (default 10; VDK's queries need 5, the
-	// deepest document of the schema 7).
+	// MaxDepth caps the nesting of fields of a document, introspection fields included
+	// (default 15: VDK's queries need 5, the deepest document of the schema 7, the
+	// standard introspection query 13). Each fragment is walked once.
 	MaxDepth int
+	// MaxComplexity caps the fields a document selects once its fragments are expanded,
+	// checked first in one walk of each fragment, then by gqlgen's complexity limit
+	// (default 1000; every field of the schema, nested, is about 150).
+	MaxComplexity int
+	// MaxRootFields caps the root fields of a document, aliases included: each one is a
+	// query of its own (default 5; VDK sends 1).
+	MaxRootFields int
+	// Timeout bounds each request (default 10s); past it the answer is 503.
+	Timeout time.Duration
+	// DisableIntrospection refuses __schema and __type queries (introspection is on by
+	// default: the VDK UI and GraphQL tools use it).
+	DisableIntrospection bool
 	// Now is the clock of nextRunEpochSeconds (default time.Now).
 	Now func() time.Time
 	// Logger receives failures that are not the client's (default slog.Default()).
@@ -98,7 +111,10 @@ func New(cfg Config, r Reader) (*Handler, error) {
 	cfg.MaxPageSize = cmp.Or(cfg.MaxPageSize, 100)
 	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, 1<<20)
 	cfg.MaxQueryBytes = cmp.Or(cfg.MaxQueryBytes, 64<<10)
-	cfg.MaxDepth = cmp.Or(cfg.MaxDepth, 10)
+	cfg.MaxDepth = cmp.Or(cfg.MaxDepth, 15)
+	cfg.MaxComplexity = cmp.Or(cfg.MaxComplexity, 1000)
+	cfg.MaxRootFields = cmp.Or(cfg.MaxRootFields, 5)
+	cfg.Timeout = cmp.Or(cfg.Timeout, 10*time.Second)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -112,8 +128,12 @@ func New(cfg Config, r Reader) (*Handler, error) {
 	h.resolver = &resolver{h: h, store: r}
 	h.schema = gql.NewExecutableSchema(gql.Config{Resolvers: h.resolver})
 	h.exec = executor.New(h.schema)
-	h.exec.Use(extension.Introspection{})
-	h.exec.Use(maxDepth(cfg.MaxDepth))
+	if !cfg.DisableIntrospection {
+		h.exec.Use(extension.Introspection{})
+	}
+	// bounds first: gqlgen's complexity walk expands every fragment spread anew.
+	h.exec.Use(bounds{maxDepth: cfg.MaxDepth, maxFields: cfg.MaxComplexity, maxRoots: cfg.MaxRootFields})
+	h.exec.Use(extension.FixedComplexityLimit(cfg.MaxComplexity))
 	// Parsed and validated documents are kept: clients send the same few queries.
 	h.exec.SetQueryCache(lru.New[*ast.QueryDocument](queryCacheSize))
 	h.exec.SetErrorPresenter(presentError)
@@ -162,7 +182,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if req.Query == "" {
 		req.Query = defaultQuery
 	}
-	resp := h.exec1(r.Context(), req)
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
+	defer cancel()
+	resp := h.exec1(ctx, req)
 	if len(resp.Errors) > 0 {
 		status, errs := h.answerErrors(w, r, resp.Errors)
 		writeEnvelope(w, status, null, errs)
@@ -392,46 +414,3 @@ func writeEnvelope(w http.ResponseWriter, status int, data []byte, errs []queryE
 
 // errPanic marks the error of a resolver that panicked: a bug, 500.
 var errPanic = errors.New("resolver panicked")
-
-// maxDepth refuses documents nested deeper than its number of fields.
-type maxDepth int
-
-var _ interface {
-	graphql.HandlerExtension
-	graphql.OperationContextMutator
-} = maxDepth(0)
-
-func (maxDepth) ExtensionName() string                   { return "MaxDepth" }
-func (maxDepth) Validate(graphql.ExecutableSchema) error { return nil }
-
-func (m maxDepth) MutateOperationContext(_ context.Context, op *graphql.OperationContext) *gqlerror.Error {
-	if d := depth(op.Operation.SelectionSet, 0); d > int(m) {
-		return gqlerror.Errorf("the query is nested %d fields deep, more than the maximum of %d", d, int(m))
-	}
-	return nil
-}
-
-// depth is the deepest nesting of fields under a selection set, fragments included.
-// Introspection fields do not count: clients ask them in deep documents of their own.
-func depth(set ast.SelectionSet, seen int) int {
-	if seen > 64 { // a validated document has no fragment cycles; this bounds the walk anyway
-		return seen
-	}
-	d := seen
-	for _, s := range set {
-		switch s := s.(type) {
-		case *ast.Field:
-			if len(s.Name) > 1 && s.Name[:2] == "__" {
-				continue
-			}
-			d = max(d, depth(s.SelectionSet, seen+1))
-		case *ast.InlineFragment:
-			d = max(d, depth(s.SelectionSet, seen))
-		case *ast.FragmentSpread:
-			if s.Definition != nil {
-				d = max(d, depth(s.Definition.SelectionSet, seen))
-			}
-		}
-	}
-	return d
-}

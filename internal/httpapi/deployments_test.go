@@ -177,6 +177,7 @@ func TestDeploymentValidationFailuresChangeNothing(t *testing.T) {
 	}{
 		{"a bad cron", "POST", `{"schedule":{"schedule_cron":"* * *"}}`, 400, nil},
 		{"a cron with a time zone", "PATCH", `{"schedule":{"schedule_cron":"CRON_TZ=UTC 0 * * * *"}}`, 400, nil},
+		{"a cron over 512 bytes", "PATCH", `{"schedule":{"schedule_cron":"0` + strings.Repeat(",0", 300) + ` * * * *"}}`, 400, nil},
 		{"an unsupported python version", "POST", `{"python_version":"2.7"}`, 409, nil},
 		{"an unsupported python version in a PATCH", "PATCH", `{"python_version":"3.12"}`, 409, nil},
 		{"a CPU limit under the request", "POST", `{"resources":{"cpu_request":2,"cpu_limit":1}}`, 400, nil},

@@ -40,6 +40,8 @@ func statusOf(k job.Kind) int {
 		return http.StatusForbidden
 	case job.KindUnsupportedMediaType:
 		return http.StatusUnsupportedMediaType
+	case job.KindBusy:
+		return http.StatusTooManyRequests
 	default:
 		return http.StatusInternalServerError
 	}

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/service"
@@ -38,13 +39,27 @@ type Config struct {
 	Auth Authenticator
 	// Webhook, when set, is asked about every authenticated request after the team check.
 	Webhook Authorizer
+
+	// Bounds of requests (issue 11). MaxConcurrentUploads and MaxConcurrentDownloads cap
+	// the sources uploads and downloads in progress; more get 429 with Retry-After
+	// (defaults 4 and 16: an upload holds its archive in memory, a download a 1 MiB chunk).
+	MaxConcurrentUploads   int
+	MaxConcurrentDownloads int
+	// RequestTimeout bounds reading a request and writing its answer (default 1m);
+	// TransferTimeout does for sources uploads and downloads (default 5m).
+	RequestTimeout  time.Duration
+	TransferTimeout time.Duration
+	// Metrics, when set, counts and times the requests (see NewMetrics).
+	Metrics *Metrics
 }
 
 // api holds what the handlers share.
 type api struct {
-	cfg    Config
-	svc    *service.Service
-	logger *slog.Logger
+	cfg       Config
+	svc       *service.Service
+	logger    *slog.Logger
+	uploads   *slots
+	downloads *slots
 }
 
 // New returns the handler of every /data-jobs/... path. The server mounts it next to its
@@ -54,7 +69,15 @@ func New(cfg Config, svc *service.Service, logger *slog.Logger) http.Handler {
 	if cfg.NewOpID == nil {
 		cfg.NewOpID = rand.Text
 	}
-	a := &api{cfg: cfg, svc: svc, logger: logger}
+	cfg.MaxConcurrentUploads = cmp.Or(max(cfg.MaxConcurrentUploads, 0), 4)
+	cfg.MaxConcurrentDownloads = cmp.Or(max(cfg.MaxConcurrentDownloads, 0), 16)
+	cfg.RequestTimeout = cmp.Or(max(cfg.RequestTimeout, 0), time.Minute)
+	cfg.TransferTimeout = cmp.Or(max(cfg.TransferTimeout, 0), 5*time.Minute)
+	a := &api{
+		cfg: cfg, svc: svc, logger: logger,
+		uploads:   newSlots("sources uploads", "--max-concurrent-uploads", cfg.MaxConcurrentUploads),
+		downloads: newSlots("sources downloads", "--max-concurrent-downloads", cfg.MaxConcurrentDownloads),
+	}
 	return a.middleware(a.routes())
 }
 
@@ -83,9 +106,9 @@ func (a *api) routes() *router {
 	rt.handleFunc("PUT "+dep+"/properties", memberOfTeam, a.setProperties)
 
 	// The VDK client uploads the zip as application/octet-stream.
-	rt.handleFunc("POST "+jobPath+"/sources", memberOfTeam, a.uploadSources,
+	rt.handleFunc("POST "+jobPath+"/sources", memberOfTeam, a.limit(a.uploads, a.uploadSources),
 		"application/octet-stream", "application/zip", "application/x-zip-compressed")
-	rt.handleFunc("GET "+jobPath+"/sources", memberOfTeam, a.downloadSources)
+	rt.handleFunc("GET "+jobPath+"/sources", memberOfTeam, a.limit(a.downloads, a.downloadSources))
 	rt.handleFunc("DELETE "+jobPath+"/sources", memberOfTeam, a.deleteSources)
 
 	if a.cfg.JobsQuery != nil {

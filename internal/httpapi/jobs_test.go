@@ -53,6 +53,10 @@ func TestCreateJobRejectsBadInputWithAVDKBody(t *testing.T) {
 		{"a name with underscores", "/data-jobs/for-team/team-a/jobs", `{"job_name":"job_name_with_underscore"}`, 400},
 		{"a name of 51 characters", "/data-jobs/for-team/team-a/jobs", `{"job_name":"` + strings.Repeat("a", 51) + `"}`, 400},
 		{"a name of 5 characters", "/data-jobs/for-team/team-a/jobs", `{"job_name":"aaaaa"}`, 400},
+		{"a name ending with a dash (not a Kubernetes name)", "/data-jobs/for-team/team-a/jobs", `{"job_name":"my-job-"}`, 400},
+		{"a name of 6 characters ending with a dash", "/data-jobs/for-team/team-a/jobs", `{"job_name":"abcde-"}`, 400},
+		{"job-", "/data-jobs/for-team/team-a/jobs", `{"job_name":"job-"}`, 400},
+		{"a schedule over 512 bytes", "/data-jobs/for-team/team-a/jobs", `{"job_name":"my-job","config":{"schedule":{"schedule_cron":"0` + strings.Repeat(",0", 300) + ` * * * *"}}}`, 400},
 		{"no name", "/data-jobs/for-team/team-a/jobs", `{}`, 400},
 		{"an empty body", "/data-jobs/for-team/team-a/jobs", ``, 400},
 		{"a body team other than the path's", "/data-jobs/for-team/team-a/jobs", `{"job_name":"my-job","team":"team-b"}`, 400},
@@ -84,6 +88,44 @@ func TestCreateJobRejectsBadInputWithAVDKBody(t *testing.T) {
 	// Nothing was persisted by any failed request.
 	require.Equal(t, http.StatusNotFound, e.do("GET", "/data-jobs/for-team/team-a/jobs/my-job", "").status)
 	require.Equal(t, http.StatusNotFound, e.do("GET", "/data-jobs/for-team/team-b/jobs/taken-job", "").status)
+}
+
+func TestAJobNameEndingWithADashNamesTheKubernetesRule(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.do("POST", "/data-jobs/for-team/team-a/jobs", `{"job_name":"my-job-"}`)
+	require.Equal(t, http.StatusBadRequest, r.status, "%s", r.body)
+	body := r.vdkError(t)
+	require.Contains(t, body["what"], "job_name")
+	require.Contains(t, body["why"], "must consist of lower case alphanumeric characters or '-'", "Kubernetes's own message")
+}
+
+func TestSchedulesAreStoredTrimmed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.do("POST", "/data-jobs/for-team/team-a/jobs", `{"job_name":"my-job","config":{"schedule":{"schedule_cron":"  15 10 * * *\t"}}}`)
+	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+	var j struct {
+		Config struct {
+			Schedule struct {
+				Cron string `json:"schedule_cron"`
+			} `json:"schedule"`
+		} `json:"config"`
+	}
+	e.do("GET", "/data-jobs/for-team/team-a/jobs/my-job", "").json(t, &j)
+	require.Equal(t, "15 10 * * *", j.Config.Schedule.Cron)
+
+	r = e.do("PUT", "/data-jobs/for-team/team-a/jobs/my-job", `{"config":{"schedule":{"schedule_cron":" @daily "}}}`)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	e.do("GET", "/data-jobs/for-team/team-a/jobs/my-job", "").json(t, &j)
+	require.Equal(t, "@daily", j.Config.Schedule.Cron)
+
+	path := "/data-jobs/for-team/team-a/jobs/my-job"
+	e.deploy(path, `{"job_version":"v1","schedule":{"schedule_cron":"   5 4 * * *"}}`)
+	require.Equal(t, map[string]any{"schedule_cron": "5 4 * * *"}, e.deployment(path)["schedule"])
+	r = e.do("PATCH", path+"/deployments/release", `{"schedule":{"schedule_cron":"0 1 * * * "}}`)
+	require.Equal(t, http.StatusAccepted, r.status, "%s", r.body)
+	require.Equal(t, map[string]any{"schedule_cron": "0 1 * * *"}, e.deployment(path)["schedule"])
 }
 
 func TestJobNamesAtTheBoundsAreAccepted(t *testing.T) {

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -39,6 +40,8 @@ type options struct {
 	jobsQuery  http.Handler
 	storeURL   string // a store on another URL (e.g. a database that is down)
 	sources    service.SourcesConfig
+	api        httpapi.Config // JobsQuery is set from jobsQuery
+	quotas     store.TeamQuotas
 	auth       httpapi.Authenticator
 	webhook    httpapi.Authorizer
 	executions bool // serve GET .../executions from the store
@@ -54,8 +57,8 @@ func newEnv(t testing.TB, opts ...func(*options)) *env {
 	dbURL := testenv.DatabaseURL(t)
 	st := openStore(t, dbURL)
 	apiStore := st
-	if o.storeURL != "" {
-		apiStore = openStore(t, o.storeURL)
+	if o.storeURL != "" || o.quotas != (store.TeamQuotas{}) {
+		apiStore = openStoreWith(t, store.Config{URL: cmp.Or(o.storeURL, dbURL), Quotas: o.quotas})
 	}
 	svc, err := service.New(service.Config{
 		SupportedPythonVersions: []string{"3.9", "3.11"},
@@ -69,15 +72,16 @@ func newEnv(t testing.TB, opts ...func(*options)) *env {
 	require.NoError(t, err)
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, nil))
-	cfg := httpapi.Config{JobsQuery: o.jobsQuery, Auth: o.auth, Webhook: o.webhook}
+	apiCfg := o.api
+	apiCfg.JobsQuery, apiCfg.Auth, apiCfg.Webhook = o.jobsQuery, o.auth, o.webhook
 	if o.graphql {
-		cfg.JobsQuery, err = graphapi.New(graphapi.Config{Logger: slog.New(slog.DiscardHandler)}, apiStore)
+		apiCfg.JobsQuery, err = graphapi.New(graphapi.Config{Logger: slog.New(slog.DiscardHandler)}, apiStore)
 		require.NoError(t, err)
 	}
 	if o.executions {
-		cfg.Executions = apiStore
+		apiCfg.Executions = apiStore
 	}
-	h := httpapi.New(cfg, svc, logger)
+	h := httpapi.New(apiCfg, svc, logger)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() {
@@ -92,7 +96,12 @@ func newEnv(t testing.TB, opts ...func(*options)) *env {
 
 func openStore(t testing.TB, url string) *store.Store {
 	t.Helper()
-	st, err := store.Open(t.Context(), store.Config{URL: url})
+	return openStoreWith(t, store.Config{URL: url})
+}
+
+func openStoreWith(t testing.TB, cfg store.Config) *store.Store {
+	t.Helper()
+	st, err := store.Open(t.Context(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	return st

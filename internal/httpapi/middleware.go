@@ -41,6 +41,8 @@ func (a *api) middleware(rt *router) http.Handler {
 		w.Header().Set(opIDHeader, id)
 		r = r.WithContext(context.WithValue(r.Context(), opIDKey{}, id))
 		rec := &recorder{ResponseWriter: w}
+		a.cfg.Metrics.started()
+		defer a.cfg.Metrics.finished()
 
 		defer func() {
 			if p := recover(); p != nil {
@@ -58,12 +60,14 @@ func (a *api) middleware(rt *router) http.Handler {
 			if rec.status >= 500 {
 				level = slog.LevelError
 			}
+			a.cfg.Metrics.observe(r.Method, r.Pattern, cmp.Or(rec.status, http.StatusOK), time.Since(start))
 			a.logger.LogAttrs(r.Context(), level, "http_request",
 				slog.String("method", r.Method), slog.String("pattern", r.Pattern),
 				slog.Int("status", cmp.Or(rec.status, http.StatusOK)), slog.Duration("duration", time.Since(start)),
 				slog.String("op_id", id))
 		}()
 
+		deadlines(rec, a.cfg.RequestTimeout) // sources transfers extend theirs
 		caller, err := a.authenticate(r)
 		if err != nil {
 			if job.KindOf(err) == job.KindUnauthenticated {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"io"
 	"net/http"
 	"strconv"
 )
@@ -15,6 +16,7 @@ type versionResponse struct {
 // body limit is the sources' own (service.SourcesConfig.MaxArchiveBytes), not the 1 MiB
 // of JSON bodies.
 func (a *api) uploadSources(w http.ResponseWriter, r *http.Request) {
+	deadlines(w, a.cfg.TransferTimeout)
 	team, name, err := pathJob(r)
 	if err != nil {
 		a.writeError(w, r, err)
@@ -34,8 +36,10 @@ func (a *api) uploadSources(w http.ResponseWriter, r *http.Request) {
 }
 
 // downloadSources is GET .../jobs/{job}/sources[?version_sha=]: the zip archive of the
-// latest sources, or of the version asked for. The ETag is the version.
+// latest sources, or of the version asked for, streamed from the database. The ETag is
+// the version.
 func (a *api) downloadSources(w http.ResponseWriter, r *http.Request) {
+	deadlines(w, a.cfg.TransferTimeout)
 	team, name, err := pathJob(r)
 	if err != nil {
 		a.writeError(w, r, err)
@@ -49,10 +53,13 @@ func (a *api) downloadSources(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Type", "application/octet-stream")
 	h.Set("Content-Disposition", `attachment; filename="`+name+`.zip"`)
-	h.Set("Content-Length", strconv.Itoa(len(src.Archive)))
+	h.Set("Content-Length", strconv.FormatInt(src.Size, 10))
 	h.Set("ETag", `"`+src.Version+`"`)
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(src.Archive)
+	if _, err := io.Copy(w, src); err != nil && r.Context().Err() == nil {
+		// The status is sent: the client sees a body shorter than its Content-Length.
+		a.logger.WarnContext(r.Context(), "sources_download_failed", "op_id", opID(r.Context()), "job", name, "error", err)
+	}
 }
 
 // deleteSources is DELETE .../jobs/{job}/sources: every version goes; 200. ?reason= is

@@ -208,6 +208,15 @@ func TestSourcesGoWithTheirJob(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, e.do("GET", path+"/sources", "").status, "a new job with the old name has no sources")
 }
 
+// dirWithData is an archive with a directory entry, "my-job/lib/", that holds data:
+// unzip makes it a directory and drops the data. archive/zip refuses to write one, so
+// the entry is written as a file and renamed in the bytes.
+func dirWithData(t *testing.T) string {
+	t.Helper()
+	archive := makeZip(t, time.Now(), zip.Store, zipFile{name: "my-job/config.ini", body: "[job]\n"}, zipFile{name: "my-job/lib@", body: "hidden"})
+	return strings.ReplaceAll(archive, "my-job/lib@", "my-job/lib/")
+}
+
 // lyingZip is an archive whose only file declares 10 bytes but inflates to actual bytes.
 func lyingZip(t *testing.T, actual int) string {
 	t.Helper()
@@ -261,6 +270,9 @@ func TestSourcesUploadRejectsBadArchivesWithAVDKBody(t *testing.T) {
 		{"a drive letter", makeZip(t, now, zip.Deflate, ok, zipFile{name: `C:\x`, body: "x"}), 400, "unsafe path", ""},
 		{"a symbolic link", makeZip(t, now, zip.Deflate, ok, zipFile{name: "my-job/link", body: "/etc/passwd", mode: fs.ModeSymlink | 0o777}), 400, "not valid", ""},
 		{"a path twice", makeZip(t, now, zip.Deflate, ok, ok), 400, "not valid", ""},
+		{"a directory mode on a name without /", makeZip(t, now, zip.Deflate, ok, zipFile{name: "my-job/lib", mode: fs.ModeDir | 0o755}), 400, "not valid", ""},
+		{"a directory holding data", dirWithData(t), 400, "not valid", ""},
+		{"a name ending with a backslash", makeZip(t, now, zip.Deflate, ok, zipFile{name: `my-job\lib\`, body: "x"}), 400, "unsafe path", ""},
 		{"too many entries", makeZip(t, now, zip.Deflate, manyFiles...), 400, "too many entries", ""},
 		{"a zip bomb by declared size", makeZip(t, now, zip.Deflate, ok, zipFile{name: "my-job/zeros", body: strings.Repeat("\x00", 4*limit)}), 400, "too large once uncompressed", ""},
 		{"a zip bomb by actual size (the header lies)", lyingZip(t, 8*limit), 400, "not valid", ""},

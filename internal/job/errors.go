@@ -16,6 +16,7 @@ const (
 	KindTooLarge                             // request body over the limit: 413
 	KindUnavailable                          // a dependency is down: 503
 	KindNotImplemented                       // feature not available yet: 501
+	KindBusy                                 // too many requests of the kind at once, retry later: 429
 	KindUnauthenticated                      // no valid bearer token: 401
 	KindForbidden                            // the caller may not act on the team: 403
 	KindUnsupportedMediaType                 // a body of a content type the endpoint does not take: 415
@@ -113,6 +114,28 @@ func Unavailable(dependency string, err error) *Error {
 		Consequences:    "The request was not processed and nothing was changed.",
 		Countermeasures: "Retry in a moment; if it persists, ask the operators to check the " + dependency + ".",
 		Err:             err,
+	}
+}
+
+// TeamJobsQuota reports a team that has as many data jobs as it may have.
+func TeamJobsQuota(team string, limit int) *Error {
+	return &Error{
+		Kind:            KindConflict,
+		What:            fmt.Sprintf("The team %q has reached its limit of %d data jobs.", team, limit),
+		Why:             fmt.Sprintf("The service allows at most %d data jobs per team (max-jobs-per-team).", limit),
+		Consequences:    "The data job was not created or moved, and nothing was changed.",
+		Countermeasures: "Delete data jobs the team no longer needs, or ask the operators to raise max-jobs-per-team.",
+	}
+}
+
+// TeamSourcesQuota reports an upload that would take a team's stored sources over its limit.
+func TeamSourcesQuota(team string, limit int64) *Error {
+	return &Error{
+		Kind:            KindConflict,
+		What:            fmt.Sprintf("The sources of team %q would exceed the team's limit of %d bytes.", team, limit),
+		Why:             fmt.Sprintf("The service stores at most %d bytes of sources archives per team (max-source-bytes-per-team).", limit),
+		Consequences:    "The sources were not uploaded and nothing was changed.",
+		Countermeasures: "Delete the sources of jobs the team no longer needs, keep fewer versions, or ask the operators to raise max-source-bytes-per-team.",
 	}
 }
 

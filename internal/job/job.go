@@ -51,6 +51,9 @@ const (
 	StatusUserError SyncStatus = "user_error"
 	// StatusPlatformError: applying failed for a reason outside the user's control; retried with backoff.
 	StatusPlatformError SyncStatus = "platform_error"
+	// StatusBuilding: the image of the deployment's job version is being built; the
+	// CronJob keeps its previous image meanwhile.
+	StatusBuilding SyncStatus = "building"
 	// StatusDeleting: the deployment was removed and its CronJob is being deleted.
 	StatusDeleting SyncStatus = "deleting"
 )
@@ -78,6 +81,9 @@ type Deployment struct {
 	// Adopted is set for a deployment imported from a CronJob that datajobs did not create:
 	// its spec is kept as it was, so adopting it changes nothing but labels and annotations.
 	Adopted *Adoption
+	// Image, when set, is the image the synchronizer built for JobVersion, by digest; it
+	// replaces <registry>/<job>:<version> in the CronJob. It is not part of the desired row.
+	Image string
 	// DeployedBy is who made the last change.
 	DeployedBy   string
 	DeployedDate time.Time

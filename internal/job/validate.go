@@ -8,10 +8,10 @@ import (
 
 	"github.com/robfig/cron/v3"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 var (
-	namePattern = regexp.MustCompile(`^[a-z][a-z0-9-]{5,49}$`)
 	// teamPattern is a DNS label (RFC 1123): the team goes into a Kubernetes label value.
 	teamPattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 	cronParser  = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
@@ -19,10 +19,27 @@ var (
 	cronMacros = []string{"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
 )
 
-// ValidateName checks a job name: it is also the CronJob name and a label value.
+// Bounds of job names (VDK's) and schedules. A CronJob name may have 52 characters, so
+// that the names of its Jobs (name-<minutes>) stay DNS labels.
+const (
+	minNameLen     = 6
+	maxNameLen     = 50
+	maxScheduleLen = 512 // a cron expression listing every minute, hour and day fits
+)
+
+// ValidateName checks a job name. It is the CronJob's name and a label value, so it must
+// be what Kubernetes accepts as both (a DNS-1123 label, checked by Kubernetes's own
+// function, so that no name passes here and fails in the apiserver), and what VDK
+// accepts: 6 to 50 characters, starting with a letter.
 func ValidateName(name string) error {
-	if !namePattern.MatchString(name) {
-		return Invalid("job_name", "starting with a lowercase letter, only lowercase alphanumeric characters or dashes, and between 6 and 50 characters", quote(name))
+	const want = "starting with a lowercase letter, ending with a letter or digit, only lowercase alphanumeric characters or dashes, and between 6 and 50 characters"
+	if len(name) < minNameLen || len(name) > maxNameLen || name[0] < 'a' || name[0] > 'z' {
+		return Invalid("job_name", want, quote(name))
+	}
+	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+		e := Invalid("job_name", want, quote(name))
+		e.Why += " Kubernetes says: " + strings.Join(errs, "; ") + "."
+		return e
 	}
 	return nil
 }
@@ -36,10 +53,16 @@ func ValidateTeam(team string) error {
 }
 
 // ValidateSchedule checks a cron schedule the way Kubernetes will: five fields or one of
-// the @hourly-style macros. Time zones in the expression are refused; empty means "never".
+// the @hourly-style macros, at most 512 bytes. Time zones in the expression are refused;
+// empty means "never". Surrounding spaces pass (Kubernetes ignores them, and imported
+// CronJobs keep their schedule as it is); the API trims them before storing
+// (CleanSchedule).
 func ValidateSchedule(schedule string) error {
 	if schedule == "" {
 		return nil
+	}
+	if len(schedule) > maxScheduleLen {
+		return Invalid("schedule_cron", fmt.Sprintf("at most %d bytes long", maxScheduleLen), fmt.Sprintf("%d bytes", len(schedule)))
 	}
 	s := strings.TrimSpace(schedule)
 	if strings.Contains(s, "TZ=") {
@@ -55,6 +78,11 @@ func ValidateSchedule(schedule string) error {
 	}
 	return nil
 }
+
+// CleanSchedule is the schedule as the API stores it: without the surrounding spaces a
+// user may have typed, so that the job, its deployment and its CronJob show the same
+// expression.
+func CleanSchedule(schedule string) string { return strings.TrimSpace(schedule) }
 
 // ValidatePythonVersion checks that the version is one of the supported ones. VDK answers
 // 409 Conflict for an unsupported version, and so do we.

@@ -236,7 +236,7 @@ func Render(j job.Job, d job.Deployment, cfg RenderConfig) (*batchv1.CronJob, st
 							},
 							Containers: []corev1.Container{{
 								Name:            j.Name,
-								Image:           Image(cfg.ImageRegistry, j.Name, d.JobVersion),
+								Image:           cmp.Or(d.Image, Image(cfg.ImageRegistry, j.Name, d.JobVersion)),
 								ImagePullPolicy: cfg.ImagePullPolicy,
 								Env:             env(j, d),
 								Resources: corev1.ResourceRequirements{

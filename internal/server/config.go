@@ -59,6 +59,8 @@ type Config struct {
 	LeaseDuration time.Duration
 	// ShutdownTimeout bounds graceful shutdown (default 20s).
 	ShutdownTimeout time.Duration
+	// Build configures the image builder (build.go, docs/builder.md).
+	Build BuildConfig
 	// Version is reported by /data-jobs/for-team/{team}/info.
 	Version string
 	// Logger receives every log line (default slog.Default()).
@@ -81,7 +83,7 @@ var DefaultResources = job.ResourceBounds{
 }
 
 // withDefaults fills every unset field and validates the result.
-func (c Config) withDefaults() (Config, error) {
+func (c Config) withDefaults() (_ Config, err error) {
 	c.Listen = cmp.Or(c.Listen, ":8092")
 	c.Namespace = cmp.Or(c.Namespace, "datajobs")
 	c.ImageRegistry = cmp.Or(c.ImageRegistry, "registry.local/datajobs")
@@ -104,6 +106,9 @@ func (c Config) withDefaults() (Config, error) {
 	c.Auth.Mode = cmp.Or(c.Auth.Mode, AuthOIDC)
 	c.AdminListen = cmp.Or(c.AdminListen, "127.0.0.1:8093")
 
+	if c.Build, err = c.Build.withDefaults(); err != nil {
+		return c, err
+	}
 	switch {
 	case c.DatabaseURL == "":
 		return c, fmt.Errorf("the database url is required (--database-url or DATAJOBS_DATABASE_URL)")

@@ -170,7 +170,12 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 	if cfg.SyncMode == SyncOff {
 		return func(context.Context) {}, nil, nil
 	}
+	builds, err := newBuildStage(cfg, db, reg)
+	if err != nil {
+		return nil, nil, err
+	}
 	syncer := synchronizer.New(synchronizer.Config{
+		Build:          builds,
 		Render:         kube.RenderConfig{Namespace: cfg.Namespace, ImageRegistry: cfg.ImageRegistry, Resources: cfg.Resources},
 		Workers:        cfg.SyncWorkers,
 		ResyncInterval: cfg.ResyncInterval,

@@ -93,7 +93,8 @@ func (s *Service) view(j job.Job, desired *job.Deployment, actual *job.ActualDep
 // or on a first deployment take their defaults: the configured python version, the
 // default VDK version, the configured resources. A first deployment needs a job_version.
 func (s *Service) Deploy(ctx context.Context, team, name string, c job.DeploymentChange, user string) (job.Deployment, error) {
-	if err := s.validateChange(c, user); err != nil {
+	c, err := s.checkChange(c, user)
+	if err != nil {
 		return job.Deployment{}, err
 	}
 	enabled := true
@@ -119,7 +120,8 @@ func (s *Service) Deploy(ctx context.Context, team, name string, c job.Deploymen
 // VDK, an absent enabled keeps the deployment as it is). A job without a desired
 // deployment is not found.
 func (s *Service) PatchDeployment(ctx context.Context, team, name string, c job.DeploymentChange, user string) (job.Deployment, error) {
-	if err := s.validateChange(c, user); err != nil {
+	c, err := s.checkChange(c, user)
+	if err != nil {
 		return job.Deployment{}, err
 	}
 	return s.store.ChangeDeployment(ctx, team, name, func(j job.Job, cur *job.Deployment) (job.Deployment, error) {
@@ -136,11 +138,16 @@ func (s *Service) DeleteDeployment(ctx context.Context, team, name string) error
 	return s.store.DeleteDeployment(ctx, team, name)
 }
 
-func (s *Service) validateChange(c job.DeploymentChange, user string) error {
+// checkChange validates c and returns it as it is stored: its schedule trimmed.
+func (s *Service) checkChange(c job.DeploymentChange, user string) (job.DeploymentChange, error) {
 	if err := ValidateUser(user); err != nil {
-		return err
+		return c, err
 	}
-	return c.Validate(s.cfg.SupportedPythonVersions, s.cfg.Resources)
+	if c.Schedule != nil {
+		clean := job.CleanSchedule(*c.Schedule)
+		c.Schedule = &clean
+	}
+	return c, c.Validate(s.cfg.SupportedPythonVersions, s.cfg.Resources)
 }
 
 // finish stamps a merged deployment and checks its resources as a whole: each limit at

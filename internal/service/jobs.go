@@ -21,6 +21,7 @@ func (s *Service) CreateJob(ctx context.Context, team string, j job.Job) (job.Jo
 	if j.Team != team {
 		return job.Job{}, job.Invalid("team", "equal to the team in the path ("+team+")", quote(j.Team))
 	}
+	j.Schedule = job.CleanSchedule(j.Schedule)
 	if err := job.ValidateJob(j); err != nil {
 		return job.Job{}, err
 	}
@@ -47,6 +48,7 @@ func (s *Service) UpdateJob(ctx context.Context, team, name string, j job.Job) (
 	if j.Team == "" {
 		j.Team = team
 	}
+	j.Schedule = job.CleanSchedule(j.Schedule)
 	if err := job.ValidateJob(j); err != nil {
 		return job.Job{}, err
 	}

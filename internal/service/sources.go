@@ -73,15 +73,16 @@ func (s *Service) UploadSources(ctx context.Context, team, name string, archive 
 	return version, nil
 }
 
-// DownloadSources returns the version of the sources of the job name of team, or the
-// latest when version is "".
-func (s *Service) DownloadSources(ctx context.Context, team, name, version string) (store.Sources, error) {
+// DownloadSources returns a reader of the version of the sources of the job name of team,
+// or of the latest when version is "". It reads the archive from the database chunk by
+// chunk as it is consumed, so a download holds a chunk, not the archive.
+func (s *Service) DownloadSources(ctx context.Context, team, name, version string) (*store.SourcesReader, error) {
 	if version != "" && job.ValidateVersion("version_sha", version) != nil {
-		return store.Sources{}, sourcesNotFound(name, version)
+		return nil, sourcesNotFound(name, version)
 	}
-	src, err := s.store.GetSources(ctx, team, name, version)
+	src, err := s.store.OpenSources(ctx, team, name, version)
 	if errors.Is(err, store.ErrNoSources) {
-		return store.Sources{}, sourcesNotFound(name, version)
+		return nil, sourcesNotFound(name, version)
 	}
 	return src, err
 }
@@ -103,12 +104,16 @@ func SourcesVersion(archive []byte, cfg SourcesConfig) (string, error) {
 	if int64(len(archive)) > cfg.MaxArchiveBytes {
 		return "", archiveTooLarge(cfg.MaxArchiveBytes)
 	}
+	// Counted before archive/zip parses the directory, which allocates for every entry.
+	if n, ok := zipEntries(archive, cfg.MaxFiles); ok && n > uint64(cfg.MaxFiles) {
+		return "", tooManyEntries(cfg.MaxFiles)
+	}
 	zr, err := zip.NewReader(bytes.NewReader(archive), int64(len(archive)))
 	if err != nil && !errors.Is(err, zip.ErrInsecurePath) { // paths are checked below
 		return "", badArchive("The body is not a zip archive", err.Error())
 	}
 	if len(zr.File) > cfg.MaxFiles {
-		return "", badArchive("The archive has too many entries", fmt.Sprintf("it has %d entries; at most %d are allowed", len(zr.File), cfg.MaxFiles))
+		return "", tooManyEntries(cfg.MaxFiles)
 	}
 	var declared uint64
 	seen := make(map[string]bool, len(zr.File))
@@ -123,6 +128,16 @@ func SourcesVersion(archive []byte, cfg SourcesConfig) (string, error) {
 		seen[clean] = true
 		if m := f.Mode(); m.Type() != 0 && !m.IsDir() {
 			return "", badArchive("The archive is not valid", fmt.Sprintf("%q is not a regular file or directory (links and devices are not allowed)", f.Name))
+		}
+		// unzip makes a directory of a name that ends with "/" and a file of any other: the
+		// mode and the data must agree with the name, or the version would not cover
+		// what unzip extracts.
+		dir := strings.HasSuffix(f.Name, "/")
+		if f.Mode().IsDir() && !dir {
+			return "", badArchive("The archive is not valid", fmt.Sprintf("%q is marked as a directory but its name does not end with /", f.Name))
+		}
+		if dir && (f.UncompressedSize64 != 0 || f.Method == zip.Store && f.CompressedSize64 != 0) {
+			return "", badArchive("The archive is not valid", fmt.Sprintf("the directory %q holds data", f.Name))
 		}
 		// Compared before adding: a declared size near 2^64 must not wrap the sum.
 		if f.UncompressedSize64 > uint64(cfg.MaxUncompressedBytes)-declared {
@@ -143,7 +158,7 @@ func SourcesVersion(archive []byte, cfg SourcesConfig) (string, error) {
 		h     = sha256.New()
 	)
 	for _, f := range zr.File {
-		if f.Mode().IsDir() || strings.HasSuffix(f.Name, "/") {
+		if strings.HasSuffix(f.Name, "/") { // a directory, checked empty above
 			continue
 		}
 		n, sum, err := hashEntry(f, h, cfg.MaxUncompressedBytes-read)
@@ -215,6 +230,9 @@ func checkEntryName(name string) error {
 	if slices.Contains(strings.Split(p, "/"), "..") {
 		return bad("goes up with ..")
 	}
+	if strings.HasSuffix(name, `\`) {
+		return bad("ends with a backslash (a directory to some tools, a file to others)")
+	}
 	return nil
 }
 
@@ -226,6 +244,10 @@ func badArchive(what, why string) *job.Error {
 		Consequences:    "The sources were not uploaded and nothing was changed.",
 		Countermeasures: "Upload a zip archive of the job's directory (vdk deploy makes one).",
 	}
+}
+
+func tooManyEntries(limit int) *job.Error {
+	return badArchive("The archive has too many entries", fmt.Sprintf("it has more than %d entries", limit))
 }
 
 func archiveTooLarge(limit int64) *job.Error {

@@ -36,7 +36,8 @@ func jobDest(j *job.Job) []any {
 }
 
 // CreateJob inserts a new data job with a new UID and generation 1. A name that exists
-// (in any team: names are global, as CronJob names are) is a conflict.
+// (in any team: names are global, as CronJob names are) is a conflict, and so is a team
+// at its job quota.
 func (s *Store) CreateJob(ctx context.Context, j job.Job) (job.Job, error) {
 	const q = `
 INSERT INTO data_job AS j (name, uid, team, description, schedule, db_default_type,
@@ -46,18 +47,24 @@ INSERT INTO data_job AS j (name, uid, team, description, schedule, db_default_ty
 VALUES ($1, gen_random_uuid(), $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 RETURNING ` + jobColumns
 	var out job.Job
-	err := s.pool.QueryRow(ctx, q, j.Name, j.Team, j.Description, j.Schedule, j.DBDefaultType,
-		nonNil(j.Contacts.NotifiedOnJobFailureUserError), nonNil(j.Contacts.NotifiedOnJobFailurePlatformError),
-		nonNil(j.Contacts.NotifiedOnJobSuccess), nonNil(j.Contacts.NotifiedOnJobDeploy),
-		j.GenerateKeytab, j.EnableExecutionNotifications, j.NotificationDelayPeriodMinutes,
-	).Scan(jobDest(&out)...)
-	if isUniqueViolation(err) {
-		return job.Job{}, job.JobExists(j.Name)
-	}
-	if err != nil {
-		return job.Job{}, writeError(fmt.Sprintf("create job %s", j.Name), err)
-	}
-	return out, nil
+	err := s.InTx(ctx, func(tx Tx) error {
+		if err := s.checkJobsQuota(ctx, tx, j.Team); err != nil {
+			return err
+		}
+		err := tx.QueryRow(ctx, q, j.Name, j.Team, j.Description, j.Schedule, j.DBDefaultType,
+			nonNil(j.Contacts.NotifiedOnJobFailureUserError), nonNil(j.Contacts.NotifiedOnJobFailurePlatformError),
+			nonNil(j.Contacts.NotifiedOnJobSuccess), nonNil(j.Contacts.NotifiedOnJobDeploy),
+			j.GenerateKeytab, j.EnableExecutionNotifications, j.NotificationDelayPeriodMinutes,
+		).Scan(jobDest(&out)...)
+		if isUniqueViolation(err) {
+			return job.JobExists(j.Name)
+		}
+		if err != nil {
+			return writeError(fmt.Sprintf("create job %s", j.Name), err)
+		}
+		return nil
+	})
+	return out, err
 }
 
 // GetJob reads the job name of team; a job of another team is not found.
@@ -92,6 +99,11 @@ func (s *Store) UpdateJob(ctx context.Context, team, name string, update JobUpda
 		next, bump, err := update(cur)
 		if err != nil {
 			return err
+		}
+		if next.Team != cur.Team {
+			if err := s.checkJobsQuota(ctx, tx, next.Team); err != nil {
+				return err
+			}
 		}
 		inc := 0
 		if bump {

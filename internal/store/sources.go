@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,7 +34,7 @@ type Sources struct {
 // the upload's reason, user and time change: the same files give the same version.
 // Then only the keep latest versions are kept, and the version the job's desired
 // deployment names; keep <= 0 keeps all. A missing job (or one of another team) is not
-// found.
+// found; sources that would take the team over its quota of bytes are refused.
 func (s *Store) SaveSources(ctx context.Context, team, name string, src Sources, keep int) error {
 	return s.InTx(ctx, func(tx Tx) error {
 		// FOR SHARE: a concurrent delete of the job waits for this upload, and then
@@ -54,7 +55,8 @@ WHERE job_name = $1 AND version_sha = $2`, name, src.Version, src.Reason, src.Up
 		if err != nil {
 			return writeError(fmt.Sprintf("save sources of %s", name), err)
 		}
-		if tag.RowsAffected() == 0 {
+		added := tag.RowsAffected() == 0
+		if added {
 			// ON CONFLICT: a concurrent upload of the same content may have won.
 			_, err = tx.Exec(ctx, `
 INSERT INTO data_job_source (job_name, version_sha, archive, size_bytes, reason, uploaded_by, uploaded_at)
@@ -66,21 +68,32 @@ ON CONFLICT (job_name, version_sha) DO UPDATE SET upload_seq = nextval('data_job
 				return writeError(fmt.Sprintf("save sources of %s", name), err)
 			}
 		}
-		if keep <= 0 {
-			return nil
+		if keep > 0 {
+			if err := pruneSources(ctx, tx, name, keep); err != nil {
+				return err
+			}
 		}
-		_, err = tx.Exec(ctx, `
+		if !added {
+			return nil // no byte more than before
+		}
+		return s.checkSourcesQuota(ctx, tx, team)
+	})
+}
+
+// pruneSources deletes the versions of the sources of the job name but the keep latest
+// and the one its desired deployment names.
+func pruneSources(ctx context.Context, tx Tx, name string, keep int) error {
+	_, err := tx.Exec(ctx, `
 DELETE FROM data_job_source s
 WHERE s.job_name = $1
   AND s.upload_seq < (SELECT upload_seq FROM data_job_source WHERE job_name = $1
                       ORDER BY upload_seq DESC OFFSET $2 - 1 LIMIT 1)
   AND s.version_sha IS DISTINCT FROM (SELECT git_commit_sha FROM desired_data_job_deployment WHERE data_job_name = $1)`,
-			name, keep)
-		if err != nil {
-			return fmt.Errorf("prune sources of %s: %w", name, err)
-		}
-		return nil
-	})
+		name, keep)
+	if err != nil {
+		return fmt.Errorf("prune sources of %s: %w", name, err)
+	}
+	return nil
 }
 
 // GetSources returns the version of the sources of the job name of team, or its latest
@@ -129,4 +142,99 @@ SELECT count(*) FROM j`
 		return job.JobNotFound(team, name)
 	}
 	return nil
+}
+
+// sourcesChunk is how much of an archive one query of SourcesReader reads: a download
+// holds this much memory and no connection between chunks, whatever the archive's size.
+const sourcesChunk = 1 << 20
+
+// SourcesReader reads one stored archive in chunks, one query each (the column is stored
+// out of line and uncompressed, so PostgreSQL reads only the chunk's pages). It is an
+// io.Reader bound to the context it was opened with.
+type SourcesReader struct {
+	// Version is the version being read.
+	Version string
+	// Size is the archive's size in bytes.
+	Size int64
+
+	ctx  context.Context //nolint:containedctx // an io.Reader has no context argument
+	s    *Store
+	name string
+	off  int64
+}
+
+// OpenSources returns a reader of the version of the sources of the job name of team, or
+// of its latest when version is "". A missing job is job.JobNotFound; a job without those
+// sources is ErrNoSources. A version deleted while it is read fails the read.
+func (s *Store) OpenSources(ctx context.Context, team, name, version string) (*SourcesReader, error) {
+	const q = `
+SELECT s.version_sha, s.size_bytes
+FROM data_job j
+LEFT JOIN LATERAL (
+	SELECT version_sha, size_bytes FROM data_job_source s
+	WHERE s.job_name = j.name AND ($3 = '' OR s.version_sha = $3)
+	ORDER BY s.upload_seq DESC LIMIT 1
+) s ON true
+WHERE j.name = $1 AND j.team = $2`
+	var ver *string
+	var size *int64
+	err := s.pool.QueryRow(ctx, q, name, team, version).Scan(&ver, &size)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, job.JobNotFound(team, name)
+	}
+	if err != nil {
+		return nil, translate(fmt.Errorf("open sources of %s: %w", name, err))
+	}
+	if ver == nil {
+		return nil, ErrNoSources
+	}
+	return &SourcesReader{Version: *ver, Size: *size, ctx: ctx, s: s, name: name}, nil
+}
+
+// Read reads the next bytes of the archive into p, at most one chunk.
+func (r *SourcesReader) Read(p []byte) (int, error) {
+	chunk, err := r.next(int64(len(p)))
+	return copy(p, chunk), err
+}
+
+// WriteTo writes the rest of the archive to w chunk by chunk (io.Copy uses it).
+func (r *SourcesReader) WriteTo(w io.Writer) (int64, error) {
+	var written int64
+	for {
+		chunk, err := r.next(sourcesChunk)
+		n, werr := w.Write(chunk)
+		written += int64(n)
+		if errors.Is(err, io.EOF) {
+			return written, nil
+		}
+		if err != nil {
+			return written, err
+		}
+		if werr != nil {
+			return written, werr
+		}
+	}
+}
+
+// next reads the next chunk of at most n bytes; io.EOF at the end.
+func (r *SourcesReader) next(n int64) ([]byte, error) {
+	if r.off >= r.Size {
+		return nil, io.EOF
+	}
+	n = min(n, r.Size-r.off, sourcesChunk)
+	var chunk []byte
+	// substring counts from 1.
+	err := r.s.pool.QueryRow(r.ctx, `SELECT substring(archive FROM $3 FOR $4) FROM data_job_source WHERE job_name = $1 AND version_sha = $2`,
+		r.name, r.Version, r.off+1, n).Scan(&chunk)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("read sources %s of %s: %w", r.Version, r.name, ErrNoSources)
+	}
+	if err != nil {
+		return nil, translate(fmt.Errorf("read sources %s of %s: %w", r.Version, r.name, err))
+	}
+	if len(chunk) == 0 {
+		return nil, io.ErrUnexpectedEOF
+	}
+	r.off += int64(len(chunk))
+	return chunk, nil
 }

@@ -17,7 +17,8 @@ import (
 
 // Store is a pool of connections to the datajobs database.
 type Store struct {
-	pool *pgxpool.Pool
+	pool   *pgxpool.Pool
+	quotas TeamQuotas
 }
 
 // Config configures the connection pool.
@@ -29,6 +30,8 @@ type Config struct {
 	// Tracer, when set, sees every statement the pool sends (tests count statements with
 	// it, e.g. to prove a page is not read with one query per job). Default: none.
 	Tracer pgx.QueryTracer
+	// Quotas are the limits per team the writes enforce (default: none).
+	Quotas TeamQuotas
 }
 
 // Open connects to the database. It does not fail when the database is down: the pool
@@ -48,7 +51,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open database pool: %w", redact(err))
 	}
-	return &Store{pool: pool}, nil
+	return &Store{pool: pool, quotas: cfg.Quotas}, nil
 }
 
 // Close closes every connection of the pool.

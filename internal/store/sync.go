@@ -18,6 +18,8 @@ type SyncState struct {
 	Job     *job.Job
 	Desired *job.Deployment
 	Actual  *job.ActualDeployment
+	// Build is the image build state of Desired (images.go); nil without a desired deployment.
+	Build *BuildState
 }
 
 // SyncLeaseName is the leader lease that guards every write of the synchronizer.
@@ -81,6 +83,7 @@ func (s *Store) loadSyncStates(ctx context.Context, jobWhere, actualWhere string
 		}
 		return rows.Err()
 	})
+	queueBuildStates(batch, states, args...)
 	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
 		return nil, translate(fmt.Errorf("load sync state: %w", err))
 	}

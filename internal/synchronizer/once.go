@@ -29,6 +29,7 @@ func (s *Synchronizer) RunOnce(ctx context.Context, epoch int64) (Report, error)
 	}
 	defer stop()
 	defer t.queue.ShutDown()
+	defer t.builds.stop() // a single pass builds nothing: it plans a hold for jobs to build
 	plans, err := t.pass(ctx)
 	if err != nil {
 		return Report{}, err

@@ -93,6 +93,10 @@ func plan(st store.SyncState, live *batchv1.CronJob, cfg kube.RenderConfig, memo
 		}
 		return p
 	}
+	if st.Build != nil && st.Build.Hold != "" {
+		p.Action, p.Reason = ActionHold, st.Build.Hold // build.go: the CronJob keeps its image meanwhile
+		return p
+	}
 	j, d := st.Job, st.Desired
 	gen := j.Generation
 	if memo != nil && live != nil && inSync(st) && memo.uid == j.UID && memo.generation == gen && memo.resourceVersion == live.ResourceVersion {

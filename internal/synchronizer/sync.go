@@ -67,6 +67,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics records telemetry (default: metrics registered nowhere).
 	Metrics *Metrics
+	// Build is the image build stage (build.go); its zero value builds nothing.
+	Build BuildConfig
 }
 
 func (c Config) withDefaults() Config {
@@ -111,6 +113,7 @@ type term struct {
 	fence  store.Fence
 	lister batchlisters.CronJobNamespaceLister
 	queue  workqueue.TypedRateLimitingInterface[string]
+	builds *buildStage // nil without a builder
 }
 
 // Run synchronizes until ctx ends, as the leader of term epoch: it starts the informer,
@@ -127,6 +130,8 @@ func (s *Synchronizer) Run(ctx context.Context, epoch int64) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer t.queue.ShutDown()
+	defer t.builds.stop()
+	t.builds.start(ctx, &wg)
 	for range s.cfg.Workers {
 		wg.Go(func() { t.work(ctx) })
 	}
@@ -187,6 +192,7 @@ func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(
 		stop()
 		return nil, nil, fmt.Errorf("wait for cronjob cache: %w", context.Cause(ctx))
 	}
+	t.builds = s.newBuildStage(t)
 	return t, stop, nil
 }
 
@@ -270,7 +276,7 @@ func (t *term) reconcile(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	p := plan(st, live, t.s.cfg.Render, t.s.memo(name))
+	p := plan(t.prepare(st), live, t.s.cfg.Render, t.s.memo(name))
 	return t.execute(ctx, p)
 }
 
@@ -299,6 +305,7 @@ func (t *term) pass(ctx context.Context) ([]Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resync: list cronjobs from cache: %w", err)
 	}
+	t.prepareAll(states)
 	plans := planAll(states, lives, t.s.cfg.Render, t.s.memo)
 	t.s.metrics.planned(plans)
 	queued := 0

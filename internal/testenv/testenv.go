@@ -105,6 +105,10 @@ func run(m *testing.M, opts []Option) int {
 	current = h
 	code := m.Run()
 	current = nil
+	if err := stopRegistries(); err != nil {
+		fmt.Fprintf(os.Stderr, "testenv: stop registries: %v\n", err)
+		code = cmp.Or(code, 1)
+	}
 	if h.template != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if err := devenv.DropDatabase(ctx, h.databaseURL, h.template); err != nil {

@@ -1,0 +1,234 @@
+package build
+
+import (
+	"archive/tar"
+	"archive/zip"
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Epoch is the modification time of every file in a built layer and the image's creation
+// time: a fixed time keeps layers reproducible. 1980 rather than 1970, because Python's
+// zipfile (and with it pip and zipimport) refuses older times.
+var Epoch = time.Date(1980, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Where things are in the image.
+const (
+	// JobDir holds the job's sources; it is the working directory and the argument of
+	// `vdk run`.
+	JobDir = "/job"
+	// SitePackages holds the installed requirements; it is put first on PYTHONPATH.
+	SitePackages = "/opt/datajobs/site-packages"
+	// JobUID is the owner of the sources: the pod's user (kube.RenderConfig.RunAsUser).
+	JobUID = 1000
+)
+
+// entry is one file or directory of a layer.
+type entry struct {
+	name string // relative to the root, no leading slash
+	mode int64
+	dir  bool
+	link string // symbolic link target, when a link
+	open func() (io.ReadCloser, error)
+	size int64
+}
+
+// layerWriter writes a reproducible gzipped tar: entries in name order, one fixed time,
+// one fixed owner, no user or group names.
+type layerWriter struct {
+	uid int
+}
+
+// write writes entries, sorted by name, to w as a gzipped tar. gzip at a fixed level with
+// no header time is deterministic for a given Go release.
+func (lw layerWriter) write(w io.Writer, entries []entry) error {
+	slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.name, b.name) })
+	zw, err := gzip.NewWriterLevel(w, gzip.BestSpeed)
+	if err != nil {
+		return err
+	}
+	tw := tar.NewWriter(zw)
+	for _, e := range entries {
+		h := &tar.Header{
+			Name:    e.name,
+			Mode:    e.mode,
+			Uid:     lw.uid,
+			Gid:     lw.uid,
+			ModTime: Epoch,
+			Format:  tar.FormatPAX,
+		}
+		switch {
+		case e.dir:
+			h.Typeflag, h.Name = tar.TypeDir, e.name+"/"
+		case e.link != "":
+			h.Typeflag, h.Linkname = tar.TypeSymlink, e.link
+		default:
+			h.Typeflag, h.Size = tar.TypeReg, e.size
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return fmt.Errorf("write %s: %w", e.name, err)
+		}
+		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		rc, err := e.open()
+		if err != nil {
+			return fmt.Errorf("read %s: %w", e.name, err)
+		}
+		n, err := io.Copy(tw, rc)
+		rc.Close()
+		if err != nil {
+			return fmt.Errorf("write %s: %w", e.name, err)
+		}
+		if n != e.size {
+			return fmt.Errorf("write %s: read %d bytes, expected %d", e.name, n, e.size)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return zw.Close()
+}
+
+// withParents adds a directory entry for every parent of every entry (and for root's own
+// parents), so that ownership and modes of the whole tree are fixed too.
+func withParents(entries []entry, root string) []entry {
+	seen := map[string]bool{}
+	for _, e := range entries {
+		if e.dir {
+			seen[e.name] = true
+		}
+	}
+	out := entries
+	add := func(dir string) {
+		for d := dir; d != "." && d != "/" && d != "" && !seen[d]; d = path.Dir(d) {
+			seen[d] = true
+			out = append(out, entry{name: d, dir: true, mode: 0o755})
+		}
+	}
+	add(root)
+	for _, e := range entries {
+		add(path.Dir(e.name))
+	}
+	return out
+}
+
+// sourceEntries lists the files of a job's zip archive under JobDir. vdk deploy zips the
+// job's directory with the directory itself as the top folder; when every entry is under
+// one top folder, that folder is dropped, so /job holds config.ini either way.
+func sourceEntries(archive []byte) ([]entry, []byte, error) {
+	zr, err := zip.NewReader(bytes.NewReader(archive), int64(len(archive)))
+	if err != nil {
+		return nil, nil, userErrorf("the job's sources are not a readable zip archive: %v", err)
+	}
+	type file struct {
+		name string
+		f    *zip.File
+	}
+	var files []file
+	for _, f := range zr.File {
+		name := strings.ReplaceAll(f.Name, `\`, "/")
+		if f.Mode().IsDir() || strings.HasSuffix(name, "/") {
+			continue
+		}
+		clean := path.Clean(name)
+		if !fs.ValidPath(clean) {
+			return nil, nil, userErrorf("the job's sources hold an unsafe path %q", f.Name)
+		}
+		if f.Mode().Type() != 0 {
+			return nil, nil, userErrorf("the job's sources hold %q, which is not a regular file", f.Name)
+		}
+		files = append(files, file{name: clean, f: f})
+	}
+	if len(files) == 0 {
+		return nil, nil, userErrorf("the job's sources hold no files")
+	}
+	prefix := ""
+	if top, _, ok := strings.Cut(files[0].name, "/"); ok {
+		prefix = top + "/"
+		for _, f := range files {
+			if !strings.HasPrefix(f.name, prefix) {
+				prefix = ""
+				break
+			}
+		}
+	}
+	jobRoot := strings.TrimPrefix(JobDir, "/")
+	var (
+		entries      []entry
+		requirements []byte
+	)
+	for _, f := range files {
+		rel := strings.TrimPrefix(f.name, prefix)
+		mode := int64(0o644)
+		if f.f.Mode()&0o111 != 0 {
+			mode = 0o755
+		}
+		zf := f.f
+		entries = append(entries, entry{
+			name: jobRoot + "/" + rel, mode: mode, size: int64(zf.UncompressedSize64),
+			open: func() (io.ReadCloser, error) { return zf.Open() },
+		})
+		if rel == "requirements.txt" {
+			rc, err := zf.Open()
+			if err != nil {
+				return nil, nil, userErrorf("the job's requirements.txt cannot be read: %v", err)
+			}
+			requirements, err = io.ReadAll(io.LimitReader(rc, 1<<20))
+			rc.Close()
+			if err != nil {
+				return nil, nil, userErrorf("the job's requirements.txt cannot be read: %v", err)
+			}
+		}
+	}
+	return withParents(entries, jobRoot), requirements, nil
+}
+
+// dirEntries lists the tree under dir as entries under root (no leading slash).
+func dirEntries(dir, root string) ([]entry, error) {
+	var entries []entry
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		name := root + "/" + filepath.ToSlash(rel)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			entries = append(entries, entry{name: name, dir: true, mode: 0o755})
+		case d.Type()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			entries = append(entries, entry{name: name, link: target, mode: 0o777})
+		case d.Type().IsRegular():
+			mode := int64(0o644)
+			if info.Mode()&0o111 != 0 {
+				mode = 0o755
+			}
+			entries = append(entries, entry{name: name, mode: mode, size: info.Size(), open: func() (io.ReadCloser, error) { return os.Open(p) }})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return withParents(entries, root), nil
+}

@@ -1,0 +1,95 @@
+package server
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/datajobs/datajobs/internal/build"
+	"github.com/datajobs/datajobs/internal/store"
+	"github.com/datajobs/datajobs/internal/synchronizer"
+)
+
+// The builders of --builder.
+const (
+	BuilderNone  = "none"  // images are built by someone else: <registry>/<job>:<version>
+	BuilderLayer = "layer" // build.LayerBuilder, in the synchronizer leader
+)
+
+// BuildConfig is the image builder's part of Config (docs/builder.md).
+type BuildConfig struct {
+	// Builder is none or layer (default layer when BaseImages is set, none otherwise).
+	Builder string
+	// BaseImages are "<python version>=<image reference>" pairs (--base-image).
+	BaseImages []string
+	// Workers build that many images at once (default 2).
+	Workers int
+	// RegistryAuthFile is a Docker config file with the registries' credentials ("":
+	// anonymous).
+	RegistryAuthFile string
+	// RegistryInsecure allows plain HTTP to a registry on a loopback address.
+	RegistryInsecure bool
+	// PipIndexURL, PipExtraIndexURLs and PipFindLinks pass through to pip.
+	PipIndexURL       string
+	PipExtraIndexURLs []string
+	PipFindLinks      []string
+}
+
+// withDefaults picks the builder and checks the base images.
+func (c BuildConfig) withDefaults() (BuildConfig, error) {
+	if c.Builder == "" {
+		c.Builder = BuilderNone
+		if len(c.BaseImages) > 0 {
+			c.Builder = BuilderLayer
+		}
+	}
+	switch {
+	case c.Builder != BuilderNone && c.Builder != BuilderLayer:
+		return c, fmt.Errorf("builder %q: must be none or layer", c.Builder)
+	case c.Builder == BuilderLayer && len(c.BaseImages) == 0:
+		return c, fmt.Errorf("the layer builder needs at least one --base-image <python version>=<image>")
+	case c.Workers < 0:
+		return c, fmt.Errorf("build workers must be at least 1, not %d", c.Workers)
+	}
+	if c.Workers == 0 {
+		c.Workers = 2
+	}
+	return c, nil
+}
+
+// newBuildStage builds the synchronizer's build stage from the configuration: nothing for
+// --builder none.
+func newBuildStage(cfg Config, db *store.Store, reg prometheus.Registerer) (synchronizer.BuildConfig, error) {
+	c := cfg.Build
+	if c.Builder != BuilderLayer {
+		return synchronizer.BuildConfig{}, nil
+	}
+	bases := map[string]string{}
+	for _, pair := range c.BaseImages {
+		py, ref, ok := strings.Cut(pair, "=")
+		if !ok || py == "" || ref == "" {
+			return synchronizer.BuildConfig{}, fmt.Errorf("--base-image %q: want <python version>=<image reference>", pair)
+		}
+		bases[py] = ref
+	}
+	metrics := synchronizer.NewBuildMetrics(reg)
+	bc := build.Config{
+		Registry: cfg.ImageRegistry, BaseImages: bases, Insecure: c.RegistryInsecure,
+		Transport: metrics.Transport(remote.DefaultTransport),
+		Pip:       build.PipConfig{IndexURL: c.PipIndexURL, ExtraIndexURLs: c.PipExtraIndexURLs, FindLinks: c.PipFindLinks},
+	}
+	if c.RegistryAuthFile != "" {
+		kc, err := build.AuthFileKeychain(c.RegistryAuthFile)
+		if err != nil {
+			return synchronizer.BuildConfig{}, err
+		}
+		bc.Keychain = kc
+	}
+	builder, err := build.NewLayerBuilder(bc)
+	if err != nil {
+		return synchronizer.BuildConfig{}, err
+	}
+	return synchronizer.BuildConfig{Builder: builder, Store: db, Workers: c.Workers, Metrics: metrics}, nil
+}

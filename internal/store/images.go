@@ -1,0 +1,87 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// BuildState is what the synchronizer's build stage knows of a desired deployment's image.
+type BuildState struct {
+	// SourceStored is true when the deployment's job version is a stored sources version:
+	// then datajobs builds its image. Otherwise the image is prebuilt, <registry>/<job>:<version>.
+	SourceStored bool
+	// BaseImage and Image are the latest image built for the deployment's job version and
+	// python version, and the base reference it was built on ("" when none was built).
+	BaseImage, Image string
+	// Hold, set by the synchronizer's build stage, says why the CronJob must wait (its
+	// image is being built); the plan then leaves the CronJob as it is.
+	Hold string
+}
+
+// ImageBuild is a finished build: a pushed image and what it was built from.
+type ImageBuild struct {
+	JobName, JobUID    string
+	JobVersion         string
+	PythonVersion      string
+	BaseImage          string
+	BaseDigest         string
+	RequirementsSHA256 string
+	Image              string
+	BytesPushed        int64
+}
+
+// buildStateQuery reads the build state of every desired deployment (or of $1's).
+const buildStateQuery = `SELECT d.data_job_name, s.version_sha IS NOT NULL, COALESCE(i.base_image, ''), COALESCE(i.image, '')
+FROM desired_data_job_deployment d
+LEFT JOIN data_job_source s ON s.job_name = d.data_job_name AND s.version_sha = d.git_commit_sha
+LEFT JOIN LATERAL (
+	SELECT base_image, image FROM data_job_image i
+	WHERE i.job_name = d.data_job_name AND i.job_version = d.git_commit_sha AND i.python_version = d.python_version
+	ORDER BY built_at DESC LIMIT 1
+) i ON true`
+
+// queueBuildStates adds to batch the read of the build states of the desired deployments
+// (of name args[0], when given) into states, which the batch's job query fills first.
+func queueBuildStates(batch *pgx.Batch, states map[string]SyncState, args ...any) {
+	q := buildStateQuery
+	if len(args) > 0 {
+		q += ` WHERE d.data_job_name = $1`
+	}
+	batch.Queue(q, args...).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var (
+				name string
+				b    BuildState
+			)
+			if err := rows.Scan(&name, &b.SourceStored, &b.BaseImage, &b.Image); err != nil {
+				return err
+			}
+			if st, ok := states[name]; ok && st.Desired != nil {
+				st.Build = &b
+				states[name] = st
+			}
+		}
+		return rows.Err()
+	})
+}
+
+// RecordBuild records a pushed image, while the job is still incarnation b.JobUID and
+// fence holds the lease. The generation does not matter: the image of a version stays
+// right when the deployment changes meanwhile. It reports whether it wrote.
+func (s *Store) RecordBuild(ctx context.Context, fence Fence, b ImageBuild) (bool, error) {
+	q := `INSERT INTO data_job_image (job_name, job_version, python_version, base_image, base_digest,
+	requirements_sha256, image, bytes_pushed)
+SELECT $1, $3, $4, $5, $6, $7, $8, $9
+WHERE EXISTS (SELECT 1 FROM data_job WHERE name = $1 AND uid = $2::uuid) AND ` + LeaseHeldCondition("'"+SyncLeaseName+"'", "$10") + `
+ON CONFLICT (job_name, job_version, python_version, base_image) DO UPDATE SET base_digest = EXCLUDED.base_digest,
+	requirements_sha256 = EXCLUDED.requirements_sha256, image = EXCLUDED.image,
+	bytes_pushed = EXCLUDED.bytes_pushed, built_at = now()`
+	tag, err := s.pool.Exec(ctx, q, b.JobName, b.JobUID, b.JobVersion, b.PythonVersion, b.BaseImage,
+		b.BaseDigest, b.RequirementsSHA256, b.Image, b.BytesPushed, fence.Epoch)
+	if err != nil {
+		return false, translate(fmt.Errorf("record image build of %s: %w", b.JobName, err))
+	}
+	return tag.RowsAffected() > 0, nil
+}

@@ -1,0 +1,298 @@
+package synchronizer
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/datajobs/datajobs/internal/build"
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/store"
+)
+
+// The build stage sits between a desired deployment and its CronJob: when the deployment
+// names a stored sources version, the CronJob runs the image built from it, by digest.
+// Builds run on their own bounded queue, so a slow build never delays another job's sync;
+// while one runs (or after it failed) the CronJob keeps its last good image, because the
+// plan holds the job until the image exists. A build's result is kept in the database,
+// keyed by job version, python version and base image: a pass over built jobs reads only
+// the database, and a built key is never built or pushed again.
+
+// ImageBuilder builds job images; build.LayerBuilder is one.
+type ImageBuilder interface {
+	build.Builder
+	// BaseImage is the base image reference of a python version, "" when none is configured.
+	BaseImage(python string) string
+}
+
+// BuildStore is what the build stage reads and writes besides the synchronizer's Store.
+type BuildStore interface {
+	GetSources(ctx context.Context, team, name, version string) (store.Sources, error)
+	RecordBuild(ctx context.Context, fence store.Fence, b store.ImageBuild) (bool, error)
+}
+
+// BuildConfig configures the build stage. A nil Builder turns it off: images are then
+// <registry>/<job>:<version>, built by someone else (images built earlier are still used).
+type BuildConfig struct {
+	Builder ImageBuilder
+	Store   BuildStore
+	// Workers build that many images at once (default 2): memory and CPU of the leader
+	// grow with it, not with the number of jobs.
+	Workers int
+	// Timeout bounds one build, pip and push included (default 20m).
+	Timeout time.Duration
+	// Metrics records builds (default: registered nowhere).
+	Metrics *BuildMetrics
+}
+
+// buildStage is one leadership term's build queue and workers.
+type buildStage struct {
+	t       *term
+	cfg     BuildConfig
+	queue   workqueue.TypedRateLimitingInterface[string]
+	metrics *BuildMetrics
+}
+
+// newBuildStage returns the term's build stage; nil when there is no builder or in dry-run.
+func (s *Synchronizer) newBuildStage(t *term) *buildStage {
+	cfg := s.cfg.Build
+	if cfg.Builder == nil || cfg.Store == nil || s.cfg.DryRun {
+		return nil
+	}
+	cfg.Workers = cmp.Or(cfg.Workers, 2)
+	cfg.Timeout = cmp.Or(cfg.Timeout, 20*time.Minute)
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewBuildMetrics(nil)
+	}
+	return &buildStage{t: t, cfg: cfg, metrics: cfg.Metrics, queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](s.cfg.RetryBase, s.cfg.RetryMax),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "datajobs_build"})}
+}
+
+// start runs the build workers under wg until ctx ends; stop drains them.
+func (b *buildStage) start(ctx context.Context, wg *sync.WaitGroup) {
+	if b == nil {
+		return
+	}
+	for range b.cfg.Workers {
+		wg.Go(func() { b.work(ctx) })
+	}
+}
+
+func (b *buildStage) stop() {
+	if b != nil {
+		b.queue.ShutDown()
+	}
+}
+
+// prepareAll prepares every state of a full pass (see prepare).
+func (t *term) prepareAll(states map[string]store.SyncState) {
+	for name, st := range states {
+		states[name] = t.prepare(st)
+	}
+}
+
+// prepare resolves the image of a desired deployment before it is planned: the built
+// image when there is one (the deployment is copied with Image set), a hold while it is
+// being built (queued here), and nothing for a prebuilt image. It reads nothing: a pass
+// over built jobs makes no registry request.
+func (t *term) prepare(st store.SyncState) store.SyncState {
+	bs, d := st.Build, st.Desired
+	if bs == nil || d == nil || st.Job == nil {
+		return st
+	}
+	b := t.builds
+	if image := usableImage(b, st); image != "" {
+		dc := *d
+		dc.Image = image
+		st.Desired = &dc
+		if b != nil {
+			b.metrics.cacheHits.Inc()
+		}
+		return st
+	}
+	if !bs.SourceStored || b == nil {
+		return st // a prebuilt image, or nobody here to build it
+	}
+	if d.Status == job.StatusUserError && d.StatusGeneration == st.Job.Generation {
+		return st // the build failed on the job's inputs: the plan holds until a new deploy
+	}
+	held := *bs
+	held.Hold = fmt.Sprintf("waiting for the image of version %s to be built", d.JobVersion)
+	st.Build = &held
+	// A build in backoff is already scheduled; queueing it now would skip the backoff.
+	if b.queue.NumRequeues(st.Name) == 0 {
+		b.queue.Add(st.Name)
+	}
+	return st
+}
+
+// usableImage is the recorded image of the deployment when it fits the configuration: the
+// same base image (when a builder is configured) and the current image repository.
+func usableImage(b *buildStage, st store.SyncState) string {
+	bs := st.Build
+	if bs.Image == "" {
+		return ""
+	}
+	if b != nil && bs.BaseImage != b.cfg.Builder.BaseImage(st.Desired.PythonVersion) {
+		return ""
+	}
+	return bs.Image
+}
+
+// work builds queued jobs until the queue shuts down.
+func (b *buildStage) work(ctx context.Context) {
+	for {
+		name, shutdown := b.queue.Get()
+		if shutdown {
+			return
+		}
+		err := b.build(ctx, name)
+		switch {
+		case err == nil:
+			b.queue.Forget(name)
+		case ctx.Err() != nil:
+		default:
+			b.t.s.log.WarnContext(ctx, "build_failed", "job", name, "error", err)
+			b.queue.AddRateLimited(name)
+		}
+		b.queue.Done(name)
+	}
+}
+
+// build builds the image of a job's desired deployment from fresh state, records it, and
+// hands the job back to the sync queue. A failure is recorded on the deployment: a user
+// error is final for this generation, a platform error is returned to be retried.
+func (b *buildStage) build(ctx context.Context, name string) error {
+	s := b.t.s
+	st, err := s.db.LoadSyncState(ctx, name)
+	if err != nil {
+		return fmt.Errorf("load state of %s: %w", name, err)
+	}
+	if st.Job == nil || st.Desired == nil || st.Build == nil || !st.Build.SourceStored || usableImage(b, st) != "" {
+		b.t.queue.Add(name) // nothing to build (any more): let the sync decide
+		return nil
+	}
+	j, d := st.Job, st.Desired
+	if d.Status == job.StatusUserError && d.StatusGeneration == j.Generation {
+		return nil
+	}
+	fail := func(status job.SyncStatus, msg string) error {
+		_, err := s.db.RecordFailure(ctx, b.t.fence, j.Name, j.UID, j.Generation, status, msg)
+		return err
+	}
+	if err := fail(job.StatusBuilding, fmt.Sprintf("building the image of version %s", d.JobVersion)); err != nil {
+		return err
+	}
+	start := time.Now()
+	res, err := b.buildImage(ctx, j, d)
+	if err != nil {
+		if ctx.Err() != nil {
+			return err // the term ended; the next leader builds it
+		}
+		status, result := job.StatusPlatformError, "platform_error"
+		if build.IsUserError(err) {
+			status, result = job.StatusUserError, "user_error"
+		}
+		b.metrics.done(result, start, 0)
+		msg := fmt.Sprintf("the image of version %s could not be built: %v", d.JobVersion, err)
+		if recErr := fail(status, msg); recErr != nil {
+			return errors.Join(err, recErr)
+		}
+		s.log.InfoContext(ctx, "image_build_failed", "job", name, "version", d.JobVersion, "status", string(status), "error", err)
+		if status == job.StatusUserError {
+			return nil // not retried until a new deploy changes the generation
+		}
+		return err
+	}
+	b.metrics.done("ok", start, res.BytesPushed)
+	s.log.InfoContext(ctx, "image_built", "job", name, "version", d.JobVersion, "image", res.Image,
+		"bytes_pushed", res.BytesPushed, "duration", time.Since(start))
+	if _, err := b.cfg.Store.RecordBuild(ctx, b.t.fence, store.ImageBuild{
+		JobName: j.Name, JobUID: j.UID, JobVersion: d.JobVersion,
+		PythonVersion: d.PythonVersion, BaseImage: res.BaseImage, BaseDigest: res.BaseDigest,
+		RequirementsSHA256: res.RequirementsSHA256, Image: res.Image, BytesPushed: res.BytesPushed,
+	}); err != nil {
+		return err
+	}
+	b.t.queue.Add(name)
+	return nil
+}
+
+// buildImage reads the sources and runs the builder, within the build timeout.
+func (b *buildStage) buildImage(ctx context.Context, j *job.Job, d *job.Deployment) (build.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+	defer cancel()
+	src, err := b.cfg.Store.GetSources(ctx, j.Team, j.Name, d.JobVersion)
+	if errors.Is(err, store.ErrNoSources) {
+		return build.Result{}, &build.UserError{Message: fmt.Sprintf("the sources of version %s were deleted", d.JobVersion)}
+	}
+	if err != nil {
+		return build.Result{}, err
+	}
+	return b.cfg.Builder.Build(ctx, build.Request{Job: j.Name, Version: d.JobVersion, PythonVersion: d.PythonVersion, Sources: src.Archive})
+}
+
+// BuildMetrics is the build stage's telemetry.
+type BuildMetrics struct {
+	builds    *prometheus.CounterVec
+	duration  prometheus.Histogram
+	pushed    prometheus.Counter
+	cacheHits prometheus.Counter
+	requests  *prometheus.CounterVec
+}
+
+// NewBuildMetrics registers the build metrics on reg (nil: registered nowhere).
+func NewBuildMetrics(reg prometheus.Registerer) *BuildMetrics {
+	m := &BuildMetrics{
+		builds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "datajobs_build_builds_total", Help: "Image builds, by result (ok, user_error, platform_error).",
+		}, []string{"result"}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "datajobs_build_duration_seconds", Help: "Time to build and push one image, pip included.",
+			Buckets: prometheus.ExponentialBuckets(0.05, 2, 14),
+		}),
+		pushed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "datajobs_build_pushed_bytes_total", Help: "Bytes of layers uploaded to the registry.",
+		}),
+		cacheHits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "datajobs_build_cache_hits_total", Help: "Syncs of a job whose image was already built (no build, no registry request).",
+		}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "datajobs_build_registry_requests_total", Help: "HTTP requests to registries, by method (reads: GET, HEAD; writes: POST, PUT, PATCH).",
+		}, []string{"method"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.builds, m.duration, m.pushed, m.cacheHits, m.requests)
+	}
+	return m
+}
+
+func (m *BuildMetrics) done(result string, start time.Time, pushed int64) {
+	m.builds.WithLabelValues(result).Inc()
+	m.duration.Observe(time.Since(start).Seconds())
+	m.pushed.Add(float64(pushed))
+}
+
+// Transport wraps the builder's registry transport to count requests by method.
+func (m *BuildMetrics) Transport(inner http.RoundTripper) http.RoundTripper {
+	return countingTransport{inner: inner, requests: m.requests}
+}
+
+type countingTransport struct {
+	inner    http.RoundTripper
+	requests *prometheus.CounterVec
+}
+
+func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.requests.WithLabelValues(strings.ToUpper(r.Method)).Inc()
+	return c.inner.RoundTrip(r)
+}
