@@ -45,6 +45,10 @@ var (
 	memberOfBothTeams = rule{teamParams: []string{"team", "new_team"}}
 	// anyCaller: a route that names no team (authentication only).
 	anyCaller = rule{}
+	// callersTeamsOnly: the GraphQL jobs query, whatever team its path names (vdkcli list
+	// --all sends "no-team-specified"): any caller, and its SQL returns only the rows of
+	// the caller's teams (graphapi, store.Visibility).
+	callersTeamsOnly = rule{}
 )
 
 // route is what the middleware needs to know about a pattern before its handler runs.
