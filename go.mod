@@ -4,10 +4,10 @@ go 1.26.0
 
 require (
 	github.com/99designs/gqlgen v0.17.98
-	github.com/coreos/go-oidc/v3 v3.21.0
-	github.com/go-jose/go-jose/v4 v4.1.4
 	github.com/docker/cli v29.7.2+incompatible
 	github.com/google/go-containerregistry v0.22.1
+	github.com/coreos/go-oidc/v3 v3.21.0
+	github.com/go-jose/go-jose/v4 v4.1.4
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/robfig/cron/v3 v3.0.1

@@ -70,9 +70,9 @@ def environment(tmp_path_factory):
     url = os.environ.get("DATAJOBS_TEST_DATABASE_URL")
     kubeconfig = os.environ.get("DATAJOBS_TEST_KUBECONFIG")
     if url and kubeconfig:
-        yield Environment(url, kubeconfig, os.environ.get("DATAJOBS_TEST_REGISTRY"),
-                          os.environ.get("DATAJOBS_TEST_OIDC_ISSUER", ""),
-                          os.environ.get("DATAJOBS_TEST_OIDC_ADMIN_URL", ""))
+        yield Environment(url, kubeconfig, registry=os.environ.get("DATAJOBS_TEST_REGISTRY"),
+                          oidc_issuer=os.environ.get("DATAJOBS_TEST_OIDC_ISSUER", ""),
+                          oidc_admin_url=os.environ.get("DATAJOBS_TEST_OIDC_ADMIN_URL", ""))
         return
     state = tmp_path_factory.mktemp("env")
     env_file = state / "env"
@@ -90,8 +90,9 @@ def environment(tmp_path_factory):
         assert started == "ready", "datajobs dev failed:\n" + (state / "dev.log").read_text()
         values = dict(line.split("=", 1) for line in env_file.read_text().split())
         yield Environment(values["DATAJOBS_TEST_DATABASE_URL"], values["DATAJOBS_TEST_KUBECONFIG"],
-                          values.get("DATAJOBS_TEST_REGISTRY"),
-                          values.get("DATAJOBS_TEST_OIDC_ISSUER", ""), values.get("DATAJOBS_TEST_OIDC_ADMIN_URL", ""))
+                          registry=values.get("DATAJOBS_TEST_REGISTRY"),
+                          oidc_issuer=values.get("DATAJOBS_TEST_OIDC_ISSUER", ""),
+                          oidc_admin_url=values.get("DATAJOBS_TEST_OIDC_ADMIN_URL", ""))
     finally:
         dev.send_signal(signal.SIGTERM)
         dev.wait(timeout=60)

@@ -200,3 +200,50 @@ def test_errors_reach_the_user_as_vdk_error_bodies(vdk, service, job_dir):
     r = vdk("deploy", "--update", "--job-version", "not/a/tag", "-n", "compat-errors", "-t", "compat-team", code=2)
     assert "Parameter job_version is not valid" in r.output
     assert service.deployment_row("compat-errors") is None
+
+
+def test_execute(vdk, service, job_dir):
+    name, team = "compat-exec", "compat-team"
+    vdk("create", "-n", name, "-t", team, "--cloud")
+    vdk("deploy", "-n", name, "-t", team, "-p", job_dir(name, team), "-r", "to run")
+    service.wait_synced(name)
+
+    # --start: POST .../executions; the client reads the id from the Location header.
+    r = vdk("execute", "--start", "-n", name, "-t", team, "--arguments", '{"day": "2026-11-30", "n": 3}', "-o", "json")
+    first = r.json()["execution_id"]
+    assert first.startswith(name + "-")
+    row = service.query("SELECT type, started_by, args FROM data_job_execution WHERE id = %s", first)[0]
+    assert row == {"type": "manual", "started_by": "manual/vdk-control-cli", "args": {"day": "2026-11-30", "n": 3}}
+    job = wait_for("the execution's Job", lambda: service.kubectl("get", "job", first, "-o", "json", check=False).stdout)
+    assert '"--arguments"' in job
+
+    # kwok runs the pod to completion: the execution succeeds.
+    def status(execution_id):
+        return vdk("execute", "--show", "-i", execution_id, "-n", name, "-t", team, "-o", "json").json()[0]["status"]
+    wait_for("the execution to succeed", lambda: status(first) == "succeeded")
+    [shown] = vdk("execute", "--show", "-i", first, "-n", name, "-t", team, "-o", "json").json()
+    assert (shown["id"], shown["type"], shown["job_name"]) == (first, "manual", name)
+    assert shown["end_time"] and shown["job_version"]
+
+    r = vdk("execute", "--list", "-n", name, "-t", team, "-o", "json")
+    assert first in [e["id"] for e in r.json()]
+    r = vdk("execute", "--logs", "-i", first, "-n", name, "-t", team)
+    assert f"Logs for execution with id {first}" in r.output
+
+    # --cancel of a finished execution: 400, which the client reports.
+    r = vdk("execute", "--cancel", "-i", first, "-n", name, "-t", team, code=2)
+    assert "cannot be cancelled" in r.output
+
+    # With the node cordoned the next run's pod waits: it is cancelled, its Job deleted.
+    service.kubectl("cordon", "kwok-node-0")
+    try:
+        second = vdk("execute", "--start", "-n", name, "-t", team, "-o", "json").json()["execution_id"]
+        # A second start while one is under way: 409.
+        r = vdk("execute", "--start", "-n", name, "-t", team, code=2)
+        assert "already executing" in r.output
+        r = vdk("execute", "--cancel", "-i", second, "-n", name, "-t", team)
+        assert "Job cancelled successfully" in r.output
+        wait_for("the execution to be cancelled", lambda: status(second) == "cancelled")
+        assert service.kubectl("get", "job", second, "--ignore-not-found", "-o", "name").stdout == ""
+    finally:
+        service.kubectl("uncordon", "kwok-node-0")

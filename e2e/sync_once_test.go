@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -64,6 +65,21 @@ func TestSyncOncePrintsThePlanAndDryRunWritesNothing(t *testing.T) {
 	out, err = syncOnce(t, dbURL, kubeconfig, ns)
 	require.NoError(t, err, out)
 	require.Contains(t, out, "2 jobs: 2 unchanged")
+
+	// The database loses its jobs (a wrong --database-url, an empty restore): the pass
+	// deletes nothing, says why, and fails.
+	conn, err := pgx.Connect(t.Context(), dbURL)
+	require.NoError(t, err)
+	_, err = conn.Exec(t.Context(), `DELETE FROM actual_data_job_deployment; DELETE FROM data_job`)
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(t.Context()))
+	out, err = syncOnce(t, dbURL, kubeconfig, ns)
+	require.Error(t, err, out)
+	require.Contains(t, out, "2 jobs: 2 keep")
+	require.Contains(t, out, "prune refused: kept: the database holds no data job")
+	list, err = client.BatchV1().CronJobs(ns).List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, list.Items, 2, "nothing deleted")
 
 	// While a serving replica leads, a writing pass refuses to run.
 	_, ok, err := db.TryAcquireLease(context.Background(), store.SyncLeaseName, "serving-replica", time.Minute)

@@ -25,8 +25,8 @@ if ! command -v go >/dev/null; then
 fi
 
 bash hack/k8s-bins/build.sh
-bash hack/hydra/build.sh # Ory Hydra, the OIDC provider of the tests (internal/devenv/hydra.go)
 bash hack/registry/build.sh
+bash hack/hydra/build.sh # Ory Hydra, the OIDC provider of the tests (internal/devenv/hydra.go)
 mkdir -p .cache/bin
 go build -o .cache/bin/datajobs ./cmd/datajobs
 

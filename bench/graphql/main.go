@@ -155,7 +155,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: httpapi.New(httpapi.Config{JobsQuery: gql, Executions: db}, svc, log), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: httpapi.New(httpapi.Config{JobsQuery: gql}, svc, log), ReadHeaderTimeout: 10 * time.Second}
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = srv.Serve(ln) })
 	defer func() {

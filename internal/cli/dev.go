@@ -53,8 +53,8 @@ Ctrl-C stops everything.`,
 			env, err := devenv.Start(ctx, devenv.Config{
 				StateDir: stateDir, BinDir: binDir, Kubernetes: true, Controllers: controllers, Fast: fast,
 				RegistryBin: devenv.RegistryBinary(), // when hack/registry/build.sh has built it
-				Logger:      slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn})),
 				HydraBin:    hydraBin,
+				Logger:      slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn})),
 			})
 			if err != nil {
 				return err

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/datajobs/datajobs/internal/importer"
+	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
 )
 
@@ -85,8 +86,8 @@ func newImportCommand(g *globals) *cobra.Command {
 	f.StringVar(&databaseURL, "database-url", "", "PostgreSQL connection URL (required)")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig path (default: $KUBECONFIG, then the in-cluster config)")
 	f.StringVar(&registry, "image-registry", "registry.local/datajobs", "registry of job images, as given to serve")
-	f.StringSliceVar(&cfg.SupportedPythonVersions, "supported-python-versions", []string{"3.9", "3.10", "3.11", "3.12"}, "python versions serve accepts (others are imported with a note)")
-	f.StringVar(&cfg.DefaultPythonVersion, "default-python-version", "3.11", "python version recorded for CronJobs without a python-version annotation")
+	f.StringSliceVar(&cfg.SupportedPythonVersions, "supported-python-versions", job.DefaultSupportedPythonVersions(), "python versions serve accepts (others are imported with a note)")
+	f.StringVar(&cfg.DefaultPythonVersion, "default-python-version", job.DefaultPythonVersion, "python version recorded for CronJobs without a python-version annotation")
 	res.register(f)
 	return cmd
 }

@@ -63,13 +63,19 @@ func newServeCommand(g *globals) serveCommand {
 	f.IntVar(&cfg.SyncWorkers, "sync-workers", 8, "jobs reconciled in parallel")
 	f.Float32Var(&cfg.KubeQPS, "kube-qps", 50, "requests per second to the Kubernetes API server")
 	f.IntVar(&cfg.KubeBurst, "kube-burst", 100, "burst of requests to the Kubernetes API server")
-	f.StringSliceVar(&cfg.SupportedPythonVersions, "supported-python-versions", []string{"3.9", "3.10", "3.11", "3.12"}, "python versions jobs may deploy with")
-	f.StringVar(&cfg.DefaultPythonVersion, "default-python-version", "3.11", "python version of deployments that name none")
+	f.StringSliceVar(&cfg.SupportedPythonVersions, "supported-python-versions", job.DefaultSupportedPythonVersions(), "python versions jobs may deploy with")
+	f.StringVar(&cfg.DefaultPythonVersion, "default-python-version", job.DefaultPythonVersion, "python version of deployments that name none")
 	f.Int64Var(&cfg.Sources.MaxArchiveBytes, "max-source-archive-bytes", 50<<20, "largest job sources zip accepted (413 above)")
 	f.Int64Var(&cfg.Sources.MaxUncompressedBytes, "max-source-uncompressed-bytes", 200<<20, "largest total size of the files in a sources zip (400 above: zip bombs)")
 	f.IntVar(&cfg.Sources.KeepVersions, "source-versions-kept", 50, "source versions kept per job (negative: all)")
 	f.DurationVar(&cfg.LeaseDuration, "lease-duration", 0, "how long the synchronizer's leader lease lasts without renewal (default 10s)")
 	res.register(f)
+	// Executions.
+	f.Int64Var(&cfg.Executions.LogBytes, "execution-log-bytes", 256<<10, "bytes of the end of a finished execution's log kept in the database")
+	f.IntVar(&cfg.Executions.KeptPerJob, "executions-kept-per-job", 100, "finished executions kept per job")
+	f.DurationVar(&cfg.Executions.MaxAge, "executions-max-age", 14*24*time.Hour, "finished executions older than this are deleted")
+	f.DurationVar(&cfg.Executions.ImagePullGrace, "image-pull-grace", 5*time.Minute, "how long an execution's image may fail to pull before it is a platform error")
+	f.StringVar(&cfg.Executions.LogsURLTemplate, "logs-url-template", "", "logs_url of executions, with {job_name} {team} {execution_id} {op_id} {start_time} {end_time} (empty: none)")
 	// Image builds (docs/builder.md).
 	f.StringVar(&cfg.Build.Builder, "builder", "", "image builder: none or layer (default layer when --base-image is set, none otherwise)")
 	f.StringSliceVar(&cfg.Build.BaseImages, "base-image", nil, "base image of a python version, <version>=<image> (repeatable)")
@@ -91,6 +97,12 @@ func newServeCommand(g *globals) serveCommand {
 	f.DurationVar(&cfg.Auth.WebhookTimeout, "authz-webhook-timeout", 5*time.Second, "timeout of one webhook call (503 after it)")
 	f.DurationVar(&cfg.Auth.WebhookCacheTTL, "authz-webhook-cache-ttl", 10*time.Second, "how long a webhook decision is reused")
 	f.StringVar(&cfg.AdminListen, "admin-listen", "127.0.0.1:8093", "address of /metrics and /data-jobs/debug/* (keep it private)")
+	// Synchronizer safety (issue 11): the mass-prune guard and the configuration fingerprint.
+	f.Float64Var(&cfg.Safety.PruneMaxFraction, "prune-max-fraction", 0.2, "largest share of this installation's CronJobs one pass deletes as orphans (no data job knows them); above it, and on a database without any job, none is deleted")
+	f.BoolVar(&cfg.Safety.AllowMassPrune, "allow-mass-prune", false, "lift the --prune-max-fraction guard: delete every orphaned CronJob of this installation, however many")
+	f.Int32Var(&cfg.Safety.DBMaxConns, "db-max-conns", 0, "connections of the main database pool (API and synchronizer; default: the larger of 4 and the number of CPUs); the leader lease and LISTEN have their own")
+	f.DurationVar(&cfg.Safety.DBStatementTimeout, "db-statement-timeout", 30*time.Second, "longest a database statement of the main pool may run")
+	f.BoolVar(&cfg.Safety.AcceptConfigChange, "accept-config-change", false, "sync although the rendering configuration (namespace, image registry, resource defaults) differs from the one the previous leader synced with, and make it the recorded one")
 
 	return serveCommand{command: cmd, run: func(ctx context.Context, databaseURL, kubeconfig string, out io.Writer) error {
 		c, err := build()
@@ -141,12 +153,13 @@ func (r *resourceFlags) register(f interface {
 	StringVar(p *string, name, value, usage string)
 },
 ) {
-	f.StringVar(&r.cpuRequest, "default-cpu-request", "1", "CPU request of deployments that set none")
-	f.StringVar(&r.cpuLimit, "default-cpu-limit", "2", "CPU limit of deployments that set none")
-	f.StringVar(&r.memRequest, "default-memory-request", "500Mi", "memory request of deployments that set none")
-	f.StringVar(&r.memLimit, "default-memory-limit", "1000Mi", "memory limit of deployments that set none")
-	f.StringVar(&r.maxCPU, "max-cpu", "16", "largest CPU request or limit a deployment may set")
-	f.StringVar(&r.maxMemory, "max-memory", "64Gi", "largest memory request or limit a deployment may set")
+	d, m := job.DefaultResources.Default, job.DefaultResources.Max
+	f.StringVar(&r.cpuRequest, "default-cpu-request", job.CPUQuantity(d.CPURequestMillis), "CPU request of deployments that set none")
+	f.StringVar(&r.cpuLimit, "default-cpu-limit", job.CPUQuantity(d.CPULimitMillis), "CPU limit of deployments that set none")
+	f.StringVar(&r.memRequest, "default-memory-request", job.MemoryQuantity(d.MemoryRequestBytes), "memory request of deployments that set none")
+	f.StringVar(&r.memLimit, "default-memory-limit", job.MemoryQuantity(d.MemoryLimitBytes), "memory limit of deployments that set none")
+	f.StringVar(&r.maxCPU, "max-cpu", job.CPUQuantity(m.CPULimitMillis), "largest CPU request or limit a deployment may set")
+	f.StringVar(&r.maxMemory, "max-memory", job.MemoryQuantity(m.MemoryLimitBytes), "largest memory request or limit a deployment may set")
 }
 
 func (r *resourceFlags) bounds() (b job.ResourceBounds, err error) {

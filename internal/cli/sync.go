@@ -21,13 +21,17 @@ func newSyncCommand(g *globals) *cobra.Command {
 		once, dryRun                                 bool
 		databaseURL, kubeconfig, namespace, registry string
 		res                                          resourceFlags
+		pruneMaxFraction                             float64
+		allowMassPrune, acceptConfigChange           bool
 	)
 	cmd := &cobra.Command{
 		Use:   "sync --once [--dry-run]",
 		Short: "Run one synchronizer pass and print its plan",
 		Long: "sync runs one full pass of the synchronizer against the configured database and cluster and prints,\n" +
 			"per job, what it did (or, with --dry-run, what it would do): create, update, suspend, resume, repair,\n" +
-			"replace, record, delete, orphan, hold or unchanged. Without --dry-run it takes the synchronizer's lease\n" +
+			"replace, adopt, record, delete, orphan, keep, wait, hold, conflict or unchanged. Orphans (CronJobs of this\n" +
+			"installation no data job knows) are kept, and the command fails, when deleting them would be a mass prune\n" +
+			"(see --prune-max-fraction). Without --dry-run it takes the synchronizer's lease\n" +
 			"first and refuses to run while a serving replica holds it.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -55,6 +59,7 @@ func newSyncCommand(g *globals) *cobra.Command {
 			syncer := synchronizer.New(synchronizer.Config{
 				Render: kube.RenderConfig{Namespace: namespace, ImageRegistry: registry, Resources: bounds},
 				DryRun: dryRun, Logger: log,
+				PruneMaxFraction: pruneMaxFraction, AllowMassPrune: allowMassPrune, AcceptConfigChange: acceptConfigChange,
 			}, db, cluster.Client, nil)
 			rep, err := runOnce(ctx, db, syncer, dryRun)
 			if err != nil {
@@ -63,6 +68,9 @@ func newSyncCommand(g *globals) *cobra.Command {
 			printReport(g, rep, dryRun)
 			if len(rep.Errors) > 0 {
 				return fmt.Errorf("%d of %d jobs failed", len(rep.Errors), len(rep.Plans))
+			}
+			if r := rep.PruneRefusal; r != nil {
+				return fmt.Errorf("refused to prune %d orphaned CronJobs", r.Orphans)
 			}
 			return nil
 		},
@@ -75,6 +83,9 @@ func newSyncCommand(g *globals) *cobra.Command {
 	f.StringVar(&namespace, "namespace", "datajobs", "namespace of the CronJobs")
 	f.StringVar(&registry, "image-registry", "registry.local/datajobs", "registry of job images: <registry>/<job>:<version>")
 	res.register(f)
+	f.Float64Var(&pruneMaxFraction, "prune-max-fraction", 0.2, "largest share of this installation's CronJobs the pass deletes as orphans; above it, and on a database without any job, none is deleted")
+	f.BoolVar(&allowMassPrune, "allow-mass-prune", false, "lift the --prune-max-fraction guard")
+	f.BoolVar(&acceptConfigChange, "accept-config-change", false, "run although the rendering configuration differs from the one the serving leader synced with, and make it the recorded one")
 	return cmd
 }
 
@@ -140,4 +151,7 @@ func printReport(g *globals, rep synchronizer.Report, dryRun bool) {
 		fmt.Fprint(g.stdout, " (dry run: nothing was written)")
 	}
 	fmt.Fprintln(g.stdout)
+	if r := rep.PruneRefusal; r != nil {
+		fmt.Fprintf(g.stdout, "prune refused: %s\n", r.Reason)
+	}
 }

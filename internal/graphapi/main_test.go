@@ -63,7 +63,7 @@ func newEnv(t testing.TB, opts ...func(*options)) *env {
 	o.cfg.Logger = slog.New(slog.DiscardHandler)
 	gql, err := graphapi.New(o.cfg, gst)
 	require.NoError(t, err)
-	h := httpapi.New(httpapi.Config{JobsQuery: gql, Executions: st}, svc, o.cfg.Logger)
+	h := httpapi.New(httpapi.Config{JobsQuery: gql}, svc, o.cfg.Logger)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &env{t: t, url: srv.URL, dbURL: dbURL, store: st, stmts: counter}

@@ -39,7 +39,7 @@ func newAuthEnv(t *testing.T, opts ...func(*options)) *authEnv {
 	require.NoError(t, err)
 	e := &authEnv{
 		env: newEnv(t, append([]func(*options){func(o *options) {
-			o.auth, o.executions, o.graphql = verifier, true, true
+			o.auth, o.graphql = verifier, true
 		}}, opts...)...),
 		tokA: p.ClientToken(t, "bot-a", "team-a"), tokB: p.ClientToken(t, "bot-b", "team-b"),
 		tokAdmin: p.ClientToken(t, "ops", "platform"),
@@ -122,7 +122,7 @@ func TestEveryRouteKeepsTeamsApart(t *testing.T) {
 	e := newAuthEnv(t)
 	before := e.stateOfB(t)
 
-	patterns := httpapi.Patterns(httpapi.Config{JobsQuery: http.NotFoundHandler(), Executions: e.store})
+	patterns := httpapi.Patterns(httpapi.Config{JobsQuery: http.NotFoundHandler()})
 	require.NotEmpty(t, patterns)
 	for _, pattern := range patterns {
 		c, ok := authzCases[pattern]

@@ -34,14 +34,14 @@ func statusOf(k job.Kind) int {
 		return http.StatusServiceUnavailable
 	case job.KindNotImplemented:
 		return http.StatusNotImplemented
+	case job.KindBusy:
+		return http.StatusTooManyRequests
 	case job.KindUnauthenticated:
 		return http.StatusUnauthorized
 	case job.KindForbidden:
 		return http.StatusForbidden
 	case job.KindUnsupportedMediaType:
 		return http.StatusUnsupportedMediaType
-	case job.KindBusy:
-		return http.StatusTooManyRequests
 	default:
 		return http.StatusInternalServerError
 	}

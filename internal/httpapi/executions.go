@@ -1,23 +1,18 @@
 package httpapi
 
 import (
-	"context"
+	"encoding/json"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/store"
 )
-
-// ExecutionLister lists the executions of a job; the store implements it.
-type ExecutionLister interface {
-	// ListJobExecutions returns the executions of the job name of team with one of
-	// statuses (any when empty), newest first; a job that does not exist is not found.
-	ListJobExecutions(ctx context.Context, team, name string, statuses []string) ([]store.Execution, error)
-}
 
 // executionResponse is VDK's DataJobExecution.
 type executionResponse struct {
@@ -49,10 +44,10 @@ type executionDeploymentResponse struct {
 	DeployedDate  *time.Time        `json:"deployed_date"`
 }
 
-func toExecutionResponse(e store.Execution) executionResponse {
+func (a *api) toExecutionResponse(team string, e store.Execution) executionResponse {
 	return executionResponse{
 		ID: e.ID, JobName: e.JobName, Status: e.Status, Type: e.Type,
-		StartTime: e.StartTime, EndTime: e.EndTime, StartedBy: e.StartedBy,
+		StartTime: e.StartTime, EndTime: e.EndTime, StartedBy: e.StartedBy, LogsURL: a.svc.LogsURL(team, e),
 		Message: e.Message, OpID: e.OpID,
 		Deployment: executionDeploymentResponse{
 			ID: "release", Mode: "release", Enabled: true,
@@ -78,14 +73,14 @@ func (a *api) listExecutions(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	execs, err := a.cfg.Executions.ListJobExecutions(r.Context(), team, name, statuses)
+	execs, err := a.svc.ListExecutions(r.Context(), team, name, statuses)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
 	out := make([]executionResponse, 0, len(execs))
 	for _, e := range execs {
-		out = append(out, toExecutionResponse(e))
+		out = append(out, a.toExecutionResponse(team, e))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -106,4 +101,114 @@ func executionStatuses(params []string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// pathExecution returns the team, job name and execution id of the path.
+func pathExecution(r *http.Request) (team, name, id string, err error) {
+	team, name, err = pathJob(r)
+	if err != nil {
+		return "", "", "", err
+	}
+	id = r.PathValue("execution_id")
+	if job.ValidateText("execution_id", id, 253) != nil || id == "" {
+		return "", "", "", job.ExecutionNotFound(team, name, id)
+	}
+	return team, name, id, nil
+}
+
+func executionLocation(team, name, id string) string {
+	return jobLocation(team, name) + "/executions/" + url.PathEscape(id)
+}
+
+// executionRequest is VDK's DataJobExecutionRequest.
+type executionRequest struct {
+	StartedBy string          `json:"started_by"`
+	Args      json.RawMessage `json:"args"`
+}
+
+// startExecution is POST .../deployments/{id}/executions: 202 with the execution and its
+// Location; the leader creates the Kubernetes Job. The deployment id is not checked (a
+// job has one deployment), as in VDK.
+func (a *api) startExecution(w http.ResponseWriter, r *http.Request) {
+	team, name, err := pathJob(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	body, err := readBody(w, r, a.cfg.MaxBodyBytes)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	var req executionRequest
+	if err := decodeJSON(body, &req); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	e, err := a.svc.StartExecution(r.Context(), team, name,
+		service.ExecutionRequest{Args: req.Args}, a.user(r, req.StartedBy), opID(r.Context()))
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Location", executionLocation(team, name, e.ID))
+	writeJSON(w, http.StatusAccepted, a.toExecutionResponse(team, e))
+}
+
+// getExecution is GET .../executions/{execution_id}.
+func (a *api) getExecution(w http.ResponseWriter, r *http.Request) {
+	team, name, id, err := pathExecution(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	e, err := a.svc.GetExecution(r.Context(), team, name, id)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, a.toExecutionResponse(team, e))
+}
+
+// cancelExecution is DELETE .../executions/{execution_id}: 200 once the cancel is
+// recorded; the execution turns cancelled when Kubernetes confirms its Job gone.
+func (a *api) cancelExecution(w http.ResponseWriter, r *http.Request) {
+	team, name, id, err := pathExecution(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	e, err := a.svc.CancelExecution(r.Context(), team, name, id, a.user(r, ""))
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, a.toExecutionResponse(team, e))
+}
+
+// logsResponse is VDK's DataJobExecutionLogs.
+type logsResponse struct {
+	Logs string `json:"logs"`
+}
+
+// executionLogs is GET .../executions/{execution_id}/logs?tail_lines=N.
+func (a *api) executionLogs(w http.ResponseWriter, r *http.Request) {
+	team, name, id, err := pathExecution(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	tail := 0
+	if v := r.URL.Query().Get("tail_lines"); v != "" {
+		if tail, err = strconv.Atoi(v); err != nil {
+			a.writeError(w, r, job.Invalid("tail_lines", "an integer", strconv.Quote(v)))
+			return
+		}
+	}
+	logs, err := a.svc.ExecutionLogs(r.Context(), team, name, id, tail)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, logsResponse{Logs: logs})
 }

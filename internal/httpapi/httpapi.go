@@ -30,16 +30,6 @@ type Config struct {
 	// POST of the same path when the body is a GraphQL request ({"query": ...} without a
 	// job_name; any other POST creates a job). When nil the GET answers 501.
 	JobsQuery http.Handler
-	// Executions lists a job's executions for GET .../executions. When nil those
-	// endpoints answer 501.
-	Executions ExecutionLister
-
-	// Auth authenticates every /data-jobs/ request (auth mode oidc). When nil (auth mode
-	// none) every caller is an admin named by X-Datajobs-User.
-	Auth Authenticator
-	// Webhook, when set, is asked about every authenticated request after the team check.
-	Webhook Authorizer
-
 	// Bounds of requests (issue 11). MaxConcurrentUploads and MaxConcurrentDownloads cap
 	// the sources uploads and downloads in progress; more get 429 with Retry-After
 	// (defaults 4 and 16: an upload holds its archive in memory, a download a 1 MiB chunk).
@@ -51,6 +41,12 @@ type Config struct {
 	TransferTimeout time.Duration
 	// Metrics, when set, counts and times the requests (see NewMetrics).
 	Metrics *Metrics
+
+	// Auth authenticates every /data-jobs/ request (auth mode oidc). When nil (auth mode
+	// none) every caller is an admin named by X-Datajobs-User.
+	Auth Authenticator
+	// Webhook, when set, is asked about every authenticated request after the team check.
+	Webhook Authorizer
 }
 
 // api holds what the handlers share.
@@ -116,21 +112,19 @@ func (a *api) routes() *router {
 	} else {
 		rt.handle("GET "+team+"/jobs", memberOfTeam, a.notImplemented("jobs query (GraphQL)"))
 	}
-	if a.cfg.Executions != nil {
-		rt.handleFunc("GET "+jobPath+"/executions", memberOfTeam, a.listExecutions)
-		rt.handleFunc("GET "+dep+"/executions", memberOfTeam, a.listExecutions)
-	} else {
-		rt.handle("GET "+jobPath+"/executions", memberOfTeam, a.notImplemented("executions"))
-		rt.handle("GET "+dep+"/executions", memberOfTeam, a.notImplemented("executions"))
-	}
+	const execution = jobPath + "/executions/{execution_id}"
+	rt.handleFunc("GET "+jobPath+"/executions", memberOfTeam, a.listExecutions)
+	rt.handleFunc("GET "+dep+"/executions", memberOfTeam, a.listExecutions)
+	rt.handleFunc("POST "+dep+"/executions", memberOfTeam, a.startExecution)
+	rt.handleFunc("GET "+execution, memberOfTeam, a.getExecution)
+	rt.handleFunc("DELETE "+execution, memberOfTeam, a.cancelExecution)
+	rt.handleFunc("GET "+execution+"/logs", memberOfTeam, a.executionLogs)
+
 	// Endpoints of features that later releases bring.
 	later := []struct {
 		feature, methods, path string
 		rule                   rule
 	}{
-		{"executions", "POST", dep + "/executions", memberOfTeam},
-		{"executions", "GET DELETE", jobPath + "/executions/{execution_id}", memberOfTeam},
-		{"logs", "GET", jobPath + "/executions/{execution_id}/logs", memberOfTeam},
 		{"secrets", "GET PUT", dep + "/secrets", memberOfTeam},
 		{"keytab", "GET", jobPath + "/keytab", memberOfTeam},
 		{"oauth credentials", "GET PUT", "/data-jobs/teams/{team}/oauth-credentials", memberOfTeam},

@@ -37,15 +37,14 @@ type env struct {
 }
 
 type options struct {
-	jobsQuery  http.Handler
-	storeURL   string // a store on another URL (e.g. a database that is down)
-	sources    service.SourcesConfig
-	api        httpapi.Config // JobsQuery is set from jobsQuery
-	quotas     store.TeamQuotas
-	auth       httpapi.Authenticator
-	webhook    httpapi.Authorizer
-	executions bool // serve GET .../executions from the store
-	graphql    bool // serve the GraphQL jobs query (graphapi) from the store
+	jobsQuery http.Handler
+	storeURL  string // a store on another URL (e.g. a database that is down)
+	sources   service.SourcesConfig
+	api       httpapi.Config // JobsQuery, Auth and Webhook are set from the fields below
+	quotas    store.TeamQuotas
+	auth      httpapi.Authenticator
+	webhook   httpapi.Authorizer
+	graphql   bool // serve the GraphQL jobs query (graphapi) from the store
 }
 
 func newEnv(t testing.TB, opts ...func(*options)) *env {
@@ -72,16 +71,13 @@ func newEnv(t testing.TB, opts ...func(*options)) *env {
 	require.NoError(t, err)
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, nil))
-	apiCfg := o.api
-	apiCfg.JobsQuery, apiCfg.Auth, apiCfg.Webhook = o.jobsQuery, o.auth, o.webhook
+	cfg := o.api
+	cfg.JobsQuery, cfg.Auth, cfg.Webhook = o.jobsQuery, o.auth, o.webhook
 	if o.graphql {
-		apiCfg.JobsQuery, err = graphapi.New(graphapi.Config{Logger: slog.New(slog.DiscardHandler)}, apiStore)
+		cfg.JobsQuery, err = graphapi.New(graphapi.Config{Logger: slog.New(slog.DiscardHandler)}, apiStore)
 		require.NoError(t, err)
 	}
-	if o.executions {
-		apiCfg.Executions = apiStore
-	}
-	h := httpapi.New(apiCfg, svc, logger)
+	h := httpapi.New(cfg, svc, logger)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() {

@@ -45,12 +45,6 @@ func TestLaterFeaturesAnswer501(t *testing.T) {
 	j := "/data-jobs/for-team/team-a/jobs/my-job"
 	for _, tt := range []struct{ method, path string }{
 		{"GET", "/data-jobs/for-team/team-a/jobs"},
-		{"GET", j + "/executions"},
-		{"GET", j + "/deployments/release/executions"},
-		{"POST", j + "/deployments/release/executions"},
-		{"GET", j + "/executions/my-job-123"},
-		{"DELETE", j + "/executions/my-job-123"},
-		{"GET", j + "/executions/my-job-123/logs"},
 		{"GET", j + "/deployments/release/secrets"},
 		{"PUT", j + "/deployments/release/secrets"},
 		{"GET", j + "/keytab"},

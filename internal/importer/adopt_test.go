@@ -127,8 +127,11 @@ func TestAdoptionChangesOnlyMetadataAndReleaseRestoresIt(t *testing.T) {
 		require.Equal(t, b.spec, a.spec, "%s: adopting changes nothing in the spec", name)
 		st, err := e.db.LoadSyncState(t.Context(), name)
 		require.NoError(t, err)
+		installation, err := e.db.InstallationID(t.Context())
+		require.NoError(t, err)
 		require.Equal(t, map[string]string{
 			kube.LabelManagedBy: kube.ManagedByValue, kube.LabelJob: name, kube.LabelTeam: st.Job.Team, kube.LabelJobUID: st.Job.UID,
+			kube.LabelInstallation: installation,
 		}, filter(a.labels, ourKeys(a.labels)))
 		require.Equal(t, st.Actual.DeploymentVersionSHA, a.annotations[kube.AnnotationHash], name)
 		require.Equal(t, filter(b.labels, slices.Collect(maps.Keys(b.labels))), filter(a.labels, slices.Collect(maps.Keys(b.labels))), "%s keeps its own labels", name)

@@ -122,9 +122,9 @@ type Importer struct {
 func New(cfg Config, db Store, client kubernetes.Interface) (*Importer, error) {
 	cfg.Render = cfg.Render.WithDefaults()
 	if len(cfg.SupportedPythonVersions) == 0 {
-		cfg.SupportedPythonVersions = []string{"3.9", "3.10", "3.11", "3.12"}
+		cfg.SupportedPythonVersions = job.DefaultSupportedPythonVersions()
 	}
-	cfg.DefaultPythonVersion = cmp.Or(cfg.DefaultPythonVersion, "3.11")
+	cfg.DefaultPythonVersion = cmp.Or(cfg.DefaultPythonVersion, job.DefaultPythonVersion)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	sel := labels.Nothing()
 	if strings.TrimSpace(cfg.Selector) != "" {

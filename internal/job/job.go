@@ -123,6 +123,10 @@ type ActualDeployment struct {
 	// CronJobGeneration is the CronJob's metadata.generation as last applied or verified
 	// (0: unknown). Kubernetes bumps it on every spec change, and only then.
 	CronJobGeneration int64
+	// CronJobUID is the UID of that CronJob (empty: unknown). A CronJob deleted and
+	// re-created starts again at generation 1, so only UID and generation together say
+	// that it is the very object last applied.
+	CronJobUID string
 }
 
 // SameConfig reports whether two deployments render the same CronJob: everything but who

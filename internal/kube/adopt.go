@@ -45,11 +45,9 @@ func renderAdopted(j job.Job, d job.Deployment, cfg RenderConfig) (*batchv1.Cron
 	return &batchv1.CronJob{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "CronJob"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      j.Name,
-			Namespace: cfg.Namespace,
-			Labels: map[string]string{
-				LabelManagedBy: ManagedByValue, LabelJob: j.Name, LabelTeam: j.Team, LabelJobUID: j.UID,
-			},
+			Name:        j.Name,
+			Namespace:   cfg.Namespace,
+			Labels:      labelsOf(j, cfg),
 			Annotations: maps.Clone(annotations),
 		},
 		Spec: spec,

@@ -10,16 +10,24 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	batchv1ac "k8s.io/client-go/applyconfigurations/batch/v1"
 	"k8s.io/client-go/kubernetes"
 	typedbatchv1 "k8s.io/client-go/kubernetes/typed/batch/v1"
+	"k8s.io/client-go/util/csaupgrade"
 )
 
 // Applier writes rendered CronJobs to one namespace. It is the only code that changes
-// CronJobs; every write is made as field manager FieldManager.
+// CronJobs; every write is made as field manager FieldManager, and every write is
+// conditioned on what the caller last saw: a new CronJob is created with a plain create
+// (which fails with AlreadyExists rather than take over an object of that name), and an
+// update or delete carries the resourceVersion of the object the caller planned from (the
+// apiserver answers Conflict when it has changed since). Before each write the Applier
+// asks its fence, if it has one, whether it may still write at all (see Fenced).
 type Applier struct {
 	client    kubernetes.Interface
 	namespace string
+	fence     func(context.Context) error
 }
 
 // NewApplier returns an Applier for the CronJobs of namespace.
@@ -27,86 +35,170 @@ func NewApplier(client kubernetes.Interface, namespace string) *Applier {
 	return &Applier{client: client, namespace: namespace}
 }
 
+// Fenced returns a copy of the Applier that calls fence right before every write and
+// writes nothing when it returns an error: a leader checks that its lease is still held.
+func (a *Applier) Fenced(fence func(context.Context) error) *Applier {
+	c := *a
+	c.fence = fence
+	return &c
+}
+
 func (a *Applier) cronJobs() typedbatchv1.CronJobInterface {
 	return a.client.BatchV1().CronJobs(a.namespace)
 }
 
-// Apply makes the CronJob in the cluster equal to cj, creating it if needed, and returns
-// the object the apiserver stored. It uses server-side apply with force, which creates,
-// updates, and takes back fields another manager changed; applying an unchanged object
-// writes nothing (the resourceVersion stays). When someone added spec fields datajobs
-// never renders, which apply cannot remove, it follows with a full update of the spec
-// (guarded by the resourceVersion it just read). An error for which IsUserError is true
-// means the spec itself is invalid.
-func (a *Applier) Apply(ctx context.Context, cj *batchv1.CronJob) (*batchv1.CronJob, error) {
+// check is called right before each write.
+func (a *Applier) check(ctx context.Context) error {
+	if a.fence == nil {
+		return nil
+	}
+	return a.fence(ctx)
+}
+
+// Apply makes the CronJob in the cluster equal to cj and returns the object the
+// apiserver stored. live is the CronJob the caller planned from (nil: there is none).
+//
+// Without live it creates cj with a plain create: if an object of that name appeared
+// meanwhile (the caller's cache lagged), the create fails with an error for which
+// apierrors.IsAlreadyExists is true and nothing is written. With live it uses server-side
+// apply with force, which updates and takes back fields another manager changed, with
+// live's resourceVersion as a precondition (an error for which apierrors.IsConflict is
+// true means the object changed since the caller saw it); applying an unchanged object
+// writes nothing. When someone added spec fields datajobs never renders, which apply
+// cannot remove, it follows with a full update of the spec (guarded by the
+// resourceVersion it just read). An error for which IsUserError is true means the spec
+// itself is invalid.
+func (a *Applier) Apply(ctx context.Context, live, cj *batchv1.CronJob) (*batchv1.CronJob, error) {
+	if live == nil {
+		return a.create(ctx, cj)
+	}
+	live, err := a.ownCreated(ctx, live)
+	if err != nil {
+		return nil, fmt.Errorf("apply cronjob %s: %w", cj.Name, err)
+	}
 	ac, err := applyConfiguration(cj)
 	if err != nil {
 		return nil, fmt.Errorf("apply cronjob %s: %w", cj.Name, err)
 	}
-	live, err := a.cronJobs().Apply(ctx, ac, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	ac.WithResourceVersion(live.ResourceVersion)
+	if err := a.check(ctx); err != nil {
+		return nil, fmt.Errorf("apply cronjob %s: %w", cj.Name, err)
+	}
+	got, err := a.cronJobs().Apply(ctx, ac, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 	if err != nil {
 		return nil, fmt.Errorf("apply cronjob %s: %w", cj.Name, err)
 	}
-	if drifted, _ := Drifted(live, cj); !drifted {
-		return live, nil
+	if drifted, _ := Drifted(got, cj); !drifted {
+		return got, nil
 	}
-	up := live.DeepCopy()
+	up := got.DeepCopy()
 	up.Spec = *cj.Spec.DeepCopy()
 	up.Labels = merged(up.Labels, cj.Labels)
 	up.Annotations = merged(up.Annotations, cj.Annotations)
-	live, err = a.cronJobs().Update(ctx, up, metav1.UpdateOptions{FieldManager: FieldManager})
+	if err := a.check(ctx); err != nil {
+		return nil, fmt.Errorf("update cronjob %s: %w", cj.Name, err)
+	}
+	got, err = a.cronJobs().Update(ctx, up, metav1.UpdateOptions{FieldManager: FieldManager})
 	if err != nil {
 		return nil, fmt.Errorf("update cronjob %s: %w", cj.Name, err)
 	}
-	if drifted, reason := Drifted(live, cj); drifted {
+	if drifted, reason := Drifted(got, cj); drifted {
 		// A mutating webhook or policy keeps changing what we write; retrying would loop.
-		return live, fmt.Errorf("update cronjob %s: still differs after update: %s", cj.Name, reason)
-	}
-	return live, nil
-}
-
-// Replace swaps live, a CronJob of an older incarnation of the job (another job UID), for
-// cj: it deletes live, with a precondition on its UID so that nothing newer is deleted,
-// and then creates cj. The old incarnation's Jobs go with it (Background propagation: the
-// job they ran for was deleted), so the name is free at once. If the old object is still
-// there (it has finalizers), Replace returns an error and is to be retried.
-func (a *Applier) Replace(ctx context.Context, live, cj *batchv1.CronJob) (*batchv1.CronJob, error) {
-	if err := a.delete(ctx, live.Name, live.UID, metav1.DeletePropagationBackground); err != nil {
-		return nil, fmt.Errorf("replace cronjob %s: %w", live.Name, err)
-	}
-	got, err := a.Apply(ctx, cj)
-	if err != nil {
-		return nil, fmt.Errorf("replace cronjob %s: %w", live.Name, err)
-	}
-	if got.UID == live.UID {
-		return nil, fmt.Errorf("replace cronjob %s: the old object %s is still being deleted", live.Name, live.UID)
+		return got, fmt.Errorf("update cronjob %s: still differs after update: %s", cj.Name, reason)
 	}
 	return got, nil
 }
 
-// Delete deletes the CronJob name, if it still is the object with the given UID (an empty
-// uid deletes whatever has the name). A missing CronJob counts as deleted. A UID mismatch
-// returns an error for which apierrors.IsConflict is true: a newer object has the name.
+// ownCreated hands the fields datajobs wrote with a plain create (or a full update), which
+// managedFields record as an Update operation, to its server-side apply manager, so that
+// an apply removes whatever datajobs stops rendering. It is client-go's csaupgrade: one
+// JSON patch, conditioned on live's resourceVersion, the first time an object the Applier
+// created is changed; nothing when there is nothing to hand over.
+func (a *Applier) ownCreated(ctx context.Context, live *batchv1.CronJob) (*batchv1.CronJob, error) {
+	patch, err := csaupgrade.UpgradeManagedFieldsPatch(live, sets.New(FieldManager), FieldManager)
+	if err != nil || patch == nil {
+		return live, err
+	}
+	if err := a.check(ctx); err != nil {
+		return nil, err
+	}
+	return a.cronJobs().Patch(ctx, live.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
+}
+
+// create creates cj; it never touches an existing object.
+func (a *Applier) create(ctx context.Context, cj *batchv1.CronJob) (*batchv1.CronJob, error) {
+	if err := a.check(ctx); err != nil {
+		return nil, fmt.Errorf("create cronjob %s: %w", cj.Name, err)
+	}
+	got, err := a.cronJobs().Create(ctx, cj, metav1.CreateOptions{FieldManager: FieldManager})
+	if err != nil {
+		return nil, fmt.Errorf("create cronjob %s: %w", cj.Name, err)
+	}
+	return got, nil
+}
+
+// Replace swaps live, a CronJob of an older incarnation of the job (another job UID), for
+// cj: it deletes live, with preconditions on its UID and resourceVersion so that nothing
+// newer or changed is deleted, and then creates cj. The old incarnation's Jobs go with it
+// (Background propagation: the job they ran for was deleted), so the name is usually free
+// at once. If the old object is still there (it has finalizers), the create fails with an
+// error for which apierrors.IsAlreadyExists is true, and the caller waits for it to go.
+func (a *Applier) Replace(ctx context.Context, live, cj *batchv1.CronJob) (*batchv1.CronJob, error) {
+	if err := a.delete(ctx, live, metav1.DeletePropagationBackground); err != nil {
+		return nil, fmt.Errorf("replace cronjob %s: %w", live.Name, err)
+	}
+	got, err := a.create(ctx, cj)
+	if err != nil {
+		return nil, fmt.Errorf("replace cronjob %s: %w", live.Name, err)
+	}
+	return got, nil
+}
+
+// Delete deletes live, if the CronJob of that name still is that object, unchanged since
+// (preconditions on its UID and resourceVersion). A missing CronJob counts as deleted. A
+// failed precondition returns an error for which apierrors.IsConflict is true: the object
+// was changed or replaced since the caller saw it.
 //
 // Propagation is Orphan: executions already running are left to finish. The garbage
 // collector (kube-controller-manager) removes the CronJob's ownership of its Jobs and then
 // the CronJob itself; the Jobs are cleaned up by their own ttlSecondsAfterFinished. Until
 // then the CronJob is still there with a deletion timestamp, and callers that need it gone
-// check again later. docs/cronjob.md compares the other policies.
-func (a *Applier) Delete(ctx context.Context, name string, uid types.UID) error {
-	return a.delete(ctx, name, uid, metav1.DeletePropagationOrphan)
+// check with Gone. docs/cronjob.md compares the other policies.
+func (a *Applier) Delete(ctx context.Context, live *batchv1.CronJob) error {
+	return a.delete(ctx, live, metav1.DeletePropagationOrphan)
 }
 
-func (a *Applier) delete(ctx context.Context, name string, uid types.UID, policy metav1.DeletionPropagation) error {
-	opts := metav1.DeleteOptions{PropagationPolicy: &policy}
-	if uid != "" {
-		opts.Preconditions = &metav1.Preconditions{UID: &uid}
+func (a *Applier) delete(ctx context.Context, live *batchv1.CronJob, policy metav1.DeletionPropagation) error {
+	opts := metav1.DeleteOptions{PropagationPolicy: &policy, Preconditions: &metav1.Preconditions{}}
+	if live.UID != "" {
+		opts.Preconditions.UID = &live.UID
 	}
-	err := a.cronJobs().Delete(ctx, name, opts)
+	if live.ResourceVersion != "" {
+		opts.Preconditions.ResourceVersion = &live.ResourceVersion
+	}
+	if err := a.check(ctx); err != nil {
+		return fmt.Errorf("delete cronjob %s: %w", live.Name, err)
+	}
+	err := a.cronJobs().Delete(ctx, live.Name, opts)
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete cronjob %s: %w", name, err)
+		return fmt.Errorf("delete cronjob %s: %w", live.Name, err)
 	}
 	return nil
+}
+
+// Gone asks the apiserver (not a cache) whether the CronJob name of the job incarnation
+// jobUID is gone: true when there is no CronJob of that name, or one of another job's.
+// A CronJob still being deleted (a finalizer, or the garbage collector orphaning its
+// Jobs) is not gone.
+func (a *Applier) Gone(ctx context.Context, name, jobUID string) (bool, error) {
+	cur, err := a.cronJobs().Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("get cronjob %s: %w", name, err)
+	}
+	return cur.Labels[LabelJobUID] != jobUID, nil
 }
 
 // IsUserError reports whether err says the rendered spec is invalid (422 Invalid or 400

@@ -46,6 +46,23 @@ func (c cluster) get(t *testing.T, name string) *batchv1.CronJob {
 	return cj
 }
 
+// apply applies cj over whatever the cluster holds now, as the synchronizer does from an
+// up-to-date cache.
+func (c cluster) apply(ctx context.Context, cj *batchv1.CronJob) (*batchv1.CronJob, error) {
+	return applyOver(ctx, c.client, c.applier, cj)
+}
+
+func applyOver(ctx context.Context, client kubernetes.Interface, a *Applier, cj *batchv1.CronJob) (*batchv1.CronJob, error) {
+	live, err := client.BatchV1().CronJobs(cj.Namespace).Get(ctx, cj.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		live = nil
+	case err != nil:
+		return nil, err
+	}
+	return a.Apply(ctx, live, cj)
+}
+
 // edit changes the live CronJob the way `kubectl edit` does: a full update by another
 // field manager.
 func (c cluster) edit(t *testing.T, name string, change func(*batchv1.CronJob)) {
@@ -83,7 +100,7 @@ func TestApplyRoundTrips(t *testing.T) {
 			tt.change(&j, &d)
 			rendered, hash := Render(j, d, c.cfg)
 
-			applied, err := c.applier.Apply(t.Context(), rendered)
+			applied, err := c.apply(t.Context(), rendered)
 			require.NoError(t, err)
 			require.NotEmpty(t, applied.UID)
 
@@ -102,12 +119,19 @@ func TestApplyUnchangedWritesNothing(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
 	rendered, _ := Render(testJob(), testDeployment(), c.cfg)
-	first, err := c.applier.Apply(t.Context(), rendered)
+	created, err := c.apply(t.Context(), rendered)
 	require.NoError(t, err)
+	// The first apply after the create hands the created fields to the apply manager
+	// (managedFields only); from then on an unchanged apply writes nothing.
+	first, err := c.apply(t.Context(), rendered)
+	require.NoError(t, err)
+	require.Equal(t, created.Generation, first.Generation, "the spec is untouched")
+	require.Len(t, first.ManagedFields, 1)
+	require.Equal(t, metav1.ManagedFieldsOperationApply, first.ManagedFields[0].Operation)
 
 	for range 3 {
 		again, _ := Render(testJob(), testDeployment(), c.cfg)
-		got, err := c.applier.Apply(t.Context(), again)
+		got, err := c.apply(t.Context(), again)
 		require.NoError(t, err)
 		require.Equal(t, first.ResourceVersion, got.ResourceVersion)
 		require.Equal(t, first.ManagedFields, got.ManagedFields)
@@ -127,13 +151,13 @@ func TestApplyChangesAndRemovesFields(t *testing.T) {
 	d := testDeployment()
 	d.Schedule = ""
 	unscheduled, _ := Render(testJob(), d, c.cfg)
-	_, err := c.applier.Apply(t.Context(), unscheduled)
+	_, err := c.apply(t.Context(), unscheduled)
 	require.NoError(t, err)
 	require.Equal(t, "true", c.get(t, unscheduled.Name).Annotations[AnnotationUnscheduled])
 
 	d.Schedule, d.Enabled, d.JobVersion = "5 4 * * *", false, "9d8c7b6"
 	scheduled, hash := Render(testJob(), d, c.cfg)
-	_, err = c.applier.Apply(t.Context(), scheduled)
+	_, err = c.apply(t.Context(), scheduled)
 	require.NoError(t, err)
 
 	live := c.get(t, scheduled.Name)
@@ -180,7 +204,7 @@ func TestApplyRepairsHandEdits(t *testing.T) {
 			j := testJob()
 			j.Name = j.Name + string(rune('a'+i))
 			rendered, _ := Render(j, testDeployment(), c.cfg)
-			_, err := c.applier.Apply(t.Context(), rendered)
+			_, err := c.apply(t.Context(), rendered)
 			require.NoError(t, err)
 
 			c.edit(t, j.Name, func(cj *batchv1.CronJob) {
@@ -191,7 +215,7 @@ func TestApplyRepairsHandEdits(t *testing.T) {
 			require.True(t, drift)
 			require.Contains(t, reason, tt.reason)
 
-			repaired, err := c.applier.Apply(t.Context(), rendered)
+			repaired, err := c.apply(t.Context(), rendered)
 			require.NoError(t, err)
 			live := c.get(t, j.Name)
 			require.Equal(t, repaired.ResourceVersion, live.ResourceVersion)
@@ -204,17 +228,17 @@ func TestApplyRepairsHandEdits(t *testing.T) {
 
 			// The repaired object is managed as if freshly applied: unchanged applies write
 			// nothing, and later changes still remove what datajobs stops rendering.
-			again, err := c.applier.Apply(t.Context(), rendered)
+			again, err := c.apply(t.Context(), rendered)
 			require.NoError(t, err)
 			require.Equal(t, live.ResourceVersion, again.ResourceVersion)
 			d := testDeployment()
 			d.Schedule = ""
 			unscheduled, _ := Render(j, d, c.cfg)
-			_, err = c.applier.Apply(t.Context(), unscheduled)
+			_, err = c.apply(t.Context(), unscheduled)
 			require.NoError(t, err)
 			d.Schedule = "1 2 * * *"
 			scheduled, _ := Render(j, d, c.cfg)
-			_, err = c.applier.Apply(t.Context(), scheduled)
+			_, err = c.apply(t.Context(), scheduled)
 			require.NoError(t, err)
 			live = c.get(t, j.Name)
 			require.NotContains(t, live.Annotations, AnnotationUnscheduled)
@@ -228,11 +252,11 @@ func TestApplyRecreatesDeletedCronJob(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
 	rendered, _ := Render(testJob(), testDeployment(), c.cfg)
-	first, err := c.applier.Apply(t.Context(), rendered)
+	first, err := c.apply(t.Context(), rendered)
 	require.NoError(t, err)
 	require.NoError(t, c.client.BatchV1().CronJobs(c.ns).Delete(t.Context(), rendered.Name, metav1.DeleteOptions{}))
 
-	second, err := c.applier.Apply(t.Context(), rendered)
+	second, err := c.apply(t.Context(), rendered)
 	require.NoError(t, err)
 	require.NotEqual(t, first.UID, second.UID)
 	drift, reason := Drifted(c.get(t, rendered.Name), rendered)
@@ -244,7 +268,7 @@ func TestReplaceOlderIncarnation(t *testing.T) {
 	c := newCluster(t)
 	oldJob := testJob()
 	old, _ := Render(oldJob, testDeployment(), c.cfg)
-	oldLive, err := c.applier.Apply(t.Context(), old)
+	oldLive, err := c.apply(t.Context(), old)
 	require.NoError(t, err)
 
 	newJob := testJob()
@@ -274,16 +298,30 @@ func TestDelete(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
 
-	require.NoError(t, c.applier.Delete(t.Context(), "never-existed", ""))
-	require.NoError(t, c.applier.Delete(t.Context(), "never-existed", "0a6f1d3e-1111-2222-3333-444455556666"))
+	never := &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: "never-existed", Namespace: c.ns}}
+	require.NoError(t, c.applier.Delete(t.Context(), never))
+	never.UID = "0a6f1d3e-1111-2222-3333-444455556666"
+	require.NoError(t, c.applier.Delete(t.Context(), never))
 
 	rendered, _ := Render(testJob(), testDeployment(), c.cfg)
-	live, err := c.applier.Apply(t.Context(), rendered)
+	live, err := c.apply(t.Context(), rendered)
 	require.NoError(t, err)
 
-	err = c.applier.Delete(t.Context(), live.Name, "0a6f1d3e-1111-2222-3333-444455556666")
+	other := live.DeepCopy()
+	other.UID = "0a6f1d3e-1111-2222-3333-444455556666"
+	err = c.applier.Delete(t.Context(), other)
 	require.True(t, apierrors.IsConflict(err), err)
 	require.Equal(t, live.UID, c.get(t, live.Name).UID, "a delete for another UID leaves the object")
+
+	// Someone changed the object since it was seen: a delete decided from the stale view
+	// is refused.
+	c.edit(t, live.Name, func(cj *batchv1.CronJob) { cj.Labels["example.com/hand"] = "edited" })
+	err = c.applier.Delete(t.Context(), live)
+	require.True(t, apierrors.IsConflict(err), err)
+	live = c.get(t, live.Name)
+	gone, err := c.applier.Gone(t.Context(), live.Name, live.Labels[LabelJobUID])
+	require.NoError(t, err)
+	require.False(t, gone)
 
 	// A running execution: a Job the CronJob controller created, owned by the CronJob.
 	running := &batchv1.Job{
@@ -295,15 +333,78 @@ func TestDelete(t *testing.T) {
 	running, err = c.client.BatchV1().Jobs(c.ns).Create(t.Context(), running, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	require.NoError(t, c.applier.Delete(t.Context(), live.Name, live.UID))
+	require.NoError(t, c.applier.Delete(t.Context(), live))
 	require.Eventually(t, func() bool {
-		_, err := c.client.BatchV1().CronJobs(c.ns).Get(t.Context(), live.Name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err)
+		gone, err := c.applier.Gone(t.Context(), live.Name, live.Labels[LabelJobUID])
+		return err == nil && gone
 	}, time.Minute, 50*time.Millisecond, "the garbage collector finishes the delete")
 	job, err := c.client.BatchV1().Jobs(c.ns).Get(t.Context(), running.Name, metav1.GetOptions{})
 	require.NoError(t, err, "the running execution is left to finish")
 	require.Empty(t, job.OwnerReferences)
-	require.NoError(t, c.applier.Delete(t.Context(), live.Name, live.UID), "deleting twice is fine")
+	require.NoError(t, c.applier.Delete(t.Context(), live), "deleting twice is fine")
+}
+
+func TestCreateNeverTakesOverAnExistingCronJob(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	rendered, _ := Render(testJob(), testDeployment(), c.cfg)
+	// Someone else's CronJob of the same name, not yet in the caller's view.
+	foreign := &batchv1.CronJob{
+		ObjectMeta: metav1.ObjectMeta{Name: rendered.Name, Namespace: c.ns, Labels: map[string]string{"app": "other"}},
+		Spec:       *rendered.Spec.DeepCopy(),
+	}
+	foreign.Spec.Schedule = "7 7 * * *"
+	foreign, err := c.client.BatchV1().CronJobs(c.ns).Create(t.Context(), foreign, metav1.CreateOptions{FieldManager: "someone"})
+	require.NoError(t, err)
+
+	_, err = c.applier.Apply(t.Context(), nil, rendered)
+	require.True(t, apierrors.IsAlreadyExists(err), err)
+	require.False(t, IsUserError(err))
+	after := c.get(t, rendered.Name)
+	require.Equal(t, foreign.ResourceVersion, after.ResourceVersion, "the foreign CronJob is untouched")
+	require.NotContains(t, after.Labels, LabelManagedBy)
+}
+
+func TestApplyFromAStaleViewIsRefused(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	d := testDeployment()
+	rendered, _ := Render(testJob(), d, c.cfg)
+	seen, err := c.applier.Apply(t.Context(), nil, rendered)
+	require.NoError(t, err)
+	c.edit(t, rendered.Name, func(cj *batchv1.CronJob) { cj.Labels["example.com/hand"] = "edited" })
+
+	d.Schedule = "9 9 * * *"
+	changed, _ := Render(testJob(), d, c.cfg)
+	_, err = c.applier.Apply(t.Context(), seen, changed)
+	require.True(t, apierrors.IsConflict(err), err)
+	require.Equal(t, rendered.Spec.Schedule, c.get(t, rendered.Name).Spec.Schedule, "nothing written")
+
+	_, err = c.applier.Apply(t.Context(), c.get(t, rendered.Name), changed)
+	require.NoError(t, err, "planned again from a fresh view, it applies")
+	require.Equal(t, "9 9 * * *", c.get(t, rendered.Name).Spec.Schedule)
+}
+
+func TestFencedApplierWritesNothingOnceTheFenceIsDown(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	errDeposed := errors.New("lease lost")
+	fenced := c.applier.Fenced(func(context.Context) error { return errDeposed })
+	rendered, _ := Render(testJob(), testDeployment(), c.cfg)
+	_, err := fenced.Apply(t.Context(), nil, rendered)
+	require.ErrorIs(t, err, errDeposed)
+	_, err = c.client.BatchV1().CronJobs(c.ns).Get(t.Context(), rendered.Name, metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "nothing created")
+
+	live, err := c.applier.Apply(t.Context(), nil, rendered)
+	require.NoError(t, err)
+	d := testDeployment()
+	d.Schedule = "9 9 * * *"
+	changed, _ := Render(testJob(), d, c.cfg)
+	_, err = fenced.Apply(t.Context(), live, changed)
+	require.ErrorIs(t, err, errDeposed)
+	require.ErrorIs(t, fenced.Delete(t.Context(), live), errDeposed)
+	require.Equal(t, live.ResourceVersion, c.get(t, rendered.Name).ResourceVersion, "nothing updated or deleted")
 }
 
 func TestApplyErrors(t *testing.T) {
@@ -315,7 +416,7 @@ func TestApplyErrors(t *testing.T) {
 		d := testDeployment()
 		d.Schedule = "every day at noon" // the API validates schedules; this one got past it
 		rendered, _ := Render(testJob(), d, c.cfg)
-		_, err := c.applier.Apply(t.Context(), rendered)
+		_, err := c.apply(t.Context(), rendered)
 		require.Error(t, err)
 		require.True(t, IsUserError(err), err)
 		require.Contains(t, err.Error(), "spec.schedule")
@@ -327,7 +428,7 @@ func TestApplyErrors(t *testing.T) {
 		j := testJob()
 		j.Name = "other-job"
 		rendered, _ := Render(j, testDeployment(), cfg)
-		_, err := c.applier.Apply(t.Context(), rendered)
+		_, err := c.apply(t.Context(), rendered)
 		require.True(t, IsUserError(err), err)
 	})
 	t.Run("a missing namespace is a platform error", func(t *testing.T) {
@@ -335,7 +436,7 @@ func TestApplyErrors(t *testing.T) {
 		cfg := c.cfg
 		cfg.Namespace = "no-such-namespace"
 		rendered, _ := Render(testJob(), testDeployment(), cfg)
-		_, err := NewApplier(c.client, cfg.Namespace).Apply(t.Context(), rendered)
+		_, err := applyOver(t.Context(), c.client, NewApplier(c.client, cfg.Namespace), rendered)
 		require.Error(t, err)
 		require.False(t, IsUserError(err), err)
 	})
@@ -344,7 +445,7 @@ func TestApplyErrors(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
 		rendered, _ := Render(testJob(), testDeployment(), c.cfg)
-		_, err := c.applier.Apply(ctx, rendered)
+		_, err := c.apply(ctx, rendered)
 		require.ErrorIs(t, err, context.Canceled)
 		require.False(t, IsUserError(err), err)
 	})

@@ -39,10 +39,10 @@ func BenchmarkApplyUnchanged(b *testing.B) {
 	cfg.Namespace = ns
 	a := NewApplier(cs, ns)
 	rendered, _ := Render(testJob(), testDeployment(), cfg)
-	_, err = a.Apply(b.Context(), rendered)
+	live, err := a.Apply(b.Context(), nil, rendered)
 	require.NoError(b, err)
 	for b.Loop() {
-		_, err := a.Apply(b.Context(), rendered)
+		_, err := a.Apply(b.Context(), live, rendered)
 		require.NoError(b, err)
 	}
 }

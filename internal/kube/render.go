@@ -41,6 +41,9 @@ const (
 	// LabelJobUID carries the UID of the data job row the CronJob was rendered from, so a
 	// CronJob of a deleted job is told apart from the one of a re-created job of the same name.
 	LabelJobUID = "datajobs.io/job-uid"
+	// LabelInstallation carries the id of the installation (its database) that created the
+	// object. A synchronizer prunes and adopts only objects of its own installation.
+	LabelInstallation = "datajobs.io/installation"
 	// AnnotationHash is the canonical hash of the rendered CronJob (see Render).
 	AnnotationHash = "datajobs.io/deployment-hash"
 	// AnnotationJobVersion is the deployed job version (the image tag).
@@ -87,11 +90,15 @@ func ManagedSelector() labels.Selector {
 type RenderConfig struct {
 	// Namespace of the CronJobs. Default "datajobs".
 	Namespace string
+	// Installation is the id of the installation (store.InstallationID), set as label
+	// LabelInstallation on the CronJob, its Jobs and their Pods. Empty sets no label
+	// (only tests of rendering alone leave it empty).
+	Installation string
 	// ImageRegistry prefixes the image: <ImageRegistry>/<job name>:<job version>. Empty
 	// means no prefix (the container runtime's default registry).
 	ImageRegistry string
-	// Resources fill the zero resource fields of a deployment. Zero default fields take
-	// VDK's code defaults: requests 1 CPU and 500Mi, limits 2 CPU and 1000Mi.
+	// Resources fill the zero resource fields of a deployment. Zero fields take
+	// job.DefaultResources (VDK's: requests 1 CPU and 500Mi, limits 2 CPU and 1000Mi).
 	Resources job.ResourceBounds
 	// ImagePullPolicy of the job container. Default IfNotPresent: the tag is a job
 	// version, so an image once pulled never changes.
@@ -130,11 +137,7 @@ type RenderConfig struct {
 // cfg.WithDefaults().Resources.Effective(d.Resources).
 func (c RenderConfig) WithDefaults() RenderConfig {
 	c.Namespace = cmp.Or(c.Namespace, "datajobs")
-	d := &c.Resources.Default
-	d.CPURequestMillis = cmp.Or(d.CPURequestMillis, 1000)
-	d.CPULimitMillis = cmp.Or(d.CPULimitMillis, 2000)
-	d.MemoryRequestBytes = cmp.Or(d.MemoryRequestBytes, 500<<20)
-	d.MemoryLimitBytes = cmp.Or(d.MemoryLimitBytes, 1000<<20)
+	c.Resources = c.Resources.WithDefaults()
 	c.ImagePullPolicy = cmp.Or(c.ImagePullPolicy, corev1.PullIfNotPresent)
 	c.TimeZone = cmp.Or(c.TimeZone, "UTC")
 	c.ConcurrencyPolicy = cmp.Or(c.ConcurrencyPolicy, batchv1.ForbidConcurrent)
@@ -173,12 +176,7 @@ func Render(j job.Job, d job.Deployment, cfg RenderConfig) (*batchv1.CronJob, st
 	}
 	res := cfg.Resources.Effective(d.Resources)
 
-	lbls := map[string]string{
-		LabelManagedBy: ManagedByValue,
-		LabelJob:       j.Name,
-		LabelTeam:      j.Team,
-		LabelJobUID:    j.UID,
-	}
+	lbls := labelsOf(j, cfg)
 	versions := map[string]string{
 		AnnotationJobVersion:    d.JobVersion,
 		AnnotationPythonVersion: d.PythonVersion,
@@ -265,6 +263,20 @@ func Render(j job.Job, d job.Deployment, cfg RenderConfig) (*batchv1.CronJob, st
 	return cj, h
 }
 
+// labelsOf are the labels of every object rendered for job j.
+func labelsOf(j job.Job, cfg RenderConfig) map[string]string {
+	l := map[string]string{
+		LabelManagedBy: ManagedByValue,
+		LabelJob:       j.Name,
+		LabelTeam:      j.Team,
+		LabelJobUID:    j.UID,
+	}
+	if cfg.Installation != "" {
+		l[LabelInstallation] = cfg.Installation
+	}
+	return l
+}
+
 // Hash is the canonical hash of a rendered CronJob: the SHA-256 (hex) of its JSON form
 // without the hash and deployed-by annotations. encoding/json writes struct fields in
 // declaration order and map keys sorted, and Render sorts the env, so the hash is the
@@ -319,4 +331,19 @@ func memory(bytes int64) resource.Quantity {
 
 func canonical(q *resource.Quantity) resource.Quantity {
 	return resource.MustParse(q.String())
+}
+
+// Fingerprint identifies the platform-wide rendering configuration (namespace, registry,
+// defaults, pod settings; not the installation): two synchronizers with different
+// fingerprints render the same deployment differently and would flip every CronJob back
+// and forth. It is a short hex SHA-256 of the configuration with its defaults filled in.
+func (c RenderConfig) Fingerprint() string {
+	c = c.WithDefaults()
+	c.Installation = ""
+	b, err := json.Marshal(c)
+	if err != nil {
+		panic("kube: marshal render config: " + err.Error()) // plain data always marshals
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
 }

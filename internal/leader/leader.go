@@ -203,7 +203,9 @@ func (e *Elector) campaign(ctx context.Context) (epoch int64, start time.Time, o
 // only after fn has returned; lost reports that the term is over in the database already,
 // otherwise the caller releases it.
 func (e *Elector) lead(ctx context.Context, epoch int64, renewed time.Time, fn func(context.Context, int64)) (lost bool) {
-	leaderCtx, stop := context.WithCancel(ctx)
+	held := &term{}
+	held.extend(renewed.Add(e.cfg.RenewDeadline))
+	leaderCtx, stop := context.WithCancel(context.WithValue(ctx, termKey{}, held))
 	defer stop()
 	done := make(chan struct{})
 	e.setLeader(true, epoch)
@@ -253,6 +255,7 @@ func (e *Elector) lead(ctx context.Context, epoch int64, renewed time.Time, fn f
 				return true
 			default:
 				renewed = start
+				held.extend(renewed.Add(e.cfg.RenewDeadline))
 				deadline.Reset(time.Until(renewed.Add(e.cfg.RenewDeadline)))
 			}
 		}
@@ -294,4 +297,36 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// ErrTermOver is what Check returns once the term may be over: its lease was not renewed
+// in time (the process was paused, or the database unreachable), or the term ended.
+var ErrTermOver = errors.New("leader: the lease of this term may have passed to another replica")
+
+// term is the validity of one term: its renewer extends it, the leader's writers read it.
+type term struct {
+	until atomic.Pointer[time.Time]
+}
+
+func (t *term) extend(until time.Time) { t.until.Store(&until) }
+
+type termKey struct{}
+
+// Check reports whether the term that ctx was given by Run (the leader's context) still
+// holds its lease, by the renewer's in-memory deadline: the start of the last successful
+// renewal plus RenewDeadline, which is before the lease can expire in the database. It
+// costs no round trip, so a leader calls it right before every external write: a leader
+// paused (SIGSTOP, a frozen VM, CPU throttling) past its deadline resumes with its writes
+// refused, even before its renewer has run and ended the term. Times are monotonic, so a
+// wall clock step changes nothing. A context from outside Run has no term, and Check
+// returns nil: the caller did not ask for leadership (a dry run, a test).
+func Check(ctx context.Context) error {
+	t, ok := ctx.Value(termKey{}).(*term)
+	if !ok {
+		return nil
+	}
+	if ctx.Err() != nil || !time.Now().Before(*t.until.Load()) {
+		return ErrTermOver
+	}
+	return nil
 }

@@ -349,3 +349,32 @@ func (w tWriter) Write(p []byte) (int, error) {
 }
 
 var _ leader.Leases = (*store.Store)(nil)
+
+// Check refuses a leader's writes once its lease may have passed to another replica, by
+// the renewer's in-memory deadline alone: a context detached from the term's cancellation
+// (as a write already past its ctx check is, in effect, when the process is paused) is
+// refused all the same.
+func TestCheckRefusesWritesOnceTheTermMayBeOver(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, leader.Check(t.Context()), "no term asked for: nothing to check")
+	s := testenv.Store(t)
+	cfg := leader.Config{
+		Name:          lease,
+		LeaseDuration: 3 * time.Second,
+		RenewInterval: 50 * time.Millisecond,
+		RenewDeadline: time.Second,
+		RetryInterval: 50 * time.Millisecond,
+	}
+	cut := &faultyLeases{Leases: s}
+	a := newElector(t, cfg, cut)
+	during, after := make(chan error, 1), make(chan error, 1)
+	run(t, a, func(ctx context.Context, _ int64) {
+		during <- leader.Check(ctx)
+		detached := context.WithoutCancel(ctx)
+		cut.fail.Store(true) // renewals fail from now on
+		<-ctx.Done()
+		after <- leader.Check(detached)
+	})
+	require.NoError(t, <-during)
+	require.ErrorIs(t, <-after, leader.ErrTermOver)
+}

@@ -46,21 +46,27 @@ type Config struct {
 	// KubeQPS and KubeBurst bound the client's request rate to the apiserver (default 50/100).
 	KubeQPS   float32
 	KubeBurst int
-	// SupportedPythonVersions are the python versions jobs may deploy with (default 3.9-3.12).
+	// SupportedPythonVersions are the python versions jobs may deploy with (default
+	// job.DefaultSupportedPythonVersions: 3.9-3.12).
 	SupportedPythonVersions []string
-	// DefaultPythonVersion is used when a deployment names none (default 3.11).
+	// DefaultPythonVersion is used when a deployment names none (default
+	// job.DefaultPythonVersion: 3.11).
 	DefaultPythonVersion string
-	// Resources are the default and maximum job resources.
+	// Resources are the default and maximum job resources (zero fields: job.DefaultResources).
 	Resources job.ResourceBounds
 	// Sources bounds uploaded job sources (defaults: 50 MiB archives, 200 MiB
 	// uncompressed, 10,000 files, 50 versions kept per job).
 	Sources service.SourcesConfig
+	// Executions configures how executions are tracked and kept.
+	Executions ExecutionsConfig
 	// LeaseDuration is how long a leader holds the lease without renewing (default 10s).
 	LeaseDuration time.Duration
 	// ShutdownTimeout bounds graceful shutdown (default 20s).
 	ShutdownTimeout time.Duration
 	// Build configures the image builder (build.go, docs/builder.md).
 	Build BuildConfig
+	// Safety holds the synchronizer's guards against mistakes (issue 11).
+	Safety SafetyConfig
 	// Version is reported by /data-jobs/for-team/{team}/info.
 	Version string
 	// Logger receives every log line (default slog.Default()).
@@ -75,11 +81,23 @@ type Config struct {
 	AdminReady chan<- net.Addr
 }
 
-// DefaultResources mirrors VDK's code defaults: requests 1 CPU / 500Mi, limits 2 CPU / 1000Mi,
-// and caps requests and limits at 16 CPUs and 64Gi.
-var DefaultResources = job.ResourceBounds{
-	Default: job.Resources{CPURequestMillis: 1000, CPULimitMillis: 2000, MemoryRequestBytes: 500 << 20, MemoryLimitBytes: 1000 << 20},
-	Max:     job.Resources{CPURequestMillis: 16000, CPULimitMillis: 16000, MemoryRequestBytes: 64 << 30, MemoryLimitBytes: 64 << 30},
+// SafetyConfig holds the synchronizer's guards against a wrong database or configuration.
+type SafetyConfig struct {
+	// PruneMaxFraction is the largest share of this installation's CronJobs that one pass
+	// deletes as orphans (default 0.2); see synchronizer.Config.
+	PruneMaxFraction float64
+	// AllowMassPrune lifts the PruneMaxFraction guard (default false).
+	AllowMassPrune bool
+	// DBMaxConns caps the main database pool, shared by the API and the synchronizer's
+	// reads and writes (default 0: pgx's, the larger of 4 and the number of CPUs). The
+	// leader lease and LISTEN have connections of their own on top.
+	DBMaxConns int32
+	// DBStatementTimeout bounds every statement of the main pool (default 30s), so a
+	// runaway query frees its connection.
+	DBStatementTimeout time.Duration
+	// AcceptConfigChange lets the synchronizer sync with a rendering configuration that
+	// differs from the previous leader's (default false: it refuses and says so).
+	AcceptConfigChange bool
 }
 
 // withDefaults fills every unset field and validates the result.
@@ -93,15 +111,14 @@ func (c Config) withDefaults() (_ Config, err error) {
 	c.KubeQPS = cmp.Or(c.KubeQPS, 50)
 	c.KubeBurst = cmp.Or(c.KubeBurst, 100)
 	if len(c.SupportedPythonVersions) == 0 {
-		c.SupportedPythonVersions = []string{"3.9", "3.10", "3.11", "3.12"}
+		c.SupportedPythonVersions = job.DefaultSupportedPythonVersions()
 	}
-	c.DefaultPythonVersion = cmp.Or(c.DefaultPythonVersion, "3.11")
-	if c.Resources == (job.ResourceBounds{}) {
-		c.Resources = DefaultResources
-	}
+	c.DefaultPythonVersion = cmp.Or(c.DefaultPythonVersion, job.DefaultPythonVersion)
+	c.Resources = c.Resources.WithDefaults()
 	c.LeaseDuration = cmp.Or(c.LeaseDuration, 10*time.Second)
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 20*time.Second)
 	c.Version = cmp.Or(c.Version, "dev")
+	c.Safety.DBStatementTimeout = cmp.Or(c.Safety.DBStatementTimeout, 30*time.Second)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	c.Auth.Mode = cmp.Or(c.Auth.Mode, AuthOIDC)
 	c.AdminListen = cmp.Or(c.AdminListen, "127.0.0.1:8093")

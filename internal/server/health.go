@@ -17,11 +17,16 @@ type health struct {
 	db       *store.Store
 	cluster  *kube.Cluster
 	migrated <-chan struct{}
+	safety   syncSafety
 }
 
 // live says only that the process serves HTTP: restarting it would not fix a dependency.
 func (h *health) live(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	body := map[string]any{"status": "ok"}
+	if d := h.safety.detail(); d != nil {
+		body["sync"] = d
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 // ready checks every dependency in parallel and names each failing one, so an operator
@@ -61,6 +66,9 @@ func (h *health) ready(w http.ResponseWriter, r *http.Request) {
 	}
 	wg.Wait()
 	body := map[string]any{"status": "ok", "checks": results}
+	if d := h.safety.detail(); d != nil {
+		body["sync"] = d
+	}
 	if status != http.StatusOK {
 		body["status"] = "unavailable"
 	}

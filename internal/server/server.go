@@ -36,7 +36,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 		return err
 	}
 
-	db, err := store.Open(ctx, store.Config{URL: cfg.DatabaseURL})
+	db, err := store.Open(ctx, store.Config{URL: cfg.DatabaseURL, MaxConns: cfg.Safety.DBMaxConns, StatementTimeout: cfg.Safety.DBStatementTimeout})
 	if err != nil {
 		return err
 	}
@@ -67,6 +67,8 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 		Resources:               cfg.Resources,
 		APIVersion:              "datajobs/" + cfg.Version,
 		Sources:                 cfg.Sources,
+		LogsURLTemplate:         cfg.Executions.LogsURLTemplate,
+		Logs:                    logReader(cfg, cluster),
 	}, db)
 	if err != nil {
 		return err
@@ -75,7 +77,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 	if err != nil {
 		return err
 	}
-	mux.Handle("/", httpapi.New(httpapi.Config{JobsQuery: jobsQuery, Executions: db, Auth: authn, Webhook: authz}, svc, log))
+	mux.Handle("/", httpapi.New(httpapi.Config{JobsQuery: jobsQuery, Auth: authn, Webhook: authz}, svc, log))
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -121,6 +123,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 		return err
 	}
 	adminMux.Handle("GET /data-jobs/debug/sync-plan", syncPlanHandler(cfg.SyncMode, syncer))
+	health.safety.syncer.Store(syncer)
 	wg.Go(func() {
 		if err := migrateWithRetry(ctx, db, cfg); err != nil {
 			return
@@ -163,6 +166,15 @@ func migrateWithRetry(ctx context.Context, db *store.Store, cfg Config) error {
 	}
 }
 
+// stepDownAfter is how long a leader keeps its term without reaching the apiserver: the
+// lease duration. A dry run holds no lease and never steps down.
+func stepDownAfter(cfg Config) time.Duration {
+	if cfg.SyncMode != SyncOn {
+		return 0
+	}
+	return cfg.LeaseDuration
+}
+
 // newSynchronizer returns what runs the synchronizer in this process until ctx ends: under
 // the leader lease when it writes, on its own in dry-run mode (it writes nothing), or
 // nothing at all when the mode is off.
@@ -175,19 +187,33 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 		return nil, nil, err
 	}
 	syncer := synchronizer.New(synchronizer.Config{
-		Build:          builds,
-		Render:         kube.RenderConfig{Namespace: cfg.Namespace, ImageRegistry: cfg.ImageRegistry, Resources: cfg.Resources},
-		Workers:        cfg.SyncWorkers,
-		ResyncInterval: cfg.ResyncInterval,
-		DryRun:         cfg.SyncMode == SyncDryRun,
-		Logger:         cfg.Logger,
-		Metrics:        synchronizer.NewMetrics(reg),
+		Build:              builds,
+		Render:             kube.RenderConfig{Namespace: cfg.Namespace, ImageRegistry: cfg.ImageRegistry, Resources: cfg.Resources},
+		Workers:            cfg.SyncWorkers,
+		ResyncInterval:     cfg.ResyncInterval,
+		DryRun:             cfg.SyncMode == SyncDryRun,
+		PruneMaxFraction:   cfg.Safety.PruneMaxFraction,
+		AllowMassPrune:     cfg.Safety.AllowMassPrune,
+		AcceptConfigChange: cfg.Safety.AcceptConfigChange,
+		StepDownAfter:      stepDownAfter(cfg),
+		Logger:             cfg.Logger,
+		Metrics:            synchronizer.NewMetrics(reg),
 	}, db, cluster.Client, nil)
+	var execs *synchronizer.Executions
+	if cfg.SyncMode == SyncOn {
+		execs = newExecutions(cfg, db, cluster, reg)
+	}
 	run := func(ctx context.Context, epoch int64) {
 		delay := time.Second
 		for ctx.Err() == nil {
-			err := syncer.Run(ctx, epoch)
+			err := leaderStages(ctx, epoch, syncer, execs)
 			if ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, synchronizer.ErrAPIServerUnreachable) || errors.Is(err, synchronizer.ErrConfigChanged) {
+				// End the term: another replica may reach the apiserver, or have the
+				// configuration the previous leader synced with.
+				cfg.Logger.WarnContext(ctx, "synchronizer_stepped_down", "error", err)
 				return
 			}
 			cfg.Logger.WarnContext(ctx, "synchronizer_stopped", "error", err, "restart_in", delay)

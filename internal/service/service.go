@@ -17,14 +17,15 @@ import (
 // Config configures the service.
 type Config struct {
 	// SupportedPythonVersions are the python versions a deployment may ask for
-	// (default: VDK's, ["3.9"]).
+	// (default: job.DefaultSupportedPythonVersions).
 	SupportedPythonVersions []string
 	// DefaultPythonVersion is used when the first deployment of a job names none
-	// (default: the first supported version). It must be supported.
+	// (default: job.DefaultPythonVersion with the default supported versions, else the
+	// first supported version). It must be supported.
 	DefaultPythonVersion string
 	// Resources are the defaults that fill unset resources (shown in responses as the
-	// effective values) and the maxima a request may ask for. Zero fields default to
-	// VDK's: requests 1 CPU and 500Mi, limits 2 CPU and 1000Mi; maxima 32 CPU and 128Gi.
+	// effective values) and the maxima a request may ask for. Zero fields take
+	// job.DefaultResources.
 	Resources job.ResourceBounds
 	// Sources bounds uploaded job sources; zero fields take defaults (see SourcesConfig).
 	Sources SourcesConfig
@@ -32,22 +33,14 @@ type Config struct {
 	APIVersion string
 	// Now is the clock of deployment dates (default time.Now).
 	Now func() time.Time
-}
 
-// defaultResources are VDK's default requests and limits.
-var defaultResources = job.Resources{
-	CPURequestMillis:   1000,
-	CPULimitMillis:     2000,
-	MemoryRequestBytes: 500 << 20,
-	MemoryLimitBytes:   1000 << 20,
-}
+	// Executions.
 
-// defaultMaxResources are the default maxima of a deployment's resources.
-var defaultMaxResources = job.Resources{
-	CPURequestMillis:   32_000,
-	CPULimitMillis:     32_000,
-	MemoryRequestBytes: 128 << 30,
-	MemoryLimitBytes:   128 << 30,
+	// LogsURLTemplate renders the logs_url of executions (see LogsURL); empty: no URL.
+	LogsURLTemplate string
+	// Logs reads the logs of running executions from the cluster (default nil: only the
+	// logs stored at the end of an execution are served).
+	Logs LogReader
 }
 
 // Service runs the use cases of data jobs and their deployments.
@@ -59,23 +52,16 @@ type Service struct {
 // New returns a service on st. It fails when the configuration contradicts itself.
 func New(cfg Config, st *store.Store) (*Service, error) {
 	if len(cfg.SupportedPythonVersions) == 0 {
-		cfg.SupportedPythonVersions = []string{"3.9"}
+		cfg.SupportedPythonVersions = job.DefaultSupportedPythonVersions()
+		cfg.DefaultPythonVersion = cmp.Or(cfg.DefaultPythonVersion, job.DefaultPythonVersion)
 	}
 	cfg.SupportedPythonVersions = slices.Clone(cfg.SupportedPythonVersions)
 	cfg.DefaultPythonVersion = cmp.Or(cfg.DefaultPythonVersion, cfg.SupportedPythonVersions[0])
 	if !slices.Contains(cfg.SupportedPythonVersions, cfg.DefaultPythonVersion) {
 		return nil, fmt.Errorf("default python version %q is not one of the supported versions %v", cfg.DefaultPythonVersion, cfg.SupportedPythonVersions)
 	}
-	d, m := &cfg.Resources.Default, &cfg.Resources.Max
-	d.CPURequestMillis = cmp.Or(d.CPURequestMillis, defaultResources.CPURequestMillis)
-	d.CPULimitMillis = cmp.Or(d.CPULimitMillis, defaultResources.CPULimitMillis)
-	d.MemoryRequestBytes = cmp.Or(d.MemoryRequestBytes, defaultResources.MemoryRequestBytes)
-	d.MemoryLimitBytes = cmp.Or(d.MemoryLimitBytes, defaultResources.MemoryLimitBytes)
-	m.CPURequestMillis = cmp.Or(m.CPURequestMillis, defaultMaxResources.CPURequestMillis)
-	m.CPULimitMillis = cmp.Or(m.CPULimitMillis, defaultMaxResources.CPULimitMillis)
-	m.MemoryRequestBytes = cmp.Or(m.MemoryRequestBytes, defaultMaxResources.MemoryRequestBytes)
-	m.MemoryLimitBytes = cmp.Or(m.MemoryLimitBytes, defaultMaxResources.MemoryLimitBytes)
-	if err := (job.ResourceBounds{Max: *m}).Validate(*d); err != nil {
+	cfg.Resources = cfg.Resources.WithDefaults()
+	if err := (job.ResourceBounds{Max: cfg.Resources.Max}).Validate(cfg.Resources.Default); err != nil {
 		return nil, fmt.Errorf("default resources: %w", err)
 	}
 	cfg.APIVersion = cmp.Or(cfg.APIVersion, "datajobs")

@@ -21,7 +21,7 @@ const joinedActualColumns = `a.data_job_name IS NOT NULL, COALESCE(a.generation,
 	COALESCE(a.resources_cpu_request_millis, 0), COALESCE(a.resources_cpu_limit_millis, 0),
 	COALESCE(a.resources_memory_request_bytes, 0), COALESCE(a.resources_memory_limit_bytes, 0),
 	COALESCE(a.enabled, false), COALESCE(a.last_deployed_by, ''),
-	COALESCE(a.last_deployed_date, 'epoch'::timestamptz), COALESCE(a.cronjob_generation, 0)`
+	COALESCE(a.last_deployed_date, 'epoch'::timestamptz), COALESCE(a.cronjob_generation, 0), COALESCE(a.cronjob_uid, '')`
 
 // joined receives the joined columns of one row.
 type joined struct {
@@ -48,7 +48,7 @@ func (r *joined) actualDest() []any {
 		&a.PythonVersion, &a.Schedule,
 		&a.Resources.CPURequestMillis, &a.Resources.CPULimitMillis,
 		&a.Resources.MemoryRequestBytes, &a.Resources.MemoryLimitBytes,
-		&a.Enabled, &a.DeployedBy, &a.DeployedDate, &a.CronJobGeneration,
+		&a.Enabled, &a.DeployedBy, &a.DeployedDate, &a.CronJobGeneration, &a.CronJobUID,
 	}
 }
 

@@ -33,7 +33,7 @@ ON CONFLICT (name) DO UPDATE SET
     expires_at  = excluded.expires_at
 WHERE l.expires_at <= now() OR l.holder = excluded.holder
 RETURNING epoch`
-	err = s.pool.QueryRow(ctx, q, name, holder, ttl).Scan(&epoch)
+	err = s.leases.QueryRow(ctx, q, name, holder, ttl).Scan(&epoch)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, false, nil
 	}
@@ -51,7 +51,7 @@ func (s *Store) RenewLease(ctx context.Context, name, holder string, epoch int64
 	const q = `
 UPDATE leader_lease SET renewed_at = now(), expires_at = now() + $4::interval
 WHERE name = $1 AND holder = $2 AND epoch = $3 AND expires_at > now()`
-	tag, err := s.pool.Exec(ctx, q, name, holder, epoch, ttl)
+	tag, err := s.leases.Exec(ctx, q, name, holder, epoch, ttl)
 	if err != nil {
 		return false, translate(fmt.Errorf("renew lease %s: %w", name, err))
 	}
@@ -65,7 +65,7 @@ func (s *Store) ReleaseLease(ctx context.Context, name, holder string, epoch int
 	const q = `
 UPDATE leader_lease SET expires_at = now()
 WHERE name = $1 AND holder = $2 AND epoch = $3 AND expires_at > now()`
-	if _, err := s.pool.Exec(ctx, q, name, holder, epoch); err != nil {
+	if _, err := s.leases.Exec(ctx, q, name, holder, epoch); err != nil {
 		return translate(fmt.Errorf("release lease %s: %w", name, err))
 	}
 	return nil
@@ -112,4 +112,29 @@ func (s *Store) HoldsLease(ctx context.Context, name string, epoch int64) (bool,
 func LeaseHeldCondition(nameArg, epochArg string) string {
 	return `EXISTS (SELECT 1 FROM leader_lease WHERE name = ` + nameArg + ` AND epoch = ` + epochArg +
 		` AND expires_at > now() FOR SHARE)`
+}
+
+// LeaseConfigFingerprint is the fingerprint of the configuration the last leader of the
+// lease name worked with (see SetLeaseConfigFingerprint), empty when none was recorded.
+func (s *Store) LeaseConfigFingerprint(ctx context.Context, name string) (string, error) {
+	var fp string
+	err := s.pool.QueryRow(ctx, `SELECT config_fingerprint FROM leader_lease WHERE name = $1`, name).Scan(&fp)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", translate(fmt.Errorf("read lease %s fingerprint: %w", name, err))
+	}
+	return fp, nil
+}
+
+// SetLeaseConfigFingerprint records the fingerprint of the configuration term epoch works
+// with, while that term holds the lease name; it reports whether it wrote.
+func (s *Store) SetLeaseConfigFingerprint(ctx context.Context, name string, epoch int64, fingerprint string) (bool, error) {
+	const q = `UPDATE leader_lease SET config_fingerprint = $3 WHERE name = $1 AND epoch = $2 AND expires_at > now()`
+	tag, err := s.pool.Exec(ctx, q, name, epoch, fingerprint)
+	if err != nil {
+		return false, translate(fmt.Errorf("record lease %s fingerprint: %w", name, err))
+	}
+	return tag.RowsAffected() == 1, nil
 }

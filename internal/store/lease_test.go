@@ -1,10 +1,12 @@
 package store_test
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -229,4 +231,63 @@ func TestLeaseTakeoverWaitsForFencedWriteInFlight(t *testing.T) {
 	}
 	close(commit)
 	require.Equal(t, old+1, <-next)
+}
+
+// API load that takes every connection of the main pool does not delay the leader's
+// renewal: the lease has connections of its own.
+func TestLeaseRenewsWhileTheMainPoolIsSaturated(t *testing.T) {
+	t.Parallel()
+	url := testenv.DatabaseURL(t)
+	s, err := store.Open(t.Context(), store.Config{URL: url, MaxConns: 2})
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	other, err := store.Open(t.Context(), store.Config{URL: url, MaxConns: 1})
+	require.NoError(t, err)
+	t.Cleanup(other.Close)
+	epoch, ok, err := s.TryAcquireLease(t.Context(), "saturated", "leader", hour)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	// Two slow API transactions hold both connections of the main pool, waiting for a
+	// lock another session holds until the end of the test.
+	const lockKey = 0x5a7
+	locked := make(chan struct{})
+	unlock := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		assert.NoError(t, other.InTx(t.Context(), func(tx store.Tx) error {
+			if _, err := tx.Exec(t.Context(), `SELECT pg_advisory_xact_lock($1)`, lockKey); err != nil {
+				return err
+			}
+			close(locked)
+			<-unlock
+			return nil
+		}))
+	})
+	<-locked
+	for range 2 {
+		wg.Go(func() {
+			assert.NoError(t, s.InTx(t.Context(), func(tx store.Tx) error {
+				_, err := tx.Exec(t.Context(), `SELECT pg_advisory_xact_lock($1)`, lockKey)
+				return err
+			}))
+		})
+	}
+	defer wg.Wait()
+	defer close(unlock)
+	conn, err := pgx.Connect(t.Context(), url)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	require.Eventually(t, func() bool {
+		var waiting int
+		err := conn.QueryRow(t.Context(), `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&waiting)
+		return err == nil && waiting == 2
+	}, time.Minute, 10*time.Millisecond, "both connections of the main pool busy")
+
+	// Bounded only so that a renewal stuck behind the pool fails instead of hanging.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	ok, err = s.RenewLease(ctx, "saturated", "leader", epoch, hour)
+	require.NoError(t, err, "renewal not delayed by the saturated pool")
+	require.True(t, ok)
 }

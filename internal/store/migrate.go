@@ -31,6 +31,11 @@ func (s *Store) Migrate(ctx context.Context) ([]int, error) {
 		return nil, translate(fmt.Errorf("migrate: lock: %w", err))
 	}
 	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(migrationLockKey)) //nolint:errcheck // the session ends with the connection anyway
+	// A migration may rewrite a large table: the API's statement timeout does not apply.
+	if _, err := conn.Exec(ctx, `SET statement_timeout = 0`); err != nil {
+		return nil, translate(fmt.Errorf("migrate: %w", err))
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `RESET statement_timeout`) //nolint:errcheck // reset for the pool's next user
 
 	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {

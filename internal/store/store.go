@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -15,18 +17,25 @@ import (
 	"github.com/datajobs/datajobs/internal/job"
 )
 
-// Store is a pool of connections to the datajobs database.
+// Store is a pool of connections to the datajobs database, and a small pool of its own
+// for the leader lease, so that API load saturating the main pool never delays a
+// renewal past the lease (the LISTEN connection is also its own: see Listen).
 type Store struct {
 	pool   *pgxpool.Pool
 	quotas TeamQuotas
+	leases *pgxpool.Pool
 }
 
 // Config configures the connection pool.
 type Config struct {
 	// URL is a PostgreSQL connection URL or key=value string. Required.
 	URL string
-	// MaxConns caps the pool (default: pgx's, the larger of 4 and the number of CPUs).
+	// MaxConns caps the main pool (default: pgx's, the larger of 4 and the number of
+	// CPUs). The lease pool (2 connections) and the LISTEN connection come on top.
 	MaxConns int32
+	// StatementTimeout bounds every statement of the main pool (PostgreSQL's
+	// statement_timeout; default 0: none). Migrations run without it.
+	StatementTimeout time.Duration
 	// Tracer, when set, sees every statement the pool sends (tests count statements with
 	// it, e.g. to prove a page is not read with one query per job). Default: none.
 	Tracer pgx.QueryTracer
@@ -47,15 +56,28 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Tracer != nil {
 		pc.ConnConfig.Tracer = cfg.Tracer
 	}
+	lc := pc.Copy()
+	lc.MaxConns, lc.MinConns = 2, 0
+	if cfg.StatementTimeout > 0 {
+		pc.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(cfg.StatementTimeout.Milliseconds(), 10)
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("open database pool: %w", redact(err))
 	}
-	return &Store{pool: pool, quotas: cfg.Quotas}, nil
+	leases, err := pgxpool.NewWithConfig(ctx, lc)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open lease pool: %w", redact(err))
+	}
+	return &Store{pool: pool, leases: leases, quotas: cfg.Quotas}, nil
 }
 
-// Close closes every connection of the pool.
-func (s *Store) Close() { s.pool.Close() }
+// Close closes every connection of both pools.
+func (s *Store) Close() {
+	s.pool.Close()
+	s.leases.Close()
+}
 
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -38,7 +39,7 @@ LEFT JOIN desired_data_job_deployment d ON d.data_job_name = j.name`
 const syncActualQuery = `SELECT data_job_name, job_uid::text, generation, team, deployment_version_sha,
 	git_commit_sha, vdk_version, python_version, schedule,
 	resources_cpu_request_millis, resources_cpu_limit_millis, resources_memory_request_bytes, resources_memory_limit_bytes,
-	enabled, last_deployed_by, last_deployed_date, cronjob_generation
+	enabled, last_deployed_by, last_deployed_date, cronjob_generation, cronjob_uid
 FROM actual_data_job_deployment`
 
 // LoadSyncState reads the job, desired and actual rows of one name, fresh, in one round trip.
@@ -114,7 +115,7 @@ func scanActual(rows pgx.Rows) (*job.ActualDeployment, error) {
 		&a.JobVersion, &a.VDKVersion, &a.PythonVersion, &a.Schedule,
 		&a.Resources.CPURequestMillis, &a.Resources.CPULimitMillis,
 		&a.Resources.MemoryRequestBytes, &a.Resources.MemoryLimitBytes,
-		&a.Enabled, &a.DeployedBy, &a.DeployedDate, &a.CronJobGeneration)
+		&a.Enabled, &a.DeployedBy, &a.DeployedDate, &a.CronJobGeneration, &a.CronJobUID)
 	return &a, err
 }
 
@@ -126,15 +127,15 @@ func currentDesired(epochArg string) string {
 	WHERE j.name = $1 AND j.uid = $2::uuid AND j.generation = $3) AND ` + LeaseHeldCondition("'"+SyncLeaseName+"'", epochArg)
 }
 
-// upsertActual is the insert-or-replace of an actual deployment row from the 17 values
-// of actualValues ($1 to $17), selected FROM the given source (a CTE condition, or a
+// upsertActual is the insert-or-replace of an actual deployment row from the 18 values
+// of actualValues ($1 to $18), selected FROM the given source (a CTE condition, or a
 // VALUES row).
 func upsertActual(source string) string {
 	return `INSERT INTO actual_data_job_deployment (data_job_name, job_uid, generation, team, deployment_version_sha,
 	git_commit_sha, vdk_version, python_version, schedule,
 	resources_cpu_request_millis, resources_cpu_limit_millis, resources_memory_request_bytes, resources_memory_limit_bytes,
-	enabled, last_deployed_by, last_deployed_date, cronjob_generation)
-SELECT $1, $2::uuid, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17 ` + source + `
+	enabled, last_deployed_by, last_deployed_date, cronjob_generation, cronjob_uid)
+SELECT $1, $2::uuid, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18 ` + source + `
 ON CONFLICT (data_job_name) DO UPDATE SET job_uid = EXCLUDED.job_uid, generation = EXCLUDED.generation,
 	team = EXCLUDED.team, deployment_version_sha = EXCLUDED.deployment_version_sha,
 	git_commit_sha = EXCLUDED.git_commit_sha, vdk_version = EXCLUDED.vdk_version,
@@ -144,17 +145,18 @@ ON CONFLICT (data_job_name) DO UPDATE SET job_uid = EXCLUDED.job_uid, generation
 	resources_memory_request_bytes = EXCLUDED.resources_memory_request_bytes,
 	resources_memory_limit_bytes = EXCLUDED.resources_memory_limit_bytes,
 	enabled = EXCLUDED.enabled, last_deployed_by = EXCLUDED.last_deployed_by,
-	last_deployed_date = EXCLUDED.last_deployed_date, cronjob_generation = EXCLUDED.cronjob_generation`
+	last_deployed_date = EXCLUDED.last_deployed_date, cronjob_generation = EXCLUDED.cronjob_generation,
+	cronjob_uid = EXCLUDED.cronjob_uid`
 }
 
-// actualValues are the arguments $1 to $17 of upsertActual.
+// actualValues are the arguments $1 to $18 of upsertActual.
 func actualValues(a job.ActualDeployment) []any {
 	r := a.Resources
 	return []any{
 		a.JobName, a.JobUID, a.Generation, a.Team, a.DeploymentVersionSHA,
 		a.JobVersion, a.VDKVersion, a.PythonVersion, a.Schedule,
 		r.CPURequestMillis, r.CPULimitMillis, r.MemoryRequestBytes, r.MemoryLimitBytes,
-		a.Enabled, a.DeployedBy, a.DeployedDate, a.CronJobGeneration,
+		a.Enabled, a.DeployedBy, a.DeployedDate, a.CronJobGeneration, a.CronJobUID,
 	}
 }
 
@@ -163,7 +165,7 @@ func actualValues(a job.ActualDeployment) []any {
 // one statement and only if that generation is still the job's current one. It reports
 // whether it wrote.
 func (s *Store) RecordApplied(ctx context.Context, fence Fence, a job.ActualDeployment) (bool, error) {
-	q := `WITH ok AS (SELECT ` + currentDesired("$18") + ` AS ok),
+	q := `WITH ok AS (SELECT ` + currentDesired("$19") + ` AS ok),
 up AS (` + upsertActual("FROM ok WHERE ok.ok") + `
 	RETURNING 1
 )
@@ -240,13 +242,31 @@ func (s *Store) Listen(ctx context.Context, channel string, ready func(), notify
 	}
 	ready()
 	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
+		// Wake up every listenKeepalive to ask the server whether the connection still
+		// works: a LISTEN connection that a proxy or a failover cut silently would
+		// otherwise wait for notifications forever (TCP keepalives take many minutes).
+		waitCtx, cancel := context.WithTimeout(ctx, listenKeepalive)
+		n, err := conn.WaitForNotification(waitCtx)
+		idle := errors.Is(waitCtx.Err(), context.DeadlineExceeded)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil && idle:
+			pingCtx, cancel := context.WithTimeout(ctx, listenKeepalive)
+			err = conn.Ping(pingCtx)
+			cancel()
+			if err != nil {
+				return translate(fmt.Errorf("listen on %s: keepalive: %w", channel, err))
 			}
+		case err != nil:
 			return translate(fmt.Errorf("wait for notification on %s: %w", channel, err))
+		default:
+			notify(n.Payload)
 		}
-		notify(n.Payload)
 	}
 }
+
+// listenKeepalive is how long a LISTEN connection waits for a notification before it
+// checks that the server still answers.
+const listenKeepalive = 30 * time.Second

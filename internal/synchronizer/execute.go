@@ -8,72 +8,113 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
+	"github.com/datajobs/datajobs/internal/leader"
 )
 
+// result is what a reconcile wants next for its job name.
+type result struct {
+	// requeueAfter plans the name again after that long (0: not until something changes:
+	// a NOTIFY, an informer event, the next resync).
+	requeueAfter time.Duration
+	// retry plans the name again with the per-name backoff, as after an error.
+	retry bool
+	// terminal is a hold or a conflict: nothing but a change of the desired state or of
+	// the CronJob can help, so the name is not retried.
+	terminal bool
+}
+
 // execute carries out a plan: the Kubernetes write first, then the database record of it,
-// conditioned on the generation the plan was made for. In dry-run mode it only logs.
-func (t *term) execute(ctx context.Context, p Plan) error {
+// conditioned on the generation the plan was made for. In dry-run mode it only logs. An
+// error is retried with backoff; a result without one says whether and when to look again.
+func (t *term) execute(ctx context.Context, p Plan) (result, error) {
 	s := t.s
 	log := s.log.With("job", p.Name, "action", string(p.Action), "op_id", opID())
 	if p.State.Job != nil {
 		log = log.With("generation", p.State.Job.Generation)
 	}
 	s.recordPlan(p)
-	if p.Action == ActionUnchanged || p.Action == ActionHold {
+	switch p.Action {
+	case ActionUnchanged:
 		s.rememberUnchanged(p)
 		s.metrics.reconciled(string(p.Action), nil)
-		return nil
+		return result{}, nil
+	case ActionHold:
+		s.metrics.reconciled(string(p.Action), nil)
+		return result{terminal: true}, nil
+	case ActionKeep:
+		// The pass that refused the prune logged it; the next pass decides again.
+		s.metrics.reconciled(string(p.Action), nil)
+		return result{terminal: true}, nil
+	case ActionWait:
+		// The informer's delete event brings the name back; the requeue is for a missed one.
+		s.metrics.reconciled(string(p.Action), nil)
+		return result{requeueAfter: s.cfg.RetryMax}, nil
 	}
 	if s.cfg.DryRun {
 		log.InfoContext(ctx, "sync_planned", "reason", p.Reason)
 		s.metrics.reconciled(string(p.Action), nil)
-		return nil
+		return result{terminal: p.Action == ActionConflict}, nil
 	}
 	start := time.Now()
-	var err error
+	var (
+		res result
+		err error
+	)
 	switch p.Action {
 	case ActionConflict:
-		err = t.conflict(ctx, p)
+		res, err = t.conflict(ctx, p)
 	case ActionDelete, ActionOrphan:
-		err = t.delete(ctx, p)
+		res, err = t.delete(ctx, p)
 	default:
-		err = t.apply(ctx, p)
+		res, err = t.apply(ctx, p)
 	}
 	s.metrics.reconciled(string(p.Action), err)
-	if err != nil {
+	switch {
+	case err != nil:
 		log.WarnContext(ctx, "sync_failed", "reason", p.Reason, "error", err)
-		return err
+	case res.retry:
+		log.InfoContext(ctx, "sync_replan", "reason", p.Reason)
+	default:
+		log.InfoContext(ctx, "synced", "reason", p.Reason, "duration", time.Since(start))
 	}
-	log.InfoContext(ctx, "synced", "reason", p.Reason, "duration", time.Since(start))
-	return nil
+	return res, err
 }
 
+// replan is the result of a write computed from a view that turned out stale: the
+// apiserver refused it (a resourceVersion or UID precondition, or a name taken
+// meanwhile), or the desired state changed before it could be recorded. The name is
+// planned again once the cache has caught up.
+func (t *term) replan() result { return result{retry: true} }
+
+// stale reports whether the apiserver refused a write because the caller's view of the
+// CronJob is out of date.
+func stale(err error) bool { return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) }
+
 // apply makes the CronJob match the rendering and records it, or records why it could not.
-func (t *term) apply(ctx context.Context, p Plan) error {
+func (t *term) apply(ctx context.Context, p Plan) (result, error) {
 	s := t.s
 	j, d := p.State.Job, p.State.Desired
 	applied := p.Live
 	var err error
 	switch p.Action {
-	case ActionCreate:
-		if p.Live != nil {
-			// The old CronJob is still being deleted (its finalizer): create it once it is gone.
-			return errStale
-		}
-		// The plan saw no CronJob of this name, managed or not, in the cache: datajobs
-		// never takes over what it did not create. The cache may lag behind an unmanaged
-		// CronJob created in the last milliseconds; a GET here would close that window at
-		// the price of a second request per create (docs/benchmarks.md).
-		applied, err = s.applier.Apply(ctx, p.Rendered)
 	case ActionReplace:
 		applied, err = s.applier.Replace(ctx, p.Live, p.Rendered)
 	case ActionRecord:
 	default:
-		applied, err = s.applier.Apply(ctx, p.Rendered)
+		// A create (p.Live nil) is a plain create: the plan saw no CronJob of this name in
+		// the cache, and if one appeared meanwhile the apiserver refuses, and nothing is
+		// taken over. Every other write is conditioned on the resourceVersion planned from.
+		applied, err = s.applier.Apply(ctx, p.Live, p.Rendered)
+	}
+	if err != nil && stale(err) {
+		return t.replan(), nil
+	}
+	if errors.Is(err, leader.ErrTermOver) {
+		// Not the job's failure, and no longer ours to record: the next leader plans it.
+		return result{}, fmt.Errorf("%s cronjob %s: %w", p.Action, p.Name, err)
 	}
 	if err != nil {
 		status := job.StatusPlatformError
@@ -81,13 +122,13 @@ func (t *term) apply(ctx context.Context, p Plan) error {
 			status = job.StatusUserError
 		}
 		if _, recErr := s.db.RecordFailure(ctx, t.fence, j.Name, j.UID, j.Generation, status, failureMessage(p, err)); recErr != nil {
-			return fmt.Errorf("%s cronjob %s: %w (and recording the failure: %w)", p.Action, p.Name, err, recErr)
+			return result{}, fmt.Errorf("%s cronjob %s: %w (and recording the failure: %w)", p.Action, p.Name, err, recErr)
 		}
 		if status == job.StatusUserError {
 			// Not retried until the desired state changes: the next NOTIFY brings it back.
-			return nil
+			return result{terminal: true}, nil
 		}
-		return fmt.Errorf("%s cronjob %s: %w", p.Action, p.Name, err)
+		return result{}, fmt.Errorf("%s cronjob %s: %w", p.Action, p.Name, err)
 	}
 	if p.Action == ActionRepair {
 		s.metrics.driftRepairs.Inc()
@@ -100,29 +141,31 @@ func (t *term) apply(ctx context.Context, p Plan) error {
 		JobName: j.Name, JobUID: j.UID, Generation: j.Generation, Team: j.Team,
 		DeploymentVersionSHA: p.Hash, JobVersion: d.JobVersion, VDKVersion: d.VDKVersion,
 		PythonVersion: d.PythonVersion, Schedule: d.Schedule, Resources: eff, Enabled: d.Enabled,
-		DeployedBy: d.DeployedBy, DeployedDate: appliedAt(p, applied), CronJobGeneration: applied.Generation,
+		DeployedBy: d.DeployedBy, DeployedDate: appliedAt(p, applied),
+		CronJobGeneration: applied.Generation, CronJobUID: string(applied.UID),
 	})
 	if err != nil {
-		return err
+		return result{}, err
 	}
 	if !ok {
+		// The desired state moved on (or the term ended) while applying: plan again.
 		s.remember(p.Name, nil)
-		return errStale
+		return t.replan(), nil
 	}
 	s.remember(p.Name, &verified{uid: j.UID, generation: j.Generation, resourceVersion: applied.ResourceVersion})
-	return nil
+	return result{}, nil
 }
 
 // delete removes the CronJob (if any), confirms with the apiserver that it is gone, and
 // only then forgets the actual deployment.
-func (t *term) delete(ctx context.Context, p Plan) error {
+func (t *term) delete(ctx context.Context, p Plan) (result, error) {
 	s := t.s
 	if p.Live != nil {
-		if err := s.applier.Delete(ctx, p.Name, p.Live.UID); err != nil {
-			if apierrors.IsConflict(err) {
-				return errStale // another incarnation took the name meanwhile
+		if err := s.applier.Delete(ctx, p.Live); err != nil {
+			if stale(err) {
+				return t.replan(), nil // changed, or another incarnation took the name meanwhile
 			}
-			return fmt.Errorf("delete cronjob %s: %w", p.Name, err)
+			return result{}, fmt.Errorf("delete cronjob %s: %w", p.Name, err)
 		}
 		if p.Action == ActionOrphan {
 			s.metrics.orphansRemoved.Inc()
@@ -131,23 +174,22 @@ func (t *term) delete(ctx context.Context, p Plan) error {
 	a := p.State.Actual
 	if a == nil {
 		s.remember(p.Name, nil)
-		return nil
+		return result{}, nil
 	}
-	cur, err := s.client.BatchV1().CronJobs(s.cfg.Render.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return fmt.Errorf("confirm cronjob %s is gone: %w", p.Name, err)
-	case cur.Labels[kube.LabelJobUID] == a.JobUID && cur.DeletionTimestamp == nil:
-		return fmt.Errorf("cronjob %s still exists after delete", p.Name)
-	case cur.Labels[kube.LabelJobUID] == a.JobUID:
-		return fmt.Errorf("cronjob %s is still being deleted", p.Name)
+	gone, err := s.applier.Gone(ctx, p.Name, a.JobUID)
+	if err != nil {
+		return result{}, fmt.Errorf("confirm cronjob %s is gone: %w", p.Name, err)
+	}
+	if !gone {
+		// Still being deleted (the garbage collector orphans its Jobs first): its delete
+		// event brings the name back.
+		return result{requeueAfter: s.cfg.RetryMax}, nil
 	}
 	if _, err := s.db.DeleteActual(ctx, t.fence, p.Name, a.JobUID); err != nil {
-		return err
+		return result{}, err
 	}
 	s.remember(p.Name, nil)
-	return nil
+	return result{}, nil
 }
 
 // failureMessage is what the user reads in the deployment's message.
@@ -181,9 +223,18 @@ func appliedAt(p Plan, applied *batchv1.CronJob) time.Time {
 
 // conflict records that a CronJob datajobs does not manage holds the job's name. It is not
 // retried: an informer event on that CronJob (deleted, or relabelled) brings the job back.
-func (t *term) conflict(ctx context.Context, p Plan) error {
+func (t *term) conflict(ctx context.Context, p Plan) (result, error) {
 	j := p.State.Job
 	msg := fmt.Sprintf("a CronJob named %s exists in namespace %s and is not managed by datajobs; it is left alone", p.Name, t.s.cfg.Render.Namespace)
-	_, err := t.s.db.RecordFailure(ctx, t.fence, j.Name, j.UID, j.Generation, job.StatusPlatformError, msg)
-	return err
+	if id := p.Live.Labels[kube.LabelInstallation]; managed(p.Live) && id != "" {
+		msg = fmt.Sprintf("a CronJob named %s exists in namespace %s and belongs to another datajobs installation (%s=%s); it is left alone",
+			p.Name, t.s.cfg.Render.Namespace, kube.LabelInstallation, id)
+	} else if managed(p.Live) {
+		msg = fmt.Sprintf("a CronJob named %s exists in namespace %s, made by datajobs for a job this installation never had (another datajobs installation); it is left alone",
+			p.Name, t.s.cfg.Render.Namespace)
+	}
+	if _, err := t.s.db.RecordFailure(ctx, t.fence, j.Name, j.UID, j.Generation, job.StatusPlatformError, msg); err != nil {
+		return result{}, err
+	}
+	return result{terminal: true}, nil
 }

@@ -1,32 +1,33 @@
 package synchronizer
 
 import (
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/datajobs/datajobs/internal/job"
 )
 
 // Metrics is the synchronizer's telemetry. Labels are low-cardinality: never a job name.
 type Metrics struct {
-	passes          *prometheus.CounterVec
-	passDuration    prometheus.Histogram
-	reconciles      *prometheus.CounterVec
-	driftRepairs    prometheus.Counter
-	orphansRemoved  prometheus.Counter
-	deployments     *prometheus.GaugeVec
-	lag             prometheus.Histogram
-	plannedActions  *prometheus.GaugeVec
-	queueMu         sync.Mutex
-	currentQueueLen func() int
+	passes         *prometheus.CounterVec
+	passDuration   prometheus.Histogram
+	reconciles     *prometheus.CounterVec
+	driftRepairs   prometheus.Counter
+	orphansRemoved prometheus.Counter
+	deployments    *prometheus.GaugeVec
+	lag            prometheus.Histogram
+	plannedActions *prometheus.GaugeVec
+	pruneRefused   prometheus.Gauge
+	orphansKept    prometheus.Gauge
+	panics         prometheus.Counter
+	queue          *queueMetrics
 }
 
 // NewMetrics registers the synchronizer's metrics on reg (nil: registered nowhere).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
+		queue: newQueueMetrics(),
 		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "datajobs_sync_passes_total", Help: "Full resync passes, by result (ok or error).",
 		}, []string{"result"}),
@@ -49,39 +50,33 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		plannedActions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "datajobs_sync_planned_jobs", Help: "Jobs by the action the last full pass planned for them (in dry-run mode: what would be done).",
 		}, []string{"action"}),
+		pruneRefused: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "datajobs_sync_prune_refused", Help: "1 while the last full pass refused to delete orphaned CronJobs as a mass prune (see --prune-max-fraction), else 0.",
+		}),
+		orphansKept: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "datajobs_sync_orphans_kept", Help: "Orphaned CronJobs the last full pass kept because deleting them would be a mass prune.",
+		}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "datajobs_sync_panics_total", Help: "Reconciles that panicked (recovered, logged with the job, retried with backoff).",
+		}),
 		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "datajobs_sync_lag_seconds", Help: "Time from a desired change being committed to its CronJob write.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
 		}),
 	}
 	if reg != nil {
-		queueDepth := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "datajobs_sync_queue_depth", Help: "Job names waiting to be reconciled.",
-		}, func() float64 {
-			m.queueMu.Lock()
-			defer m.queueMu.Unlock()
-			if m.currentQueueLen == nil {
-				return 0
-			}
-			return float64(m.currentQueueLen())
-		})
-		reg.MustRegister(m.passes, m.passDuration, m.reconciles, m.driftRepairs, m.orphansRemoved, m.deployments, m.lag, m.plannedActions, queueDepth)
+		reg.MustRegister(m.passes, m.passDuration, m.reconciles, m.driftRepairs, m.orphansRemoved, m.deployments, m.lag, m.plannedActions, m.pruneRefused, m.orphansKept, m.panics)
+		reg.MustRegister(m.queue.collectors()...)
 	}
 	return m
 }
 
-func (m *Metrics) queue(q workqueue.TypedRateLimitingInterface[string]) {
-	m.queueMu.Lock()
-	defer m.queueMu.Unlock()
-	m.currentQueueLen = q.Len
-}
-
 func (m *Metrics) reconciled(action string, err error) {
-	m.reconciles.WithLabelValues(action, result(err)).Inc()
+	m.reconciles.WithLabelValues(action, outcome(err)).Inc()
 }
 
 func (m *Metrics) passDone(start time.Time, err error) {
-	m.passes.WithLabelValues(result(err)).Inc()
+	m.passes.WithLabelValues(outcome(err)).Inc()
 	if err == nil {
 		m.passDuration.Observe(time.Since(start).Seconds())
 	}
@@ -99,7 +94,7 @@ func (m *Metrics) deploymentsByStatus(counts map[job.SyncStatus]int) {
 	}
 }
 
-func result(err error) string {
+func outcome(err error) string {
 	if err != nil {
 		return "error"
 	}
@@ -114,4 +109,14 @@ func (m *Metrics) planned(plans []Plan) {
 	for _, a := range Actions {
 		m.plannedActions.WithLabelValues(string(a)).Set(float64(counts[a]))
 	}
+}
+
+func (m *Metrics) pruneGuarded(r *PruneRefusal) {
+	if r == nil {
+		m.pruneRefused.Set(0)
+		m.orphansKept.Set(0)
+		return
+	}
+	m.pruneRefused.Set(1)
+	m.orphansKept.Set(float64(r.Orphans))
 }

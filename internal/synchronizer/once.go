@@ -9,6 +9,8 @@ import (
 type Report struct {
 	Plans  []Plan
 	Errors map[string]error
+	// PruneRefusal is set when the pass kept orphans rather than mass-prune them.
+	PruneRefusal *PruneRefusal
 }
 
 // Summary counts the plans by action.
@@ -35,9 +37,9 @@ func (s *Synchronizer) RunOnce(ctx context.Context, epoch int64) (Report, error)
 		return Report{}, err
 	}
 	sort.Slice(plans, func(i, j int) bool { return plans[i].Name < plans[j].Name })
-	rep := Report{Plans: plans, Errors: map[string]error{}}
+	rep := Report{Plans: plans, Errors: map[string]error{}, PruneRefusal: s.PruneRefusal()}
 	for _, p := range plans {
-		if err := t.execute(ctx, p); err != nil {
+		if _, err := t.execute(ctx, p); err != nil {
 			rep.Errors[p.Name] = err
 		}
 	}

@@ -22,10 +22,12 @@ const (
 	ActionResume    Action = "resume"    // only enabled changed, to true
 	ActionRepair    Action = "repair"    // someone edited the CronJob: revert it
 	ActionReplace   Action = "replace"   // the CronJob belongs to an older incarnation of the name
-	ActionAdopt     Action = "adopt"     // an imported CronJob: add our labels and annotations, keep its spec
+	ActionAdopt     Action = "adopt"     // an imported CronJob, or one of ours from before installation labels: label it, no re-creation
 	ActionRecord    Action = "record"    // the CronJob is right; only the database lags
 	ActionDelete    Action = "delete"    // the deployment or job was deleted
-	ActionOrphan    Action = "orphan"    // a managed CronJob no row in the database knows of
+	ActionOrphan    Action = "orphan"    // a CronJob of this installation no row in the database knows of
+	ActionKeep      Action = "keep"      // an orphan kept: pruning it would be a mass prune (see Config.PruneMaxFraction)
+	ActionWait      Action = "wait"      // the CronJob is being deleted: wait until it is gone
 	ActionHold      Action = "hold"      // Kubernetes rejected this generation: wait for a change
 	ActionConflict  Action = "conflict"  // a CronJob datajobs does not manage has the name: left alone
 	ActionUnchanged Action = "unchanged" // nothing to do
@@ -34,13 +36,13 @@ const (
 // Actions lists every action, in a stable order for summaries.
 var Actions = []Action{
 	ActionCreate, ActionUpdate, ActionSuspend, ActionResume, ActionRepair, ActionReplace, ActionAdopt,
-	ActionRecord, ActionDelete, ActionOrphan, ActionHold, ActionConflict, ActionUnchanged,
+	ActionRecord, ActionDelete, ActionOrphan, ActionKeep, ActionWait, ActionHold, ActionConflict, ActionUnchanged,
 }
 
 // writesKubernetes reports whether the action changes the cluster.
 func (a Action) writesKubernetes() bool {
 	switch a {
-	case ActionRecord, ActionHold, ActionConflict, ActionUnchanged:
+	case ActionRecord, ActionKeep, ActionWait, ActionHold, ActionConflict, ActionUnchanged:
 		return false
 	}
 	return true
@@ -68,22 +70,49 @@ type verified struct {
 	resourceVersion string
 }
 
-// managed reports whether datajobs owns a CronJob; nothing else is ever touched.
+// managed reports whether a CronJob carries datajobs' managed-by label, of any installation.
 func managed(cj *batchv1.CronJob) bool {
 	return cj != nil && cj.Labels[kube.LabelManagedBy] == kube.ManagedByValue
+}
+
+// owned reports whether the CronJob belongs to this installation, the only one whose
+// CronJobs it writes or deletes: managed by datajobs and labelled with its installation
+// id, or (made before installation labels) managed and rendered from a job incarnation
+// this database knows. A managed CronJob of another installation, or an unlabelled one of
+// a job this database never had, is as foreign as an unmanaged one.
+func owned(cj *batchv1.CronJob, st store.SyncState, installation string) bool {
+	if !managed(cj) {
+		return false
+	}
+	if id, ok := cj.Labels[kube.LabelInstallation]; ok {
+		return id == installation
+	}
+	return legacy(cj, st, installation)
+}
+
+// legacy is true for a CronJob of this installation made before installation labels:
+// managed, unlabelled, and of a job incarnation the database knows.
+func legacy(cj *batchv1.CronJob, st store.SyncState, installation string) bool {
+	if _, ok := cj.Labels[kube.LabelInstallation]; ok || installation == "" || !managed(cj) {
+		return false
+	}
+	uid := cj.Labels[kube.LabelJobUID]
+	return uid != "" && ((st.Job != nil && st.Job.UID == uid) || (st.Actual != nil && st.Actual.JobUID == uid))
 }
 
 // plan decides the action for one job name. It is pure: it reads nothing and writes nothing.
 // live is the CronJob of that name in the namespace, managed by datajobs or not.
 func plan(st store.SyncState, live *batchv1.CronJob, cfg kube.RenderConfig, memo *verified) Plan {
 	p := Plan{Name: st.Name, State: st, Live: live, Action: ActionUnchanged}
-	if live != nil && !managed(live) {
+	if live != nil && !owned(live, st, cfg.Installation) {
 		return planUnmanaged(p, cfg)
 	}
 	if st.Job == nil || st.Desired == nil {
 		switch {
+		case live != nil && live.DeletionTimestamp != nil:
+			p.Action, p.Reason = ActionWait, "CronJob is being deleted"
 		case live != nil && st.Job == nil && st.Actual == nil:
-			p.Action, p.Reason = ActionOrphan, "managed CronJob without a data job"
+			p.Action, p.Reason = ActionOrphan, "CronJob of this installation without a data job"
 		case live != nil && st.Job == nil:
 			p.Action, p.Reason = ActionDelete, "data job deleted"
 		case live != nil:
@@ -110,9 +139,11 @@ func plan(st store.SyncState, live *batchv1.CronJob, cfg kube.RenderConfig, memo
 	case live == nil:
 		p.Action, p.Reason = ActionCreate, "no CronJob"
 	case live.DeletionTimestamp != nil:
-		p.Action, p.Reason = ActionCreate, "CronJob is being deleted; create it again once it is gone"
+		p.Action, p.Reason = ActionWait, "CronJob is being deleted; create it again once it is gone"
 	case live.Labels[kube.LabelJobUID] != j.UID:
 		p.Action, p.Reason = ActionReplace, "CronJob of an older incarnation of the job"
+	case legacy(live, st, cfg.Installation):
+		p.Action, p.Reason = ActionAdopt, "CronJob of this installation from before installation labels: label it"
 	case untouched(st, live, p.Rendered, p.Hash):
 		p.Reason = "up to date (CronJob generation as recorded)"
 	default:
@@ -149,13 +180,15 @@ func recorded(st store.SyncState, hash string) bool {
 }
 
 // untouched is true when the live CronJob is, by Kubernetes' own account, the one last
-// applied: the database records this very rendering as applied at the CronJob's current
-// metadata.generation (which Kubernetes bumps on every spec change and only then), and our
-// labels and annotations are all there. It spares the field-by-field comparison of Drifted,
+// applied: the database records this very rendering as applied to this very object (its
+// UID: a CronJob deleted and re-created, as by kubectl replace --force, starts again at
+// generation 1) at its current metadata.generation (which Kubernetes bumps on every spec
+// change and only then), and our labels and annotations are all there. It spares the field-by-field comparison of Drifted,
 // the costliest part of a new leader's first pass.
 func untouched(st store.SyncState, live, rendered *batchv1.CronJob, hash string) bool {
 	a := st.Actual
 	return recorded(st, hash) && a.CronJobGeneration != 0 && live.Generation == a.CronJobGeneration &&
+		a.CronJobUID != "" && string(live.UID) == a.CronJobUID &&
 		subsetOf(rendered.Labels, live.Labels) && subsetOf(rendered.Annotations, live.Annotations)
 }
 
@@ -176,8 +209,9 @@ func onlyEnabledDiffers(j job.Job, d job.Deployment, cfg kube.RenderConfig, live
 	return live.Annotations[kube.AnnotationHash] == flipped
 }
 
-// planUnmanaged plans for a name held by a CronJob datajobs does not manage: it is adopted
-// if it is the very object an import recorded, and otherwise left alone.
+// planUnmanaged plans for a name held by a CronJob this installation does not own
+// (unmanaged, or of another installation): it is adopted if it is the very object an
+// import recorded, and otherwise left alone.
 func planUnmanaged(p Plan, cfg kube.RenderConfig) Plan {
 	st, live := p.State, p.Live
 	if st.Job == nil || st.Desired == nil {
@@ -188,6 +222,9 @@ func planUnmanaged(p Plan, cfg kube.RenderConfig) Plan {
 			p.Action, p.Reason = ActionDelete, "CronJob gone; forget the actual deployment"
 		} else {
 			p.Reason = "not managed by datajobs"
+			if managed(live) {
+				p.Reason = "managed by another datajobs installation"
+			}
 		}
 		return p
 	}
@@ -207,5 +244,8 @@ func planUnmanaged(p Plan, cfg kube.RenderConfig) Plan {
 		return p
 	}
 	p.Action, p.Reason = ActionConflict, "a CronJob not managed by datajobs has this name; it is left alone"
+	if managed(live) {
+		p.Reason = "a CronJob of another datajobs installation has this name; it is left alone"
+	}
 	return p
 }

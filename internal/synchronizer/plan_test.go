@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
@@ -51,6 +52,224 @@ func TestPlanForCronJobsDatajobsDoesNotManage(t *testing.T) {
 			if tc.want == ActionDelete {
 				require.Nil(t, p.Live, "the foreign CronJob is not deleted")
 			}
+		})
+	}
+}
+
+// world is a job in agreement with its CronJob, as a pass finds it; each row of the plan
+// table changes one thing of it.
+type world struct {
+	st   store.SyncState
+	live *batchv1.CronJob
+	memo *verified
+}
+
+const installation = "9d0e4a1c-0000-4000-8000-00000000000a"
+
+var planConfig = kube.RenderConfig{Namespace: "ns", ImageRegistry: "registry.test", Installation: installation}
+
+func agreed() world {
+	j := &job.Job{Name: "orders", UID: "job-uid", Team: "team-a", Generation: 3}
+	d := &job.Deployment{JobName: "orders", JobVersion: "v1", Schedule: "0 * * * *", Enabled: true, Status: job.StatusSynced, StatusGeneration: 3}
+	rendered, hash := kube.Render(*j, *d, planConfig)
+	live := rendered.DeepCopy()
+	live.UID, live.Generation, live.ResourceVersion = "cronjob-uid", 5, "100"
+	a := &job.ActualDeployment{
+		JobName: "orders", JobUID: "job-uid", Generation: 3, DeploymentVersionSHA: hash,
+		CronJobGeneration: 5, CronJobUID: "cronjob-uid",
+	}
+	return world{st: store.SyncState{Name: "orders", Job: j, Desired: d, Actual: a}, live: live}
+}
+
+// changeDesired is a new generation of the job with the deployment changed by change.
+func (w world) changeDesired(change func(*job.Deployment)) world {
+	j, d := *w.st.Job, *w.st.Desired
+	j.Generation++
+	d.Status = job.StatusPending
+	change(&d)
+	w.st.Job, w.st.Desired = &j, &d
+	return w
+}
+
+func (w world) editLive(change func(*batchv1.CronJob)) world {
+	w.live = w.live.DeepCopy()
+	change(w.live)
+	return w
+}
+
+func TestPlanDecidesOneActionPerSituation(t *testing.T) {
+	t.Parallel()
+	now := metav1.Now()
+	for _, tc := range []struct {
+		behaviour string
+		world     func() world
+		want      Action
+		reason    string
+	}{
+		{"a deployment without a CronJob is created", func() world {
+			w := agreed()
+			w.live, w.st.Actual = nil, nil
+			return w
+		}, ActionCreate, "no CronJob"},
+		{"a changed deployment is applied", func() world {
+			return agreed().changeDesired(func(d *job.Deployment) { d.JobVersion = "v2" })
+		}, ActionUpdate, "hash"},
+		{"a deployment disabled is only suspended", func() world {
+			return agreed().changeDesired(func(d *job.Deployment) { d.Enabled = false })
+		}, ActionSuspend, "disabled"},
+		{"a deployment enabled again is only resumed", func() world {
+			w := agreed()
+			w.live = w.live.DeepCopy()
+			j, d := *w.st.Job, *w.st.Desired
+			d.Enabled = false
+			w.live, _ = kube.Render(j, d, planConfig)
+			w.live.UID = "cronjob-uid"
+			return w.changeDesired(func(d *job.Deployment) { d.Enabled = true })
+		}, ActionResume, "enabled"},
+		{"a hand-edited CronJob is repaired", func() world {
+			return agreed().editLive(func(cj *batchv1.CronJob) { cj.Spec.Schedule = "1 1 1 1 *"; cj.Generation++ })
+		}, ActionRepair, "spec.schedule differs"},
+		{"a CronJob deleted and re-created with another image (kubectl replace --force) is repaired, though its generation is the recorded one", func() world {
+			w := agreed().editLive(func(cj *batchv1.CronJob) {
+				cj.UID, cj.Generation, cj.ResourceVersion = "recreated-uid", 1, "200"
+				cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Image = "evil:latest"
+			})
+			w.st.Actual.CronJobGeneration = 1
+			return w
+		}, ActionRepair, "image differs"},
+		{"a CronJob of an older incarnation of the job is replaced", func() world {
+			return agreed().editLive(func(cj *batchv1.CronJob) { cj.Labels[kube.LabelJobUID] = "older-job-uid" })
+		}, ActionReplace, "older incarnation"},
+		{"a CronJob of this installation from before installation labels is labelled, not re-created", func() world {
+			return agreed().editLive(func(cj *batchv1.CronJob) { delete(cj.Labels, kube.LabelInstallation) })
+		}, ActionAdopt, "before installation labels"},
+		{"a CronJob already right is only recorded when the database lags", func() world {
+			w := agreed()
+			w.st.Actual = nil
+			return w
+		}, ActionRecord, "database behind"},
+		{"the CronJob of a deleted data job is deleted", func() world {
+			w := agreed()
+			w.st.Job, w.st.Desired = nil, nil
+			return w
+		}, ActionDelete, "data job deleted"},
+		{"the CronJob of a deleted deployment is deleted", func() world {
+			w := agreed()
+			w.st.Desired = nil
+			return w
+		}, ActionDelete, "deployment deleted"},
+		{"the actual row of a CronJob already gone is forgotten", func() world {
+			w := agreed()
+			w.st.Job, w.st.Desired, w.live = nil, nil, nil
+			return w
+		}, ActionDelete, "forget the actual deployment"},
+		{"a CronJob of this installation that no row knows is an orphan", func() world {
+			w := agreed()
+			w.st = store.SyncState{Name: "orders"}
+			return w
+		}, ActionOrphan, "without a data job"},
+		{"a CronJob being deleted is waited for before it is created again", func() world {
+			return agreed().changeDesired(func(d *job.Deployment) { d.JobVersion = "v2" }).
+				editLive(func(cj *batchv1.CronJob) { cj.DeletionTimestamp = &now })
+		}, ActionWait, "being deleted"},
+		{"a CronJob being deleted for a deleted job is waited for before its row is forgotten", func() world {
+			w := agreed().editLive(func(cj *batchv1.CronJob) { cj.DeletionTimestamp = &now })
+			w.st.Job, w.st.Desired = nil, nil
+			return w
+		}, ActionWait, "being deleted"},
+		{"a generation Kubernetes rejected is held until the next deployment", func() world {
+			w := agreed().changeDesired(func(d *job.Deployment) { d.JobVersion = "v2" })
+			w.st.Desired.Status, w.st.Desired.StatusGeneration = job.StatusUserError, w.st.Job.Generation
+			return w
+		}, ActionHold, "rejected"},
+		{"a CronJob of another installation is never taken over", func() world {
+			return agreed().editLive(func(cj *batchv1.CronJob) { cj.Labels[kube.LabelInstallation] = "other-installation" })
+		}, ActionConflict, "another datajobs installation"},
+		{"an unlabelled managed CronJob of a job this database never had is never taken over", func() world {
+			return agreed().editLive(func(cj *batchv1.CronJob) {
+				delete(cj.Labels, kube.LabelInstallation)
+				cj.Labels[kube.LabelJobUID] = "someone-elses-job"
+			})
+		}, ActionConflict, "another datajobs installation"},
+		{"a CronJob of another installation without a row here is not an orphan", func() world {
+			w := agreed().editLive(func(cj *batchv1.CronJob) { cj.Labels[kube.LabelInstallation] = "other-installation" })
+			w.st = store.SyncState{Name: "orders"}
+			return w
+		}, ActionUnchanged, "another datajobs installation"},
+		{"shortcut: a job verified at this generation and resourceVersion is not even rendered", func() world {
+			w := agreed()
+			w.memo = &verified{uid: "job-uid", generation: 3, resourceVersion: "100"}
+			return w
+		}, ActionUnchanged, "verified"},
+		{"shortcut: the CronJob at the recorded UID and generation is not compared field by field", agreed, ActionUnchanged, "generation as recorded"},
+		{"without the shortcut's record, a field-by-field comparison finds it up to date", func() world {
+			w := agreed()
+			w.st.Actual.CronJobUID = ""
+			return w
+		}, ActionUnchanged, "up to date"},
+		{"a name nothing knows needs nothing", func() world {
+			return world{st: store.SyncState{Name: "orders"}}
+		}, ActionUnchanged, ""},
+	} {
+		t.Run(tc.behaviour, func(t *testing.T) {
+			t.Parallel()
+			w := tc.world()
+			p := plan(w.st, w.live, planConfig, w.memo)
+			require.Equal(t, tc.want, p.Action, p.Reason)
+			require.Contains(t, p.Reason, tc.reason)
+		})
+	}
+}
+
+func TestPruneGuard(t *testing.T) {
+	t.Parallel()
+	orphan := func(name string) Plan {
+		return Plan{Name: name, Action: ActionOrphan, Live: &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: name, UID: "uid-" + types.UID(name)}}}
+	}
+	plans := func(n int) []Plan {
+		var ps []Plan
+		for i := range n {
+			ps = append(ps, orphan(string(rune('a'+i))))
+		}
+		return append(ps, Plan{Name: "kept-job", Action: ActionUnchanged})
+	}
+	for _, tc := range []struct {
+		behaviour       string
+		orphans, jobs   int
+		owned           int
+		cfg             Config
+		refused         bool
+		approvedOrphans int
+	}{
+		{"a database without any job deletes nothing", 3, 0, 3, Config{}, true, 0},
+		{"not even one orphan on an empty database", 1, 0, 1, Config{}, true, 0},
+		{"more orphans than the fraction of owned CronJobs are all kept", 3, 7, 10, Config{}, true, 0},
+		{"orphans within the fraction are pruned", 2, 8, 10, Config{}, false, 2},
+		{"a higher fraction lets more go", 3, 7, 10, Config{PruneMaxFraction: 0.5}, false, 3},
+		{"--allow-mass-prune lifts the guard, even on an empty database", 3, 0, 3, Config{AllowMassPrune: true}, false, 3},
+		{"a pass without orphans refuses nothing", 0, 0, 0, Config{}, false, 0},
+	} {
+		t.Run(tc.behaviour, func(t *testing.T) {
+			t.Parallel()
+			s := New(tc.cfg, nil, nil, nil)
+			ps := plans(tc.orphans)
+			s.guardPrune(t.Context(), ps, tc.jobs, tc.owned)
+			r := s.PruneRefusal()
+			require.Equal(t, tc.refused, r != nil, "refusal %+v", r)
+			kept := 0
+			for _, p := range ps {
+				if p.Action == ActionKeep {
+					kept++
+				}
+			}
+			if tc.refused {
+				require.Equal(t, tc.orphans, kept, "every orphan kept")
+				require.Equal(t, tc.orphans, r.Orphans)
+				require.Contains(t, r.Reason, "--allow-mass-prune")
+			} else {
+				require.Zero(t, kept)
+			}
+			require.Len(t, s.pruneVerdict().approved, tc.approvedOrphans)
 		})
 	}
 }

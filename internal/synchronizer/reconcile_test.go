@@ -11,6 +11,7 @@ import (
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
+	"github.com/datajobs/datajobs/internal/synchronizer"
 )
 
 func TestDeployCreatesTheCronJobWithEveryField(t *testing.T) {
@@ -29,8 +30,11 @@ func TestDeployCreatesTheCronJobWithEveryField(t *testing.T) {
 	require.Equal(t, "15 10 * * *", cj.Spec.Schedule)
 	require.False(t, *cj.Spec.Suspend)
 	require.Equal(t, batchv1.ForbidConcurrent, cj.Spec.ConcurrencyPolicy)
+	installation, err := f.db.InstallationID(t.Context())
+	require.NoError(t, err)
 	require.Equal(t, map[string]string{
 		kube.LabelManagedBy: kube.ManagedByValue, kube.LabelJob: "orders-daily", kube.LabelTeam: team, kube.LabelJobUID: j.UID,
+		kube.LabelInstallation: installation,
 	}, cj.Labels)
 	require.Equal(t, "abc123", cj.Annotations[kube.AnnotationJobVersion])
 	require.Equal(t, "3.11", cj.Annotations[kube.AnnotationPythonVersion])
@@ -216,10 +220,12 @@ func TestUnmanagedCronJobIsNeverTouchedAndOrphansAreRemoved(t *testing.T) {
 	}
 	unmanaged, err := f.client.BatchV1().CronJobs(f.ns).Create(t.Context(), unmanaged, metav1.CreateOptions{})
 	require.NoError(t, err)
+	installation, err := f.db.InstallationID(t.Context())
+	require.NoError(t, err)
 	orphan := unmanaged.DeepCopy()
 	orphan.ObjectMeta = metav1.ObjectMeta{
 		Name: "orphaned-job", Namespace: f.ns,
-		Labels: map[string]string{kube.LabelManagedBy: kube.ManagedByValue, kube.LabelJob: "orphaned-job"},
+		Labels: map[string]string{kube.LabelManagedBy: kube.ManagedByValue, kube.LabelJob: "orphaned-job", kube.LabelInstallation: installation},
 	}
 	_, err = f.client.BatchV1().CronJobs(f.ns).Create(t.Context(), orphan, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -227,7 +233,8 @@ func TestUnmanagedCronJobIsNeverTouchedAndOrphansAreRemoved(t *testing.T) {
 	// A job whose name is taken by the unmanaged CronJob is not deployed over it.
 	f.createJob("someone-elses")
 	f.deploy("someone-elses", job.DeploymentChange{JobVersion: ptr("v1")})
-	f.start()
+	// The only CronJob of this installation is the orphan: above any prune fraction but 1.
+	f.startWith(synchronizer.Config{PruneMaxFraction: 1})
 	f.eventually(func() bool { return f.cronJob("orphaned-job") == nil }, "orphan removed")
 	f.eventually(func() bool { d := f.state("someone-elses").Desired; return d.Status == job.StatusPlatformError }, "conflict reported")
 	require.Contains(t, f.state("someone-elses").Desired.Message, "not managed by datajobs")

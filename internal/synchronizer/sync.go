@@ -14,13 +14,13 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	batchlisters "k8s.io/client-go/listers/batch/v1"
@@ -29,6 +29,7 @@ import (
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
+	"github.com/datajobs/datajobs/internal/leader"
 	"github.com/datajobs/datajobs/internal/store"
 )
 
@@ -40,26 +41,48 @@ type Store interface {
 	RecordFailure(ctx context.Context, fence store.Fence, name, uid string, gen int64, status job.SyncStatus, message string) (bool, error)
 	DeleteActual(ctx context.Context, fence store.Fence, name, uid string) (bool, error)
 	CountDeploymentsByStatus(ctx context.Context) (map[job.SyncStatus]int, error)
+	InstallationID(ctx context.Context) (string, error)
+	LeaseConfigFingerprint(ctx context.Context, name string) (string, error)
+	SetLeaseConfigFingerprint(ctx context.Context, name string, epoch int64, fingerprint string) (bool, error)
 	Listen(ctx context.Context, channel string, ready func(), notify func(payload string)) error
 }
 
-// Applier is what the synchronizer writes to Kubernetes.
+// Applier is what the synchronizer writes to Kubernetes (implemented by *kube.Applier,
+// whose doc comments give the contract: a plain create without live, preconditions on
+// live's UID and resourceVersion otherwise).
 type Applier interface {
-	Apply(ctx context.Context, cj *batchv1.CronJob) (*batchv1.CronJob, error)
+	Apply(ctx context.Context, live, cj *batchv1.CronJob) (*batchv1.CronJob, error)
 	Replace(ctx context.Context, live, cj *batchv1.CronJob) (*batchv1.CronJob, error)
-	Delete(ctx context.Context, name string, uid types.UID) error
+	Delete(ctx context.Context, live *batchv1.CronJob) error
+	Gone(ctx context.Context, name, jobUID string) (bool, error)
 }
 
 // Config configures a Synchronizer.
 type Config struct {
 	// Render is the platform-wide part of every CronJob; Render.Namespace is watched.
+	// Render.Installation, when empty, is read from the database at the start of a term.
 	Render kube.RenderConfig
+	// PruneMaxFraction is the largest share of this installation's CronJobs that one pass
+	// deletes as orphans (CronJobs no row of the database knows); a pass that would delete
+	// more, or any orphan at all while the database holds no job, deletes none of them
+	// (default 0.2). Deletes the database asked for are never held back.
+	PruneMaxFraction float64
+	// AllowMassPrune lifts the PruneMaxFraction guard, for an operator who means it.
+	AllowMassPrune bool
+	// AcceptConfigChange lets a leader whose rendering configuration (Render's
+	// Fingerprint) differs from the one the previous leader synced with sync, and makes
+	// its own the one recorded. Without it such a leader refuses to sync, so that two
+	// replicas (or a sync --once) with different flags never flip the CronJobs back and forth.
+	AcceptConfigChange bool
 	// Workers reconcile that many jobs in parallel (default 8).
 	Workers int
 	// ResyncInterval is the period of the full pass that catches anything missed (default 5m).
 	ResyncInterval time.Duration
 	// DryRun computes and logs the plan but writes nothing, to Kubernetes or the database.
 	DryRun bool
+	// StepDownAfter ends the term (Run returns ErrAPIServerUnreachable) when the apiserver
+	// has not answered for that long (default 0: never; serve sets the lease duration).
+	StepDownAfter time.Duration
 	// RetryBase and RetryMax bound the per-job exponential backoff of failed applies
 	// (default 500ms and 5m).
 	RetryBase, RetryMax time.Duration
@@ -74,6 +97,7 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	c.Render = c.Render.WithDefaults()
 	c.Workers = cmp.Or(c.Workers, 8)
+	c.PruneMaxFraction = cmp.Or(c.PruneMaxFraction, 0.2)
 	c.ResyncInterval = cmp.Or(c.ResyncInterval, 5*time.Minute)
 	c.RetryBase = cmp.Or(c.RetryBase, 500*time.Millisecond)
 	c.RetryMax = cmp.Or(c.RetryMax, 5*time.Minute)
@@ -96,21 +120,27 @@ type Synchronizer struct {
 	mu       sync.Mutex
 	verified map[string]verified
 	lastPlan map[string]Plan
+	// prune is the mass-prune guard's verdict of the latest full pass.
+	prune pruneVerdict
+	// configRefused says why the latest term refused its configuration ("": it did not).
+	configRefused string
 }
 
 // New builds a synchronizer over the database and the cluster's client.
 func New(cfg Config, db Store, client kubernetes.Interface, applier Applier) *Synchronizer {
 	cfg = cfg.withDefaults()
 	if applier == nil {
-		applier = kube.NewApplier(client, cfg.Render.Namespace)
+		applier = kube.NewApplier(client, cfg.Render.Namespace).Fenced(leader.Check)
 	}
 	return &Synchronizer{cfg: cfg, db: db, client: client, applier: applier, log: cfg.Logger, metrics: cfg.Metrics}
 }
 
-// term is one leadership term of the synchronizer: its fence, informer and queue.
+// term is one leadership term of the synchronizer: its fence, rendering configuration
+// (with the installation id), informer and queue.
 type term struct {
 	s      *Synchronizer
 	fence  store.Fence
+	render kube.RenderConfig
 	lister batchlisters.CronJobNamespaceLister
 	queue  workqueue.TypedRateLimitingInterface[string]
 	builds *buildStage // nil without a builder
@@ -119,16 +149,26 @@ type term struct {
 // Run synchronizes until ctx ends, as the leader of term epoch: it starts the informer,
 // the NOTIFY listener, the periodic resync (with a first pass at once) and the workers,
 // and on return every one of them has stopped. Queued work is dropped: the next leader
-// starts with a full pass.
+// starts with a full pass. It returns ErrAPIServerUnreachable when the apiserver has not
+// answered for StepDownAfter, and ErrConfigChanged when the rendering configuration was
+// not accepted: the caller should then end its term, so that another replica can try.
 func (s *Synchronizer) Run(ctx context.Context, epoch int64) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if s.cfg.StepDownAfter > 0 {
+		wg.Go(func() { s.watchAPIServer(ctx, cancel) })
+	}
 	t, stop, err := s.startTerm(ctx, epoch)
+	if cause := context.Cause(ctx); errors.Is(cause, ErrAPIServerUnreachable) {
+		err = cause
+	}
 	if err != nil {
 		return err
 	}
 	defer stop()
 
-	var wg sync.WaitGroup
-	defer wg.Wait()
 	defer t.queue.ShutDown()
 	defer t.builds.stop()
 	t.builds.start(ctx, &wg)
@@ -138,25 +178,72 @@ func (s *Synchronizer) Run(ctx context.Context, epoch int64) error {
 	wg.Go(func() { t.listen(ctx) })
 	wg.Go(func() { t.resyncLoop(ctx) })
 	<-ctx.Done()
+	if cause := context.Cause(ctx); errors.Is(cause, ErrAPIServerUnreachable) {
+		return cause
+	}
 	return nil
+}
+
+// ErrAPIServerUnreachable ends a term whose leader has not reached the apiserver for
+// StepDownAfter: another replica, perhaps with a better network path, may do better.
+var ErrAPIServerUnreachable = errors.New("the Kubernetes API server has not answered for longer than the lease; stepping down")
+
+// watchAPIServer asks the apiserver's /readyz every StepDownAfter/4 and cancels the term
+// with ErrAPIServerUnreachable when no answer came for StepDownAfter.
+func (s *Synchronizer) watchAPIServer(ctx context.Context, cancel context.CancelCauseFunc) {
+	every := s.cfg.StepDownAfter / 4
+	last := time.Now()
+	ticker := time.NewTicker(every)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		pingCtx, done := context.WithTimeout(ctx, every)
+		_, err := s.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(pingCtx)
+		done()
+		if err == nil {
+			last = time.Now()
+			continue
+		}
+		if since := time.Since(last); since > s.cfg.StepDownAfter {
+			s.log.ErrorContext(ctx, "sync_step_down", "reason", "apiserver unreachable", "since", since.Round(time.Millisecond).String(), "error", err)
+			cancel(ErrAPIServerUnreachable)
+			return
+		}
+	}
 }
 
 // startTerm starts a term's informer on the managed CronJobs and waits for its cache.
 func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(), error) {
 	s.mu.Lock()
 	s.verified = map[string]verified{}
+	s.prune = pruneVerdict{}
 	s.mu.Unlock()
+	render := s.cfg.Render
+	if render.Installation == "" {
+		id, err := s.db.InstallationID(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		render.Installation = id
+	}
+	if err := s.checkConfig(ctx, epoch, render); err != nil {
+		return nil, nil, err
+	}
 
 	// The informer sees every CronJob of the namespace, not only managed ones: the plan must
 	// know an unmanaged CronJob that holds a job's name (to leave it alone, or to adopt the
 	// one an import recorded). It acts only on managed ones and that single adoptee.
 	factory := informers.NewSharedInformerFactoryWithOptions(s.client, 0, informers.WithNamespace(s.cfg.Render.Namespace))
 	informer := factory.Batch().V1().CronJobs()
+	s.metrics.queue.newTerm()
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](s.cfg.RetryBase, s.cfg.RetryMax),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "datajobs_sync"})
-	t := &term{s: s, fence: store.Fence{Epoch: epoch}, lister: informer.Lister().CronJobs(s.cfg.Render.Namespace), queue: queue}
-	s.metrics.queue(queue)
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "datajobs_sync", MetricsProvider: s.metrics.queue})
+	t := &term{s: s, fence: store.Fence{Epoch: epoch}, render: render, lister: informer.Lister().CronJobs(s.cfg.Render.Namespace), queue: queue}
 
 	enqueue := func(obj any) {
 		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -186,7 +273,7 @@ func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(
 		cancel()
 		factory.Shutdown()
 	}
-	s.log.InfoContext(ctx, "sync_term_started", "epoch", epoch, "namespace", s.cfg.Render.Namespace, "dry_run", s.cfg.DryRun)
+	s.log.InfoContext(ctx, "sync_term_started", "epoch", epoch, "namespace", render.Namespace, "installation", render.Installation, "dry_run", s.cfg.DryRun)
 	if !cache.WaitForCacheSync(ctx.Done(), informer.Informer().HasSynced) {
 		queue.ShutDown()
 		stop()
@@ -203,14 +290,17 @@ func (t *term) work(ctx context.Context) {
 		if shutdown {
 			return
 		}
-		err := t.reconcile(ctx, name)
+		res, err := t.safeReconcile(ctx, name)
 		switch {
-		case err == nil:
-			t.queue.Forget(name)
 		case ctx.Err() != nil:
 			// The term is over; the next leader starts with a full pass.
-		default:
+		case err != nil || res.retry:
 			t.queue.AddRateLimited(name)
+		case res.requeueAfter > 0:
+			t.queue.Forget(name)
+			t.queue.AddAfter(name, res.requeueAfter)
+		default:
+			t.queue.Forget(name)
 		}
 		t.queue.Done(name)
 	}
@@ -261,22 +351,46 @@ func (t *term) resyncLoop(ctx context.Context) {
 	}
 }
 
+// safeReconcile is reconcile with a panic turned into an error: logged with the job,
+// counted, and retried with backoff like any failure, so that one bad job neither kills
+// the process nor, through it, the next leader.
+func (t *term) safeReconcile(ctx context.Context, name string) (res result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			t.s.metrics.panics.Inc()
+			t.s.log.ErrorContext(ctx, "sync_panic", "job", name, "panic", r, "stack", string(debug.Stack()))
+			res, err = result{}, fmt.Errorf("reconcile %s: panic: %v", name, r)
+		}
+	}()
+	return t.reconcile(ctx, name)
+}
+
 // reconcile handles one queue item: a job name, or a full pass.
-func (t *term) reconcile(ctx context.Context, name string) error {
+func (t *term) reconcile(ctx context.Context, name string) (result, error) {
 	if name == resyncKey {
 		_, err := t.pass(ctx)
-		return err
+		return result{}, err
 	}
 	st, err := t.s.db.LoadSyncState(ctx, name)
 	if err != nil {
 		t.s.metrics.reconciled("load", err)
-		return fmt.Errorf("load state of %s: %w", name, err)
+		return result{}, fmt.Errorf("load state of %s: %w", name, err)
 	}
 	live, err := t.live(name)
 	if err != nil {
-		return err
+		return result{}, err
 	}
-	p := plan(t.prepare(st), live, t.s.cfg.Render, t.s.memo(name))
+	p := plan(t.prepare(st), live, t.render, t.s.memo(name))
+	if p.Action == ActionOrphan {
+		switch v := t.s.pruneVerdict(); {
+		case v.refusal != nil:
+			p.Action, p.Reason = ActionKeep, v.refusal.Reason
+		case v.approved[p.Name] != p.Live.UID:
+			// Only a full pass can tell one orphan from a mass prune: let it decide.
+			t.queue.Add(resyncKey)
+			return result{}, nil
+		}
+	}
 	return t.execute(ctx, p)
 }
 
@@ -306,12 +420,19 @@ func (t *term) pass(ctx context.Context) ([]Plan, error) {
 		return nil, fmt.Errorf("resync: list cronjobs from cache: %w", err)
 	}
 	t.prepareAll(states)
-	plans := planAll(states, lives, t.s.cfg.Render, t.s.memo)
+	jobs := 0
+	for _, st := range states {
+		if st.Job != nil {
+			jobs++
+		}
+	}
+	plans, ownedCount := planAll(states, lives, t.render, t.s.memo)
+	t.s.guardPrune(ctx, plans, jobs, ownedCount)
 	t.s.metrics.planned(plans)
 	queued := 0
 	for _, p := range plans {
 		t.s.recordPlan(p)
-		if p.Action != ActionUnchanged && p.Action != ActionHold {
+		if p.Action != ActionUnchanged && p.Action != ActionHold && p.Action != ActionKeep {
 			t.queue.Add(p.Name)
 			queued++
 		} else {
@@ -324,12 +445,18 @@ func (t *term) pass(ctx context.Context) ([]Plan, error) {
 	return plans, nil
 }
 
-// planAll plans every name found in the database states or among the live CronJobs.
-func planAll(states map[string]store.SyncState, lives []*batchv1.CronJob, cfg kube.RenderConfig, memo func(string) *verified) []Plan {
+// planAll plans every name found in the database states or among the live CronJobs, and
+// counts the live CronJobs this installation owns.
+func planAll(states map[string]store.SyncState, lives []*batchv1.CronJob, cfg kube.RenderConfig, memo func(string) *verified) ([]Plan, int) {
 	live := make(map[string]*batchv1.CronJob, len(lives))
+	ownedCount := 0
 	for _, cj := range lives {
-		_, known := states[cj.Name]
-		if !known && !managed(cj) {
+		st, known := states[cj.Name]
+		mine := owned(cj, st, cfg.Installation)
+		if mine {
+			ownedCount++
+		}
+		if !known && !mine {
 			continue // neither ours nor wanted: not even worth a line in the plan
 		}
 		live[cj.Name] = cj
@@ -353,7 +480,7 @@ func planAll(states map[string]store.SyncState, lives []*batchv1.CronJob, cfg ku
 		})
 	}
 	wg.Wait()
-	return plans
+	return plans, ownedCount
 }
 
 // memo returns what the synchronizer last verified about a name, or nil.
@@ -402,5 +529,3 @@ func opID() string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
-
-var errStale = errors.New("desired state changed while applying; reconciling again")

@@ -11,7 +11,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/datajobs/datajobs/internal/job"
@@ -45,13 +44,19 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureIn(t, testenv.Namespace(t))
+}
+
+// newFixtureIn is a fixture over a fresh database whose synchronizer manages namespace ns.
+func newFixtureIn(t *testing.T, ns string) *fixture {
+	t.Helper()
 	dbURL := testenv.DatabaseURL(t)
 	db, err := store.Open(t.Context(), store.Config{URL: dbURL})
 	require.NoError(t, err)
 	t.Cleanup(db.Close)
 	svc, err := service.New(service.Config{SupportedPythonVersions: []string{"3.11"}}, db)
 	require.NoError(t, err)
-	f := &fixture{t: t, dbURL: dbURL, db: db, svc: svc, client: testenv.Clientset(t), ns: testenv.Namespace(t)}
+	f := &fixture{t: t, dbURL: dbURL, db: db, svc: svc, client: testenv.Clientset(t), ns: ns}
 	f.render = kube.RenderConfig{Namespace: f.ns, ImageRegistry: "registry.test/jobs"}
 	f.applier = &faultyApplier{real: kube.NewApplier(f.client, f.ns), ns: f.ns}
 	epoch, ok, err := db.TryAcquireLease(t.Context(), store.SyncLeaseName, "test", time.Hour)
@@ -63,19 +68,42 @@ func newFixture(t *testing.T) *fixture {
 }
 
 func (f *fixture) synchronizer(dryRun bool) *synchronizer.Synchronizer {
-	return synchronizer.New(synchronizer.Config{
-		Render: f.render, Workers: 4, DryRun: dryRun, ResyncInterval: time.Hour,
-		RetryBase: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond,
-	}, f.db, f.client, f.applier)
+	return f.synchronizerWith(synchronizer.Config{DryRun: dryRun})
+}
+
+// synchronizerWith is the fixture's synchronizer with cfg's guards and mode.
+func (f *fixture) synchronizerWith(cfg synchronizer.Config) *synchronizer.Synchronizer {
+	cfg.Render, cfg.Workers, cfg.ResyncInterval = f.render, 4, time.Hour
+	cfg.RetryBase, cfg.RetryMax = 50*time.Millisecond, 500*time.Millisecond
+	return synchronizer.New(cfg, f.db, f.client, f.applier)
+}
+
+// exec runs SQL on the fixture's database, as an operator or a restore would.
+func (f *fixture) exec(sql string) {
+	f.t.Helper()
+	conn, err := pgx.Connect(f.t.Context(), f.dbURL)
+	require.NoError(f.t, err)
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(f.t.Context(), sql)
+	require.NoError(f.t, err)
+}
+
+// newInstallation gives the fixture's database an installation id of its own: test
+// databases are copies of one migrated template, and so share one.
+func (f *fixture) newInstallation() {
+	f.exec(`UPDATE installation SET id = gen_random_uuid()`)
 }
 
 // start runs a synchronizer until stop (or the end of the test).
-func (f *fixture) start() {
+func (f *fixture) start() { f.startWith(synchronizer.Config{}) }
+
+// startWith runs a synchronizer with cfg's guards until stop (or the end of the test).
+func (f *fixture) startWith(cfg synchronizer.Config) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	s := f.synchronizer(false)
+	s := f.synchronizerWith(cfg)
 	go func() {
 		defer close(done)
 		_ = s.Run(ctx, f.epoch)
@@ -165,33 +193,69 @@ func (f *fixture) rowVersions(name string) [3]string {
 func ptr[T any](v T) *T { return &v }
 
 // faultyApplier passes writes to the real apiserver, or fails them like an unreachable
-// one while down is set (a real client-go error from a closed port).
+// one while down is set (a real client-go error from a closed port). Its hooks inject
+// what the real apiserver cannot produce on demand: a race right before a create, a
+// reconcile that panics.
 type faultyApplier struct {
 	real *kube.Applier
 	ns   string
 	mu   sync.Mutex
 	down *kube.Applier
+	// beforeCreate, if set, runs once right before the next create of a new CronJob.
+	beforeCreate func(cj *batchv1.CronJob)
+	// panicking, while set, makes every write panic; panics counts them.
+	panicking bool
+	panics    int
 }
 
 func (a *faultyApplier) pick() *kube.Applier {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.panicking {
+		a.panics++
+		panic("injected fault: the applier panics")
+	}
 	if a.down != nil {
 		return a.down
 	}
 	return a.real
 }
 
-func (a *faultyApplier) Apply(ctx context.Context, cj *batchv1.CronJob) (*batchv1.CronJob, error) {
-	return a.pick().Apply(ctx, cj)
+func (a *faultyApplier) Apply(ctx context.Context, live, cj *batchv1.CronJob) (*batchv1.CronJob, error) {
+	if live == nil {
+		a.mu.Lock()
+		hook := a.beforeCreate
+		a.beforeCreate = nil
+		a.mu.Unlock()
+		if hook != nil {
+			hook(cj)
+		}
+	}
+	return a.pick().Apply(ctx, live, cj)
 }
 
 func (a *faultyApplier) Replace(ctx context.Context, live, cj *batchv1.CronJob) (*batchv1.CronJob, error) {
 	return a.pick().Replace(ctx, live, cj)
 }
 
-func (a *faultyApplier) Delete(ctx context.Context, name string, uid types.UID) error {
-	return a.pick().Delete(ctx, name, uid)
+func (a *faultyApplier) Delete(ctx context.Context, live *batchv1.CronJob) error {
+	return a.pick().Delete(ctx, live)
+}
+
+func (a *faultyApplier) Gone(ctx context.Context, name, jobUID string) (bool, error) {
+	return a.pick().Gone(ctx, name, jobUID)
+}
+
+func (a *faultyApplier) panicCount() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.panics
+}
+
+func (a *faultyApplier) setPanicking(on bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.panicking = on
 }
 
 // setDown makes every write fail as against an apiserver that does not answer.

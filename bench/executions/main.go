@@ -1,0 +1,419 @@
+// Command executions benchmarks the leader's execution stage against a real PostgreSQL,
+// kube-apiserver and kube-controller-manager (the environment of `datajobs dev --env-only`):
+//
+//   - start: -starts manual starts, one after the other, each on its own job: the time from
+//     the start request to the Job seen by a watch (p50, p99);
+//   - transitions: -running executions made running at once, then each pod but 100 moved to
+//     Succeeded as a kubelet would: the time from the pod status write to the execution's
+//     row committed as succeeded (p50, p99, polled every 5 ms), and the execution writes
+//     per execution;
+//   - rest: with -finished finished executions added and the last 100 still running, a new
+//     term's first pass and the following seconds: the execution writes (expected: none).
+//
+// Pods are kept off kwok (a node selector no node has), so the benchmark plays the
+// kubelet. It reads DATAJOBS_TEST_DATABASE_URL and DATAJOBS_TEST_KUBECONFIG:
+//
+//	bash hack/with-env.sh .cache/bin/datajobs go run ./bench/executions
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5" //nolint:depguard // the benchmark counts the tracker's statements and polls rows
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/datajobs/datajobs/internal/devenv"
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/kube"
+	"github.com/datajobs/datajobs/internal/service"
+	"github.com/datajobs/datajobs/internal/store"
+	"github.com/datajobs/datajobs/internal/synchronizer"
+)
+
+const team = "bench"
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/executions:", err)
+		os.Exit(1)
+	}
+}
+
+// writeCounter counts the execution writes (store.RecordExecution) a pool sends.
+type writeCounter struct{ writes, passes atomic.Int64 }
+
+func (c *writeCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(d.SQL, "INSERT INTO data_job_execution AS e") {
+		c.writes.Add(1)
+	}
+	if strings.HasPrefix(d.SQL, "SELECT id, job_name, COALESCE(job_uid") && strings.Contains(d.SQL, "WHERE status IN") {
+		c.passes.Add(1)
+	}
+	return ctx
+}
+
+func (c *writeCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+type env struct {
+	dbURL  string
+	db     *store.Store // the tracker's, counted
+	svc    *service.Service
+	conn   *pgx.Conn
+	client kubernetes.Interface
+	ns     string
+	count  *writeCounter
+	epoch  int64
+	log    *slog.Logger
+}
+
+func run() error {
+	starts := flag.Int("starts", 200, "manual starts timed one after the other")
+	running := flag.Int("running", 1000, "executions running at once")
+	finished := flag.Int("finished", 10000, "finished executions added for the pass at rest")
+	flag.Parse()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	admin, kubeconfig := os.Getenv("DATAJOBS_TEST_DATABASE_URL"), os.Getenv("DATAJOBS_TEST_KUBECONFIG")
+	if admin == "" || kubeconfig == "" {
+		return errors.New("DATAJOBS_TEST_DATABASE_URL and DATAJOBS_TEST_KUBECONFIG are required (run under hack/with-env.sh)")
+	}
+	e, cleanup, err := setup(ctx, admin, kubeconfig)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+
+	stop := e.track()
+	lat, err := e.benchStart(ctx, *starts)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("start -> Job seen by a watch, %d starts: p50 %s, p99 %s, max %s\n", len(lat), pct(lat, 50), pct(lat, 99), pct(lat, 100))
+
+	before := e.count.writes.Load()
+	lat, err = e.benchTransitions(ctx, *running)
+	if err != nil {
+		return err
+	}
+	writes := e.count.writes.Load() - before
+	fmt.Printf("pod Succeeded -> row committed, %d executions: p50 %s, p99 %s, max %s\n", len(lat), pct(lat, 50), pct(lat, 99), pct(lat, 100))
+	moved := len(lat)
+	fmt.Printf("execution writes: %d for %d executions made running and %d of them succeeded: %.3f per transition\n",
+		writes, *running, moved, float64(writes)/float64(*running+moved))
+	stop()
+
+	if _, err := e.conn.Exec(ctx, `INSERT INTO data_job_execution (id, job_name, job_uid, type, status, op_id, start_time, end_time)
+SELECT 'old-' || i, j.name, j.uid, 'scheduled', 'succeeded', 'o', now() - interval '1 hour', now() - interval '59 minutes'
+FROM generate_series(1, $1) i JOIN data_job j ON j.name = 'bench-x-000000'`, *finished); err != nil {
+		return fmt.Errorf("insert finished executions: %w", err)
+	}
+	var final, active int
+	if err := e.conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status NOT IN ('submitted', 'running')), count(*) FILTER (WHERE status IN ('submitted', 'running')) FROM data_job_execution`).Scan(&final, &active); err != nil {
+		return err
+	}
+	before, passes := e.count.writes.Load(), e.count.passes.Load()
+	stop = e.track()
+	for e.count.passes.Load() == passes {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(5 * time.Second) // the Jobs the pass queued are reconciled meanwhile
+	stop()
+	fmt.Printf("pass at rest over %d finished and %d running executions (%d Jobs): %d execution writes\n",
+		final, active, *starts+*running, e.count.writes.Load()-before)
+	return nil
+}
+
+func setup(ctx context.Context, admin, kubeconfig string) (*env, func(), error) {
+	name := "bench_exec_" + randomHex(5)
+	if err := devenv.CreateDatabase(ctx, admin, name, ""); err != nil {
+		return nil, nil, err
+	}
+	u, _ := url.Parse(admin)
+	u.Path = "/" + name
+	e := &env{
+		dbURL: u.String(), count: &writeCounter{}, ns: "bench-exec-" + randomHex(4),
+		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
+	var cleanups []func()
+	cleanup := func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+	}
+	cleanups = append(cleanups, func() { _ = devenv.DropDatabase(context.Background(), admin, name) })
+	var err error
+	if e.db, err = store.Open(ctx, store.Config{URL: e.dbURL, MaxConns: 16, Tracer: e.count}); err != nil {
+		return nil, cleanup, err
+	}
+	cleanups = append(cleanups, e.db.Close)
+	if _, err := e.db.Migrate(ctx); err != nil {
+		return nil, cleanup, err
+	}
+	if e.svc, err = service.New(service.Config{SupportedPythonVersions: []string{"3.11"}}, e.db); err != nil {
+		return nil, cleanup, err
+	}
+	if e.conn, err = pgx.Connect(ctx, e.dbURL); err != nil {
+		return nil, cleanup, err
+	}
+	cleanups = append(cleanups, func() { e.conn.Close(context.Background()) })
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, cleanup, err
+	}
+	rc.QPS, rc.Burst = 2000, 4000
+	if e.client, err = kubernetes.NewForConfig(rc); err != nil {
+		return nil, cleanup, err
+	}
+	if _, err := e.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}, metav1.CreateOptions{}); err != nil {
+		return nil, cleanup, err
+	}
+	cleanups = append(cleanups, func() {
+		_ = e.client.CoreV1().Namespaces().Delete(context.Background(), e.ns, metav1.DeleteOptions{})
+	})
+	epoch, ok, err := e.db.TryAcquireLease(ctx, store.SyncLeaseName, "bench", time.Hour)
+	if err != nil || !ok {
+		return nil, cleanup, fmt.Errorf("lease: %v %w", ok, err)
+	}
+	e.epoch = epoch
+	return e, cleanup, nil
+}
+
+// track runs the execution stage until the returned stop is called.
+func (e *env) track() func() {
+	x := synchronizer.NewExecutions(synchronizer.ExecutionConfig{Namespace: e.ns, Workers: 8, ResyncInterval: time.Hour, Logger: e.log}, e.db, e.client)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = x.Run(ctx, e.epoch)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// jobs creates n data jobs, deployed, with their CronJobs rendered as the synchronizer
+// does but with pods that no node takes.
+func (e *env) jobs(ctx context.Context, prefix string, n int) ([]string, error) {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("bench-%s-%06d", prefix, i)
+	}
+	v := "v1"
+	err := parallel(names, 16, func(name string) error {
+		j, err := e.svc.CreateJob(ctx, team, job.Job{Name: name, Team: team, Schedule: "0 3 1 1 *"})
+		if err != nil {
+			return err
+		}
+		d, err := e.svc.Deploy(ctx, team, name, job.DeploymentChange{JobVersion: &v}, "bench")
+		if err != nil {
+			return err
+		}
+		cj, _ := kube.Render(j, d, kube.RenderConfig{Namespace: e.ns})
+		cj.Spec.JobTemplate.Spec.Template.Spec.NodeSelector = map[string]string{"datajobs.bench/hold": "true"}
+		_, err = e.client.BatchV1().CronJobs(e.ns).Create(ctx, cj, metav1.CreateOptions{})
+		return err
+	})
+	return names, err
+}
+
+func (e *env) benchStart(ctx context.Context, n int) ([]time.Duration, error) {
+	names, err := e.jobs(ctx, "s", n)
+	if err != nil {
+		return nil, err
+	}
+	w, err := e.client.BatchV1().Jobs(e.ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer w.Stop()
+	var out []time.Duration
+	for _, name := range names {
+		t0 := time.Now()
+		ex, err := e.svc.StartExecution(ctx, team, name, service.ExecutionRequest{}, "bench", "op")
+		if err != nil {
+			return nil, err
+		}
+		for ev := range w.ResultChan() {
+			if j, ok := ev.Object.(*batchv1.Job); ok && ev.Type == watch.Added && j.Name == ex.ID {
+				out = append(out, time.Since(t0))
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+func (e *env) benchTransitions(ctx context.Context, n int) ([]time.Duration, error) {
+	names, err := e.jobs(ctx, "x", n)
+	if err != nil {
+		return nil, err
+	}
+	ids := make(map[string]string, n) // execution id -> job name
+	for _, name := range names {
+		ex, err := e.svc.StartExecution(ctx, team, name, service.ExecutionRequest{}, "bench", "op")
+		if err != nil {
+			return nil, err
+		}
+		ids[ex.ID] = name
+	}
+	pods := map[string]*corev1.Pod{}
+	for len(pods) < n {
+		list, err := e.client.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: "datajobs.io/job"})
+		if err != nil {
+			return nil, err
+		}
+		for i := range list.Items {
+			p := &list.Items[i]
+			if _, ok := ids[p.Labels[kube.LabelJobName]]; ok {
+				pods[p.Labels[kube.LabelJobName]] = p
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	podList := make([]*corev1.Pod, 0, n)
+	for _, p := range pods {
+		podList = append(podList, p)
+	}
+	if err := parallel(podList, 16, func(p *corev1.Pod) error { return e.kubelet(ctx, p, corev1.PodRunning) }); err != nil {
+		return nil, err
+	}
+	if err := e.waitStatus(ctx, "running", n, nil); err != nil {
+		return nil, err
+	}
+	// The first 100 stay running, for the pass at rest.
+	keep := min(100, n/10)
+	var mu sync.Mutex
+	written := map[string]time.Time{}
+	if err := parallel(podList[keep:], 16, func(p *corev1.Pod) error {
+		err := e.kubelet(ctx, p, corev1.PodSucceeded)
+		mu.Lock()
+		written[p.Labels[kube.LabelJobName]] = time.Now()
+		mu.Unlock()
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	committed := map[string]time.Time{}
+	if err := e.waitStatus(ctx, "succeeded", n-keep, committed); err != nil {
+		return nil, err
+	}
+	var out []time.Duration
+	for id, t := range committed {
+		out = append(out, t.Sub(written[id]))
+	}
+	return out, nil
+}
+
+// waitStatus polls every 5 ms until n executions of the x jobs have the status, noting
+// when each was first seen so.
+func (e *env) waitStatus(ctx context.Context, status string, n int, seen map[string]time.Time) error {
+	for {
+		rows, err := e.conn.Query(ctx, `SELECT id FROM data_job_execution WHERE status = $1 AND job_name LIKE 'bench-x-%'`, status)
+		if err != nil {
+			return err
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		for _, id := range ids {
+			if seen != nil {
+				if _, ok := seen[id]; !ok {
+					seen[id] = now
+				}
+			}
+		}
+		if len(ids) >= n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d executions %s: %w", len(ids), n, status, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// kubelet writes a pod's phase and its container's state as a kubelet would.
+func (e *env) kubelet(ctx context.Context, p *corev1.Pod, phase corev1.PodPhase) error {
+	for {
+		cur, err := e.client.CoreV1().Pods(e.ns).Get(ctx, p.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		now := metav1.Now()
+		state := corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}
+		if phase == corev1.PodSucceeded {
+			state = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed", StartedAt: now, FinishedAt: now}}
+		}
+		cur.Status.Phase = phase
+		if cur.Status.StartTime == nil {
+			cur.Status.StartTime = &now
+		}
+		cur.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: cur.Spec.Containers[0].Name, Image: cur.Spec.Containers[0].Image, State: state}}
+		if _, err = e.client.CoreV1().Pods(e.ns).UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err == nil {
+			return nil
+		}
+	}
+}
+
+func parallel[T any](items []T, workers int, fn func(T) error) error {
+	work := make(chan T)
+	var wg sync.WaitGroup
+	var first atomic.Pointer[error]
+	for range workers {
+		wg.Go(func() {
+			for it := range work {
+				if err := fn(it); err != nil {
+					first.CompareAndSwap(nil, &err)
+				}
+			}
+		})
+	}
+	for _, it := range items {
+		work <- it
+	}
+	close(work)
+	wg.Wait()
+	if p := first.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func pct(d []time.Duration, p int) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	i := min(len(s)-1, len(s)*p/100)
+	return s[i].Round(100 * time.Microsecond)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,109 @@
+package job
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+)
+
+// ExecutionStatus is where an execution of a data job stands, as VDK spells it.
+type ExecutionStatus string
+
+// The statuses of an execution. Submitted and running are the only ones that change;
+// every other one is final: once recorded, it stays.
+const (
+	ExecSubmitted     ExecutionStatus = "submitted"
+	ExecRunning       ExecutionStatus = "running"
+	ExecSucceeded     ExecutionStatus = "succeeded"
+	ExecCancelled     ExecutionStatus = "cancelled"
+	ExecSkipped       ExecutionStatus = "skipped"
+	ExecUserError     ExecutionStatus = "user_error"
+	ExecPlatformError ExecutionStatus = "platform_error"
+)
+
+// Final reports whether s never changes once recorded.
+func (s ExecutionStatus) Final() bool { return s != ExecSubmitted && s != ExecRunning }
+
+// Execution types: started through the API, or by the CronJob's schedule.
+const (
+	ExecManual    = "manual"
+	ExecScheduled = "scheduled"
+)
+
+// ValidateArgs checks the args of a manual start: a JSON object whose values are strings,
+// numbers or booleans (what `vdk run --arguments` accepts). It returns the object
+// re-encoded compactly, or nil when there are none.
+func ValidateArgs(raw json.RawMessage) ([]byte, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+		return nil, Invalid("args", "a JSON object of strings, numbers and booleans", "not an object")
+	}
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		switch obj[k].(type) {
+		case string, float64, bool:
+		default:
+			return nil, Invalid("args", "a JSON object of strings, numbers and booleans", fmt.Sprintf("%q holding %s", k, jsonKind(obj[k])))
+		}
+	}
+	if len(obj) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return nil, Invalid("args", "a JSON object", err.Error())
+	}
+	return b, nil
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return "a value"
+}
+
+// ExecutionNotFound reports an execution that is not one of the job's.
+func ExecutionNotFound(team, name, id string) *Error {
+	return &Error{
+		Kind:            KindNotFound,
+		What:            fmt.Sprintf("The execution %q of data job %q was not found for team %q.", id, name, team),
+		Why:             "No execution with that id belongs to that job and team, or it was cleaned up.",
+		Consequences:    "The request was not processed.",
+		Countermeasures: "List the job's executions to find the right id.",
+	}
+}
+
+// ExecutionActive reports a start while another execution of the job is under way.
+func ExecutionActive(name, id string) *Error {
+	return &Error{
+		Kind:            KindConflict,
+		What:            fmt.Sprintf("The data job %q is already executing (execution %q).", name, id),
+		Why:             "Only one execution of a data job runs at a time.",
+		Consequences:    "No new execution was started.",
+		Countermeasures: "Wait for the running execution to finish, or cancel it, and start again.",
+	}
+}
+
+// ExecutionFinished reports a cancel of an execution that already ended.
+func ExecutionFinished(id string, status ExecutionStatus) *Error {
+	return &Error{
+		Kind:            KindInvalid,
+		What:            fmt.Sprintf("The execution %q cannot be cancelled.", id),
+		Why:             fmt.Sprintf("It has already finished with status %s.", status),
+		Consequences:    "Nothing was changed.",
+		Countermeasures: "Only submitted or running executions can be cancelled.",
+	}
+}

@@ -1,0 +1,339 @@
+package kube
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/datajobs/datajobs/internal/job"
+)
+
+// Annotations of a manual execution's Job, and the label Kubernetes puts on a Job's pods.
+const (
+	// AnnotationOpID is the operation id of the request that started the execution.
+	AnnotationOpID = "datajobs.io/op-id"
+	// AnnotationStartedBy is who started it.
+	AnnotationStartedBy = "datajobs.io/started-by"
+	// AnnotationExecutionType is manual or scheduled (absent: scheduled, made by the
+	// CronJob controller).
+	AnnotationExecutionType = "datajobs.io/execution-type"
+	// LabelJobName is set by the Job controller on every pod of a Job.
+	LabelJobName = "batch.kubernetes.io/job-name"
+	// EnvOpID carries the operation id into the job's container, as in VDK.
+	EnvOpID = "VDK_OP_ID"
+)
+
+// ManualExecution is what a manual run adds to the CronJob's job template.
+type ManualExecution struct {
+	// ID is the execution id and the Job's name.
+	ID        string
+	OpID      string
+	StartedBy string
+	// Args is the JSON object of arguments, or nil; passed as `--arguments '<json>'`.
+	Args []byte
+}
+
+// ExecutionJob is the Job of a manual execution, made from the CronJob's job template as
+// `kubectl create job --from=cronjob/<name>` does (the CronJob owns it, so it goes with
+// the CronJob), with the execution's annotations and VDK_OP_ID. Arguments are appended
+// to the main container's command as VDK does when the command ends in `vdk run`, and
+// passed as container args otherwise.
+func ExecutionJob(cj *batchv1.CronJob, e ManualExecution) *batchv1.Job {
+	tmpl := cj.Spec.JobTemplate.DeepCopy()
+	annotations := maps.Clone(tmpl.Annotations)
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations["cronjob.kubernetes.io/instantiate"] = "manual"
+	annotations[AnnotationOpID] = e.OpID
+	annotations[AnnotationStartedBy] = e.StartedBy
+	annotations[AnnotationExecutionType] = job.ExecManual
+	j := &batchv1.Job{
+		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        e.ID,
+			Namespace:   cj.Namespace,
+			Labels:      tmpl.Labels,
+			Annotations: annotations,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "batch/v1", Kind: "CronJob", Name: cj.Name, UID: cj.UID,
+				Controller: new(true), BlockOwnerDeletion: new(true),
+			}},
+		},
+		Spec: tmpl.Spec,
+	}
+	if cs := j.Spec.Template.Spec.Containers; len(cs) > 0 {
+		c := &cs[0]
+		c.Env = append(c.Env, corev1.EnvVar{Name: EnvOpID, Value: e.OpID})
+		if len(e.Args) > 0 {
+			if n := len(c.Command); n > 0 && strings.Contains(c.Command[n-1], "vdk run") {
+				c.Command[n-1] += " --arguments " + shellQuote(string(e.Args))
+			} else {
+				c.Args = append(c.Args, "--arguments", string(e.Args))
+			}
+		}
+	}
+	return j
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// Observation is the execution status a Job and its pods show.
+type Observation struct {
+	Status  job.ExecutionStatus
+	Message string
+	// Start is when the Job started; End when it reached its final state.
+	Start, End *time.Time
+	// Pod is the execution's latest pod (nil when it has none): its log is the execution's.
+	Pod *corev1.Pod
+	// RecheckAfter > 0 asks to look again then even without an event (a grace period runs).
+	RecheckAfter time.Duration
+	// Abandon is set when the Job must be deleted because its status was decided while it
+	// still runs (an image that cannot be pulled).
+	Abandon bool
+}
+
+// vdkTermination is what vdk-core writes as its container's termination message.
+type vdkTermination struct {
+	Status     string `json:"status"`
+	VDKVersion string `json:"vdk_version"`
+}
+
+// vdkStatuses maps vdk-core's termination statuses to execution statuses.
+var vdkStatuses = map[string]job.ExecutionStatus{
+	"success":        job.ExecSucceeded,
+	"user error":     job.ExecUserError,
+	"platform error": job.ExecPlatformError,
+	"skipped":        job.ExecSkipped,
+	"cancelled":      job.ExecCancelled,
+}
+
+// platformPodReasons are pod failures the platform caused, not the job's code.
+var platformPodReasons = []string{"Evicted", "NodeLost", "Shutdown", "Terminated", "UnexpectedAdmissionError", "NodeAffinity", "Preempting"}
+
+// imagePullReasons are container waiting reasons of an image that cannot be pulled.
+var imagePullReasons = []string{"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
+
+// ObserveExecution derives an execution's status from its Job and pods. The container's
+// termination message (vdk-core's JSON) wins when there is one; otherwise a deadline or
+// an out-of-memory kill is the user's error, as is a non-zero exit; an image that cannot
+// be pulled for longer than pullGrace, an eviction or a lost node are the platform's. A
+// Job never reads as succeeded unless Kubernetes says it completed.
+func ObserveExecution(j *batchv1.Job, pods []*corev1.Pod, now time.Time, pullGrace time.Duration) Observation {
+	o := Observation{Status: job.ExecSubmitted, Pod: latestPod(pods)}
+	if j.Status.StartTime != nil {
+		o.Start = &j.Status.StartTime.Time
+	}
+	complete, failed := jobFinished(j)
+	if complete != nil || failed != nil {
+		c := complete
+		if c == nil {
+			c = failed
+		}
+		end := c.LastTransitionTime.Time
+		if end.IsZero() {
+			end = now
+		}
+		o.End = &end
+		if status, msg, ok := terminationStatus(o.Pod); ok {
+			o.Status, o.Message = status, msg
+			return o
+		}
+		if complete != nil {
+			o.Status = job.ExecSucceeded
+			return o
+		}
+		o.Status, o.Message = failure(j, failed, pods, o.Pod)
+		return o
+	}
+	if o.Pod == nil {
+		return o
+	}
+	if w := mainWaiting(o.Pod); w != nil && slices.Contains(imagePullReasons, w.Reason) {
+		since := o.Pod.CreationTimestamp.Time
+		if waited := now.Sub(since); waited >= pullGrace {
+			o.Status, o.Abandon, o.End = job.ExecPlatformError, true, &now
+			o.Message = fmt.Sprintf("The image %s could not be pulled for %s (%s: %s). The execution was stopped.",
+				mainContainer(o.Pod).Image, waited.Round(time.Second), w.Reason, w.Message)
+			return o
+		} else {
+			o.RecheckAfter = pullGrace - waited
+		}
+	}
+	if ran(o.Pod) || j.Status.Failed > 0 {
+		o.Status = job.ExecRunning
+	}
+	return o
+}
+
+// jobFinished returns the Job's true Complete (or SuccessCriteriaMet) and Failed (or
+// FailureTarget) conditions, nil when absent.
+func jobFinished(j *batchv1.Job) (complete, failed *batchv1.JobCondition) {
+	for i := range j.Status.Conditions {
+		c := &j.Status.Conditions[i]
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete, batchv1.JobSuccessCriteriaMet:
+			complete = c
+		case batchv1.JobFailed, batchv1.JobFailureTarget:
+			failed = c
+		}
+	}
+	if complete != nil && failed != nil {
+		complete = nil // a Job is never both; trust the failure
+	}
+	return complete, failed
+}
+
+// failure explains a failed Job without a termination message.
+func failure(j *batchv1.Job, cond *batchv1.JobCondition, pods []*corev1.Pod, last *corev1.Pod) (job.ExecutionStatus, string) {
+	if cond.Reason == batchv1.JobReasonDeadlineExceeded {
+		limit := "its time limit"
+		if d := j.Spec.ActiveDeadlineSeconds; d != nil {
+			limit = fmt.Sprintf("its time limit of %s (activeDeadlineSeconds)", time.Duration(*d)*time.Second)
+		}
+		return job.ExecUserError, "The execution ran longer than " + limit + " and was stopped."
+	}
+	if t := mainTerminated(last); t != nil && t.Reason == "OOMKilled" {
+		limit := ""
+		if c := mainContainer(last); c != nil {
+			if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
+				limit = " of " + q.String()
+			}
+		}
+		return job.ExecUserError, "The execution ran out of memory: it was killed for exceeding its memory limit" + limit + ". Lower its memory use or raise its memory limit."
+	}
+	if reason, ok := platformFailure(last); ok {
+		return job.ExecPlatformError, fmt.Sprintf("The execution's pod was stopped by the platform (%s). %d attempt(s) failed.", reason, j.Status.Failed)
+	}
+	if t := mainTerminated(last); t != nil && t.ExitCode != 0 {
+		return job.ExecUserError, fmt.Sprintf("The data job exited with code %d (%s).", t.ExitCode, t.Reason)
+	}
+	// Every attempt failed for a reason other than the job's exit code.
+	for _, p := range pods {
+		if reason, ok := platformFailure(p); ok {
+			return job.ExecPlatformError, fmt.Sprintf("The execution's pods were stopped by the platform (%s).", reason)
+		}
+	}
+	return job.ExecPlatformError, fmt.Sprintf("Kubernetes failed the Job: %s: %s", cond.Reason, cond.Message)
+}
+
+// platformFailure reports a pod that failed because of the platform: evicted, its node
+// lost or shut down, disrupted.
+func platformFailure(p *corev1.Pod) (string, bool) {
+	if p == nil {
+		return "", false
+	}
+	if p.Status.Phase == corev1.PodFailed && slices.Contains(platformPodReasons, p.Status.Reason) {
+		return p.Status.Reason, true
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			return c.Reason, true
+		}
+	}
+	return "", false
+}
+
+// terminationStatus reads vdk-core's termination message of the pod's main container.
+func terminationStatus(p *corev1.Pod) (job.ExecutionStatus, string, bool) {
+	t := mainTerminated(p)
+	if t == nil || strings.TrimSpace(t.Message) == "" {
+		return "", "", false
+	}
+	var msg vdkTermination
+	text := strings.TrimSpace(t.Message)
+	if json.Unmarshal([]byte(text), &msg) == nil && msg.Status != "" {
+		text = msg.Status
+	}
+	status, ok := vdkStatuses[strings.ToLower(strings.TrimSpace(text))]
+	if !ok {
+		return job.ExecPlatformError, "Unknown termination status of the data job: " + truncate(text, 200), true
+	}
+	out := text
+	if msg.VDKVersion != "" {
+		out += " (vdk " + msg.VDKVersion + ")"
+	}
+	return status, out, true
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// latestPod is the pod created last: the execution's current or final attempt.
+func latestPod(pods []*corev1.Pod) *corev1.Pod {
+	var last *corev1.Pod
+	for _, p := range pods {
+		if last == nil || p.CreationTimestamp.After(last.CreationTimestamp.Time) ||
+			(p.CreationTimestamp.Equal(&last.CreationTimestamp) && p.Name > last.Name) {
+			last = p
+		}
+	}
+	return last
+}
+
+// mainContainer is the job's container: the first of the pod spec (named after the job).
+func mainContainer(p *corev1.Pod) *corev1.Container {
+	if p == nil || len(p.Spec.Containers) == 0 {
+		return nil
+	}
+	return &p.Spec.Containers[0]
+}
+
+func mainStatus(p *corev1.Pod) *corev1.ContainerStatus {
+	c := mainContainer(p)
+	if c == nil {
+		return nil
+	}
+	for i := range p.Status.ContainerStatuses {
+		if p.Status.ContainerStatuses[i].Name == c.Name {
+			return &p.Status.ContainerStatuses[i]
+		}
+	}
+	return nil
+}
+
+func mainTerminated(p *corev1.Pod) *corev1.ContainerStateTerminated {
+	s := mainStatus(p)
+	if s == nil {
+		return nil
+	}
+	if s.State.Terminated != nil {
+		return s.State.Terminated
+	}
+	return s.LastTerminationState.Terminated
+}
+
+func mainWaiting(p *corev1.Pod) *corev1.ContainerStateWaiting {
+	if s := mainStatus(p); s != nil {
+		return s.State.Waiting
+	}
+	return nil
+}
+
+// ran reports whether the pod's container started: it runs or ran.
+func ran(p *corev1.Pod) bool {
+	switch p.Status.Phase {
+	case corev1.PodRunning, corev1.PodSucceeded:
+		return true
+	case corev1.PodFailed:
+		return mainTerminated(p) != nil
+	}
+	return false
+}

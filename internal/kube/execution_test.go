@@ -1,0 +1,166 @@
+package kube_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/kube"
+	"github.com/datajobs/datajobs/internal/testenv"
+)
+
+var t0 = time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+
+func execJob(conds ...batchv1.JobCondition) *batchv1.Job {
+	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "my-job-1"}}
+	j.Spec.ActiveDeadlineSeconds = new(int64(600))
+	j.Status.StartTime = &metav1.Time{Time: t0}
+	j.Status.Conditions = conds
+	return j
+}
+
+func cond(t batchv1.JobConditionType, reason string) batchv1.JobCondition {
+	return batchv1.JobCondition{Type: t, Status: corev1.ConditionTrue, Reason: reason, LastTransitionTime: metav1.Time{Time: t0.Add(time.Minute)}}
+}
+
+func pod(phase corev1.PodPhase, state corev1.ContainerState) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "my-job-1-abc", CreationTimestamp: metav1.Time{Time: t0}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "my-job", Image: "reg/my-job:v1",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1000Mi")}},
+		}}},
+		Status: corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{Name: "my-job", State: state}}},
+	}
+}
+
+func terminated(code int32, reason, msg string) corev1.ContainerState {
+	return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, Message: msg}}
+}
+
+func TestObserveExecutionGivesTheTrueOutcome(t *testing.T) {
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	pulling := corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "not found"}}
+	evicted := pod(corev1.PodFailed, corev1.ContainerState{})
+	evicted.Status.Reason = "Evicted"
+	for _, tt := range []struct {
+		name    string
+		job     *batchv1.Job
+		pods    []*corev1.Pod
+		now     time.Time
+		status  job.ExecutionStatus
+		message string
+	}{
+		{"a Job without pods is submitted", execJob(), nil, t0, job.ExecSubmitted, ""},
+		{"a pending pod is submitted", execJob(), []*corev1.Pod{pod(corev1.PodPending, corev1.ContainerState{})}, t0, job.ExecSubmitted, ""},
+		{"a running pod is running", execJob(), []*corev1.Pod{pod(corev1.PodRunning, running)}, t0, job.ExecRunning, ""},
+		{"a complete Job succeeded", execJob(cond(batchv1.JobComplete, "")), []*corev1.Pod{pod(corev1.PodSucceeded, terminated(0, "Completed", ""))}, t0, job.ExecSucceeded, ""},
+		{
+			"the termination message wins over completion", execJob(cond(batchv1.JobComplete, "")),
+			[]*corev1.Pod{pod(corev1.PodSucceeded, terminated(0, "Completed", `{"status": "User error", "vdk_version": "0.3.1"}`))},
+			t0, job.ExecUserError, "User error (vdk 0.3.1)",
+		},
+		{
+			"a platform error termination message", execJob(cond(batchv1.JobFailed, "BackoffLimitExceeded")),
+			[]*corev1.Pod{pod(corev1.PodFailed, terminated(1, "Error", `{"status": "Platform error", "vdk_version": "0.3.1"}`))},
+			t0, job.ExecPlatformError, "Platform error (vdk 0.3.1)",
+		},
+		{
+			"a success termination message", execJob(cond(batchv1.JobComplete, "")),
+			[]*corev1.Pod{pod(corev1.PodSucceeded, terminated(0, "Completed", `{"status": "Success", "vdk_version": "0.3.1"}`))},
+			t0, job.ExecSucceeded, "Success (vdk 0.3.1)",
+		},
+		{
+			"an unknown termination message is a platform error, never success", execJob(cond(batchv1.JobComplete, "")),
+			[]*corev1.Pod{pod(corev1.PodSucceeded, terminated(0, "Completed", `gibberish`))},
+			t0, job.ExecPlatformError, "Unknown termination status of the data job: gibberish",
+		},
+		{
+			"a deadline is the user's error", execJob(cond(batchv1.JobFailed, "DeadlineExceeded")),
+			[]*corev1.Pod{pod(corev1.PodFailed, terminated(137, "Error", ""))},
+			t0, job.ExecUserError, "The execution ran longer than its time limit of 10m0s (activeDeadlineSeconds) and was stopped.",
+		},
+		{
+			"out of memory is the user's error", execJob(cond(batchv1.JobFailed, "BackoffLimitExceeded")),
+			[]*corev1.Pod{pod(corev1.PodFailed, terminated(137, "OOMKilled", ""))},
+			t0, job.ExecUserError, "The execution ran out of memory: it was killed for exceeding its memory limit of 1000Mi. Lower its memory use or raise its memory limit.",
+		},
+		{
+			"a non-zero exit without a message is the user's error", execJob(cond(batchv1.JobFailed, "BackoffLimitExceeded")),
+			[]*corev1.Pod{pod(corev1.PodFailed, terminated(3, "Error", ""))},
+			t0, job.ExecUserError, "The data job exited with code 3 (Error).",
+		},
+		{
+			"backoff after evictions is the platform's error", execJob(cond(batchv1.JobFailed, "BackoffLimitExceeded")),
+			[]*corev1.Pod{evicted},
+			t0, job.ExecPlatformError, "The execution's pod was stopped by the platform (Evicted). 0 attempt(s) failed.",
+		},
+		{"an image pull failure within the grace is still submitted", execJob(), []*corev1.Pod{pod(corev1.PodPending, pulling)}, t0.Add(time.Minute), job.ExecSubmitted, ""},
+		{
+			"an image pull failure past the grace is the platform's error", execJob(),
+			[]*corev1.Pod{pod(corev1.PodPending, pulling)},
+			t0.Add(5 * time.Minute),
+			job.ExecPlatformError, "The image reg/my-job:v1 could not be pulled for 5m0s (ImagePullBackOff: not found). The execution was stopped.",
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o := kube.ObserveExecution(tt.job, tt.pods, tt.now, 5*time.Minute)
+			require.Equal(t, tt.status, o.Status)
+			require.Equal(t, tt.message, o.Message)
+			require.Equal(t, tt.status.Final(), o.End != nil, "a final status has an end time")
+		})
+	}
+}
+
+func TestObserveExecutionAsksToRecheckWhenTheImageGraceEnds(t *testing.T) {
+	pulling := pod(corev1.PodPending, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull"}})
+	o := kube.ObserveExecution(execJob(), []*corev1.Pod{pulling}, t0.Add(time.Minute), 5*time.Minute)
+	require.Equal(t, 4*time.Minute, o.RecheckAfter)
+	require.False(t, o.Abandon)
+}
+
+func TestExecutionJobIsTheCronJobTemplateWithTheRunsAnnotationsAndArgs(t *testing.T) {
+	cj, _ := kube.Render(job.Job{Name: "my-job", UID: "u-1", Team: "team-a"}, job.Deployment{JobVersion: "v1", PythonVersion: "3.11", Enabled: true}, kube.RenderConfig{Namespace: "ns"})
+	cj.UID = "cj-uid"
+	j := kube.ExecutionJob(cj, kube.ManualExecution{ID: "my-job-1700000000", OpID: "op-1", StartedBy: "alice", Args: []byte(`{"day":"it's"}`)})
+	require.Equal(t, "my-job-1700000000", j.Name)
+	require.Equal(t, "ns", j.Namespace)
+	require.Equal(t, cj.Spec.JobTemplate.Labels, j.Labels)
+	require.Equal(t, "op-1", j.Annotations[kube.AnnotationOpID])
+	require.Equal(t, "alice", j.Annotations[kube.AnnotationStartedBy])
+	require.Equal(t, "manual", j.Annotations[kube.AnnotationExecutionType])
+	require.Equal(t, "cj-uid", string(j.OwnerReferences[0].UID))
+	c := j.Spec.Template.Spec.Containers[0]
+	require.Equal(t, []string{"--arguments", `{"day":"it's"}`}, c.Args)
+	require.Contains(t, c.Env, corev1.EnvVar{Name: kube.EnvOpID, Value: "op-1"})
+	require.Empty(t, cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Args, "the CronJob is not changed")
+
+	// With VDK's command, the args go on the command line, quoted for the shell.
+	cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Command = []string{"/bin/bash", "-c", "/vdk/vdk run ./my-job"}
+	j = kube.ExecutionJob(cj, kube.ManualExecution{ID: "x", Args: []byte(`{"day":"it's"}`)})
+	require.Equal(t, `/vdk/vdk run ./my-job --arguments '{"day":"it'\''s"}'`, j.Spec.Template.Spec.Containers[0].Command[2])
+}
+
+func TestLogReaderAnswersAtOnceForAPodThatHasNotStarted(t *testing.T) {
+	t.Parallel()
+	client, ns := testenv.Clientset(t), testenv.Namespace(t)
+	p := pod(corev1.PodPending, corev1.ContainerState{})
+	p.Namespace, p.Labels = ns, map[string]string{kube.LabelJobName: "my-job-1"}
+	p.Spec.NodeSelector = map[string]string{"datajobs.test/hold": "true"} // never scheduled
+	_, err := client.CoreV1().Pods(ns).Create(t.Context(), p, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	r := kube.NewLogReader(client, ns, kube.LogConfig{})
+	logs, err := r.ExecutionLog(t.Context(), "my-job-1", 10)
+	require.NoError(t, err)
+	require.Empty(t, logs, "nothing printed yet, and the read does not wait for the pod")
+	logs, err = r.ExecutionLog(t.Context(), "no-such-execution", 0)
+	require.NoError(t, err)
+	require.Empty(t, logs, "a Job without pods has an empty log")
+}

@@ -1,0 +1,74 @@
+package server
+
+import (
+	"cmp"
+	"context"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/datajobs/datajobs/internal/kube"
+	"github.com/datajobs/datajobs/internal/store"
+	"github.com/datajobs/datajobs/internal/synchronizer"
+)
+
+// ExecutionsConfig configures executions: how much of their logs is kept, how long they
+// are kept, and where their logs_url points.
+type ExecutionsConfig struct {
+	// LogBytes is how much of the end of a finished execution's log the database keeps
+	// (default 256 KiB).
+	LogBytes int64
+	// KeptPerJob is the number of finished executions kept per job (default 100).
+	KeptPerJob int
+	// MaxAge deletes finished executions that ended longer ago (default 14 days).
+	MaxAge time.Duration
+	// ImagePullGrace is how long an image may fail to pull before the execution is a
+	// platform error (default 5m).
+	ImagePullGrace time.Duration
+	// LogsURLTemplate renders logs_url (default none).
+	LogsURLTemplate string
+}
+
+// newExecutions builds the leader's execution stage.
+func newExecutions(cfg Config, db *store.Store, cluster *kube.Cluster, reg prometheus.Registerer) *synchronizer.Executions {
+	return synchronizer.NewExecutions(synchronizer.ExecutionConfig{
+		Namespace:      cfg.Namespace,
+		ResyncInterval: cfg.ResyncInterval,
+		ImagePullGrace: cfg.Executions.ImagePullGrace,
+		LogBytes:       cfg.Executions.LogBytes,
+		Retention:      store.Retention{KeptPerJob: cfg.Executions.KeptPerJob, MaxAge: cfg.Executions.MaxAge},
+		Logger:         cfg.Logger,
+		Metrics:        synchronizer.NewExecutionMetrics(reg),
+	}, db, cluster.Client)
+}
+
+// logReader reads running executions' logs for the API (bounded; see kube.LogReader).
+func logReader(cfg Config, cluster *kube.Cluster) *kube.LogReader {
+	return kube.NewLogReader(cluster.Client, cfg.Namespace, kube.LogConfig{MaxBytes: cmp.Or(cfg.Executions.LogBytes, 256<<10) * 4})
+}
+
+// leaderStages runs the synchronizer and, when not nil, the execution stage for one
+// leadership term, and returns when both have stopped (the first error ends the term).
+func leaderStages(ctx context.Context, epoch int64, syncer *synchronizer.Synchronizer, execs *synchronizer.Executions) error {
+	if execs == nil {
+		return syncer.Run(ctx, epoch)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for _, run := range []func(context.Context, int64) error{syncer.Run, execs.Run} {
+		wg.Go(func() {
+			errs <- run(ctx, epoch)
+			cancel()
+		})
+	}
+	wg.Wait()
+	close(errs)
+	var first error
+	for err := range errs {
+		first = cmp.Or(first, err)
+	}
+	return first
+}

@@ -1,0 +1,150 @@
+package service
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/store"
+)
+
+// ExecutionRequest is VDK's DataJobExecutionRequest.
+type ExecutionRequest struct {
+	// StartedBy names who or what asked for the run; empty means the caller.
+	StartedBy string
+	// Args is the raw JSON of the args object, or empty.
+	Args json.RawMessage
+}
+
+// StartExecution records a manual execution of the job name of team, submitted, for the
+// leader to run; it needs a deployment (an enabled one or not: VDK runs disabled ones on
+// demand) and no other execution of the job under way. caller is the identity of the
+// request, opID its operation id.
+func (s *Service) StartExecution(ctx context.Context, team, name string, req ExecutionRequest, caller, opID string) (store.Execution, error) {
+	args, err := job.ValidateArgs(req.Args)
+	if err != nil {
+		return store.Execution{}, err
+	}
+	startedBy := cmp.Or(req.StartedBy, caller)
+	if err := job.ValidateText("started_by", startedBy, 253); err != nil {
+		return store.Execution{}, err
+	}
+	now := s.now()
+	return s.store.StartExecution(ctx, team, name, func(st store.DeploymentState) (store.NewExecution, error) {
+		var snap job.Deployment
+		switch {
+		case st.Actual != nil:
+			a := st.Actual
+			snap = job.Deployment{
+				JobVersion: a.JobVersion, VDKVersion: a.VDKVersion, PythonVersion: a.PythonVersion,
+				Schedule: a.Schedule, Resources: a.Resources, Enabled: a.Enabled, DeployedBy: a.DeployedBy, DeployedDate: a.DeployedDate,
+			}
+			if st.Desired == nil {
+				return store.NewExecution{}, job.DeploymentNotFound(name) // being deleted
+			}
+		case st.Desired != nil:
+			snap = *st.Desired
+			snap.Resources = s.cfg.Resources.Effective(snap.Resources)
+		default:
+			return store.NewExecution{}, job.DeploymentNotFound(name)
+		}
+		return store.NewExecution{
+			ID: name + "-" + strconv.FormatInt(now.Unix(), 10), OpID: opID, StartedBy: startedBy, Args: args,
+			Snapshot: snap, Start: now,
+		}, nil
+	})
+}
+
+// ListExecutions returns the executions of the job name of team, newest first, with one
+// of statuses when any are given.
+func (s *Service) ListExecutions(ctx context.Context, team, name string, statuses []string) ([]store.Execution, error) {
+	return s.store.ListJobExecutions(ctx, team, name, statuses)
+}
+
+// GetExecution returns the execution id of the job name of team.
+func (s *Service) GetExecution(ctx context.Context, team, name, id string) (store.Execution, error) {
+	return s.store.GetJobExecution(ctx, team, name, id)
+}
+
+// CancelExecution asks the leader to cancel the execution id of the job name of team; it
+// becomes cancelled once Kubernetes confirms its Job gone. A finished one is a 400.
+func (s *Service) CancelExecution(ctx context.Context, team, name, id, caller string) (store.Execution, error) {
+	return s.store.CancelExecution(ctx, team, name, id, caller)
+}
+
+// LogReader reads the log of the pod of a running execution from the cluster, bounded in
+// time and bytes. The server injects the Kubernetes implementation; nil means only stored
+// logs are served.
+type LogReader interface {
+	// ExecutionLog returns the log of the latest pod of the Job named id, its last tailLines
+	// lines when tailLines > 0; "" without error when the Job has no pod (yet, or any more).
+	ExecutionLog(ctx context.Context, id string, tailLines int) (string, error)
+}
+
+// ExecutionLogs returns the log of the execution id of the job name of team: the copy the
+// leader stored when it finished, or, while none is stored, what its pod has printed so
+// far; the last tailLines lines when tailLines > 0.
+func (s *Service) ExecutionLogs(ctx context.Context, team, name, id string, tailLines int) (string, error) {
+	_, stored, err := s.store.ExecutionLog(ctx, team, name, id)
+	if err != nil {
+		return "", err
+	}
+	if stored != nil {
+		return tail(stored.Logs, tailLines), nil
+	}
+	if s.cfg.Logs == nil {
+		return "", nil
+	}
+	text, err := s.cfg.Logs.ExecutionLog(ctx, id, tailLines)
+	if err != nil {
+		return "", job.Unavailable("Kubernetes API (pod logs)", err)
+	}
+	return text, nil
+}
+
+// tail returns the last n lines of s (all of it when n <= 0).
+func tail(s string, n int) string {
+	if n <= 0 {
+		return s
+	}
+	end := len(s)
+	if strings.HasSuffix(s, "\n") {
+		end--
+	}
+	for i := end - 1; i >= 0; i-- {
+		if s[i] == '\n' {
+			n--
+			if n == 0 {
+				return s[i+1:]
+			}
+		}
+	}
+	return s
+}
+
+// LogsURL renders the logs_url of an execution from the configured template, or nil when
+// there is none. Placeholders: {job_name}, {team}, {execution_id}, {op_id},
+// {start_time} and {end_time} (RFC 3339, empty while unknown), each URL-escaped.
+func (s *Service) LogsURL(team string, e store.Execution) *string {
+	if s.cfg.LogsURLTemplate == "" {
+		return nil
+	}
+	ts := func(t *time.Time) string {
+		if t == nil {
+			return ""
+		}
+		return t.UTC().Format(time.RFC3339)
+	}
+	r := strings.NewReplacer(
+		"{job_name}", url.QueryEscape(e.JobName), "{team}", url.QueryEscape(team),
+		"{execution_id}", url.QueryEscape(e.ID), "{op_id}", url.QueryEscape(e.OpID),
+		"{start_time}", url.QueryEscape(ts(e.StartTime)), "{end_time}", url.QueryEscape(ts(e.EndTime)),
+	)
+	u := r.Replace(s.cfg.LogsURLTemplate)
+	return &u
+}

@@ -1,0 +1,342 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/datajobs/datajobs/internal/job"
+)
+
+// ExecutionsChannel is the NOTIFY channel of execution requests: a manual start or a
+// cancel sends the execution id on it in the same transaction, so the leader acts on the
+// request as soon as it is committed.
+const ExecutionsChannel = "datajobs_executions"
+
+// activeStatuses is the SQL list of the statuses that still change.
+const activeStatuses = `('submitted', 'running')`
+
+// NewExecution is a manual start as the service builds it from the job's deployment.
+type NewExecution struct {
+	// ID is the wanted id, <job>-<unix seconds>; the store takes the next free second when
+	// it is taken.
+	ID        string
+	OpID      string
+	StartedBy string
+	// Args is the JSON object of arguments, or nil.
+	Args []byte
+	// Snapshot is the deployment the execution runs, effective resources filled in.
+	Snapshot job.Deployment
+	Start    time.Time
+}
+
+// ExecutionStart builds the execution to insert from the locked job and its deployments;
+// returning an error rolls the start back.
+type ExecutionStart func(st DeploymentState) (NewExecution, error)
+
+// StartExecution records a manual start of the job name of team: under the job's row lock
+// it refuses a start while another execution of the job is submitted or running, inserts
+// the submitted execution and notifies the leader, in one transaction.
+func (s *Store) StartExecution(ctx context.Context, team, name string, build ExecutionStart) (Execution, error) {
+	var out Execution
+	err := s.InTx(ctx, func(tx Tx) error {
+		st, err := lockState(ctx, tx, team, name)
+		if err != nil {
+			return err
+		}
+		var active string
+		err = tx.QueryRow(ctx, `SELECT id FROM data_job_execution WHERE job_name = $1 AND status IN `+activeStatuses+` LIMIT 1`, name).Scan(&active)
+		if err == nil {
+			return job.ExecutionActive(name, active)
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("check executions of %s: %w", name, err)
+		}
+		n, err := build(st)
+		if err != nil {
+			return err
+		}
+		id, err := insertExecution(ctx, tx, st.Job, n)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ExecutionsChannel, id); err != nil {
+			return fmt.Errorf("notify execution %s: %w", id, err)
+		}
+		out, err = scanOneExecution(tx.QueryRow(ctx, `SELECT `+executionColumns+` FROM data_job_execution e WHERE e.id = $1`, id))
+		return err
+	})
+	return out, err
+}
+
+// insertExecution inserts a submitted manual execution under the first free id from n.ID
+// on (the job's lock is held, so only a scheduled run's Job name can be in the way).
+func insertExecution(ctx context.Context, tx Tx, j job.Job, n NewExecution) (string, error) {
+	const q = `INSERT INTO data_job_execution (id, job_name, job_uid, type, status, op_id, start_time,
+	started_by, args, job_version, job_schedule, vdk_version, job_python_version,
+	resources_cpu_request_millis, resources_cpu_limit_millis, resources_memory_request_bytes,
+	resources_memory_limit_bytes, last_deployed_date, last_deployed_by)
+VALUES ($1, $2, $3::uuid, 'manual', 'submitted', $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+ON CONFLICT (id) DO NOTHING`
+	base, prefix := n.Start.Unix(), j.Name+"-"
+	d, r := n.Snapshot, n.Snapshot.Resources
+	for i := range int64(1000) {
+		id := prefix + strconv.FormatInt(base+i, 10)
+		if i == 0 && n.ID != "" {
+			id = n.ID
+		}
+		tag, err := tx.Exec(ctx, q, id, j.Name, j.UID, n.OpID, n.Start, n.StartedBy, n.Args,
+			d.JobVersion, d.Schedule, d.VDKVersion, d.PythonVersion,
+			r.CPURequestMillis, r.CPULimitMillis, r.MemoryRequestBytes, r.MemoryLimitBytes,
+			d.DeployedDate, d.DeployedBy)
+		if err != nil {
+			return "", writeError("insert execution of "+j.Name, err)
+		}
+		if tag.RowsAffected() == 1 {
+			return id, nil
+		}
+	}
+	return "", fmt.Errorf("insert execution of %s: no free id after %s", j.Name, n.ID)
+}
+
+func scanOneExecution(row pgx.Row) (Execution, error) {
+	var e Execution
+	if err := row.Scan(executionDest(&e)...); err != nil {
+		return Execution{}, fmt.Errorf("read execution: %w", err)
+	}
+	return e, nil
+}
+
+// GetJobExecution reads the execution id of the job name of team; an execution of
+// another job or team is not found.
+func (s *Store) GetJobExecution(ctx context.Context, team, name, id string) (Execution, error) {
+	q := `SELECT ` + executionColumns + ` FROM data_job_execution e JOIN data_job j ON j.name = e.job_name
+WHERE e.id = $1 AND e.job_name = $2 AND j.team = $3`
+	e, err := scanOneExecution(s.pool.QueryRow(ctx, q, id, name, team))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Execution{}, job.ExecutionNotFound(team, name, id)
+	}
+	return e, translate(err)
+}
+
+// CancelExecution records a cancel of the execution id of the job name of team and
+// notifies the leader, which deletes the Job and records cancelled once it is gone. An
+// execution already final cannot be cancelled; asking twice is one request.
+func (s *Store) CancelExecution(ctx context.Context, team, name, id, by string) (Execution, error) {
+	var out Execution
+	err := s.InTx(ctx, func(tx Tx) error {
+		q := `SELECT ` + executionColumns + ` FROM data_job_execution e JOIN data_job j ON j.name = e.job_name
+WHERE e.id = $1 AND e.job_name = $2 AND j.team = $3 FOR UPDATE OF e`
+		e, err := scanOneExecution(tx.QueryRow(ctx, q, id, name, team))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return job.ExecutionNotFound(team, name, id)
+		}
+		if err != nil {
+			return err
+		}
+		if st := job.ExecutionStatus(e.Status); st.Final() {
+			return job.ExecutionFinished(id, st)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE data_job_execution SET cancel_requested_at = now(), cancel_requested_by = $2
+WHERE id = $1 AND cancel_requested_at IS NULL`, id, by); err != nil {
+			return writeError("cancel execution "+id, err)
+		}
+		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ExecutionsChannel, id); err != nil {
+			return fmt.Errorf("notify execution %s: %w", id, err)
+		}
+		out = e
+		return nil
+	})
+	return out, err
+}
+
+// StoredLog is the end of the log of a finished execution, as the leader kept it.
+type StoredLog struct {
+	Logs      string
+	Truncated bool
+}
+
+// ExecutionLog reads the execution id of the job name of team with its stored log (nil
+// while the execution has none stored).
+func (s *Store) ExecutionLog(ctx context.Context, team, name, id string) (Execution, *StoredLog, error) {
+	q := `SELECT ` + executionColumns + `, l.logs, l.truncated
+FROM data_job_execution e JOIN data_job j ON j.name = e.job_name
+LEFT JOIN data_job_execution_log l ON l.execution_id = e.id
+WHERE e.id = $1 AND e.job_name = $2 AND j.team = $3`
+	var (
+		e         Execution
+		logs      *string
+		truncated *bool
+	)
+	err := s.pool.QueryRow(ctx, q, id, name, team).Scan(append(executionDest(&e), &logs, &truncated)...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Execution{}, nil, job.ExecutionNotFound(team, name, id)
+	}
+	if err != nil {
+		return Execution{}, nil, translate(fmt.Errorf("read log of execution %s: %w", id, err))
+	}
+	if logs == nil {
+		return e, nil, nil
+	}
+	return e, &StoredLog{Logs: *logs, Truncated: truncated != nil && *truncated}, nil
+}
+
+// Tracking, by the synchronizer leader.
+
+// TrackedExecution is what the leader needs of an execution row to act on it.
+type TrackedExecution struct {
+	ID, JobName, JobUID string
+	Type                string
+	Status              job.ExecutionStatus
+	OpID, StartedBy     string
+	// Args is the JSON object of a manual start's arguments, or nil.
+	Args            []byte
+	CancelRequested bool
+	StartTime       *time.Time
+}
+
+const trackedColumns = `id, job_name, COALESCE(job_uid::text, ''), type, status, op_id, started_by, args,
+	cancel_requested_at IS NOT NULL, start_time`
+
+func scanTracked(row pgx.Row) (TrackedExecution, error) {
+	var e TrackedExecution
+	err := row.Scan(&e.ID, &e.JobName, &e.JobUID, &e.Type, &e.Status, &e.OpID, &e.StartedBy, &e.Args,
+		&e.CancelRequested, &e.StartTime)
+	return e, err
+}
+
+// ActiveExecutions reads every execution that is submitted or running.
+func (s *Store) ActiveExecutions(ctx context.Context) ([]TrackedExecution, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+trackedColumns+` FROM data_job_execution WHERE status IN `+activeStatuses)
+	if err != nil {
+		return nil, translate(fmt.Errorf("read active executions: %w", err))
+	}
+	defer rows.Close()
+	var out []TrackedExecution
+	for rows.Next() {
+		e, err := scanTracked(rows)
+		if err != nil {
+			return nil, fmt.Errorf("read active executions: %w", err)
+		}
+		out = append(out, e)
+	}
+	return out, translate(rows.Err())
+}
+
+// LoadExecution reads one execution; ok is false when there is none of that id.
+func (s *Store) LoadExecution(ctx context.Context, id string) (TrackedExecution, bool, error) {
+	e, err := scanTracked(s.pool.QueryRow(ctx, `SELECT `+trackedColumns+` FROM data_job_execution WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return TrackedExecution{}, false, nil
+	}
+	if err != nil {
+		return TrackedExecution{}, false, translate(fmt.Errorf("load execution %s: %w", id, err))
+	}
+	return e, true, nil
+}
+
+// ExecutionUpdate is one status of an execution as the leader observed it.
+type ExecutionUpdate struct {
+	ID, JobName string
+	// JobUID is the incarnation of the job the Kubernetes Job was made for (its label).
+	JobUID string
+	// Type, OpID and StartedBy are used when the row is new (a scheduled run).
+	Type, OpID, StartedBy string
+	Status                job.ExecutionStatus
+	Message               string
+	StartTime, EndTime    *time.Time
+	// Log, with a final status, is the end of the execution's log to keep.
+	Log *StoredLog
+}
+
+// RecordExecution writes one status of an execution, in one statement: it inserts the row
+// of a run not yet recorded (with the applied deployment as its snapshot) or updates a
+// submitted or running one, and with a final status also keeps the log and sets the job
+// row's last execution. It writes only while the writer's term holds the lease, only
+// when the job row is still the incarnation JobUID, and never over a final status or an
+// identical one. It reports whether it wrote.
+func (s *Store) RecordExecution(ctx context.Context, fence Fence, u ExecutionUpdate) (bool, error) {
+	q := `WITH j AS (
+	SELECT j.name, j.uid FROM data_job j
+	WHERE j.name = $2 AND j.uid = $3::uuid AND ` + leaseHeld12 + `
+), up AS (
+	INSERT INTO data_job_execution AS e (id, job_name, job_uid, type, status, message, op_id, start_time, end_time,
+		started_by, job_version, job_schedule, vdk_version, job_python_version,
+		resources_cpu_request_millis, resources_cpu_limit_millis, resources_memory_request_bytes,
+		resources_memory_limit_bytes, last_deployed_date, last_deployed_by)
+	SELECT $1, j.name, j.uid, $4, $5, $6, $7, COALESCE($8, now()), $9, $10,
+		COALESCE(a.git_commit_sha, ''), COALESCE(a.schedule, ''), COALESCE(a.vdk_version, ''), COALESCE(a.python_version, ''),
+		a.resources_cpu_request_millis, a.resources_cpu_limit_millis, a.resources_memory_request_bytes,
+		a.resources_memory_limit_bytes, a.last_deployed_date, COALESCE(a.last_deployed_by, '')
+	FROM j LEFT JOIN actual_data_job_deployment a ON a.data_job_name = j.name AND a.job_uid = j.uid
+	ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, message = EXCLUDED.message,
+		start_time = COALESCE(e.start_time, EXCLUDED.start_time), end_time = EXCLUDED.end_time
+	WHERE e.job_uid = EXCLUDED.job_uid AND e.status IN ` + activeStatuses + `
+		AND (e.status, e.message, e.end_time) IS DISTINCT FROM (EXCLUDED.status, EXCLUDED.message, EXCLUDED.end_time)
+	RETURNING e.id, e.job_name, e.start_time, e.end_time
+), lg AS (
+	INSERT INTO data_job_execution_log (execution_id, logs, truncated)
+	SELECT up.id, $13, $14 FROM up WHERE $11 AND $13::text IS NOT NULL
+	ON CONFLICT (execution_id) DO UPDATE SET logs = EXCLUDED.logs, truncated = EXCLUDED.truncated, stored_at = now()
+), jr AS (
+	UPDATE data_job d SET last_execution_status = $5, last_execution_end_time = up.end_time,
+		last_execution_duration = GREATEST(0, EXTRACT(EPOCH FROM up.end_time - up.start_time))::integer,
+		last_execution_id = up.id
+	FROM up WHERE $11 AND d.name = up.job_name AND d.uid = $3::uuid
+		AND (d.last_execution_end_time IS NULL OR d.last_execution_end_time <= up.end_time)
+)
+SELECT count(*) FROM up`
+	var logs *string
+	truncated := false
+	if u.Log != nil {
+		logs, truncated = &u.Log.Logs, u.Log.Truncated
+	}
+	var n int
+	err := s.pool.QueryRow(ctx, q, u.ID, u.JobName, u.JobUID, u.Type, string(u.Status), u.Message, u.OpID,
+		u.StartTime, u.EndTime, u.StartedBy, u.Status.Final(), fence.Epoch, logs, truncated).Scan(&n)
+	if err != nil {
+		return false, translate(fmt.Errorf("record execution %s: %w", u.ID, err))
+	}
+	return n > 0, nil
+}
+
+// leaseHeld12 is the lease condition of RecordExecution, on the epoch in $12.
+var leaseHeld12 = LeaseHeldCondition("'"+SyncLeaseName+"'", "$12")
+
+// Retention is how many finished executions are kept.
+type Retention struct {
+	// KeptPerJob is the number of final executions kept per job (newest by end time).
+	KeptPerJob int
+	// MaxAge removes final executions that ended longer ago.
+	MaxAge time.Duration
+	// Batch is the number of rows deleted per statement.
+	Batch int
+}
+
+// DeleteExpiredExecutions deletes final executions beyond r, in statements of r.Batch
+// rows each (short locks), while fence holds the lease. Submitted and running executions
+// are never deleted. It returns how many it deleted.
+func (s *Store) DeleteExpiredExecutions(ctx context.Context, fence Fence, r Retention) (int, error) {
+	q := `DELETE FROM data_job_execution WHERE id IN (
+	SELECT id FROM (
+		SELECT id, end_time, row_number() OVER (PARTITION BY job_name ORDER BY end_time DESC NULLS LAST, id DESC) AS rn
+		FROM data_job_execution WHERE status NOT IN ` + activeStatuses + `
+	) x WHERE rn > $1 OR end_time < now() - $2::interval
+	LIMIT $3
+) AND ` + LeaseHeldCondition("'"+SyncLeaseName+"'", "$4")
+	total := 0
+	for {
+		tag, err := s.pool.Exec(ctx, q, r.KeptPerJob, r.MaxAge, r.Batch, fence.Epoch)
+		if err != nil {
+			return total, translate(fmt.Errorf("delete expired executions: %w", err))
+		}
+		total += int(tag.RowsAffected())
+		if int(tag.RowsAffected()) < r.Batch {
+			return total, nil
+		}
+	}
+}

@@ -1,0 +1,139 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/store"
+	"github.com/datajobs/datajobs/internal/testenv"
+)
+
+// execDB is a store with one job and the synchronizer lease held.
+type execDB struct {
+	t     *testing.T
+	s     *store.Store
+	url   string
+	job   job.Job
+	fence store.Fence
+}
+
+func newExecDB(t *testing.T) *execDB {
+	t.Helper()
+	url := testenv.DatabaseURL(t)
+	s, err := store.Open(t.Context(), store.Config{URL: url})
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	j, err := s.CreateJob(t.Context(), job.Job{Name: "my-job", Team: "team-a"})
+	require.NoError(t, err)
+	epoch, ok, err := s.TryAcquireLease(t.Context(), store.SyncLeaseName, "leader", time.Hour)
+	require.NoError(t, err)
+	require.True(t, ok)
+	return &execDB{t: t, s: s, url: url, job: j, fence: store.Fence{Epoch: epoch}}
+}
+
+func (d *execDB) exec(q string, args ...any) {
+	d.t.Helper()
+	conn, err := pgx.Connect(d.t.Context(), d.url)
+	require.NoError(d.t, err)
+	defer conn.Close(context.WithoutCancel(d.t.Context()))
+	_, err = conn.Exec(d.t.Context(), q, args...)
+	require.NoError(d.t, err)
+}
+
+func (d *execDB) ids() []string {
+	d.t.Helper()
+	execs, err := d.s.ListJobExecutions(d.t.Context(), "team-a", "my-job", nil)
+	require.NoError(d.t, err)
+	var out []string
+	for _, e := range execs {
+		out = append(out, e.ID+":"+e.Status)
+	}
+	return out
+}
+
+func (d *execDB) record(u store.ExecutionUpdate, fence store.Fence) bool {
+	d.t.Helper()
+	if u.JobName == "" {
+		u.JobName, u.JobUID, u.Type, u.OpID = "my-job", d.job.UID, job.ExecScheduled, u.ID
+	}
+	wrote, err := d.s.RecordExecution(d.t.Context(), fence, u)
+	require.NoError(d.t, err)
+	return wrote
+}
+
+func TestRecordExecutionWritesEachTransitionOnceAndNeverChangesAFinalStatus(t *testing.T) {
+	t.Parallel()
+	d := newExecDB(t)
+	start, end := time.Now().Add(-time.Minute).UTC().Truncate(time.Second), time.Now().UTC().Truncate(time.Second)
+
+	require.True(t, d.record(store.ExecutionUpdate{ID: "my-job-1", Status: job.ExecRunning, StartTime: &start}, d.fence), "a new scheduled run is inserted")
+	require.False(t, d.record(store.ExecutionUpdate{ID: "my-job-1", Status: job.ExecRunning, StartTime: &start}, d.fence), "the same status again writes nothing")
+	require.True(t, d.record(store.ExecutionUpdate{
+		ID: "my-job-1", Status: job.ExecUserError, Message: "exit 1", EndTime: &end,
+		Log: &store.StoredLog{Logs: "boom\n"},
+	}, d.fence))
+	require.False(t, d.record(store.ExecutionUpdate{ID: "my-job-1", Status: job.ExecSucceeded, EndTime: &end}, d.fence), "a late event never turns user_error into succeeded")
+	require.Equal(t, []string{"my-job-1:user_error"}, d.ids())
+
+	e, logs, err := d.s.ExecutionLog(t.Context(), "team-a", "my-job", "my-job-1")
+	require.NoError(t, err)
+	require.Equal(t, "boom\n", logs.Logs)
+	require.Equal(t, "scheduled", e.Type)
+	require.Equal(t, "exit 1", e.Message)
+
+	// The job row carries the last final execution.
+	var status, id string
+	var duration int
+	conn, err := pgx.Connect(t.Context(), d.url)
+	require.NoError(t, err)
+	defer conn.Close(context.WithoutCancel(t.Context()))
+	require.NoError(t, conn.QueryRow(t.Context(), `SELECT last_execution_status, last_execution_id, last_execution_duration FROM data_job`).Scan(&status, &id, &duration))
+	require.Equal(t, "user_error", status)
+	require.Equal(t, "my-job-1", id)
+	require.Equal(t, 60, duration)
+}
+
+func TestRecordExecutionIsFencedByLeaseAndJobIncarnation(t *testing.T) {
+	t.Parallel()
+	d := newExecDB(t)
+	require.False(t, d.record(store.ExecutionUpdate{ID: "my-job-1", Status: job.ExecRunning}, store.Fence{Epoch: d.fence.Epoch + 1}),
+		"a term that does not hold the lease writes nothing")
+	require.False(t, d.record(store.ExecutionUpdate{
+		ID: "my-job-2", JobName: "my-job", JobUID: "00000000-0000-0000-0000-000000000001",
+		Type: job.ExecScheduled, OpID: "o", Status: job.ExecRunning,
+	}, d.fence),
+		"a run of another incarnation of the job is never attached to this one")
+	require.Empty(t, d.ids())
+}
+
+func TestRetentionKeepsTheNewestFinishedExecutionsAndEveryActiveOne(t *testing.T) {
+	t.Parallel()
+	d := newExecDB(t)
+	d.exec(`INSERT INTO data_job_execution (id, job_name, type, status, op_id, start_time, end_time) VALUES
+		('my-job-1', 'my-job', 'scheduled', 'succeeded', 'o', now() - interval '30 days', now() - interval '30 days'),
+		('my-job-2', 'my-job', 'scheduled', 'succeeded', 'o', now() - interval '5 hours', now() - interval '5 hours'),
+		('my-job-3', 'my-job', 'scheduled', 'user_error', 'o', now() - interval '4 hours', now() - interval '4 hours'),
+		('my-job-4', 'my-job', 'scheduled', 'succeeded', 'o', now() - interval '3 hours', now() - interval '3 hours'),
+		('my-job-5', 'my-job', 'scheduled', 'succeeded', 'o', now() - interval '2 hours', now() - interval '2 hours'),
+		('my-job-6', 'my-job', 'manual', 'running', 'o', now() - interval '40 days', NULL),
+		('my-job-7', 'my-job', 'manual', 'submitted', 'o', now() - interval '40 days', NULL)`)
+
+	n, err := d.s.DeleteExpiredExecutions(t.Context(), store.Fence{Epoch: d.fence.Epoch + 1}, store.Retention{KeptPerJob: 1, MaxAge: time.Hour, Batch: 10})
+	require.NoError(t, err)
+	require.Zero(t, n, "a deposed leader cleans nothing")
+
+	n, err = d.s.DeleteExpiredExecutions(t.Context(), d.fence, store.Retention{KeptPerJob: 3, MaxAge: 14 * 24 * time.Hour, Batch: 1})
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "by count (3 kept), one row per statement")
+	require.ElementsMatch(t, []string{"my-job-3:user_error", "my-job-4:succeeded", "my-job-5:succeeded", "my-job-6:running", "my-job-7:submitted"}, d.ids())
+
+	n, err = d.s.DeleteExpiredExecutions(t.Context(), d.fence, store.Retention{KeptPerJob: 100, MaxAge: 150 * time.Minute, Batch: 500})
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "by age")
+	require.ElementsMatch(t, []string{"my-job-5:succeeded", "my-job-6:running", "my-job-7:submitted"}, d.ids())
+}

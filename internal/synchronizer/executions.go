@@ -1,0 +1,602 @@
+package synchronizer
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	batchlisters "k8s.io/client-go/listers/batch/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/kube"
+	"github.com/datajobs/datajobs/internal/store"
+)
+
+// ExecutionStore is what the execution tracker reads from and writes to the database.
+type ExecutionStore interface {
+	ActiveExecutions(ctx context.Context) ([]store.TrackedExecution, error)
+	LoadExecution(ctx context.Context, id string) (store.TrackedExecution, bool, error)
+	RecordExecution(ctx context.Context, fence store.Fence, u store.ExecutionUpdate) (bool, error)
+	DeleteExpiredExecutions(ctx context.Context, fence store.Fence, r store.Retention) (int, error)
+	Listen(ctx context.Context, channel string, ready func(), notify func(payload string)) error
+}
+
+// ExecutionConfig configures the execution tracker.
+type ExecutionConfig struct {
+	// Namespace holds the CronJobs, Jobs and Pods (default "datajobs").
+	Namespace string
+	// Workers handle that many executions in parallel (default 8).
+	Workers int
+	// ResyncInterval is the period of the pass over every execution under way (default 5m).
+	ResyncInterval time.Duration
+	// ImagePullGrace is how long a pod may fail to pull its image before the execution is
+	// a platform error (default 5m).
+	ImagePullGrace time.Duration
+	// StartTimeout is how long a manual start waits for the job's CronJob to exist before
+	// it is a platform error (default 5m).
+	StartTimeout time.Duration
+	// LogBytes is how much of the end of a finished execution's log is kept (default 256 KiB).
+	LogBytes int64
+	// Retention bounds the finished executions kept (defaults: 100 per job, 14 days,
+	// deleted 500 at a time); RetentionInterval is the period of the cleanup (default 10m).
+	Retention         store.Retention
+	RetentionInterval time.Duration
+	// Logger receives the tracker's logs (default slog.Default()).
+	Logger *slog.Logger
+	// Metrics records telemetry (default: registered nowhere).
+	Metrics *ExecutionMetrics
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+func (c ExecutionConfig) withDefaults() ExecutionConfig {
+	c.Namespace = cmp.Or(c.Namespace, "datajobs")
+	c.Workers = cmp.Or(c.Workers, 8)
+	c.ResyncInterval = cmp.Or(c.ResyncInterval, 5*time.Minute)
+	c.ImagePullGrace = cmp.Or(c.ImagePullGrace, 5*time.Minute)
+	c.StartTimeout = cmp.Or(c.StartTimeout, 5*time.Minute)
+	c.LogBytes = cmp.Or(c.LogBytes, 256<<10)
+	c.Retention.KeptPerJob = cmp.Or(c.Retention.KeptPerJob, 100)
+	c.Retention.MaxAge = cmp.Or(c.Retention.MaxAge, 14*24*time.Hour)
+	c.Retention.Batch = cmp.Or(c.Retention.Batch, 500)
+	c.RetentionInterval = cmp.Or(c.RetentionInterval, 10*time.Minute)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	if c.Metrics == nil {
+		c.Metrics = NewExecutionMetrics(nil)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Executions is the leader's execution stage: it creates the Kubernetes Job of each manual
+// start, deletes the Job of each cancel, and records every status transition of every
+// Job of a managed data job (manual or scheduled) in the database, once, fenced by the
+// lease epoch and the job's UID. Run it only on the leader, beside the Synchronizer.
+type Executions struct {
+	cfg    ExecutionConfig
+	db     ExecutionStore
+	client kubernetes.Interface
+	logs   *kube.LogReader
+	log    *slog.Logger
+}
+
+// NewExecutions builds the execution tracker.
+func NewExecutions(cfg ExecutionConfig, db ExecutionStore, client kubernetes.Interface) *Executions {
+	cfg = cfg.withDefaults()
+	return &Executions{
+		cfg: cfg, db: db, client: client, log: cfg.Logger,
+		logs: kube.NewLogReader(client, cfg.Namespace, kube.LogConfig{MaxBytes: cfg.LogBytes}),
+	}
+}
+
+// execTerm is one leadership term of the tracker.
+type execTerm struct {
+	x     *Executions
+	fence store.Fence
+	jobs  batchlisters.JobNamespaceLister
+	pods  cache.Indexer
+	queue workqueue.TypedRateLimitingInterface[string]
+
+	mu   sync.Mutex
+	seen map[string]time.Time // when an event about an execution was first seen since its last write
+	// deleted holds the last state of Jobs deleted since their execution was last looked
+	// at: a Job removed right after it finished (history limit, TTL) still tells its outcome.
+	deleted map[string]*batchv1.Job
+}
+
+const podsByJobIndex = "job-name"
+
+// Run tracks executions until ctx ends, as the leader of term epoch. It first reconciles
+// every execution under way against the live Jobs (what happened while no leader
+// watched), then follows Job and Pod events, the API's requests (NOTIFY) and a periodic
+// pass. On return every goroutine it started has stopped.
+func (x *Executions) Run(ctx context.Context, epoch int64) error {
+	factory := informers.NewSharedInformerFactoryWithOptions(x.client, 0, informers.WithNamespace(x.cfg.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = kube.ManagedSelector().String() }))
+	jobInformer := factory.Batch().V1().Jobs()
+	podInformer := factory.Core().V1().Pods()
+	if err := podInformer.Informer().AddIndexers(cache.Indexers{podsByJobIndex: func(obj any) ([]string, error) {
+		if p, ok := obj.(*corev1.Pod); ok && p.Labels[kube.LabelJobName] != "" {
+			return []string{p.Labels[kube.LabelJobName]}, nil
+		}
+		return nil, nil
+	}}); err != nil {
+		return fmt.Errorf("index pods: %w", err)
+	}
+	queue := workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, time.Minute),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "datajobs_executions"})
+	t := &execTerm{
+		x: x, fence: store.Fence{Epoch: epoch}, jobs: jobInformer.Lister().Jobs(x.cfg.Namespace),
+		pods: podInformer.Informer().GetIndexer(), queue: queue, seen: map[string]time.Time{}, deleted: map[string]*batchv1.Job{},
+	}
+
+	onJob := func(obj any) {
+		if j, ok := obj.(*batchv1.Job); ok {
+			t.enqueue(j.Name)
+		}
+	}
+	onJobDeleted := func(obj any) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		if j, ok := obj.(*batchv1.Job); ok {
+			t.mu.Lock()
+			t.deleted[j.Name] = j
+			t.mu.Unlock()
+			t.enqueue(j.Name)
+		}
+	}
+	onPod := func(obj any) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		if p, ok := obj.(*corev1.Pod); ok && p.Labels[kube.LabelJobName] != "" {
+			t.enqueue(p.Labels[kube.LabelJobName])
+		}
+	}
+	handlers := []cache.SharedIndexInformer{jobInformer.Informer(), podInformer.Informer()}
+	for i, h := range [][2]func(any){{onJob, onJobDeleted}, {onPod, onPod}} {
+		if _, err := handlers[i].AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+			// The initial list is covered by the first pass.
+			AddFunc: func(obj any, initial bool) {
+				if !initial {
+					h[0](obj)
+				}
+			},
+			UpdateFunc: func(_, obj any) { h[0](obj) },
+			DeleteFunc: h[1],
+		}); err != nil {
+			queue.ShutDown()
+			return fmt.Errorf("watch executions: %w", err)
+		}
+	}
+	informerCtx, cancel := context.WithCancel(ctx)
+	factory.Start(informerCtx.Done())
+	defer factory.Shutdown()
+	defer cancel()
+	if !cache.WaitForCacheSync(ctx.Done(), jobInformer.Informer().HasSynced, podInformer.Informer().HasSynced) {
+		queue.ShutDown()
+		return fmt.Errorf("wait for job and pod caches: %w", context.Cause(ctx))
+	}
+	x.log.InfoContext(ctx, "executions_term_started", "epoch", epoch, "namespace", x.cfg.Namespace)
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer queue.ShutDown()
+	// Requests that arrive during the first pass wait in the queue.
+	listening := make(chan struct{})
+	wg.Go(func() { t.listen(ctx, listening) })
+	select {
+	case <-listening:
+	case <-ctx.Done():
+		return nil
+	}
+	if err := t.pass(ctx); err != nil {
+		x.log.WarnContext(ctx, "executions_pass_failed", "error", err)
+		queue.AddRateLimited(resyncKey)
+	}
+	for range x.cfg.Workers {
+		wg.Go(func() { t.work(ctx) })
+	}
+	wg.Go(func() { t.tick(ctx, x.cfg.ResyncInterval, func() { queue.Add(resyncKey) }) })
+	wg.Go(func() { t.tick(ctx, x.cfg.RetentionInterval, func() { t.cleanup(ctx) }) })
+	<-ctx.Done()
+	return nil
+}
+
+// enqueue queues an execution id, remembering when its first unhandled event was seen.
+func (t *execTerm) enqueue(id string) {
+	t.mu.Lock()
+	if _, ok := t.seen[id]; !ok {
+		t.seen[id] = time.Now()
+	}
+	t.mu.Unlock()
+	t.queue.Add(id)
+}
+
+// takeSeen returns and forgets when the pending events of id were first seen.
+func (t *execTerm) takeSeen(id string) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.seen[id]
+	delete(t.seen, id)
+	return s
+}
+
+// listen queues every execution id NOTIFYed by the API, reconnecting with backoff; each
+// reconnection queues a pass for what it may have missed. It closes listening once it
+// listens the first time.
+func (t *execTerm) listen(ctx context.Context, listening chan struct{}) {
+	delay, first := 500*time.Millisecond, true
+	for ctx.Err() == nil {
+		err := t.x.db.Listen(ctx, store.ExecutionsChannel, func() {
+			delay = 500 * time.Millisecond
+			if first {
+				close(listening)
+				first = false
+			} else {
+				t.queue.Add(resyncKey)
+			}
+		}, func(id string) { t.queue.Add(id) })
+		if ctx.Err() != nil {
+			return
+		}
+		t.x.log.WarnContext(ctx, "executions_listen_failed", "error", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 30*time.Second)
+	}
+}
+
+func (t *execTerm) tick(ctx context.Context, every time.Duration, fn func()) {
+	ticker := time.NewTicker(every)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+			fn()
+		}
+	}
+}
+
+func (t *execTerm) work(ctx context.Context) {
+	for {
+		id, shutdown := t.queue.Get()
+		if shutdown {
+			return
+		}
+		var err error
+		if id == resyncKey {
+			err = t.pass(ctx)
+		} else {
+			err = t.reconcileID(ctx, id)
+		}
+		switch {
+		case err == nil:
+			t.queue.Forget(id)
+		case ctx.Err() != nil:
+		default:
+			t.x.log.WarnContext(ctx, "execution_sync_failed", "execution", id, "error", err)
+			t.queue.AddRateLimited(id)
+		}
+		t.queue.Done(id)
+	}
+}
+
+// pass reconciles every execution under way and every live Job, reading the executions in
+// one query. At rest (nothing changed) it writes nothing.
+func (t *execTerm) pass(ctx context.Context) error {
+	start := time.Now()
+	active, err := t.x.db.ActiveExecutions(ctx)
+	if err != nil {
+		return fmt.Errorf("executions pass: %w", err)
+	}
+	done := make(map[string]bool, len(active))
+	running := 0
+	for i := range active {
+		e := &active[i]
+		done[e.ID] = true
+		if e.Status == job.ExecRunning {
+			running++
+		}
+		if err := t.reconcile(ctx, e.ID, e); err != nil {
+			t.x.log.WarnContext(ctx, "execution_sync_failed", "execution", e.ID, "error", err)
+			t.queue.AddRateLimited(e.ID)
+		}
+	}
+	t.x.cfg.Metrics.running.Set(float64(running))
+	jobs, err := t.jobs.List(labels.Everything())
+	if err != nil {
+		return fmt.Errorf("executions pass: list jobs: %w", err)
+	}
+	for _, j := range jobs {
+		if done[j.Name] {
+			continue
+		}
+		// A Job without an execution under way: a run not yet recorded, or a finished one.
+		t.queue.Add(j.Name)
+	}
+	t.x.log.InfoContext(ctx, "executions_pass", "active", len(active), "jobs", len(jobs), "duration", time.Since(start))
+	return nil
+}
+
+// reconcileID reconciles one execution from a fresh read of its row.
+func (t *execTerm) reconcileID(ctx context.Context, id string) error {
+	row, ok, err := t.x.db.LoadExecution(ctx, id)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return t.reconcile(ctx, id, nil)
+	}
+	return t.reconcile(ctx, id, &row)
+}
+
+// reconcile brings one execution's row and Job in line: it creates the Job of a manual
+// start, deletes the Job of a cancel, and records the status the Job shows (or its loss).
+func (t *execTerm) reconcile(ctx context.Context, id string, row *store.TrackedExecution) error {
+	live, err := t.jobs.Get(id)
+	if apierrors.IsNotFound(err) {
+		live = nil
+	} else if err != nil {
+		return fmt.Errorf("read job %s from cache: %w", id, err)
+	}
+	t.mu.Lock()
+	last := t.deleted[id]
+	delete(t.deleted, id)
+	t.mu.Unlock()
+	if live == nil && last != nil && (row == nil || row.JobUID == "" || last.Labels[kube.LabelJobUID] == row.JobUID) {
+		if c, f := jobDone(last); c || f {
+			// Deleted after it finished: its last state has the outcome.
+			if row != nil && row.Status.Final() {
+				return nil
+			}
+			err := t.observe(ctx, row, last, t.x.cfg.Now())
+			if err != nil { // keep it for the retry
+				t.mu.Lock()
+				t.deleted[id] = last
+				t.mu.Unlock()
+			}
+			return err
+		}
+	}
+	if live != nil && row != nil && row.JobUID != "" && live.Labels[kube.LabelJobUID] != row.JobUID {
+		live = nil // a Job of another incarnation of the data job: not this execution's
+	}
+	now := t.x.cfg.Now()
+	switch {
+	case row != nil && row.Status.Final():
+		if live != nil && live.DeletionTimestamp == nil {
+			if c, f := jobDone(live); !c && !f {
+				// Decided while still running (an image that never came): stop it.
+				return t.deleteJob(ctx, live, metav1.DeletePropagationBackground)
+			}
+		}
+		return nil
+	case row != nil && row.CancelRequested:
+		if live == nil {
+			gone, err := t.confirmGone(ctx, id)
+			if err != nil || !gone {
+				return err
+			}
+			return t.record(ctx, row, nil, store.ExecutionUpdate{Status: job.ExecCancelled, Message: "Cancelled on request.", EndTime: &now})
+		}
+		if c, f := jobDone(live); c || f {
+			return t.observe(ctx, row, live, now) // it ended before the cancel reached it
+		}
+		if live.DeletionTimestamp == nil {
+			return t.deleteJob(ctx, live, metav1.DeletePropagationForeground)
+		}
+		return nil // being deleted: the delete event brings it back
+	case live == nil && row == nil:
+		return nil
+	case live == nil && row.Type == job.ExecManual && row.Status == job.ExecSubmitted:
+		return t.create(ctx, row, now)
+	case live == nil:
+		gone, err := t.confirmGone(ctx, id)
+		if err != nil || !gone {
+			return err
+		}
+		return t.record(ctx, row, nil, store.ExecutionUpdate{
+			Status: job.ExecPlatformError, EndTime: &now,
+			Message: fmt.Sprintf("execution record lost: the Kubernetes Job %s disappeared before its outcome was seen "+
+				"(deleted by hand, or removed after it finished while no datajobs leader was watching).", id),
+		})
+	default:
+		return t.observe(ctx, row, live, now)
+	}
+}
+
+// observe records the status a live Job and its pods show, when it differs from the row.
+func (t *execTerm) observe(ctx context.Context, row *store.TrackedExecution, live *batchv1.Job, now time.Time) error {
+	objs, err := t.pods.ByIndex(podsByJobIndex, live.Name)
+	if err != nil {
+		return fmt.Errorf("read pods of %s from cache: %w", live.Name, err)
+	}
+	pods := make([]*corev1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok && metav1.IsControlledBy(p, live) {
+			pods = append(pods, p)
+		}
+	}
+	o := kube.ObserveExecution(live, pods, now, t.x.cfg.ImagePullGrace)
+	if o.RecheckAfter > 0 {
+		t.queue.AddAfter(live.Name, o.RecheckAfter)
+	}
+	if row != nil && row.Status == o.Status {
+		t.takeSeen(live.Name)
+		return nil
+	}
+	u := store.ExecutionUpdate{Status: o.Status, Message: o.Message, StartTime: o.Start, EndTime: o.End}
+	if o.Status.Final() && o.Pod != nil {
+		text, truncated, err := t.x.logs.PodLog(ctx, o.Pod, 0, t.x.cfg.LogBytes)
+		if err != nil {
+			// The status matters more than the log: record it with an empty one (the API
+			// answers that, rather than asking a cluster that could not answer), and say so.
+			t.x.log.WarnContext(ctx, "execution_log_unreadable", "execution", live.Name, "error", err)
+			t.x.cfg.Metrics.logsUnreadable.Inc()
+		}
+		u.Log = &store.StoredLog{Logs: text, Truncated: truncated}
+	}
+	if err := t.record(ctx, row, live, u); err != nil {
+		return err
+	}
+	if o.Abandon && live.DeletionTimestamp == nil {
+		return t.deleteJob(ctx, live, metav1.DeletePropagationBackground)
+	}
+	return nil
+}
+
+// record writes one status of an execution, fenced; live (may be nil) is its Job, whose
+// labels and annotations describe a run not recorded yet.
+func (t *execTerm) record(ctx context.Context, row *store.TrackedExecution, live *batchv1.Job, u store.ExecutionUpdate) error {
+	u.ID = idOf(row, live)
+	seen := t.takeSeen(u.ID)
+	if row != nil {
+		u.JobName, u.JobUID, u.Type, u.OpID, u.StartedBy = row.JobName, row.JobUID, row.Type, row.OpID, row.StartedBy
+	} else {
+		u.JobName, u.JobUID = live.Labels[kube.LabelJob], live.Labels[kube.LabelJobUID]
+		u.Type = cmp.Or(live.Annotations[kube.AnnotationExecutionType], job.ExecScheduled)
+		u.OpID = cmp.Or(live.Annotations[kube.AnnotationOpID], live.Name)
+		u.StartedBy = cmp.Or(live.Annotations[kube.AnnotationStartedBy], "scheduled/runtime")
+		if u.StartTime == nil {
+			u.StartTime = &live.CreationTimestamp.Time
+		}
+	}
+	if u.JobName == "" || u.JobUID == "" {
+		return nil // not a Job of a data job datajobs rendered
+	}
+	wrote, err := t.x.db.RecordExecution(ctx, t.fence, u)
+	if err != nil {
+		t.enqueueSeen(u.ID, seen)
+		return err
+	}
+	if wrote {
+		t.x.cfg.Metrics.recorded(u, row, seen)
+		t.x.log.InfoContext(ctx, "execution_recorded", "execution", u.ID, "job", u.JobName, "status", string(u.Status))
+	}
+	return nil
+}
+
+func (t *execTerm) enqueueSeen(id string, seen time.Time) {
+	if seen.IsZero() {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.seen[id]; !ok {
+		t.seen[id] = seen
+	}
+}
+
+func idOf(row *store.TrackedExecution, live *batchv1.Job) string {
+	if row != nil {
+		return row.ID
+	}
+	return live.Name
+}
+
+// create creates the Job of a manual start from the job's CronJob. While the CronJob is
+// missing (its deployment not applied yet) it retries, until StartTimeout makes the
+// execution a platform error.
+func (t *execTerm) create(ctx context.Context, row *store.TrackedExecution, now time.Time) error {
+	cj, err := t.x.client.BatchV1().CronJobs(t.x.cfg.Namespace).Get(ctx, row.JobName, metav1.GetOptions{})
+	if err == nil && (cj.Labels[kube.LabelJobUID] != row.JobUID || cj.DeletionTimestamp != nil) {
+		err = apierrors.NewNotFound(batchv1.Resource("cronjobs"), row.JobName)
+	}
+	if apierrors.IsNotFound(err) {
+		if row.StartTime != nil && now.Sub(*row.StartTime) >= t.x.cfg.StartTimeout {
+			return t.record(ctx, row, nil, store.ExecutionUpdate{
+				Status: job.ExecPlatformError, EndTime: &now,
+				Message: fmt.Sprintf("The execution could not start: the job's CronJob %s did not exist within %s of the request.", row.JobName, t.x.cfg.StartTimeout),
+			})
+		}
+		return fmt.Errorf("start execution %s: cronjob %s not there yet", row.ID, row.JobName)
+	}
+	if err != nil {
+		return fmt.Errorf("start execution %s: read cronjob: %w", row.ID, err)
+	}
+	j := kube.ExecutionJob(cj, kube.ManualExecution{ID: row.ID, OpID: row.OpID, StartedBy: row.StartedBy, Args: row.Args})
+	_, err = t.x.client.BatchV1().Jobs(t.x.cfg.Namespace).Create(ctx, j, metav1.CreateOptions{FieldManager: "datajobs"})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("start execution %s: create job: %w", row.ID, err)
+	}
+	t.x.cfg.Metrics.started.Inc()
+	t.x.log.InfoContext(ctx, "execution_job_created", "execution", row.ID, "job", row.JobName)
+	return nil
+}
+
+// deleteJob deletes an execution's Job, only that object (UID precondition).
+func (t *execTerm) deleteJob(ctx context.Context, j *batchv1.Job, policy metav1.DeletionPropagation) error {
+	err := t.x.client.BatchV1().Jobs(t.x.cfg.Namespace).Delete(ctx, j.Name, metav1.DeleteOptions{
+		PropagationPolicy: &policy, Preconditions: &metav1.Preconditions{UID: &j.UID},
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete job %s: %w", j.Name, err)
+	}
+	return nil
+}
+
+// confirmGone asks the apiserver whether a Job the cache does not have is really gone: a
+// Job created a moment ago may not be in the cache yet.
+func (t *execTerm) confirmGone(ctx context.Context, id string) (bool, error) {
+	_, err := t.x.client.BatchV1().Jobs(t.x.cfg.Namespace).Get(ctx, id, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read job %s: %w", id, err)
+	}
+	t.queue.AddAfter(id, time.Second) // the cache will catch up; look again
+	return false, nil
+}
+
+func jobDone(j *batchv1.Job) (complete, failed bool) {
+	for _, c := range j.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete, batchv1.JobSuccessCriteriaMet:
+			complete = true
+		case batchv1.JobFailed, batchv1.JobFailureTarget:
+			failed = true
+		}
+	}
+	return complete, failed
+}
+
+// cleanup deletes the finished executions beyond the retention.
+func (t *execTerm) cleanup(ctx context.Context) {
+	n, err := t.x.db.DeleteExpiredExecutions(ctx, t.fence, t.x.cfg.Retention)
+	if err != nil {
+		if !errors.Is(err, context.Canceled) {
+			t.x.log.WarnContext(ctx, "executions_cleanup_failed", "error", err)
+		}
+		return
+	}
+	if n > 0 {
+		t.x.log.InfoContext(ctx, "executions_cleaned", "deleted", n)
+	}
+}

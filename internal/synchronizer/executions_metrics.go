@@ -1,0 +1,77 @@
+package synchronizer
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/store"
+)
+
+// ExecutionMetrics is the execution tracker's telemetry; labels are low-cardinality.
+type ExecutionMetrics struct {
+	started  prometheus.Counter
+	finished *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	writeLag prometheus.Histogram
+	running  prometheus.Gauge
+	// logsUnreadable counts finished executions whose log could not be read to be kept.
+	logsUnreadable prometheus.Counter
+}
+
+// NewExecutionMetrics registers the execution metrics on reg (nil: registered nowhere).
+func NewExecutionMetrics(reg prometheus.Registerer) *ExecutionMetrics {
+	m := &ExecutionMetrics{
+		started: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "datajobs_executions_jobs_created_total", Help: "Kubernetes Jobs created for manual starts.",
+		}),
+		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "datajobs_executions_finished_total", Help: "Executions recorded with a final status, by type and status.",
+		}, []string{"type", "status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "datajobs_execution_duration_seconds", Help: "Duration of finished executions, by final status.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 18),
+		}, []string{"status"}),
+		writeLag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "datajobs_execution_status_write_lag_seconds", Help: "Time from a Job or Pod event being seen to the execution's row being committed.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}),
+		running: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "datajobs_executions_running", Help: "Executions recorded as running.",
+		}),
+		logsUnreadable: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "datajobs_execution_logs_unreadable_total", Help: "Finished executions whose pod log could not be read, kept empty.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.started, m.finished, m.duration, m.writeLag, m.running, m.logsUnreadable)
+	}
+	return m
+}
+
+// recorded counts a written status; prev is the row before (nil: a new run), seen when
+// the event that led to it was first seen (zero: none).
+func (m *ExecutionMetrics) recorded(u store.ExecutionUpdate, prev *store.TrackedExecution, seen time.Time) {
+	if !seen.IsZero() {
+		m.writeLag.Observe(time.Since(seen).Seconds())
+	}
+	was := job.ExecutionStatus("")
+	if prev != nil {
+		was = prev.Status
+	}
+	if was == job.ExecRunning {
+		m.running.Dec()
+	}
+	if u.Status == job.ExecRunning {
+		m.running.Inc()
+	}
+	if u.Status.Final() {
+		m.finished.WithLabelValues(u.Type, string(u.Status)).Inc()
+		if u.StartTime != nil && u.EndTime != nil {
+			m.duration.WithLabelValues(string(u.Status)).Observe(max(u.EndTime.Sub(*u.StartTime).Seconds(), 0))
+		} else if prev != nil && prev.StartTime != nil && u.EndTime != nil {
+			m.duration.WithLabelValues(string(u.Status)).Observe(max(u.EndTime.Sub(*prev.StartTime).Seconds(), 0))
+		}
+	}
+}
