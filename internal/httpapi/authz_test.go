@@ -225,6 +225,15 @@ func TestDeployedByIsTheTokensUsername(t *testing.T) {
 	require.NoError(t, e.storeConn(t).QueryRow(t.Context(),
 		`SELECT uploaded_by FROM data_job_source WHERE job_name = 'job-of-a'`).Scan(&by))
 	require.Equal(t, "bot-a", by, "the sources uploader is the token's username too")
+
+	r = e.do("POST", "/data-jobs/for-team/team-a/jobs/job-of-a/deployments/release/executions", `{"started_by":"mallory"}`,
+		append(bearer(e.tokA), "X-Datajobs-User", "mallory")...)
+	require.Equal(t, http.StatusAccepted, r.status, "%s", r.body)
+	var ex struct {
+		StartedBy string `json:"started_by"`
+	}
+	r.json(t, &ex)
+	require.Equal(t, "bot-a", ex.StartedBy, "nor started_by")
 }
 
 func TestGraphQLShowsOnlyTheCallersTeams(t *testing.T) {

@@ -146,7 +146,7 @@ func (a *api) startExecution(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e, err := a.svc.StartExecution(r.Context(), team, name,
-		service.ExecutionRequest{Args: req.Args}, a.user(r, req.StartedBy), opID(r.Context()))
+		service.ExecutionRequest{Args: req.Args}, a.startedBy(r, req.StartedBy), opID(r.Context()))
 	if err != nil {
 		a.writeError(w, r, err)
 		return
