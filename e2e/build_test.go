@@ -81,7 +81,7 @@ func (r *replica) deploymentStatus(t *testing.T, name string) string {
 // builds reads a replica's datajobs_build_builds_total{result="ok"}.
 func (r *replica) builds(t *testing.T) string {
 	t.Helper()
-	resp, err := http.Get(r.base + "/metrics")
+	resp, err := http.Get(r.admin + "/metrics")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)

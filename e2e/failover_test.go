@@ -48,21 +48,19 @@ var binary = sync.OnceValues(func() (string, error) {
 
 // replica is one `datajobs serve` process.
 type replica struct {
-	cmd  *exec.Cmd
-	base string
-	logs *bytes.Buffer
+	cmd   *exec.Cmd
+	base  string // the API
+	admin string // /metrics and /data-jobs/debug/*
+	logs  *bytes.Buffer
 }
 
 func startReplica(t *testing.T, dbURL, kubeconfig, namespace string, args ...string) *replica {
 	t.Helper()
 	bin, err := binary()
 	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	r := &replica{base: "http://" + addr, logs: &bytes.Buffer{}}
-	r.cmd = exec.Command(bin, append([]string{"serve", "--listen", addr, "--admin-listen", "127.0.0.1:0", "--auth-mode", "none",
+	addr, adminAddr := freeAddr(t), freeAddr(t)
+	r := &replica{base: "http://" + addr, admin: "http://" + adminAddr, logs: &bytes.Buffer{}}
+	r.cmd = exec.Command(bin, append([]string{"serve", "--listen", addr, "--admin-listen", adminAddr, "--auth-mode", "none",
 		"--namespace", namespace, "--log-format", "text"}, args...)...)
 	r.cmd.Env = append(os.Environ(), "DATAJOBS_DATABASE_URL="+dbURL, "DATAJOBS_KUBECONFIG="+kubeconfig)
 	r.cmd.Stdout, r.cmd.Stderr = r.logs, r.logs
@@ -159,4 +157,14 @@ func TestTwoReplicasOneLeaderAndFailoverAfterSIGKILL(t *testing.T) {
 	require.NotEqual(t, holder, h)
 	require.Contains(t, h, fmt.Sprintf("-%d-", follower.cmd.Process.Pid))
 	require.Greater(t, e, epoch)
+}
+
+// freeAddr is a loopback address with a port that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
 }

@@ -191,3 +191,19 @@ func (a *api) caller(r *http.Request, bodyUser string, bodyFirst bool) string {
 	}
 	return cmp.Or(id.Username, bodyUser, "unknown")
 }
+
+// startedBy is an execution's started_by, as VDK records it: the body's started_by (the
+// client's label, such as "manual/vdk-control-cli") followed by "/" and the caller, or the
+// caller alone. The caller part is the token's username in auth mode oidc, so the label
+// cannot hide who started the run.
+func (a *api) startedBy(r *http.Request, bodyStartedBy string) string {
+	id, _ := auth.FromContext(r.Context())
+	switch {
+	case bodyStartedBy == "":
+		return a.user(r, "")
+	case id.Username == "":
+		return bodyStartedBy
+	default:
+		return bodyStartedBy + "/" + id.Username
+	}
+}

@@ -30,7 +30,7 @@ func TestStartRecordsASubmittedExecutionWithItsLocation(t *testing.T) {
 	require.Equal(t, path+"/executions/"+id, r.header.Get("Location"))
 	require.Equal(t, "submitted", ex["status"])
 	require.Equal(t, "manual", ex["type"])
-	require.Equal(t, "vdk-control-cli", ex["started_by"])
+	require.Equal(t, "vdk-control-cli/bob", ex["started_by"], "the client's label, then the caller (as VDK)")
 	require.Equal(t, "op-start-1", ex["op_id"])
 	dep := ex["deployment"].(map[string]any)
 	require.Equal(t, "v1", dep["job_version"])
