@@ -171,23 +171,9 @@ func checkBodyType(r *http.Request, rt route) error {
 // uploader: the token's username in auth mode oidc (a header or body field cannot
 // change it); in mode none X-Datajobs-User, then the body's field, then "unknown".
 func (a *api) user(r *http.Request, bodyUser string) string {
-	return a.caller(r, bodyUser, false)
-}
-
-// startedBy is an execution's started_by: the token's username in auth mode oidc; in
-// mode none the body's started_by first (VDK's clients name themselves there, e.g.
-// "vdk-control-cli"), then X-Datajobs-User, then "unknown".
-func (a *api) startedBy(r *http.Request, bodyStartedBy string) string {
-	return a.caller(r, bodyStartedBy, true)
-}
-
-func (a *api) caller(r *http.Request, bodyUser string, bodyFirst bool) string {
 	id, _ := auth.FromContext(r.Context())
 	if id.Verified {
 		return id.Username
-	}
-	if bodyFirst {
-		return cmp.Or(bodyUser, id.Username, "unknown")
 	}
 	return cmp.Or(id.Username, bodyUser, "unknown")
 }

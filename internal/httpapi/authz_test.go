@@ -233,7 +233,7 @@ func TestDeployedByIsTheTokensUsername(t *testing.T) {
 		StartedBy string `json:"started_by"`
 	}
 	r.json(t, &ex)
-	require.Equal(t, "bot-a", ex.StartedBy, "nor started_by")
+	require.Equal(t, "mallory/bot-a", ex.StartedBy, "started_by is the client's label, then the token's username")
 }
 
 func TestGraphQLShowsOnlyTheCallersTeams(t *testing.T) {
