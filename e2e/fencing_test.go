@@ -113,14 +113,22 @@ func TestPausedLeaderResumedAfterTakeoverWritesNothingToKubernetes(t *testing.T)
 	before := cronJob()
 	require.False(t, *before.Spec.Suspend)
 
-	// Resume the old leader and wait until its term has ended: the gauge drops to 0 only
-	// after the term's work (every worker) has returned.
+	// Resume the old leader and wait until its term has ended (the gauge drops to 0 only
+	// after the term's work, every worker, has returned), or until it has written.
 	require.NoError(t, old.cmd.Process.Signal(syscall.SIGCONT))
+	var after *batchv1.CronJob
 	require.Eventually(t, func() bool {
+		after = cronJob()
+		if after.ResourceVersion != before.ResourceVersion {
+			return true
+		}
 		v, ok := old.metric(t, isLeader)
-		return ok && v == 0
+		if ok && v == 0 {
+			after = cronJob()
+			return true
+		}
+		return false
 	}, 2*time.Minute, 100*time.Millisecond, "the resumed leader ends its term")
-	after := cronJob()
 	h, e, _ := lease()
 	// Read after the CronJob: the successor's term never ended in between, so the old
 	// leader had no new term in which a write would have been legitimate.
