@@ -260,13 +260,14 @@ class Result:
 
 
 class VDK:
-    """Runs the real client, as a user would, against the service. Without api_token,
-    authentication is off: with no credentials in its config folder and no
-    VDK_API_TOKEN, vdkcli sends no Authorization header. With one (a refresh token),
-    vdkcli exchanges it at token_url for an access token, as after
-    `vdk login -t api-token`, and caches that in its config folder."""
+    """Runs the real client, as a user would, against the service. Without credentials,
+    authentication is off: with nothing in its config folder and no VDK_API_TOKEN, vdkcli
+    sends no Authorization header. With credentials (what `vdk login -t credentials`
+    stores after its browser flow: the token URL, the client and a refresh token), they go
+    into its config folder; vdkcli then exchanges the refresh token for an access token
+    itself and sends it as Authorization: Bearer."""
 
-    def __init__(self, service, home, api_token=None, token_url=None):
+    def __init__(self, service, home, credentials=None):
         env = {k: v for k, v in os.environ.items() if not k.startswith("VDK_")}
         env.update({
             "HOME": str(home),
@@ -280,8 +281,10 @@ class VDK:
             # click warns about it on every deploy.
             "PYTHONWARNINGS": "ignore::UserWarning",
         })
-        if api_token:
-            env.update({"VDK_API_TOKEN": api_token, "VDK_API_TOKEN_AUTHORIZATION_URL": token_url})
+        if credentials:
+            folder = Path(home) / ".vdk.internal"
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "vdk-cred.json").write_text(json.dumps(credentials))
         self.env, self.cwd = env, home
 
     def __call__(self, *args, code=0):
@@ -331,11 +334,12 @@ class OIDCProvider:
         assert r.ok, f"{method} {path}: {r.status_code} {r.text}"
         return r.json()
 
-    def user_refresh_token(self, username, teams):
+    def user_credentials(self, username, teams):
         """Runs the authorization-code flow for username in teams, playing the browser
-        and accepting the login and the consent through the admin API. Returns the
-        refresh token and the token URL (with the client's credentials in it, which is
-        how a client secret reaches the token endpoint when vdkcli refreshes)."""
+        and accepting the login and the consent through the admin API, and returns what
+        `vdk login -t credentials` stores at its end: the token URL, the client and the
+        refresh token. (`vdk login -t api-token` cannot be used with Hydra: vdkcli sends
+        that refresh token without any client authentication, which Hydra requires.)"""
         client = self.admin("POST", "/admin/clients", {
             "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"],
             "redirect_uris": [self.REDIRECT], "scope": "openid offline_access",
@@ -362,15 +366,13 @@ class OIDCProvider:
                                   "grant_access_token_audience": ["datajobs"],
                                   "session": {"access_token": {"groups": teams, "username": username}}})
         code = query(follow(accepted["redirect_to"]), "code")
-        auth = (client["client_id"], client["client_secret"])
-        r = requests.post(self.issuer + "/oauth2/token", auth=auth, timeout=30, data={
+        token_url = self.issuer.rstrip("/") + "/oauth2/token"
+        r = requests.post(token_url, auth=(client["client_id"], client["client_secret"]), timeout=30, data={
             "grant_type": "authorization_code", "code": code, "redirect_uri": self.REDIRECT})
         assert r.ok, f"token: {r.status_code} {r.text}"
-        issuer = urllib.parse.urlsplit(self.issuer)
-        token_url = urllib.parse.urlunsplit(issuer._replace(
-            netloc=f"{urllib.parse.quote(auth[0], safe='')}:{urllib.parse.quote(auth[1], safe='')}@{issuer.netloc}",
-            path=issuer.path.rstrip("/") + "/oauth2/token"))
-        return r.json()["refresh_token"], token_url
+        return {"auth_type": "credentials", "authorization_url": token_url, "refresh_token": r.json()["refresh_token"],
+                "client_id": client["client_id"], "client_secret": client["client_secret"],
+                "access_token": None, "access_token_expiration_time": 0}
 
 
 @pytest.fixture(scope="session")
@@ -382,11 +384,10 @@ def oidc(environment):
 
 @pytest.fixture
 def logged_in_vdk(oidc_service, oidc, tmp_path):
-    """Returns a function that logs a user with teams in (the api-token way) and gives a
-    runner of the client as that user."""
+    """Returns a function that logs a user with teams in and gives a runner of the
+    client as that user."""
     def login(username, teams):
         home = tmp_path / ("home-" + username)
         home.mkdir()
-        token, url = oidc.user_refresh_token(username, teams)
-        return VDK(oidc_service, home, api_token=token, token_url=url)
+        return VDK(oidc_service, home, credentials=oidc.user_credentials(username, teams))
     return login

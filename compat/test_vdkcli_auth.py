@@ -1,6 +1,7 @@
-"""The real VDK client against datajobs in auth mode oidc: a user logged in the api-token
-way (a refresh token of the environment's Ory Hydra, exchanged by vdkcli itself) works on
-its team's jobs and is refused, with the 403 message the client prints, on another's."""
+"""The real VDK client against datajobs in auth mode oidc: a user logged in (a refresh
+token of the environment's Ory Hydra, which vdkcli exchanges for access tokens itself)
+works on its team's jobs and is refused, with the 403 message the client prints, on
+another's."""
 
 import re
 
@@ -33,15 +34,19 @@ def test_a_logged_in_user_acts_on_its_team_only(logged_in_vdk, oidc_service, job
 
     # The same commands on team compat-auth-b: refused, nothing changed.
     for args in (("create", "-n", "compat-auth-intruder", "-t", "compat-auth-b", "--cloud"),
-                 ("show", "-n", "compat-auth-bobs", "-t", "compat-auth-b"),
-                 ("list", "-t", "compat-auth-b"),
                  ("deploy", "-n", "compat-auth-bobs", "-t", "compat-auth-b", "-p", job_dir("compat-auth-bobs", "compat-auth-b"), "-r", "x"),
-                 ("delete", "-n", "compat-auth-bobs", "-t", "compat-auth-b", "-y")):
+                 ("delete", "-n", "compat-auth-bobs", "-t", "compat-auth-b", "--yes")):
         r = alice(*args, code=None)
         assert "may not act on the jobs of team compat-auth-b" in r.output, str(r)
+    # list and show read through the GraphQL query: it answers with the caller's teams'
+    # jobs only, so bob's job does not exist for alice.
+    r = alice("list", "-t", "compat-auth-b", "-o", "json")
+    assert r.json() == []
+    r = alice("show", "-n", "compat-auth-bobs", "-t", "compat-auth-b", code=2)
+    assert "Cannot find data job compat-auth-bobs" in r.output
     rows = oidc_service.query("SELECT name, team FROM data_job ORDER BY name")
     assert rows == [{"name": "compat-auth-bobs", "team": "compat-auth-b"}, {"name": name, "team": team}]
     assert oidc_service.deployment_row("compat-auth-bobs") is None
 
-    r = alice("delete", "-n", name, "-t", team, "-y")
+    alice("delete", "-n", name, "-t", team, "--yes")
     assert oidc_service.query("SELECT name FROM data_job WHERE name = %s", name) == []

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/datajobs/datajobs/internal/job"
@@ -26,6 +27,7 @@ func newServeCommand(g *globals) serveCommand {
 	var cfg server.Config
 	var syncMode string
 	var res resourceFlags
+	var introspection bool
 	var authMode string
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -39,6 +41,7 @@ func newServeCommand(g *globals) serveCommand {
 		}
 		c := cfg
 		c.SyncMode = server.SyncMode(syncMode)
+		c.Requests.DisableGraphQLIntrospection = !introspection
 		c.Auth.Mode = server.AuthMode(authMode)
 		c.Logger = log
 		c.Version = Version
@@ -86,6 +89,15 @@ func newServeCommand(g *globals) serveCommand {
 	f.StringSliceVar(&cfg.Build.PipExtraIndexURLs, "pip-extra-index-url", nil, "pip --extra-index-url (repeatable)")
 	f.StringSliceVar(&cfg.Build.PipFindLinks, "pip-find-links", nil, "pip --find-links (repeatable)")
 
+	// Request bounds (issue 11): concurrency, deadlines and quotas.
+	f.IntVar(&cfg.Requests.MaxConcurrentUploads, "max-concurrent-uploads", 4, "sources uploads in progress at once; more answer 429")
+	f.IntVar(&cfg.Requests.MaxConcurrentDownloads, "max-concurrent-downloads", 16, "sources downloads in progress at once; more answer 429")
+	f.DurationVar(&cfg.Requests.RequestTimeout, "request-timeout", time.Minute, "time to read a request and write its answer")
+	f.DurationVar(&cfg.Requests.TransferTimeout, "transfer-timeout", 5*time.Minute, "time to read a sources upload or write a download")
+	f.IntVar(&cfg.Requests.MaxJobsPerTeam, "max-jobs-per-team", 0, "data jobs a team may have (0: no limit); more answer 409")
+	f.Int64Var(&cfg.Requests.MaxSourceBytesPerTeam, "max-source-bytes-per-team", 0, "bytes of sources archives stored per team (0: no limit); more answer 409")
+	f.DurationVar(&cfg.Requests.GraphQLTimeout, "graphql-timeout", 10*time.Second, "time a GraphQL query may take (503 past it)")
+	f.BoolVar(&introspection, "graphql-introspection", true, "answer GraphQL introspection queries (__schema, __type)")
 	// Authentication and authorization (docs/api.md, "Authentication").
 	f.StringVar(&authMode, "auth-mode", "oidc", "how callers are authenticated: oidc (a bearer JWT on every /data-jobs/ request) or none (everyone is an admin: a trusted loopback only)")
 	f.StringSliceVar(&cfg.Auth.OIDC.IssuerURLs, "oidc-issuer-url", nil, "trusted OIDC issuer URLs, repeatable or comma-separated (required in mode oidc)")
@@ -120,14 +132,19 @@ func newServeCommand(g *globals) serveCommand {
 		if err := cluster.EnsureNamespace(ctx, c.Namespace); err != nil {
 			return err
 		}
+		// The printer is waited for: it ends with the address or when Run returns.
 		ready := make(chan net.Addr, 1)
-		go func() {
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		printing, stop := context.WithCancel(ctx)
+		defer stop()
+		wg.Go(func() {
 			select {
 			case addr := <-ready:
 				fmt.Fprintf(out, "datajobs API: http://%s\n", localURL(addr))
-			case <-ctx.Done():
+			case <-printing.Done():
 			}
-		}()
+		})
 		return server.Run(ctx, c, ready)
 	}}
 }

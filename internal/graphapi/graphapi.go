@@ -329,13 +329,15 @@ func classify(err error, message string) (int, string) {
 	var de *job.Error
 	var in inputError
 	switch {
+	case errors.Is(err, context.DeadlineExceeded): // the query's deadline, seen through the store
+		return http.StatusServiceUnavailable, "The query did not complete in time."
 	case errors.As(err, &de) && de.Kind == job.KindInvalid:
 		return http.StatusBadRequest, de.What + " " + de.Why
 	case errors.As(err, &de) && de.Kind == job.KindUnavailable:
 		return http.StatusServiceUnavailable, de.What + " " + de.Why
 	case errors.As(err, &in):
 		return http.StatusBadRequest, message
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+	case errors.Is(err, context.Canceled):
 		return http.StatusServiceUnavailable, "The query did not complete in time."
 	default:
 		return http.StatusInternalServerError, "The query could not be completed because of an internal error; report it with the X-OPID of the response."

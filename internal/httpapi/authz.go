@@ -45,6 +45,10 @@ var (
 	memberOfBothTeams = rule{teamParams: []string{"team", "new_team"}}
 	// anyCaller: a route that names no team (authentication only).
 	anyCaller = rule{}
+	// callersTeamsOnly: the GraphQL jobs query, whatever team its path names (vdkcli list
+	// --all sends "no-team-specified"): any caller, and its SQL returns only the rows of
+	// the caller's teams (graphapi, store.Visibility).
+	callersTeamsOnly = rule{}
 )
 
 // route is what the middleware needs to know about a pattern before its handler runs.
@@ -163,7 +167,7 @@ func checkBodyType(r *http.Request, rt route) error {
 	return job.UnsupportedMediaType(ct, strings.Join(rt.bodyTypes, " or "))
 }
 
-// user is who makes a change, recorded as deployed_by, started_by or the sources
+// user is who makes a change, recorded as deployed_by, the canceller or the sources
 // uploader: the token's username in auth mode oidc (a header or body field cannot
 // change it); in mode none X-Datajobs-User, then the body's field, then "unknown".
 func (a *api) user(r *http.Request, bodyUser string) string {

@@ -75,10 +75,11 @@ func (e *authEnv) stateOfB(t *testing.T) []string {
 var authzCases = map[string]struct {
 	body, contentType string
 	anyCaller         bool // a route that names no team: authentication only
+	filtered          bool // the GraphQL query: any caller, only its teams' rows
 }{
 	"GET /data-jobs/for-team/{team}/info":                                               {},
 	"POST /data-jobs/for-team/{team}/jobs":                                              {body: `{"job_name":"new-in-b","description":"d"}`},
-	"GET /data-jobs/for-team/{team}/jobs":                                               {},
+	"GET /data-jobs/for-team/{team}/jobs":                                               {filtered: true},
 	"GET /data-jobs/for-team/{team}/jobs/{job}":                                         {},
 	"PUT /data-jobs/for-team/{team}/jobs/{job}":                                         {body: `{"job_name":"job-of-b","description":"changed"}`},
 	"DELETE /data-jobs/for-team/{team}/jobs/{job}":                                      {},
@@ -142,6 +143,11 @@ func TestEveryRouteKeepsTeamsApart(t *testing.T) {
 
 		// team-a's caller on team-b's job (moving it into team-a): 403 naming team-b.
 		r = e.do(method, path, c.body, append(bearer(e.tokA), headers...)...)
+		if c.filtered {
+			require.Equal(t, http.StatusOK, r.status, "%s by team-a: %s", pattern, r.body)
+			require.NotContains(t, string(r.body), "job-of-b", "%s: team-b's rows never reach team-a", pattern)
+			continue
+		}
 		if c.anyCaller {
 			require.NotEqual(t, http.StatusForbidden, r.status, pattern)
 			require.NotEqual(t, http.StatusUnauthorized, r.status, pattern)
@@ -219,6 +225,15 @@ func TestDeployedByIsTheTokensUsername(t *testing.T) {
 	require.NoError(t, e.storeConn(t).QueryRow(t.Context(),
 		`SELECT uploaded_by FROM data_job_source WHERE job_name = 'job-of-a'`).Scan(&by))
 	require.Equal(t, "bot-a", by, "the sources uploader is the token's username too")
+
+	r = e.do("POST", "/data-jobs/for-team/team-a/jobs/job-of-a/deployments/release/executions", `{"started_by":"mallory"}`,
+		append(bearer(e.tokA), "X-Datajobs-User", "mallory")...)
+	require.Equal(t, http.StatusAccepted, r.status, "%s", r.body)
+	var ex struct {
+		StartedBy string `json:"started_by"`
+	}
+	r.json(t, &ex)
+	require.Equal(t, "mallory/bot-a", ex.StartedBy, "started_by is the client's label, then the token's username")
 }
 
 func TestGraphQLShowsOnlyTheCallersTeams(t *testing.T) {

@@ -108,7 +108,7 @@ func (a *api) routes() *router {
 	rt.handleFunc("DELETE "+jobPath+"/sources", memberOfTeam, a.deleteSources)
 
 	if a.cfg.JobsQuery != nil {
-		rt.handle("GET "+team+"/jobs", memberOfTeam, a.cfg.JobsQuery)
+		rt.handle("GET "+team+"/jobs", callersTeamsOnly, a.cfg.JobsQuery)
 	} else {
 		rt.handle("GET "+team+"/jobs", memberOfTeam, a.notImplemented("jobs query (GraphQL)"))
 	}

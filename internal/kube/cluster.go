@@ -35,7 +35,7 @@ type Cluster struct {
 }
 
 // Connect builds a client for the cluster. It does not contact the server: the service
-// starts while the apiserver is down and reports itself not ready until it is back.
+// starts while the apiserver is down and says so in its /healthz detail.
 func Connect(cfg ClusterConfig) (*Cluster, error) {
 	path := cfg.Kubeconfig
 	if path == "" {

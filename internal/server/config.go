@@ -57,6 +57,8 @@ type Config struct {
 	// Sources bounds uploaded job sources (defaults: 50 MiB archives, 200 MiB
 	// uncompressed, 10,000 files, 50 versions kept per job).
 	Sources service.SourcesConfig
+	// Requests bounds requests: concurrency, deadlines, quotas (see RequestLimits).
+	Requests RequestLimits
 	// Executions configures how executions are tracked and kept.
 	Executions ExecutionsConfig
 	// LeaseDuration is how long a leader holds the lease without renewing (default 10s).

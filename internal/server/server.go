@@ -22,9 +22,12 @@ import (
 	"github.com/datajobs/datajobs/internal/synchronizer"
 )
 
-// Run serves datajobs until ctx ends, then shuts down gracefully: the HTTP server stops
-// accepting, in-flight requests finish, the synchronizer drains and the lease is released.
-// ready, when not nil, receives the listener's address once the server accepts connections.
+// Run serves datajobs until ctx ends, then shuts down gracefully: the HTTP servers stop
+// accepting, in-flight requests have ShutdownTimeout to finish before their contexts are
+// cancelled, the synchronizer drains and the lease is released. Everything is built before
+// the listeners open, so a configuration error never leaves a server running; every
+// goroutine Run starts has returned when Run does. ready, when not nil, receives the
+// listener's address once the server accepts connections.
 func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -36,7 +39,10 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 		return err
 	}
 
-	db, err := store.Open(ctx, store.Config{URL: cfg.DatabaseURL, MaxConns: cfg.Safety.DBMaxConns, StatementTimeout: cfg.Safety.DBStatementTimeout})
+	db, err := store.Open(ctx, store.Config{
+		URL: cfg.DatabaseURL, MaxConns: cfg.Safety.DBMaxConns, StatementTimeout: cfg.Safety.DBStatementTimeout,
+		Quotas: store.TeamQuotas{MaxJobs: cfg.Requests.MaxJobsPerTeam, MaxSourceBytes: cfg.Requests.MaxSourceBytesPerTeam},
+	})
 	if err != nil {
 		return err
 	}
@@ -50,17 +56,6 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	migrated := make(chan struct{})
-	health := &health{db: db, cluster: cluster, migrated: migrated}
-
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", health.live)
-	mux.HandleFunc("GET /readyz", health.ready)
-	// The admin listener: metrics and debugging, never on the public port.
-	adminMux := http.NewServeMux()
-	adminMux.HandleFunc("GET /healthz", health.live)
-	adminMux.HandleFunc("GET /readyz", health.ready)
-	adminMux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
 	svc, err := service.New(service.Config{
 		SupportedPythonVersions: cfg.SupportedPythonVersions,
 		DefaultPythonVersion:    cfg.DefaultPythonVersion,
@@ -73,11 +68,37 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 	if err != nil {
 		return err
 	}
-	jobsQuery, err := graphapi.New(graphapi.Config{DefaultResources: svc.Config().Resources.Default, Logger: log}, db)
+	jobsQuery, err := graphapi.New(graphapi.Config{
+		DefaultResources: svc.Config().Resources.Default, Logger: log,
+		Timeout: cfg.Requests.GraphQLTimeout, DisableIntrospection: cfg.Requests.DisableGraphQLIntrospection,
+	}, db)
 	if err != nil {
 		return err
 	}
-	mux.Handle("/", httpapi.New(httpapi.Config{JobsQuery: jobsQuery, Auth: authn, Webhook: authz}, svc, log))
+	syncUnit, err := newSynchronizer(cfg, db, cluster, registry)
+	if err != nil {
+		return err
+	}
+	migrated := make(chan struct{})
+	kubeProbe := newKubeProbe(cluster.Ping, 10*time.Second, registry)
+	health := &health{db: db, migrated: migrated, kube: kubeProbe, sync: syncUnit.state}
+	health.safety.syncer.Store(syncUnit.syncer)
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", health.live)
+	mux.HandleFunc("GET /readyz", health.ready)
+	mux.Handle("/", httpapi.New(httpapi.Config{
+		JobsQuery: jobsQuery, Auth: authn, Webhook: authz,
+		MaxConcurrentUploads: cfg.Requests.MaxConcurrentUploads, MaxConcurrentDownloads: cfg.Requests.MaxConcurrentDownloads,
+		RequestTimeout: cfg.Requests.RequestTimeout, TransferTimeout: cfg.Requests.TransferTimeout,
+		Metrics: httpapi.NewMetrics(registry),
+	}, svc, log))
+	// The admin listener: metrics and debugging, never on the public port.
+	adminMux := http.NewServeMux()
+	adminMux.HandleFunc("GET /healthz", health.live)
+	adminMux.HandleFunc("GET /readyz", health.ready)
+	adminMux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
+	adminMux.Handle("GET /data-jobs/debug/sync-plan", syncPlanHandler(cfg.SyncMode, syncUnit.syncer))
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -88,15 +109,26 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 		ln.Close()
 		return fmt.Errorf("listen on %s (admin): %w", cfg.AdminListen, err)
 	}
+	// Requests run under their own context: a shutdown lets them finish, then cancels
+	// them when the grace period is over.
+	requests, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRequests()
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       5 * time.Minute, // a 50 MiB sources upload over a slow link
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
+		BaseContext:       func(net.Listener) context.Context { return requests },
 	}
-	adminSrv := &http.Server{Handler: adminMux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, MaxHeaderBytes: 64 << 10}
+	adminSrv := &http.Server{
+		Handler: adminMux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, MaxHeaderBytes: 64 << 10,
+		BaseContext: func(net.Listener) context.Context { return requests },
+	}
 
+	// background ends when ctx does, or when a server fails.
+	background, stop := context.WithCancel(ctx)
+	defer stop()
 	var wg sync.WaitGroup
 	serveErr := make(chan error, 2)
 	for s, l := range map[*http.Server]net.Listener{srv: ln, adminSrv: adminLn} {
@@ -106,6 +138,17 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 			}
 		})
 	}
+	wg.Go(func() { kubeProbe.run(background) })
+	// Migrations are retried until the database answers: the process stays up and
+	// reports itself not ready meanwhile, instead of crash-looping. The synchronizer
+	// starts once the schema is there.
+	wg.Go(func() {
+		if err := migrateWithRetry(background, db, cfg); err != nil {
+			return
+		}
+		close(migrated)
+		syncUnit.run(background)
+	})
 	log.InfoContext(ctx, "serving", "address", ln.Addr().String(), "admin_address", adminLn.Addr().String(),
 		"namespace", cfg.Namespace, "sync_mode", string(cfg.SyncMode), "auth_mode", string(cfg.Auth.Mode))
 	if ready != nil {
@@ -115,33 +158,19 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 		cfg.AdminReady <- adminLn.Addr()
 	}
 
-	// Migrations are retried until the database answers: the process stays up and
-	// reports itself not ready meanwhile, instead of crash-looping. The synchronizer
-	// starts once the schema is there.
-	synchronize, syncer, err := newSynchronizer(cfg, db, cluster, registry)
-	if err != nil {
-		return err
-	}
-	adminMux.Handle("GET /data-jobs/debug/sync-plan", syncPlanHandler(cfg.SyncMode, syncer))
-	health.safety.syncer.Store(syncer)
-	wg.Go(func() {
-		if err := migrateWithRetry(ctx, db, cfg); err != nil {
-			return
-		}
-		close(migrated)
-		synchronize(ctx)
-	})
-
 	select {
 	case <-ctx.Done():
 	case err = <-serveErr:
 		log.ErrorContext(ctx, "http_server_failed", "error", err)
 	}
+	stop()
 
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancel()
 	if shutErr := errors.Join(srv.Shutdown(shutdownCtx), adminSrv.Shutdown(shutdownCtx)); shutErr != nil {
 		log.WarnContext(shutdownCtx, "http_shutdown_incomplete", "error", shutErr)
+		cancelRequests()
+		_ = errors.Join(srv.Close(), adminSrv.Close())
 	}
 	wg.Wait()
 	log.InfoContext(shutdownCtx, "stopped")
@@ -175,16 +204,27 @@ func stepDownAfter(cfg Config) time.Duration {
 	return cfg.LeaseDuration
 }
 
+// synchronizerUnit is what runs the synchronizer in this process.
+type synchronizerUnit struct {
+	// run runs it until ctx ends.
+	run func(ctx context.Context)
+	// syncer is the synchronizer, nil when the mode is off.
+	syncer *synchronizer.Synchronizer
+	// state is its part of the /healthz detail.
+	state func() syncState
+}
+
 // newSynchronizer returns what runs the synchronizer in this process until ctx ends: under
 // the leader lease when it writes, on its own in dry-run mode (it writes nothing), or
 // nothing at all when the mode is off.
-func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg prometheus.Registerer) (func(context.Context), *synchronizer.Synchronizer, error) {
+func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg prometheus.Registerer) (synchronizerUnit, error) {
+	state := func() syncState { return syncState{Mode: cfg.SyncMode} }
 	if cfg.SyncMode == SyncOff {
-		return func(context.Context) {}, nil, nil
+		return synchronizerUnit{run: func(context.Context) {}, state: state}, nil
 	}
 	builds, err := newBuildStage(cfg, db, reg)
 	if err != nil {
-		return nil, nil, err
+		return synchronizerUnit{}, err
 	}
 	syncer := synchronizer.New(synchronizer.Config{
 		Build:              builds,
@@ -225,11 +265,11 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 		}
 	}
 	if cfg.SyncMode == SyncDryRun {
-		return func(ctx context.Context) { run(ctx, 0) }, syncer, nil
+		return synchronizerUnit{run: func(ctx context.Context) { run(ctx, 0) }, syncer: syncer, state: state}, nil
 	}
 	metrics, err := leader.NewMetrics(reg)
 	if err != nil {
-		return nil, nil, err
+		return synchronizerUnit{}, err
 	}
 	elector, err := leader.New(leader.Config{
 		Name:          store.SyncLeaseName,
@@ -238,11 +278,15 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 		Metrics:       metrics,
 	}, db)
 	if err != nil {
-		return nil, nil, err
+		return synchronizerUnit{}, err
 	}
-	return func(ctx context.Context) {
-		if err := elector.Run(ctx, run); err != nil {
-			cfg.Logger.WarnContext(ctx, "leader_release_failed", "error", err)
-		}
-	}, syncer, nil
+	return synchronizerUnit{
+		run: func(ctx context.Context) {
+			if err := elector.Run(ctx, run); err != nil {
+				cfg.Logger.WarnContext(ctx, "leader_release_failed", "error", err)
+			}
+		},
+		syncer: syncer,
+		state:  func() syncState { return syncState{Mode: cfg.SyncMode, Leader: elector.IsLeader()} },
+	}, nil
 }

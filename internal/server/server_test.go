@@ -6,11 +6,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -87,7 +89,7 @@ func TestReadyzFollowsPostgreSQL(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(body), &ready))
 	require.Equal(t, "unavailable", ready.Status)
 	require.NotEqual(t, "ok", ready.Checks["database"], "the failing dependency is named")
-	require.Equal(t, "ok", ready.Checks["kubernetes"])
+	require.NotContains(t, ready.Checks, "kubernetes", "the API never needs Kubernetes")
 
 	// The API answers 503 with a VDK error body, not a 500.
 	code, body = get(t, base+"/data-jobs/for-team/team-a/jobs/some-job")
@@ -232,4 +234,153 @@ func TestOIDCWithoutIssuerRefusesToStart(t *testing.T) {
 	t.Parallel()
 	err := server.Run(t.Context(), server.Config{DatabaseURL: "postgres://127.0.0.1:1/none", Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0"}, nil)
 	require.ErrorContains(t, err, "--oidc-issuer-url", "oidc is the default mode and needs an issuer")
+}
+
+// serveWith runs server.Run with cfg as it is but for the listeners and auth mode none,
+// and returns the base URLs of the API and the admin listener and the channel of Run's
+// result; the test cancels ctx to stop it.
+func serveWith(t *testing.T, ctx context.Context, cfg server.Config) (string, string, <-chan error) {
+	t.Helper()
+	cfg.Listen, cfg.AdminListen, cfg.Auth.Mode = "127.0.0.1:0", "127.0.0.1:0", server.AuthNone
+	adminReady := make(chan net.Addr, 1)
+	cfg.AdminReady = adminReady
+	ready := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() { done <- server.Run(ctx, cfg, ready) }()
+	select {
+	case addr := <-ready:
+		return "http://" + addr.String(), "http://" + (<-adminReady).String(), done
+	case err := <-done:
+		t.Fatalf("server did not start: %v", err)
+		return "", "", nil
+	}
+}
+
+// unreachableKubeconfig is a kubeconfig naming an apiserver on a port nothing listens on.
+func unreachableKubeconfig(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	cfg := `apiVersion: v1
+kind: Config
+clusters: [{name: down, cluster: {server: "https://` + addr + `", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: down, context: {cluster: down, user: u}}]
+current-context: down
+`
+	require.NoError(t, os.WriteFile(path, []byte(cfg), 0o600))
+	return path
+}
+
+func TestReadinessStaysUpWhileTheAPIServerIsDown(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	base, admin, done := serveWith(t, ctx, server.Config{
+		DatabaseURL: testenv.DatabaseURL(t), Kubeconfig: unreachableKubeconfig(t),
+		Namespace: "unreachable", SyncMode: server.SyncOn,
+	})
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+
+	require.Eventually(t, func() bool { code, _ := get(t, base+"/readyz"); return code == http.StatusOK }, 30*time.Second, 50*time.Millisecond,
+		"the API serves although the apiserver is down: it never calls it")
+	code, body := get(t, base+"/data-jobs/for-team/team-a/jobs/some-job")
+	require.Equal(t, http.StatusNotFound, code, body)
+
+	var live struct {
+		Status string `json:"status"`
+		Detail struct {
+			Kubernetes string `json:"kubernetes"`
+			Sync       struct {
+				Mode   string `json:"mode"`
+				Leader bool   `json:"leader"`
+			} `json:"sync"`
+		} `json:"detail"`
+	}
+	require.Eventually(t, func() bool {
+		code, body := get(t, base+"/healthz")
+		require.Equal(t, http.StatusOK, code, "liveness: restarting would not bring the apiserver back")
+		require.NoError(t, json.Unmarshal([]byte(body), &live))
+		return live.Detail.Kubernetes != "not checked yet"
+	}, 30*time.Second, 50*time.Millisecond)
+	require.Equal(t, "ok", live.Status)
+	require.Contains(t, live.Detail.Kubernetes, "kubernetes api server readyz", "the detail names Kubernetes and its error")
+	require.Equal(t, "on", live.Detail.Sync.Mode)
+
+	_, metrics := get(t, admin+"/metrics")
+	require.Contains(t, metrics, "datajobs_kubernetes_reachable 0")
+}
+
+func TestHealthzDetailReportsAReachableAPIServer(t *testing.T) {
+	t.Parallel()
+	base, _, admin := serve(t, server.Config{DatabaseURL: testenv.DatabaseURL(t), SyncMode: server.SyncOn})
+	var live struct {
+		Detail struct {
+			Kubernetes string `json:"kubernetes"`
+			Sync       struct {
+				Leader bool `json:"leader"`
+			} `json:"sync"`
+		} `json:"detail"`
+	}
+	require.Eventually(t, func() bool {
+		_, body := get(t, base+"/healthz")
+		require.NoError(t, json.Unmarshal([]byte(body), &live))
+		return live.Detail.Kubernetes == "ok" && live.Detail.Sync.Leader
+	}, 30*time.Second, 50*time.Millisecond, "the only replica leads and reaches the apiserver")
+	_, metrics := get(t, admin+"/metrics")
+	require.Contains(t, metrics, "datajobs_kubernetes_reachable 1")
+	require.Contains(t, metrics, "datajobs_http_requests_in_flight")
+}
+
+func TestShutdownCancelsRequestsThatOutliveTheGracePeriod(t *testing.T) {
+	t.Parallel()
+	url := testenv.DatabaseURL(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	base, _, done := serveWith(t, ctx, server.Config{
+		DatabaseURL: url, Kubeconfig: testenv.Kubeconfig(t), Namespace: testenv.Namespace(t),
+		SyncMode: server.SyncOff, ShutdownTimeout: 200 * time.Millisecond,
+	})
+	require.Eventually(t, func() bool { code, _ := get(t, base+"/readyz"); return code == http.StatusOK }, 30*time.Second, 50*time.Millisecond)
+
+	// A transaction of the test holds the job table, so a request that reads a job waits.
+	conn, err := pgx.Connect(t.Context(), url)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	tx, err := conn.Begin(t.Context())
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	_, err = tx.Exec(t.Context(), `LOCK TABLE data_job IN ACCESS EXCLUSIVE MODE`)
+	require.NoError(t, err)
+
+	answered := make(chan int, 1)
+	go func() {
+		resp, err := http.Get(base + "/data-jobs/for-team/team-a/jobs/some-job")
+		if err != nil {
+			answered <- 0
+			return
+		}
+		resp.Body.Close()
+		answered <- resp.StatusCode
+	}()
+	require.Eventually(t, func() bool {
+		var waiting int
+		err := tx.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
+		require.NoError(t, err)
+		return waiting > 0
+	}, 30*time.Second, 20*time.Millisecond, "the request waits on the lock")
+
+	cancel()
+	// Run returns while the lock is still held: the stuck request was cancelled after the
+	// grace period instead of holding the process (and its database pool) forever.
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(time.Minute):
+		t.Fatal("Run did not return while a request was stuck")
+	}
+	code := <-answered
+	require.NotEqual(t, http.StatusOK, code, "the stuck request did not complete")
 }

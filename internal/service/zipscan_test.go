@@ -128,3 +128,17 @@ func FuzzZipEntries(f *testing.F) {
 		require.GreaterOrEqual(t, got, uint64(len(zr.File)))
 	})
 }
+
+// BenchmarkRefuseAMillionEntries measures what refusing the million-entry archive costs
+// (allocations and bytes per op; see docs/benchmarks.md).
+func BenchmarkRefuseAMillionEntries(b *testing.B) {
+	archive := manyEntries(1_000_000, 1_000_000, true)
+	cfg := SourcesConfig{}.withDefaults()
+	b.ReportAllocs()
+	b.SetBytes(int64(len(archive)))
+	for b.Loop() {
+		if _, err := SourcesVersion(archive, cfg); err == nil {
+			b.Fatal("accepted")
+		}
+	}
+}

@@ -78,7 +78,8 @@ type DeploymentChange func(j job.Job, cur *job.Deployment) (job.Deployment, erro
 // previous), stores what change returns with status pending, bumps the job generation and
 // notifies the synchronizer. It returns the stored deployment. A change that leaves the
 // configuration as it is (job.Deployment.SameConfig) writes nothing and returns the
-// current deployment: an unchanged redeploy costs no write anywhere.
+// current deployment: an unchanged redeploy costs no write anywhere, unless the deployment
+// failed on a user error (e.g. its image build): then the redeploy is the user's retry.
 func (s *Store) ChangeDeployment(ctx context.Context, team, name string, change DeploymentChange) (job.Deployment, error) {
 	var out job.Deployment
 	err := s.InTx(ctx, func(tx Tx) error {
@@ -90,7 +91,7 @@ func (s *Store) ChangeDeployment(ctx context.Context, team, name string, change 
 		if err != nil {
 			return err
 		}
-		if st.Desired != nil && next.SameConfig(*st.Desired) {
+		if st.Desired != nil && next.SameConfig(*st.Desired) && st.Desired.Status != job.StatusUserError {
 			out = *st.Desired
 			return nil
 		}

@@ -29,6 +29,7 @@ type builds struct {
 	*fixture
 	registry string // host:port
 	prefix   string // <registry>/<namespace>: the --image-registry
+	wheels   string // the --find-links folder
 	metrics  *prometheus.Registry
 }
 
@@ -38,7 +39,7 @@ func newBuilds(t *testing.T, registry string) *builds {
 	base := buildtest.PushBase(t, registry)
 	wheels := t.TempDir()
 	buildtest.Wheel(t, wheels, "tinypkg", "1.0")
-	b := &builds{fixture: f, registry: registry, prefix: registry + "/" + f.ns, metrics: prometheus.NewRegistry()}
+	b := &builds{fixture: f, registry: registry, prefix: registry + "/" + f.ns, wheels: wheels, metrics: prometheus.NewRegistry()}
 	f.render.ImageRegistry = b.prefix
 	bm := synchronizer.NewBuildMetrics(b.metrics)
 	lb, err := build.NewLayerBuilder(build.Config{
@@ -224,10 +225,16 @@ func TestBuildUserErrorKeepsTheLastGoodImageUntilANewDeploy(t *testing.T) {
 	assert.Equal(t, good, b.cronJob("bad-reqs").Annotations["datajobs.io/job-version"])
 	assert.InDelta(t, 1, b.counter("datajobs_build_builds_total", "result", "user_error"), 0)
 
-	// A new deploy with fixed requirements builds again.
+	// Once the wheel exists, a redeploy of the same version retries the build.
+	buildtest.Wheel(t, b.wheels, "nowheel", "1.2")
+	b.deploy("bad-reqs", job.DeploymentChange{JobVersion: ptr(bad)})
+	retried := b.builtImage("bad-reqs", bad)
+	assert.NotEqual(t, goodImage, retried)
+
+	// A new deploy with other requirements builds again.
 	fixed := b.upload("bad-reqs", map[string]string{"config.ini": "[owner]\n", "requirements.txt": "tinypkg==1.0\n"})
 	b.deploy("bad-reqs", job.DeploymentChange{JobVersion: ptr(fixed)})
-	assert.NotEqual(t, goodImage, b.builtImage("bad-reqs", fixed))
+	assert.NotEqual(t, retried, b.builtImage("bad-reqs", fixed))
 }
 
 func TestBuildWhileTheRegistryIsDownIsAPlatformErrorAndRecovers(t *testing.T) {

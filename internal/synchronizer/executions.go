@@ -22,6 +22,7 @@ import (
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
+	"github.com/datajobs/datajobs/internal/leader"
 	"github.com/datajobs/datajobs/internal/store"
 )
 
@@ -538,6 +539,9 @@ func (t *execTerm) create(ctx context.Context, row *store.TrackedExecution, now 
 		return fmt.Errorf("start execution %s: read cronjob: %w", row.ID, err)
 	}
 	j := kube.ExecutionJob(cj, kube.ManualExecution{ID: row.ID, OpID: row.OpID, StartedBy: row.StartedBy, Args: row.Args})
+	if err := leader.Check(ctx); err != nil { // a deposed leader starts nothing
+		return fmt.Errorf("start execution %s: %w", row.ID, err)
+	}
 	_, err = t.x.client.BatchV1().Jobs(t.x.cfg.Namespace).Create(ctx, j, metav1.CreateOptions{FieldManager: "datajobs"})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("start execution %s: create job: %w", row.ID, err)
@@ -549,6 +553,9 @@ func (t *execTerm) create(ctx context.Context, row *store.TrackedExecution, now 
 
 // deleteJob deletes an execution's Job, only that object (UID precondition).
 func (t *execTerm) deleteJob(ctx context.Context, j *batchv1.Job, policy metav1.DeletionPropagation) error {
+	if err := leader.Check(ctx); err != nil { // a deposed leader deletes nothing
+		return fmt.Errorf("delete job %s: %w", j.Name, err)
+	}
 	err := t.x.client.BatchV1().Jobs(t.x.cfg.Namespace).Delete(ctx, j.Name, metav1.DeleteOptions{
 		PropagationPolicy: &policy, Preconditions: &metav1.Preconditions{UID: &j.UID},
 	})

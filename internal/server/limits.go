@@ -1,0 +1,28 @@
+package server
+
+import "time"
+
+// RequestLimits bound what one request, or many at once, may cost the service (see
+// docs/api.md, "Limits"). Zero fields take their defaults.
+type RequestLimits struct {
+	// MaxConcurrentUploads caps the sources uploads in progress; more answer 429 with
+	// Retry-After (default 4: an upload holds its archive, up to twice, in memory).
+	MaxConcurrentUploads int
+	// MaxConcurrentDownloads caps the sources downloads in progress (default 16: a
+	// download holds a 1 MiB chunk).
+	MaxConcurrentDownloads int
+	// RequestTimeout bounds reading a request and writing its answer (default 1m).
+	RequestTimeout time.Duration
+	// TransferTimeout bounds reading a sources upload or writing a download (default 5m).
+	TransferTimeout time.Duration
+	// MaxJobsPerTeam caps the data jobs of a team; one more is refused with 409 (default 0:
+	// no limit).
+	MaxJobsPerTeam int
+	// MaxSourceBytesPerTeam caps the bytes of the sources archives stored for a team's
+	// jobs; an upload over it is refused with 409 (default 0: no limit).
+	MaxSourceBytesPerTeam int64
+	// GraphQLTimeout bounds each GraphQL query (default 10s); past it the answer is 503.
+	GraphQLTimeout time.Duration
+	// DisableGraphQLIntrospection refuses __schema and __type queries (default: allowed).
+	DisableGraphQLIntrospection bool
+}
