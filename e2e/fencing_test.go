@@ -20,23 +20,24 @@ import (
 )
 
 // metric reads one series of a replica's /metrics (series is the name with its labels, as
-// printed); ok is false when the replica does not export it (yet).
-func (r *replica) metric(t *testing.T, series string) (v float64, ok bool) {
-	t.Helper()
+// printed); ok is false when the replica does not answer or export it (yet). It does not
+// fail the test, so that it can be polled from require.Eventually.
+func (r *replica) metric(series string) (v float64, ok bool) {
 	resp, err := http.Get(r.admin + "/metrics")
 	if err != nil {
 		return 0, false
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
+	if err != nil {
+		return 0, false
+	}
 	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindSubmatch(b)
 	if m == nil {
 		return 0, false
 	}
 	v, err = strconv.ParseFloat(string(m[1]), 64)
-	require.NoError(t, err)
-	return v, true
+	return v, err == nil
 }
 
 // holds reports whether the sync lease row names r as its holder.
@@ -56,9 +57,12 @@ func TestPausedLeaderResumedAfterTakeoverWritesNothingToKubernetes(t *testing.T)
 	db, err := store.Open(t.Context(), store.Config{URL: dbURL})
 	require.NoError(t, err)
 	defer db.Close()
+	// lease and cronJob return zero values on an error, so that they can be polled.
 	lease := func() (holder string, epoch int64, expires time.Time) {
 		h, e, x, err := db.LeaseHolder(t.Context(), store.SyncLeaseName)
-		require.NoError(t, err)
+		if err != nil {
+			t.Logf("read lease: %v", err)
+		}
 		return h, e, x
 	}
 	const isLeader = `datajobs_leader_is_leader{lease="synchronizer"}`
@@ -81,12 +85,15 @@ func TestPausedLeaderResumedAfterTakeoverWritesNothingToKubernetes(t *testing.T)
 	api.deploy(t, "fenced")
 	cronJob := func() *batchv1.CronJob {
 		cj, err := client.BatchV1().CronJobs(ns).Get(t.Context(), "fenced", metav1.GetOptions{})
-		require.NoError(t, err)
+		if err != nil {
+			t.Logf("get cronjob: %v", err)
+			return &batchv1.CronJob{}
+		}
 		return cj
 	}
 	require.Eventually(t, func() bool {
-		cj, err := client.BatchV1().CronJobs(ns).Get(t.Context(), "fenced", metav1.GetOptions{})
-		return err == nil && cj.Spec.Suspend != nil && !*cj.Spec.Suspend
+		cj := cronJob()
+		return cj.Spec.Suspend != nil && !*cj.Spec.Suspend
 	}, 2*time.Minute, 100*time.Millisecond, "the leader creates the CronJob, enabled")
 
 	// Pause the leader; the successor takes over once the lease expires and syncs.
@@ -100,7 +107,7 @@ func TestPausedLeaderResumedAfterTakeoverWritesNothingToKubernetes(t *testing.T)
 	}, 2*time.Minute, 100*time.Millisecond, "the successor takes the lease of the paused leader")
 	require.Greater(t, nextEpoch, oldEpoch)
 	require.Eventually(t, func() bool {
-		v, ok := next.metric(t, passesOK)
+		v, ok := next.metric(passesOK)
 		return ok && v >= 1
 	}, 2*time.Minute, 100*time.Millisecond, "the successor completes a full pass")
 
@@ -111,6 +118,7 @@ func TestPausedLeaderResumedAfterTakeoverWritesNothingToKubernetes(t *testing.T)
 	require.Equal(t, http.StatusAccepted, api.do(t, http.MethodPatch,
 		"/data-jobs/for-team/team-a/jobs/fenced/deployments/production", `{"enabled":false}`))
 	before := cronJob()
+	require.NotEmpty(t, before.ResourceVersion)
 	require.False(t, *before.Spec.Suspend)
 
 	// Resume the old leader and wait until its term has ended (the gauge drops to 0 only
@@ -119,13 +127,12 @@ func TestPausedLeaderResumedAfterTakeoverWritesNothingToKubernetes(t *testing.T)
 	var after *batchv1.CronJob
 	require.Eventually(t, func() bool {
 		after = cronJob()
-		if after.ResourceVersion != before.ResourceVersion {
+		if after.ResourceVersion != "" && after.ResourceVersion != before.ResourceVersion {
 			return true
 		}
-		v, ok := old.metric(t, isLeader)
-		if ok && v == 0 {
+		if v, ok := old.metric(isLeader); ok && v == 0 {
 			after = cronJob()
-			return true
+			return after.ResourceVersion != ""
 		}
 		return false
 	}, 2*time.Minute, 100*time.Millisecond, "the resumed leader ends its term")
@@ -138,6 +145,8 @@ func TestPausedLeaderResumedAfterTakeoverWritesNothingToKubernetes(t *testing.T)
 	require.False(t, *after.Spec.Suspend, "the deposed leader applied the change")
 	logs := old.logs.String()
 	require.Regexp(t, fmt.Sprintf(`msg=leader_stopped.* epoch=%d `, oldEpoch), logs, "the old term ended")
+	// Not asserted: usually the renewer's expired deadline cancels the term before a worker
+	// reaches the write, and then no fenced write is attempted at all.
 	if strings.Contains(logs, "lease of this term may have passed to another replica") {
 		t.Log("the deposed leader's fence refused a write (sync_failed … ErrTermOver)")
 	}
@@ -148,6 +157,4 @@ func TestPausedLeaderResumedAfterTakeoverWritesNothingToKubernetes(t *testing.T)
 		cj := cronJob()
 		return cj.Spec.Suspend != nil && *cj.Spec.Suspend
 	}, 2*time.Minute, 100*time.Millisecond, "the rightful leader applies the change")
-	_, e, _ = lease()
-	require.GreaterOrEqual(t, e, nextEpoch)
 }
