@@ -316,9 +316,13 @@ func (t *term) listen(ctx context.Context) {
 			delay = t.s.cfg.RetryBase
 			if !first {
 				t.s.log.InfoContext(ctx, "listen_reconnected")
-				t.queue.Add(resyncKey)
 			}
 			first = false
+			// A change committed before LISTEN was in place sent a NOTIFY nobody heard:
+			// a pass now covers it, the first time too (the term's first pass may have
+			// read the database before this connection listened). The queue merges it
+			// with a pass still waiting.
+			t.queue.Add(resyncKey)
 		}, func(name string) { t.queue.Add(name) })
 		if ctx.Err() != nil {
 			return
