@@ -60,8 +60,10 @@ func startReplica(t *testing.T, dbURL, kubeconfig, namespace string, args ...str
 	require.NoError(t, err)
 	addr, adminAddr := freeAddr(t), freeAddr(t)
 	r := &replica{base: "http://" + addr, admin: "http://" + adminAddr, logs: &bytes.Buffer{}}
-	r.cmd = exec.Command(bin, append([]string{"serve", "--listen", addr, "--admin-listen", adminAddr, "--auth-mode", "none",
-		"--namespace", namespace, "--log-format", "text"}, args...)...)
+	r.cmd = exec.Command(bin, append([]string{
+		"serve", "--listen", addr, "--admin-listen", adminAddr, "--auth-mode", "none",
+		"--namespace", namespace, "--log-format", "text",
+	}, args...)...)
 	r.cmd.Env = append(os.Environ(), "DATAJOBS_DATABASE_URL="+dbURL, "DATAJOBS_KUBECONFIG="+kubeconfig)
 	r.cmd.Stdout, r.cmd.Stderr = r.logs, r.logs
 	require.NoError(t, r.cmd.Start())
