@@ -27,7 +27,7 @@ const team = "team-a"
 
 // fixture is one synchronizer over a fresh database and namespace.
 type fixture struct {
-	t       *testing.T
+	t       testing.TB
 	dbURL   string
 	db      *store.Store
 	svc     *service.Service
@@ -42,13 +42,13 @@ type fixture struct {
 	done   chan struct{}
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	return newFixtureIn(t, testenv.Namespace(t))
 }
 
 // newFixtureIn is a fixture over a fresh database whose synchronizer manages namespace ns.
-func newFixtureIn(t *testing.T, ns string) *fixture {
+func newFixtureIn(t testing.TB, ns string) *fixture {
 	t.Helper()
 	dbURL := testenv.DatabaseURL(t)
 	db, err := store.Open(t.Context(), store.Config{URL: dbURL})
