@@ -56,7 +56,13 @@ func newFixtureIn(t testing.TB, ns string) *fixture {
 	t.Cleanup(db.Close)
 	svc, err := service.New(service.Config{SupportedPythonVersions: []string{"3.11"}}, db)
 	require.NoError(t, err)
-	f := &fixture{t: t, dbURL: dbURL, db: db, svc: svc, client: testenv.Clientset(t), ns: ns}
+	// The client rate limits of the service (--kube-qps 50, --kube-burst 100), not
+	// client-go's 5/10, which would pace a run of changes at 200 ms each.
+	rc := testenv.RestConfig(t)
+	rc.QPS, rc.Burst = 50, 100
+	client, err := kubernetes.NewForConfig(rc)
+	require.NoError(t, err)
+	f := &fixture{t: t, dbURL: dbURL, db: db, svc: svc, client: client, ns: ns}
 	f.render = kube.RenderConfig{Namespace: f.ns, ImageRegistry: "registry.test/jobs"}
 	f.applier = &faultyApplier{real: kube.NewApplier(f.client, f.ns), ns: f.ns}
 	epoch, ok, err := db.TryAcquireLease(t.Context(), store.SyncLeaseName, "test", time.Hour)
