@@ -51,7 +51,25 @@ type replica struct {
 	cmd   *exec.Cmd
 	base  string // the API
 	admin string // /metrics and /data-jobs/debug/*
-	logs  *bytes.Buffer
+	logs  *logBuffer
+}
+
+// logBuffer is a replica's output; the test may read it while the process writes it.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func startReplica(t *testing.T, dbURL, kubeconfig, namespace string, args ...string) *replica {
@@ -59,9 +77,12 @@ func startReplica(t *testing.T, dbURL, kubeconfig, namespace string, args ...str
 	bin, err := binary()
 	require.NoError(t, err)
 	addr, adminAddr := freeAddr(t), freeAddr(t)
-	r := &replica{base: "http://" + addr, admin: "http://" + adminAddr, logs: &bytes.Buffer{}}
-	r.cmd = exec.Command(bin, append([]string{"serve", "--listen", addr, "--admin-listen", adminAddr, "--auth-mode", "none",
-		"--namespace", namespace, "--log-format", "text"}, args...)...)
+	r := &replica{base: "http://" + addr, admin: "http://" + adminAddr, logs: &logBuffer{}}
+	serve := []string{
+		"serve", "--listen", addr, "--admin-listen", adminAddr, "--auth-mode", "none",
+		"--namespace", namespace, "--log-format", "text",
+	}
+	r.cmd = exec.Command(bin, append(serve, args...)...)
 	r.cmd.Env = append(os.Environ(), "DATAJOBS_DATABASE_URL="+dbURL, "DATAJOBS_KUBECONFIG="+kubeconfig)
 	r.cmd.Stdout, r.cmd.Stderr = r.logs, r.logs
 	require.NoError(t, r.cmd.Start())

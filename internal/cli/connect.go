@@ -17,7 +17,7 @@ func openStore(ctx context.Context, databaseURL string) (*store.Store, error) {
 }
 
 // connectCluster builds the Kubernetes client of a one-shot command, named after it in
-// the apiserver's logs.
-func connectCluster(kubeconfig, command string) (*kube.Cluster, error) {
-	return kube.Connect(kube.ClusterConfig{Kubeconfig: kubeconfig, QPS: 50, Burst: 100, UserAgent: "datajobs-" + command + "/" + Version})
+// the apiserver's logs, with the automatic throttle (none under API Priority and Fairness).
+func connectCluster(ctx context.Context, kubeconfig, command string) (*kube.Cluster, error) {
+	return kube.Connect(ctx, kube.ClusterConfig{Kubeconfig: kubeconfig, UserAgent: "datajobs-" + command + "/" + Version})
 }

@@ -52,7 +52,7 @@ func newImportCommand(g *globals) *cobra.Command {
 					return err
 				}
 			}
-			cluster, err := connectCluster(kubeconfig, "import")
+			cluster, err := connectCluster(ctx, kubeconfig, "import")
 			if err != nil {
 				return err
 			}

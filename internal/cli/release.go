@@ -48,7 +48,7 @@ func newReleaseCommand(g *globals) *cobra.Command {
 					return fmt.Errorf("a synchronizer (%s) holds the lease until %s and would adopt the CronJobs again: run serve with --sync-mode=off first", holder, expires.Format(time.RFC3339))
 				}
 			}
-			cluster, err := connectCluster(kubeconfig, "release")
+			cluster, err := connectCluster(ctx, kubeconfig, "release")
 			if err != nil {
 				return err
 			}

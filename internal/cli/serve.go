@@ -64,8 +64,8 @@ func newServeCommand(g *globals) serveCommand {
 	f.DurationVar(&cfg.ResyncInterval, "resync-interval", 0, "period of the full resync pass (default 5m)")
 	f.StringVar(&syncMode, "sync-mode", "on", "synchronizer mode: on, dry-run or off")
 	f.IntVar(&cfg.SyncWorkers, "sync-workers", 8, "jobs reconciled in parallel")
-	f.Float32Var(&cfg.KubeQPS, "kube-qps", 50, "requests per second to the Kubernetes API server")
-	f.IntVar(&cfg.KubeBurst, "kube-burst", 100, "burst of requests to the Kubernetes API server")
+	f.Var(&throttleFlag{qps: &cfg.KubeQPS}, "kube-qps", "requests per second to the Kubernetes API server: auto (no client-side limit when the apiserver runs API Priority and Fairness, else 50), a number, or -1 for no limit")
+	f.Var(&throttleFlag{burst: &cfg.KubeBurst}, "kube-burst", "burst of requests to the Kubernetes API server: auto (twice the QPS) or a number")
 	f.StringSliceVar(&cfg.SupportedPythonVersions, "supported-python-versions", job.DefaultSupportedPythonVersions(), "python versions jobs may deploy with")
 	f.StringVar(&cfg.DefaultPythonVersion, "default-python-version", job.DefaultPythonVersion, "python version of deployments that name none")
 	f.Int64Var(&cfg.Sources.MaxArchiveBytes, "max-source-archive-bytes", 50<<20, "largest job sources zip accepted (413 above)")
@@ -125,7 +125,7 @@ func newServeCommand(g *globals) serveCommand {
 		c = withDevImages(ctx, c)
 		// dev serves on loopback only, without login (auth mode none).
 		c.Listen, c.Auth.Mode = "127.0.0.1:8092", server.AuthNone
-		cluster, err := kube.Connect(kube.ClusterConfig{Kubeconfig: kubeconfig})
+		cluster, err := kube.Connect(ctx, kube.ClusterConfig{Kubeconfig: kubeconfig})
 		if err != nil {
 			return err
 		}

@@ -52,7 +52,7 @@ func newSyncCommand(g *globals) *cobra.Command {
 				return err
 			}
 			defer db.Close()
-			cluster, err := connectCluster(kubeconfig, "sync")
+			cluster, err := connectCluster(ctx, kubeconfig, "sync")
 			if err != nil {
 				return err
 			}

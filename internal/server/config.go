@@ -43,7 +43,9 @@ type Config struct {
 	SyncMode SyncMode
 	// SyncWorkers is the number of jobs reconciled in parallel (default 8).
 	SyncWorkers int
-	// KubeQPS and KubeBurst bound the client's request rate to the apiserver (default 50/100).
+	// KubeQPS and KubeBurst bound the client's request rate to the apiserver. Zero QPS
+	// (the default) is automatic: no limit under API Priority and Fairness, else 50/100;
+	// negative disables the limit; zero burst is twice the QPS (see kube.ClusterConfig).
 	KubeQPS   float32
 	KubeBurst int
 	// SupportedPythonVersions are the python versions jobs may deploy with (default
@@ -110,8 +112,6 @@ func (c Config) withDefaults() (_ Config, err error) {
 	c.ResyncInterval = cmp.Or(c.ResyncInterval, 5*time.Minute)
 	c.SyncMode = cmp.Or(c.SyncMode, SyncOn)
 	c.SyncWorkers = cmp.Or(c.SyncWorkers, 8)
-	c.KubeQPS = cmp.Or(c.KubeQPS, 50)
-	c.KubeBurst = cmp.Or(c.KubeBurst, 100)
 	if len(c.SupportedPythonVersions) == 0 {
 		c.SupportedPythonVersions = job.DefaultSupportedPythonVersions()
 	}

@@ -48,7 +48,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 	}
 	defer db.Close()
 
-	cluster, err := kube.Connect(kube.ClusterConfig{Kubeconfig: cfg.Kubeconfig, QPS: cfg.KubeQPS, Burst: cfg.KubeBurst, UserAgent: "datajobs/" + cfg.Version})
+	cluster, err := kube.Connect(ctx, kube.ClusterConfig{Kubeconfig: cfg.Kubeconfig, QPS: cfg.KubeQPS, Burst: cfg.KubeBurst, UserAgent: "datajobs/" + cfg.Version})
 	if err != nil {
 		return err
 	}
