@@ -56,8 +56,8 @@ func newFixtureIn(t testing.TB, ns string) *fixture {
 	t.Cleanup(db.Close)
 	svc, err := service.New(service.Config{SupportedPythonVersions: []string{"3.11"}}, db)
 	require.NoError(t, err)
-	// The client rate limits of the service (--kube-qps 50, --kube-burst 100), not
-	// client-go's 5/10, which would pace a run of changes at 200 ms each.
+	// The service's fallback client rate limits (--kube-qps 50, --kube-burst 100 without
+	// API Priority and Fairness), not client-go's 5/10, which pace changes at 200 ms each.
 	rc := testenv.RestConfig(t)
 	rc.QPS, rc.Burst = 50, 100
 	client, err := kubernetes.NewForConfig(rc)
