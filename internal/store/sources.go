@@ -34,7 +34,8 @@ type Sources struct {
 // the upload's reason, user and time change: the same files give the same version.
 // Then only the keep latest versions are kept, and the version the job's desired
 // deployment names; keep <= 0 keeps all. A missing job (or one of another team) is not
-// found; sources that would take the team over its quota of bytes are refused.
+// found; sources that would take the team over its quota of bytes are refused. An upload
+// of the version of a deployment that failed on a user error retries it (retryFailedBuild).
 func (s *Store) SaveSources(ctx context.Context, team, name string, src Sources, keep int) error {
 	return s.InTx(ctx, func(tx Tx) error {
 		// FOR SHARE: a concurrent delete of the job waits for this upload, and then
@@ -73,11 +74,33 @@ ON CONFLICT (job_name, version_sha) DO UPDATE SET upload_seq = nextval('data_job
 				return err
 			}
 		}
+		if err := retryFailedBuild(ctx, tx, name, src.Version); err != nil {
+			return err
+		}
 		if !added {
 			return nil // no byte more than before
 		}
 		return s.checkSourcesQuota(ctx, tx, team)
 	})
+}
+
+// retryFailedBuild makes an upload of the sources of a deployment that failed on a user
+// error (e.g. its image build: a requirement without a wheel) the user's retry, as a
+// redeploy is: the deployment goes back to pending and the synchronizer is notified.
+// Sources are content-addressed, so only an upload of the deployed version's own files
+// can concern it, and what it can have changed is outside them (the pip index). One
+// upload, one retry; an upload of other files is another version, which a deploy builds.
+func retryFailedBuild(ctx context.Context, tx Tx, name, version string) error {
+	tag, err := tx.Exec(ctx, `
+UPDATE desired_data_job_deployment SET status = 'pending', message = ''
+WHERE data_job_name = $1 AND git_commit_sha = $2 AND status = 'user_error'`, name, version)
+	if err != nil {
+		return writeError(fmt.Sprintf("retry the deployment of %s", name), err)
+	}
+	if tag.RowsAffected() == 0 {
+		return nil
+	}
+	return bumpGeneration(ctx, tx, name)
 }
 
 // pruneSources deletes the versions of the sources of the job name but the keep latest

@@ -204,12 +204,15 @@ func (b *buildStage) build(ctx context.Context, name string) error {
 		}
 		b.metrics.done(result, start, 0)
 		msg := fmt.Sprintf("the image of version %s could not be built: %v", d.JobVersion, err)
+		if status == job.StatusUserError {
+			msg += "; fix it (e.g. publish the missing wheel), then upload the sources again or redeploy (vdk deploy) to retry"
+		}
 		if recErr := fail(status, msg); recErr != nil {
 			return errors.Join(err, recErr)
 		}
 		s.log.InfoContext(ctx, "image_build_failed", "job", name, "version", d.JobVersion, "status", string(status), "error", err)
 		if status == job.StatusUserError {
-			return nil // not retried until a new deploy changes the generation
+			return nil // not retried until a new deploy or upload changes the generation
 		}
 		return err
 	}

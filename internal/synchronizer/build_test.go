@@ -33,7 +33,7 @@ type builds struct {
 	metrics  *prometheus.Registry
 }
 
-func newBuilds(t *testing.T, registry string) *builds {
+func newBuilds(t testing.TB, registry string) *builds {
 	t.Helper()
 	f := newFixture(t)
 	base := buildtest.PushBase(t, registry)
@@ -221,6 +221,7 @@ func TestBuildUserErrorKeepsTheLastGoodImageUntilANewDeploy(t *testing.T) {
 	}, "user_error recorded")
 	assert.Contains(t, d.Message, "nowheel==1.2")
 	assert.Contains(t, d.Message, "pip says")
+	assert.Contains(t, d.Message, "redeploy (vdk deploy) to retry", "the message says how to retry")
 	assert.Equal(t, goodImage, b.image("bad-reqs"), "the CronJob keeps the last good image")
 	assert.Equal(t, good, b.cronJob("bad-reqs").Annotations["datajobs.io/job-version"])
 	assert.InDelta(t, 1, b.counter("datajobs_build_builds_total", "result", "user_error"), 0)
@@ -230,11 +231,38 @@ func TestBuildUserErrorKeepsTheLastGoodImageUntilANewDeploy(t *testing.T) {
 	b.deploy("bad-reqs", job.DeploymentChange{JobVersion: ptr(bad)})
 	retried := b.builtImage("bad-reqs", bad)
 	assert.NotEqual(t, goodImage, retried)
+	assert.InDelta(t, 1, b.counter("datajobs_build_builds_total", "result", "user_error"), 0, "no retry without a redeploy")
 
 	// A new deploy with other requirements builds again.
 	fixed := b.upload("bad-reqs", map[string]string{"config.ini": "[owner]\n", "requirements.txt": "tinypkg==1.0\n"})
 	b.deploy("bad-reqs", job.DeploymentChange{JobVersion: ptr(fixed)})
 	assert.NotEqual(t, retried, b.builtImage("bad-reqs", fixed))
+}
+
+func TestBuildUserErrorIsRetriedByAnUploadOfTheSameSources(t *testing.T) {
+	t.Parallel()
+	b := newBuilds(t, testenv.Registry(t))
+	b.createJob("late-wheel")
+	files := map[string]string{"config.ini": "[owner]\n", "requirements.txt": "latepkg==2.0\n"}
+	bad := b.upload("late-wheel", files)
+	b.deploy("late-wheel", job.DeploymentChange{JobVersion: ptr(bad), PythonVersion: ptr("3.11")})
+	b.eventually(func() bool { return b.state("late-wheel").Desired.Status == job.StatusUserError }, "user_error recorded")
+
+	// An upload of other files is another version: the failed deployment is left alone.
+	other := b.upload("late-wheel", map[string]string{"config.ini": "[owner]\n", "requirements.txt": "tinypkg\n"})
+	require.NotEqual(t, bad, other)
+	d := b.state("late-wheel").Desired
+	assert.Equal(t, job.StatusUserError, d.Status)
+	assert.Equal(t, bad, d.JobVersion)
+
+	// The wheel is published, and the same files are uploaded again (vdk deploy would
+	// also redeploy; this is the upload alone): the same version, built this time.
+	buildtest.Wheel(t, b.wheels, "latepkg", "2.0")
+	require.Equal(t, bad, b.upload("late-wheel", files))
+	b.builtImage("late-wheel", bad)
+	assert.Equal(t, job.StatusSynced, b.state("late-wheel").Desired.Status)
+	assert.InDelta(t, 1, b.counter("datajobs_build_builds_total", "result", "user_error"), 0)
+	assert.InDelta(t, 1, b.counter("datajobs_build_builds_total", "result", "ok"), 0)
 }
 
 func TestBuildWhileTheRegistryIsDownIsAPlatformErrorAndRecovers(t *testing.T) {

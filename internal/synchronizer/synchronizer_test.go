@@ -27,7 +27,7 @@ const team = "team-a"
 
 // fixture is one synchronizer over a fresh database and namespace.
 type fixture struct {
-	t       *testing.T
+	t       testing.TB
 	dbURL   string
 	db      *store.Store
 	svc     *service.Service
@@ -42,13 +42,13 @@ type fixture struct {
 	done   chan struct{}
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	return newFixtureIn(t, testenv.Namespace(t))
 }
 
 // newFixtureIn is a fixture over a fresh database whose synchronizer manages namespace ns.
-func newFixtureIn(t *testing.T, ns string) *fixture {
+func newFixtureIn(t testing.TB, ns string) *fixture {
 	t.Helper()
 	dbURL := testenv.DatabaseURL(t)
 	db, err := store.Open(t.Context(), store.Config{URL: dbURL})
@@ -56,7 +56,13 @@ func newFixtureIn(t *testing.T, ns string) *fixture {
 	t.Cleanup(db.Close)
 	svc, err := service.New(service.Config{SupportedPythonVersions: []string{"3.11"}}, db)
 	require.NoError(t, err)
-	f := &fixture{t: t, dbURL: dbURL, db: db, svc: svc, client: testenv.Clientset(t), ns: ns}
+	// The service's fallback client rate limits (--kube-qps 50, --kube-burst 100 without
+	// API Priority and Fairness), not client-go's 5/10, which pace changes at 200 ms each.
+	rc := testenv.RestConfig(t)
+	rc.QPS, rc.Burst = 50, 100
+	client, err := kubernetes.NewForConfig(rc)
+	require.NoError(t, err)
+	f := &fixture{t: t, dbURL: dbURL, db: db, svc: svc, client: client, ns: ns}
 	f.render = kube.RenderConfig{Namespace: f.ns, ImageRegistry: "registry.test/jobs"}
 	f.applier = &faultyApplier{real: kube.NewApplier(f.client, f.ns), ns: f.ns}
 	epoch, ok, err := db.TryAcquireLease(t.Context(), store.SyncLeaseName, "test", time.Hour)
