@@ -180,6 +180,8 @@ def service(environment, tmp_path_factory, request):
 def oidc_service(environment, tmp_path_factory, request):
     """datajobs in auth mode oidc, trusting the environment's Ory Hydra."""
     if not environment.oidc_issuer:
+        if os.environ.get("DATAJOBS_TEST_REQUIRE_OIDC") == "1":
+            pytest.fail("no OIDC provider although DATAJOBS_TEST_REQUIRE_OIDC=1: hack/setup.sh should have built Ory Hydra")
         pytest.skip("no OIDC provider in the environment: build Ory Hydra with `bash hack/hydra/build.sh`")
     yield from serve(environment, tmp_path_factory, request, "--auth-mode", "oidc",
                      "--oidc-issuer-url", environment.oidc_issuer, "--oidc-username-claim", "username")
@@ -378,6 +380,8 @@ class OIDCProvider:
 @pytest.fixture(scope="session")
 def oidc(environment):
     if not environment.oidc_issuer:
+        if os.environ.get("DATAJOBS_TEST_REQUIRE_OIDC") == "1":
+            pytest.fail("no OIDC provider although DATAJOBS_TEST_REQUIRE_OIDC=1: hack/setup.sh should have built Ory Hydra")
         pytest.skip("no OIDC provider in the environment: build Ory Hydra with `bash hack/hydra/build.sh`")
     return OIDCProvider(environment.oidc_issuer, environment.oidc_admin_url)
 

@@ -244,28 +244,13 @@ func (t *execTerm) takeSeen(id string) time.Time {
 // reconnection queues a pass for what it may have missed. It closes listening once it
 // listens the first time.
 func (t *execTerm) listen(ctx context.Context, listening chan struct{}) {
-	delay, first := 500*time.Millisecond, true
-	for ctx.Err() == nil {
-		err := t.x.db.Listen(ctx, store.ExecutionsChannel, func() {
-			delay = 500 * time.Millisecond
-			if first {
-				close(listening)
-				first = false
-			} else {
-				t.queue.Add(resyncKey)
-			}
-		}, func(id string) { t.queue.Add(id) })
-		if ctx.Err() != nil {
-			return
+	listenLoop(ctx, t.x.db, store.ExecutionsChannel, 500*time.Millisecond, t.x.log, func(first bool) {
+		if first {
+			close(listening)
+		} else {
+			t.queue.Add(resyncKey)
 		}
-		t.x.log.WarnContext(ctx, "executions_listen_failed", "error", err, "retry_in", delay)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, 30*time.Second)
-	}
+	}, func(id string) { t.queue.Add(id) })
 }
 
 func (t *execTerm) tick(ctx context.Context, every time.Duration, fn func()) {

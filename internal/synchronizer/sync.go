@@ -309,32 +309,16 @@ func (t *term) work(ctx context.Context) {
 // listen enqueues every job named in a NOTIFY from the API, reconnecting after a drop
 // with backoff. Each (re)connection triggers a full pass, for what it may have missed.
 func (t *term) listen(ctx context.Context) {
-	delay := t.s.cfg.RetryBase
-	first := true
-	for ctx.Err() == nil {
-		err := t.s.db.Listen(ctx, store.DesiredChannel, func() {
-			delay = t.s.cfg.RetryBase
-			if !first {
-				t.s.log.InfoContext(ctx, "listen_reconnected")
-			}
-			first = false
-			// A change committed before LISTEN was in place sent a NOTIFY nobody heard:
-			// a pass now covers it, the first time too (the term's first pass may have
-			// read the database before this connection listened). The queue merges it
-			// with a pass still waiting.
-			t.queue.Add(resyncKey)
-		}, func(name string) { t.queue.Add(name) })
-		if ctx.Err() != nil {
-			return
+	listenLoop(ctx, t.s.db, store.DesiredChannel, t.s.cfg.RetryBase, t.s.log, func(first bool) {
+		if !first {
+			t.s.log.InfoContext(ctx, "listen_reconnected")
 		}
-		t.s.log.WarnContext(ctx, "listen_failed", "error", err, "retry_in", delay)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, 30*time.Second)
-	}
+		// A change committed before LISTEN was in place sent a NOTIFY nobody heard:
+		// a pass now covers it, the first time too (the term's first pass may have
+		// read the database before this connection listened). The queue merges it
+		// with a pass still waiting.
+		t.queue.Add(resyncKey)
+	}, func(name string) { t.queue.Add(name) })
 }
 
 // resyncKey is a queue item that asks for a full pass; it cannot be a job name.

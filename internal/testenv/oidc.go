@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -42,12 +43,17 @@ type OIDCProvider struct {
 }
 
 // OIDC returns the provider of this test binary. It skips t, saying why, when none runs:
-// Hydra is not built (bash hack/hydra/build.sh) or the reused environment has none.
+// Hydra is not built (bash hack/hydra/build.sh) or the reused environment has none. Under
+// make test (DATAJOBS_TEST_REQUIRE_OIDC=1, set by hack/test.sh, whose set-up builds Hydra)
+// a missing provider fails instead: the suite never passes without its authentication tests.
 func OIDC(t testing.TB) *OIDCProvider {
 	t.Helper()
 	h := get(t)
 	if !h.opts.oidc {
 		t.Fatal("testenv: this test needs OIDC: call testenv.Main(m, testenv.WithOIDC()) in this package's TestMain")
+	}
+	if h.oidc == nil && os.Getenv("DATAJOBS_TEST_REQUIRE_OIDC") == "1" {
+		t.Fatal("testenv: no OIDC provider although DATAJOBS_TEST_REQUIRE_OIDC=1: hack/setup.sh should have built Ory Hydra (bash hack/hydra/build.sh)")
 	}
 	if h.oidc == nil {
 		t.Skip("no OIDC provider: build Ory Hydra with `bash hack/hydra/build.sh` (hack/setup.sh does), or run the tests through hack/with-env.sh with a datajobs binary that starts it")

@@ -1,0 +1,38 @@
+package synchronizer
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// listener is the database's LISTEN, as the synchronizer and the execution stage use it.
+type listener interface {
+	Listen(ctx context.Context, channel string, ready func(), notify func(payload string)) error
+}
+
+// listenLoop LISTENs on channel until ctx ends, reconnecting after a failure with
+// exponential backoff (from base to 30 s). connected runs each time the connection
+// listens, first saying whether it is the first time; notify receives every payload.
+func listenLoop(ctx context.Context, db listener, channel string, base time.Duration, log *slog.Logger,
+	connected func(first bool), notify func(payload string),
+) {
+	delay, first := base, true
+	for ctx.Err() == nil {
+		err := db.Listen(ctx, channel, func() {
+			delay = base
+			connected(first)
+			first = false
+		}, notify)
+		if ctx.Err() != nil {
+			return
+		}
+		log.WarnContext(ctx, "listen_failed", "channel", channel, "error", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 30*time.Second)
+	}
+}
