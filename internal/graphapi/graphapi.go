@@ -4,9 +4,9 @@
 //
 // It is thin on purpose: the root resolvers turn the arguments and the selection set into
 // one store query per page (filters, search, sort and paging pushed down into SQL, the
-// deployments joined in), and write.go writes the JSON of the selection set from what that
-// query returned. gqlgen (generated into package gql) parses, validates and caches the
-// documents, coerces the arguments and answers introspection.
+// deployments joined in), and gqlgen's generated executor (package gql) parses, validates
+// and caches the documents, coerces the arguments, calls the resolvers and writes the
+// answer. The executions of a page's deployments are read by a loader, once per page.
 package graphapi
 
 import (
@@ -209,14 +209,8 @@ func (h *Handler) exec1(ctx context.Context, req request) *graphql.Response {
 	if errs != nil {
 		return &graphql.Response{Errors: errs}
 	}
-	roots := graphql.CollectFields(op, op.Operation.SelectionSet, []string{"Query"})
-	for _, f := range roots {
-		if f.Name == "__schema" || f.Name == "__type" { // introspection: gqlgen's executor answers
-			responses, ctx := h.exec.DispatchOperation(ctx, op)
-			return responses(ctx)
-		}
-	}
-	return h.write(ctx, op, roots)
+	responses, ctx := h.exec.DispatchOperation(ctx, op)
+	return responses(ctx)
 }
 
 // decode reads the request from the URL parameters (GET) or the JSON body (POST).
