@@ -85,7 +85,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 	health := &health{db: db, migrated: migrated, kube: kubeProbe, sync: syncUnit.state}
 	health.safety.syncer.Store(syncUnit.syncer)
 
-	console, err := consoleHandler(ctx, cfg, svc, db, authn, authz, syncUnit.syncer)
+	console, err := consoleHandler(ctx, cfg, svc, authn, authz, syncUnit.syncer)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/datajobs/datajobs/internal/auth"
 	"github.com/datajobs/datajobs/internal/httpapi"
 	"github.com/datajobs/datajobs/internal/service"
-	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/synchronizer"
 	"github.com/datajobs/datajobs/internal/ui"
 )
@@ -38,7 +37,7 @@ type UIConfig struct {
 
 // consoleHandler builds the web console on the same service, store and authorization
 // as the REST API; nil when it is off.
-func consoleHandler(ctx context.Context, cfg Config, svc *service.Service, db *store.Store, authn httpapi.Authenticator, authz httpapi.Authorizer, syncer *synchronizer.Synchronizer) (http.Handler, error) {
+func consoleHandler(ctx context.Context, cfg Config, svc *service.Service, authn httpapi.Authenticator, authz httpapi.Authorizer, syncer *synchronizer.Synchronizer) (http.Handler, error) {
 	if cfg.UI.Disabled {
 		return nil, nil
 	}
@@ -69,7 +68,7 @@ func consoleHandler(ctx context.Context, cfg Config, svc *service.Service, db *s
 		}
 		c.Login = login
 	}
-	return ui.New(c, svc, db)
+	return ui.New(c, svc)
 }
 
 // latestPlan reads the synchronizer's latest plan of one job; this replica has plans

@@ -31,12 +31,12 @@ type listQuery struct {
 }
 
 // sortFields are the orders the list offers, by URL key.
-var sortFields = map[string]store.JobField{
-	"name": store.FieldName, "team": store.FieldTeam, "next_run": store.FieldNextRun,
-	"last_run": store.FieldLastExecutionTime, "last_status": store.FieldLastExecutionStatus, "enabled": store.FieldDeploymentEnabled,
+var sortFields = map[string]job.ListField{
+	"name": job.FieldName, "team": job.FieldTeam, "next_run": job.FieldNextRun,
+	"last_run": job.FieldLastExecutionTime, "last_status": job.FieldLastExecutionStatus, "enabled": job.FieldDeploymentEnabled,
 }
 
-var deploymentFilters = []string{string(store.DeploymentEnabled), string(store.DeploymentDisabled), string(store.NotDeployed)}
+var deploymentFilters = []string{string(job.DeploymentEnabled), string(job.DeploymentDisabled), string(job.NotDeployed)}
 
 func parseListQuery(v url.Values) listQuery {
 	q := listQuery{
@@ -162,20 +162,14 @@ func (c *Console) jobsList(w http.ResponseWriter, r *http.Request, s session) er
 
 func (c *Console) listJobs(r *http.Request, s session, q listQuery) (listData, error) {
 	now := c.cfg.Now()
-	vis := store.Visibility{AllTeams: s.Admin, Teams: s.Teams}
-	filter := store.JobFilter{
-		Visible: vis, NameGlob: q.glob(), TeamGlob: q.Team,
-		Deployment: store.DeploymentFilter(q.Deployment), LastExecutionStatus: q.LastStatus,
+	filter := job.ListFilter{
+		Visible: job.Visibility{AllTeams: s.Admin, Teams: s.Teams}, NameGlob: q.glob(), TeamGlob: q.Team,
+		Deployment: job.DeploymentState(q.Deployment), LastExecutionStatus: q.LastStatus,
 	}
 	size := c.cfg.PageSize
-	page, err := c.jobs.JobsPage(r.Context(), store.JobsQuery{
-		Filter: filter, Sort: []store.JobSort{{Field: sortFields[q.Sort], Desc: q.Desc}},
-		Offset: (q.Page - 1) * size, Limit: size, Count: true,
-		Columns: store.JobColumns{Config: true, Deployment: true, LastExecution: true},
-		NextRun: func(schedule string) (int64, bool) {
-			t, ok := nextRun(schedule, now)
-			return t.Unix(), ok
-		},
+	page, err := c.svc.ListJobs(r.Context(), job.ListRequest{
+		Filter: filter, Sort: []job.SortKey{{Field: sortFields[q.Sort], Desc: q.Desc}},
+		Offset: (q.Page - 1) * size, Limit: size, Count: true, WithDeployments: true, At: now,
 	})
 	if err != nil {
 		return listData{}, err
@@ -187,16 +181,16 @@ func (c *Console) listJobs(r *http.Request, s session, q listQuery) (listData, e
 	if !s.Admin {
 		d.Teams = s.Teams
 	}
-	if len(page.Rows) > 0 {
-		d.From, d.To = (q.Page-1)*size+1, (q.Page-1)*size+len(page.Rows)
+	if len(page.Jobs) > 0 {
+		d.From, d.To = (q.Page-1)*size+1, (q.Page-1)*size+len(page.Jobs)
 	}
-	for _, jr := range page.Rows {
+	for _, jr := range page.Jobs {
 		d.Rows = append(d.Rows, c.row(jr, now))
 	}
 	return d, nil
 }
 
-func (c *Console) row(jr store.JobRow, now time.Time) jobRow {
+func (c *Console) row(jr job.Listed, now time.Time) jobRow {
 	j := jr.Job
 	row := jobRow{
 		Name: j.Name, Team: j.Team, Href: jobURL(j.Team, j.Name),
@@ -211,8 +205,9 @@ func (c *Console) row(jr store.JobRow, now time.Time) jobRow {
 		row.Deployed, row.Enabled, row.Version, schedule = true, jr.Actual.Enabled, jr.Actual.JobVersion, jr.Actual.Schedule
 	}
 	row.Schedule, row.ScheduleWords = schedule, describeSchedule(schedule)
-	if next, ok := nextRun(schedule, now); ok && row.Deployed && row.Enabled {
-		row.Next = &when{At: next, Relative: ago(now, next)}
+	if next, ok := c.schedules.NextRun(schedule, now); ok && row.Deployed && row.Enabled {
+		at := time.Unix(next, 0)
+		row.Next = &when{At: at, Relative: ago(now, at)}
 	}
 	return row
 }

@@ -52,7 +52,7 @@ func newEnv(t *testing.T, oidc bool) *env {
 		cfg.Login = login
 	}
 	cfg.Logger = slog.New(slog.DiscardHandler)
-	e.console, err = ui.New(cfg, svc, st)
+	e.console, err = ui.New(cfg, svc)
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle(ui.Prefix, e.console)

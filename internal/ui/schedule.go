@@ -4,28 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
-
-	"github.com/robfig/cron/v3"
 )
-
-// cronParser reads the five-field schedules of VDK (and @hourly and friends), in UTC as
-// the CronJobs run them.
-var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
-// nextRun is the next time schedule fires after now; false when it never does (empty or
-// invalid).
-func nextRun(schedule string, now time.Time) (time.Time, bool) {
-	if strings.TrimSpace(schedule) == "" {
-		return time.Time{}, false
-	}
-	s, err := cronParser.Parse(schedule)
-	if err != nil {
-		return time.Time{}, false
-	}
-	next := s.Next(now.UTC())
-	return next, !next.IsZero()
-}
 
 var weekdays = []string{"Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"}
 

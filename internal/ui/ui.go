@@ -32,9 +32,11 @@ var assets embed.FS
 // Prefix is where the console is mounted.
 const Prefix = "/ui/"
 
-// Service is what the console reads and changes: the use cases of the REST API.
-// *service.Service implements it.
+// Service is what the console reads and changes: the use cases of the REST API and the
+// job list of the GraphQL jobs query (ListJobs: filters, search, sort and paging run in
+// PostgreSQL). *service.Service implements it.
 type Service interface {
+	ListJobs(ctx context.Context, r job.ListRequest) (job.ListPage, error)
 	GetJob(ctx context.Context, team, name string) (job.Job, error)
 	GetDeployment(ctx context.Context, team, name string) (service.DeploymentView, error)
 	PatchDeployment(ctx context.Context, team, name string, c job.DeploymentChange, user string) (job.Deployment, error)
@@ -46,12 +48,6 @@ type Service interface {
 	GetExecution(ctx context.Context, team, name, id string) (store.Execution, error)
 	CancelExecution(ctx context.Context, team, name, id, caller string) (store.Execution, error)
 	ExecutionLogs(ctx context.Context, team, name, id string, tailLines int) (string, error)
-}
-
-// JobLister reads one page of jobs with the SQL of the GraphQL jobs query: filters, search,
-// sort and paging run in PostgreSQL. *store.Store implements it.
-type JobLister interface {
-	JobsPage(ctx context.Context, q store.JobsQuery) (store.JobsPage, error)
 }
 
 // Plan is the synchronizer's latest decision for one job.
@@ -112,16 +108,17 @@ type Config struct {
 type Console struct {
 	cfg     Config
 	svc     Service
-	jobs    JobLister
 	pages   *pages
 	static  http.Handler
 	cookies *cookieCodec
+	// schedules computes the next runs the list shows.
+	schedules job.Schedules
 	mux     *http.ServeMux
 	routes  map[string]rule
 }
 
-// New returns the console on svc and jobs.
-func New(cfg Config, svc Service, jobs JobLister) (*Console, error) {
+// New returns the console on svc.
+func New(cfg Config, svc Service) (*Console, error) {
 	cfg.SessionMaxAge = cmp.Or(cfg.SessionMaxAge, 12*time.Hour)
 	cfg.PageSize = cmp.Or(cfg.PageSize, 50)
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
@@ -144,7 +141,7 @@ func New(cfg Config, svc Service, jobs JobLister) (*Console, error) {
 		return nil, err
 	}
 	c := &Console{
-		cfg: cfg, svc: svc, jobs: jobs, pages: p, cookies: newCookieCodec(cfg.SessionKey),
+		cfg: cfg, svc: svc, pages: p, cookies: newCookieCodec(cfg.SessionKey),
 		static: http.StripPrefix(Prefix+"static/", http.FileServerFS(staticFS)),
 		mux:    http.NewServeMux(), routes: map[string]rule{},
 	}
