@@ -183,26 +183,17 @@ func importConflict(cur job.Job, d *job.Deployment, in ImportedDeployment) strin
 		return fmt.Sprintf("a job of this name (team %s) was imported from another CronJob (UID %s)", cur.Team, d.Adopted.CronJobUID)
 	case cur.Team != in.Job.Team:
 		return fmt.Sprintf("imported from this CronJob for team %s, now read as team %s", cur.Team, in.Job.Team)
-	case !sameJSON(d.Adopted.Spec, in.Deployment.Adopted.Spec) || !d.SameConfig(in.Deployment) || !sameJobConfig(cur, in.Job):
+	case !sameJSON(d.Adopted.Spec, in.Deployment.Adopted.Spec) || !d.SameConfig(in.Deployment) || !cur.SameConfig(derived(cur, in.Job)):
 		return "imported from this CronJob, which has changed since"
 	}
 	return ""
 }
 
-// sameJobConfig compares what an import derives of a job's configuration.
-func sameJobConfig(a, b job.Job) bool {
-	return a.Schedule == b.Schedule && a.DBDefaultType == b.DBDefaultType &&
-		a.EnableExecutionNotifications == b.EnableExecutionNotifications &&
-		reflect.DeepEqual(nonNilContacts(a.Contacts), nonNilContacts(b.Contacts))
-}
-
-func nonNilContacts(c job.Contacts) job.Contacts {
-	return job.Contacts{
-		NotifiedOnJobFailureUserError:     nonNil(c.NotifiedOnJobFailureUserError),
-		NotifiedOnJobFailurePlatformError: nonNil(c.NotifiedOnJobFailurePlatformError),
-		NotifiedOnJobSuccess:              nonNil(c.NotifiedOnJobSuccess),
-		NotifiedOnJobDeploy:               nonNil(c.NotifiedOnJobDeploy),
-	}
+// derived is the job an import of in makes of cur: what an import does not derive from
+// a CronJob (keytab and notification delay) stays as it is (see replaceImportedJob).
+func derived(cur, in job.Job) job.Job {
+	in.GenerateKeytab, in.NotificationDelayPeriodMinutes = cur.GenerateKeytab, cur.NotificationDelayPeriodMinutes
+	return in
 }
 
 // sameJSON compares two JSON documents by value: jsonb gives back its own key order and spacing.
