@@ -98,7 +98,6 @@ func executionStatuses(params []string) ([]string, error) {
 	return out, nil
 }
 
-
 func executionLocation(team, name, id string) string {
 	return jobLocation(team, name) + "/executions/" + url.PathEscape(id)
 }
