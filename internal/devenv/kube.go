@@ -108,7 +108,7 @@ func (e *Env) startKubernetes(ctx context.Context, cfg Config, p ports) error {
 			"--service-account-private-key-file=" + keys.saKey(), "--root-ca-file=" + keys.caCert(),
 			"--cluster-signing-cert-file=" + keys.caCert(), "--cluster-signing-key-file=" + keys.caKey(),
 			"--use-service-account-credentials=false", "--controllers=*",
-		}),
+		}, fastControllerArgs(cfg)),
 		ready: httpReady(verified, kcmURL+"/healthz"),
 	}, e.logger)
 	if err := e.ControllerManager.Start(ctx); err != nil {
