@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -16,7 +15,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	batchv1ac "k8s.io/client-go/applyconfigurations/batch/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
@@ -29,7 +27,7 @@ import (
 // of the last run of size keepN, left synced, for the noop and latency benchmarks.
 func (b *bench) converge(ctx context.Context, sizes []int, repeat, repeatLarge, keepN int) (*fleet, error) {
 	b.printf("## converge\n\n")
-	b.printf("| N | run | order | floor (SSA) | synchronizer | ratio | CPU ratio | floor apply p50 / p99 | synchronizer requests: writes / reads |\n")
+	b.printf("| N | run | order | floor (plain create) | synchronizer | ratio | CPU ratio | floor apply p50 / p99 | synchronizer requests: writes / reads |\n")
 	b.printf("|---|---|---|---|---|---|---|---|---|\n")
 	var (
 		kept     *fleet
@@ -228,37 +226,26 @@ func (f *fleet) rendered(ctx context.Context) ([]*batchv1.CronJob, error) {
 	return out, nil
 }
 
-// floor is the minimal client-go program: it server-side applies the rendered CronJobs
-// (converted before the clock starts), b.workers at a time, with the synchronizer's rate
-// limits, and returns the wall time and each request's latency.
+// floor is the minimal client-go program: it creates the rendered CronJobs with plain
+// creates, b.workers at a time, with the synchronizer's client limits, and returns the
+// wall time and each request's latency.
 func (b *bench) floor(ctx context.Context, ns string, objs []*batchv1.CronJob) (time.Duration, []time.Duration, error) {
 	return b.floorWith(ctx, ns, objs, false, false)
 }
 
-// floorWith is the floor, reading each name (expecting it absent) before applying it
-// when get is set, and with an informer on the namespace's managed CronJobs when watch is.
+// floorWith is the floor, reading each name (expecting it absent) before creating it
+// when get is set, and with an informer on the namespace's CronJobs when watch is.
 func (b *bench) floorWith(ctx context.Context, ns string, objs []*batchv1.CronJob, get, watch bool) (time.Duration, []time.Duration, error) {
-	cs, err := clientset(b.kubeconfig, b.limits, nil)
+	cs, err := b.clientset(ctx, nil)
 	if err != nil {
 		return 0, nil, err
 	}
-	acs := make([]*batchv1ac.CronJobApplyConfiguration, len(objs))
 	idx := make([]int, len(objs))
-	for i, cj := range objs {
-		raw, err := json.Marshal(cj)
-		if err != nil {
-			return 0, nil, err
-		}
-		ac := &batchv1ac.CronJobApplyConfiguration{}
-		if err := json.Unmarshal(raw, ac); err != nil {
-			return 0, nil, err
-		}
-		ac.Status = nil
-		acs[i], idx[i] = ac.WithAPIVersion("batch/v1").WithKind("CronJob"), i
+	for i := range objs {
+		idx[i] = i
 	}
 	if watch {
-		factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns),
-			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = kube.ManagedSelector().String() }))
+		factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
 		informer := factory.Batch().V1().CronJobs().Informer()
 		var events atomic.Int64
 		if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) { events.Add(1) }}); err != nil {
@@ -281,7 +268,7 @@ func (b *bench) floorWith(ctx context.Context, ns string, objs []*batchv1.CronJo
 				return fmt.Errorf("get %s: want not found, got %w", objs[i].Name, err)
 			}
 		}
-		_, err := cs.BatchV1().CronJobs(ns).Apply(ctx, acs[i], metav1.ApplyOptions{FieldManager: kube.FieldManager, Force: true})
+		_, err := cs.BatchV1().CronJobs(ns).Create(ctx, objs[i], metav1.CreateOptions{FieldManager: kube.FieldManager})
 		lat[i] = time.Since(t)
 		return err
 	})
@@ -292,7 +279,7 @@ func (b *bench) floorWith(ctx context.Context, ns string, objs []*batchv1.CronJo
 // as synced, and returns the wall time from its start and the requests it made.
 func (b *bench) syncConverge(ctx context.Context, f *fleet, n int, logName string) (time.Duration, *requestCounter, error) {
 	counter := &requestCounter{}
-	cs, err := clientset(b.kubeconfig, b.limits, counter)
+	cs, err := b.clientset(ctx, counter)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -301,8 +288,8 @@ func (b *bench) syncConverge(ctx context.Context, f *fleet, n int, logName strin
 		return 0, nil, err
 	}
 	defer logFile.Close()
-	// The clock stops when the n-th RecordApplied has written: every CronJob was then
-	// applied and recorded (the database is checked once afterwards, not polled).
+	// The clock stops when the n-th applied row has been written: every CronJob was then
+	// created and recorded (the database is checked once afterwards, not polled).
 	obs := newObservedStore(f.db, n)
 	s := synchronizer.New(synchronizer.Config{
 		Render: f.render, Workers: b.workers, ResyncInterval: time.Hour,

@@ -37,7 +37,7 @@ import (
 type Store interface {
 	LoadSyncState(ctx context.Context, name string) (store.SyncState, error)
 	LoadAllSyncStates(ctx context.Context) (map[string]store.SyncState, error)
-	RecordApplied(ctx context.Context, fence store.Fence, a job.ActualDeployment) (bool, error)
+	RecordAppliedAll(ctx context.Context, fence store.Fence, as []job.ActualDeployment) ([]bool, error)
 	RecordFailure(ctx context.Context, fence store.Fence, name, uid string, gen int64, status job.SyncStatus, message string) (bool, error)
 	DeleteActual(ctx context.Context, fence store.Fence, name, uid string) (bool, error)
 	CountDeploymentsByStatus(ctx context.Context) (map[job.SyncStatus]int, error)
@@ -92,6 +92,11 @@ type Config struct {
 	Metrics *Metrics
 	// Build is the image build stage (build.go); its zero value builds nothing.
 	Build BuildConfig
+	// RecordBatch and RecordDelay bound the batches in which a term records the CronJobs
+	// Kubernetes confirmed (record.go): a batch is written once it holds RecordBatch rows,
+	// or RecordDelay after its first row (default 256 and 10ms).
+	RecordBatch int
+	RecordDelay time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -101,6 +106,8 @@ func (c Config) withDefaults() Config {
 	c.ResyncInterval = cmp.Or(c.ResyncInterval, 5*time.Minute)
 	c.RetryBase = cmp.Or(c.RetryBase, 500*time.Millisecond)
 	c.RetryMax = cmp.Or(c.RetryMax, 5*time.Minute)
+	c.RecordBatch = cmp.Or(c.RecordBatch, 256)
+	c.RecordDelay = cmp.Or(c.RecordDelay, 10*time.Millisecond)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.Metrics == nil {
 		c.Metrics = NewMetrics(nil)
@@ -144,6 +151,9 @@ type term struct {
 	lister batchlisters.CronJobNamespaceLister
 	queue  workqueue.TypedRateLimitingInterface[string]
 	builds *buildStage // nil without a builder
+	// records writes the rows of applied CronJobs in batches; nil in a single pass
+	// (RunOnce), which writes each at once.
+	records *recorder
 }
 
 // Run synchronizes until ctx ends, as the leader of term epoch: it starts the informer,
@@ -172,9 +182,18 @@ func (s *Synchronizer) Run(ctx context.Context, epoch int64) error {
 	defer t.queue.ShutDown()
 	defer t.builds.stop()
 	t.builds.start(ctx, &wg)
+	t.records = newRecorder(s.db, t.fence, s.cfg.RecordBatch, s.cfg.RecordDelay)
+	wg.Go(func() { t.records.run(ctx) })
+	var workers sync.WaitGroup
 	for range s.cfg.Workers {
-		wg.Go(func() { t.work(ctx) })
+		workers.Go(func() { t.work(ctx) })
 	}
+	defer func() {
+		// The recorder stops after the last worker, which may have handed it a row.
+		t.queue.ShutDown()
+		workers.Wait()
+		t.records.stop()
+	}()
 	wg.Go(func() { t.listen(ctx) })
 	wg.Go(func() { t.resyncLoop(ctx) })
 	<-ctx.Done()
@@ -291,19 +310,27 @@ func (t *term) work(ctx context.Context) {
 			return
 		}
 		res, err := t.safeReconcile(ctx, name)
-		switch {
-		case ctx.Err() != nil:
-			// The term is over; the next leader starts with a full pass.
-		case err != nil || res.retry:
-			t.queue.AddRateLimited(name)
-		case res.requeueAfter > 0:
-			t.queue.Forget(name)
-			t.queue.AddAfter(name, res.requeueAfter)
-		default:
-			t.queue.Forget(name)
+		if !res.handedOver {
+			t.finish(ctx, name, res, err)
 		}
-		t.queue.Done(name)
 	}
+}
+
+// finish plans a name's next look after its reconcile ended with res and err, and marks
+// it done, so that another event of it can be handled.
+func (t *term) finish(ctx context.Context, name string, res result, err error) {
+	switch {
+	case ctx.Err() != nil:
+		// The term is over; the next leader starts with a full pass.
+	case err != nil || res.retry:
+		t.queue.AddRateLimited(name)
+	case res.requeueAfter > 0:
+		t.queue.Forget(name)
+		t.queue.AddAfter(name, res.requeueAfter)
+	default:
+		t.queue.Forget(name)
+	}
+	t.queue.Done(name)
 }
 
 // listen enqueues every job named in a NOTIFY from the API, reconnecting after a drop
