@@ -27,8 +27,8 @@ import (
 // of the last run of size keepN, left synced, for the noop and latency benchmarks.
 func (b *bench) converge(ctx context.Context, sizes []int, repeat, repeatLarge, keepN int) (*fleet, error) {
 	b.printf("## converge\n\n")
-	b.printf("| N | run | order | floor (plain create) | synchronizer | ratio | CPU ratio | floor apply p50 / p99 | synchronizer requests: writes / reads |\n")
-	b.printf("|---|---|---|---|---|---|---|---|---|\n")
+	b.printf("| N | run | order | floor (plain create) | synchronizer | ratio | CPU ratio | floor create p50 / p99 | synchronizer: Kubernetes writes / reads | database loads / write statements (rows) |\n")
+	b.printf("|---|---|---|---|---|---|---|---|---|---|\n")
 	var (
 		kept     *fleet
 		cpuLines []string
@@ -67,8 +67,8 @@ func (b *bench) converge(ctx context.Context, sizes []int, repeat, repeatLarge, 
 				order = "sync, floor"
 			}
 			p := percentiles(res.floorLatencies, 0.5, 0.99)
-			b.printf("| %d | %d | %s | %s | %s | %.2fx | %.2fx | %s / %s | %d / %d |\n", n, r+1, order, secs(res.floor), secs(res.sync),
-				ratio, res.syncCPU.ours()/res.floorCPU.ours(), ms(p[0]), ms(p[1]), res.requests.writes.Load(), res.requests.reads.Load())
+			b.printf("| %d | %d | %s | %s | %s | %.2fx | %.2fx | %s / %s | %s |\n", n, r+1, order, secs(res.floor), secs(res.sync),
+				ratio, res.syncCPU.ours()/res.floorCPU.ours(), ms(p[0]), ms(p[1]), res.calls)
 			cpuLines = append(cpuLines,
 				fmt.Sprintf("- N=%d run %d: populate %s; floor: %s; synchronizer: %s", n, r+1, secs(res.populate), res.floorCPU, res.syncCPU))
 			for _, x := range res.extras {
@@ -106,7 +106,7 @@ type convergeResult struct {
 	populate, floor, sync time.Duration
 	floorLatencies        []time.Duration
 	extras                []variantResult // -floor-variants
-	requests              *requestCounter
+	calls                 convergeCalls
 	floorCPU, syncCPU     cpuReport
 }
 
@@ -141,7 +141,7 @@ func (b *bench) convergeRun(ctx context.Context, f *fleet, n, run int, syncFirst
 		c0 := b.cpu.sample()
 		err := b.profile(fmt.Sprintf("converge-%d-run%d", n, run+1), func() error {
 			var err error
-			res.sync, res.requests, err = b.syncConverge(ctx, f, n, fmt.Sprintf("converge-%d-run%d", n, run+1))
+			res.sync, res.calls, err = b.syncConverge(ctx, f, n, fmt.Sprintf("converge-%d-run%d", n, run+1))
 			return err
 		})
 		res.syncCPU = c0.to(b.cpu.sample())
@@ -277,15 +277,26 @@ func (b *bench) floorWith(ctx context.Context, ns string, objs []*batchv1.CronJo
 
 // syncConverge runs a fresh synchronizer on the fleet until every deployment is recorded
 // as synced, and returns the wall time from its start and the requests it made.
-func (b *bench) syncConverge(ctx context.Context, f *fleet, n int, logName string) (time.Duration, *requestCounter, error) {
+// convergeCalls are what a synchronizer's converge asked of Kubernetes and the database.
+type convergeCalls struct {
+	k8s *requestCounter
+	db  *observedStore
+}
+
+func (c convergeCalls) String() string {
+	return fmt.Sprintf("%d / %d | %d / %d (%d rows)", c.k8s.writes.Load(), c.k8s.reads.Load(),
+		c.db.loads.Load(), c.db.writes.Load(), c.db.rows.Load())
+}
+
+func (b *bench) syncConverge(ctx context.Context, f *fleet, n int, logName string) (time.Duration, convergeCalls, error) {
 	counter := &requestCounter{}
 	cs, err := b.clientset(ctx, counter)
 	if err != nil {
-		return 0, nil, err
+		return 0, convergeCalls{}, err
 	}
 	logFile, err := os.Create(filepath.Join(b.outDir, logName+".log"))
 	if err != nil {
-		return 0, nil, err
+		return 0, convergeCalls{}, err
 	}
 	defer logFile.Close()
 	// The clock stops when the n-th applied row has been written: every CronJob was then
@@ -310,17 +321,17 @@ func (b *bench) syncConverge(ctx context.Context, f *fleet, n int, logName strin
 	cancel()
 	wg.Wait()
 	if runErr != nil {
-		return 0, nil, runErr
+		return 0, convergeCalls{}, runErr
 	}
 	if took == 0 {
-		return 0, nil, fmt.Errorf("%d of %d deployments applied in time", obs.applied.Load(), n)
+		return 0, convergeCalls{}, fmt.Errorf("%d of %d deployments applied in time", obs.applied.Load(), n)
 	}
 	synced, err := f.syncedCount(ctx)
 	if err != nil {
-		return 0, nil, fmt.Errorf("count synced deployments: %w", err)
+		return 0, convergeCalls{}, fmt.Errorf("count synced deployments: %w", err)
 	}
 	if synced != n {
-		return 0, nil, fmt.Errorf("%d of %d deployments synced in the database", synced, n)
+		return 0, convergeCalls{}, fmt.Errorf("%d of %d deployments synced in the database", synced, n)
 	}
-	return took, counter, nil
+	return took, convergeCalls{k8s: counter, db: obs}, nil
 }

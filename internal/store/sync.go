@@ -214,9 +214,9 @@ func (s *Store) RecordAppliedAll(ctx context.Context, fence Fence, as []job.Actu
 	index := make(map[string]int, len(as))
 	var (
 		names, uids, teams, shas, versions, vdks, pythons, schedules, deployedBy, cronJobUIDs []string
-		gens, cpuReq, cpuLim, memReq, memLim, cronJobGens                                  []int64
-		enabled                                                                            []bool
-		deployedDates                                                                      []time.Time
+		gens, cpuReq, cpuLim, memReq, memLim, cronJobGens                                     []int64
+		enabled                                                                               []bool
+		deployedDates                                                                         []time.Time
 	)
 	for i, a := range as {
 		if _, dup := index[a.JobName]; dup {

@@ -128,6 +128,7 @@ func (t *term) apply(ctx context.Context, p Plan, finish func(result, error) (re
 	}
 	if p.Action.writesKubernetes() {
 		s.metrics.observeLag(changedAt(p))
+		t.expectEcho(applied)
 	}
 	// Kubernetes confirmed the write: only now is it recorded.
 	eff := s.cfg.Render.Resources.Effective(d.Resources)

@@ -154,6 +154,31 @@ type term struct {
 	// records writes the rows of applied CronJobs in batches; nil in a single pass
 	// (RunOnce), which writes each at once.
 	records *recorder
+
+	// echoes maps a job name to the resourceVersion of the CronJob this term just wrote
+	// for it. The informer's event for that very object is the echo of our own write and
+	// queues nothing: the write's own outcome finishes the name (a refused record plans it
+	// again). Any other event of the name clears the entry and is queued.
+	echoMu sync.Mutex
+	echoes map[string]string
+}
+
+// expectEcho notes that the informer will deliver cj, written by this term.
+func (t *term) expectEcho(cj *batchv1.CronJob) {
+	t.echoMu.Lock()
+	defer t.echoMu.Unlock()
+	t.echoes[cj.Name] = cj.ResourceVersion
+}
+
+// echo reports whether an informer event delivers the CronJob this term last wrote.
+func (t *term) echo(cj *batchv1.CronJob) bool {
+	t.echoMu.Lock()
+	defer t.echoMu.Unlock()
+	rv, ok := t.echoes[cj.Name]
+	if ok {
+		delete(t.echoes, cj.Name)
+	}
+	return ok && rv == cj.ResourceVersion
 }
 
 // Run synchronizes until ctx ends, as the leader of term epoch: it starts the informer,
@@ -262,7 +287,8 @@ func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](s.cfg.RetryBase, s.cfg.RetryMax),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "datajobs_sync", MetricsProvider: s.metrics.queue})
-	t := &term{s: s, fence: store.Fence{Epoch: epoch}, render: render, lister: informer.Lister().CronJobs(s.cfg.Render.Namespace), queue: queue}
+	t := &term{s: s, fence: store.Fence{Epoch: epoch}, render: render, lister: informer.Lister().CronJobs(s.cfg.Render.Namespace), queue: queue,
+		echoes: map[string]string{}}
 
 	enqueue := func(obj any) {
 		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -276,11 +302,15 @@ func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(
 	// plans every job in memory and queues only those that need work.
 	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
-			if !initial {
+			if cj, ok := obj.(*batchv1.CronJob); !initial && !(ok && t.echo(cj)) {
 				enqueue(obj)
 			}
 		},
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		UpdateFunc: func(_, obj any) {
+			if cj, ok := obj.(*batchv1.CronJob); !(ok && t.echo(cj)) {
+				enqueue(obj)
+			}
+		},
 		DeleteFunc: enqueue,
 	}); err != nil {
 		queue.ShutDown()
