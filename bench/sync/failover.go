@@ -46,8 +46,10 @@ func (b *bench) serve(ctx context.Context, f *fleet, name string) (*server, erro
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{"serve", "--listen", addr, "--admin-listen", admin, "--auth-mode", "none", "--database-url", f.dbURL,
-		"--kubeconfig", b.kubeconfig, "--namespace", f.ns, "--sync-workers", strconv.Itoa(b.workers), "--log-format", "json"},
+	args := append([]string{
+		"serve", "--listen", addr, "--admin-listen", admin, "--auth-mode", "none", "--database-url", f.dbURL,
+		"--kubeconfig", b.kubeconfig, "--namespace", f.ns, "--sync-workers", strconv.Itoa(b.workers), "--log-format", "json",
+	},
 		b.limits.flags()...)
 	cmd := exec.CommandContext(ctx, b.datajobs, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile

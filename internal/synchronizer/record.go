@@ -38,8 +38,10 @@ type pendingRecord struct {
 var errRecorderStopped = errors.New("the term is over: the applied CronJob was not recorded")
 
 func newRecorder(db Store, fence store.Fence, maxBatch int, maxDelay time.Duration) *recorder {
-	return &recorder{db: db, fence: fence, maxBatch: maxBatch, maxDelay: maxDelay,
-		in: make(chan pendingRecord, maxBatch), closed: make(chan struct{})}
+	return &recorder{
+		db: db, fence: fence, maxBatch: maxBatch, maxDelay: maxDelay,
+		in: make(chan pendingRecord, maxBatch), closed: make(chan struct{}),
+	}
 }
 
 // add hands over one row; done is called exactly once, from the recorder's goroutine (or

@@ -171,7 +171,11 @@ func (t *term) expectEcho(cj *batchv1.CronJob) {
 }
 
 // echo reports whether an informer event delivers the CronJob this term last wrote.
-func (t *term) echo(cj *batchv1.CronJob) bool {
+func (t *term) echo(obj any) bool {
+	cj, ok := obj.(*batchv1.CronJob)
+	if !ok {
+		return false
+	}
 	t.echoMu.Lock()
 	defer t.echoMu.Unlock()
 	rv, ok := t.echoes[cj.Name]
@@ -287,8 +291,10 @@ func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](s.cfg.RetryBase, s.cfg.RetryMax),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "datajobs_sync", MetricsProvider: s.metrics.queue})
-	t := &term{s: s, fence: store.Fence{Epoch: epoch}, render: render, lister: informer.Lister().CronJobs(s.cfg.Render.Namespace), queue: queue,
-		echoes: map[string]string{}}
+	t := &term{
+		s: s, fence: store.Fence{Epoch: epoch}, render: render, lister: informer.Lister().CronJobs(s.cfg.Render.Namespace), queue: queue,
+		echoes: map[string]string{},
+	}
 
 	enqueue := func(obj any) {
 		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -302,12 +308,12 @@ func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(
 	// plans every job in memory and queues only those that need work.
 	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
-			if cj, ok := obj.(*batchv1.CronJob); !initial && !(ok && t.echo(cj)) {
+			if !initial && !t.echo(obj) {
 				enqueue(obj)
 			}
 		},
 		UpdateFunc: func(_, obj any) {
-			if cj, ok := obj.(*batchv1.CronJob); !(ok && t.echo(cj)) {
+			if !t.echo(obj) {
 				enqueue(obj)
 			}
 		},
