@@ -105,13 +105,17 @@ func (t *term) apply(ctx context.Context, p Plan, finish func(result, error) (re
 	var err error
 	switch p.Action {
 	case ActionReplace:
+		t.beginWrite(p.Name)
 		applied, err = s.applier.Replace(ctx, p.Live, p.Rendered)
+		t.endWrite(p.Name, written(applied, err))
 	case ActionRecord:
 	default:
 		// A create (p.Live nil) is a plain create: the plan saw no CronJob of this name in
 		// the cache, and if one appeared meanwhile the apiserver refuses, and nothing is
 		// taken over. Every other write is conditioned on the resourceVersion planned from.
+		t.beginWrite(p.Name)
 		applied, err = s.applier.Apply(ctx, p.Live, p.Rendered)
+		t.endWrite(p.Name, written(applied, err))
 	}
 	if err != nil && stale(err) {
 		return finish(t.replan(), nil)
@@ -128,7 +132,6 @@ func (t *term) apply(ctx context.Context, p Plan, finish func(result, error) (re
 	}
 	if p.Action.writesKubernetes() {
 		s.metrics.observeLag(changedAt(p))
-		t.expectEcho(applied)
 	}
 	// Kubernetes confirmed the write: only now is it recorded.
 	eff := s.cfg.Render.Resources.Effective(d.Resources)
@@ -160,6 +163,14 @@ func (t *term) apply(ctx context.Context, p Plan, finish func(result, error) (re
 		t.finish(ctx, p.Name, res, err)
 	})
 	return result{handedOver: true}, nil
+}
+
+// written is the object a write returned, nil if it failed.
+func written(cj *batchv1.CronJob, err error) *batchv1.CronJob {
+	if err != nil {
+		return nil
+	}
+	return cj
 }
 
 // failed records why Kubernetes refused or failed a write, as the user will read it.

@@ -155,22 +155,51 @@ type term struct {
 	// (RunOnce), which writes each at once.
 	records *recorder
 
-	// echoes maps a job name to the resourceVersion of the CronJob this term just wrote
-	// for it. The informer's event for that very object is the echo of our own write and
-	// queues nothing: the write's own outcome finishes the name (a refused record plans it
-	// again). Any other event of the name clears the entry and is queued.
+	// echoes holds, per job name, this term's write in flight or just made: the
+	// informer's event of the very object written is the echo of our own write and queues
+	// nothing, as the write's own outcome finishes the name (a refused record plans it
+	// again). Any other event of the name is queued.
 	echoMu sync.Mutex
-	echoes map[string]string
+	echoes map[string]echo
 }
 
-// expectEcho notes that the informer will deliver cj, written by this term.
-func (t *term) expectEcho(cj *batchv1.CronJob) {
+// echo is what the term knows of its latest write of one name.
+type echo struct {
+	// writing is true while the write is in flight; resourceVersion is then that of the
+	// latest event delivered meanwhile ("": none), and afterwards that of the object written.
+	writing         bool
+	resourceVersion string
+}
+
+// beginWrite notes that a write of name is in flight: its events wait for its outcome.
+func (t *term) beginWrite(name string) {
 	t.echoMu.Lock()
 	defer t.echoMu.Unlock()
-	t.echoes[cj.Name] = cj.ResourceVersion
+	t.echoes[name] = echo{writing: true}
 }
 
-// echo reports whether an informer event delivers the CronJob this term last wrote.
+// endWrite notes the outcome of a write of name: the object Kubernetes returned, or nil
+// when the write failed. An event delivered meanwhile that is not of that object queues
+// the name (it is being processed: the queue takes it up once the name is done).
+func (t *term) endWrite(name string, written *batchv1.CronJob) {
+	t.echoMu.Lock()
+	e := t.echoes[name]
+	delete(t.echoes, name)
+	seen := e.resourceVersion
+	switch {
+	case written != nil && seen == "":
+		t.echoes[name] = echo{resourceVersion: written.ResourceVersion} // the echo is still to come
+	case written != nil && seen == written.ResourceVersion:
+		seen = "" // the echo came already
+	}
+	t.echoMu.Unlock()
+	if seen != "" {
+		t.queue.Add(name)
+	}
+}
+
+// echo reports whether an informer event is the echo of this term's write, which it
+// then consumes.
 func (t *term) echo(obj any) bool {
 	cj, ok := obj.(*batchv1.CronJob)
 	if !ok {
@@ -178,11 +207,18 @@ func (t *term) echo(obj any) bool {
 	}
 	t.echoMu.Lock()
 	defer t.echoMu.Unlock()
-	rv, ok := t.echoes[cj.Name]
-	if ok {
+	e, ok := t.echoes[cj.Name]
+	switch {
+	case !ok:
+		return false
+	case e.writing:
+		e.resourceVersion = cj.ResourceVersion
+		t.echoes[cj.Name] = e
+		return true
+	default:
 		delete(t.echoes, cj.Name)
+		return e.resourceVersion == cj.ResourceVersion
 	}
-	return ok && rv == cj.ResourceVersion
 }
 
 // Run synchronizes until ctx ends, as the leader of term epoch: it starts the informer,
@@ -293,7 +329,7 @@ func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "datajobs_sync", MetricsProvider: s.metrics.queue})
 	t := &term{
 		s: s, fence: store.Fence{Epoch: epoch}, render: render, lister: informer.Lister().CronJobs(s.cfg.Render.Namespace), queue: queue,
-		echoes: map[string]string{},
+		echoes: map[string]echo{},
 	}
 
 	enqueue := func(obj any) {
