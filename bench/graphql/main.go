@@ -147,7 +147,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	gql, err := graphapi.New(graphapi.Config{DefaultResources: svc.Config().Resources.Default, Logger: log}, db)
+	gql, err := graphapi.New(graphapi.Config{DefaultResources: svc.Config().Resources.Default, Logger: log}, svc)
 	if err != nil {
 		return err
 	}

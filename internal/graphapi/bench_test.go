@@ -11,6 +11,7 @@ import (
 
 	"github.com/datajobs/datajobs/internal/auth"
 	"github.com/datajobs/datajobs/internal/graphapi"
+	"github.com/datajobs/datajobs/internal/service"
 )
 
 // BenchmarkJobsPage measures one 50-job page with deployments through the handler, on
@@ -23,7 +24,9 @@ func BenchmarkJobsPage(b *testing.B) {
 		FROM generate_series(1, 1000) i`)
 	e.sql(`INSERT INTO desired_data_job_deployment (data_job_name, git_commit_sha, python_version, last_deployed_by)
 		SELECT name, 'sha', '3.11', 'me' FROM data_job`)
-	h, err := graphapi.New(graphapi.Config{Logger: slog.New(slog.DiscardHandler)}, e.store)
+	svc, err := service.New(service.Config{}, e.store)
+	require.NoError(b, err)
+	h, err := graphapi.New(graphapi.Config{Logger: slog.New(slog.DiscardHandler)}, svc)
 	require.NoError(b, err)
 	target := "/data-jobs/for-team/t/jobs?" + url.Values{"query": {pageWithDeployments}}.Encode()
 	ctx := auth.NewContext(b.Context(), auth.Identity{Username: "bench", Admin: true}) // as httpapi sets it

@@ -14,51 +14,51 @@ import (
 // property is what the jobs query can do with one of VDK's filter properties.
 type property struct {
 	// filter applies a pattern; nil when the property only sorts.
-	filter func(f *store.JobFilter, pattern string) error
-	sort   store.JobField
+	filter func(f *job.ListFilter, pattern string) error
+	sort   job.ListField
 }
 
 // properties are the filter properties of VDK's jobs query and their pattern semantics.
 // config.sourceUrl exists only with a source URL template.
 func properties(sourceURL bool) map[string]property {
 	p := map[string]property{
-		"jobName": {sort: store.FieldName, filter: func(f *store.JobFilter, s string) error {
+		"jobName": {sort: job.FieldName, filter: func(f *job.ListFilter, s string) error {
 			f.NameGlob = s
 			return nil
 		}},
-		"config.team": {sort: store.FieldTeam, filter: func(f *store.JobFilter, s string) error {
+		"config.team": {sort: job.FieldTeam, filter: func(f *job.ListFilter, s string) error {
 			// VDK's team pattern: % for any characters, otherwise the trimmed name. No team
 			// name has a * or a %, so * may stand for any characters too, as in jobName.
 			f.TeamGlob = strings.ReplaceAll(s, "%", "*")
 			return nil
 		}},
-		"config.description": {sort: store.FieldDescription, filter: func(f *store.JobFilter, s string) error {
+		"config.description": {sort: job.FieldDescription, filter: func(f *job.ListFilter, s string) error {
 			f.DescriptionContains = s
 			return nil
 		}},
-		"config.schedule.scheduleCron": {sort: store.FieldSchedule, filter: func(f *store.JobFilter, s string) error {
+		"config.schedule.scheduleCron": {sort: job.FieldSchedule, filter: func(f *job.ListFilter, s string) error {
 			f.ScheduleContains = s
 			return nil
 		}},
-		"config.schedule.nextRunEpochSeconds": {sort: store.FieldNextRun, filter: func(f *store.JobFilter, s string) error {
+		"config.schedule.nextRunEpochSeconds": {sort: job.FieldNextRun, filter: func(f *job.ListFilter, s string) error {
 			r, err := parseRange("config.schedule.nextRunEpochSeconds", s)
 			f.NextRun = r
 			return err
 		}},
-		"config.contacts.present": {sort: store.FieldContactsPresent},
-		"deployments.enabled": {sort: store.FieldDeploymentEnabled, filter: func(f *store.JobFilter, s string) error {
-			switch d := store.DeploymentFilter(strings.ToLower(strings.TrimSpace(s))); d {
-			case store.DeploymentEnabled, store.DeploymentDisabled, store.NotDeployed:
+		"config.contacts.present": {sort: job.FieldContactsPresent},
+		"deployments.enabled": {sort: job.FieldDeploymentEnabled, filter: func(f *job.ListFilter, s string) error {
+			switch d := job.DeploymentState(strings.ToLower(strings.TrimSpace(s))); d {
+			case job.DeploymentEnabled, job.DeploymentDisabled, job.NotDeployed:
 				f.Deployment = d
 				return nil
 			}
 			return job.Invalid("filter pattern of deployments.enabled", "enabled, disabled or not_deployed", quote(s))
 		}},
-		"deployments.jobPythonVersion": {sort: store.FieldPythonVersion, filter: func(f *store.JobFilter, s string) error {
+		"deployments.jobPythonVersion": {sort: job.FieldPythonVersion, filter: func(f *job.ListFilter, s string) error {
 			f.PythonVersionContains = s
 			return nil
 		}},
-		"deployments.lastExecutionStatus": {sort: store.FieldLastExecutionStatus, filter: func(f *store.JobFilter, s string) error {
+		"deployments.lastExecutionStatus": {sort: job.FieldLastExecutionStatus, filter: func(f *job.ListFilter, s string) error {
 			st := strings.ToLower(strings.TrimSpace(s))
 			if !slices.Contains(store.ExecutionStatuses(), st) {
 				return job.Invalid("filter pattern of deployments.lastExecutionStatus",
@@ -67,15 +67,15 @@ func properties(sourceURL bool) map[string]property {
 			f.LastExecutionStatus = st
 			return nil
 		}},
-		"deployments.lastExecutionTime": {sort: store.FieldLastExecutionTime, filter: func(f *store.JobFilter, s string) error {
+		"deployments.lastExecutionTime": {sort: job.FieldLastExecutionTime, filter: func(f *job.ListFilter, s string) error {
 			r, err := parseRange("deployments.lastExecutionTime", s)
 			f.LastExecutionTime = r
 			return err
 		}},
-		"deployments.lastExecutionDuration": {sort: store.FieldLastExecutionDuration},
+		"deployments.lastExecutionDuration": {sort: job.FieldLastExecutionDuration},
 	}
 	if sourceURL {
-		p["config.sourceUrl"] = property{sort: store.FieldSourceURL, filter: func(f *store.JobFilter, s string) error {
+		p["config.sourceUrl"] = property{sort: job.FieldSourceURL, filter: func(f *job.ListFilter, s string) error {
 			f.SourceURLContains = s
 			return nil
 		}}
@@ -84,7 +84,7 @@ func properties(sourceURL bool) map[string]property {
 }
 
 // parseRange parses VDK's "<from>-<to>" range of epoch seconds.
-func parseRange(prop, s string) (*store.Range, error) {
+func parseRange(prop, s string) (*job.Range, error) {
 	bad := job.Invalid("filter pattern of "+prop, `a range of epoch seconds "<from>-<to>" with from <= to`, quote(s))
 	from, to, ok := strings.Cut(strings.TrimSpace(s), "-")
 	if !ok {
@@ -95,16 +95,16 @@ func parseRange(prop, s string) (*store.Range, error) {
 	if errA != nil || errB != nil || a < 0 || a > b {
 		return nil, bad
 	}
-	return &store.Range{From: a, To: b}, nil
+	return &job.Range{From: a, To: b}, nil
 }
 
 // parsePredicates turns VDK's filter list into the store's filter and sort. Every
 // predicate with a pattern filters; every one with a sort adds a sort key, in the order
 // given (VDK applies only the last one; a client listing several wants all of them).
-func (h *Handler) parsePredicates(preds []*gql.Predicate) (store.JobFilter, []store.JobSort, error) {
+func (h *Handler) parsePredicates(preds []*gql.Predicate) (job.ListFilter, []job.SortKey, error) {
 	var (
-		f    store.JobFilter
-		sort []store.JobSort
+		f    job.ListFilter
+		sort []job.SortKey
 		seen = map[string]bool{}
 	)
 	for _, p := range preds {
@@ -138,7 +138,7 @@ func (h *Handler) parsePredicates(preds []*gql.Predicate) (store.JobFilter, []st
 			}
 		}
 		if p.Sort != nil {
-			sort = append(sort, store.JobSort{Field: prop.sort, Desc: *p.Sort == "DESC"})
+			sort = append(sort, job.SortKey{Field: prop.sort, Desc: *p.Sort == "DESC"})
 		}
 	}
 	return f, sort, nil

@@ -4,9 +4,9 @@
 //
 // It is thin on purpose: the root resolvers turn the arguments and the selection set into
 // one store query per page (filters, search, sort and paging pushed down into SQL, the
-// deployments joined in), and write.go writes the JSON of the selection set from what that
-// query returned. gqlgen (generated into package gql) parses, validates and caches the
-// documents, coerces the arguments and answers introspection.
+// deployments joined in), and gqlgen's generated executor (package gql) parses, validates
+// and caches the documents, coerces the arguments, calls the resolvers and writes the
+// answer. The executions of a page's deployments are read by a loader, once per page.
 package graphapi
 
 import (
@@ -21,14 +21,12 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/executor"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
-	"github.com/robfig/cron/v3"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
@@ -43,10 +41,10 @@ import (
 // their names and teams.
 const defaultQuery = `{ jobs(pageNumber: 1, pageSize: 20) { content { jobName config { team } } totalPages totalItems } }`
 
-// Reader is the part of the store the queries read.
+// Reader is what the queries read (service.Service implements it).
 type Reader interface {
-	JobsPage(ctx context.Context, q store.JobsQuery) (store.JobsPage, error)
-	Executions(ctx context.Context, q store.ExecutionsQuery) (store.ExecutionsPage, error)
+	ListJobs(ctx context.Context, r job.ListRequest) (job.ListPage, error)
+	ExecutionsPage(ctx context.Context, q store.ExecutionsQuery) (store.ExecutionsPage, error)
 	ExecutionsOfJobs(ctx context.Context, names []string, q store.ExecutionsQuery) (map[string][]store.Execution, error)
 	ExecutionCounts(ctx context.Context, names []string) (map[string]store.ExecutionCount, error)
 }
@@ -101,9 +99,8 @@ type Handler struct {
 	exec     *executor.Executor
 	resolver *resolver
 	props    map[string]property
-
-	cronMu sync.RWMutex
-	crons  map[string]cron.Schedule // nil for an invalid schedule
+	// schedules keeps parsed cron schedules across requests, for nextRunEpochSeconds.
+	schedules job.Schedules
 }
 
 // New returns the handler of the jobs and executions queries, reading from r.
@@ -124,7 +121,7 @@ func New(cfg Config, r Reader) (*Handler, error) {
 	if cfg.MaxPageSize < 1 {
 		return nil, fmt.Errorf("graphql: max page size must be positive, not %d", cfg.MaxPageSize)
 	}
-	h := &Handler{cfg: cfg, props: properties(cfg.SourceURLTemplate != ""), crons: map[string]cron.Schedule{}}
+	h := &Handler{cfg: cfg, props: properties(cfg.SourceURLTemplate != "")}
 	h.resolver = &resolver{h: h, store: r}
 	h.schema = gql.NewExecutableSchema(gql.Config{Resolvers: h.resolver})
 	h.exec = executor.New(h.schema)
@@ -209,14 +206,8 @@ func (h *Handler) exec1(ctx context.Context, req request) *graphql.Response {
 	if errs != nil {
 		return &graphql.Response{Errors: errs}
 	}
-	roots := graphql.CollectFields(op, op.Operation.SelectionSet, []string{"Query"})
-	for _, f := range roots {
-		if f.Name == "__schema" || f.Name == "__type" { // introspection: gqlgen's executor answers
-			responses, ctx := h.exec.DispatchOperation(ctx, op)
-			return responses(ctx)
-		}
-	}
-	return h.write(ctx, op, roots)
+	responses, ctx := h.exec.DispatchOperation(ctx, op)
+	return responses(ctx)
 }
 
 // decode reads the request from the URL parameters (GET) or the JSON body (POST).

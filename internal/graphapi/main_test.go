@@ -61,7 +61,9 @@ func newEnv(t testing.TB, opts ...func(*options)) *env {
 	require.NoError(t, err)
 	o.cfg.DefaultResources = svc.Config().Resources.Default
 	o.cfg.Logger = slog.New(slog.DiscardHandler)
-	gql, err := graphapi.New(o.cfg, gst)
+	gsvc, err := service.New(service.Config{SupportedPythonVersions: []string{"3.9", "3.11"}, Now: o.cfg.Now}, gst)
+	require.NoError(t, err)
+	gql, err := graphapi.New(o.cfg, gsvc)
 	require.NoError(t, err)
 	h := httpapi.New(httpapi.Config{JobsQuery: gql}, svc, o.cfg.Logger)
 	srv := httptest.NewServer(h)

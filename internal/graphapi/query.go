@@ -3,13 +3,12 @@ package graphapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
+	"math"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
-	"github.com/robfig/cron/v3"
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/datajobs/datajobs/internal/auth"
@@ -28,7 +27,7 @@ func (q *resolver) Query() gql.QueryResolver                         { return q 
 func (q *resolver) DataJobDeployment() gql.DataJobDeploymentResolver { return deploymentResolver{} }
 
 // Jobs is VDK's jobs query: one page of jobs, filtered, searched and sorted by the
-// database, reading only the column groups the selection set needs.
+// database, with the deployments joined in when the selection set shows them.
 func (q *resolver) Jobs(ctx context.Context, pageNumber, pageSize *int32, preds []*gql.Predicate, search *string) (*gql.DataJobPage, error) {
 	number, size, err := q.h.paging(pageNumber, pageSize, true)
 	if err != nil {
@@ -44,72 +43,51 @@ func (q *resolver) Jobs(ctx context.Context, pageNumber, pageSize *int32, preds 
 		filter.Search = s
 		filter.SearchFields = searchFields(sel, q.h.cfg.SourceURLTemplate != "")
 	}
-	req := q.h.newRequest(q.store)
-	req.configNextRun = sel.has("content.config.schedule.nextRunEpochSeconds")
-	req.deploymentNextRun = sel.has("content.deployments.schedule.nextRunEpochSeconds")
-	sq := store.JobsQuery{
-		Filter: filter,
-		Sort:   sort,
-		Offset: (number - 1) * size,
-		Limit:  size,
-		Count:  sel.has("totalItems") || sel.has("totalPages"),
-		Columns: store.JobColumns{
-			Config: sel.hasAny("content.config.team", "content.config.description", "content.config.schedule",
-				"content.config.generateKeytab", "content.config.enableExecutionNotifications",
-				"content.config.notificationDelayPeriodMinutes", "content.config.dbDefaultType",
-				"content.config.sourceUrl", "content.config.logsUrl"),
-			Contacts:      sel.hasAny("content.config.contacts", "content.deployments.contacts"),
-			Deployment:    sel.has("content.deployments"),
-			LastExecution: sel.hasPrefix("content.deployments.lastExecution"),
-		},
-		SourceURLTemplate: q.h.cfg.SourceURLTemplate,
-		NextRun:           req.nextRun,
-	}
-	page, err := q.store.JobsPage(ctx, sq)
+	l := q.h.newLoader(q.store)
+	l.configNextRun = sel.has("content.config.schedule.nextRunEpochSeconds")
+	l.deploymentNextRun = sel.has("content.deployments.schedule.nextRunEpochSeconds")
+	page, err := q.store.ListJobs(ctx, job.ListRequest{
+		Filter: filter, Sort: sort, Offset: (number - 1) * size, Limit: size,
+		Count:           sel.has("totalItems") || sel.has("totalPages"),
+		WithDeployments: sel.has("content.deployments"),
+		SourceURL:       job.Template(q.h.cfg.SourceURLTemplate),
+		At:              l.now,
+	})
 	if err != nil {
 		return nil, err
 	}
-	out := &gql.DataJobPage{Content: make([]*gql.DataJob, len(page.Rows))}
+	out := &gql.DataJobPage{Content: make([]*gql.DataJob, len(page.Jobs))}
 	out.TotalItems, out.TotalPages = totals(page.Total, size)
-	req.names = make([]string, len(page.Rows))
-	jobs := make([]gql.DataJob, len(page.Rows)) // one allocation for the page
-	for i := range page.Rows {
-		req.toDataJob(&jobs[i], &page.Rows[i])
+	l.names = make([]string, len(page.Jobs))
+	jobs := make([]gql.DataJob, len(page.Jobs)) // one allocation for the page
+	for i := range page.Jobs {
+		l.toDataJob(&jobs[i], &page.Jobs[i])
 		out.Content[i] = &jobs[i]
-		req.names[i] = page.Rows[i].Job.Name
+		l.names[i] = page.Jobs[i].Job.Name
 	}
 	return out, nil
 }
 
 // searchFields are VDK's search targets that the selection set shows, so that a match is
 // visible to the client; the job name when it shows none.
-func searchFields(sel selection, sourceURL bool) []store.JobField {
-	candidates := []struct {
+func searchFields(sel selection, sourceURL bool) []job.ListField {
+	var out []job.ListField
+	for _, c := range []struct {
 		path  string
-		field store.JobField
+		field job.ListField
 	}{
-		{"content.jobName", store.FieldName},
-		{"content.config.team", store.FieldTeam},
-		{"content.config.description", store.FieldDescription},
-		{"content.config.schedule.scheduleCron", store.FieldSchedule},
-		{"content.deployments.jobPythonVersion", store.FieldPythonVersion},
-	}
-	if sourceURL {
-		candidates = append(candidates, struct {
-			path  string
-			field store.JobField
-		}{"content.config.sourceUrl", store.FieldSourceURL})
-	}
-	var out []store.JobField
-	for _, c := range candidates {
-		if sel.has(c.path) {
+		{"content.jobName", job.FieldName},
+		{"content.config.team", job.FieldTeam},
+		{"content.config.description", job.FieldDescription},
+		{"content.config.schedule.scheduleCron", job.FieldSchedule},
+		{"content.deployments.jobPythonVersion", job.FieldPythonVersion},
+		{"content.config.sourceUrl", job.FieldSourceURL},
+	} {
+		if sel.has(c.path) && (c.field != job.FieldSourceURL || sourceURL) {
 			out = append(out, c.field)
 		}
 	}
-	if len(out) == 0 {
-		out = []store.JobField{store.FieldName}
-	}
-	return out
+	return out // empty: the store searches the name
 }
 
 // paging checks VDK's page arguments: both at least 1 and the size at most the maximum.
@@ -167,28 +145,10 @@ func (s selection) has(path string) bool {
 	return false
 }
 
-func (s selection) hasAny(paths ...string) bool {
-	for _, p := range paths {
-		if s.has(p) {
-			return true
-		}
-	}
-	return false
-}
-
-func (s selection) hasPrefix(prefix string) bool {
-	for _, p := range s {
-		if strings.HasPrefix(p, prefix) {
-			return true
-		}
-	}
-	return false
-}
-
-// jobsRequest is the state one jobs query shares between its resolvers: the clock, the
-// next runs computed so far, and the batches of executions of the page's jobs, each read
-// once for the whole page.
-type jobsRequest struct {
+// loader is what the resolvers of one jobs page share: the clock, the next runs computed
+// so far, and the executions of the page's jobs, read once for the whole page (per set of
+// arguments) by whichever deployment asks first.
+type loader struct {
 	h     *Handler
 	store Reader
 	now   time.Time
@@ -197,9 +157,9 @@ type jobsRequest struct {
 	configNextRun, deploymentNextRun bool
 
 	mu       sync.Mutex
-	nextRuns map[string]int64
+	nextRuns map[string]int32
 	execs    map[string]*batch[map[string][]store.Execution]
-	counts   *batch[map[string]store.ExecutionCount]
+	counts   batch[map[string]store.ExecutionCount]
 }
 
 // batch is a value read once, by whichever resolver needs it first.
@@ -214,95 +174,58 @@ func (b *batch[T]) get(load func() (T, error)) (T, error) {
 	return b.val, b.err
 }
 
-func (h *Handler) newRequest(r Reader) *jobsRequest {
-	return &jobsRequest{
-		h: h, store: r, now: h.cfg.Now().UTC(), nextRuns: map[string]int64{},
-		execs: map[string]*batch[map[string][]store.Execution]{}, counts: &batch[map[string]store.ExecutionCount]{},
+func (h *Handler) newLoader(r Reader) *loader {
+	return &loader{
+		h: h, store: r, now: h.cfg.Now().UTC(), nextRuns: map[string]int32{},
+		execs: map[string]*batch[map[string][]store.Execution]{},
 	}
 }
 
-// cronParser reads schedules as Kubernetes does: five fields or a macro such as @hourly.
-var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
-// maxCachedCrons bounds the parsed schedules kept across requests.
-const maxCachedCrons = 10_000
-
-// parseCron parses a schedule, or returns nil when it is empty or invalid. Parsed
-// schedules are kept (up to maxCachedCrons): a page shows the same few schedules again
-// and again.
-func (h *Handler) parseCron(s string) cron.Schedule {
-	h.cronMu.RLock()
-	sch, ok := h.crons[s]
-	h.cronMu.RUnlock()
-	if ok {
-		return sch
-	}
-	if t := strings.TrimSpace(s); t != "" {
-		if parsed, err := cronParser.Parse(t); err == nil {
-			sch = parsed
+// nextRun is the next run of a schedule after the request's time, in epoch seconds
+// (UTC), or -1 when the schedule is empty or never fires, or after 2038 (GraphQL's Int
+// has 32 bits). Each distinct schedule is computed once per request.
+func (l *loader) nextRun(schedule string) int32 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	v, ok := l.nextRuns[schedule]
+	if !ok {
+		v = -1
+		if next, ok := l.h.schedules.NextRun(schedule, l.now); ok && next <= math.MaxInt32 {
+			v = int32(next)
 		}
+		l.nextRuns[schedule] = v
 	}
-	h.cronMu.Lock()
-	if len(h.crons) < maxCachedCrons {
-		h.crons[s] = sch
-	}
-	h.cronMu.Unlock()
-	return sch
-}
-
-// nextRun is the next run of a schedule after the request's time, in epoch seconds (UTC),
-// or false when the schedule is empty, invalid or never fires. Each distinct schedule is
-// computed once per request.
-func (r *jobsRequest) nextRun(schedule string) (int64, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if v, ok := r.nextRuns[schedule]; ok {
-		return v, v >= 0
-	}
-	v := int64(-1)
-	if sch := r.h.parseCron(schedule); sch != nil {
-		if next := sch.Next(r.now); !next.IsZero() {
-			v = next.Unix()
-		}
-	}
-	r.nextRuns[schedule] = v
-	return v, v >= 0
+	return v
 }
 
 // executionsOf reads the executions of every job of the page for one set of arguments,
 // once, and returns those of name.
-func (r *jobsRequest) executionsOf(ctx context.Context, name string, args executionsArgs) ([]store.Execution, error) {
-	if r == nil {
-		return nil, errors.New("a deployment without its page")
-	}
+func (l *loader) executionsOf(ctx context.Context, name string, args executionsArgs) ([]store.Execution, error) {
 	key, err := json.Marshal(args)
 	if err != nil {
 		return nil, err
 	}
-	r.mu.Lock()
-	b, ok := r.execs[string(key)]
+	l.mu.Lock()
+	b, ok := l.execs[string(key)]
 	if !ok {
 		b = &batch[map[string][]store.Execution]{}
-		r.execs[string(key)] = b
+		l.execs[string(key)] = b
 	}
-	r.mu.Unlock()
+	l.mu.Unlock()
 	all, err := b.get(func() (map[string][]store.Execution, error) {
-		q, err := r.h.executionsQuery(ctx, args, true)
+		q, err := l.h.executionsQuery(ctx, args, true)
 		if err != nil {
 			return nil, err
 		}
-		return r.store.ExecutionsOfJobs(ctx, r.names, q)
+		return l.store.ExecutionsOfJobs(ctx, l.names, q)
 	})
 	return all[name], err
 }
 
 // executionCount reads the execution counts of every job of the page, once.
-func (r *jobsRequest) executionCount(ctx context.Context, name string) (store.ExecutionCount, error) {
-	if r == nil {
-		return store.ExecutionCount{}, errors.New("a deployment without its page")
-	}
-	all, err := r.counts.get(func() (map[string]store.ExecutionCount, error) {
-		return r.store.ExecutionCounts(ctx, r.names)
+func (l *loader) executionCount(ctx context.Context, name string) (store.ExecutionCount, error) {
+	all, err := l.counts.get(func() (map[string]store.ExecutionCount, error) {
+		return l.store.ExecutionCounts(ctx, l.names)
 	})
 	return all[name], err
 }
@@ -315,7 +238,7 @@ func (q *resolver) Executions(ctx context.Context, pageNumber, pageSize *int32, 
 	}
 	sel := selectedFields(ctx)
 	sq.Count = sel.has("totalItems") || sel.has("totalPages")
-	page, err := q.store.Executions(ctx, sq)
+	page, err := q.store.ExecutionsPage(ctx, sq)
 	if err != nil {
 		return nil, err
 	}
@@ -325,7 +248,8 @@ func (q *resolver) Executions(ctx context.Context, pageNumber, pageSize *int32, 
 	return out, nil
 }
 
-// executionsArgs are the arguments of an executions field, hashable as the key of a batch.
+// executionsArgs are the arguments of an executions field. Its JSON is the key of a batch:
+// two fields with the same arguments share one read.
 type executionsArgs struct {
 	PageNumber *int32
 	PageSize   *int32
@@ -336,9 +260,9 @@ type executionsArgs struct {
 // deploymentResolver resolves the fields of a deployment that read executions, once per page.
 type deploymentResolver struct{}
 
-func pageOf(d *gql.DataJobDeployment) *jobsRequest {
-	r, _ := d.Page.(*jobsRequest)
-	return r
+func pageOf(d *gql.DataJobDeployment) *loader {
+	l, _ := d.Page.(*loader)
+	return l
 }
 
 func (deploymentResolver) Executions(ctx context.Context, d *gql.DataJobDeployment, pageNumber, pageSize *int32, filter *gql.DataJobExecutionFilter, order *gql.DataJobExecutionOrder) ([]*gql.DataJobExecution, error) {
@@ -409,15 +333,15 @@ func (h *Handler) executionsQuery(ctx context.Context, args executionsArgs, nest
 // strings1 flattens a nullable list of nullable strings, dropping the nulls.
 // visibleTo is what the caller of ctx may see: its teams, every team for an admin, and
 // nothing when the request carries no caller.
-func visibleTo(ctx context.Context) store.Visibility {
+func visibleTo(ctx context.Context) job.Visibility {
 	id, ok := auth.FromContext(ctx)
 	switch {
 	case !ok:
-		return store.Visibility{}
+		return job.Visibility{}
 	case id.Admin:
-		return store.AllTeams
+		return job.AllTeams
 	default:
-		return store.Visibility{Teams: id.Teams}
+		return job.Visibility{Teams: id.Teams}
 	}
 }
 

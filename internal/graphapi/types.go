@@ -46,20 +46,20 @@ var noDeployments = []*gql.DataJobDeployment{}
 // toDataJob shapes one row of a page into out. A job's deployment is the desired one with
 // the unset resources filled in, or, while a deleted deployment's CronJob is being
 // removed, the one last applied, as the REST API shows it.
-func (r *jobsRequest) toDataJob(out *gql.DataJob, row *store.JobRow) {
+func (l *loader) toDataJob(out *gql.DataJob, row *job.Listed) {
 	j := &row.Job
 	*out = gql.DataJob{
 		JobName: j.Name,
 		Config: gql.DataJobConfig{
 			Team: j.Team, Description: j.Description,
-			Schedule:                       r.schedule(j.Schedule, r.configNextRun),
+			Schedule:                       l.schedule(j.Schedule, l.configNextRun),
 			Contacts:                       toContacts(j.Contacts),
 			GenerateKeytab:                 j.GenerateKeytab,
 			EnableExecutionNotifications:   j.EnableExecutionNotifications,
 			NotificationDelayPeriodMinutes: int32(j.NotificationDelayPeriodMinutes),
 			DbDefaultType:                  j.DBDefaultType,
-			SourceURL:                      render(r.h.cfg.SourceURLTemplate, j.Name, j.Team, ""),
-			LogsURL:                        render(r.h.cfg.LogsURLTemplate, j.Name, j.Team, ""),
+			SourceURL:                      job.Template(l.h.cfg.SourceURLTemplate).Render(j.Name, j.Team, ""),
+			LogsURL:                        job.Template(l.h.cfg.LogsURLTemplate).Render(j.Name, j.Team, ""),
 		},
 		Deployments: noDeployments,
 	}
@@ -67,13 +67,13 @@ func (r *jobsRequest) toDataJob(out *gql.DataJob, row *store.JobRow) {
 		return
 	}
 	var d job.Deployment
-	dep := &gql.DataJobDeployment{ID: j.Name, Mode: "release", Contacts: out.Config.Contacts, DesiredGeneration: int32(j.Generation), Page: r}
+	dep := &gql.DataJobDeployment{ID: j.Name, Mode: "release", Contacts: out.Config.Contacts, DesiredGeneration: int32(j.Generation), Page: l}
 	if row.Actual != nil {
 		dep.AppliedGeneration = int32(row.Actual.Generation)
 	}
 	if row.Desired != nil {
 		d = *row.Desired
-		d.Resources = job.ResourceBounds{Default: r.h.cfg.DefaultResources}.Effective(d.Resources)
+		d.Resources = job.ResourceBounds{Default: l.h.cfg.DefaultResources}.Effective(d.Resources)
 		dep.SyncStatus, dep.Message = string(d.Status), d.Message
 		// A result recorded for an older generation says nothing about the current one.
 		if d.StatusGeneration < j.Generation {
@@ -91,7 +91,7 @@ func (r *jobsRequest) toDataJob(out *gql.DataJob, row *store.JobRow) {
 	dep.Enabled, dep.JobVersion, dep.JobPythonVersion, dep.VdkVersion = d.Enabled, d.JobVersion, d.PythonVersion, d.VDKVersion
 	dep.LastDeployedDate, dep.LastDeployedBy = formatTime(d.DeployedDate), d.DeployedBy
 	dep.Resources = toResources(d.Resources)
-	dep.Schedule = r.schedule(d.Schedule, r.deploymentNextRun)
+	dep.Schedule = l.schedule(d.Schedule, l.deploymentNextRun)
 	dep.Status = vdkStatus(job.SyncStatus(dep.SyncStatus))
 	if s := row.LastExecution.Status; s != "" {
 		s = strings.ToUpper(s)
@@ -120,14 +120,12 @@ func vdkStatus(s job.SyncStatus) string {
 	}
 }
 
-// schedule shapes a cron schedule, with its next run when selected; -1 when the schedule
-// is empty or never fires (or when the next run is not selected: it is computed only then).
-func (r *jobsRequest) schedule(cron string, withNextRun bool) gql.DataJobSchedule {
+// schedule shapes a cron schedule, with its next run when selected (it is computed only
+// then; -1 otherwise).
+func (l *loader) schedule(cron string, withNextRun bool) gql.DataJobSchedule {
 	s := gql.DataJobSchedule{ScheduleCron: cron, NextRunEpochSeconds: -1}
 	if withNextRun {
-		if v, ok := r.nextRun(cron); ok && v <= math.MaxInt32 { // GraphQL's Int has 32 bits: until 2038
-			s.NextRunEpochSeconds = int32(v)
-		}
+		s.NextRunEpochSeconds = l.nextRun(cron)
 	}
 	return s
 }
@@ -143,15 +141,6 @@ func toResources(r job.Resources) gql.DataJobResources {
 
 func mib(b int64) int32 { return int32(math.Round(float64(b) / (1 << 20))) }
 
-// render fills a URL template; nil when there is none.
-func render(template, jobName, team, execution string) *string {
-	if template == "" {
-		return nil
-	}
-	s := strings.NewReplacer("{job}", jobName, "{team}", team, "{execution}", execution).Replace(template)
-	return &s
-}
-
 // formatTime is how the REST API writes times (encoding/json's RFC 3339).
 func formatTime(t time.Time) string { return t.Format(time.RFC3339Nano) }
 
@@ -166,7 +155,7 @@ func formatTimePtr(t *time.Time) *string {
 // toExecutions shapes executions, each with the snapshot of the deployment it ran, with
 // VDK's fixed id, mode and enabled.
 func (h *Handler) toExecutions(rows []store.Execution) []*gql.DataJobExecution {
-	req := h.newRequest(nil) // the next runs of the snapshots' schedules
+	l := h.newLoader(nil) // the next runs of the snapshots' schedules
 	all := make([]gql.DataJobExecution, len(rows))
 	out := make([]*gql.DataJobExecution, len(rows))
 	for i := range rows {
@@ -176,7 +165,7 @@ func (h *Handler) toExecutions(rows []store.Execution) []*gql.DataJobExecution {
 			ID: e.ID, Type: strings.ToUpper(e.Type), JobName: e.JobName, Status: strings.ToUpper(e.Status),
 			StartTime: formatTimePtr(e.StartTime), EndTime: formatTimePtr(e.EndTime),
 			StartedBy: e.StartedBy, Message: e.Message, OpID: e.OpID,
-			LogsURL:    render(h.cfg.LogsURLTemplate, e.JobName, "", e.ID),
+			LogsURL:    job.Template(h.cfg.LogsURLTemplate).Render(e.JobName, "", e.ID),
 			JobVersion: e.JobVersion, JobSchedule: e.JobSchedule, JobPythonVersion: e.PythonVersion,
 			VdkVersion: e.VDKVersion, VkdVersion: e.VDKVersion,
 			ResourcesCPURequest: cores(e.Resources.CPURequestMillis), ResourcesCPULimit: cores(e.Resources.CPULimitMillis),
@@ -185,7 +174,7 @@ func (h *Handler) toExecutions(rows []store.Execution) []*gql.DataJobExecution {
 			Deployment: gql.DataJobExecutionDeployment{
 				ID: "release", Mode: "release", Enabled: true,
 				JobVersion: e.JobVersion, JobPythonVersion: e.PythonVersion, VdkVersion: e.VDKVersion,
-				Schedule:  req.schedule(e.JobSchedule, true),
+				Schedule:  l.schedule(e.JobSchedule, true),
 				Resources: toResources(e.Resources), DeployedDate: deployedDate, DeployedBy: e.DeployedBy,
 			},
 		}

@@ -71,7 +71,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 	jobsQuery, err := graphapi.New(graphapi.Config{
 		DefaultResources: svc.Config().Resources.Default, Logger: log,
 		Timeout: cfg.Requests.GraphQLTimeout, DisableIntrospection: cfg.Requests.DisableGraphQLIntrospection,
-	}, db)
+	}, svc)
 	if err != nil {
 		return err
 	}

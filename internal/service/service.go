@@ -45,8 +45,9 @@ type Config struct {
 
 // Service runs the use cases of data jobs and their deployments.
 type Service struct {
-	cfg   Config
-	store *store.Store
+	cfg       Config
+	store     *store.Store
+	schedules job.Schedules // parsed cron schedules, for next runs
 }
 
 // New returns a service on st. It fails when the configuration contradicts itself.

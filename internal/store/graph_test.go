@@ -28,9 +28,9 @@ func deploy(t *testing.T, st *store.Store, team, name string) {
 	require.NoError(t, err)
 }
 
-func names(p store.JobsPage) []string {
+func names(p job.ListPage) []string {
 	out := []string{}
-	for _, r := range p.Rows {
+	for _, r := range p.Jobs {
 		out = append(out, r.Job.Name)
 	}
 	return out
@@ -58,16 +58,16 @@ func TestJobsPageShowsNoDeploymentOfAnOlderIncarnation(t *testing.T) {
 	require.NoError(t, st.DeleteJob(ctx, "team-a", "reborn-job"))
 	createJob(t, st, "team-b", "reborn-job", "")
 
-	q := store.JobsQuery{Limit: 10, Count: true, Columns: store.JobColumns{Config: true, Deployment: true}, Filter: store.JobFilter{Visible: store.AllTeams}}
-	page, err := st.JobsPage(ctx, q)
+	q := job.ListRequest{Limit: 10, Count: true, WithDeployments: true, Filter: job.ListFilter{Visible: job.AllTeams}}
+	page, err := st.ListJobs(ctx, q, nil)
 	require.NoError(t, err)
-	require.Len(t, page.Rows, 1)
-	require.Equal(t, "team-b", page.Rows[0].Job.Team)
-	require.Nil(t, page.Rows[0].Desired)
-	require.Nil(t, page.Rows[0].Actual, "the CronJob being deleted is the old job's")
+	require.Len(t, page.Jobs, 1)
+	require.Equal(t, "team-b", page.Jobs[0].Job.Team)
+	require.Nil(t, page.Jobs[0].Desired)
+	require.Nil(t, page.Jobs[0].Actual, "the CronJob being deleted is the old job's")
 
-	q.Filter.Deployment = store.NotDeployed
-	page, err = st.JobsPage(ctx, q)
+	q.Filter.Deployment = job.NotDeployed
+	page, err = st.ListJobs(ctx, q, nil)
 	require.NoError(t, err)
 	require.Equal(t, []string{"reborn-job"}, names(page))
 	require.Equal(t, 1, page.Total)
@@ -90,7 +90,7 @@ func TestJobsPageMatchesSpecialCharactersLiterally(t *testing.T) {
 		{`_`, []string{"underscore"}},
 		{`a_b`, []string{"underscore"}},
 	} {
-		page, err := st.JobsPage(t.Context(), store.JobsQuery{Limit: 10, Filter: store.JobFilter{Visible: store.AllTeams, DescriptionContains: tt.contains}})
+		page, err := st.ListJobs(t.Context(), job.ListRequest{Limit: 10, Filter: job.ListFilter{Visible: job.AllTeams, DescriptionContains: tt.contains}}, nil)
 		require.NoError(t, err)
 		require.Equal(t, tt.want, names(page), "contains %q", tt.contains)
 	}
@@ -99,10 +99,10 @@ func TestJobsPageMatchesSpecialCharactersLiterally(t *testing.T) {
 func TestJobsPageRefusesQueriesItCannotAnswer(t *testing.T) {
 	t.Parallel()
 	st := testenv.Store(t)
-	_, err := st.JobsPage(t.Context(), store.JobsQuery{Limit: 0})
+	_, err := st.ListJobs(t.Context(), job.ListRequest{Limit: 0}, nil)
 	require.Error(t, err)
-	_, err = st.JobsPage(t.Context(), store.JobsQuery{Limit: 1, Sort: []store.JobSort{{Field: store.FieldNextRun}}})
-	require.ErrorContains(t, err, "NextRun is required")
+	_, err = st.ListJobs(t.Context(), job.ListRequest{Limit: 1, Sort: []job.SortKey{{Field: job.FieldNextRun}}}, nil)
+	require.ErrorContains(t, err, "next runs of the schedules are required")
 }
 
 func TestExecutionsGoWithTheirJob(t *testing.T) {
@@ -144,20 +144,20 @@ func TestJobsAndExecutionsPagesShowOnlyTheVisibleTeams(t *testing.T) {
 
 	tests := []struct {
 		name    string
-		visible store.Visibility
-		filter  store.JobFilter
+		visible job.Visibility
+		filter  job.ListFilter
 		want    []string
 	}{
-		{"a caller of team-a sees team-a only", store.Visibility{Teams: []string{"team-a"}}, store.JobFilter{}, []string{"job-of-a"}},
-		{"a team filter cannot widen what is visible", store.Visibility{Teams: []string{"team-a"}}, store.JobFilter{TeamGlob: "team-b"}, []string{}},
-		{"a glob cannot widen what is visible", store.Visibility{Teams: []string{"team-a", "team-c"}}, store.JobFilter{TeamGlob: "*"}, []string{"job-of-a", "job-of-c"}},
-		{"the zero visibility sees nothing", store.Visibility{}, store.JobFilter{}, []string{}},
-		{"all teams see all", store.AllTeams, store.JobFilter{}, []string{"job-of-a", "job-of-b", "job-of-c"}},
+		{"a caller of team-a sees team-a only", job.Visibility{Teams: []string{"team-a"}}, job.ListFilter{}, []string{"job-of-a"}},
+		{"a team filter cannot widen what is visible", job.Visibility{Teams: []string{"team-a"}}, job.ListFilter{TeamGlob: "team-b"}, []string{}},
+		{"a glob cannot widen what is visible", job.Visibility{Teams: []string{"team-a", "team-c"}}, job.ListFilter{TeamGlob: "*"}, []string{"job-of-a", "job-of-c"}},
+		{"the zero visibility sees nothing", job.Visibility{}, job.ListFilter{}, []string{}},
+		{"all teams see all", job.AllTeams, job.ListFilter{}, []string{"job-of-a", "job-of-b", "job-of-c"}},
 	}
 	for _, tt := range tests {
 		f := tt.filter
 		f.Visible = tt.visible
-		page, err := st.JobsPage(ctx, store.JobsQuery{Limit: 10, Count: true, Filter: f, Sort: []store.JobSort{{Field: store.FieldName}}})
+		page, err := st.ListJobs(ctx, job.ListRequest{Limit: 10, Count: true, Filter: f, Sort: []job.SortKey{{Field: job.FieldName}}}, nil)
 		require.NoError(t, err, tt.name)
 		require.Equal(t, tt.want, names(page), tt.name)
 		require.Equal(t, len(tt.want), page.Total, tt.name)

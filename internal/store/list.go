@@ -1,0 +1,282 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/datajobs/datajobs/internal/job"
+)
+
+// Lists of jobs (job.ListRequest): every filter, search and sort is evaluated by
+// PostgreSQL, and a page is one statement (plus one for the total, in the same round
+// trip), with the deployments joined in, never one query per job. The one thing
+// PostgreSQL cannot compute is the next run of a cron schedule: the caller reads the
+// distinct schedules (JobSchedules), computes their next runs and passes them in, joined
+// as an array parameter.
+
+// ListJobs reads one page of jobs in one round trip. nextRuns holds the next run (epoch
+// seconds) of each schedule that runs; it is required when r.UsesNextRun().
+func (s *Store) ListJobs(ctx context.Context, r job.ListRequest, nextRuns map[string]int64) (job.ListPage, error) {
+	if r.Limit <= 0 || r.Offset < 0 {
+		return job.ListPage{}, fmt.Errorf("list jobs: bad limit %d or offset %d", r.Limit, r.Offset)
+	}
+	if r.UsesNextRun() && nextRuns == nil {
+		return job.ListPage{}, fmt.Errorf("list jobs: the next runs of the schedules are required to filter or sort on them")
+	}
+	page := job.ListPage{Total: -1}
+	batch := &pgx.Batch{}
+	if r.Count {
+		sql, args := listSQL(r, nextRuns, listCount)
+		batch.Queue(sql, args...).QueryRow(func(row pgx.Row) error { return row.Scan(&page.Total) })
+	}
+	sql, args := listSQL(r, nextRuns, listPage)
+	batch.Queue(sql, args...).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var (
+				l  job.Listed
+				jr joined
+			)
+			dest := append(jobDest(&l.Job), &l.LastExecution.Status, &l.LastExecution.EndTime, &l.LastExecution.DurationSeconds)
+			if r.WithDeployments {
+				dest = append(append(dest, jr.desiredDest()...), jr.actualDest()...)
+			}
+			if err := rows.Scan(dest...); err != nil {
+				return err
+			}
+			l.Desired, l.Actual = jr.deployment(l.Job), jr.actual(l.Job)
+			page.Jobs = append(page.Jobs, l)
+		}
+		return rows.Err()
+	})
+	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
+		return job.ListPage{}, translate(fmt.Errorf("list jobs: %w", err))
+	}
+	return page, nil
+}
+
+// JobSchedules reads the distinct schedules of the jobs r's filter lets through, before
+// any condition on the next run.
+func (s *Store) JobSchedules(ctx context.Context, r job.ListRequest) ([]string, error) {
+	sql, args := listSQL(r, nil, listSchedules)
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, translate(fmt.Errorf("read job schedules: %w", err))
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return out, translate(err)
+}
+
+type listMode int
+
+const (
+	listPage      listMode = iota // the rows of the page
+	listCount                     // the number of jobs that pass the filter
+	listSchedules                 // the distinct schedules of those jobs, before any next-run condition
+)
+
+// sqlBuilder collects the parameters of one statement.
+type sqlBuilder struct {
+	args []any
+}
+
+// arg adds a parameter and returns its placeholder.
+func (b *sqlBuilder) arg(v any) string {
+	b.args = append(b.args, v)
+	return "$" + strconv.Itoa(len(b.args))
+}
+
+// visible returns the condition on the team column col, or "" when every team is visible.
+func (b *sqlBuilder) visible(v job.Visibility, col string) string {
+	if v.AllTeams {
+		return ""
+	}
+	return col + " = ANY(" + b.arg(append([]string{}, v.Teams...)) + "::text[])"
+}
+
+// listSQL writes the statement of mode for r.
+func listSQL(r job.ListRequest, nextRuns map[string]int64, mode listMode) (string, []any) {
+	b := &sqlBuilder{}
+	f := r.Filter
+	searchFields := cmpOr(f.SearchFields, []job.ListField{job.FieldName})
+	needDeployment := f.Deployment != "" || f.PythonVersionContains != "" ||
+		(f.Search != "" && slices.Contains(searchFields, job.FieldPythonVersion))
+	needNextRun := mode != listSchedules && f.NextRun != nil
+	if mode == listPage {
+		needDeployment = needDeployment || r.WithDeployments || slices.ContainsFunc(r.Sort, func(s job.SortKey) bool {
+			return s.Field == job.FieldDeploymentEnabled || s.Field == job.FieldPythonVersion
+		})
+		needNextRun = needNextRun || r.UsesNextRun()
+	}
+
+	var sb strings.Builder
+	switch mode {
+	case listCount:
+		sb.WriteString("SELECT count(*)")
+	case listSchedules:
+		sb.WriteString("SELECT DISTINCT j.schedule")
+	case listPage:
+		sb.WriteString("SELECT " + jobColumns + ", COALESCE(j.last_execution_status, ''), j.last_execution_end_time, j.last_execution_duration")
+		if r.WithDeployments {
+			sb.WriteString(", " + joinedDesiredColumns + ", " + joinedActualColumns)
+		}
+	}
+	sb.WriteString("\nFROM data_job j")
+	if needDeployment {
+		sb.WriteString("\nLEFT JOIN desired_data_job_deployment d ON d.data_job_name = j.name" +
+			"\nLEFT JOIN actual_data_job_deployment a ON a.data_job_name = j.name AND a.job_uid = j.uid")
+	}
+	if needNextRun {
+		schedules, runs := make([]string, 0, len(nextRuns)), make([]int64, 0, len(nextRuns))
+		for s, n := range nextRuns {
+			schedules, runs = append(schedules, s), append(runs, n)
+		}
+		sb.WriteString("\nLEFT JOIN unnest(" + b.arg(schedules) + "::text[], " + b.arg(runs) +
+			"::bigint[]) AS nr(schedule, next_run) ON nr.schedule = j.schedule")
+	}
+
+	var where []string
+	add := func(cond string) {
+		if cond != "" {
+			where = append(where, cond)
+		}
+	}
+	contains := func(expr, s string) {
+		if s != "" {
+			add(expr + " ILIKE " + b.arg(containsLike(s)))
+		}
+	}
+	add(b.visible(f.Visible, "j.team"))
+	if f.NameGlob != "" {
+		// Job names are lower case (validation), so a lower-case pattern ignores case and
+		// can use an index.
+		add("j.name LIKE " + b.arg(globToLike(strings.ToLower(f.NameGlob))))
+	}
+	if team := strings.ToLower(strings.TrimSpace(f.TeamGlob)); team != "" { // team names are lower case too
+		if strings.Contains(team, "*") {
+			add("j.team LIKE " + b.arg(globToLike(team)))
+		} else {
+			add("j.team = " + b.arg(team))
+		}
+	}
+	contains("j.description", f.DescriptionContains)
+	contains("j.schedule", f.ScheduleContains)
+	if f.SourceURLContains != "" {
+		contains(listExpr(b, r, job.FieldSourceURL), f.SourceURLContains)
+	}
+	switch f.Deployment {
+	case job.DeploymentEnabled:
+		add("COALESCE(d.enabled, a.enabled) IS TRUE")
+	case job.DeploymentDisabled:
+		add("COALESCE(d.enabled, a.enabled) IS FALSE")
+	case job.NotDeployed:
+		add("d.data_job_name IS NULL AND a.data_job_name IS NULL")
+	}
+	contains("COALESCE(d.python_version, a.python_version)", f.PythonVersionContains)
+	if f.LastExecutionStatus != "" {
+		add("j.last_execution_status = " + b.arg(f.LastExecutionStatus))
+	}
+	if t := f.LastExecutionTime; t != nil {
+		// Clamped to the years PostgreSQL and Go agree on, so that no range is an error.
+		const maxEpoch = 253402300799 // 9999-12-31T23:59:59Z
+		from, to := time.Unix(min(max(t.From, 0), maxEpoch), 0), time.Unix(min(max(t.To, 0), maxEpoch), 0)
+		add("j.last_execution_end_time BETWEEN " + b.arg(from) + " AND " + b.arg(to))
+	}
+	if t := f.NextRun; t != nil && mode != listSchedules {
+		add("nr.next_run BETWEEN " + b.arg(t.From) + " AND " + b.arg(t.To))
+	}
+	if f.Search != "" {
+		p := b.arg(containsLike(f.Search))
+		ors := make([]string, len(searchFields))
+		for i, field := range searchFields {
+			ors[i] = listExpr(b, r, field) + " ILIKE " + p
+		}
+		add("(" + strings.Join(ors, " OR ") + ")")
+	}
+	if len(where) > 0 {
+		sb.WriteString("\nWHERE " + strings.Join(where, "\n  AND "))
+	}
+
+	if mode == listPage {
+		var order []string
+		for _, s := range r.Sort {
+			order = append(order, listExpr(b, r, s.Field)+map[bool]string{false: " ASC", true: " DESC"}[s.Desc]+" NULLS LAST")
+		}
+		if !slices.ContainsFunc(r.Sort, func(s job.SortKey) bool { return s.Field == job.FieldName }) {
+			order = append(order, "j.name")
+		}
+		sb.WriteString("\nORDER BY " + strings.Join(order, ", "))
+		sb.WriteString("\nLIMIT " + b.arg(r.Limit) + " OFFSET " + b.arg(r.Offset))
+	}
+	return sb.String(), b.args
+}
+
+// listColumns are the SQL expressions of the fields a list sorts and searches on
+// (FieldSourceURL is built from the request's template).
+var listColumns = map[job.ListField]string{
+	job.FieldName:        "j.name",
+	job.FieldTeam:        "j.team",
+	job.FieldDescription: "j.description",
+	job.FieldSchedule:    "j.schedule",
+	job.FieldNextRun:     "nr.next_run",
+	job.FieldContactsPresent: "(cardinality(j.notified_on_job_failure_user_error) + cardinality(j.notified_on_job_failure_platform_error)" +
+		" + cardinality(j.notified_on_job_success) + cardinality(j.notified_on_job_deploy) > 0)",
+	job.FieldDeploymentEnabled:     "COALESCE(d.enabled, a.enabled)",
+	job.FieldPythonVersion:         "COALESCE(d.python_version, a.python_version)",
+	job.FieldLastExecutionStatus:   "j.last_execution_status",
+	job.FieldLastExecutionTime:     "j.last_execution_end_time",
+	job.FieldLastExecutionDuration: "j.last_execution_duration",
+}
+
+// listExpr is the SQL expression of a field.
+func listExpr(b *sqlBuilder, r job.ListRequest, f job.ListField) string {
+	if f == job.FieldSourceURL {
+		// The template's parts, concatenated; NULL when jobs have no source URL.
+		if r.SourceURL == "" {
+			return "NULL::text"
+		}
+		var parts []string
+		for _, p := range r.SourceURL.Parts() {
+			if p.Field != 0 {
+				parts = append(parts, listColumns[p.Field])
+			} else {
+				parts = append(parts, b.arg(p.Literal)+"::text")
+			}
+		}
+		if len(parts) == 0 {
+			return "''::text"
+		}
+		return "concat(" + strings.Join(parts, ", ") + ")"
+	}
+	col, ok := listColumns[f]
+	if !ok {
+		panic(fmt.Sprintf("store: unknown job field %d", f))
+	}
+	return col
+}
+
+// globToLike turns a pattern where * stands for any characters into a LIKE pattern that
+// matches the rest literally.
+func globToLike(glob string) string {
+	return strings.ReplaceAll(escapeLike(glob), "*", "%")
+}
+
+// containsLike is the LIKE pattern of "contains s".
+func containsLike(s string) string { return "%" + escapeLike(s) + "%" }
+
+func escapeLike(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
+}
+
+// cmpOr returns s, or def when s is empty.
+func cmpOr[T any](s, def []T) []T {
+	if len(s) == 0 {
+		return def
+	}
+	return s
+}
