@@ -130,7 +130,7 @@ var imagePullReasons = []string{"ErrImagePull", "ImagePullBackOff", "InvalidImag
 // be pulled for longer than pullGrace, an eviction or a lost node are the platform's. A
 // Job never reads as succeeded unless Kubernetes says it completed.
 func ObserveExecution(j *batchv1.Job, pods []*corev1.Pod, now time.Time, pullGrace time.Duration) Observation {
-	o := Observation{Status: job.ExecSubmitted, Pod: latestPod(pods)}
+	o := Observation{Status: job.ExecSubmitted, Pod: LatestPod(pods)}
 	if j.Status.StartTime != nil {
 		o.Start = &j.Status.StartTime.Time
 	}
@@ -276,8 +276,8 @@ func truncate(s string, n int) string {
 	return s[:n] + "..."
 }
 
-// latestPod is the pod created last: the execution's current or final attempt.
-func latestPod(pods []*corev1.Pod) *corev1.Pod {
+// LatestPod is the pod created last: the execution's current or final attempt.
+func LatestPod(pods []*corev1.Pod) *corev1.Pod {
 	var last *corev1.Pod
 	for _, p := range pods {
 		if last == nil || p.CreationTimestamp.After(last.CreationTimestamp.Time) ||
