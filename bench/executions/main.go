@@ -143,6 +143,11 @@ func run() error {
 		lag.count, lag.quantile(0.50), lag.quantile(0.99))
 	fmt.Printf("execution rows written: %d for %d executions made running and %d of them succeeded: %.3f per transition, in %d statements\n",
 		writes, *running, moved, float64(writes)/float64(*running+moved), e.count.statements.Load()-statements)
+	// The logs are kept after the final statuses: wait for them, so that the next term
+	// starts at rest.
+	for e.count.logs.Load()-logs < int64(moved) && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
 	fmt.Printf("other writes: %d Job-created marks, %d kept logs\n", e.count.created.Load()-created, e.count.logs.Load()-logs)
 	stop()
 
@@ -362,17 +367,21 @@ func (e *env) benchTransitions(ctx context.Context, n int) ([]time.Duration, []t
 			}
 		}
 	}()
+	// Rows are polled while the pods are written, so that each is seen when committed.
+	committed := map[string]time.Time{}
+	polled := make(chan error, 1)
+	go func() { polled <- e.waitStatus(ctx, "succeeded", n-keep, committed) }()
 	if err := parallel(podList[keep:], 16, func(p *corev1.Pod) error {
+		t0 := time.Now() // the pod's transition is at most this old when the write returns
 		err := e.kubelet(ctx, p, corev1.PodSucceeded)
 		mu.Lock()
-		written[p.Labels[kube.LabelJobName]] = time.Now()
+		written[p.Labels[kube.LabelJobName]] = t0
 		mu.Unlock()
 		return err
 	}); err != nil {
 		return nil, nil, err
 	}
-	committed := map[string]time.Time{}
-	if err := e.waitStatus(ctx, "succeeded", n-keep, committed); err != nil {
+	if err := <-polled; err != nil {
 		return nil, nil, err
 	}
 	w.Stop()
@@ -526,11 +535,11 @@ func (h histogram) quantile(q float64) string {
 	want := uint64(q * float64(h.count))
 	for i, c := range h.counts {
 		if c >= want && c > 0 {
-			return (time.Duration(h.bounds[i] * float64(time.Second))).String()
+			return time.Duration(h.bounds[i] * float64(time.Second)).String()
 		}
 	}
 	if len(h.bounds) == 0 {
 		return "n/a"
 	}
-	return "> " + (time.Duration(h.bounds[len(h.bounds)-1] * float64(time.Second))).String()
+	return "> " + time.Duration(h.bounds[len(h.bounds)-1]*float64(time.Second)).String()
 }
