@@ -94,7 +94,8 @@ type Config struct {
 	Build BuildConfig
 	// RecordBatch and RecordDelay bound the batches in which a term records the CronJobs
 	// Kubernetes confirmed (record.go): a batch is written once it holds RecordBatch rows,
-	// or RecordDelay after its first row (default 256 and 10ms).
+	// or RecordDelay after its first row (default 500 and 50ms). Nothing waits for a
+	// batch but the job's own next reconcile; larger batches cost the database less.
 	RecordBatch int
 	RecordDelay time.Duration
 }
@@ -106,8 +107,8 @@ func (c Config) withDefaults() Config {
 	c.ResyncInterval = cmp.Or(c.ResyncInterval, 5*time.Minute)
 	c.RetryBase = cmp.Or(c.RetryBase, 500*time.Millisecond)
 	c.RetryMax = cmp.Or(c.RetryMax, 5*time.Minute)
-	c.RecordBatch = cmp.Or(c.RecordBatch, 256)
-	c.RecordDelay = cmp.Or(c.RecordDelay, 10*time.Millisecond)
+	c.RecordBatch = cmp.Or(c.RecordBatch, 500)
+	c.RecordDelay = cmp.Or(c.RecordDelay, 50*time.Millisecond)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.Metrics == nil {
 		c.Metrics = NewMetrics(nil)
