@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -162,6 +163,13 @@ type term struct {
 	// again). Any other event of the name is queued.
 	echoMu sync.Mutex
 	echoes map[string]echo
+
+	// prefetched holds, per job name a full pass queued for a create, the state that pass
+	// read (prefetch.go); notified holds the notification count at each name's latest NOTIFY.
+	prefetchMu sync.Mutex
+	prefetched map[string]store.SyncState
+	notified   map[string]int64
+	notifies   int64
 }
 
 // echo is what the term knows of its latest write of one name.
@@ -330,7 +338,7 @@ func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "datajobs_sync", MetricsProvider: s.metrics.queue})
 	t := &term{
 		s: s, fence: store.Fence{Epoch: epoch}, render: render, lister: informer.Lister().CronJobs(s.cfg.Render.Namespace), queue: queue,
-		echoes: map[string]echo{},
+		echoes: map[string]echo{}, prefetched: map[string]store.SyncState{}, notified: map[string]int64{},
 	}
 
 	enqueue := func(obj any) {
@@ -418,7 +426,10 @@ func (t *term) listen(ctx context.Context) {
 		// read the database before this connection listened). The queue merges it
 		// with a pass still waiting.
 		t.queue.Add(resyncKey)
-	}, func(name string) { t.queue.Add(name) })
+	}, func(name string) {
+		t.notify(name)
+		t.queue.Add(name)
+	})
 }
 
 // resyncKey is a queue item that asks for a full pass; it cannot be a job name.
@@ -459,12 +470,7 @@ func (t *term) reconcile(ctx context.Context, name string) (result, error) {
 		_, err := t.pass(ctx)
 		return result{}, err
 	}
-	st, err := t.s.db.LoadSyncState(ctx, name)
-	if err != nil {
-		t.s.metrics.reconciled("load", err)
-		return result{}, fmt.Errorf("load state of %s: %w", name, err)
-	}
-	live, err := t.live(name)
+	st, live, err := t.load(ctx, name)
 	if err != nil {
 		return result{}, err
 	}
@@ -498,6 +504,7 @@ func (t *term) live(name string) (*batchv1.CronJob, error) {
 // those that need work; the workers then reconcile each from fresh reads.
 func (t *term) pass(ctx context.Context) ([]Plan, error) {
 	start := time.Now()
+	since := t.beginPass()
 	states, err := t.s.db.LoadAllSyncStates(ctx)
 	if err != nil {
 		t.s.metrics.passDone(start, err)
@@ -507,6 +514,7 @@ func (t *term) pass(ctx context.Context) ([]Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resync: list cronjobs from cache: %w", err)
 	}
+	read := maps.Clone(states) // as read, before prepare resolves images
 	t.prepareAll(states)
 	jobs := 0
 	for _, st := range states {
@@ -521,6 +529,9 @@ func (t *term) pass(ctx context.Context) ([]Plan, error) {
 	for _, p := range plans {
 		t.s.recordPlan(p)
 		if p.Action != ActionUnchanged && p.Action != ActionHold && p.Action != ActionKeep {
+			if p.Action == ActionCreate {
+				t.prefetch(p.Name, read[p.Name], since)
+			}
 			t.queue.Add(p.Name)
 			queued++
 		} else {
