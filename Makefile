@@ -3,13 +3,18 @@
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := .cache/tools/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
-.PHONY: dev test build lint setup fuzz
+.PHONY: dev test build lint setup fuzz image
 
 setup:
 	@bash hack/setup.sh
 
 build:
 	go build -ldflags "-X github.com/datajobs/datajobs/internal/cli.Version=$$(git describe --always --dirty 2>/dev/null || echo dev)" -o bin/datajobs ./cmd/datajobs
+
+# The datajobs image, without a Docker daemon (internal/image): written as an OCI layout to
+# .cache/image and pushed to each reference of PUSH, e.g. make image PUSH=127.0.0.1:5000/datajobs:dev
+image:
+	go run ./hack/image $(foreach r,$(PUSH),--push $(r))
 
 dev: setup
 	.cache/bin/datajobs dev --log-format text

@@ -7,6 +7,10 @@ import (
 	"os/signal"
 	"syscall"
 
+	// Mozilla's CA roots, used only when the system has none: the image carries no
+	// certificate files (internal/image).
+	_ "golang.org/x/crypto/x509roots/fallback"
+
 	"github.com/datajobs/datajobs/internal/cli"
 )
 

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -82,7 +81,7 @@ func flagsFromEnv(cmd *cobra.Command) error {
 		if err != nil || f.Changed {
 			return
 		}
-		name := "DATAJOBS_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		name := envName(f.Name)
 		if v, ok := os.LookupEnv(name); ok {
 			if setErr := cmd.Flags().Set(f.Name, v); setErr != nil {
 				err = fmt.Errorf("environment variable %s: %w", name, setErr)

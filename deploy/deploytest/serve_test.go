@@ -1,0 +1,257 @@
+package deploytest
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/datajobs/datajobs/internal/devenv"
+	"github.com/datajobs/datajobs/internal/testenv"
+)
+
+// binary builds the datajobs command once per test binary.
+var binary = sync.OnceValues(func() (string, error) {
+	root, err := devenv.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", "datajobs-deploytest-")
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "datajobs")
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/datajobs")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %w: %s", err, b)
+	}
+	return out, nil
+})
+
+// install is the chart rendered for a release namespace and a jobs namespace, with its
+// RBAC created for real in the test cluster (minus the Role rule dropped, when >= 0).
+type install struct {
+	release, jobs string
+	deployment    *appsv1.Deployment
+	role          *rbacv1.Role
+	// kubeconfig uses only a token of the chart's ServiceAccount.
+	kubeconfig string
+	// client is a client with that token.
+	client    kubernetes.Interface
+	apiPort   int
+	adminPort int
+}
+
+// installRBAC renders the chart with auth mode none (the API is not under test here) and
+// a prune guard that lets one orphan go, creates its ServiceAccount, Role (without rule
+// drop, when drop >= 0) and RoleBinding, and mints a token for the ServiceAccount.
+func installRBAC(t *testing.T, drop int) *install {
+	t.Helper()
+	in := &install{release: testenv.Namespace(t), jobs: testenv.Namespace(t), apiPort: freePort(t), adminPort: freePort(t)}
+	objs := render(t, in.release, values(t, fmt.Sprintf(`
+jobsNamespace: %s
+database: {existingSecret: datajobs-database}
+auth: {mode: none}
+service: {targetPort: %d}
+adminService: {targetPort: %d}
+logFormat: text
+config: {prune-max-fraction: 1}
+`, in.jobs, in.apiPort, in.adminPort)))
+	admin := testenv.Clientset(t)
+	ctx := t.Context()
+	sa := into[corev1.ServiceAccount](t, find(t, objs, "ServiceAccount", ""))
+	in.role = into[rbacv1.Role](t, find(t, objs, "Role", ""))
+	rb := into[rbacv1.RoleBinding](t, find(t, objs, "RoleBinding", ""))
+	in.deployment = into[appsv1.Deployment](t, find(t, objs, "Deployment", ""))
+	if drop >= 0 {
+		in.role.Rules = append(in.role.Rules[:drop:drop], in.role.Rules[drop+1:]...)
+	}
+	_, err := admin.CoreV1().ServiceAccounts(in.release).Create(ctx, sa, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = admin.RbacV1().Roles(in.jobs).Create(ctx, in.role, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = admin.RbacV1().RoleBindings(in.jobs).Create(ctx, rb, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	tok, err := admin.CoreV1().ServiceAccounts(in.release).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: new(int64(3600))},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	rc := testenv.RestConfig(t)
+	ca := rc.CAData
+	if len(ca) == 0 {
+		ca, err = os.ReadFile(rc.CAFile)
+		require.NoError(t, err)
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["test"] = &clientcmdapi.Cluster{Server: rc.Host, CertificateAuthorityData: ca}
+	cfg.AuthInfos["datajobs"] = &clientcmdapi.AuthInfo{Token: tok.Status.Token}
+	cfg.Contexts["datajobs"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "datajobs", Namespace: in.jobs}
+	cfg.CurrentContext = "datajobs"
+	in.kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, clientcmd.WriteToFile(*cfg, in.kubeconfig))
+	restCfg, err := clientcmd.BuildConfigFromFlags("", in.kubeconfig)
+	require.NoError(t, err)
+	in.client, err = kubernetes.NewForConfig(restCfg)
+	require.NoError(t, err)
+	return in
+}
+
+// service is one `datajobs serve` process configured like the chart's pod.
+type service struct {
+	cmd  *exec.Cmd
+	base string
+	logs *logBuffer
+}
+
+// serve runs `datajobs serve` (the image's entrypoint) with the environment of the
+// rendered container, resolved as the kubelet would: the database URL from the Secret
+// reference, the pod IP as 127.0.0.1, $(VAR) references expanded; and the token
+// kubeconfig in place of the in-cluster config. It returns once /readyz answers 200.
+func (in *install) serve(t *testing.T) *service {
+	t.Helper()
+	bin, err := binary()
+	require.NoError(t, err)
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "DATAJOBS_") && !strings.HasPrefix(kv, "KUBECONFIG=") {
+			env = append(env, kv)
+		}
+	}
+	dbURL := testenv.DatabaseURL(t)
+	vars := map[string]string{}
+	for _, e := range in.deployment.Spec.Template.Spec.Containers[0].Env {
+		v := e.Value
+		switch {
+		case e.ValueFrom == nil:
+			v = regexp.MustCompile(`\$\(([A-Z_]+)\)`).ReplaceAllStringFunc(v, func(ref string) string { return vars[ref[2:len(ref)-1]] })
+		case e.ValueFrom.SecretKeyRef != nil:
+			require.Equal(t, "DATAJOBS_DATABASE_URL", e.Name)
+			v = dbURL
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP":
+			v = "127.0.0.1"
+		default:
+			require.Failf(t, "unexpected env source", "%s", e.Name)
+		}
+		vars[e.Name] = v
+		env = append(env, e.Name+"="+v)
+	}
+	env = append(env, "DATAJOBS_KUBECONFIG="+in.kubeconfig)
+	s := &service{base: "http://127.0.0.1:" + strconv.Itoa(in.apiPort), logs: &logBuffer{}}
+	s.cmd = exec.Command(bin, "serve")
+	s.cmd.Env = env
+	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
+	require.NoError(t, s.cmd.Start())
+	t.Cleanup(func() {
+		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		_ = s.cmd.Wait()
+		if t.Failed() {
+			t.Logf("datajobs serve logs:\n%s", s.logs)
+		}
+	})
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(s.base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, time.Minute, 100*time.Millisecond, "datajobs serve ready")
+	admin, err := http.Get("http://127.0.0.1:" + strconv.Itoa(in.adminPort) + "/metrics")
+	require.NoError(t, err, "the admin listener is on the pod IP")
+	admin.Body.Close()
+	return s
+}
+
+// do sends a request to the API and returns the status and body.
+func (s *service) do(t *testing.T, method, path, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, s.base+path, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+func (s *service) must(t *testing.T, want int, method, path, body string) string {
+	t.Helper()
+	code, b := s.do(t, method, path, body)
+	require.Equal(t, want, code, "%s %s: %s", method, path, b)
+	return b
+}
+
+const team = "/data-jobs/for-team/team-a"
+
+// createJob creates a job and deploys its version v1.
+func (s *service) createJob(t *testing.T, name string) {
+	t.Helper()
+	s.must(t, http.StatusCreated, http.MethodPost, team+"/jobs",
+		fmt.Sprintf(`{"job_name":%q,"team":"team-a","description":"deploytest","config":{"schedule":{"schedule_cron":"0 * * * *"}}}`, name))
+	s.deploy(t, name, "v1")
+}
+
+func (s *service) deploy(t *testing.T, name, version string) {
+	t.Helper()
+	s.must(t, http.StatusAccepted, http.MethodPost, team+"/jobs/"+name+"/deployments", fmt.Sprintf(`{"job_version":%q,"enabled":true}`, version))
+}
+
+// startExecution starts the job's deployment and returns the execution ID.
+func (s *service) startExecution(t *testing.T, name string) string {
+	t.Helper()
+	body := s.must(t, http.StatusAccepted, http.MethodPost, team+"/jobs/"+name+"/deployments/production/executions", `{"started_by":"deploytest"}`)
+	m := regexp.MustCompile(`"id"\s*:\s*"([^"]+)"`).FindStringSubmatch(body)
+	require.NotNil(t, m, body)
+	return m[1]
+}
+
+// logBuffer is the output of a process; the test reads it while the process writes.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
