@@ -229,6 +229,9 @@ def test_execute(vdk, service, job_dir):
     assert first in [e["id"] for e in r.json()]
     r = vdk("execute", "--logs", "-i", first, "-n", name, "-t", team)
     assert f"Logs for execution with id {first}" in r.output
+    # The log the leader kept when it ended: what kwok, the fake node's kubelet, served
+    # through pods/log for the pod (devenv.DefaultPodLogLine).
+    assert "this pod ran on the fake node kwok-node-0, which runs no container" in r.output
 
     # --cancel of a finished execution: 400, which the client reports.
     r = vdk("execute", "--cancel", "-i", first, "-n", name, "-t", team, code=2)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -16,7 +15,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	batchv1ac "k8s.io/client-go/applyconfigurations/batch/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
@@ -29,8 +27,8 @@ import (
 // of the last run of size keepN, left synced, for the noop and latency benchmarks.
 func (b *bench) converge(ctx context.Context, sizes []int, repeat, repeatLarge, keepN int) (*fleet, error) {
 	b.printf("## converge\n\n")
-	b.printf("| N | run | order | floor (SSA) | synchronizer | ratio | CPU ratio | floor apply p50 / p99 | synchronizer requests: writes / reads |\n")
-	b.printf("|---|---|---|---|---|---|---|---|---|\n")
+	b.printf("| N | run | order | floor (plain create) | synchronizer | ratio | CPU ratio | floor create p50 / p99 | synchronizer: Kubernetes writes / reads | database loads / write statements (rows) |\n")
+	b.printf("|---|---|---|---|---|---|---|---|---|---|\n")
 	var (
 		kept     *fleet
 		cpuLines []string
@@ -69,8 +67,8 @@ func (b *bench) converge(ctx context.Context, sizes []int, repeat, repeatLarge, 
 				order = "sync, floor"
 			}
 			p := percentiles(res.floorLatencies, 0.5, 0.99)
-			b.printf("| %d | %d | %s | %s | %s | %.2fx | %.2fx | %s / %s | %d / %d |\n", n, r+1, order, secs(res.floor), secs(res.sync),
-				ratio, res.syncCPU.ours()/res.floorCPU.ours(), ms(p[0]), ms(p[1]), res.requests.writes.Load(), res.requests.reads.Load())
+			b.printf("| %d | %d | %s | %s | %s | %.2fx | %.2fx | %s / %s | %s |\n", n, r+1, order, secs(res.floor), secs(res.sync),
+				ratio, res.syncCPU.ours()/res.floorCPU.ours(), ms(p[0]), ms(p[1]), res.calls)
 			cpuLines = append(cpuLines,
 				fmt.Sprintf("- N=%d run %d: populate %s; floor: %s; synchronizer: %s", n, r+1, secs(res.populate), res.floorCPU, res.syncCPU))
 			for _, x := range res.extras {
@@ -108,7 +106,7 @@ type convergeResult struct {
 	populate, floor, sync time.Duration
 	floorLatencies        []time.Duration
 	extras                []variantResult // -floor-variants
-	requests              *requestCounter
+	calls                 convergeCalls
 	floorCPU, syncCPU     cpuReport
 }
 
@@ -143,7 +141,7 @@ func (b *bench) convergeRun(ctx context.Context, f *fleet, n, run int, syncFirst
 		c0 := b.cpu.sample()
 		err := b.profile(fmt.Sprintf("converge-%d-run%d", n, run+1), func() error {
 			var err error
-			res.sync, res.requests, err = b.syncConverge(ctx, f, n, fmt.Sprintf("converge-%d-run%d", n, run+1))
+			res.sync, res.calls, err = b.syncConverge(ctx, f, n, fmt.Sprintf("converge-%d-run%d", n, run+1))
 			return err
 		})
 		res.syncCPU = c0.to(b.cpu.sample())
@@ -228,37 +226,26 @@ func (f *fleet) rendered(ctx context.Context) ([]*batchv1.CronJob, error) {
 	return out, nil
 }
 
-// floor is the minimal client-go program: it server-side applies the rendered CronJobs
-// (converted before the clock starts), b.workers at a time, with the synchronizer's rate
-// limits, and returns the wall time and each request's latency.
+// floor is the minimal client-go program: it creates the rendered CronJobs with plain
+// creates, b.workers at a time, with the synchronizer's client limits, and returns the
+// wall time and each request's latency.
 func (b *bench) floor(ctx context.Context, ns string, objs []*batchv1.CronJob) (time.Duration, []time.Duration, error) {
 	return b.floorWith(ctx, ns, objs, false, false)
 }
 
-// floorWith is the floor, reading each name (expecting it absent) before applying it
-// when get is set, and with an informer on the namespace's managed CronJobs when watch is.
+// floorWith is the floor, reading each name (expecting it absent) before creating it
+// when get is set, and with an informer on the namespace's CronJobs when watch is.
 func (b *bench) floorWith(ctx context.Context, ns string, objs []*batchv1.CronJob, get, watch bool) (time.Duration, []time.Duration, error) {
-	cs, err := clientset(b.kubeconfig, b.limits, nil)
+	cs, err := b.clientset(ctx, nil)
 	if err != nil {
 		return 0, nil, err
 	}
-	acs := make([]*batchv1ac.CronJobApplyConfiguration, len(objs))
 	idx := make([]int, len(objs))
-	for i, cj := range objs {
-		raw, err := json.Marshal(cj)
-		if err != nil {
-			return 0, nil, err
-		}
-		ac := &batchv1ac.CronJobApplyConfiguration{}
-		if err := json.Unmarshal(raw, ac); err != nil {
-			return 0, nil, err
-		}
-		ac.Status = nil
-		acs[i], idx[i] = ac.WithAPIVersion("batch/v1").WithKind("CronJob"), i
+	for i := range objs {
+		idx[i] = i
 	}
 	if watch {
-		factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns),
-			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = kube.ManagedSelector().String() }))
+		factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
 		informer := factory.Batch().V1().CronJobs().Informer()
 		var events atomic.Int64
 		if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) { events.Add(1) }}); err != nil {
@@ -281,7 +268,7 @@ func (b *bench) floorWith(ctx context.Context, ns string, objs []*batchv1.CronJo
 				return fmt.Errorf("get %s: want not found, got %w", objs[i].Name, err)
 			}
 		}
-		_, err := cs.BatchV1().CronJobs(ns).Apply(ctx, acs[i], metav1.ApplyOptions{FieldManager: kube.FieldManager, Force: true})
+		_, err := cs.BatchV1().CronJobs(ns).Create(ctx, objs[i], metav1.CreateOptions{FieldManager: kube.FieldManager})
 		lat[i] = time.Since(t)
 		return err
 	})
@@ -290,19 +277,30 @@ func (b *bench) floorWith(ctx context.Context, ns string, objs []*batchv1.CronJo
 
 // syncConverge runs a fresh synchronizer on the fleet until every deployment is recorded
 // as synced, and returns the wall time from its start and the requests it made.
-func (b *bench) syncConverge(ctx context.Context, f *fleet, n int, logName string) (time.Duration, *requestCounter, error) {
+// convergeCalls are what a synchronizer's converge asked of Kubernetes and the database.
+type convergeCalls struct {
+	k8s *requestCounter
+	db  *observedStore
+}
+
+func (c convergeCalls) String() string {
+	return fmt.Sprintf("%d / %d | %d / %d (%d rows)", c.k8s.writes.Load(), c.k8s.reads.Load(),
+		c.db.loads.Load(), c.db.writes.Load(), c.db.rows.Load())
+}
+
+func (b *bench) syncConverge(ctx context.Context, f *fleet, n int, logName string) (time.Duration, convergeCalls, error) {
 	counter := &requestCounter{}
-	cs, err := clientset(b.kubeconfig, b.limits, counter)
+	cs, err := b.clientset(ctx, counter)
 	if err != nil {
-		return 0, nil, err
+		return 0, convergeCalls{}, err
 	}
 	logFile, err := os.Create(filepath.Join(b.outDir, logName+".log"))
 	if err != nil {
-		return 0, nil, err
+		return 0, convergeCalls{}, err
 	}
 	defer logFile.Close()
-	// The clock stops when the n-th RecordApplied has written: every CronJob was then
-	// applied and recorded (the database is checked once afterwards, not polled).
+	// The clock stops when the n-th applied row has been written: every CronJob was then
+	// created and recorded (the database is checked once afterwards, not polled).
 	obs := newObservedStore(f.db, n)
 	s := synchronizer.New(synchronizer.Config{
 		Render: f.render, Workers: b.workers, ResyncInterval: time.Hour,
@@ -323,17 +321,17 @@ func (b *bench) syncConverge(ctx context.Context, f *fleet, n int, logName strin
 	cancel()
 	wg.Wait()
 	if runErr != nil {
-		return 0, nil, runErr
+		return 0, convergeCalls{}, runErr
 	}
 	if took == 0 {
-		return 0, nil, fmt.Errorf("%d of %d deployments applied in time", obs.applied.Load(), n)
+		return 0, convergeCalls{}, fmt.Errorf("%d of %d deployments applied in time", obs.applied.Load(), n)
 	}
 	synced, err := f.syncedCount(ctx)
 	if err != nil {
-		return 0, nil, fmt.Errorf("count synced deployments: %w", err)
+		return 0, convergeCalls{}, fmt.Errorf("count synced deployments: %w", err)
 	}
 	if synced != n {
-		return 0, nil, fmt.Errorf("%d of %d deployments synced in the database", synced, n)
+		return 0, convergeCalls{}, fmt.Errorf("%d of %d deployments synced in the database", synced, n)
 	}
-	return took, counter, nil
+	return took, convergeCalls{k8s: counter, db: obs}, nil
 }

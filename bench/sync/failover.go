@@ -46,9 +46,12 @@ func (b *bench) serve(ctx context.Context, f *fleet, name string) (*server, erro
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, b.datajobs, "serve", "--listen", addr, "--admin-listen", admin, "--auth-mode", "none", "--database-url", f.dbURL,
-		"--kubeconfig", b.kubeconfig, "--namespace", f.ns, "--sync-workers", strconv.Itoa(b.workers),
-		"--kube-qps", fmt.Sprint(b.limits.QPS), "--kube-burst", strconv.Itoa(b.limits.Burst), "--log-format", "json")
+	args := append([]string{
+		"serve", "--listen", addr, "--admin-listen", admin, "--auth-mode", "none", "--database-url", f.dbURL,
+		"--kubeconfig", b.kubeconfig, "--namespace", f.ns, "--sync-workers", strconv.Itoa(b.workers), "--log-format", "json",
+	},
+		b.limits.flags()...)
+	cmd := exec.CommandContext(ctx, b.datajobs, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,13 +34,31 @@ const team = "bench"
 // Job while a benchmark runs and only the synchronizer's own work is measured.
 const schedule = "0 3 1 1 *"
 
-// limits are the client rate limits, the same for the synchronizer and the floor.
+// limits are the client rate limits, the same for the synchronizer, the floor and the
+// serve processes: QPS 0 is the service's default, "auto" (no client-side limit when the
+// apiserver runs API Priority and Fairness, else 50/100); a negative QPS is no limit.
 type limits struct {
 	QPS   float32
 	Burst int
 }
 
-func (l limits) String() string { return fmt.Sprintf("%g/%d", l.QPS, l.Burst) }
+func (l limits) String() string {
+	switch {
+	case l.QPS == 0:
+		return "auto"
+	case l.QPS < 0:
+		return "none"
+	}
+	return fmt.Sprintf("%g/%d", l.QPS, l.Burst)
+}
+
+// flags are the serve command line's flags for these limits.
+func (l limits) flags() []string {
+	if l.QPS == 0 {
+		return []string{"--kube-qps", "auto", "--kube-burst", "auto"}
+	}
+	return []string{"--kube-qps", fmt.Sprint(l.QPS), "--kube-burst", strconv.Itoa(l.Burst)}
+}
 
 // requestCounter counts the requests a Kubernetes client sends, reads and writes apart.
 type requestCounter struct {
@@ -62,18 +81,19 @@ func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 	})
 }
 
-// clientset builds a fresh client (its own connection and rate limiter) for kubeconfig.
-// When counter is not nil, every request is counted.
-func clientset(kubeconfig string, l limits, counter *requestCounter) (kubernetes.Interface, error) {
-	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+// clientset builds a fresh client (its own connection and rate limiter) the way the
+// service does (kube.Connect, which resolves "auto"), with b's limits. When counter is not
+// nil, every request is counted.
+func (b *bench) clientset(ctx context.Context, counter *requestCounter) (kubernetes.Interface, error) {
+	c, err := kube.Connect(ctx, kube.ClusterConfig{Kubeconfig: b.kubeconfig, QPS: b.limits.QPS, Burst: b.limits.Burst, UserAgent: "datajobs-bench"})
 	if err != nil {
-		return nil, fmt.Errorf("load kubeconfig: %w", err)
+		return nil, err
 	}
-	rc.QPS, rc.Burst = l.QPS, l.Burst
-	rc.UserAgent = "datajobs-bench"
-	if counter != nil {
-		rc.Wrap(counter.wrap)
+	if counter == nil {
+		return c.Client, nil
 	}
+	rc := rest.CopyConfig(c.Rest)
+	rc.Wrap(counter.wrap)
 	return kubernetes.NewForConfig(rc)
 }
 

@@ -32,7 +32,7 @@ func (b *bench) latency(ctx context.Context, f *fleet, changes int) error {
 	n := len(f.names)
 	b.printf("## latency (%d changes, synchronizer live over %d synced jobs)\n\n", changes, n)
 	counter := &requestCounter{}
-	cs, err := clientset(b.kubeconfig, b.limits, counter)
+	cs, err := b.clientset(ctx, counter)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,8 @@
 // kube-apiserver (the environment of `datajobs dev --env-only --fast`), all on loopback:
 //
 //   - converge: N new deployments from an empty namespace, next to a floor program that
-//     creates the same CronJobs with plain client-go at the same concurrency and rate limits;
+//     creates the same CronJobs with plain client-go creates at the same concurrency and
+//     client limits, in the same run;
 //   - noop: a pass over N synced jobs, fresh and warm: Kubernetes and database writes,
 //     time and allocations;
 //   - latency: PATCH enabled through the service until the CronJob's suspend is seen
@@ -37,6 +38,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/datajobs/datajobs/internal/kube"
 )
 
 func main() {
@@ -77,7 +80,7 @@ func run() error {
 	flag.IntVar(&changes, "changes", 200, "latency: number of changes")
 	flag.IntVar(&failoverN, "failover-n", 1000, "failover: number of pending deployments")
 	flag.IntVar(&workers, "workers", 8, "synchronizer workers, and the floor's concurrency")
-	flag.StringVar(&limitsFlag, "kube-limits", "2000/4000", "client QPS/burst of the synchronizer, the floor and the serve processes")
+	flag.StringVar(&limitsFlag, "kube-limits", "auto", `client QPS/burst of the synchronizer, the floor and the serve processes: "auto" (the service's default), "none", or QPS/burst such as 2000/4000`)
 	flag.StringVar(&outDir, "out", "", "folder for logs and CPU profiles (default: a new temporary folder)")
 	flag.StringVar(&datajobsBin, "datajobs", ".cache/bin/datajobs", "failover: the datajobs binary to serve with")
 	variants := flag.String("floor-variants", "", `converge: extra floor runs, comma-separated: "get" (a GET before each apply, as the synchronizer's create does), "get+watch" (and an informer on the namespace)`)
@@ -142,8 +145,12 @@ func run() error {
 	b.report = io.MultiWriter(os.Stdout, results)
 
 	b.printf("# synchronizer benchmarks, %s\n\n", time.Now().UTC().Format(time.RFC3339))
-	b.printf("machine: %d CPUs (%s), %s; load average at start %s; client QPS/burst %s, %d workers; out %s\n\n",
-		runtime.NumCPU(), cpuModel(), runtime.Version(), loadAverage(), b.limits, b.workers, b.outDir)
+	apf, err := kube.PriorityAndFairness(ctx, rc)
+	if err != nil {
+		return err
+	}
+	b.printf("machine: %d CPUs (%s), %s; load average at start %s; client QPS/burst %s (apiserver runs API Priority and Fairness: %v), %d workers; out %s\n\n",
+		runtime.NumCPU(), cpuModel(), runtime.Version(), loadAverage(), b.limits, apf, b.workers, b.outDir)
 
 	sizeList, err := parseInts(sizes)
 	if err != nil {
@@ -243,6 +250,12 @@ func loadEnvFile(path string) error {
 }
 
 func parseLimits(s string) (limits, error) {
+	switch s {
+	case "auto":
+		return limits{}, nil
+	case "none", "-1":
+		return limits{QPS: -1}, nil
+	}
 	q, b, ok := strings.Cut(s, "/")
 	qps, err1 := strconv.ParseFloat(q, 32)
 	burst, err2 := strconv.Atoi(b)

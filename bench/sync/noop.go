@@ -45,9 +45,11 @@ func (b *bench) syncedFleet(ctx context.Context, n int) (*fleet, error) {
 // pass (a pass starts with LoadAllSyncStates and ends with CountDeploymentsByStatus).
 type observedStore struct {
 	synchronizer.Store
-	loads, writes atomic.Int64
-	// applied counts the RecordApplied calls that wrote; allApplied is closed when it
-	// reaches target (if target > 0).
+	// writes counts the write calls (a batch of applied rows is one); rows counts the
+	// applied rows handed to them.
+	loads, writes, rows atomic.Int64
+	// applied counts the applied rows written; allApplied is closed when it reaches
+	// target (if target > 0).
 	applied    atomic.Int64
 	target     int64
 	allApplied chan struct{}
@@ -93,13 +95,16 @@ func newObservedStore(db synchronizer.Store, target int) *observedStore {
 	return &observedStore{Store: db, target: int64(target), allApplied: make(chan struct{})}
 }
 
-func (o *observedStore) RecordApplied(ctx context.Context, fence store.Fence, a job.ActualDeployment) (bool, error) {
+func (o *observedStore) RecordAppliedAll(ctx context.Context, fence store.Fence, as []job.ActualDeployment) ([]bool, error) {
 	o.writes.Add(1)
-	ok, err := o.Store.RecordApplied(ctx, fence, a)
-	if ok && o.applied.Add(1) == o.target {
-		close(o.allApplied)
+	o.rows.Add(int64(len(as)))
+	wrote, err := o.Store.RecordAppliedAll(ctx, fence, as)
+	for _, ok := range wrote {
+		if ok && o.applied.Add(1) == o.target {
+			close(o.allApplied)
+		}
 	}
-	return ok, err
+	return wrote, err
 }
 
 func (o *observedStore) RecordFailure(ctx context.Context, fence store.Fence, name, uid string, gen int64, status job.SyncStatus, message string) (bool, error) {
@@ -151,7 +156,7 @@ func (b *bench) noop(ctx context.Context, f *fleet) error {
 	// Fresh: RunOnce, which starts a term (informer list), plans everything and executes
 	// each plan.
 	counter := &requestCounter{}
-	cs, err := clientset(b.kubeconfig, b.limits, counter)
+	cs, err := b.clientset(ctx, counter)
 	if err != nil {
 		return err
 	}
@@ -228,7 +233,7 @@ func (b *bench) noopTerm(ctx context.Context, f *fleet, n int) (termResult, erro
 		return res, err
 	}
 	counter := &requestCounter{}
-	cs, err := clientset(b.kubeconfig, b.limits, counter)
+	cs, err := b.clientset(ctx, counter)
 	if err != nil {
 		return res, err
 	}

@@ -8,8 +8,8 @@
 # profiles, in the folder it names. The Kubernetes binaries come from .cache/k8s-bin
 # (built on first use, see hack/k8s-bins).
 #
-#   bash bench/sync/run.sh                          # everything, QPS/burst 2000/4000
-#   bash bench/sync/run.sh -kube-limits 50/100 -scenarios converge,failover -n 1000 -repeat 1
+#   bash bench/sync/run.sh                          # everything, the service's default client limits (auto)
+#   bash bench/sync/run.sh -kube-limits 2000/4000 -scenarios converge,failover -n 1000 -repeat 1
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=$(mktemp -d "${TMPDIR:-/tmp}/bench-sync-bin.XXXXXX")

@@ -109,6 +109,14 @@ func newServeCommand(g *globals) serveCommand {
 	f.DurationVar(&cfg.Auth.WebhookTimeout, "authz-webhook-timeout", 5*time.Second, "timeout of one webhook call (503 after it)")
 	f.DurationVar(&cfg.Auth.WebhookCacheTTL, "authz-webhook-cache-ttl", 10*time.Second, "how long a webhook decision is reused")
 	f.StringVar(&cfg.AdminListen, "admin-listen", "127.0.0.1:8093", "address of /metrics and /data-jobs/debug/* (keep it private)")
+	// Web console at /ui/ (issue 14, docs/ui.md).
+	f.BoolVar(&cfg.UI.Disabled, "ui-disabled", false, "do not serve the web console at /ui/")
+	f.StringVar(&cfg.UI.OIDCClientID, "ui-oidc-client-id", "", "OAuth2 client of the web console at the issuer (auth mode oidc: the console is off without it)")
+	f.StringVar(&cfg.UI.OIDCClientSecret, "ui-oidc-client-secret", "", "secret of that client (empty: a public client; the flow uses PKCE either way)")
+	f.StringVar(&cfg.UI.OIDCIssuerURL, "ui-oidc-issuer-url", "", "issuer the console signs people in with (default: the first --oidc-issuer-url)")
+	f.StringSliceVar(&cfg.UI.OIDCScopes, "ui-oidc-scopes", []string{"openid"}, "scopes the console asks for at sign-in")
+	f.StringVar(&cfg.UI.PublicURL, "ui-public-url", "", "external base URL of the console, e.g. https://datajobs.example.com (default: from each request)")
+	f.StringVar(&cfg.UI.SessionKey, "ui-session-key", "", "secret sealing the console's session cookies, the same on every replica (default: random per process; use the environment variable)")
 	// Synchronizer safety (issue 11): the mass-prune guard and the configuration fingerprint.
 	f.Float64Var(&cfg.Safety.PruneMaxFraction, "prune-max-fraction", 0.2, "largest share of this installation's CronJobs one pass deletes as orphans (no data job knows them); above it, and on a database without any job, none is deleted")
 	f.BoolVar(&cfg.Safety.AllowMassPrune, "allow-mass-prune", false, "lift the --prune-max-fraction guard: delete every orphaned CronJob of this installation, however many")

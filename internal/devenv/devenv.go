@@ -38,7 +38,8 @@ type Config struct {
 	Controllers bool
 	// RegistryBin, when set, also starts that OCI registry binary (registry.go) on loopback.
 	RegistryBin string
-	// Fast trades durability for speed (fsync off in PostgreSQL and etcd): for tests.
+	// Fast trades durability for speed (fsync off in PostgreSQL and etcd) and lifts
+	// kube-controller-manager's client limits: for tests and benchmarks.
 	Fast bool
 	// Logger receives the environment's own logs (default: discarded).
 	Logger *slog.Logger

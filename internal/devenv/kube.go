@@ -73,7 +73,7 @@ func (e *Env) startKubernetes(ctx context.Context, cfg Config, p ports) error {
 
 	e.APIServer = newProcess("kube-apiserver", logPath("kube-apiserver"), processSpec{
 		path: bin("kube-apiserver"), dir: e.StateDir,
-		args: []string{
+		args: append([]string{
 			"--etcd-servers=" + etcdClient,
 			"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=" + strconv.Itoa(p.APIServer),
 			// Required with a loopback advertise address: the endpoint reconciler refuses it.
@@ -85,7 +85,7 @@ func (e *Env) startKubernetes(ctx context.Context, cfg Config, p ports) error {
 			"--service-account-key-file=" + keys.saPub(), "--service-account-signing-key-file=" + keys.saKey(),
 			"--authorization-mode=RBAC",
 			"--profiling=false",
-		},
+		}, apiserverKubeletArgs(keys)...),
 		ready: httpReady(verified, e.APIServerURL+"/readyz"),
 	}, e.logger)
 	if err := e.APIServer.Start(ctx); err != nil {
@@ -108,7 +108,7 @@ func (e *Env) startKubernetes(ctx context.Context, cfg Config, p ports) error {
 			"--service-account-private-key-file=" + keys.saKey(), "--root-ca-file=" + keys.caCert(),
 			"--cluster-signing-cert-file=" + keys.caCert(), "--cluster-signing-key-file=" + keys.caKey(),
 			"--use-service-account-credentials=false", "--controllers=*",
-		}),
+		}, fastControllerArgs(cfg)),
 		ready: httpReady(verified, kcmURL+"/healthz"),
 	}, e.logger)
 	if err := e.ControllerManager.Start(ctx); err != nil {
@@ -126,26 +126,30 @@ func (e *Env) startKubernetes(ctx context.Context, cfg Config, p ports) error {
 	}
 
 	kwokAddr := "127.0.0.1:" + strconv.Itoa(p.Kwok)
+	logArgs, err := e.kwokLogArgs(ctx, keys, p.Kwok)
+	if err != nil {
+		return err
+	}
 	e.Kwok = newProcess("kwok", logPath("kwok"), processSpec{
 		path: bin("kwok"), dir: e.StateDir,
 		// kwok reads ~/.kwok; keep it inside the state folder.
 		env: append(os.Environ(), "HOME="+filepath.Join(e.StateDir, "kwok-home")),
-		args: []string{
+		args: append([]string{
 			"--kubeconfig=" + e.Kubeconfig, "-c", bin("kwok-stages.yaml"),
 			"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
-			"--cidr=10.244.0.0/24", "--node-ip=127.0.0.2", "--server-address=" + kwokAddr,
-		},
+			"--cidr=10.244.0.0/24", "--server-address=" + kwokAddr,
+		}, logArgs...),
 		ready: httpReady(plainHTTP, "http://"+kwokAddr+"/healthz"),
 	}, e.logger)
 	if err := e.Kwok.Start(ctx); err != nil {
 		return err
 	}
-	return e.ensureFakeNode(ctx)
+	return e.ensureFakeNode(ctx, p.Kwok)
 }
 
 // ensureFakeNode registers the kwok Node (if it is not there from a previous run) and
 // waits until kwok has made it Ready, so that Pods can be scheduled at once.
-func (e *Env) ensureFakeNode(ctx context.Context) error {
+func (e *Env) ensureFakeNode(ctx context.Context, kwokPort int) error {
 	rc, err := e.RestConfig()
 	if err != nil {
 		return err
@@ -178,7 +182,7 @@ func (e *Env) ensureFakeNode(ctx context.Context) error {
 	for {
 		n, err := cs.CoreV1().Nodes().Get(ctx, FakeNodeName, metav1.GetOptions{})
 		if err == nil && nodeReady(n) {
-			return nil
+			return pointFakeNodeAtKwok(ctx, cs, kwokPort)
 		}
 		select {
 		case <-ctx.Done():

@@ -13,40 +13,31 @@ import (
 
 // property is what the jobs query can do with one of VDK's filter properties.
 type property struct {
+	sort job.ListField
 	// filter applies a pattern; nil when the property only sorts.
 	filter func(f *job.ListFilter, pattern string) error
-	sort   job.ListField
 }
 
 // properties are the filter properties of VDK's jobs query and their pattern semantics.
 // config.sourceUrl exists only with a source URL template.
 func properties(sourceURL bool) map[string]property {
+	type filter = job.ListFilter
 	p := map[string]property{
-		"jobName": {sort: job.FieldName, filter: func(f *job.ListFilter, s string) error {
-			f.NameGlob = s
-			return nil
-		}},
-		"config.team": {sort: job.FieldTeam, filter: func(f *job.ListFilter, s string) error {
+		"jobName":                      {job.FieldName, text(func(f *filter) *string { return &f.NameGlob })},
+		"config.description":           {job.FieldDescription, text(func(f *filter) *string { return &f.DescriptionContains })},
+		"config.schedule.scheduleCron": {job.FieldSchedule, text(func(f *filter) *string { return &f.ScheduleContains })},
+		"deployments.jobPythonVersion": {job.FieldPythonVersion, text(func(f *filter) *string { return &f.PythonVersionContains })},
+		"config.team": {job.FieldTeam, func(f *filter, s string) error {
 			// VDK's team pattern: % for any characters, otherwise the trimmed name. No team
 			// name has a * or a %, so * may stand for any characters too, as in jobName.
 			f.TeamGlob = strings.ReplaceAll(s, "%", "*")
 			return nil
 		}},
-		"config.description": {sort: job.FieldDescription, filter: func(f *job.ListFilter, s string) error {
-			f.DescriptionContains = s
-			return nil
-		}},
-		"config.schedule.scheduleCron": {sort: job.FieldSchedule, filter: func(f *job.ListFilter, s string) error {
-			f.ScheduleContains = s
-			return nil
-		}},
-		"config.schedule.nextRunEpochSeconds": {sort: job.FieldNextRun, filter: func(f *job.ListFilter, s string) error {
-			r, err := parseRange("config.schedule.nextRunEpochSeconds", s)
-			f.NextRun = r
-			return err
-		}},
-		"config.contacts.present": {sort: job.FieldContactsPresent},
-		"deployments.enabled": {sort: job.FieldDeploymentEnabled, filter: func(f *job.ListFilter, s string) error {
+		"config.schedule.nextRunEpochSeconds": {job.FieldNextRun, epochRange("config.schedule.nextRunEpochSeconds", func(f *filter) **job.Range { return &f.NextRun })},
+		"deployments.lastExecutionTime":       {job.FieldLastExecutionTime, epochRange("deployments.lastExecutionTime", func(f *filter) **job.Range { return &f.LastExecutionTime })},
+		"config.contacts.present":             {sort: job.FieldContactsPresent},
+		"deployments.lastExecutionDuration":   {sort: job.FieldLastExecutionDuration},
+		"deployments.enabled": {job.FieldDeploymentEnabled, func(f *filter, s string) error {
 			switch d := job.DeploymentState(strings.ToLower(strings.TrimSpace(s))); d {
 			case job.DeploymentEnabled, job.DeploymentDisabled, job.NotDeployed:
 				f.Deployment = d
@@ -54,11 +45,7 @@ func properties(sourceURL bool) map[string]property {
 			}
 			return job.Invalid("filter pattern of deployments.enabled", "enabled, disabled or not_deployed", quote(s))
 		}},
-		"deployments.jobPythonVersion": {sort: job.FieldPythonVersion, filter: func(f *job.ListFilter, s string) error {
-			f.PythonVersionContains = s
-			return nil
-		}},
-		"deployments.lastExecutionStatus": {sort: job.FieldLastExecutionStatus, filter: func(f *job.ListFilter, s string) error {
+		"deployments.lastExecutionStatus": {job.FieldLastExecutionStatus, func(f *filter, s string) error {
 			st := strings.ToLower(strings.TrimSpace(s))
 			if !slices.Contains(store.ExecutionStatuses(), st) {
 				return job.Invalid("filter pattern of deployments.lastExecutionStatus",
@@ -67,20 +54,28 @@ func properties(sourceURL bool) map[string]property {
 			f.LastExecutionStatus = st
 			return nil
 		}},
-		"deployments.lastExecutionTime": {sort: job.FieldLastExecutionTime, filter: func(f *job.ListFilter, s string) error {
-			r, err := parseRange("deployments.lastExecutionTime", s)
-			f.LastExecutionTime = r
-			return err
-		}},
-		"deployments.lastExecutionDuration": {sort: job.FieldLastExecutionDuration},
 	}
 	if sourceURL {
-		p["config.sourceUrl"] = property{sort: job.FieldSourceURL, filter: func(f *job.ListFilter, s string) error {
-			f.SourceURLContains = s
-			return nil
-		}}
+		p["config.sourceUrl"] = property{job.FieldSourceURL, text(func(f *filter) *string { return &f.SourceURLContains })}
 	}
 	return p
+}
+
+// text is the filter of a property whose pattern is taken as it is, into field.
+func text(field func(*job.ListFilter) *string) func(*job.ListFilter, string) error {
+	return func(f *job.ListFilter, s string) error {
+		*field(f) = s
+		return nil
+	}
+}
+
+// epochRange is the filter of a property whose pattern is a range of epoch seconds.
+func epochRange(prop string, field func(*job.ListFilter) **job.Range) func(*job.ListFilter, string) error {
+	return func(f *job.ListFilter, s string) error {
+		r, err := parseRange(prop, s)
+		*field(f) = r
+		return err
+	}
 }
 
 // parseRange parses VDK's "<from>-<to>" range of epoch seconds.

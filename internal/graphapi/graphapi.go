@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -187,7 +188,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeEnvelope(w, status, null, errs)
 		return
 	}
-	writeEnvelope(w, http.StatusOK, flatten(resp.Data), nil)
+	writeEnvelope(w, http.StatusOK, resp.Data, nil)
 }
 
 // exec1 runs one operation and returns its one response.
@@ -206,8 +207,18 @@ func (h *Handler) exec1(ctx context.Context, req request) *graphql.Response {
 	if errs != nil {
 		return &graphql.Response{Errors: errs}
 	}
-	responses, ctx := h.exec.DispatchOperation(ctx, op)
-	return responses(ctx)
+	responses, ctx := h.exec.DispatchOperation(withLoaders(ctx), op)
+	resp := responses(ctx)
+	// VDK's REST wrapper answers the value of the only root field (data.jobs becomes
+	// data). A document with several root fields, or an introspection query, keeps its
+	// shape. gqlgen writes compact JSON with the alias as the key.
+	if roots := graphql.CollectFields(op, op.Operation.SelectionSet, []string{"Query"}); len(roots) == 1 && !strings.HasPrefix(roots[0].Name, "__") {
+		prefix := `{"` + roots[0].Alias + `":`
+		if d := resp.Data; bytes.HasPrefix(d, []byte(prefix)) && bytes.HasSuffix(d, []byte("}")) {
+			resp.Data = d[len(prefix) : len(d)-1]
+		}
+	}
+	return resp
 }
 
 // decode reads the request from the URL parameters (GET) or the JSON body (POST).
@@ -335,56 +346,7 @@ func classify(err error, message string) (int, string) {
 	}
 }
 
-// flatten returns the value of the only root field (data.jobs becomes data), as VDK's
-// REST wrapper does. A document with several root fields, or an introspection query,
-// keeps its shape. data is the compact JSON object the writer (or gqlgen, for
-// introspection) wrote.
-func flatten(data []byte) []byte {
-	// {"<key>":<value>}: the key has no quote or backslash (it is a GraphQL name).
-	if len(data) < 5 || data[0] != '{' || data[1] != '"' || bytes.HasPrefix(data[2:], []byte("__")) {
-		return data
-	}
-	k := bytes.IndexByte(data[2:], '"')
-	if k < 0 || len(data) < 2+k+3 || data[2+k+1] != ':' {
-		return data
-	}
-	start := 2 + k + 2
-	if end := valueEnd(data, start); end == len(data)-1 {
-		return data[start:end]
-	}
-	return data
-}
-
-// valueEnd returns the index of the first comma or closing brace or bracket after the
-// value that starts at i, outside of strings and nested values: just past the value, in
-// compact JSON. len(data) when there is none.
-func valueEnd(data []byte, i int) int {
-	depth := 0
-	for ; i < len(data); i++ {
-		switch data[i] {
-		case '"':
-			for i++; i < len(data) && data[i] != '"'; i++ {
-				if data[i] == '\\' {
-					i++
-				}
-			}
-		case '{', '[':
-			depth++
-		case '}', ']':
-			if depth == 0 {
-				return i
-			}
-			depth--
-		case ',':
-			if depth == 0 {
-				return i
-			}
-		}
-	}
-	return len(data)
-}
-
-// writeEnvelope writes {"data": data, "errors": errs}; data is JSON the writer wrote,
+// writeEnvelope writes {"data": data, "errors": errs}; data is JSON the executor wrote,
 // copied as it is.
 func writeEnvelope(w http.ResponseWriter, status int, data []byte, errs []queryError) {
 	if errs == nil {

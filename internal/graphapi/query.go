@@ -44,6 +44,7 @@ func (q *resolver) Jobs(ctx context.Context, pageNumber, pageSize *int32, preds 
 		filter.SearchFields = searchFields(sel, q.h.cfg.SourceURLTemplate != "")
 	}
 	l := q.h.newLoader(q.store)
+	l.register(ctx)
 	l.configNextRun = sel.has("content.config.schedule.nextRunEpochSeconds")
 	l.deploymentNextRun = sel.has("content.deployments.schedule.nextRunEpochSeconds")
 	page, err := q.store.ListJobs(ctx, job.ListRequest{
@@ -260,13 +261,47 @@ type executionsArgs struct {
 // deploymentResolver resolves the fields of a deployment that read executions, once per page.
 type deploymentResolver struct{}
 
-func pageOf(d *gql.DataJobDeployment) *loader {
-	l, _ := d.Page.(*loader)
-	return l
+// loaders are the loaders of one request's jobs pages, by the alias of their root field
+// (a document may list jobs twice, with other arguments).
+type loaders struct {
+	mu     sync.Mutex
+	byRoot map[string]*loader
+}
+
+type loadersKey struct{}
+
+// withLoaders returns a context for one request, where jobs pages register their loaders.
+func withLoaders(ctx context.Context) context.Context {
+	return context.WithValue(ctx, loadersKey{}, &loaders{byRoot: map[string]*loader{}})
+}
+
+// rootAlias is the alias of the root field the field of ctx is under.
+func rootAlias(ctx context.Context) string {
+	fc := graphql.GetFieldContext(ctx)
+	for fc.Parent != nil && fc.Object != "Query" {
+		fc = fc.Parent
+	}
+	return fc.Field.Alias
+}
+
+// register makes l the loader of the jobs page of ctx's root field.
+func (l *loader) register(ctx context.Context) {
+	ls := ctx.Value(loadersKey{}).(*loaders)
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	ls.byRoot[rootAlias(ctx)] = l
+}
+
+// pageOf is the loader of the jobs page a deployment's field is under.
+func pageOf(ctx context.Context) *loader {
+	ls := ctx.Value(loadersKey{}).(*loaders)
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.byRoot[rootAlias(ctx)]
 }
 
 func (deploymentResolver) Executions(ctx context.Context, d *gql.DataJobDeployment, pageNumber, pageSize *int32, filter *gql.DataJobExecutionFilter, order *gql.DataJobExecutionOrder) ([]*gql.DataJobExecution, error) {
-	r := pageOf(d)
+	r := pageOf(ctx)
 	rows, err := r.executionsOf(ctx, d.ID, executionsArgs{pageNumber, pageSize, filter, order})
 	if err != nil {
 		return nil, err
@@ -275,12 +310,12 @@ func (deploymentResolver) Executions(ctx context.Context, d *gql.DataJobDeployme
 }
 
 func (deploymentResolver) SuccessfulExecutions(ctx context.Context, d *gql.DataJobDeployment) (int32, error) {
-	c, err := pageOf(d).executionCount(ctx, d.ID)
+	c, err := pageOf(ctx).executionCount(ctx, d.ID)
 	return int32(c.Succeeded), err
 }
 
 func (deploymentResolver) FailedExecutions(ctx context.Context, d *gql.DataJobDeployment) (int32, error) {
-	c, err := pageOf(d).executionCount(ctx, d.ID)
+	c, err := pageOf(ctx).executionCount(ctx, d.ID)
 	return int32(c.Failed), err
 }
 

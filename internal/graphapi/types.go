@@ -67,7 +67,7 @@ func (l *loader) toDataJob(out *gql.DataJob, row *job.Listed) {
 		return
 	}
 	var d job.Deployment
-	dep := &gql.DataJobDeployment{ID: j.Name, Mode: "release", Contacts: out.Config.Contacts, DesiredGeneration: int32(j.Generation), Page: l}
+	dep := &gql.DataJobDeployment{ID: j.Name, Mode: "release", Contacts: out.Config.Contacts, DesiredGeneration: int32(j.Generation)}
 	if row.Actual != nil {
 		dep.AppliedGeneration = int32(row.Actual.Generation)
 	}

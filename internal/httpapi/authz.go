@@ -63,10 +63,11 @@ type router struct {
 	mux    *http.ServeMux
 	routes map[string]route
 	guard  func(route, http.Handler) http.Handler
+	serve  func(handler) http.HandlerFunc
 }
 
-func newRouter(guard func(route, http.Handler) http.Handler) *router {
-	return &router{mux: http.NewServeMux(), routes: map[string]route{}, guard: guard}
+func newRouter(guard func(route, http.Handler) http.Handler, serve func(handler) http.HandlerFunc) *router {
+	return &router{mux: http.NewServeMux(), routes: map[string]route{}, guard: guard, serve: serve}
 }
 
 // handle registers h for pattern ("METHOD /path"), authorized by rl; a body, when the
@@ -80,8 +81,9 @@ func (rt *router) handle(pattern string, rl rule, h http.Handler, bodyTypes ...s
 	rt.routes[pattern] = r
 }
 
-func (rt *router) handleFunc(pattern string, rl rule, h http.HandlerFunc, bodyTypes ...string) {
-	rt.handle(pattern, rl, h, bodyTypes...)
+// handleFunc registers the endpoint h (see handler) like handle.
+func (rt *router) handleFunc(pattern string, rl rule, h handler, bodyTypes ...string) {
+	rt.handle(pattern, rl, rt.serve(h), bodyTypes...)
 }
 
 // guard runs the route's checks before h, once the mux has set the path values: the

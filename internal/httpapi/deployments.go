@@ -106,122 +106,95 @@ func toDeploymentResponse(v service.DeploymentView) deploymentResponse {
 }
 
 // listDeployments is GET .../deployments: [] or one deployment.
-func (a *api) listDeployments(w http.ResponseWriter, r *http.Request) {
-	team, name, err := pathJob(r)
-	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
+func (a *api) listDeployments(w http.ResponseWriter, r *http.Request) error {
+	team, name := jobOf(r)
 	views, err := a.svc.ListDeployments(r.Context(), team, name)
 	if err != nil {
-		a.writeError(w, r, err)
-		return
+		return err
 	}
 	out := make([]deploymentResponse, 0, len(views))
 	for _, v := range views {
 		out = append(out, toDeploymentResponse(v))
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 // getDeployment is GET .../deployments/{deployment_id}; any id names the job's one
 // deployment.
-func (a *api) getDeployment(w http.ResponseWriter, r *http.Request) {
-	team, name, err := pathJob(r)
-	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
+func (a *api) getDeployment(w http.ResponseWriter, r *http.Request) error {
+	team, name := jobOf(r)
 	v, err := a.svc.GetDeployment(r.Context(), team, name)
 	if err != nil {
-		a.writeError(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, toDeploymentResponse(v))
+	return nil
 }
 
 // deploy is POST .../deployments: 202, applied asynchronously.
-func (a *api) deploy(w http.ResponseWriter, r *http.Request) {
-	a.changeDeployment(w, r, a.svc.Deploy)
+func (a *api) deploy(w http.ResponseWriter, r *http.Request) error {
+	return a.changeDeployment(w, r, a.svc.Deploy)
 }
 
 // patchDeployment is PATCH .../deployments/{deployment_id}: 202.
-func (a *api) patchDeployment(w http.ResponseWriter, r *http.Request) {
-	a.changeDeployment(w, r, a.svc.PatchDeployment)
+func (a *api) patchDeployment(w http.ResponseWriter, r *http.Request) error {
+	return a.changeDeployment(w, r, a.svc.PatchDeployment)
 }
 
 type changeFunc func(ctx context.Context, team, name string, c job.DeploymentChange, user string) (job.Deployment, error)
 
-func (a *api) changeDeployment(w http.ResponseWriter, r *http.Request, change changeFunc) {
-	team, name, err := pathJob(r)
+func (a *api) changeDeployment(w http.ResponseWriter, r *http.Request, change changeFunc) error {
+	team, name := jobOf(r)
+	body, err := a.body(w, r)
 	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
-	body, err := readBody(w, r, a.cfg.MaxBodyBytes)
-	if err != nil {
-		a.writeError(w, r, err)
-		return
+		return err
 	}
 	c, bodyUser, err := decodeDeployment(body)
 	if err != nil {
-		a.writeError(w, r, err)
-		return
+		return err
 	}
 	if _, err := change(r.Context(), team, name, c, a.user(r, bodyUser)); err != nil {
-		a.writeError(w, r, err)
-		return
+		return err
 	}
 	w.WriteHeader(http.StatusAccepted)
+	return nil
 }
 
 // deleteDeployment is DELETE .../deployments/{deployment_id}: 202; the CronJob goes
 // asynchronously.
-func (a *api) deleteDeployment(w http.ResponseWriter, r *http.Request) {
-	team, name, err := pathJob(r)
-	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
+func (a *api) deleteDeployment(w http.ResponseWriter, r *http.Request) error {
+	team, name := jobOf(r)
 	if err := a.svc.DeleteDeployment(r.Context(), team, name); err != nil {
-		a.writeError(w, r, err)
-		return
+		return err
 	}
 	w.WriteHeader(http.StatusAccepted)
+	return nil
 }
 
 // getProperties is GET .../properties: the job's properties object.
-func (a *api) getProperties(w http.ResponseWriter, r *http.Request) {
-	team, name, err := pathJob(r)
-	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
+func (a *api) getProperties(w http.ResponseWriter, r *http.Request) error {
+	team, name := jobOf(r)
 	props, err := a.svc.GetProperties(r.Context(), team, name)
 	if err != nil {
-		a.writeError(w, r, err)
-		return
+		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(props)
+	return nil
 }
 
 // setProperties is PUT .../properties: a full replace, 204.
-func (a *api) setProperties(w http.ResponseWriter, r *http.Request) {
-	team, name, err := pathJob(r)
+func (a *api) setProperties(w http.ResponseWriter, r *http.Request) error {
+	team, name := jobOf(r)
+	body, err := a.body(w, r)
 	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
-	body, err := readBody(w, r, a.cfg.MaxBodyBytes)
-	if err != nil {
-		a.writeError(w, r, err)
-		return
+		return err
 	}
 	if err := a.svc.SetProperties(r.Context(), team, name, body); err != nil {
-		a.writeError(w, r, err)
-		return
+		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
+	return nil
 }

@@ -62,27 +62,22 @@ func (a *api) toExecutionResponse(team string, e store.Execution) executionRespo
 // list): every execution of the job, newest first, optionally only those with the
 // statuses of execution_status (repeated or comma-separated). An unknown status is 400,
 // not VDK's 404.
-func (a *api) listExecutions(w http.ResponseWriter, r *http.Request) {
-	team, name, err := pathJob(r)
-	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
+func (a *api) listExecutions(w http.ResponseWriter, r *http.Request) error {
+	team, name := jobOf(r)
 	statuses, err := executionStatuses(r.URL.Query()["execution_status"])
 	if err != nil {
-		a.writeError(w, r, err)
-		return
+		return err
 	}
 	execs, err := a.svc.ListExecutions(r.Context(), team, name, statuses)
 	if err != nil {
-		a.writeError(w, r, err)
-		return
+		return err
 	}
 	out := make([]executionResponse, 0, len(execs))
 	for _, e := range execs {
 		out = append(out, a.toExecutionResponse(team, e))
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 // executionStatuses parses the execution_status parameters, ignoring case.
@@ -103,19 +98,6 @@ func executionStatuses(params []string) ([]string, error) {
 	return out, nil
 }
 
-// pathExecution returns the team, job name and execution id of the path.
-func pathExecution(r *http.Request) (team, name, id string, err error) {
-	team, name, err = pathJob(r)
-	if err != nil {
-		return "", "", "", err
-	}
-	id = r.PathValue("execution_id")
-	if job.ValidateText("execution_id", id, 253) != nil || id == "" {
-		return "", "", "", job.ExecutionNotFound(team, name, id)
-	}
-	return team, name, id, nil
-}
-
 func executionLocation(team, name, id string) string {
 	return jobLocation(team, name) + "/executions/" + url.PathEscape(id)
 }
@@ -129,61 +111,47 @@ type executionRequest struct {
 // startExecution is POST .../deployments/{id}/executions: 202 with the execution and its
 // Location; the leader creates the Kubernetes Job. The deployment id is not checked (a
 // job has one deployment), as in VDK.
-func (a *api) startExecution(w http.ResponseWriter, r *http.Request) {
-	team, name, err := pathJob(r)
+func (a *api) startExecution(w http.ResponseWriter, r *http.Request) error {
+	team, name := jobOf(r)
+	body, err := a.body(w, r)
 	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
-	body, err := readBody(w, r, a.cfg.MaxBodyBytes)
-	if err != nil {
-		a.writeError(w, r, err)
-		return
+		return err
 	}
 	var req executionRequest
 	if err := decodeJSON(body, &req); err != nil {
-		a.writeError(w, r, err)
-		return
+		return err
 	}
 	e, err := a.svc.StartExecution(r.Context(), team, name,
 		service.ExecutionRequest{Args: req.Args}, a.startedBy(r, req.StartedBy), opID(r.Context()))
 	if err != nil {
-		a.writeError(w, r, err)
-		return
+		return err
 	}
 	w.Header().Set("Location", executionLocation(team, name, e.ID))
 	writeJSON(w, http.StatusAccepted, a.toExecutionResponse(team, e))
+	return nil
 }
 
 // getExecution is GET .../executions/{execution_id}.
-func (a *api) getExecution(w http.ResponseWriter, r *http.Request) {
-	team, name, id, err := pathExecution(r)
-	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
+func (a *api) getExecution(w http.ResponseWriter, r *http.Request) error {
+	team, name, id := executionOf(r)
 	e, err := a.svc.GetExecution(r.Context(), team, name, id)
 	if err != nil {
-		a.writeError(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, a.toExecutionResponse(team, e))
+	return nil
 }
 
 // cancelExecution is DELETE .../executions/{execution_id}: 200 once the cancel is
 // recorded; the execution turns cancelled when Kubernetes confirms its Job gone.
-func (a *api) cancelExecution(w http.ResponseWriter, r *http.Request) {
-	team, name, id, err := pathExecution(r)
-	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
+func (a *api) cancelExecution(w http.ResponseWriter, r *http.Request) error {
+	team, name, id := executionOf(r)
 	e, err := a.svc.CancelExecution(r.Context(), team, name, id, a.user(r, ""))
 	if err != nil {
-		a.writeError(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, a.toExecutionResponse(team, e))
+	return nil
 }
 
 // logsResponse is VDK's DataJobExecutionLogs.
@@ -192,23 +160,19 @@ type logsResponse struct {
 }
 
 // executionLogs is GET .../executions/{execution_id}/logs?tail_lines=N.
-func (a *api) executionLogs(w http.ResponseWriter, r *http.Request) {
-	team, name, id, err := pathExecution(r)
-	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
+func (a *api) executionLogs(w http.ResponseWriter, r *http.Request) error {
+	team, name, id := executionOf(r)
 	tail := 0
 	if v := r.URL.Query().Get("tail_lines"); v != "" {
+		var err error
 		if tail, err = strconv.Atoi(v); err != nil {
-			a.writeError(w, r, job.Invalid("tail_lines", "an integer", strconv.Quote(v)))
-			return
+			return job.Invalid("tail_lines", "an integer", strconv.Quote(v))
 		}
 	}
 	logs, err := a.svc.ExecutionLogs(r.Context(), team, name, id, tail)
 	if err != nil {
-		a.writeError(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, logsResponse{Logs: logs})
+	return nil
 }

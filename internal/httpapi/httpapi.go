@@ -79,7 +79,7 @@ func New(cfg Config, svc *service.Service, logger *slog.Logger) http.Handler {
 
 // routes registers every endpoint with its authorization rule (see authz.go).
 func (a *api) routes() *router {
-	rt := newRouter(a.guard)
+	rt := newRouter(a.guard, a.serve)
 	const team = "/data-jobs/for-team/{team}"
 	const jobPath = team + "/jobs/{job}"
 	const dep = jobPath + "/deployments/{deployment_id}"
@@ -142,12 +142,11 @@ func (a *api) routes() *router {
 // postJobs is POST .../jobs: VDK's job creation, or the GraphQL jobs query when a
 // JobsQuery handler is set and the body is a GraphQL request: an object with a query and
 // without a job_name, and no ?name= (a DataJob body has no query field).
-func (a *api) postJobs(w http.ResponseWriter, r *http.Request) {
+func (a *api) postJobs(w http.ResponseWriter, r *http.Request) error {
 	if a.cfg.JobsQuery != nil && !r.URL.Query().Has("name") {
-		body, err := readBody(w, r, a.cfg.MaxBodyBytes)
+		body, err := a.body(w, r)
 		if err != nil {
-			a.writeError(w, r, err)
-			return
+			return err
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		var probe struct {
@@ -156,10 +155,10 @@ func (a *api) postJobs(w http.ResponseWriter, r *http.Request) {
 		}
 		if json.Unmarshal(body, &probe) == nil && probe.Query != nil && probe.JobName == nil {
 			a.cfg.JobsQuery.ServeHTTP(w, r)
-			return
+			return nil
 		}
 	}
-	a.createJob(w, r)
+	return a.createJob(w, r)
 }
 
 func (a *api) notImplemented(feature string) http.Handler {
@@ -168,9 +167,10 @@ func (a *api) notImplemented(feature string) http.Handler {
 	})
 }
 
-func (a *api) info(w http.ResponseWriter, r *http.Request) {
+func (a *api) info(w http.ResponseWriter, r *http.Request) error {
 	in := a.svc.Info()
 	writeJSON(w, http.StatusOK, infoBody{APIVersion: in.APIVersion, SupportedPythonVersions: in.SupportedPythonVersions})
+	return nil
 }
 
 type infoBody struct {

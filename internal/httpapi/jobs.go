@@ -61,40 +61,27 @@ func toContacts(c job.Contacts) contactsBody {
 	}
 }
 
-// pathJob returns the team and job name of the path. A name or team that no job can
-// have is not found without asking the database.
-func pathJob(r *http.Request) (team, name string, err error) {
-	team, name = r.PathValue("team"), r.PathValue("job")
-	if job.ValidateTeam(team) != nil || job.ValidateName(name) != nil {
-		return "", "", job.JobNotFound(team, name)
-	}
-	return team, name, nil
-}
-
 // createJob is POST /data-jobs/for-team/{team}/jobs: 201 with the job's Location.
-func (a *api) createJob(w http.ResponseWriter, r *http.Request) {
+func (a *api) createJob(w http.ResponseWriter, r *http.Request) error {
 	team := r.PathValue("team")
-	body, err := readBody(w, r, a.cfg.MaxBodyBytes)
+	body, err := a.body(w, r)
 	if err != nil {
-		a.writeError(w, r, err)
-		return
+		return err
 	}
 	j, err := decodeJob(body)
 	if err != nil {
-		a.writeError(w, r, err)
-		return
+		return err
 	}
 	if q := r.URL.Query().Get("name"); q != "" && q != j.Name {
-		a.writeError(w, r, job.Invalid("name", "equal to the job_name of the body ("+j.Name+")", strconv.Quote(q)))
-		return
+		return job.Invalid("name", "equal to the job_name of the body ("+j.Name+")", strconv.Quote(q))
 	}
 	created, err := a.svc.CreateJob(r.Context(), team, j)
 	if err != nil {
-		a.writeError(w, r, err)
-		return
+		return err
 	}
 	w.Header().Set("Location", jobLocation(created.Team, created.Name))
 	w.WriteHeader(http.StatusCreated)
+	return nil
 }
 
 func jobLocation(team, name string) string {
@@ -102,68 +89,50 @@ func jobLocation(team, name string) string {
 }
 
 // getJob is GET .../jobs/{job}.
-func (a *api) getJob(w http.ResponseWriter, r *http.Request) {
-	team, name, err := pathJob(r)
-	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
+func (a *api) getJob(w http.ResponseWriter, r *http.Request) error {
+	team, name := jobOf(r)
 	j, err := a.svc.GetJob(r.Context(), team, name)
 	if err != nil {
-		a.writeError(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, toJobResponse(j))
+	return nil
 }
 
 // updateJob is PUT .../jobs/{job}: a full replace of the job's configuration, 200.
-func (a *api) updateJob(w http.ResponseWriter, r *http.Request) {
-	team, name, err := pathJob(r)
+func (a *api) updateJob(w http.ResponseWriter, r *http.Request) error {
+	team, name := jobOf(r)
+	body, err := a.body(w, r)
 	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
-	body, err := readBody(w, r, a.cfg.MaxBodyBytes)
-	if err != nil {
-		a.writeError(w, r, err)
-		return
+		return err
 	}
 	j, err := decodeJob(body)
 	if err != nil {
-		a.writeError(w, r, err)
-		return
+		return err
 	}
 	if _, err := a.svc.UpdateJob(r.Context(), team, name, j); err != nil {
-		a.writeError(w, r, err)
-		return
+		return err
 	}
 	w.WriteHeader(http.StatusOK)
+	return nil
 }
 
 // deleteJob is DELETE .../jobs/{job}: 200; the CronJob goes asynchronously.
-func (a *api) deleteJob(w http.ResponseWriter, r *http.Request) {
-	team, name, err := pathJob(r)
-	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
+func (a *api) deleteJob(w http.ResponseWriter, r *http.Request) error {
+	team, name := jobOf(r)
 	if err := a.svc.DeleteJob(r.Context(), team, name); err != nil {
-		a.writeError(w, r, err)
-		return
+		return err
 	}
 	w.WriteHeader(http.StatusOK)
+	return nil
 }
 
 // changeTeam is PUT .../jobs/{job}/team/{new_team}: 200.
-func (a *api) changeTeam(w http.ResponseWriter, r *http.Request) {
-	team, name, err := pathJob(r)
-	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
+func (a *api) changeTeam(w http.ResponseWriter, r *http.Request) error {
+	team, name := jobOf(r)
 	if _, err := a.svc.ChangeTeam(r.Context(), team, name, r.PathValue("new_team")); err != nil {
-		a.writeError(w, r, err)
-		return
+		return err
 	}
 	w.WriteHeader(http.StatusOK)
+	return nil
 }

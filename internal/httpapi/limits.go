@@ -36,21 +36,21 @@ func newSlots(what, flag string, n int) *slots {
 const retryAfter = 5
 
 // limit runs h when a slot is free and answers 429 otherwise.
-func (a *api) limit(s *slots, h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func (a *api) limit(s *slots, h handler) handler {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		select {
 		case s.free <- struct{}{}:
 			defer func() { <-s.free }()
-			h(w, r)
+			return h(w, r)
 		default:
 			w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
-			a.writeError(w, r, &job.Error{
+			return &job.Error{
 				Kind:            job.KindBusy,
 				What:            fmt.Sprintf("Too many %s are in progress.", s.what),
 				Why:             fmt.Sprintf("This server runs at most %d %s at once (%s).", cap(s.free), s.what, s.flag),
 				Consequences:    "The request was not processed and nothing was changed.",
 				Countermeasures: fmt.Sprintf("Retry in %d seconds.", retryAfter),
-			})
+			}
 		}
 	}
 }

@@ -15,40 +15,30 @@ type versionResponse struct {
 // directory, ?reason= says why. 200 with the version, the job_version to deploy. The
 // body limit is the sources' own (service.SourcesConfig.MaxArchiveBytes), not the 1 MiB
 // of JSON bodies.
-func (a *api) uploadSources(w http.ResponseWriter, r *http.Request) {
+func (a *api) uploadSources(w http.ResponseWriter, r *http.Request) error {
 	deadlines(w, a.cfg.TransferTimeout)
-	team, name, err := pathJob(r)
-	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
+	team, name := jobOf(r)
 	body, err := readBody(w, r, a.svc.Config().Sources.MaxArchiveBytes)
 	if err != nil {
-		a.writeError(w, r, err)
-		return
+		return err
 	}
 	version, err := a.svc.UploadSources(r.Context(), team, name, body, r.URL.Query().Get("reason"), a.user(r, ""))
 	if err != nil {
-		a.writeError(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, versionResponse{VersionSHA: version})
+	return nil
 }
 
 // downloadSources is GET .../jobs/{job}/sources[?version_sha=]: the zip archive of the
 // latest sources, or of the version asked for, streamed from the database. The ETag is
 // the version.
-func (a *api) downloadSources(w http.ResponseWriter, r *http.Request) {
+func (a *api) downloadSources(w http.ResponseWriter, r *http.Request) error {
 	deadlines(w, a.cfg.TransferTimeout)
-	team, name, err := pathJob(r)
-	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
+	team, name := jobOf(r)
 	src, err := a.svc.DownloadSources(r.Context(), team, name, r.URL.Query().Get("version_sha"))
 	if err != nil {
-		a.writeError(w, r, err)
-		return
+		return err
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/octet-stream")
@@ -60,19 +50,16 @@ func (a *api) downloadSources(w http.ResponseWriter, r *http.Request) {
 		// The status is sent: the client sees a body shorter than its Content-Length.
 		a.logger.WarnContext(r.Context(), "sources_download_failed", "op_id", opID(r.Context()), "job", name, "error", err)
 	}
+	return nil
 }
 
 // deleteSources is DELETE .../jobs/{job}/sources: every version goes; 200. ?reason= is
 // accepted and ignored, as there is no history to record it in.
-func (a *api) deleteSources(w http.ResponseWriter, r *http.Request) {
-	team, name, err := pathJob(r)
-	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
+func (a *api) deleteSources(w http.ResponseWriter, r *http.Request) error {
+	team, name := jobOf(r)
 	if err := a.svc.DeleteSources(r.Context(), team, name); err != nil {
-		a.writeError(w, r, err)
-		return
+		return err
 	}
 	w.WriteHeader(http.StatusOK)
+	return nil
 }

@@ -4,6 +4,7 @@
 package job
 
 import (
+	"slices"
 	"time"
 )
 
@@ -127,6 +128,23 @@ type ActualDeployment struct {
 	// re-created starts again at generation 1, so only UID and generation together say
 	// that it is the very object last applied.
 	CronJobUID string
+}
+
+// SameConfig reports whether two jobs render the same CronJob: everything but the
+// identity, the description, the generation and the timestamps (a change of any other
+// field bumps the generation). Absent and empty contact lists are the same.
+func (j Job) SameConfig(o Job) bool {
+	return j.Team == o.Team && j.Schedule == o.Schedule && j.DBDefaultType == o.DBDefaultType &&
+		j.GenerateKeytab == o.GenerateKeytab && j.EnableExecutionNotifications == o.EnableExecutionNotifications &&
+		j.NotificationDelayPeriodMinutes == o.NotificationDelayPeriodMinutes && j.Contacts.Same(o.Contacts)
+}
+
+// Same reports whether two sets of contacts hold the same lists; absent is empty.
+func (c Contacts) Same(o Contacts) bool {
+	return slices.Equal(c.NotifiedOnJobFailureUserError, o.NotifiedOnJobFailureUserError) &&
+		slices.Equal(c.NotifiedOnJobFailurePlatformError, o.NotifiedOnJobFailurePlatformError) &&
+		slices.Equal(c.NotifiedOnJobSuccess, o.NotifiedOnJobSuccess) &&
+		slices.Equal(c.NotifiedOnJobDeploy, o.NotifiedOnJobDeploy)
 }
 
 // SameConfig reports whether two deployments render the same CronJob: everything but who

@@ -14,8 +14,14 @@ func TestTemplateRendersAndSplitsThePlaceholders(t *testing.T) {
 	tmpl := job.Template("https://git/{team}/tree/{job}?x={execution}&{other}")
 	require.Equal(t, "https://git/t/tree/j?x=e&{other}", *tmpl.Render("j", "t", "e"))
 	require.Equal(t, []job.TemplatePart{
-		{Literal: "https://git/"}, {Field: job.FieldTeam}, {Literal: "/tree/"}, {Field: job.FieldName},
-		{Literal: "?x="}, {Literal: "&"}, {Literal: "{"}, {Literal: "other}"},
+		{Literal: "https://git/"},
+		{Field: job.FieldTeam},
+		{Literal: "/tree/"},
+		{Field: job.FieldName},
+		{Literal: "?x="},
+		{Literal: "&"},
+		{Literal: "{"},
+		{Literal: "other}"},
 	}, tmpl.Parts())
 	require.Nil(t, job.Template("").Render("j", "t", "e"), "no template, no URL")
 }

@@ -83,6 +83,9 @@ type Config struct {
 	AdminListen string
 	// AdminReady, when not nil, receives the admin listener's address once it accepts.
 	AdminReady chan<- net.Addr
+
+	// UI is the web console at /ui/ (ui.go, docs/ui.md).
+	UI UIConfig
 }
 
 // SafetyConfig holds the synchronizer's guards against a wrong database or configuration.

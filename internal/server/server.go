@@ -20,6 +20,7 @@ import (
 	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/synchronizer"
+	"github.com/datajobs/datajobs/internal/ui"
 )
 
 // Run serves datajobs until ctx ends, then shuts down gracefully: the HTTP servers stop
@@ -84,7 +85,14 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 	health := &health{db: db, migrated: migrated, kube: kubeProbe, sync: syncUnit.state}
 	health.safety.syncer.Store(syncUnit.syncer)
 
+	console, err := consoleHandler(ctx, cfg, svc, authn, authz, syncUnit.syncer)
+	if err != nil {
+		return err
+	}
 	mux := http.NewServeMux()
+	if console != nil {
+		mux.Handle(ui.Prefix, console)
+	}
 	mux.HandleFunc("GET /healthz", health.live)
 	mux.HandleFunc("GET /readyz", health.ready)
 	mux.Handle("/", httpapi.New(httpapi.Config{

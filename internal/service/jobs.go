@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"slices"
 	"strconv"
 
 	"github.com/datajobs/datajobs/internal/job"
@@ -58,7 +57,7 @@ func (s *Service) UpdateJob(ctx context.Context, team, name string, j job.Job) (
 			e.Countermeasures = "Leave team out or equal to the current team; to move the job use PUT .../jobs/{job_name}/team/{new_team}."
 			return job.Job{}, false, e
 		}
-		return j, renderedChanged(cur, j), nil
+		return j, !cur.SameConfig(j), nil
 	})
 }
 
@@ -79,19 +78,6 @@ func (s *Service) ChangeTeam(ctx context.Context, team, name, newTeam string) (j
 // one transaction. The CronJob is deleted asynchronously by the synchronizer.
 func (s *Service) DeleteJob(ctx context.Context, team, name string) error {
 	return s.store.DeleteJob(ctx, team, name)
-}
-
-// renderedChanged tells whether a job change can affect the rendered CronJob: everything
-// but the description (and timestamps) may be rendered, today or by a later renderer.
-func renderedChanged(a, b job.Job) bool {
-	return a.Team != b.Team || a.Schedule != b.Schedule || a.DBDefaultType != b.DBDefaultType ||
-		a.GenerateKeytab != b.GenerateKeytab ||
-		a.EnableExecutionNotifications != b.EnableExecutionNotifications ||
-		a.NotificationDelayPeriodMinutes != b.NotificationDelayPeriodMinutes ||
-		!slices.Equal(a.Contacts.NotifiedOnJobFailureUserError, b.Contacts.NotifiedOnJobFailureUserError) ||
-		!slices.Equal(a.Contacts.NotifiedOnJobFailurePlatformError, b.Contacts.NotifiedOnJobFailurePlatformError) ||
-		!slices.Equal(a.Contacts.NotifiedOnJobSuccess, b.Contacts.NotifiedOnJobSuccess) ||
-		!slices.Equal(a.Contacts.NotifiedOnJobDeploy, b.Contacts.NotifiedOnJobDeploy)
 }
 
 func quote(s string) string { return strconv.Quote(s) }

@@ -95,7 +95,20 @@ func (s *Store) ChangeDeployment(ctx context.Context, team, name string, change 
 			out = *st.Desired
 			return nil
 		}
-		const q = `
+		next.JobName = name
+		if err := upsertDesired(ctx, tx, &next); err != nil {
+			return writeError(fmt.Sprintf("write deployment of %s", name), err)
+		}
+		out = next
+		return bumpGeneration(ctx, tx, name)
+	})
+	return out, err
+}
+
+// upsertDesired writes d as the desired deployment of d.JobName, pending, and reads back
+// the sync state it keeps (status generation, last sync) into d. An adoption is kept.
+func upsertDesired(ctx context.Context, tx Tx, d *job.Deployment) error {
+	const q = `
 INSERT INTO desired_data_job_deployment AS d (data_job_name, git_commit_sha, vdk_version,
 	python_version, schedule, resources_cpu_request_millis, resources_cpu_limit_millis,
 	resources_memory_request_bytes, resources_memory_limit_bytes, enabled, last_deployed_by,
@@ -111,19 +124,12 @@ ON CONFLICT (data_job_name) DO UPDATE SET git_commit_sha = excluded.git_commit_s
 	enabled = excluded.enabled, last_deployed_by = excluded.last_deployed_by,
 	last_deployed_date = excluded.last_deployed_date, status = 'pending', message = ''
 RETURNING status_generation, last_sync_at`
-		r := next.Resources
-		err = tx.QueryRow(ctx, q, name, next.JobVersion, next.VDKVersion, next.PythonVersion, next.Schedule,
-			r.CPURequestMillis, r.CPULimitMillis, r.MemoryRequestBytes, r.MemoryLimitBytes,
-			next.Enabled, next.DeployedBy, next.DeployedDate,
-		).Scan(&next.StatusGeneration, &next.LastSyncAt)
-		if err != nil {
-			return writeError(fmt.Sprintf("write deployment of %s", name), err)
-		}
-		next.JobName, next.Status, next.Message = name, job.StatusPending, ""
-		out = next
-		return bumpGeneration(ctx, tx, name)
-	})
-	return out, err
+	r := d.Resources
+	d.Status, d.Message = job.StatusPending, ""
+	return tx.QueryRow(ctx, q, d.JobName, d.JobVersion, d.VDKVersion, d.PythonVersion, d.Schedule,
+		r.CPURequestMillis, r.CPULimitMillis, r.MemoryRequestBytes, r.MemoryLimitBytes,
+		d.Enabled, d.DeployedBy, d.DeployedDate,
+	).Scan(&d.StatusGeneration, &d.LastSyncAt)
 }
 
 // DeleteDeployment deletes the desired deployment of the job name of team, bumps the job

@@ -197,15 +197,17 @@ type TrackedExecution struct {
 	Args            []byte
 	CancelRequested bool
 	StartTime       *time.Time
+	// JobCreated is set once the leader created the Kubernetes Job of a manual start.
+	JobCreated bool
 }
 
 const trackedColumns = `id, job_name, COALESCE(job_uid::text, ''), type, status, op_id, started_by, args,
-	cancel_requested_at IS NOT NULL, start_time`
+	cancel_requested_at IS NOT NULL, start_time, job_created_at IS NOT NULL`
 
 func scanTracked(row pgx.Row) (TrackedExecution, error) {
 	var e TrackedExecution
 	err := row.Scan(&e.ID, &e.JobName, &e.JobUID, &e.Type, &e.Status, &e.OpID, &e.StartedBy, &e.Args,
-		&e.CancelRequested, &e.StartTime)
+		&e.CancelRequested, &e.StartTime, &e.JobCreated)
 	return e, err
 }
 
@@ -237,6 +239,17 @@ func (s *Store) LoadExecution(ctx context.Context, id string) (TrackedExecution,
 		return TrackedExecution{}, false, translate(fmt.Errorf("load execution %s: %w", id, err))
 	}
 	return e, true, nil
+}
+
+// MarkExecutionJobCreated records that the Job of the submitted manual execution id was
+// created, while fence holds the lease. It writes once; it reports whether it wrote.
+func (s *Store) MarkExecutionJobCreated(ctx context.Context, fence Fence, id string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE data_job_execution SET job_created_at = now()
+WHERE id = $1 AND status = 'submitted' AND job_created_at IS NULL AND `+LeaseHeldCondition("'"+SyncLeaseName+"'", "$2"), id, fence.Epoch)
+	if err != nil {
+		return false, translate(fmt.Errorf("mark job of execution %s created: %w", id, err))
+	}
+	return tag.RowsAffected() == 1, nil
 }
 
 // ExecutionUpdate is one status of an execution as the leader observed it.

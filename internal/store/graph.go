@@ -203,14 +203,9 @@ func (s *Store) Executions(ctx context.Context, q ExecutionsQuery) (ExecutionsPa
 	}
 	sql, args := build(false)
 	batch.Queue(sql, args...).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var e Execution
-			if err := rows.Scan(executionDest(&e)...); err != nil {
-				return err
-			}
-			page.Rows = append(page.Rows, e)
-		}
-		return rows.Err()
+		var err error
+		page.Rows, err = pgx.CollectRows(rows, scanExecution)
+		return err
 	})
 	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
 		return ExecutionsPage{}, translate(fmt.Errorf("read executions page: %w", err))
@@ -242,25 +237,23 @@ func (s *Store) ExecutionsOfJobs(ctx context.Context, names []string, q Executio
 ) x WHERE rn > ` + b.arg(q.Offset) + ` AND rn <= ` + b.arg(q.Offset+q.Limit) + `
 ORDER BY job_name, rn`
 	rows, err := s.pool.Query(ctx, sql, b.args...)
-	if err != nil {
-		return nil, translate(fmt.Errorf("read executions of jobs: %w", err))
-	}
-	defer rows.Close()
-	out := map[string][]Execution{}
-	for rows.Next() {
-		var (
-			e  Execution
-			rn int64
-		)
-		if err := rows.Scan(append(executionDest(&e), &rn)...); err != nil {
-			return nil, fmt.Errorf("read executions of jobs: %w", err)
+	if err == nil {
+		var all []Execution
+		all, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Execution, error) {
+			var e Execution
+			var rn int64
+			err := row.Scan(append(executionDest(&e), &rn)...)
+			return e, err
+		})
+		out := map[string][]Execution{}
+		for _, e := range all {
+			out[e.JobName] = append(out[e.JobName], e)
 		}
-		out[e.JobName] = append(out[e.JobName], e)
+		if err == nil {
+			return out, nil
+		}
 	}
-	if err := rows.Err(); err != nil {
-		return nil, translate(fmt.Errorf("read executions of jobs: %w", err))
-	}
-	return out, nil
+	return nil, translate(fmt.Errorf("read executions of jobs: %w", err))
 }
 
 // ExecutionCount counts the finished executions of a job by outcome.
@@ -302,49 +295,26 @@ FROM data_job_execution WHERE job_name = ANY($1::text[]) GROUP BY job_name`
 // started ones first of all), with one of statuses when any are given. A job that does not
 // exist in team is not found.
 func (s *Store) ListJobExecutions(ctx context.Context, team, name string, statuses []string) ([]Execution, error) {
-	const q = `SELECT e.id IS NOT NULL, ` + executionColumnsNullable + `
-FROM data_job j
-LEFT JOIN data_job_execution e ON e.job_name = j.name AND (cardinality($3::text[]) = 0 OR e.status = ANY($3::text[]))
-WHERE j.name = $1 AND j.team = $2
+	const q = `SELECT ` + executionColumns + ` FROM data_job_execution e JOIN data_job j ON j.name = e.job_name
+WHERE j.name = $1 AND j.team = $2 AND (cardinality($3::text[]) = 0 OR e.status = ANY($3::text[]))
 ORDER BY e.start_time DESC NULLS FIRST, e.id DESC`
-	if statuses == nil {
-		statuses = []string{}
-	}
-	rows, err := s.pool.Query(ctx, q, name, team, statuses)
+	rows, err := s.pool.Query(ctx, q, name, team, nonNil(statuses))
 	if err != nil {
 		return nil, translate(fmt.Errorf("list executions of %s: %w", name, err))
 	}
-	defer rows.Close()
-	found := false
-	out := []Execution{}
-	for rows.Next() {
-		found = true
-		var (
-			e   Execution
-			has bool
-		)
-		if err := rows.Scan(append([]any{&has}, executionDest(&e)...)...); err != nil {
-			return nil, fmt.Errorf("list executions of %s: %w", name, err)
-		}
-		if has {
-			out = append(out, e)
-		}
-	}
-	if err := rows.Err(); err != nil {
+	out, err := pgx.CollectRows(rows, scanExecution)
+	if err != nil {
 		return nil, translate(fmt.Errorf("list executions of %s: %w", name, err))
 	}
-	if !found {
-		return nil, job.JobNotFound(team, name)
+	if len(out) == 0 { // none, or no such job
+		_, err = s.GetJob(ctx, team, name)
 	}
-	return out, nil
+	return out, err
 }
 
-// executionColumnsNullable is executionColumns for a LEFT JOIN: absent rows scan as zero
-// values.
-const executionColumnsNullable = `COALESCE(e.id, ''), COALESCE(e.job_name, ''), COALESCE(e.type, ''),
-	COALESCE(e.status, ''), COALESCE(e.message, ''), COALESCE(e.op_id, ''), e.start_time, e.end_time,
-	COALESCE(e.started_by, ''), COALESCE(e.job_version, ''), COALESCE(e.job_schedule, ''),
-	COALESCE(e.vdk_version, ''), COALESCE(e.job_python_version, ''),
-	COALESCE(e.resources_cpu_request_millis, 0), COALESCE(e.resources_cpu_limit_millis, 0),
-	COALESCE(e.resources_memory_request_bytes, 0), COALESCE(e.resources_memory_limit_bytes, 0),
-	e.last_deployed_date, COALESCE(e.last_deployed_by, '')`
+// scanExecution reads a row of executionColumns.
+func scanExecution(row pgx.CollectableRow) (Execution, error) {
+	var e Execution
+	err := row.Scan(executionDest(&e)...)
+	return e, err
+}

@@ -85,7 +85,7 @@ func (s *Store) ImportDeployment(ctx context.Context, in ImportedDeployment, opt
 			res = ImportResult{Outcome: ImportConflict, Reason: "the database still records a CronJob of a deleted job of this name (the synchronizer has not finished deleting it)"}
 			return nil
 		case cur == nil:
-			if j, err = insertImportedJob(ctx, tx, in.Job); err != nil {
+			if j, err = insertJob(ctx, tx, in.Job); err != nil {
 				return err
 			}
 			res = ImportResult{Outcome: ImportCreated}
@@ -99,7 +99,7 @@ func (s *Store) ImportDeployment(ctx context.Context, in ImportedDeployment, opt
 				res = ImportResult{Outcome: ImportConflict, Reason: why, Job: *cur}
 				return nil
 			}
-			if j, err = replaceImportedJob(ctx, tx, in.Job); err != nil {
+			if j, err = updateJob(ctx, tx, derived(*cur, in.Job), true); err != nil {
 				return err
 			}
 			res = ImportResult{Outcome: ImportReplaced, Reason: "replaced: " + why}
@@ -183,26 +183,17 @@ func importConflict(cur job.Job, d *job.Deployment, in ImportedDeployment) strin
 		return fmt.Sprintf("a job of this name (team %s) was imported from another CronJob (UID %s)", cur.Team, d.Adopted.CronJobUID)
 	case cur.Team != in.Job.Team:
 		return fmt.Sprintf("imported from this CronJob for team %s, now read as team %s", cur.Team, in.Job.Team)
-	case !sameJSON(d.Adopted.Spec, in.Deployment.Adopted.Spec) || !d.SameConfig(in.Deployment) || !sameJobConfig(cur, in.Job):
+	case !sameJSON(d.Adopted.Spec, in.Deployment.Adopted.Spec) || !d.SameConfig(in.Deployment) || !cur.SameConfig(derived(cur, in.Job)):
 		return "imported from this CronJob, which has changed since"
 	}
 	return ""
 }
 
-// sameJobConfig compares what an import derives of a job's configuration.
-func sameJobConfig(a, b job.Job) bool {
-	return a.Schedule == b.Schedule && a.DBDefaultType == b.DBDefaultType &&
-		a.EnableExecutionNotifications == b.EnableExecutionNotifications &&
-		reflect.DeepEqual(nonNilContacts(a.Contacts), nonNilContacts(b.Contacts))
-}
-
-func nonNilContacts(c job.Contacts) job.Contacts {
-	return job.Contacts{
-		NotifiedOnJobFailureUserError:     nonNil(c.NotifiedOnJobFailureUserError),
-		NotifiedOnJobFailurePlatformError: nonNil(c.NotifiedOnJobFailurePlatformError),
-		NotifiedOnJobSuccess:              nonNil(c.NotifiedOnJobSuccess),
-		NotifiedOnJobDeploy:               nonNil(c.NotifiedOnJobDeploy),
-	}
+// derived is the job an import of in makes of cur: what an import does not derive from
+// a CronJob (description, keytab and notification delay) stays as it is.
+func derived(cur, in job.Job) job.Job {
+	in.Description, in.GenerateKeytab, in.NotificationDelayPeriodMinutes = cur.Description, cur.GenerateKeytab, cur.NotificationDelayPeriodMinutes
+	return in
 }
 
 // sameJSON compares two JSON documents by value: jsonb gives back its own key order and spacing.
@@ -214,73 +205,16 @@ func sameJSON(a, b []byte) bool {
 	return reflect.DeepEqual(va, vb)
 }
 
-func insertImportedJob(ctx context.Context, tx Tx, j job.Job) (job.Job, error) {
-	q := `
-INSERT INTO data_job AS j (name, uid, team, description, schedule, db_default_type,
-	notified_on_job_failure_user_error, notified_on_job_failure_platform_error,
-	notified_on_job_success, notified_on_job_deploy,
-	generate_keytab, enable_execution_notifications, notification_delay_period_minutes)
-VALUES ($1, gen_random_uuid(), $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-RETURNING ` + jobColumns
-	var out job.Job
-	err := tx.QueryRow(ctx, q, j.Name, j.Team, j.Description, j.Schedule, j.DBDefaultType,
-		nonNil(j.Contacts.NotifiedOnJobFailureUserError), nonNil(j.Contacts.NotifiedOnJobFailurePlatformError),
-		nonNil(j.Contacts.NotifiedOnJobSuccess), nonNil(j.Contacts.NotifiedOnJobDeploy),
-		j.GenerateKeytab, j.EnableExecutionNotifications, j.NotificationDelayPeriodMinutes,
-	).Scan(jobDest(&out)...)
-	if err != nil {
-		return job.Job{}, fmt.Errorf("insert job %s: %w", j.Name, err)
-	}
-	return out, nil
-}
-
-// replaceImportedJob overwrites what an import derives of a job and bumps its generation;
-// the UID, description, keytab and delay settings, creation time and properties stay.
-func replaceImportedJob(ctx context.Context, tx Tx, j job.Job) (job.Job, error) {
-	q := `
-UPDATE data_job AS j SET team = $2, schedule = $3, db_default_type = $4,
-	notified_on_job_failure_user_error = $5, notified_on_job_failure_platform_error = $6,
-	notified_on_job_success = $7, notified_on_job_deploy = $8,
-	enable_execution_notifications = $9, generation = generation + 1, updated_at = now()
-WHERE name = $1
-RETURNING ` + jobColumns
-	var out job.Job
-	err := tx.QueryRow(ctx, q, j.Name, j.Team, j.Schedule, j.DBDefaultType,
-		nonNil(j.Contacts.NotifiedOnJobFailureUserError), nonNil(j.Contacts.NotifiedOnJobFailurePlatformError),
-		nonNil(j.Contacts.NotifiedOnJobSuccess), nonNil(j.Contacts.NotifiedOnJobDeploy),
-		j.EnableExecutionNotifications,
-	).Scan(jobDest(&out)...)
-	if err != nil {
-		return job.Job{}, fmt.Errorf("replace job %s: %w", j.Name, err)
-	}
-	return out, nil
-}
-
-// upsertImportedDeployment writes the desired row as already synced at the job's generation.
+// upsertImportedDeployment writes the desired row as the API does, then marks it synced at
+// the job's generation, with the adoption.
 func upsertImportedDeployment(ctx context.Context, tx Tx, j job.Job, d job.Deployment) error {
-	const q = `
-INSERT INTO desired_data_job_deployment (data_job_name, git_commit_sha, vdk_version,
-	python_version, schedule, resources_cpu_request_millis, resources_cpu_limit_millis,
-	resources_memory_request_bytes, resources_memory_limit_bytes, enabled, last_deployed_by,
-	last_deployed_date, status, message, status_generation, last_sync_at, adopt_cronjob_uid, adopted_spec)
-VALUES ($1, $2, $3, $4, $5, NULLIF($6::bigint, 0), NULLIF($7::bigint, 0), NULLIF($8::bigint, 0), NULLIF($9::bigint, 0),
-	$10, $11, $12, 'synced', '', $13, NULL, $14, $15::jsonb)
-ON CONFLICT (data_job_name) DO UPDATE SET git_commit_sha = excluded.git_commit_sha,
-	vdk_version = excluded.vdk_version, python_version = excluded.python_version,
-	schedule = excluded.schedule,
-	resources_cpu_request_millis = excluded.resources_cpu_request_millis,
-	resources_cpu_limit_millis = excluded.resources_cpu_limit_millis,
-	resources_memory_request_bytes = excluded.resources_memory_request_bytes,
-	resources_memory_limit_bytes = excluded.resources_memory_limit_bytes,
-	enabled = excluded.enabled, last_deployed_by = excluded.last_deployed_by,
-	last_deployed_date = excluded.last_deployed_date, status = excluded.status, message = '',
-	status_generation = excluded.status_generation, last_sync_at = NULL,
-	adopt_cronjob_uid = excluded.adopt_cronjob_uid, adopted_spec = excluded.adopted_spec`
-	r := d.Resources
-	_, err := tx.Exec(ctx, q, j.Name, d.JobVersion, d.VDKVersion, d.PythonVersion, d.Schedule,
-		r.CPURequestMillis, r.CPULimitMillis, r.MemoryRequestBytes, r.MemoryLimitBytes,
-		d.Enabled, d.DeployedBy, d.DeployedDate, j.Generation, d.Adopted.CronJobUID, string(d.Adopted.Spec))
-	if err != nil {
+	d.JobName = j.Name
+	if err := upsertDesired(ctx, tx, &d); err != nil {
+		return fmt.Errorf("write deployment of %s: %w", j.Name, err)
+	}
+	const q = `UPDATE desired_data_job_deployment SET status = 'synced', status_generation = $2, last_sync_at = NULL,
+	adopt_cronjob_uid = $3, adopted_spec = $4::jsonb WHERE data_job_name = $1`
+	if _, err := tx.Exec(ctx, q, j.Name, j.Generation, d.Adopted.CronJobUID, string(d.Adopted.Spec)); err != nil {
 		return fmt.Errorf("write deployment of %s: %w", j.Name, err)
 	}
 	return nil

@@ -39,23 +39,13 @@ func jobDest(j *job.Job) []any {
 // (in any team: names are global, as CronJob names are) is a conflict, and so is a team
 // at its job quota.
 func (s *Store) CreateJob(ctx context.Context, j job.Job) (job.Job, error) {
-	const q = `
-INSERT INTO data_job AS j (name, uid, team, description, schedule, db_default_type,
-	notified_on_job_failure_user_error, notified_on_job_failure_platform_error,
-	notified_on_job_success, notified_on_job_deploy,
-	generate_keytab, enable_execution_notifications, notification_delay_period_minutes)
-VALUES ($1, gen_random_uuid(), $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-RETURNING ` + jobColumns
 	var out job.Job
 	err := s.InTx(ctx, func(tx Tx) error {
 		if err := s.checkJobsQuota(ctx, tx, j.Team); err != nil {
 			return err
 		}
-		err := tx.QueryRow(ctx, q, j.Name, j.Team, j.Description, j.Schedule, j.DBDefaultType,
-			nonNil(j.Contacts.NotifiedOnJobFailureUserError), nonNil(j.Contacts.NotifiedOnJobFailurePlatformError),
-			nonNil(j.Contacts.NotifiedOnJobSuccess), nonNil(j.Contacts.NotifiedOnJobDeploy),
-			j.GenerateKeytab, j.EnableExecutionNotifications, j.NotificationDelayPeriodMinutes,
-		).Scan(jobDest(&out)...)
+		var err error
+		out, err = insertJob(ctx, tx, j)
 		if isUniqueViolation(err) {
 			return job.JobExists(j.Name)
 		}
@@ -65,6 +55,56 @@ RETURNING ` + jobColumns
 		return nil
 	})
 	return out, err
+}
+
+// insertJob inserts j with a new UID and generation 1 (the API's creation and imports).
+func insertJob(ctx context.Context, tx Tx, j job.Job) (job.Job, error) {
+	const q = `
+INSERT INTO data_job AS j (name, team, description, schedule, db_default_type,
+	notified_on_job_failure_user_error, notified_on_job_failure_platform_error,
+	notified_on_job_success, notified_on_job_deploy,
+	generate_keytab, enable_execution_notifications, notification_delay_period_minutes, uid)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, gen_random_uuid())
+RETURNING ` + jobColumns
+	var out job.Job
+	err := tx.QueryRow(ctx, q, jobValues(j)...).Scan(jobDest(&out)...)
+	return out, err
+}
+
+// updateJob writes every column of j but its identity to the row of j.Name; bump bumps
+// the generation (a change the CronJob may render) and notifies the synchronizer.
+func updateJob(ctx context.Context, tx Tx, j job.Job, bump bool) (job.Job, error) {
+	const q = `
+UPDATE data_job AS j SET team = $2, description = $3, schedule = $4, db_default_type = $5,
+	notified_on_job_failure_user_error = $6, notified_on_job_failure_platform_error = $7,
+	notified_on_job_success = $8, notified_on_job_deploy = $9,
+	generate_keytab = $10, enable_execution_notifications = $11,
+	notification_delay_period_minutes = $12, generation = generation + $13, updated_at = now()
+WHERE name = $1
+RETURNING ` + jobColumns
+	inc := 0
+	if bump {
+		inc = 1
+	}
+	var out job.Job
+	if err := tx.QueryRow(ctx, q, append(jobValues(j), inc)...).Scan(jobDest(&out)...); err != nil {
+		return job.Job{}, err
+	}
+	if bump {
+		return out, notifyDesired(ctx, tx, j.Name)
+	}
+	return out, nil
+}
+
+// jobValues are the parameters $1 to $12 of insertJob and updateJob.
+func jobValues(j job.Job) []any {
+	c := j.Contacts
+	return []any{
+		j.Name, j.Team, j.Description, j.Schedule, j.DBDefaultType,
+		nonNil(c.NotifiedOnJobFailureUserError), nonNil(c.NotifiedOnJobFailurePlatformError),
+		nonNil(c.NotifiedOnJobSuccess), nonNil(c.NotifiedOnJobDeploy),
+		j.GenerateKeytab, j.EnableExecutionNotifications, j.NotificationDelayPeriodMinutes,
+	}
 }
 
 // GetJob reads the job name of team; a job of another team is not found.
@@ -105,28 +145,9 @@ func (s *Store) UpdateJob(ctx context.Context, team, name string, update JobUpda
 				return err
 			}
 		}
-		inc := 0
-		if bump {
-			inc = 1
-		}
-		q := `
-UPDATE data_job AS j SET team = $2, description = $3, schedule = $4, db_default_type = $5,
-	notified_on_job_failure_user_error = $6, notified_on_job_failure_platform_error = $7,
-	notified_on_job_success = $8, notified_on_job_deploy = $9,
-	generate_keytab = $10, enable_execution_notifications = $11,
-	notification_delay_period_minutes = $12, generation = generation + $13, updated_at = now()
-WHERE name = $1
-RETURNING ` + jobColumns
-		err = tx.QueryRow(ctx, q, name, next.Team, next.Description, next.Schedule, next.DBDefaultType,
-			nonNil(next.Contacts.NotifiedOnJobFailureUserError), nonNil(next.Contacts.NotifiedOnJobFailurePlatformError),
-			nonNil(next.Contacts.NotifiedOnJobSuccess), nonNil(next.Contacts.NotifiedOnJobDeploy),
-			next.GenerateKeytab, next.EnableExecutionNotifications, next.NotificationDelayPeriodMinutes, inc,
-		).Scan(jobDest(&out)...)
-		if err != nil {
+		next.Name = name
+		if out, err = updateJob(ctx, tx, next, bump); err != nil {
 			return writeError(fmt.Sprintf("update job %s", name), err)
-		}
-		if bump {
-			return notifyDesired(ctx, tx, name)
 		}
 		return nil
 	})

@@ -127,16 +127,14 @@ func currentDesired(epochArg string) string {
 	WHERE j.name = $1 AND j.uid = $2::uuid AND j.generation = $3) AND ` + LeaseHeldCondition("'"+SyncLeaseName+"'", epochArg)
 }
 
-// upsertActual is the insert-or-replace of an actual deployment row from the 18 values
-// of actualValues ($1 to $18), selected FROM the given source (a CTE condition, or a
-// VALUES row).
-func upsertActual(source string) string {
-	return `INSERT INTO actual_data_job_deployment (data_job_name, job_uid, generation, team, deployment_version_sha,
+// actualColumns are the columns of an actual deployment row, in the order of actualValues.
+const actualColumns = `data_job_name, job_uid, generation, team, deployment_version_sha,
 	git_commit_sha, vdk_version, python_version, schedule,
 	resources_cpu_request_millis, resources_cpu_limit_millis, resources_memory_request_bytes, resources_memory_limit_bytes,
-	enabled, last_deployed_by, last_deployed_date, cronjob_generation, cronjob_uid)
-SELECT $1, $2::uuid, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18 ` + source + `
-ON CONFLICT (data_job_name) DO UPDATE SET job_uid = EXCLUDED.job_uid, generation = EXCLUDED.generation,
+	enabled, last_deployed_by, last_deployed_date, cronjob_generation, cronjob_uid`
+
+// actualOnConflict makes an insert of actual rows replace the row of the same name.
+const actualOnConflict = `ON CONFLICT (data_job_name) DO UPDATE SET job_uid = EXCLUDED.job_uid, generation = EXCLUDED.generation,
 	team = EXCLUDED.team, deployment_version_sha = EXCLUDED.deployment_version_sha,
 	git_commit_sha = EXCLUDED.git_commit_sha, vdk_version = EXCLUDED.vdk_version,
 	python_version = EXCLUDED.python_version, schedule = EXCLUDED.schedule,
@@ -147,6 +145,14 @@ ON CONFLICT (data_job_name) DO UPDATE SET job_uid = EXCLUDED.job_uid, generation
 	enabled = EXCLUDED.enabled, last_deployed_by = EXCLUDED.last_deployed_by,
 	last_deployed_date = EXCLUDED.last_deployed_date, cronjob_generation = EXCLUDED.cronjob_generation,
 	cronjob_uid = EXCLUDED.cronjob_uid`
+
+// upsertActual is the insert-or-replace of an actual deployment row from the 18 values
+// of actualValues ($1 to $18), selected FROM the given source (a CTE condition, or a
+// VALUES row).
+func upsertActual(source string) string {
+	return `INSERT INTO actual_data_job_deployment (` + actualColumns + `)
+SELECT $1, $2::uuid, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18 ` + source + `
+` + actualOnConflict
 }
 
 // actualValues are the arguments $1 to $18 of upsertActual.
@@ -161,21 +167,86 @@ func actualValues(a job.ActualDeployment) []any {
 }
 
 // RecordApplied records that the CronJob of a job now matches its desired deployment at
-// generation a.Generation: it upserts the actual row and marks the deployment synced, in
-// one statement and only if that generation is still the job's current one. It reports
-// whether it wrote.
+// generation a.Generation, as RecordAppliedAll does for one job. It reports whether it wrote.
 func (s *Store) RecordApplied(ctx context.Context, fence Fence, a job.ActualDeployment) (bool, error) {
-	q := `WITH ok AS (SELECT ` + currentDesired("$19") + ` AS ok),
-up AS (` + upsertActual("FROM ok WHERE ok.ok") + `
-	RETURNING 1
-)
-UPDATE desired_data_job_deployment SET status = 'synced', message = '', status_generation = $3, last_sync_at = now()
-WHERE data_job_name = $1 AND (SELECT ok FROM ok)`
-	tag, err := s.pool.Exec(ctx, q, append(actualValues(a), fence.Epoch)...)
+	wrote, err := s.RecordAppliedAll(ctx, fence, []job.ActualDeployment{a})
 	if err != nil {
-		return false, translate(fmt.Errorf("record applied deployment %s: %w", a.JobName, err))
+		return false, err
 	}
-	return tag.RowsAffected() > 0, nil
+	return wrote[0], nil
+}
+
+// recordAppliedAll upserts the actual rows of arrays $1 to $18 (one element per job, the
+// columns of actualValues) and marks their deployments synced, in one statement, for the
+// rows whose job still has the incarnation and generation they were applied for, while
+// term $19 holds the lease (LeaseHeldCondition, evaluated once for the whole statement).
+// It returns the names it wrote.
+var recordAppliedAll = `WITH input AS (
+	SELECT * FROM unnest($1::text[], $2::text[]::uuid[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+		$9::text[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $14::boolean[], $15::text[],
+		$16::timestamptz[], $17::bigint[], $18::text[]) AS i(` + actualColumns + `)
+),
+ok AS (
+	SELECT i.* FROM input i
+	JOIN data_job j ON j.name = i.data_job_name AND j.uid = i.job_uid AND j.generation = i.generation
+	JOIN desired_data_job_deployment d ON d.data_job_name = j.name
+	WHERE ` + LeaseHeldCondition("'"+SyncLeaseName+"'", "$19") + `
+),
+up AS (
+	INSERT INTO actual_data_job_deployment (` + actualColumns + `)
+	SELECT ` + actualColumns + ` FROM ok ORDER BY data_job_name
+	` + actualOnConflict + `
+)
+UPDATE desired_data_job_deployment d SET status = 'synced', message = '', status_generation = ok.generation, last_sync_at = now()
+FROM ok WHERE d.data_job_name = ok.data_job_name
+RETURNING d.data_job_name`
+
+// RecordAppliedAll records, in one statement, that the CronJobs of many jobs now match
+// their desired deployments: for each, it upserts the actual row and marks the deployment
+// synced, only if a.Generation is still the current generation of incarnation a.JobUID
+// and fence's term holds the lease. Rows that fail the check are skipped; the others are
+// written. It reports, in the order of as, whether each row was written. Names must be
+// distinct (one row per job).
+func (s *Store) RecordAppliedAll(ctx context.Context, fence Fence, as []job.ActualDeployment) ([]bool, error) {
+	if len(as) == 0 {
+		return nil, nil
+	}
+	index := make(map[string]int, len(as))
+	var (
+		names, uids, teams, shas, versions, vdks, pythons, schedules, deployedBy, cronJobUIDs []string
+		gens, cpuReq, cpuLim, memReq, memLim, cronJobGens                                     []int64
+		enabled                                                                               []bool
+		deployedDates                                                                         []time.Time
+	)
+	for i, a := range as {
+		if _, dup := index[a.JobName]; dup {
+			return nil, fmt.Errorf("record applied deployments: %s appears twice", a.JobName)
+		}
+		index[a.JobName] = i
+		r := a.Resources
+		names, uids, gens = append(names, a.JobName), append(uids, a.JobUID), append(gens, a.Generation)
+		teams, shas = append(teams, a.Team), append(shas, a.DeploymentVersionSHA)
+		versions, vdks, pythons = append(versions, a.JobVersion), append(vdks, a.VDKVersion), append(pythons, a.PythonVersion)
+		schedules = append(schedules, a.Schedule)
+		cpuReq, cpuLim = append(cpuReq, r.CPURequestMillis), append(cpuLim, r.CPULimitMillis)
+		memReq, memLim = append(memReq, r.MemoryRequestBytes), append(memLim, r.MemoryLimitBytes)
+		enabled, deployedBy, deployedDates = append(enabled, a.Enabled), append(deployedBy, a.DeployedBy), append(deployedDates, a.DeployedDate)
+		cronJobGens, cronJobUIDs = append(cronJobGens, a.CronJobGeneration), append(cronJobUIDs, a.CronJobUID)
+	}
+	rows, err := s.pool.Query(ctx, recordAppliedAll, names, uids, gens, teams, shas, versions, vdks, pythons, schedules,
+		cpuReq, cpuLim, memReq, memLim, enabled, deployedBy, deployedDates, cronJobGens, cronJobUIDs, fence.Epoch)
+	if err != nil {
+		return nil, translate(fmt.Errorf("record %d applied deployments: %w", len(as), err))
+	}
+	written, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, translate(fmt.Errorf("record %d applied deployments: %w", len(as), err))
+	}
+	wrote := make([]bool, len(as))
+	for _, n := range written {
+		wrote[index[n]] = true
+	}
+	return wrote, nil
 }
 
 // RecordFailure records that applying generation gen of a job failed, with the status

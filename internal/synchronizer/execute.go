@@ -24,6 +24,9 @@ type result struct {
 	// terminal is a hold or a conflict: nothing but a change of the desired state or of
 	// the CronJob can help, so the name is not retried.
 	terminal bool
+	// handedOver says the applied CronJob's row went to the term's recorder, which
+	// finishes the name (term.finish) once the row is written.
+	handedOver bool
 }
 
 // execute carries out a plan: the Kubernetes write first, then the database record of it,
@@ -59,28 +62,26 @@ func (t *term) execute(ctx context.Context, p Plan) (result, error) {
 		return result{terminal: p.Action == ActionConflict}, nil
 	}
 	start := time.Now()
-	var (
-		res result
-		err error
-	)
+	finish := func(res result, err error) (result, error) {
+		s.metrics.reconciled(string(p.Action), err)
+		switch {
+		case err != nil:
+			log.WarnContext(ctx, "sync_failed", "reason", p.Reason, "error", err)
+		case res.retry:
+			log.InfoContext(ctx, "sync_replan", "reason", p.Reason)
+		default:
+			log.InfoContext(ctx, "synced", "reason", p.Reason, "duration", time.Since(start))
+		}
+		return res, err
+	}
 	switch p.Action {
 	case ActionConflict:
-		res, err = t.conflict(ctx, p)
+		return finish(t.conflict(ctx, p))
 	case ActionDelete, ActionOrphan:
-		res, err = t.delete(ctx, p)
+		return finish(t.delete(ctx, p))
 	default:
-		res, err = t.apply(ctx, p)
+		return t.apply(ctx, p, finish)
 	}
-	s.metrics.reconciled(string(p.Action), err)
-	switch {
-	case err != nil:
-		log.WarnContext(ctx, "sync_failed", "reason", p.Reason, "error", err)
-	case res.retry:
-		log.InfoContext(ctx, "sync_replan", "reason", p.Reason)
-	default:
-		log.InfoContext(ctx, "synced", "reason", p.Reason, "duration", time.Since(start))
-	}
-	return res, err
 }
 
 // replan is the result of a write computed from a view that turned out stale: the
@@ -94,41 +95,37 @@ func (t *term) replan() result { return result{retry: true} }
 func stale(err error) bool { return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) }
 
 // apply makes the CronJob match the rendering and records it, or records why it could not.
-func (t *term) apply(ctx context.Context, p Plan) (result, error) {
+// finish logs and counts the outcome; apply calls it with the outcome, now or (when the
+// row is handed over to the term's recorder) once the row is written, and then returns
+// result{handedOver: true}.
+func (t *term) apply(ctx context.Context, p Plan, finish func(result, error) (result, error)) (result, error) {
 	s := t.s
 	j, d := p.State.Job, p.State.Desired
 	applied := p.Live
 	var err error
 	switch p.Action {
 	case ActionReplace:
+		t.beginWrite(p.Name)
 		applied, err = s.applier.Replace(ctx, p.Live, p.Rendered)
+		t.endWrite(p.Name, written(applied, err))
 	case ActionRecord:
 	default:
 		// A create (p.Live nil) is a plain create: the plan saw no CronJob of this name in
 		// the cache, and if one appeared meanwhile the apiserver refuses, and nothing is
 		// taken over. Every other write is conditioned on the resourceVersion planned from.
+		t.beginWrite(p.Name)
 		applied, err = s.applier.Apply(ctx, p.Live, p.Rendered)
+		t.endWrite(p.Name, written(applied, err))
 	}
 	if err != nil && stale(err) {
-		return t.replan(), nil
+		return finish(t.replan(), nil)
 	}
 	if errors.Is(err, leader.ErrTermOver) {
 		// Not the job's failure, and no longer ours to record: the next leader plans it.
-		return result{}, fmt.Errorf("%s cronjob %s: %w", p.Action, p.Name, err)
+		return finish(result{}, fmt.Errorf("%s cronjob %s: %w", p.Action, p.Name, err))
 	}
 	if err != nil {
-		status := job.StatusPlatformError
-		if kube.IsUserError(err) {
-			status = job.StatusUserError
-		}
-		if _, recErr := s.db.RecordFailure(ctx, t.fence, j.Name, j.UID, j.Generation, status, failureMessage(p, err)); recErr != nil {
-			return result{}, fmt.Errorf("%s cronjob %s: %w (and recording the failure: %w)", p.Action, p.Name, err, recErr)
-		}
-		if status == job.StatusUserError {
-			// Not retried until the desired state changes: the next NOTIFY brings it back.
-			return result{terminal: true}, nil
-		}
-		return result{}, fmt.Errorf("%s cronjob %s: %w", p.Action, p.Name, err)
+		return finish(t.failed(ctx, p, err))
 	}
 	if p.Action == ActionRepair {
 		s.metrics.driftRepairs.Inc()
@@ -136,24 +133,61 @@ func (t *term) apply(ctx context.Context, p Plan) (result, error) {
 	if p.Action.writesKubernetes() {
 		s.metrics.observeLag(changedAt(p))
 	}
+	// Kubernetes confirmed the write: only now is it recorded.
 	eff := s.cfg.Render.Resources.Effective(d.Resources)
-	ok, err := s.db.RecordApplied(ctx, t.fence, job.ActualDeployment{
+	a := job.ActualDeployment{
 		JobName: j.Name, JobUID: j.UID, Generation: j.Generation, Team: j.Team,
 		DeploymentVersionSHA: p.Hash, JobVersion: d.JobVersion, VDKVersion: d.VDKVersion,
 		PythonVersion: d.PythonVersion, Schedule: d.Schedule, Resources: eff, Enabled: d.Enabled,
 		DeployedBy: d.DeployedBy, DeployedDate: appliedAt(p, applied),
 		CronJobGeneration: applied.Generation, CronJobUID: string(applied.UID),
+	}
+	recorded := func(wrote bool, err error) (result, error) {
+		if err != nil {
+			return result{}, fmt.Errorf("record applied cronjob %s: %w", p.Name, err)
+		}
+		if !wrote {
+			// The desired state moved on (or the term ended) while applying: plan again.
+			s.remember(p.Name, nil)
+			return t.replan(), nil
+		}
+		s.remember(p.Name, &verified{uid: j.UID, generation: j.Generation, resourceVersion: applied.ResourceVersion})
+		return result{}, nil
+	}
+	if t.records == nil { // a single pass (RunOnce): write it now
+		wrote, err := s.db.RecordAppliedAll(ctx, t.fence, []job.ActualDeployment{a})
+		return finish(recorded(len(wrote) == 1 && wrote[0], err))
+	}
+	t.records.add(a, func(wrote bool, err error) {
+		res, err := finish(recorded(wrote, err))
+		t.finish(ctx, p.Name, res, err)
 	})
+	return result{handedOver: true}, nil
+}
+
+// written is the object a write returned, nil if it failed.
+func written(cj *batchv1.CronJob, err error) *batchv1.CronJob {
 	if err != nil {
-		return result{}, err
+		return nil
 	}
-	if !ok {
-		// The desired state moved on (or the term ended) while applying: plan again.
-		s.remember(p.Name, nil)
-		return t.replan(), nil
+	return cj
+}
+
+// failed records why Kubernetes refused or failed a write, as the user will read it.
+func (t *term) failed(ctx context.Context, p Plan, err error) (result, error) {
+	j := p.State.Job
+	status := job.StatusPlatformError
+	if kube.IsUserError(err) {
+		status = job.StatusUserError
 	}
-	s.remember(p.Name, &verified{uid: j.UID, generation: j.Generation, resourceVersion: applied.ResourceVersion})
-	return result{}, nil
+	if _, recErr := t.s.db.RecordFailure(ctx, t.fence, j.Name, j.UID, j.Generation, status, failureMessage(p, err)); recErr != nil {
+		return result{}, fmt.Errorf("%s cronjob %s: %w (and recording the failure: %w)", p.Action, p.Name, err, recErr)
+	}
+	if status == job.StatusUserError {
+		// Not retried until the desired state changes: the next NOTIFY brings it back.
+		return result{terminal: true}, nil
+	}
+	return result{}, fmt.Errorf("%s cronjob %s: %w", p.Action, p.Name, err)
 }
 
 // delete removes the CronJob (if any), confirms with the apiserver that it is gone, and

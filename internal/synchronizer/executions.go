@@ -30,6 +30,7 @@ import (
 type ExecutionStore interface {
 	ActiveExecutions(ctx context.Context) ([]store.TrackedExecution, error)
 	LoadExecution(ctx context.Context, id string) (store.TrackedExecution, bool, error)
+	MarkExecutionJobCreated(ctx context.Context, fence store.Fence, id string) (bool, error)
 	RecordExecution(ctx context.Context, fence store.Fence, u store.ExecutionUpdate) (bool, error)
 	DeleteExpiredExecutions(ctx context.Context, fence store.Fence, r store.Retention) (int, error)
 	Listen(ctx context.Context, channel string, ready func(), notify func(payload string)) error
@@ -118,6 +119,12 @@ type execTerm struct {
 	// deleted holds the last state of Jobs deleted since their execution was last looked
 	// at: a Job removed right after it finished (history limit, TTL) still tells its outcome.
 	deleted map[string]*batchv1.Job
+	// rows is the view of execution rows as this term last read or wrote them: only the
+	// leader writes a status, so an event about a known execution needs no read. The API's
+	// requests (a start, a cancel) arrive by NOTIFY, which marks the id stale: its row is
+	// read again. An entry goes when its Job is gone or a write of it is refused.
+	rows  map[string]store.TrackedExecution
+	stale map[string]bool
 }
 
 const podsByJobIndex = "job-name"
@@ -145,6 +152,7 @@ func (x *Executions) Run(ctx context.Context, epoch int64) error {
 	t := &execTerm{
 		x: x, fence: store.Fence{Epoch: epoch}, jobs: jobInformer.Lister().Jobs(x.cfg.Namespace),
 		pods: podInformer.Informer().GetIndexer(), queue: queue, seen: map[string]time.Time{}, deleted: map[string]*batchv1.Job{},
+		rows: map[string]store.TrackedExecution{}, stale: map[string]bool{},
 	}
 
 	onJob := func(obj any) {
@@ -250,7 +258,12 @@ func (t *execTerm) listen(ctx context.Context, listening chan struct{}) {
 		} else {
 			t.queue.Add(resyncKey)
 		}
-	}, func(id string) { t.queue.Add(id) })
+	}, func(id string) {
+		t.mu.Lock()
+		t.stale[id] = true
+		t.mu.Unlock()
+		t.queue.Add(id)
+	})
 }
 
 func (t *execTerm) tick(ctx context.Context, every time.Duration, fn func()) {
@@ -300,6 +313,16 @@ func (t *execTerm) pass(ctx context.Context) error {
 	}
 	done := make(map[string]bool, len(active))
 	running := 0
+	t.mu.Lock()
+	for id, r := range t.rows {
+		if !r.Status.Final() {
+			delete(t.rows, id) // under way when last seen, not any more: read it when needed
+		}
+	}
+	for _, e := range active {
+		t.rows[e.ID] = e
+	}
+	t.mu.Unlock()
 	for i := range active {
 		e := &active[i]
 		done[e.ID] = true
@@ -327,16 +350,64 @@ func (t *execTerm) pass(ctx context.Context) error {
 	return nil
 }
 
-// reconcileID reconciles one execution from a fresh read of its row.
+// reconcileID reconciles one execution from the term's view of its row, read from the
+// database when the view has none or the API changed it since.
 func (t *execTerm) reconcileID(ctx context.Context, id string) error {
+	t.mu.Lock()
+	row, known := t.rows[id]
+	known = known && !t.stale[id]
+	delete(t.stale, id)
+	t.mu.Unlock()
+	if known {
+		return t.reconcile(ctx, id, &row)
+	}
 	row, ok, err := t.x.db.LoadExecution(ctx, id)
 	if err != nil {
+		t.markStale(id)
 		return err
 	}
 	if !ok {
 		return t.reconcile(ctx, id, nil)
 	}
+	t.mu.Lock()
+	if !t.stale[id] { // else a NOTIFY came meanwhile and the id is queued again
+		t.rows[id] = row
+	}
+	t.mu.Unlock()
 	return t.reconcile(ctx, id, &row)
+}
+
+func (t *execTerm) markStale(id string) {
+	t.mu.Lock()
+	t.stale[id] = true
+	t.mu.Unlock()
+}
+
+// forget drops an execution from the term's view: its next event reads the row.
+func (t *execTerm) forget(id string) {
+	t.mu.Lock()
+	delete(t.rows, id)
+	t.mu.Unlock()
+}
+
+// wrote updates the term's view after a status of u was committed.
+func (t *execTerm) wrote(row *store.TrackedExecution, u store.ExecutionUpdate) {
+	var r store.TrackedExecution
+	if row != nil {
+		r = *row
+	} else {
+		r = store.TrackedExecution{ID: u.ID, JobName: u.JobName, JobUID: u.JobUID, Type: u.Type, OpID: u.OpID, StartedBy: u.StartedBy}
+	}
+	r.Status = u.Status
+	if r.StartTime == nil {
+		r.StartTime = u.StartTime
+	}
+	t.mu.Lock()
+	if cur, ok := t.rows[u.ID]; ok {
+		r.CancelRequested = r.CancelRequested || cur.CancelRequested
+	}
+	t.rows[u.ID] = r
+	t.mu.Unlock()
 }
 
 // reconcile brings one execution's row and Job in line: it creates the Job of a manual
@@ -373,6 +444,9 @@ func (t *execTerm) reconcile(ctx context.Context, id string, row *store.TrackedE
 	now := t.x.cfg.Now()
 	switch {
 	case row != nil && row.Status.Final():
+		if live == nil {
+			t.forget(id) // its Job is gone: no more events about it
+		}
 		if live != nil && live.DeletionTimestamp == nil {
 			if c, f := jobDone(live); !c && !f {
 				// Decided while still running (an image that never came): stop it.
@@ -397,7 +471,7 @@ func (t *execTerm) reconcile(ctx context.Context, id string, row *store.TrackedE
 		return nil // being deleted: the delete event brings it back
 	case live == nil && row == nil:
 		return nil
-	case live == nil && row.Type == job.ExecManual && row.Status == job.ExecSubmitted:
+	case live == nil && row.Type == job.ExecManual && row.Status == job.ExecSubmitted && !row.JobCreated:
 		return t.create(ctx, row, now)
 	case live == nil:
 		gone, err := t.confirmGone(ctx, id)
@@ -475,10 +549,15 @@ func (t *execTerm) record(ctx context.Context, row *store.TrackedExecution, live
 	}
 	wrote, err := t.x.db.RecordExecution(ctx, t.fence, u)
 	if err != nil {
+		t.forget(u.ID)
 		t.enqueueSeen(u.ID, seen)
 		return err
 	}
+	if !wrote {
+		t.forget(u.ID) // the row is not what the view says (or the lease is lost): read it next time
+	}
 	if wrote {
+		t.wrote(row, u)
 		t.x.cfg.Metrics.recorded(u, row, seen)
 		t.x.log.InfoContext(ctx, "execution_recorded", "execution", u.ID, "job", u.JobName, "status", string(u.Status))
 	}
@@ -533,6 +612,17 @@ func (t *execTerm) create(ctx context.Context, row *store.TrackedExecution, now 
 	}
 	t.x.cfg.Metrics.started.Inc()
 	t.x.log.InfoContext(ctx, "execution_job_created", "execution", row.ID, "job", row.JobName)
+	// Recorded, so that a Job deleted before its pod ran is a lost execution, not started
+	// again by this leader or the next.
+	if _, err := t.x.db.MarkExecutionJobCreated(ctx, t.fence, row.ID); err != nil {
+		return fmt.Errorf("start execution %s: %w", row.ID, err)
+	}
+	t.mu.Lock()
+	if r, ok := t.rows[row.ID]; ok {
+		r.JobCreated = true
+		t.rows[row.ID] = r
+	}
+	t.mu.Unlock()
 	return nil
 }
 

@@ -377,3 +377,68 @@ func jobConditions(j *batchv1.Job) (complete, failed bool) {
 	}
 	return complete, failed
 }
+
+// job waits for the execution's Job and returns it.
+func (f *execFixture) job(id string) *batchv1.Job {
+	f.t.Helper()
+	var j *batchv1.Job
+	require.Eventually(f.t, func() bool {
+		var err error
+		j, err = f.client.BatchV1().Jobs(f.ns).Get(f.t.Context(), id, metav1.GetOptions{})
+		return err == nil
+	}, 30*time.Second, 10*time.Millisecond, "no Job for %s", id)
+	return j
+}
+
+func TestASubmittedExecutionWhoseJobWasDeletedBeforeItsPodRanIsLostNotStartedAgain(t *testing.T) {
+	f := newExecFixture(t)
+	f.heldJob("early-delete")
+	f.startExecutions()
+	id := f.run("early-delete", "")
+	j := f.job(id)
+	require.Equal(t, "submitted", f.execution("early-delete", id).Status, "its pod never runs")
+
+	require.NoError(t, f.client.BatchV1().Jobs(f.ns).Delete(t.Context(), id, metav1.DeleteOptions{PropagationPolicy: ptr(metav1.DeletePropagationBackground)}))
+	e := f.status("early-delete", id, job.ExecPlatformError)
+	require.True(t, strings.HasPrefix(e.Message, "execution record lost: "), e.Message)
+	require.NotNil(t, e.EndTime)
+	again, err := f.client.BatchV1().Jobs(f.ns).Get(t.Context(), id, metav1.GetOptions{})
+	if err == nil {
+		require.Equal(t, j.UID, again.UID, "not created again")
+	} else {
+		require.True(t, apierrors.IsNotFound(err), "%v", err)
+	}
+}
+
+func TestASubmittedExecutionIsCreatedByTheNextTermUnlessItsJobWasCreatedAndIsGone(t *testing.T) {
+	f := newExecFixture(t)
+	f.heldJob("never-created")
+	f.heldJob("gone-meanwhile")
+
+	// Started while no leader runs: the next term creates its Job.
+	fresh := f.run("never-created", "")
+	f.startExecutions()
+	f.job(fresh)
+
+	// Created by one term, deleted while no leader runs: the next term records it lost.
+	lost := f.run("gone-meanwhile", "")
+	f.job(lost)
+	require.Eventually(t, func() bool {
+		var created bool
+		conn, err := pgx.Connect(t.Context(), f.dbURL)
+		require.NoError(t, err)
+		defer conn.Close(context.WithoutCancel(t.Context()))
+		require.NoError(t, conn.QueryRow(t.Context(), `SELECT job_created_at IS NOT NULL FROM data_job_execution WHERE id = $1`, lost).Scan(&created))
+		return created
+	}, 30*time.Second, 10*time.Millisecond, "the Job's creation is recorded")
+	f.stopExecutions()
+	require.NoError(t, f.client.BatchV1().Jobs(f.ns).Delete(t.Context(), lost, metav1.DeleteOptions{PropagationPolicy: ptr(metav1.DeletePropagationBackground)}))
+	require.Eventually(t, func() bool { return f.jobGone(lost) }, 30*time.Second, 20*time.Millisecond)
+	require.Equal(t, "submitted", f.execution("gone-meanwhile", lost).Status, "nobody watched")
+
+	f.startExecutions()
+	e := f.status("gone-meanwhile", lost, job.ExecPlatformError)
+	require.Contains(t, e.Message, "execution record lost")
+	require.True(t, f.jobGone(lost), "not started again")
+	require.Equal(t, "submitted", f.execution("never-created", fresh).Status, "the other one still waits for its pod")
+}

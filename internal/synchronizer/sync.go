@@ -37,7 +37,7 @@ import (
 type Store interface {
 	LoadSyncState(ctx context.Context, name string) (store.SyncState, error)
 	LoadAllSyncStates(ctx context.Context) (map[string]store.SyncState, error)
-	RecordApplied(ctx context.Context, fence store.Fence, a job.ActualDeployment) (bool, error)
+	RecordAppliedAll(ctx context.Context, fence store.Fence, as []job.ActualDeployment) ([]bool, error)
 	RecordFailure(ctx context.Context, fence store.Fence, name, uid string, gen int64, status job.SyncStatus, message string) (bool, error)
 	DeleteActual(ctx context.Context, fence store.Fence, name, uid string) (bool, error)
 	CountDeploymentsByStatus(ctx context.Context) (map[job.SyncStatus]int, error)
@@ -92,6 +92,11 @@ type Config struct {
 	Metrics *Metrics
 	// Build is the image build stage (build.go); its zero value builds nothing.
 	Build BuildConfig
+	// RecordBatch and RecordDelay bound the batches in which a term records the CronJobs
+	// Kubernetes confirmed (record.go): a batch is written once it holds RecordBatch rows,
+	// or RecordDelay after its first row (default 256 and 10ms).
+	RecordBatch int
+	RecordDelay time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -101,6 +106,8 @@ func (c Config) withDefaults() Config {
 	c.ResyncInterval = cmp.Or(c.ResyncInterval, 5*time.Minute)
 	c.RetryBase = cmp.Or(c.RetryBase, 500*time.Millisecond)
 	c.RetryMax = cmp.Or(c.RetryMax, 5*time.Minute)
+	c.RecordBatch = cmp.Or(c.RecordBatch, 256)
+	c.RecordDelay = cmp.Or(c.RecordDelay, 10*time.Millisecond)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.Metrics == nil {
 		c.Metrics = NewMetrics(nil)
@@ -144,6 +151,74 @@ type term struct {
 	lister batchlisters.CronJobNamespaceLister
 	queue  workqueue.TypedRateLimitingInterface[string]
 	builds *buildStage // nil without a builder
+	// records writes the rows of applied CronJobs in batches; nil in a single pass
+	// (RunOnce), which writes each at once.
+	records *recorder
+
+	// echoes holds, per job name, this term's write in flight or just made: the
+	// informer's event of the very object written is the echo of our own write and queues
+	// nothing, as the write's own outcome finishes the name (a refused record plans it
+	// again). Any other event of the name is queued.
+	echoMu sync.Mutex
+	echoes map[string]echo
+}
+
+// echo is what the term knows of its latest write of one name.
+type echo struct {
+	// writing is true while the write is in flight; resourceVersion is then that of the
+	// latest event delivered meanwhile ("": none), and afterwards that of the object written.
+	writing         bool
+	resourceVersion string
+}
+
+// beginWrite notes that a write of name is in flight: its events wait for its outcome.
+func (t *term) beginWrite(name string) {
+	t.echoMu.Lock()
+	defer t.echoMu.Unlock()
+	t.echoes[name] = echo{writing: true}
+}
+
+// endWrite notes the outcome of a write of name: the object Kubernetes returned, or nil
+// when the write failed. An event delivered meanwhile that is not of that object queues
+// the name (it is being processed: the queue takes it up once the name is done).
+func (t *term) endWrite(name string, written *batchv1.CronJob) {
+	t.echoMu.Lock()
+	e := t.echoes[name]
+	delete(t.echoes, name)
+	seen := e.resourceVersion
+	switch {
+	case written != nil && seen == "":
+		t.echoes[name] = echo{resourceVersion: written.ResourceVersion} // the echo is still to come
+	case written != nil && seen == written.ResourceVersion:
+		seen = "" // the echo came already
+	}
+	t.echoMu.Unlock()
+	if seen != "" {
+		t.queue.Add(name)
+	}
+}
+
+// echo reports whether an informer event is the echo of this term's write, which it
+// then consumes.
+func (t *term) echo(obj any) bool {
+	cj, ok := obj.(*batchv1.CronJob)
+	if !ok {
+		return false
+	}
+	t.echoMu.Lock()
+	defer t.echoMu.Unlock()
+	e, ok := t.echoes[cj.Name]
+	switch {
+	case !ok:
+		return false
+	case e.writing:
+		e.resourceVersion = cj.ResourceVersion
+		t.echoes[cj.Name] = e
+		return true
+	default:
+		delete(t.echoes, cj.Name)
+		return e.resourceVersion == cj.ResourceVersion
+	}
 }
 
 // Run synchronizes until ctx ends, as the leader of term epoch: it starts the informer,
@@ -172,9 +247,18 @@ func (s *Synchronizer) Run(ctx context.Context, epoch int64) error {
 	defer t.queue.ShutDown()
 	defer t.builds.stop()
 	t.builds.start(ctx, &wg)
+	t.records = newRecorder(s.db, t.fence, s.cfg.RecordBatch, s.cfg.RecordDelay)
+	wg.Go(func() { t.records.run(ctx) })
+	var workers sync.WaitGroup
 	for range s.cfg.Workers {
-		wg.Go(func() { t.work(ctx) })
+		workers.Go(func() { t.work(ctx) })
 	}
+	defer func() {
+		// The recorder stops after the last worker, which may have handed it a row.
+		t.queue.ShutDown()
+		workers.Wait()
+		t.records.stop()
+	}()
 	wg.Go(func() { t.listen(ctx) })
 	wg.Go(func() { t.resyncLoop(ctx) })
 	<-ctx.Done()
@@ -243,7 +327,10 @@ func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](s.cfg.RetryBase, s.cfg.RetryMax),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "datajobs_sync", MetricsProvider: s.metrics.queue})
-	t := &term{s: s, fence: store.Fence{Epoch: epoch}, render: render, lister: informer.Lister().CronJobs(s.cfg.Render.Namespace), queue: queue}
+	t := &term{
+		s: s, fence: store.Fence{Epoch: epoch}, render: render, lister: informer.Lister().CronJobs(s.cfg.Render.Namespace), queue: queue,
+		echoes: map[string]echo{},
+	}
 
 	enqueue := func(obj any) {
 		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -257,11 +344,15 @@ func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(
 	// plans every job in memory and queues only those that need work.
 	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
-			if !initial {
+			if !initial && !t.echo(obj) {
 				enqueue(obj)
 			}
 		},
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		UpdateFunc: func(_, obj any) {
+			if !t.echo(obj) {
+				enqueue(obj)
+			}
+		},
 		DeleteFunc: enqueue,
 	}); err != nil {
 		queue.ShutDown()
@@ -291,19 +382,27 @@ func (t *term) work(ctx context.Context) {
 			return
 		}
 		res, err := t.safeReconcile(ctx, name)
-		switch {
-		case ctx.Err() != nil:
-			// The term is over; the next leader starts with a full pass.
-		case err != nil || res.retry:
-			t.queue.AddRateLimited(name)
-		case res.requeueAfter > 0:
-			t.queue.Forget(name)
-			t.queue.AddAfter(name, res.requeueAfter)
-		default:
-			t.queue.Forget(name)
+		if !res.handedOver {
+			t.finish(ctx, name, res, err)
 		}
-		t.queue.Done(name)
 	}
+}
+
+// finish plans a name's next look after its reconcile ended with res and err, and marks
+// it done, so that another event of it can be handled.
+func (t *term) finish(ctx context.Context, name string, res result, err error) {
+	switch {
+	case ctx.Err() != nil:
+		// The term is over; the next leader starts with a full pass.
+	case err != nil || res.retry:
+		t.queue.AddRateLimited(name)
+	case res.requeueAfter > 0:
+		t.queue.Forget(name)
+		t.queue.AddAfter(name, res.requeueAfter)
+	default:
+		t.queue.Forget(name)
+	}
+	t.queue.Done(name)
 }
 
 // listen enqueues every job named in a NOTIFY from the API, reconnecting after a drop

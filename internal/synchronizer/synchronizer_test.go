@@ -36,6 +36,8 @@ type fixture struct {
 	render  kube.RenderConfig
 	applier *faultyApplier
 	epoch   int64
+	// wrap, if set, wraps the store the synchronizer is given (a spy of its calls).
+	wrap func(synchronizer.Store) synchronizer.Store
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -81,7 +83,11 @@ func (f *fixture) synchronizer(dryRun bool) *synchronizer.Synchronizer {
 func (f *fixture) synchronizerWith(cfg synchronizer.Config) *synchronizer.Synchronizer {
 	cfg.Render, cfg.Workers, cfg.ResyncInterval = f.render, 4, time.Hour
 	cfg.RetryBase, cfg.RetryMax = 50*time.Millisecond, 500*time.Millisecond
-	return synchronizer.New(cfg, f.db, f.client, f.applier)
+	var db synchronizer.Store = f.db
+	if f.wrap != nil {
+		db = f.wrap(db)
+	}
+	return synchronizer.New(cfg, db, f.client, f.applier)
 }
 
 // exec runs SQL on the fixture's database, as an operator or a restore would.
@@ -209,6 +215,9 @@ type faultyApplier struct {
 	down *kube.Applier
 	// beforeCreate, if set, runs once right before the next create of a new CronJob.
 	beforeCreate func(cj *batchv1.CronJob)
+	// beforeEachCreate, if set, runs before every create of a new CronJob; afterApply
+	// after every create or update the apiserver confirmed, before it is recorded.
+	beforeEachCreate, afterApply func(cj *batchv1.CronJob)
 	// panicking, while set, makes every write panic; panics counts them.
 	panicking bool
 	panics    int
@@ -228,16 +237,23 @@ func (a *faultyApplier) pick() *kube.Applier {
 }
 
 func (a *faultyApplier) Apply(ctx context.Context, live, cj *batchv1.CronJob) (*batchv1.CronJob, error) {
+	a.mu.Lock()
+	once, each, after := a.beforeCreate, a.beforeEachCreate, a.afterApply
 	if live == nil {
-		a.mu.Lock()
-		hook := a.beforeCreate
 		a.beforeCreate = nil
-		a.mu.Unlock()
-		if hook != nil {
-			hook(cj)
-		}
 	}
-	return a.pick().Apply(ctx, live, cj)
+	a.mu.Unlock()
+	if live == nil && once != nil {
+		once(cj)
+	}
+	if live == nil && each != nil {
+		each(cj)
+	}
+	applied, err := a.pick().Apply(ctx, live, cj)
+	if err == nil && after != nil {
+		after(applied)
+	}
+	return applied, err
 }
 
 func (a *faultyApplier) Replace(ctx context.Context, live, cj *batchv1.CronJob) (*batchv1.CronJob, error) {

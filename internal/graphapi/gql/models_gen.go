@@ -28,6 +28,32 @@ type DataJobContacts struct {
 	NotifiedOnJobDeploy               []string `json:"notifiedOnJobDeploy"`
 }
 
+type DataJobDeployment struct {
+	ID                    string              `json:"id"`
+	Enabled               bool                `json:"enabled"`
+	Contacts              DataJobContacts     `json:"contacts"`
+	JobVersion            string              `json:"jobVersion"`
+	JobPythonVersion      string              `json:"jobPythonVersion"`
+	VdkVersion            string              `json:"vdkVersion"`
+	LastDeployedDate      string              `json:"lastDeployedDate"`
+	LastDeployedBy        string              `json:"lastDeployedBy"`
+	Mode                  string              `json:"mode"`
+	Resources             DataJobResources    `json:"resources"`
+	Schedule              DataJobSchedule     `json:"schedule"`
+	Executions            []*DataJobExecution `json:"executions"`
+	Status                string              `json:"status"`
+	LastExecutionStatus   *string             `json:"lastExecutionStatus,omitempty"`
+	LastExecutionTime     *string             `json:"lastExecutionTime,omitempty"`
+	LastExecutionDuration *int32              `json:"lastExecutionDuration,omitempty"`
+	SuccessfulExecutions  int32               `json:"successfulExecutions"`
+	FailedExecutions      int32               `json:"failedExecutions"`
+	SyncStatus            string              `json:"syncStatus"`
+	Message               string              `json:"message"`
+	DesiredGeneration     int32               `json:"desiredGeneration"`
+	AppliedGeneration     int32               `json:"appliedGeneration"`
+	LastSyncTime          *string             `json:"lastSyncTime,omitempty"`
+}
+
 type DataJobExecution struct {
 	ID                     string                     `json:"id"`
 	Type                   string                     `json:"type"`

@@ -1,0 +1,344 @@
+package ui
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/store"
+)
+
+// executionsPerPage is the number of executions the job page lists at once.
+const executionsPerPage = 10
+
+// logTailLines is how much of a log the execution page shows until "load all".
+const logTailLines = 200
+
+type jobData struct {
+	Team, Name, Href string
+	Job              job.Job
+	Contacts         []contactRow
+	Deployment       deploymentData
+	Properties       string
+	PropertiesErr    string
+	Executions       executionsData
+	CSRF             string
+}
+
+type contactRow struct {
+	Label  string
+	Values []string
+}
+
+// diffRow is one setting of the deployment: what was asked for and what is live.
+type diffRow struct {
+	Label, Desired, Actual string
+	Differs                bool
+}
+
+type deploymentData struct {
+	Href, JobHref string
+	// Deployed is false when the job has no deployment at all.
+	Deployed  bool
+	Deleting  bool
+	Enabled   bool
+	HasActual bool
+	Status    string
+	Message   string
+	Rows      []diffRow
+	Differs   int
+	// DesiredGeneration is the job's; AppliedGeneration the one the CronJob was rendered from.
+	DesiredGeneration, AppliedGeneration int64
+	Plan                                 *Plan
+	LastSync, LastApply                  *when
+	CSRF                                 string
+}
+
+// Settled reports whether nothing is under way, so that the page polls less often.
+func (d deploymentData) Settled() bool {
+	return !d.Deployed || (d.Status == string(job.StatusSynced) && d.Differs == 0)
+}
+
+type executionRow struct {
+	ID, Href, Type, Status, StartedBy, Message, Version string
+	Start                                               *when
+	Duration                                            string
+	Running                                             bool
+}
+
+type executionsData struct {
+	Href              string
+	Rows              []executionRow
+	Page, Pages       int
+	Total             int
+	PrevURL, NextURL  string
+	Running           bool
+	Team, Name, CSRF  string
+	CancelURLTemplate string
+}
+
+// jobPage is a job: its settings, deployment (desired next to actual), properties and
+// executions.
+func (c *Console) jobPage(w http.ResponseWriter, r *http.Request, s session) error {
+	team, name := r.PathValue("team"), r.PathValue("job")
+	ctx := r.Context()
+	j, err := c.svc.GetJob(ctx, team, name)
+	if err != nil {
+		return err
+	}
+	dep, err := c.deployment(r, s, j)
+	if err != nil {
+		return err
+	}
+	execs, err := c.executions(r, s, 1)
+	if err != nil {
+		return err
+	}
+	d := jobData{
+		Team: team, Name: name, Href: jobURL(team, name), Job: j, Deployment: dep, Executions: execs, CSRF: s.CSRF,
+		Contacts: []contactRow{
+			{"On user error", j.Contacts.NotifiedOnJobFailureUserError},
+			{"On platform error", j.Contacts.NotifiedOnJobFailurePlatformError},
+			{"On success", j.Contacts.NotifiedOnJobSuccess},
+			{"On deploy", j.Contacts.NotifiedOnJobDeploy},
+		},
+	}
+	if dep.Deployed && !dep.Deleting {
+		props, err := c.svc.GetProperties(ctx, team, name)
+		if err != nil {
+			d.PropertiesErr = errorText(err)
+		} else {
+			d.Properties = prettyJSON(props)
+		}
+	}
+	c.renderPage(w, r, http.StatusOK, "job", page{Title: name, Session: s, Nav: "jobs", Body: d})
+	return nil
+}
+
+// deploymentPart is the deployment panel, polled while the page is open.
+func (c *Console) deploymentPart(w http.ResponseWriter, r *http.Request, s session) error {
+	j, err := c.svc.GetJob(r.Context(), r.PathValue("team"), r.PathValue("job"))
+	if err != nil {
+		return err
+	}
+	d, err := c.deployment(r, s, j)
+	if err != nil {
+		return err
+	}
+	c.render(w, r, http.StatusOK, "deployment", d)
+	return nil
+}
+
+func (c *Console) deployment(r *http.Request, s session, j job.Job) (deploymentData, error) {
+	href := jobURL(j.Team, j.Name)
+	d := deploymentData{Href: href + "/deployment", JobHref: href, CSRF: s.CSRF}
+	v, err := c.svc.GetDeployment(r.Context(), j.Team, j.Name)
+	if job.KindOf(err) == job.KindNotFound {
+		return d, nil
+	}
+	if err != nil {
+		return d, err
+	}
+	d.Deployed, d.Deleting = true, v.Status == job.StatusDeleting
+	d.Enabled, d.Status, d.Message = v.Deployment.Enabled, string(v.Status), v.Message
+	d.DesiredGeneration, d.AppliedGeneration = v.DesiredGeneration, v.AppliedGeneration
+	d.LastSync = c.when(v.LastSyncAt)
+	if p, ok := c.cfg.Plans(j.Name); ok {
+		d.Plan = &p
+	}
+	want := v.Deployment
+	a := v.Actual
+	d.HasActual = a != nil
+	if a != nil {
+		d.LastApply = c.when(&a.DeployedDate)
+	}
+	add := func(label, desired string, actual func(*job.ActualDeployment) string) {
+		row := diffRow{Label: label, Desired: desired}
+		if d.Deleting {
+			row.Desired = ""
+		}
+		if a != nil {
+			row.Actual = actual(a)
+		}
+		row.Differs = row.Desired != row.Actual
+		if row.Differs {
+			d.Differs++
+		}
+		d.Rows = append(d.Rows, row)
+	}
+	add("Job version", want.JobVersion, func(a *job.ActualDeployment) string { return a.JobVersion })
+	add("Schedule", want.Schedule, func(a *job.ActualDeployment) string { return a.Schedule })
+	add("Enabled", yesNo(want.Enabled), func(a *job.ActualDeployment) string { return yesNo(a.Enabled) })
+	add("Python", want.PythonVersion, func(a *job.ActualDeployment) string { return a.PythonVersion })
+	add("VDK version", want.VDKVersion, func(a *job.ActualDeployment) string { return a.VDKVersion })
+	add("CPU request", cpu(want.Resources.CPURequestMillis), func(a *job.ActualDeployment) string { return cpu(a.Resources.CPURequestMillis) })
+	add("CPU limit", cpu(want.Resources.CPULimitMillis), func(a *job.ActualDeployment) string { return cpu(a.Resources.CPULimitMillis) })
+	add("Memory request", memory(want.Resources.MemoryRequestBytes), func(a *job.ActualDeployment) string { return memory(a.Resources.MemoryRequestBytes) })
+	add("Memory limit", memory(want.Resources.MemoryLimitBytes), func(a *job.ActualDeployment) string { return memory(a.Resources.MemoryLimitBytes) })
+	add("Generation", strconv.FormatInt(v.DesiredGeneration, 10), func(a *job.ActualDeployment) string { return strconv.FormatInt(a.Generation, 10) })
+	return d, nil
+}
+
+// executionsPart is the executions panel (one page of it), polled while the page is open.
+func (c *Console) executionsPart(w http.ResponseWriter, r *http.Request, s session) error {
+	n, _ := strconv.Atoi(r.URL.Query().Get("page"))
+	d, err := c.executions(r, s, max(n, 1))
+	if err != nil {
+		return err
+	}
+	c.render(w, r, http.StatusOK, "executions", d)
+	return nil
+}
+
+func (c *Console) executions(r *http.Request, s session, n int) (executionsData, error) {
+	team, name := r.PathValue("team"), r.PathValue("job")
+	all, err := c.svc.ListExecutions(r.Context(), team, name, nil)
+	if err != nil {
+		return executionsData{}, err
+	}
+	href := jobURL(team, name) + "/executions"
+	d := executionsData{Href: href, Total: len(all), Pages: max(1, (len(all)+executionsPerPage-1)/executionsPerPage), Team: team, Name: name, CSRF: s.CSRF}
+	d.Page = min(n, d.Pages)
+	if d.Page > 1 {
+		d.PrevURL = href + "?page=" + strconv.Itoa(d.Page-1)
+	}
+	if d.Page < d.Pages {
+		d.NextURL = href + "?page=" + strconv.Itoa(d.Page+1)
+	}
+	d.Running = slices.ContainsFunc(all, func(e store.Execution) bool { return !finished(e.Status) })
+	from := (d.Page - 1) * executionsPerPage
+	for _, e := range all[from:min(from+executionsPerPage, len(all))] {
+		d.Rows = append(d.Rows, c.executionRow(team, name, e))
+	}
+	if d.Page > 1 {
+		d.Href += "?page=" + strconv.Itoa(d.Page)
+	}
+	return d, nil
+}
+
+func (c *Console) executionRow(team, name string, e store.Execution) executionRow {
+	row := executionRow{
+		ID: e.ID, Href: jobURL(team, name) + "/executions/" + url.PathEscape(e.ID), Type: e.Type, Status: e.Status,
+		StartedBy: e.StartedBy, Message: e.Message, Version: e.JobVersion, Start: c.when(e.StartTime), Running: !finished(e.Status),
+	}
+	if e.StartTime != nil {
+		end := c.cfg.Now()
+		if e.EndTime != nil {
+			end = *e.EndTime
+		}
+		if end.After(*e.StartTime) {
+			row.Duration = span(end.Sub(*e.StartTime).Round(time.Second))
+		}
+	}
+	return row
+}
+
+// finished reports whether an execution's status is final.
+func finished(status string) bool {
+	return status != "submitted" && status != "running"
+}
+
+type executionData struct {
+	Team, Name, JobHref string
+	Execution           executionRow
+	End                 *when
+	Logs                logsData
+	CSRF                string
+}
+
+type logsData struct {
+	Href    string
+	Status  string
+	Text    string
+	All     bool
+	AllURL  string
+	Running bool
+	Err     string
+}
+
+// executionPage is one execution and its logs.
+func (c *Console) executionPage(w http.ResponseWriter, r *http.Request, s session) error {
+	team, name, id := r.PathValue("team"), r.PathValue("job"), r.PathValue("id")
+	e, err := c.svc.GetExecution(r.Context(), team, name, id)
+	if err != nil {
+		return err
+	}
+	d := executionData{
+		Team: team, Name: name, JobHref: jobURL(team, name), Execution: c.executionRow(team, name, e),
+		End: c.when(e.EndTime), Logs: c.logs(r, e, r.URL.Query().Get("all") == "1"), CSRF: s.CSRF,
+	}
+	c.renderPage(w, r, http.StatusOK, "execution", page{Title: id, Session: s, Nav: "jobs", Body: d})
+	return nil
+}
+
+// logsPart is the log of an execution, polled while it runs.
+func (c *Console) logsPart(w http.ResponseWriter, r *http.Request, _ session) error {
+	e, err := c.svc.GetExecution(r.Context(), r.PathValue("team"), r.PathValue("job"), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	c.render(w, r, http.StatusOK, "logs", c.logs(r, e, r.URL.Query().Get("all") == "1"))
+	return nil
+}
+
+func (c *Console) logs(r *http.Request, e store.Execution, all bool) logsData {
+	team, name := r.PathValue("team"), r.PathValue("job")
+	base := jobURL(team, name) + "/executions/" + url.PathEscape(e.ID)
+	d := logsData{Href: base + "/logs", All: all, AllURL: base + "?all=1", Status: e.Status, Running: !finished(e.Status)}
+	tail := logTailLines
+	if all {
+		d.Href += "?all=1"
+		tail = 0
+	}
+	text, err := c.svc.ExecutionLogs(r.Context(), team, name, e.ID, tail)
+	if err != nil {
+		d.Err = errorText(err)
+	}
+	d.Text = text
+	return d
+}
+
+// errorText is a domain error's what and why, as the REST API's body says them.
+func errorText(err error) string {
+	var de *job.Error
+	if errors.As(err, &de) {
+		return de.What + " " + de.Why
+	}
+	return "The data could not be read."
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func cpu(millis int64) string {
+	switch {
+	case millis == 0:
+		return ""
+	case millis%1000 == 0:
+		return strconv.FormatInt(millis/1000, 10)
+	default:
+		return strconv.FormatInt(millis, 10) + "m"
+	}
+}
+
+func memory(b int64) string {
+	switch {
+	case b == 0:
+		return ""
+	case b%(1<<30) == 0:
+		return fmt.Sprintf("%d Gi", b>>30)
+	case b%(1<<20) == 0:
+		return fmt.Sprintf("%d Mi", b>>20)
+	default:
+		return strconv.FormatInt(b, 10)
+	}
+}

@@ -1,0 +1,176 @@
+package ui_test
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/datajobs/datajobs/internal/auth"
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/service"
+	"github.com/datajobs/datajobs/internal/store"
+	"github.com/datajobs/datajobs/internal/testenv"
+	"github.com/datajobs/datajobs/internal/ui"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m, testenv.WithOIDC()) }
+
+// env is the console on a fresh database, served over HTTP, with a job of team-a and a
+// deployed job of team-b (with properties and an execution).
+type env struct {
+	url      string
+	store    *store.Store
+	svc      *service.Service
+	console  *ui.Console
+	provider *testenv.OIDCProvider // nil in auth mode none
+}
+
+func newEnv(t *testing.T, oidc bool) *env {
+	t.Helper()
+	st := testenv.Store(t)
+	svc, err := service.New(service.Config{}, st)
+	require.NoError(t, err)
+	e := &env{store: st, svc: svc}
+	var cfg ui.Config
+	clientID := "console-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
+	if oidc {
+		e.provider = testenv.OIDC(t)
+		verifier, err := auth.NewOIDC(auth.OIDCConfig{
+			IssuerURLs: []string{e.provider.IssuerURL}, Audience: testenv.Audience,
+			UsernameClaim: "username", AdminTeams: []string{"platform"},
+		})
+		require.NoError(t, err)
+		login, err := auth.NewLogin(auth.LoginConfig{IssuerURL: e.provider.IssuerURL, ClientID: clientID}, verifier)
+		require.NoError(t, err)
+		cfg.Login = login
+	}
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	e.console, err = ui.New(cfg, svc)
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle(ui.Prefix, e.console)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	e.url = srv.URL
+	if oidc {
+		e.provider.NewBrowserClient(t, clientID, srv.URL+"/ui/callback")
+	}
+
+	ctx := t.Context()
+	_, err = svc.CreateJob(ctx, "team-a", job.Job{Name: "job-of-a", Description: "ingests the sales of a", Schedule: "0 6 * * *"})
+	require.NoError(t, err)
+	_, err = svc.CreateJob(ctx, "team-b", job.Job{Name: "job-of-b", Description: "secret plans of b", Schedule: "*/15 * * * *"})
+	require.NoError(t, err)
+	v1 := "v1-of-b"
+	_, err = svc.Deploy(ctx, "team-b", "job-of-b", job.DeploymentChange{JobVersion: &v1}, "bob")
+	require.NoError(t, err)
+	require.NoError(t, svc.SetProperties(ctx, "team-b", "job-of-b", []byte(`{"secret":"of-b"}`)))
+	_, err = svc.StartExecution(ctx, "team-b", "job-of-b", service.ExecutionRequest{}, "bob", "op-1")
+	require.NoError(t, err)
+	return e
+}
+
+// browser is an HTTP client with cookies that does not follow redirects by itself.
+type browser struct {
+	t      *testing.T
+	client *http.Client
+	base   string
+}
+
+func (e *env) browser(t *testing.T) *browser {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	return &browser{t: t, base: e.url, client: &http.Client{
+		Jar:           jar,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func (b *browser) do(method, path string, form url.Values, headers ...string) response {
+	b.t.Helper()
+	u := path
+	if strings.HasPrefix(path, "/") {
+		u = b.base + path
+	}
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequestWithContext(b.t.Context(), method, u, body)
+	require.NoError(b.t, err)
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := b.client.Do(req)
+	require.NoError(b.t, err)
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	require.NoError(b.t, err)
+	return response{status: resp.StatusCode, header: resp.Header, body: string(out)}
+}
+
+func (b *browser) get(path string, headers ...string) response {
+	b.t.Helper()
+	return b.do(http.MethodGet, path, nil, headers...)
+}
+
+// signIn walks the console's sign-in as a browser would, playing the provider's login and
+// consent apps, and returns the first page the console shows.
+func (e *env) signIn(t *testing.T, b *browser, username string, teams ...string) response {
+	t.Helper()
+	u := e.url + "/ui/"
+	for range 12 {
+		if strings.HasPrefix(u, testenv.LoginAppURL) {
+			q := must(url.Parse(u)).Query()
+			if c := q.Get("login_challenge"); c != "" {
+				u = e.provider.AcceptLogin(t, c, username)
+			} else {
+				u = e.provider.AcceptConsent(t, q.Get("consent_challenge"), username, teams...)
+			}
+			continue
+		}
+		r := b.get(u)
+		if r.status != http.StatusSeeOther && r.status != http.StatusFound {
+			require.Equal(t, http.StatusOK, r.status, "GET %s: %s", u, r.body)
+			return r
+		}
+		loc := must(url.Parse(r.header.Get("Location")))
+		u = must(url.Parse(u)).ResolveReference(loc).String()
+	}
+	t.Fatal("the sign-in did not end")
+	return response{}
+}
+
+// csrf is the CSRF token of the page body.
+func csrf(t *testing.T, body string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(body, `<meta name="csrf-token" content="`)
+	require.True(t, ok, "the page has no CSRF token")
+	token, _, _ := strings.Cut(rest, `"`)
+	require.NotEmpty(t, token)
+	return token
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

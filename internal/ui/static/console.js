@@ -1,0 +1,29 @@
+// The console's few lines of script, on top of htmx (static/htmx-*.min.js).
+//
+// Polling with ETags: each polled panel has an id; the ETag of the last copy received is
+// sent back as If-None-Match, and a 304 (nothing changed) leaves the page untouched, so
+// focus, selection and scroll position survive. Every htmx request carries the session's
+// CSRF token. Errors are rendered by the server as fragments and shown where they land.
+(function () {
+  "use strict";
+  var etags = {};
+  htmx.config.responseHandling = [
+    { code: "204", swap: false },
+    { code: "304", swap: false },
+    { code: "[23]..", swap: true },
+    { code: "[45]..", swap: true, error: false },
+  ];
+  document.addEventListener("htmx:configRequest", function (e) {
+    var token = document.querySelector('meta[name="csrf-token"]');
+    if (token) e.detail.headers["X-CSRF-Token"] = token.content;
+    var id = e.detail.elt.id;
+    if (e.detail.verb === "get" && id && etags[id] && e.detail.path === e.detail.elt.getAttribute("hx-get")) {
+      e.detail.headers["If-None-Match"] = etags[id];
+    }
+  });
+  document.addEventListener("htmx:afterRequest", function (e) {
+    var id = e.detail.elt.id, xhr = e.detail.xhr;
+    if (!id || !xhr) return;
+    if (xhr.status === 200 && xhr.getResponseHeader("ETag")) etags[id] = xhr.getResponseHeader("ETag");
+  });
+})();

@@ -1,0 +1,359 @@
+// Package ui serves the web console of datajobs at /ui/: server-rendered pages of the jobs
+// of the caller's teams, each job's desired and actual deployment, the synchronizer's
+// plan, executions and logs, and the actions of the REST API (enable, disable, run,
+// cancel, delete the deployment, edit properties). It reads and acts through the same
+// service layer and team authorization as the REST API, and keeps people signed in with
+// an encrypted session cookie (see session.go). Pages update themselves by polling
+// fragments with ETags (htmx, vendored in static/).
+package ui
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"embed"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/datajobs/datajobs/internal/auth"
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/service"
+	"github.com/datajobs/datajobs/internal/store"
+)
+
+//go:embed static templates
+var assets embed.FS
+
+// Prefix is where the console is mounted.
+const Prefix = "/ui/"
+
+// Service is what the console reads and changes: the use cases of the REST API and the
+// job list of the GraphQL jobs query (ListJobs: filters, search, sort and paging run in
+// PostgreSQL). *service.Service implements it.
+type Service interface {
+	ListJobs(ctx context.Context, r job.ListRequest) (job.ListPage, error)
+	GetJob(ctx context.Context, team, name string) (job.Job, error)
+	GetDeployment(ctx context.Context, team, name string) (service.DeploymentView, error)
+	PatchDeployment(ctx context.Context, team, name string, c job.DeploymentChange, user string) (job.Deployment, error)
+	DeleteDeployment(ctx context.Context, team, name string) error
+	GetProperties(ctx context.Context, team, name string) ([]byte, error)
+	SetProperties(ctx context.Context, team, name string, props []byte) error
+	StartExecution(ctx context.Context, team, name string, req service.ExecutionRequest, caller, opID string) (store.Execution, error)
+	ListExecutions(ctx context.Context, team, name string, statuses []string) ([]store.Execution, error)
+	GetExecution(ctx context.Context, team, name, id string) (store.Execution, error)
+	CancelExecution(ctx context.Context, team, name, id, caller string) (store.Execution, error)
+	ExecutionLogs(ctx context.Context, team, name, id string, tailLines int) (string, error)
+}
+
+// Plan is the synchronizer's latest decision for one job.
+type Plan struct {
+	// Action is what it did (or, in dry-run mode, would do): create, update, hold, ...
+	Action string
+	// Reason says why, in the synchronizer's words.
+	Reason string
+}
+
+// Plans returns the synchronizer's latest plan of a job; false when this replica has
+// none (it is not the leader, or the synchronizer has not looked at the job yet).
+type Plans func(jobName string) (Plan, bool)
+
+// Authenticator signs people in through their browser (auth.Login implements it).
+type Authenticator interface {
+	// AuthCodeURL returns the identity provider's sign-in page for this flow.
+	AuthCodeURL(ctx context.Context, redirectURL, state, verifier string) (string, error)
+	// Exchange returns who signed in, and until when their token is valid.
+	Exchange(ctx context.Context, redirectURL, code, verifier string) (auth.Identity, time.Time, error)
+}
+
+// Authorizer is asked, after the team check, whether a request may proceed; the
+// console asks it with the REST API's equivalent path and verb (auth.Webhook implements
+// it).
+type Authorizer interface {
+	Authorize(ctx context.Context, req auth.WebhookRequest) error
+}
+
+// Config configures the console.
+type Config struct {
+	// Login signs people in (auth mode oidc). When nil, the console opens directly and
+	// everyone is an admin of every team (auth mode none), as in the REST API.
+	Login Authenticator
+	// Webhook, when set, is asked about every request, as for the REST API.
+	Webhook Authorizer
+	// SessionKey encrypts and authenticates the session cookie; every replica behind one
+	// address needs the same one. Any length: it is hashed into an AES-256 key (default:
+	// random, so sessions end when the process does).
+	SessionKey []byte
+	// SessionMaxAge caps a session, whatever its token's expiry (default 12h).
+	SessionMaxAge time.Duration
+	// PublicURL is the console's external base URL (e.g. https://datajobs.example.com),
+	// used for the sign-in redirect and to decide on Secure cookies (default: from the
+	// request: https when it came over TLS).
+	PublicURL string
+	// PageSize is the number of jobs per page (default 50).
+	PageSize int
+	// Plans gives the synchronizer's latest plan of a job (default: none known).
+	Plans Plans
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Logger receives the console's error lines (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Console is the web console's handler.
+type Console struct {
+	cfg     Config
+	svc     Service
+	pages   *pages
+	static  http.Handler
+	cookies *cookieCodec
+	// schedules computes the next runs the list shows.
+	schedules job.Schedules
+	mux     *http.ServeMux
+	routes  map[string]rule
+}
+
+// New returns the console on svc.
+func New(cfg Config, svc Service) (*Console, error) {
+	cfg.SessionMaxAge = cmp.Or(cfg.SessionMaxAge, 12*time.Hour)
+	cfg.PageSize = cmp.Or(cfg.PageSize, 50)
+	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Plans == nil {
+		cfg.Plans = func(string) (Plan, bool) { return Plan{}, false }
+	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	if len(cfg.SessionKey) == 0 {
+		cfg.SessionKey = []byte(rand.Text() + rand.Text())
+	}
+	p, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	staticFS, err := fs.Sub(assets, "static")
+	if err != nil {
+		return nil, err
+	}
+	c := &Console{
+		cfg: cfg, svc: svc, pages: p, cookies: newCookieCodec(cfg.SessionKey),
+		static: http.StripPrefix(Prefix+"static/", http.FileServerFS(staticFS)),
+		mux:    http.NewServeMux(), routes: map[string]rule{},
+	}
+	c.register()
+	return c, nil
+}
+
+// rule is how a console route is authorized: whether it is about one team's job (the
+// {team} path parameter), and which REST call it equals for the authorization webhook.
+type rule struct {
+	// public routes need no session: the stylesheet, scripts, sign-in and its callback.
+	public bool
+	// team routes need the caller to be a member of {team}.
+	team bool
+	// rest is the REST API's method and path the webhook is asked about ({team}, {job}
+	// and {id} are filled in).
+	rest string
+}
+
+// register adds every route with its rule; a request's route always has one.
+func (c *Console) register() {
+	const jobPath = Prefix + "teams/{team}/jobs/{job}"
+	const restJob = "/data-jobs/for-team/{team}/jobs/{job}"
+	const restDep = restJob + "/deployments/{job}"
+	routes := []struct {
+		pattern string
+		rule    rule
+		h       handlerFunc
+	}{
+		{"GET " + Prefix + "static/", rule{public: true}, c.serveStatic},
+		{"GET " + Prefix + "login", rule{public: true}, c.login},
+		{"GET " + Prefix + "callback", rule{public: true}, c.callback},
+		{"POST " + Prefix + "logout", rule{public: true}, c.logout},
+
+		{"GET " + Prefix + "{$}", rule{rest: "GET /data-jobs/for-team/{team}/jobs"}, c.jobsList},
+		{"GET " + jobPath, rule{team: true, rest: "GET " + restJob}, c.jobPage},
+		{"GET " + jobPath + "/deployment", rule{team: true, rest: "GET " + restDep}, c.deploymentPart},
+		{"GET " + jobPath + "/executions", rule{team: true, rest: "GET " + restJob + "/executions"}, c.executionsPart},
+		{"GET " + jobPath + "/executions/{id}", rule{team: true, rest: "GET " + restJob + "/executions/{id}/logs"}, c.executionPage},
+		{"GET " + jobPath + "/executions/{id}/logs", rule{team: true, rest: "GET " + restJob + "/executions/{id}/logs"}, c.logsPart},
+
+		{"POST " + jobPath + "/enable", rule{team: true, rest: "PATCH " + restDep}, c.enable},
+		{"POST " + jobPath + "/disable", rule{team: true, rest: "PATCH " + restDep}, c.disable},
+		{"POST " + jobPath + "/run", rule{team: true, rest: "POST " + restDep + "/executions"}, c.run},
+		{"POST " + jobPath + "/delete-deployment", rule{team: true, rest: "DELETE " + restDep}, c.deleteDeployment},
+		{"POST " + jobPath + "/properties", rule{team: true, rest: "PUT " + restDep + "/properties"}, c.setProperties},
+		{"POST " + jobPath + "/executions/{id}/cancel", rule{team: true, rest: "DELETE " + restJob + "/executions/{id}"}, c.cancel},
+	}
+	for _, r := range routes {
+		c.mux.Handle(r.pattern, c.guard(r.rule, r.h))
+		c.routes[r.pattern] = r.rule
+	}
+}
+
+// Patterns returns every route pattern of the console, so that a test can walk them all.
+func (c *Console) Patterns() []string {
+	out := make([]string, 0, len(c.routes))
+	for p := range c.routes {
+		out = append(out, p)
+	}
+	return out
+}
+
+// ServeHTTP serves the console; the server mounts it at Prefix.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	c.mux.ServeHTTP(w, r)
+}
+
+// handlerFunc is a console handler: an error it returns is shown to the user (see fail).
+type handlerFunc func(w http.ResponseWriter, r *http.Request, s session) error
+
+// guard runs a route's checks before h: a session (signing in when there is none), the
+// team rule, the CSRF token of a POST, and the webhook.
+func (c *Console) guard(rl rule, h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+		if rl.public {
+			c.finish(w, r, h(w, r, session{}))
+			return
+		}
+		s, ok := c.session(w, r)
+		if !ok {
+			c.signIn(w, r)
+			return
+		}
+		id := s.identity()
+		if rl.team {
+			if team := r.PathValue("team"); !id.MemberOf(team) {
+				c.fail(w, r, job.Forbidden(id.Username, team, "The caller is not a member of team "+team+"."))
+				return
+			}
+		}
+		if r.Method == http.MethodPost && !s.checkCSRF(r) {
+			c.fail(w, r, &job.Error{
+				Kind: job.KindForbidden, What: "The action was refused.", Why: "The form's security token is missing or stale.",
+				Consequences: "Nothing was changed.", Countermeasures: "Reload the page and try again.",
+			})
+			return
+		}
+		if err := c.authorize(r, id, rl); err != nil {
+			c.fail(w, r, err)
+			return
+		}
+		c.finish(w, r, h(w, r, s))
+	})
+}
+
+// authorize asks the webhook, if any, about the REST call the request equals.
+func (c *Console) authorize(r *http.Request, id auth.Identity, rl rule) error {
+	if c.cfg.Webhook == nil {
+		return nil
+	}
+	method, path, _ := strings.Cut(rl.rest, " ")
+	team := cmp.Or(r.PathValue("team"), "no-team-specified")
+	path = strings.NewReplacer("{team}", team, "{job}", r.PathValue("job"), "{id}", r.PathValue("id")).Replace(path)
+	permission := "write"
+	if method == http.MethodGet {
+		permission = "read"
+	}
+	return c.cfg.Webhook.Authorize(r.Context(), auth.WebhookRequest{
+		RequesterUserID: id.Username, RequestedResourceTeam: r.PathValue("team"), RequestedResourceName: r.PathValue("job"),
+		RequestedResourceID: r.PathValue("id"), RequestedHTTPPath: path, RequestedHTTPVerb: method, RequestedPermission: permission,
+	})
+}
+
+func (c *Console) finish(w http.ResponseWriter, r *http.Request, err error) {
+	if err != nil {
+		c.fail(w, r, err)
+	}
+}
+
+func (c *Console) serveStatic(w http.ResponseWriter, r *http.Request, _ session) error {
+	w.Header().Set("Cache-Control", "public, max-age=3600")
+	c.static.ServeHTTP(w, r)
+	return nil
+}
+
+// fail shows err: a domain error's what, why and countermeasures verbatim, as the REST
+// API's body has them; anything else as an internal error, logged here.
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var de *job.Error
+	switch {
+	case errors.As(err, &de):
+	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		return // nobody reads the answer
+	case errors.Is(err, context.DeadlineExceeded):
+		de = job.Unavailable("database", err)
+	default:
+		de = &job.Error{
+			What: "The console could not show this.", Why: "datajobs hit an unexpected condition.",
+			Consequences: "The action may not have been completed.", Countermeasures: "Reload; if it persists, report it to the operators.",
+		}
+	}
+	status := statusOf(de.Kind)
+	if status >= 500 {
+		c.cfg.Logger.ErrorContext(r.Context(), "ui_request_failed", "method", r.Method, "pattern", r.Pattern, "error", err)
+	}
+	data := errorData{Status: status, Error: de}
+	if isFragment(r) {
+		c.render(w, r, status, "error", data)
+		return
+	}
+	c.renderPage(w, r, status, "errorpage", page{Title: "Error", Body: data})
+}
+
+// statusOf maps a domain error's kind to the HTTP status the REST API answers with.
+func statusOf(k job.Kind) int {
+	switch k {
+	case job.KindInvalid:
+		return http.StatusBadRequest
+	case job.KindNotFound:
+		return http.StatusNotFound
+	case job.KindConflict:
+		return http.StatusConflict
+	case job.KindTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case job.KindUnavailable:
+		return http.StatusServiceUnavailable
+	case job.KindNotImplemented:
+		return http.StatusNotImplemented
+	case job.KindBusy:
+		return http.StatusTooManyRequests
+	case job.KindUnauthenticated:
+		return http.StatusUnauthorized
+	case job.KindForbidden:
+		return http.StatusForbidden
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+type errorData struct {
+	Status int
+	Error  *job.Error
+}
+
+// isFragment tells a request of htmx (a part of a page) from a navigation.
+func isFragment(r *http.Request) bool { return r.Header.Get("HX-Request") == "true" }
+
+// prettyJSON indents a JSON document for reading; other text is returned as it is.
+func prettyJSON(b []byte) string {
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return string(b)
+	}
+	out, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return string(b)
+	}
+	return string(out)
+}

@@ -1,0 +1,266 @@
+package ui_test
+
+import (
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestJobsListShowsWhatAUserReadsAndSearchesInSQL(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	b := e.browser(t)
+
+	r := b.get("/ui/")
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	for _, want := range []string{
+		"job-of-a", "job-of-b", "team-a", "team-b", // both teams: auth mode none is an admin
+		"daily at 06:00 UTC", "every 15 minutes", // schedules in words
+		"v1-of-b", `class="pill s-pending"`, "not deployed", // version, deployment status
+		`<label for="q">Search by name</label>`,
+	} {
+		assert.Contains(t, r.body, want)
+	}
+
+	r = b.get("/ui/?q=of-b")
+	require.Equal(t, http.StatusOK, r.status)
+	assert.Contains(t, r.body, "job-of-b")
+	assert.NotContains(t, r.body, "job-of-a")
+	assert.Contains(t, r.body, "1–1 of 1 jobs")
+
+	r = b.get("/ui/?q=job-*-a")
+	assert.Contains(t, r.body, `href="/ui/teams/team-a/jobs/job-of-a"`, "a glob matches the whole name")
+	assert.NotContains(t, r.body, "job-of-b")
+
+	r = b.get("/ui/?deployment=not_deployed")
+	assert.Contains(t, r.body, "job-of-a")
+	assert.NotContains(t, r.body, "job-of-b")
+
+	r = b.get("/ui/?team=team-b&sort=name&dir=desc", "HX-Request", "true")
+	require.Equal(t, http.StatusOK, r.status)
+	assert.True(t, strings.HasPrefix(r.body, `<div id="jobtable"`), "htmx gets the table alone")
+	assert.NotContains(t, r.body, "job-of-a")
+}
+
+func TestAPollThatWouldGetTheSameBytesGets304(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	b := e.browser(t)
+	path := "/ui/teams/team-b/jobs/job-of-b/deployment"
+	first := b.get(path, "HX-Request", "true")
+	require.Equal(t, http.StatusOK, first.status, first.body)
+	etag := first.header.Get("ETag")
+	require.NotEmpty(t, etag)
+	again := b.get(path, "HX-Request", "true", "If-None-Match", etag)
+	assert.Equal(t, http.StatusNotModified, again.status)
+	assert.Empty(t, again.body)
+
+	// A change makes the next poll a 200 with the new state.
+	r := b.get("/ui/teams/team-b/jobs/job-of-b")
+	res := b.do(http.MethodPost, "/ui/teams/team-b/jobs/job-of-b/disable", nil, "HX-Request", "true", "X-CSRF-Token", csrf(t, r.body))
+	require.Equal(t, http.StatusOK, res.status, res.body)
+	changed := b.get(path, "HX-Request", "true", "If-None-Match", etag)
+	require.Equal(t, http.StatusOK, changed.status)
+	assert.Contains(t, changed.body, ">Enable</button>")
+}
+
+func TestJobPageShowsDeploymentPropertiesAndExecutions(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	b := e.browser(t)
+	r := b.get("/ui/teams/team-b/jobs/job-of-b")
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	for _, want := range []string{
+		"secret plans of b", // description
+		"Desired next to actual", "<code>v1-of-b</code>", `class="differs"`, "Nothing applied to the cluster yet.",
+		"&#34;secret&#34;: &#34;of-b&#34;", // properties, pretty JSON
+		"job-of-b-", "submitted", "manual", // the execution
+		">Disable</button>", ">Run now</button>", ">Delete deployment</button>",
+	} {
+		assert.Contains(t, r.body, want)
+	}
+
+	r = b.get("/ui/teams/team-a/jobs/job-of-a")
+	require.Equal(t, http.StatusOK, r.status)
+	assert.Contains(t, r.body, "This job is not deployed.")
+	assert.NotContains(t, r.body, ">Run now</button>")
+
+	r = b.get("/ui/teams/team-a/jobs/no-such-job")
+	assert.Equal(t, http.StatusNotFound, r.status)
+	assert.Contains(t, r.body, `The data job &#34;no-such-job&#34; was not found for team &#34;team-a&#34;.`, "the API's error, verbatim")
+}
+
+func TestActionsGoThroughTheServiceWithCSRF(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	b := e.browser(t)
+	page := b.get("/ui/teams/team-b/jobs/job-of-b")
+	token := csrf(t, page.body)
+	disable := "/ui/teams/team-b/jobs/job-of-b/disable"
+
+	r := b.do(http.MethodPost, disable, url.Values{}, "HX-Request", "true")
+	assert.Equal(t, http.StatusForbidden, r.status, "no CSRF token")
+	r = b.do(http.MethodPost, disable, url.Values{"csrf": {"forged"}})
+	assert.Equal(t, http.StatusForbidden, r.status, "a wrong CSRF token")
+	dep, err := e.svc.GetDeployment(t.Context(), "team-b", "job-of-b")
+	require.NoError(t, err)
+	require.True(t, dep.Deployment.Enabled, "a refused action changes nothing")
+
+	r = b.do(http.MethodPost, disable, url.Values{"csrf": {token}})
+	assert.Equal(t, http.StatusSeeOther, r.status, "a form post goes back to the job")
+	dep, err = e.svc.GetDeployment(t.Context(), "team-b", "job-of-b")
+	require.NoError(t, err)
+	assert.False(t, dep.Deployment.Enabled)
+	assert.Equal(t, "console", dep.Deployment.DeployedBy)
+
+	// The API's error, verbatim: another run while one is under way.
+	r = b.do(http.MethodPost, "/ui/teams/team-b/jobs/job-of-b/run", nil, "HX-Request", "true", "X-CSRF-Token", token)
+	assert.Equal(t, http.StatusConflict, r.status, r.body)
+	assert.Contains(t, r.body, `role="alert"`)
+
+	r = b.do(http.MethodPost, "/ui/teams/team-b/jobs/job-of-b/properties", url.Values{"csrf": {token}, "properties": {"[1]"}}, "HX-Request", "true")
+	assert.Equal(t, http.StatusBadRequest, r.status)
+	assert.Contains(t, r.body, "properties")
+	r = b.do(http.MethodPost, "/ui/teams/team-b/jobs/job-of-b/properties", url.Values{"csrf": {token}, "properties": {`{"k": 2}`}}, "HX-Request", "true")
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	assert.Equal(t, "dj-refresh", r.header.Get("HX-Trigger"))
+	props, err := e.svc.GetProperties(t.Context(), "team-b", "job-of-b")
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"k":2}`, string(props))
+
+	r = b.do(http.MethodPost, "/ui/teams/team-b/jobs/job-of-b/delete-deployment", nil, "HX-Request", "true", "X-CSRF-Token", token)
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	_, err = e.svc.GetDeployment(t.Context(), "team-b", "job-of-b")
+	assert.Error(t, err, "the deployment is gone (no synchronizer: no actual row either)")
+}
+
+func TestSignInWithPKCEMakesASealedSession(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	b := e.browser(t)
+	first := b.get("/ui/teams/team-a/jobs/job-of-a")
+	require.Equal(t, http.StatusSeeOther, first.status)
+	assert.Contains(t, first.header.Get("Location"), "/ui/login?return=")
+
+	login := b.get(first.header.Get("Location"))
+	require.Equal(t, http.StatusSeeOther, login.status, login.body)
+	to := must(url.Parse(login.header.Get("Location")))
+	assert.Equal(t, "S256", to.Query().Get("code_challenge_method"))
+	assert.NotEmpty(t, to.Query().Get("code_challenge"))
+	assert.Equal(t, "datajobs", to.Query().Get("audience"))
+	ck := login.header.Get("Set-Cookie")
+	assert.Contains(t, ck, "HttpOnly")
+	assert.Contains(t, ck, "SameSite=Lax")
+
+	page := e.signIn(t, b, "alice", "team-a")
+	assert.Contains(t, page.body, "alice")
+	assert.Contains(t, page.body, "job-of-a")
+	assert.NotContains(t, page.body, "job-of-b")
+
+	// A forged session cookie is no session.
+	forged := e.browser(t)
+	u := must(url.Parse(e.url + "/ui/"))
+	forged.client.Jar.SetCookies(u, []*http.Cookie{{Name: "datajobs_console", Value: "eyJ1IjoibWFsbG9yeSIsImEiOnRydWV9"}})
+	r := forged.get("/ui/")
+	assert.Equal(t, http.StatusSeeOther, r.status)
+
+	// A callback with a state this browser did not start is refused.
+	r = e.browser(t).get("/ui/callback?code=x&state=y")
+	assert.Equal(t, http.StatusUnauthorized, r.status)
+}
+
+// TestEveryConsoleRouteKeepsTeamsApart walks every route of the console as a member of
+// team-a against team-b's job: each is refused or shows nothing of team-b, and nothing of
+// team-b changes. A route added without a case fails here.
+func TestEveryConsoleRouteKeepsTeamsApart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	b := e.browser(t)
+	home := e.signIn(t, b, "alice", "team-a")
+	token := csrf(t, home.body)
+
+	cases := map[string]struct {
+		public bool // no session needed: assets and the sign-in itself
+		list   bool // the jobs list: any caller, only its teams' rows
+	}{
+		"GET /ui/static/":                                         {public: true},
+		"GET /ui/login":                                           {public: true},
+		"GET /ui/callback":                                        {public: true},
+		"POST /ui/logout":                                         {public: true},
+		"GET /ui/{$}":                                             {list: true},
+		"GET /ui/teams/{team}/jobs/{job}":                         {},
+		"GET /ui/teams/{team}/jobs/{job}/deployment":              {},
+		"GET /ui/teams/{team}/jobs/{job}/executions":              {},
+		"GET /ui/teams/{team}/jobs/{job}/executions/{id}":         {},
+		"GET /ui/teams/{team}/jobs/{job}/executions/{id}/logs":    {},
+		"POST /ui/teams/{team}/jobs/{job}/enable":                 {},
+		"POST /ui/teams/{team}/jobs/{job}/disable":                {},
+		"POST /ui/teams/{team}/jobs/{job}/run":                    {},
+		"POST /ui/teams/{team}/jobs/{job}/delete-deployment":      {},
+		"POST /ui/teams/{team}/jobs/{job}/properties":             {},
+		"POST /ui/teams/{team}/jobs/{job}/executions/{id}/cancel": {},
+	}
+	patterns := e.console.Patterns()
+	slices.Sort(patterns)
+	execs, err := e.svc.ListExecutions(t.Context(), "team-b", "job-of-b", nil)
+	require.NoError(t, err)
+	require.Len(t, execs, 1)
+	before := stateOfB(t, e)
+	for _, p := range patterns {
+		c, ok := cases[p]
+		if !assert.True(t, ok, "route %s has no case in this test", p) || c.public {
+			continue
+		}
+		method, path, _ := strings.Cut(p, " ")
+		for _, team := range []string{"team-b", "team-a"} { // team-b's job under its own team, and under the caller's
+			filled := strings.NewReplacer("{$}", "", "{team}", team, "{job}", "job-of-b", "{id}", execs[0].ID).Replace(path)
+			var r response
+			if method == http.MethodPost {
+				r = b.do(method, filled, url.Values{"csrf": {token}, "properties": {`{"stolen":true}`}})
+			} else {
+				r = b.get(filled)
+			}
+			switch {
+			case c.list:
+				require.Equal(t, http.StatusOK, r.status)
+			case team == "team-b":
+				assert.Equal(t, http.StatusForbidden, r.status, "%s %s", method, filled)
+			default:
+				assert.Equal(t, http.StatusNotFound, r.status, "%s %s: %s", method, filled, r.body)
+			}
+			for _, secret := range []string{"job-of-b", "secret plans of b", "of-b", "v1-of-b"} {
+				if strings.Contains(r.body, secret) && !strings.Contains(filled, secret) {
+					t.Errorf("%s %s shows %q of team-b", method, filled, secret)
+				}
+			}
+		}
+	}
+	assert.Equal(t, before, stateOfB(t, e), "nothing of team-b changed")
+
+	// A member of team-b, and an admin, see it.
+	for _, who := range [][]string{{"bob", "team-b"}, {"ops", "platform"}} {
+		bb := e.browser(t)
+		e.signIn(t, bb, who[0], who[1])
+		r := bb.get("/ui/teams/team-b/jobs/job-of-b")
+		require.Equal(t, http.StatusOK, r.status, r.body)
+		assert.Contains(t, r.body, "secret plans of b")
+	}
+}
+
+// stateOfB is what can change of team-b's job.
+func stateOfB(t *testing.T, e *env) []any {
+	t.Helper()
+	ctx := t.Context()
+	dep, err := e.svc.GetDeployment(ctx, "team-b", "job-of-b")
+	require.NoError(t, err)
+	props, err := e.svc.GetProperties(ctx, "team-b", "job-of-b")
+	require.NoError(t, err)
+	execs, err := e.svc.ListExecutions(ctx, "team-b", "job-of-b", nil)
+	require.NoError(t, err)
+	return []any{dep.Deployment.Enabled, dep.Deployment.DeployedBy, string(props), len(execs), execs[0].Status}
+}
