@@ -131,7 +131,8 @@ func TestConsoleInABrowser(t *testing.T) {
 	dep := b.text("#deployment")
 	require.Contains(t, dep, "Desired next to actual")
 	require.Contains(t, dep, "3f9c2e1")
-	require.Contains(t, strings.ToLower(dep), "latest plan\nunchanged", "the synchronizer's plan for the job")
+	plan := b.text("#deployment .plan dd")
+	require.Regexp(t, `^(create|unchanged|record) .+`, plan, "the synchronizer's latest plan for the job, with its reason")
 	require.Contains(t, b.text("main"), `"source_table": "orders"`)
 	b.shot(shots, "job")
 
