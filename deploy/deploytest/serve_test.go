@@ -65,9 +65,9 @@ type install struct {
 }
 
 // installRBAC renders the chart with auth mode none (the API is not under test here) and
-// a prune guard that lets one orphan go, creates its ServiceAccount, Role (without rule
-// drop, when drop >= 0) and RoleBinding, and mints a token for the ServiceAccount.
-func installRBAC(t *testing.T, drop int) *install {
+// a prune guard that lets one orphan go, creates its ServiceAccount, Role (changed by
+// edit, when not nil) and RoleBinding, and mints a token for the ServiceAccount.
+func installRBAC(t *testing.T, edit func(*rbacv1.Role)) *install {
 	t.Helper()
 	in := &install{release: testenv.Namespace(t), jobs: testenv.Namespace(t), apiPort: freePort(t), adminPort: freePort(t)}
 	objs := render(t, in.release, values(t, fmt.Sprintf(`
@@ -85,8 +85,8 @@ config: {prune-max-fraction: 1}
 	in.role = into[rbacv1.Role](t, find(t, objs, "Role", ""))
 	rb := into[rbacv1.RoleBinding](t, find(t, objs, "RoleBinding", ""))
 	in.deployment = into[appsv1.Deployment](t, find(t, objs, "Deployment", ""))
-	if drop >= 0 {
-		in.role.Rules = append(in.role.Rules[:drop:drop], in.role.Rules[drop+1:]...)
+	if edit != nil {
+		edit(in.role)
 	}
 	_, err := admin.CoreV1().ServiceAccounts(in.release).Create(ctx, sa, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -130,7 +130,7 @@ type service struct {
 // rendered container, resolved as the kubelet would: the database URL from the Secret
 // reference, the pod IP as 127.0.0.1, $(VAR) references expanded; and the token
 // kubeconfig in place of the in-cluster config. It returns once /readyz answers 200.
-func (in *install) serve(t *testing.T) *service {
+func (in *install) serve(t *testing.T, extraEnv ...string) *service {
 	t.Helper()
 	bin, err := binary()
 	require.NoError(t, err)
@@ -159,6 +159,7 @@ func (in *install) serve(t *testing.T) *service {
 		env = append(env, e.Name+"="+v)
 	}
 	env = append(env, "DATAJOBS_KUBECONFIG="+in.kubeconfig)
+	env = append(env, extraEnv...)
 	s := &service{base: "http://127.0.0.1:" + strconv.Itoa(in.apiPort), logs: &logBuffer{}}
 	s.cmd = exec.Command(bin, "serve")
 	s.cmd.Env = env
@@ -214,6 +215,15 @@ func (s *service) createJob(t *testing.T, name string) {
 	s.must(t, http.StatusCreated, http.MethodPost, team+"/jobs",
 		fmt.Sprintf(`{"job_name":%q,"team":"team-a","description":"deploytest","config":{"schedule":{"schedule_cron":"0 * * * *"}}}`, name))
 	s.deploy(t, name, "v1")
+}
+
+// keepDatabaseNonEmpty creates a job that is never deployed: on a database without any
+// job the synchronizer deletes no CronJob (the mass-prune guard), and the tests delete
+// their last deployed job.
+func (s *service) keepDatabaseNonEmpty(t *testing.T) {
+	t.Helper()
+	s.must(t, http.StatusCreated, http.MethodPost, team+"/jobs",
+		`{"job_name":"keeper-job","team":"team-a","description":"deploytest","config":{"schedule":{"schedule_cron":"0 * * * *"}}}`)
 }
 
 func (s *service) deploy(t *testing.T, name, version string) {
