@@ -277,3 +277,57 @@ func TestRowsOfADeposedTermAreNeverRecordedAndTheNextLeaderRecordsThem(t *testin
 	f.stop()
 	spy.checkNoViolation(t)
 }
+
+// A full pass hands the state it read to the creates it queues (prefetch.go); a change
+// notified meanwhile is what gets applied.
+func TestChangesMadeWhileAConvergeRunsEndApplied(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	names := f.deployMany("converging", 12)
+	created := map[string]int{}
+	var mu sync.Mutex
+	changed := make(chan error, 1)
+	var once sync.Once
+	var disabled, undeployed string
+	f.applier.beforeEachCreate = func(cj *batchv1.CronJob) {
+		mu.Lock()
+		created[cj.Name]++
+		mu.Unlock()
+		once.Do(func() {
+			// The pass has queued every job; two of those not created yet change now.
+			var others []string
+			for _, n := range names {
+				if n != cj.Name {
+					others = append(others, n)
+				}
+			}
+			disabled, undeployed = others[0], others[1]
+			ctx := context.Background()
+			_, err := f.svc.PatchDeployment(ctx, team, disabled, job.DeploymentChange{Enabled: ptr(false)}, "dave")
+			if err == nil {
+				err = f.svc.DeleteDeployment(ctx, team, undeployed)
+			}
+			changed <- err
+		})
+	}
+	f.startWith(synchronizer.Config{Workers: 1})
+	require.NoError(t, <-changed)
+	for _, name := range names {
+		if name != undeployed {
+			f.synced(name)
+		}
+	}
+	f.eventually(func() bool {
+		st := f.state(undeployed)
+		return st.Actual == nil && f.cronJob(undeployed) == nil
+	}, "the undeployed job has no CronJob and no actual row")
+	f.stop()
+	cj := f.cronJob(disabled)
+	require.NotNil(t, cj.Spec.Suspend)
+	require.True(t, *cj.Spec.Suspend, "the disabled job's CronJob is suspended")
+	mu.Lock()
+	defer mu.Unlock()
+	for _, name := range names {
+		require.LessOrEqual(t, created[name], 1, "%s created once", name)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -94,7 +95,8 @@ type Config struct {
 	Build BuildConfig
 	// RecordBatch and RecordDelay bound the batches in which a term records the CronJobs
 	// Kubernetes confirmed (record.go): a batch is written once it holds RecordBatch rows,
-	// or RecordDelay after its first row (default 256 and 10ms).
+	// or RecordDelay after its first row (default 500 and 50ms). Nothing waits for a
+	// batch but the job's own next reconcile; larger batches cost the database less.
 	RecordBatch int
 	RecordDelay time.Duration
 }
@@ -106,8 +108,8 @@ func (c Config) withDefaults() Config {
 	c.ResyncInterval = cmp.Or(c.ResyncInterval, 5*time.Minute)
 	c.RetryBase = cmp.Or(c.RetryBase, 500*time.Millisecond)
 	c.RetryMax = cmp.Or(c.RetryMax, 5*time.Minute)
-	c.RecordBatch = cmp.Or(c.RecordBatch, 256)
-	c.RecordDelay = cmp.Or(c.RecordDelay, 10*time.Millisecond)
+	c.RecordBatch = cmp.Or(c.RecordBatch, 500)
+	c.RecordDelay = cmp.Or(c.RecordDelay, 50*time.Millisecond)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.Metrics == nil {
 		c.Metrics = NewMetrics(nil)
@@ -161,6 +163,13 @@ type term struct {
 	// again). Any other event of the name is queued.
 	echoMu sync.Mutex
 	echoes map[string]echo
+
+	// prefetched holds, per job name a full pass queued for a create, the state that pass
+	// read (prefetch.go); notified holds the notification count at each name's latest NOTIFY.
+	prefetchMu sync.Mutex
+	prefetched map[string]store.SyncState
+	notified   map[string]int64
+	notifies   int64
 }
 
 // echo is what the term knows of its latest write of one name.
@@ -329,7 +338,7 @@ func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "datajobs_sync", MetricsProvider: s.metrics.queue})
 	t := &term{
 		s: s, fence: store.Fence{Epoch: epoch}, render: render, lister: informer.Lister().CronJobs(s.cfg.Render.Namespace), queue: queue,
-		echoes: map[string]echo{},
+		echoes: map[string]echo{}, prefetched: map[string]store.SyncState{}, notified: map[string]int64{},
 	}
 
 	enqueue := func(obj any) {
@@ -417,7 +426,10 @@ func (t *term) listen(ctx context.Context) {
 		// read the database before this connection listened). The queue merges it
 		// with a pass still waiting.
 		t.queue.Add(resyncKey)
-	}, func(name string) { t.queue.Add(name) })
+	}, func(name string) {
+		t.notify(name)
+		t.queue.Add(name)
+	})
 }
 
 // resyncKey is a queue item that asks for a full pass; it cannot be a job name.
@@ -458,12 +470,7 @@ func (t *term) reconcile(ctx context.Context, name string) (result, error) {
 		_, err := t.pass(ctx)
 		return result{}, err
 	}
-	st, err := t.s.db.LoadSyncState(ctx, name)
-	if err != nil {
-		t.s.metrics.reconciled("load", err)
-		return result{}, fmt.Errorf("load state of %s: %w", name, err)
-	}
-	live, err := t.live(name)
+	st, live, err := t.load(ctx, name)
 	if err != nil {
 		return result{}, err
 	}
@@ -497,6 +504,7 @@ func (t *term) live(name string) (*batchv1.CronJob, error) {
 // those that need work; the workers then reconcile each from fresh reads.
 func (t *term) pass(ctx context.Context) ([]Plan, error) {
 	start := time.Now()
+	since := t.beginPass()
 	states, err := t.s.db.LoadAllSyncStates(ctx)
 	if err != nil {
 		t.s.metrics.passDone(start, err)
@@ -506,6 +514,7 @@ func (t *term) pass(ctx context.Context) ([]Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resync: list cronjobs from cache: %w", err)
 	}
+	read := maps.Clone(states) // as read, before prepare resolves images
 	t.prepareAll(states)
 	jobs := 0
 	for _, st := range states {
@@ -520,6 +529,9 @@ func (t *term) pass(ctx context.Context) ([]Plan, error) {
 	for _, p := range plans {
 		t.s.recordPlan(p)
 		if p.Action != ActionUnchanged && p.Action != ActionHold && p.Action != ActionKeep {
+			if p.Action == ActionCreate {
+				t.prefetch(p.Name, read[p.Name], since)
+			}
 			t.queue.Add(p.Name)
 			queued++
 		} else {

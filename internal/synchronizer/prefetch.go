@@ -1,0 +1,78 @@
+package synchronizer
+
+import (
+	"context"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+
+	"github.com/datajobs/datajobs/internal/store"
+)
+
+// A full pass reads every row in one go and queues the names that need work. For a name it
+// queues for a create (no CronJob yet), the reconcile that follows takes the state the
+// pass read instead of reading it again, once, and only while the cache still shows no
+// CronJob of that name: a mass converge (a new cluster, an import, a restore) then costs
+// a create per job, not a database round trip plus a create. It is as fresh as a read at
+// dequeue time would be for the database's part, because every change of desired state
+// sends a NOTIFY in its transaction: a notification drops the name's prefetched state,
+// and a pass does not prefetch a name notified after it began reading. Jobs whose image
+// datajobs builds are always read afresh (a build's outcome sends no NOTIFY). Whatever the
+// state, the database writes stay fenced on the job's incarnation and generation, so a
+// create from a state that moved on is recorded nowhere and planned again.
+
+// beginPass drops every prefetched state (the pass about to read will prefetch afresh:
+// a LISTEN reconnect's pass may know of changes no notification told) and returns the
+// count of notifications so far, for the pass to compare.
+func (t *term) beginPass() int64 {
+	t.prefetchMu.Lock()
+	defer t.prefetchMu.Unlock()
+	clear(t.prefetched)
+	return t.notifies
+}
+
+// notify notes a NOTIFY for name: its desired state changed.
+func (t *term) notify(name string) {
+	t.prefetchMu.Lock()
+	defer t.prefetchMu.Unlock()
+	t.notifies++
+	t.notified[name] = t.notifies
+	delete(t.prefetched, name)
+}
+
+// prefetch keeps st, read by a pass that began after since notifications, for name's next
+// reconcile, unless name was notified meanwhile or its image is built by datajobs.
+func (t *term) prefetch(name string, st store.SyncState, since int64) {
+	if st.Job == nil || st.Desired == nil || (st.Build != nil && st.Build.SourceStored) {
+		return
+	}
+	t.prefetchMu.Lock()
+	defer t.prefetchMu.Unlock()
+	if t.notified[name] > since {
+		return
+	}
+	t.prefetched[name] = st
+}
+
+// load returns the state of name and its live CronJob: the state a pass prefetched, if
+// any and the cache still shows no CronJob, else a fresh read.
+func (t *term) load(ctx context.Context, name string) (store.SyncState, *batchv1.CronJob, error) {
+	t.prefetchMu.Lock()
+	st, ok := t.prefetched[name]
+	delete(t.prefetched, name)
+	t.prefetchMu.Unlock()
+	live, err := t.live(name)
+	if err != nil {
+		return store.SyncState{}, nil, err
+	}
+	if ok && live == nil {
+		return st, nil, nil
+	}
+	st, err = t.s.db.LoadSyncState(ctx, name)
+	if err != nil {
+		t.s.metrics.reconciled("load", err)
+		return store.SyncState{}, nil, fmt.Errorf("load state of %s: %w", name, err)
+	}
+	live, err = t.live(name)
+	return st, live, err
+}
