@@ -2,6 +2,7 @@ package deploytest
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -28,12 +30,36 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/datajobs/datajobs/internal/devenv"
+	"github.com/datajobs/datajobs/internal/image"
 	"github.com/datajobs/datajobs/internal/testenv"
 )
 
-// binary builds the datajobs command once per test binary.
-var binary = sync.OnceValues(func() (string, error) {
+// testImage is the image the tests build: TestImage... checks it, and the other tests run
+// the binary it holds.
+var testImage = image.Config{
+	Version: "v9.9.9-test", Revision: "0123456789abcdef0123456789abcdef01234567",
+	Created: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC),
+}
+
+// buildImage builds testImage (a second call is a Go build cache hit).
+func buildImage(ctx context.Context) (v1.Image, error) {
 	root, err := devenv.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	cfg := testImage
+	cfg.Dir = root
+	return image.Build(ctx, cfg)
+}
+
+// binary is the datajobs binary of the image, written out once per test binary: the
+// tests run what the chart's pods run.
+var binary = sync.OnceValues(func() (string, error) {
+	img, err := buildImage(context.Background())
+	if err != nil {
+		return "", err
+	}
+	files, err := imageFiles(img)
 	if err != nil {
 		return "", err
 	}
@@ -42,12 +68,7 @@ var binary = sync.OnceValues(func() (string, error) {
 		return "", err
 	}
 	out := filepath.Join(dir, "datajobs")
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/datajobs")
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %w: %s", err, b)
-	}
-	return out, nil
+	return out, os.WriteFile(out, []byte(files[strings.TrimPrefix(image.BinaryPath, "/")]), 0o755)
 })
 
 // install is the chart rendered for a release namespace and a jobs namespace, with its
