@@ -5,8 +5,9 @@
 //     the start request to the Job seen by a watch (p50, p99);
 //   - transitions: -running executions made running at once, then each pod but 100 moved to
 //     Succeeded as a kubelet would: the time from the pod status write to the execution's
-//     row committed as succeeded (p50, p99, polled every 5 ms), and the execution writes
-//     per execution;
+//     row committed as succeeded (p50, p99, polled every 5 ms), the stage's own lag
+//     (datajobs_execution_status_write_lag_seconds: event seen -> row committed), and the
+//     execution rows written per transition and the statements that wrote them;
 //   - rest: with -finished finished executions added and the last 100 still running, a new
 //     term's first pass and the following seconds: the execution writes (expected: none).
 //
@@ -33,6 +34,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5" //nolint:depguard // the benchmark counts the tracker's statements and polls rows
+	"github.com/prometheus/client_golang/prometheus"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,20 +59,35 @@ func main() {
 	}
 }
 
-// writeCounter counts the execution writes (store.RecordExecution) a pool sends.
-type writeCounter struct{ writes, passes atomic.Int64 }
+// writeCounter counts the execution writes a pool sends: status statements
+// (store.RecordExecutions) and the rows they write, Job-created marks, kept logs.
+type writeCounter struct {
+	writes, statements, created, logs, passes atomic.Int64
+}
+
+type statusWrite struct{}
 
 func (c *writeCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if strings.Contains(d.SQL, "INSERT INTO data_job_execution AS e") {
-		c.writes.Add(1)
-	}
-	if strings.HasPrefix(d.SQL, "SELECT id, job_name, COALESCE(job_uid") && strings.Contains(d.SQL, "WHERE status IN") {
+	switch {
+	case strings.Contains(d.SQL, "INSERT INTO data_job_execution AS e"):
+		c.statements.Add(1)
+		return context.WithValue(ctx, statusWrite{}, true)
+	case strings.HasPrefix(d.SQL, "UPDATE data_job_execution SET job_created_at"):
+		c.created.Add(1)
+	case strings.HasPrefix(d.SQL, "INSERT INTO data_job_execution_log"):
+		c.logs.Add(1)
+	case strings.HasPrefix(d.SQL, "SELECT id, job_name, COALESCE(job_uid") && strings.Contains(d.SQL, "WHERE status IN"):
 		c.passes.Add(1)
 	}
 	return ctx
 }
 
-func (c *writeCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+// TraceQueryEnd adds the rows a status statement wrote (it returns one per row).
+func (c *writeCounter) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) {
+	if ctx.Value(statusWrite{}) != nil && d.Err == nil {
+		c.writes.Add(d.CommandTag.RowsAffected())
+	}
+}
 
 type env struct {
 	dbURL  string
@@ -82,6 +99,9 @@ type env struct {
 	count  *writeCounter
 	epoch  int64
 	log    *slog.Logger
+	// metrics are the stage's, registered on reg: the benchmark reads the write lag.
+	metrics *synchronizer.ExecutionMetrics
+	reg     *prometheus.Registry
 }
 
 func run() error {
@@ -108,17 +128,27 @@ func run() error {
 	}
 	fmt.Printf("start -> Job seen by a watch, %d starts: p50 %s, p99 %s, max %s\n", len(lat), pct(lat, 50), pct(lat, 99), pct(lat, 100))
 
-	before := e.count.writes.Load()
+	before, statements, created, logs := e.count.writes.Load(), e.count.statements.Load(), e.count.created.Load(), e.count.logs.Load()
+	lagBefore := e.lag()
 	lat, ours, err := e.benchTransitions(ctx, *running)
 	if err != nil {
 		return err
 	}
 	writes := e.count.writes.Load() - before
+	lag := e.lag().since(lagBefore)
 	fmt.Printf("pod Succeeded -> row committed, %d executions: p50 %s, p99 %s, max %s\n", len(lat), pct(lat, 50), pct(lat, 99), pct(lat, 100))
 	fmt.Printf("Job seen Complete -> row committed, %d executions: p50 %s, p99 %s, max %s\n", len(ours), pct(ours, 50), pct(ours, 99), pct(ours, 100))
 	moved := len(lat)
-	fmt.Printf("execution writes: %d for %d executions made running and %d of them succeeded: %.3f per transition\n",
-		writes, *running, moved, float64(writes)/float64(*running+moved))
+	fmt.Printf("datajobs_execution_status_write_lag_seconds (event seen -> row committed), %d writes: p50 <= %s, p99 <= %s (bucket bounds)\n",
+		lag.count, lag.quantile(0.50), lag.quantile(0.99))
+	fmt.Printf("execution rows written: %d for %d executions made running and %d of them succeeded: %.3f per transition, in %d statements\n",
+		writes, *running, moved, float64(writes)/float64(*running+moved), e.count.statements.Load()-statements)
+	// The logs are kept after the final statuses: wait for them, so that the next term
+	// starts at rest.
+	for e.count.logs.Load()-logs < int64(moved) && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	fmt.Printf("other writes: %d Job-created marks, %d kept logs\n", e.count.created.Load()-created, e.count.logs.Load()-logs)
 	stop()
 
 	if _, err := e.conn.Exec(ctx, `INSERT INTO data_job_execution (id, job_name, job_uid, type, status, op_id, start_time, end_time)
@@ -130,7 +160,7 @@ FROM generate_series(1, $1) i JOIN data_job j ON j.name = 'bench-x-000000'`, *fi
 	if err := e.conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status NOT IN ('submitted', 'running')), count(*) FILTER (WHERE status IN ('submitted', 'running')) FROM data_job_execution`).Scan(&final, &active); err != nil {
 		return err
 	}
-	before, passes := e.count.writes.Load(), e.count.passes.Load()
+	before, passes := e.count.writes.Load()+e.count.created.Load()+e.count.logs.Load(), e.count.passes.Load()
 	stop = e.track()
 	for e.count.passes.Load() == passes {
 		time.Sleep(10 * time.Millisecond)
@@ -138,7 +168,7 @@ FROM generate_series(1, $1) i JOIN data_job j ON j.name = 'bench-x-000000'`, *fi
 	time.Sleep(5 * time.Second) // the Jobs the pass queued are reconciled meanwhile
 	stop()
 	fmt.Printf("pass at rest over %d finished and %d running executions (%d Jobs): %d execution writes\n",
-		final, active, *starts+*running, e.count.writes.Load()-before)
+		final, active, *starts+*running, e.count.writes.Load()+e.count.created.Load()+e.count.logs.Load()-before)
 	return nil
 }
 
@@ -152,7 +182,9 @@ func setup(ctx context.Context, admin, kubeconfig string) (*env, func(), error) 
 	e := &env{
 		dbURL: u.String(), count: &writeCounter{}, ns: "bench-exec-" + randomHex(4),
 		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		reg: prometheus.NewRegistry(),
 	}
+	e.metrics = synchronizer.NewExecutionMetrics(e.reg)
 	var cleanups []func()
 	cleanup := func() {
 		for i := len(cleanups) - 1; i >= 0; i-- {
@@ -199,7 +231,9 @@ func setup(ctx context.Context, admin, kubeconfig string) (*env, func(), error) 
 
 // track runs the execution stage until the returned stop is called.
 func (e *env) track() func() {
-	x := synchronizer.NewExecutions(synchronizer.ExecutionConfig{Namespace: e.ns, Workers: 8, ResyncInterval: time.Hour, Logger: e.log}, e.db, e.client)
+	x := synchronizer.NewExecutions(synchronizer.ExecutionConfig{
+		Namespace: e.ns, ResyncInterval: time.Hour, Logger: e.log, Metrics: e.metrics,
+	}, e.db, e.client)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -333,17 +367,21 @@ func (e *env) benchTransitions(ctx context.Context, n int) ([]time.Duration, []t
 			}
 		}
 	}()
+	// Rows are polled while the pods are written, so that each is seen when committed.
+	committed := map[string]time.Time{}
+	polled := make(chan error, 1)
+	go func() { polled <- e.waitStatus(ctx, "succeeded", n-keep, committed) }()
 	if err := parallel(podList[keep:], 16, func(p *corev1.Pod) error {
+		t0 := time.Now() // the pod's transition is at most this old when the write returns
 		err := e.kubelet(ctx, p, corev1.PodSucceeded)
 		mu.Lock()
-		written[p.Labels[kube.LabelJobName]] = time.Now()
+		written[p.Labels[kube.LabelJobName]] = t0
 		mu.Unlock()
 		return err
 	}); err != nil {
 		return nil, nil, err
 	}
-	committed := map[string]time.Time{}
-	if err := e.waitStatus(ctx, "succeeded", n-keep, committed); err != nil {
+	if err := <-polled; err != nil {
 		return nil, nil, err
 	}
 	w.Stop()
@@ -450,4 +488,58 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// histogram is a snapshot of the write lag histogram's cumulative buckets.
+type histogram struct {
+	count  uint64
+	bounds []float64
+	counts []uint64
+}
+
+func (e *env) lag() histogram {
+	var h histogram
+	families, err := e.reg.Gather()
+	if err != nil {
+		return h
+	}
+	for _, f := range families {
+		if f.GetName() != "datajobs_execution_status_write_lag_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			hist := m.GetHistogram()
+			h.count = hist.GetSampleCount()
+			for _, b := range hist.GetBucket() {
+				h.bounds = append(h.bounds, b.GetUpperBound())
+				h.counts = append(h.counts, b.GetCumulativeCount())
+			}
+		}
+	}
+	return h
+}
+
+// since is the histogram of the observations made after before.
+func (h histogram) since(before histogram) histogram {
+	out := histogram{count: h.count - before.count, bounds: h.bounds, counts: slices.Clone(h.counts)}
+	for i := range out.counts {
+		if i < len(before.counts) {
+			out.counts[i] -= before.counts[i]
+		}
+	}
+	return out
+}
+
+// quantile is the upper bound of the bucket holding the q quantile ("> last" beyond).
+func (h histogram) quantile(q float64) string {
+	want := uint64(q * float64(h.count))
+	for i, c := range h.counts {
+		if c >= want && c > 0 {
+			return time.Duration(h.bounds[i] * float64(time.Second)).String()
+		}
+	}
+	if len(h.bounds) == 0 {
+		return "n/a"
+	}
+	return "> " + time.Duration(h.bounds[len(h.bounds)-1]*float64(time.Second)).String()
 }

@@ -116,7 +116,11 @@ func TestDocumentedCombinationsAreAcceptedByTheAPIServer(t *testing.T) {
 				env := map[string]string{}
 				for _, e := range d.Spec.Template.Spec.Containers[0].Env {
 					env[e.Name] = e.Value
+					if e.Name == "DATAJOBS_AUTHZ_WEBHOOK_URL" {
+						require.Equal(t, corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "datajobs-authz"}, Key: "url"}, *e.ValueFrom.SecretKeyRef)
+					}
 				}
+				require.Contains(t, env, "DATAJOBS_AUTHZ_WEBHOOK_URL")
 				require.Equal(t, jobs, env["DATAJOBS_NAMESPACE"])
 				require.Equal(t, "3.11=registry.example.com/python-vdk:3.11,3.12=registry.example.com/python-vdk:3.12", env["DATAJOBS_BASE_IMAGE"])
 				require.Equal(t, "/etc/datajobs/registry/config.json", env["DATAJOBS_REGISTRY_AUTH_FILE"])
@@ -171,11 +175,13 @@ database: {existingSecret: db}`,
 func TestChartRefusesValuesItCannotWorkWith(t *testing.T) {
 	t.Parallel()
 	for name, tc := range map[string]struct{ values, want string }{
-		"no database Secret":            {`auth: {mode: none}`, "database.existingSecret is required"},
-		"oidc without an issuer":        {`database: {existingSecret: db}`, "auth.oidc.issuerURLs is required"},
-		"a flag serve does not have":    {"database: {existingSecret: db}\nauth: {mode: none}\nconfig: {no-such-flag: 1}", "no-such-flag"},
-		"a flag with a value of a type": {"database: {existingSecret: db}\nauth: {mode: none}\nconfig: {sync-workers: many}", "sync-workers"},
-		"a flag with its own value":     {"database: {existingSecret: db}\nauth: {mode: none}\nconfig: {namespace: x}", "namespace"},
+		"no database Secret":                {`auth: {mode: none}`, "database.existingSecret is required"},
+		"oidc without an issuer":            {`database: {existingSecret: db}`, "auth.oidc.issuerURLs is required"},
+		"a flag serve does not have":        {"database: {existingSecret: db}\nauth: {mode: none}\nconfig: {no-such-flag: 1}", "no-such-flag"},
+		"a flag with a value of a type":     {"database: {existingSecret: db}\nauth: {mode: none}\nconfig: {sync-workers: many}", "sync-workers"},
+		"a flag with its own value":         {"database: {existingSecret: db}\nauth: {mode: none}\nconfig: {namespace: x}", "namespace"},
+		"a flag in config and secretConfig": {"database: {existingSecret: db}\nauth: {mode: none}\nconfig: {sync-workers: 2}\nsecretConfig: {sync-workers: {name: s, key: k}}", "sync-workers is set in both"},
+		"a secret flag without its key":     {"database: {existingSecret: db}\nauth: {mode: none}\nsecretConfig: {authz-webhook-url: {name: s}}", "key"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := renderErr("default", values(t, tc.values))
@@ -197,6 +203,7 @@ func TestEveryServeFlagIsReachableThroughValues(t *testing.T) {
 	}
 	vals := ciValues(t, "full")
 	vals["config"] = config
+	delete(vals, "secretConfig")
 	vals["extraEnv"] = []any{map[string]any{"name": "DATAJOBS_KUBECONFIG", "value": "/etc/kube/config"}}
 	objs := render(t, "default", vals)
 	d := into[appsv1.Deployment](t, find(t, objs, "Deployment", ""))

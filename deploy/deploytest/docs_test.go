@@ -156,7 +156,7 @@ func readmeTables(t *testing.T) map[string]string {
 	for _, f := range cli.ServeEnv() {
 		where := dedicated[f.Name]
 		if where == "" {
-			where = "`config." + f.Name + "`"
+			where = "`config." + f.Name + "` or `secretConfig." + f.Name + "`"
 		}
 		fmt.Fprintf(&flags, "| `--%s` | `%s` | %s | `%s` |\n", f.Name, f.Env, where, defaultText(f))
 	}
@@ -191,6 +191,17 @@ func TestChartReadmeAndSchemaAreGenerated(t *testing.T) {
 	config := schema["properties"].(map[string]any)["config"].(map[string]any)
 	config["properties"] = props
 	config["additionalProperties"] = false
+	secretProps := map[string]any{}
+	for name := range props {
+		secretProps[name] = map[string]any{"$ref": "#/definitions/secretKeyRef"}
+	}
+	secret := schema["properties"].(map[string]any)["secretConfig"].(map[string]any)
+	secret["properties"] = secretProps
+	secret["additionalProperties"] = false
+	schema["definitions"] = map[string]any{"secretKeyRef": map[string]any{
+		"type": "object", "additionalProperties": false, "required": []any{"name", "key"},
+		"properties": map[string]any{"name": map[string]any{"type": "string", "minLength": 1}, "key": map[string]any{"type": "string", "minLength": 1}},
+	}}
 	gen, err := json.MarshalIndent(schema, "", "  ")
 	require.NoError(t, err)
 	gen = append(gen, '\n')

@@ -2,6 +2,7 @@ package deploytest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -141,8 +142,11 @@ func applyCRDs(ctx context.Context, cfg *rest.Config) error {
 		return err
 	}
 	files, err := filepath.Glob("testdata/crds/*.yaml")
-	if err != nil || len(files) == 0 {
-		return fmt.Errorf("no CRDs in testdata/crds: %v", err)
+	if err != nil {
+		return err
+	}
+	if len(files) == 0 {
+		return errors.New("no CRDs in testdata/crds")
 	}
 	crdRes := apiextensionsv1.SchemeGroupVersion.WithResource("customresourcedefinitions")
 	for _, f := range files {

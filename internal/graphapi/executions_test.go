@@ -24,12 +24,7 @@ func seedExecutions(e *env) {
 
 func executionIDs(t *testing.T, r response) []string {
 	t.Helper()
-	p := r.page(t)
-	ids := []string{}
-	for _, c := range p.Content {
-		ids = append(ids, c["id"].(string))
-	}
-	return ids
+	return r.values(t, "id")
 }
 
 func TestTheExecutionsQuery(t *testing.T) {

@@ -152,12 +152,17 @@ func (r response) page(t testing.TB) page {
 // names decodes a page and returns its job names in order.
 func (r response) names(t testing.TB) []string {
 	t.Helper()
-	p := r.page(t)
-	names := []string{}
-	for _, j := range p.Content {
-		names = append(names, j["jobName"].(string))
+	return r.values(t, "jobName")
+}
+
+// values decodes a page and returns the string field key of each element, in order.
+func (r response) values(t testing.TB, key string) []string {
+	t.Helper()
+	out := []string{}
+	for _, c := range r.page(t).Content {
+		out = append(out, c[key].(string))
 	}
-	return names
+	return out
 }
 
 // errorMessage requires one error with status and returns its message.
@@ -253,14 +258,9 @@ func (e *env) undeploy(team, name string) {
 // deployment.
 func (e *env) sync(name string) {
 	e.t.Helper()
-	ctx := e.t.Context()
-	epoch, ok, err := e.store.TryAcquireLease(ctx, store.SyncLeaseName, "test", time.Hour)
-	require.NoError(e.t, err)
-	require.True(e.t, ok)
-	st, err := e.store.LoadSyncState(ctx, name)
-	require.NoError(e.t, err)
+	fence, st := e.leader(name)
 	d := st.Desired
-	wrote, err := e.store.RecordApplied(ctx, store.Fence{Epoch: epoch}, job.ActualDeployment{
+	wrote, err := e.store.RecordApplied(e.t.Context(), fence, job.ActualDeployment{
 		JobName: name, JobUID: st.Job.UID, Generation: st.Job.Generation, Team: st.Job.Team,
 		DeploymentVersionSHA: "sha", JobVersion: d.JobVersion, VDKVersion: d.VDKVersion, PythonVersion: d.PythonVersion,
 		Schedule: d.Schedule, Resources: job.Resources{CPURequestMillis: 1000, CPULimitMillis: 2000, MemoryRequestBytes: 500 << 20, MemoryLimitBytes: 1000 << 20},
@@ -273,15 +273,22 @@ func (e *env) sync(name string) {
 // fail records, as the synchronizer does, that applying the job's deployment failed.
 func (e *env) fail(name string, status job.SyncStatus, message string) {
 	e.t.Helper()
+	fence, st := e.leader(name)
+	wrote, err := e.store.RecordFailure(e.t.Context(), fence, name, st.Job.UID, st.Job.Generation, status, message)
+	require.NoError(e.t, err)
+	require.True(e.t, wrote)
+}
+
+// leader takes the synchronizer's lease, as the leader does, and reads the job's state.
+func (e *env) leader(name string) (store.Fence, store.SyncState) {
+	e.t.Helper()
 	ctx := e.t.Context()
 	epoch, ok, err := e.store.TryAcquireLease(ctx, store.SyncLeaseName, "test", time.Hour)
 	require.NoError(e.t, err)
 	require.True(e.t, ok)
 	st, err := e.store.LoadSyncState(ctx, name)
 	require.NoError(e.t, err)
-	wrote, err := e.store.RecordFailure(ctx, store.Fence{Epoch: epoch}, name, st.Job.UID, st.Job.Generation, status, message)
-	require.NoError(e.t, err)
-	require.True(e.t, wrote)
+	return store.Fence{Epoch: epoch}, st
 }
 
 // sql runs a statement on the test database directly: executions have no write path yet.

@@ -45,12 +45,12 @@ func (q *resolver) Jobs(ctx context.Context, pageNumber, pageSize *int32, preds 
 	}
 	l := q.h.newLoader(q.store)
 	l.register(ctx)
-	l.configNextRun = sel.has("content.config.schedule.nextRunEpochSeconds")
-	l.deploymentNextRun = sel.has("content.deployments.schedule.nextRunEpochSeconds")
+	l.configNextRun = sel["content.config.schedule.nextRunEpochSeconds"]
+	l.deploymentNextRun = sel["content.deployments.schedule.nextRunEpochSeconds"]
 	page, err := q.store.ListJobs(ctx, job.ListRequest{
 		Filter: filter, Sort: sort, Offset: (number - 1) * size, Limit: size,
-		Count:           sel.has("totalItems") || sel.has("totalPages"),
-		WithDeployments: sel.has("content.deployments"),
+		Count:           sel["totalItems"] || sel["totalPages"],
+		WithDeployments: sel["content.deployments"],
 		SourceURL:       job.Template(q.h.cfg.SourceURLTemplate),
 		At:              l.now,
 	})
@@ -84,7 +84,7 @@ func searchFields(sel selection, sourceURL bool) []job.ListField {
 		{"content.deployments.jobPythonVersion", job.FieldPythonVersion},
 		{"content.config.sourceUrl", job.FieldSourceURL},
 	} {
-		if sel.has(c.path) && (c.field != job.FieldSourceURL || sourceURL) {
+		if sel[c.path] && (c.field != job.FieldSourceURL || sourceURL) {
 			out = append(out, c.field)
 		}
 	}
@@ -118,32 +118,22 @@ func (h *Handler) paging(number, size *int32, jobs bool) (int, int, error) {
 }
 
 // selection is the set of field paths selected under a resolver.
-type selection []string
+type selection map[string]bool
 
 // selectedFields are the paths of the fields selected under the current field, such as
 // "content.config.team", the fields of fragments included.
 func selectedFields(ctx context.Context) selection {
 	op := graphql.GetOperationContext(ctx)
-	var out selection
+	out := selection{}
 	var walk func(prefix string, set ast.SelectionSet)
 	walk = func(prefix string, set ast.SelectionSet) {
 		for _, f := range graphql.CollectFields(op, set, nil) {
-			p := prefix + f.Name
-			out = append(out, p)
-			walk(p+".", f.Selections)
+			out[prefix+f.Name] = true
+			walk(prefix+f.Name+".", f.Selections)
 		}
 	}
 	walk("", graphql.GetFieldContext(ctx).Field.Selections)
 	return out
-}
-
-func (s selection) has(path string) bool {
-	for _, p := range s {
-		if p == path {
-			return true
-		}
-	}
-	return false
 }
 
 // loader is what the resolvers of one jobs page share: the clock, the next runs computed
@@ -238,7 +228,7 @@ func (q *resolver) Executions(ctx context.Context, pageNumber, pageSize *int32, 
 		return nil, err
 	}
 	sel := selectedFields(ctx)
-	sq.Count = sel.has("totalItems") || sel.has("totalPages")
+	sq.Count = sel["totalItems"] || sel["totalPages"]
 	page, err := q.store.ExecutionsPage(ctx, sq)
 	if err != nil {
 		return nil, err

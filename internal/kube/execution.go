@@ -28,6 +28,11 @@ const (
 	LabelJobName = "batch.kubernetes.io/job-name"
 	// EnvOpID carries the operation id into the job's container, as in VDK.
 	EnvOpID = "VDK_OP_ID"
+	// ManualTTLSeconds is how long a finished manual Job and its pod stay, as in VDK: an
+	// hour to look at them with kubectl after a run started by hand (a scheduled one keeps
+	// the CronJob template's 10 minutes). The execution's status and log are recorded at
+	// once; the history limits of the CronJob may still remove it earlier.
+	ManualTTLSeconds int32 = 3600
 )
 
 // ManualExecution is what a manual run adds to the CronJob's job template.
@@ -42,7 +47,8 @@ type ManualExecution struct {
 
 // ExecutionJob is the Job of a manual execution, made from the CronJob's job template as
 // `kubectl create job --from=cronjob/<name>` does (the CronJob owns it, so it goes with
-// the CronJob), with the execution's annotations and VDK_OP_ID. Arguments are appended
+// the CronJob), with the execution's annotations, VDK_OP_ID and VDK's TTL of manual runs
+// (ManualTTLSeconds). Arguments are appended
 // to the main container's command as VDK does when the command ends in `vdk run`, and
 // passed as container args otherwise.
 func ExecutionJob(cj *batchv1.CronJob, e ManualExecution) *batchv1.Job {
@@ -69,6 +75,7 @@ func ExecutionJob(cj *batchv1.CronJob, e ManualExecution) *batchv1.Job {
 		},
 		Spec: tmpl.Spec,
 	}
+	j.Spec.TTLSecondsAfterFinished = new(ManualTTLSeconds)
 	if cs := j.Spec.Template.Spec.Containers; len(cs) > 0 {
 		c := &cs[0]
 		c.Env = append(c.Env, corev1.EnvVar{Name: EnvOpID, Value: e.OpID})
@@ -130,7 +137,7 @@ var imagePullReasons = []string{"ErrImagePull", "ImagePullBackOff", "InvalidImag
 // be pulled for longer than pullGrace, an eviction or a lost node are the platform's. A
 // Job never reads as succeeded unless Kubernetes says it completed.
 func ObserveExecution(j *batchv1.Job, pods []*corev1.Pod, now time.Time, pullGrace time.Duration) Observation {
-	o := Observation{Status: job.ExecSubmitted, Pod: latestPod(pods)}
+	o := Observation{Status: job.ExecSubmitted, Pod: LatestPod(pods)}
 	if j.Status.StartTime != nil {
 		o.Start = &j.Status.StartTime.Time
 	}
@@ -276,8 +283,8 @@ func truncate(s string, n int) string {
 	return s[:n] + "..."
 }
 
-// latestPod is the pod created last: the execution's current or final attempt.
-func latestPod(pods []*corev1.Pod) *corev1.Pod {
+// LatestPod is the pod created last: the execution's current or final attempt.
+func LatestPod(pods []*corev1.Pod) *corev1.Pod {
 	var last *corev1.Pod
 	for _, p := range pods {
 		if last == nil || p.CreationTimestamp.After(last.CreationTimestamp.Time) ||

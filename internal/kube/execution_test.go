@@ -136,6 +136,8 @@ func TestExecutionJobIsTheCronJobTemplateWithTheRunsAnnotationsAndArgs(t *testin
 	require.Equal(t, "alice", j.Annotations[kube.AnnotationStartedBy])
 	require.Equal(t, "manual", j.Annotations[kube.AnnotationExecutionType])
 	require.Equal(t, "cj-uid", string(j.OwnerReferences[0].UID))
+	require.Equal(t, int32(3600), *j.Spec.TTLSecondsAfterFinished, "VDK keeps a manual run an hour")
+	require.Equal(t, int32(600), *cj.Spec.JobTemplate.Spec.TTLSecondsAfterFinished, "a scheduled run keeps the template's")
 	c := j.Spec.Template.Spec.Containers[0]
 	require.Equal(t, []string{"--arguments", `{"day":"it's"}`}, c.Args)
 	require.Contains(t, c.Env, corev1.EnvVar{Name: kube.EnvOpID, Value: "op-1"})

@@ -55,7 +55,7 @@ func (r *LogReader) ExecutionLog(ctx context.Context, id string, tailLines int) 
 	for i := range pods.Items {
 		ptrs = append(ptrs, &pods.Items[i])
 	}
-	p := latestPod(ptrs)
+	p := LatestPod(ptrs)
 	if p == nil {
 		return "", nil
 	}

@@ -266,59 +266,122 @@ type ExecutionUpdate struct {
 	Log *StoredLog
 }
 
-// RecordExecution writes one status of an execution, in one statement: it inserts the row
-// of a run not yet recorded (with the applied deployment as its snapshot) or updates a
-// submitted or running one, and with a final status also keeps the log and sets the job
-// row's last execution. It writes only while the writer's term holds the lease, only
-// when the job row is still the incarnation JobUID, and never over a final status or an
-// identical one. It reports whether it wrote.
+// RecordExecution writes one status of an execution (RecordExecutions of one).
 func (s *Store) RecordExecution(ctx context.Context, fence Fence, u ExecutionUpdate) (bool, error) {
-	q := `WITH j AS (
-	SELECT j.name, j.uid FROM data_job j
-	WHERE j.name = $2 AND j.uid = $3::uuid AND ` + leaseHeld12 + `
+	wrote, err := s.RecordExecutions(ctx, fence, []ExecutionUpdate{u})
+	if err != nil {
+		return false, err
+	}
+	return wrote[0], nil
+}
+
+// RecordExecutions writes one status of each of several executions (distinct ids), in one
+// statement: it inserts the row of a run not yet recorded (with the applied deployment as
+// its snapshot) or updates a submitted or running one, and with a final status also keeps
+// the log (when given) and sets the job row's last execution. It writes only while the
+// writer's term holds the lease, only rows whose job row is still the incarnation JobUID,
+// and never over a final status or an identical one. wrote[i] tells whether us[i] was
+// written.
+func (s *Store) RecordExecutions(ctx context.Context, fence Fence, us []ExecutionUpdate) (wrote []bool, err error) {
+	q := `WITH u AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
+		$8::timestamptz[], $9::timestamptz[], $10::text[], $11::bool[], $12::text[], $13::bool[])
+		AS u(id, job_name, job_uid, type, status, message, op_id, start_time, end_time, started_by, final, logs, truncated)
+	WHERE ` + leaseHeld14 + `
+), j AS (
+	SELECT u.* FROM u JOIN data_job j ON j.name = u.job_name AND j.uid = u.job_uid
 ), up AS (
 	INSERT INTO data_job_execution AS e (id, job_name, job_uid, type, status, message, op_id, start_time, end_time,
 		started_by, job_version, job_schedule, vdk_version, job_python_version,
 		resources_cpu_request_millis, resources_cpu_limit_millis, resources_memory_request_bytes,
 		resources_memory_limit_bytes, last_deployed_date, last_deployed_by)
-	SELECT $1, j.name, j.uid, $4, $5, $6, $7, COALESCE($8, now()), $9, $10,
+	SELECT j.id, j.job_name, j.job_uid, j.type, j.status, j.message, j.op_id, COALESCE(j.start_time, now()), j.end_time, j.started_by,
 		COALESCE(a.git_commit_sha, ''), COALESCE(a.schedule, ''), COALESCE(a.vdk_version, ''), COALESCE(a.python_version, ''),
 		a.resources_cpu_request_millis, a.resources_cpu_limit_millis, a.resources_memory_request_bytes,
 		a.resources_memory_limit_bytes, a.last_deployed_date, COALESCE(a.last_deployed_by, '')
-	FROM j LEFT JOIN actual_data_job_deployment a ON a.data_job_name = j.name AND a.job_uid = j.uid
+	FROM j LEFT JOIN actual_data_job_deployment a ON a.data_job_name = j.job_name AND a.job_uid = j.job_uid
 	ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, message = EXCLUDED.message,
 		start_time = COALESCE(e.start_time, EXCLUDED.start_time), end_time = EXCLUDED.end_time
 	WHERE e.job_uid = EXCLUDED.job_uid AND e.status IN ` + activeStatuses + `
 		AND (e.status, e.message, e.end_time) IS DISTINCT FROM (EXCLUDED.status, EXCLUDED.message, EXCLUDED.end_time)
-	RETURNING e.id, e.job_name, e.start_time, e.end_time
+	RETURNING e.id, e.job_name, e.job_uid, e.status, e.start_time, e.end_time
 ), lg AS (
 	INSERT INTO data_job_execution_log (execution_id, logs, truncated)
-	SELECT up.id, $13, $14 FROM up WHERE $11 AND $13::text IS NOT NULL
+	SELECT up.id, j.logs, j.truncated FROM up JOIN j ON j.id = up.id WHERE j.final AND j.logs IS NOT NULL
 	ON CONFLICT (execution_id) DO UPDATE SET logs = EXCLUDED.logs, truncated = EXCLUDED.truncated, stored_at = now()
+), last AS (
+	SELECT DISTINCT ON (up.job_name) up.* FROM up JOIN j ON j.id = up.id WHERE j.final
+	ORDER BY up.job_name, up.end_time DESC NULLS LAST
 ), jr AS (
-	UPDATE data_job d SET last_execution_status = $5, last_execution_end_time = up.end_time,
-		last_execution_duration = GREATEST(0, EXTRACT(EPOCH FROM up.end_time - up.start_time))::integer,
-		last_execution_id = up.id
-	FROM up WHERE $11 AND d.name = up.job_name AND d.uid = $3::uuid
-		AND (d.last_execution_end_time IS NULL OR d.last_execution_end_time <= up.end_time)
+	UPDATE data_job d SET last_execution_status = last.status, last_execution_end_time = last.end_time,
+		last_execution_duration = GREATEST(0, EXTRACT(EPOCH FROM last.end_time - last.start_time))::integer,
+		last_execution_id = last.id
+	FROM last WHERE d.name = last.job_name AND d.uid = last.job_uid
+		AND (d.last_execution_end_time IS NULL OR d.last_execution_end_time <= last.end_time)
 )
-SELECT count(*) FROM up`
-	var logs *string
-	truncated := false
-	if u.Log != nil {
-		logs, truncated = &u.Log.Logs, u.Log.Truncated
+SELECT id FROM up`
+	n := len(us)
+	var (
+		ids, jobs, uids, types, statuses, messages, ops, by = make([]string, n), make([]string, n), make([]string, n),
+			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		starts, ends   = make([]*time.Time, n), make([]*time.Time, n)
+		finals, truncs = make([]bool, n), make([]bool, n)
+		logs           = make([]*string, n)
+	)
+	for i, u := range us {
+		ids[i], jobs[i], uids[i], types[i], statuses[i], messages[i], ops[i], by[i] = u.ID, u.JobName, u.JobUID, u.Type, string(u.Status), u.Message, u.OpID, u.StartedBy
+		starts[i], ends[i], finals[i] = u.StartTime, u.EndTime, u.Status.Final()
+		if u.Log != nil {
+			logs[i], truncs[i] = &u.Log.Logs, u.Log.Truncated
+		}
 	}
-	var n int
-	err := s.pool.QueryRow(ctx, q, u.ID, u.JobName, u.JobUID, u.Type, string(u.Status), u.Message, u.OpID,
-		u.StartTime, u.EndTime, u.StartedBy, u.Status.Final(), fence.Epoch, logs, truncated).Scan(&n)
+	rows, err := s.pool.Query(ctx, q, ids, jobs, uids, types, statuses, messages, ops, starts, ends, by, finals, logs, truncs, fence.Epoch)
 	if err != nil {
-		return false, translate(fmt.Errorf("record execution %s: %w", u.ID, err))
+		return nil, translate(fmt.Errorf("record %d execution statuses: %w", n, err))
 	}
-	return n > 0, nil
+	written, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, translate(fmt.Errorf("record %d execution statuses: %w", n, err))
+	}
+	done := make(map[string]bool, len(written))
+	for _, id := range written {
+		done[id] = true
+	}
+	wrote = make([]bool, n)
+	for i, id := range ids {
+		wrote[i] = done[id]
+	}
+	return wrote, nil
 }
 
-// leaseHeld12 is the lease condition of RecordExecution, on the epoch in $12.
-var leaseHeld12 = LeaseHeldCondition("'"+SyncLeaseName+"'", "$12")
+// leaseHeld14 is the lease condition of RecordExecutions, on the epoch in $14.
+var leaseHeld14 = LeaseHeldCondition("'"+SyncLeaseName+"'", "$14")
+
+// StoreExecutionLog keeps the end of the log of the final execution id, unless one is kept
+// already, while fence holds the lease. It reports whether it wrote.
+func (s *Store) StoreExecutionLog(ctx context.Context, fence Fence, id string, l StoredLog) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `INSERT INTO data_job_execution_log (execution_id, logs, truncated)
+SELECT e.id, $2, $3 FROM data_job_execution e
+WHERE e.id = $1 AND e.status NOT IN `+activeStatuses+` AND `+LeaseHeldCondition("'"+SyncLeaseName+"'", "$4")+`
+ON CONFLICT (execution_id) DO NOTHING`, id, l.Logs, l.Truncated, fence.Epoch)
+	if err != nil {
+		return false, translate(fmt.Errorf("store log of execution %s: %w", id, err))
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// FinalWithoutLog returns those of ids that are final executions with no log kept (a
+// leader stopped between the final status and the log).
+func (s *Store) FinalWithoutLog(ctx context.Context, ids []string) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT e.id FROM data_job_execution e
+WHERE e.id = ANY($1) AND e.status NOT IN `+activeStatuses+`
+	AND NOT EXISTS (SELECT 1 FROM data_job_execution_log l WHERE l.execution_id = e.id)`, ids)
+	if err != nil {
+		return nil, translate(fmt.Errorf("read executions without log: %w", err))
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return out, translate(err)
+}
 
 // Retention is how many finished executions are kept.
 type Retention struct {

@@ -137,3 +137,59 @@ func TestRetentionKeepsTheNewestFinishedExecutionsAndEveryActiveOne(t *testing.T
 	require.Equal(t, 2, n, "by age")
 	require.ElementsMatch(t, []string{"my-job-5:succeeded", "my-job-6:running", "my-job-7:submitted"}, d.ids())
 }
+
+func TestRecordExecutionsWritesABatchInOneStatementAndTheLogLater(t *testing.T) {
+	t.Parallel()
+	d := newExecDB(t)
+	other, err := d.s.CreateJob(t.Context(), job.Job{Name: "other-job", Team: "team-a"})
+	require.NoError(t, err)
+	at := func(m int) *time.Time {
+		v := time.Now().Add(time.Duration(m) * time.Minute).UTC().Truncate(time.Second)
+		return &v
+	}
+	mine := func(id string, st job.ExecutionStatus, end *time.Time) store.ExecutionUpdate {
+		return store.ExecutionUpdate{ID: id, JobName: "my-job", JobUID: d.job.UID, Type: job.ExecScheduled, OpID: id, Status: st, StartTime: at(-10), EndTime: end}
+	}
+	wrote, err := d.s.RecordExecutions(t.Context(), d.fence, []store.ExecutionUpdate{
+		mine("my-job-1", job.ExecSucceeded, at(-3)),
+		mine("my-job-2", job.ExecUserError, at(-2)),
+		mine("my-job-3", job.ExecRunning, nil),
+		{ID: "other-job-1", JobName: "other-job", JobUID: "00000000-0000-0000-0000-000000000001", Type: job.ExecScheduled, OpID: "o", Status: job.ExecRunning},
+		{ID: "other-job-2", JobName: "other-job", JobUID: other.UID, Type: job.ExecScheduled, OpID: "o", Status: job.ExecSucceeded, StartTime: at(-5), EndTime: at(-1)},
+	})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, true, true, false, true}, wrote, "all but the run of another incarnation")
+	require.ElementsMatch(t, []string{"my-job-1:succeeded", "my-job-2:user_error", "my-job-3:running"}, d.ids())
+
+	conn, err := pgx.Connect(t.Context(), d.url)
+	require.NoError(t, err)
+	defer conn.Close(context.WithoutCancel(t.Context()))
+	last := func(name string) (status, id string) {
+		require.NoError(t, conn.QueryRow(t.Context(), `SELECT last_execution_status, last_execution_id FROM data_job WHERE name = $1`, name).Scan(&status, &id))
+		return status, id
+	}
+	s, id := last("my-job")
+	require.Equal(t, []string{"user_error", "my-job-2"}, []string{s, id}, "the job row has the one that ended last")
+	s, id = last("other-job")
+	require.Equal(t, []string{"succeeded", "other-job-2"}, []string{s, id})
+
+	// The log follows the final status; it is kept once, and only for a final execution.
+	missing, err := d.s.FinalWithoutLog(t.Context(), []string{"my-job-1", "my-job-2", "my-job-3"})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"my-job-1", "my-job-2"}, missing)
+	ok, err := d.s.StoreExecutionLog(t.Context(), d.fence, "my-job-2", store.StoredLog{Logs: "boom\n"})
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = d.s.StoreExecutionLog(t.Context(), d.fence, "my-job-2", store.StoredLog{Logs: "again\n"})
+	require.NoError(t, err)
+	require.False(t, ok, "kept once")
+	ok, err = d.s.StoreExecutionLog(t.Context(), d.fence, "my-job-3", store.StoredLog{Logs: "early\n"})
+	require.NoError(t, err)
+	require.False(t, ok, "not while it runs")
+	ok, err = d.s.StoreExecutionLog(t.Context(), store.Fence{Epoch: d.fence.Epoch + 1}, "my-job-1", store.StoredLog{Logs: "x\n"})
+	require.NoError(t, err)
+	require.False(t, ok, "a deposed leader stores nothing")
+	_, logs, err := d.s.ExecutionLog(t.Context(), "team-a", "my-job", "my-job-2")
+	require.NoError(t, err)
+	require.Equal(t, "boom\n", logs.Logs)
+}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -120,34 +121,19 @@ WHERE s.job_name = $1
 }
 
 // GetSources returns the version of the sources of the job name of team, or its latest
-// when version is "". A missing job is job.JobNotFound; a job without those sources is
-// ErrNoSources.
+// when version is "", read whole (see OpenSources).
 func (s *Store) GetSources(ctx context.Context, team, name, version string) (Sources, error) {
-	const q = `
-SELECT s.version_sha, s.archive, s.reason, s.uploaded_by, s.uploaded_at
-FROM data_job j
-LEFT JOIN LATERAL (
-	SELECT * FROM data_job_source s
-	WHERE s.job_name = j.name AND ($3 = '' OR s.version_sha = $3)
-	ORDER BY s.upload_seq DESC LIMIT 1
-) s ON true
-WHERE j.name = $1 AND j.team = $2`
-	var (
-		ver, reason, by *string
-		at              *time.Time
-		archive         []byte
-	)
-	err := s.pool.QueryRow(ctx, q, name, team, version).Scan(&ver, &archive, &reason, &by, &at)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Sources{}, job.JobNotFound(team, name)
-	}
+	r, err := s.OpenSources(ctx, team, name, version)
 	if err != nil {
-		return Sources{}, translate(fmt.Errorf("get sources of %s: %w", name, err))
+		return Sources{}, err
 	}
-	if ver == nil {
-		return Sources{}, ErrNoSources
+	var archive bytes.Buffer
+	if _, err := r.WriteTo(&archive); err != nil {
+		return Sources{}, err
 	}
-	return Sources{Version: *ver, Archive: archive, Reason: *reason, UploadedBy: *by, UploadedAt: at.UTC()}, nil
+	src := r.Sources
+	src.Archive = archive.Bytes()
+	return src, nil
 }
 
 // DeleteSources deletes every version of the sources of the job name of team. A job
@@ -175,8 +161,8 @@ const sourcesChunk = 1 << 20
 // out of line and uncompressed, so PostgreSQL reads only the chunk's pages). It is an
 // io.Reader bound to the context it was opened with.
 type SourcesReader struct {
-	// Version is the version being read.
-	Version string
+	// Sources describe the version being read (Archive is nil).
+	Sources
 	// Size is the archive's size in bytes.
 	Size int64
 
@@ -191,17 +177,20 @@ type SourcesReader struct {
 // sources is ErrNoSources. A version deleted while it is read fails the read.
 func (s *Store) OpenSources(ctx context.Context, team, name, version string) (*SourcesReader, error) {
 	const q = `
-SELECT s.version_sha, s.size_bytes
+SELECT s.version_sha, s.size_bytes, s.reason, s.uploaded_by, s.uploaded_at
 FROM data_job j
 LEFT JOIN LATERAL (
-	SELECT version_sha, size_bytes FROM data_job_source s
+	SELECT version_sha, size_bytes, reason, uploaded_by, uploaded_at FROM data_job_source s
 	WHERE s.job_name = j.name AND ($3 = '' OR s.version_sha = $3)
 	ORDER BY s.upload_seq DESC LIMIT 1
 ) s ON true
 WHERE j.name = $1 AND j.team = $2`
-	var ver *string
-	var size *int64
-	err := s.pool.QueryRow(ctx, q, name, team, version).Scan(&ver, &size)
+	var (
+		ver, reason, by *string
+		size            *int64
+		at              *time.Time
+	)
+	err := s.pool.QueryRow(ctx, q, name, team, version).Scan(&ver, &size, &reason, &by, &at)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, job.JobNotFound(team, name)
 	}
@@ -211,7 +200,8 @@ WHERE j.name = $1 AND j.team = $2`
 	if ver == nil {
 		return nil, ErrNoSources
 	}
-	return &SourcesReader{Version: *ver, Size: *size, ctx: ctx, s: s, name: name}, nil
+	src := Sources{Version: *ver, Reason: *reason, UploadedBy: *by, UploadedAt: at.UTC()}
+	return &SourcesReader{Sources: src, Size: *size, ctx: ctx, s: s, name: name}, nil
 }
 
 // Read reads the next bytes of the archive into p, at most one chunk.

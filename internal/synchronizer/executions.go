@@ -31,7 +31,9 @@ type ExecutionStore interface {
 	ActiveExecutions(ctx context.Context) ([]store.TrackedExecution, error)
 	LoadExecution(ctx context.Context, id string) (store.TrackedExecution, bool, error)
 	MarkExecutionJobCreated(ctx context.Context, fence store.Fence, id string) (bool, error)
-	RecordExecution(ctx context.Context, fence store.Fence, u store.ExecutionUpdate) (bool, error)
+	RecordExecutions(ctx context.Context, fence store.Fence, us []store.ExecutionUpdate) ([]bool, error)
+	StoreExecutionLog(ctx context.Context, fence store.Fence, id string, l store.StoredLog) (bool, error)
+	FinalWithoutLog(ctx context.Context, ids []string) ([]string, error)
 	DeleteExpiredExecutions(ctx context.Context, fence store.Fence, r store.Retention) (int, error)
 	Listen(ctx context.Context, channel string, ready func(), notify func(payload string)) error
 }
@@ -40,8 +42,12 @@ type ExecutionStore interface {
 type ExecutionConfig struct {
 	// Namespace holds the CronJobs, Jobs and Pods (default "datajobs").
 	Namespace string
-	// Workers handle that many executions in parallel (default 8).
+	// Workers handle that many executions in parallel (default 16); their status writes
+	// are batched, up to one per worker in a statement.
 	Workers int
+	// LogWorkers read and keep the logs of finished executions, after their final status
+	// is written (default 4).
+	LogWorkers int
 	// ResyncInterval is the period of the pass over every execution under way (default 5m).
 	ResyncInterval time.Duration
 	// ImagePullGrace is how long a pod may fail to pull its image before the execution is
@@ -66,7 +72,8 @@ type ExecutionConfig struct {
 
 func (c ExecutionConfig) withDefaults() ExecutionConfig {
 	c.Namespace = cmp.Or(c.Namespace, "datajobs")
-	c.Workers = cmp.Or(c.Workers, 8)
+	c.Workers = cmp.Or(c.Workers, 16)
+	c.LogWorkers = cmp.Or(c.LogWorkers, 4)
 	c.ResyncInterval = cmp.Or(c.ResyncInterval, 5*time.Minute)
 	c.ImagePullGrace = cmp.Or(c.ImagePullGrace, 5*time.Minute)
 	c.StartTimeout = cmp.Or(c.StartTimeout, 5*time.Minute)
@@ -125,6 +132,25 @@ type execTerm struct {
 	// read again. An entry goes when its Job is gone or a write of it is refused.
 	rows  map[string]store.TrackedExecution
 	stale map[string]bool
+
+	// writes carries the workers' status writes to the writer, which batches them.
+	writes chan writeRequest
+	// logQueue holds the finished executions whose log is to be kept, the pod of each in
+	// logPods: read and written after the final status, so that a slow log read delays
+	// no status.
+	logQueue workqueue.TypedRateLimitingInterface[string]
+	logPods  map[string]*corev1.Pod
+}
+
+// writeRequest is one status write waiting for the writer.
+type writeRequest struct {
+	u    store.ExecutionUpdate
+	done chan writeResult // buffered: the writer never waits for the worker
+}
+
+type writeResult struct {
+	wrote bool
+	err   error
 }
 
 const podsByJobIndex = "job-name"
@@ -153,6 +179,10 @@ func (x *Executions) Run(ctx context.Context, epoch int64) error {
 		x: x, fence: store.Fence{Epoch: epoch}, jobs: jobInformer.Lister().Jobs(x.cfg.Namespace),
 		pods: podInformer.Informer().GetIndexer(), queue: queue, seen: map[string]time.Time{}, deleted: map[string]*batchv1.Job{},
 		rows: map[string]store.TrackedExecution{}, stale: map[string]bool{},
+		writes: make(chan writeRequest), logPods: map[string]*corev1.Pod{},
+		logQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, time.Minute),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "datajobs_execution_logs"}),
 	}
 
 	onJob := func(obj any) {
@@ -201,6 +231,7 @@ func (x *Executions) Run(ctx context.Context, epoch int64) error {
 	defer cancel()
 	if !cache.WaitForCacheSync(ctx.Done(), jobInformer.Informer().HasSynced, podInformer.Informer().HasSynced) {
 		queue.ShutDown()
+		t.logQueue.ShutDown()
 		return fmt.Errorf("wait for job and pod caches: %w", context.Cause(ctx))
 	}
 	x.log.InfoContext(ctx, "executions_term_started", "epoch", epoch, "namespace", x.cfg.Namespace)
@@ -208,6 +239,8 @@ func (x *Executions) Run(ctx context.Context, epoch int64) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer queue.ShutDown()
+	defer t.logQueue.ShutDown()
+	wg.Go(func() { t.writer(ctx) })
 	// Requests that arrive during the first pass wait in the queue.
 	listening := make(chan struct{})
 	wg.Go(func() { t.listen(ctx, listening) })
@@ -222,6 +255,9 @@ func (x *Executions) Run(ctx context.Context, epoch int64) error {
 	}
 	for range x.cfg.Workers {
 		wg.Go(func() { t.work(ctx) })
+	}
+	for range x.cfg.LogWorkers {
+		wg.Go(func() { t.keepLogs(ctx) })
 	}
 	wg.Go(func() { t.tick(ctx, x.cfg.ResyncInterval, func() { queue.Add(resyncKey) }) })
 	wg.Go(func() { t.tick(ctx, x.cfg.RetentionInterval, func() { t.cleanup(ctx) }) })
@@ -339,12 +375,19 @@ func (t *execTerm) pass(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("executions pass: list jobs: %w", err)
 	}
+	var finished []string
 	for _, j := range jobs {
+		if c, f := jobDone(j); c || f {
+			finished = append(finished, j.Name)
+		}
 		if done[j.Name] {
 			continue
 		}
 		// A Job without an execution under way: a run not yet recorded, or a finished one.
 		t.queue.Add(j.Name)
+	}
+	if err := t.queueMissingLogs(ctx, finished); err != nil {
+		return err
 	}
 	t.x.log.InfoContext(ctx, "executions_pass", "active", len(active), "jobs", len(jobs), "duration", time.Since(start))
 	return nil
@@ -509,18 +552,12 @@ func (t *execTerm) observe(ctx context.Context, row *store.TrackedExecution, liv
 		return nil
 	}
 	u := store.ExecutionUpdate{Status: o.Status, Message: o.Message, StartTime: o.Start, EndTime: o.End}
-	if o.Status.Final() && o.Pod != nil {
-		text, truncated, err := t.x.logs.PodLog(ctx, o.Pod, 0, t.x.cfg.LogBytes)
-		if err != nil {
-			// The status matters more than the log: record it with an empty one (the API
-			// answers that, rather than asking a cluster that could not answer), and say so.
-			t.x.log.WarnContext(ctx, "execution_log_unreadable", "execution", live.Name, "error", err)
-			t.x.cfg.Metrics.logsUnreadable.Inc()
-		}
-		u.Log = &store.StoredLog{Logs: text, Truncated: truncated}
-	}
 	if err := t.record(ctx, row, live, u); err != nil {
 		return err
+	}
+	if o.Status.Final() && o.Pod != nil {
+		// Its log is kept next; meanwhile the API reads it from the pod.
+		t.queueLog(live.Name, o.Pod)
 	}
 	if o.Abandon && live.DeletionTimestamp == nil {
 		return t.deleteJob(ctx, live, metav1.DeletePropagationBackground)
@@ -547,7 +584,7 @@ func (t *execTerm) record(ctx context.Context, row *store.TrackedExecution, live
 	if u.JobName == "" || u.JobUID == "" {
 		return nil // not a Job of a data job datajobs rendered
 	}
-	wrote, err := t.x.db.RecordExecution(ctx, t.fence, u)
+	wrote, err := t.write(ctx, u)
 	if err != nil {
 		t.forget(u.ID)
 		t.enqueueSeen(u.ID, seen)
@@ -681,4 +718,152 @@ func (t *execTerm) cleanup(ctx context.Context) {
 	if n > 0 {
 		t.x.log.InfoContext(ctx, "executions_cleaned", "deleted", n)
 	}
+}
+
+// write hands a status write to the writer and waits for its outcome.
+func (t *execTerm) write(ctx context.Context, u store.ExecutionUpdate) (bool, error) {
+	req := writeRequest{u: u, done: make(chan writeResult, 1)}
+	select {
+	case t.writes <- req:
+	case <-ctx.Done():
+		return false, context.Cause(ctx)
+	}
+	select {
+	case r := <-req.done:
+		return r.wrote, r.err
+	case <-ctx.Done():
+		return false, context.Cause(ctx)
+	}
+}
+
+// writer writes the workers' statuses, each statement taking every write waiting (at
+// most one per execution: a second one waits for the next statement). One status is one
+// row written whatever the batch; under a burst the statements are fewer than the rows.
+func (t *execTerm) writer(ctx context.Context) {
+	var next []writeRequest
+	for {
+		batch := next
+		next = nil
+		if len(batch) == 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case r := <-t.writes:
+				batch = append(batch, r)
+			}
+		}
+		ids := make(map[string]bool, len(batch))
+		for _, r := range batch {
+			ids[r.u.ID] = true
+		}
+	drain:
+		for len(batch) < 4*t.x.cfg.Workers {
+			select {
+			case r := <-t.writes:
+				if ids[r.u.ID] {
+					next = append(next, r)
+					continue
+				}
+				ids[r.u.ID] = true
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		us := make([]store.ExecutionUpdate, len(batch))
+		for i, r := range batch {
+			us[i] = r.u
+		}
+		wrote, err := t.x.db.RecordExecutions(ctx, t.fence, us)
+		for i, r := range batch {
+			if err != nil {
+				r.done <- writeResult{err: err}
+			} else {
+				r.done <- writeResult{wrote: wrote[i]}
+			}
+		}
+	}
+}
+
+// queueLog asks for the log of the finished execution id, printed by pod, to be kept.
+func (t *execTerm) queueLog(id string, pod *corev1.Pod) {
+	t.mu.Lock()
+	t.logPods[id] = pod
+	t.mu.Unlock()
+	t.logQueue.Add(id)
+}
+
+// queueMissingLogs queues the logs of the final executions among the finished Jobs ids
+// that have none kept (the previous leader stopped in between).
+func (t *execTerm) queueMissingLogs(ctx context.Context, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	missing, err := t.x.db.FinalWithoutLog(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("executions pass: %w", err)
+	}
+	for _, id := range missing {
+		objs, err := t.pods.ByIndex(podsByJobIndex, id)
+		if err != nil {
+			return fmt.Errorf("read pods of %s from cache: %w", id, err)
+		}
+		pods := make([]*corev1.Pod, 0, len(objs))
+		for _, o := range objs {
+			if p, ok := o.(*corev1.Pod); ok {
+				pods = append(pods, p)
+			}
+		}
+		if p := kube.LatestPod(pods); p != nil {
+			t.queueLog(id, p)
+		}
+	}
+	return nil
+}
+
+// keepLogs reads and keeps the logs of finished executions until the log queue shuts down.
+func (t *execTerm) keepLogs(ctx context.Context) {
+	for {
+		id, shutdown := t.logQueue.Get()
+		if shutdown {
+			return
+		}
+		t.mu.Lock()
+		pod := t.logPods[id]
+		t.mu.Unlock()
+		err := t.keepLog(ctx, id, pod)
+		switch {
+		case err == nil:
+			t.logQueue.Forget(id)
+			t.mu.Lock()
+			if t.logPods[id] == pod {
+				delete(t.logPods, id)
+			}
+			t.mu.Unlock()
+		case ctx.Err() != nil:
+		default:
+			t.x.log.WarnContext(ctx, "execution_log_store_failed", "execution", id, "error", err)
+			t.logQueue.AddRateLimited(id)
+		}
+		t.logQueue.Done(id)
+	}
+}
+
+func (t *execTerm) keepLog(ctx context.Context, id string, pod *corev1.Pod) error {
+	if pod == nil {
+		return nil
+	}
+	text, truncated, err := t.x.logs.PodLog(ctx, pod, 0, t.x.cfg.LogBytes)
+	if err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		// Keep an empty one rather than ask a cluster that could not answer, and say so.
+		t.x.log.WarnContext(ctx, "execution_log_unreadable", "execution", id, "error", err)
+		t.x.cfg.Metrics.logsUnreadable.Inc()
+	}
+	if _, err := t.x.db.StoreExecutionLog(ctx, t.fence, id, store.StoredLog{Logs: text, Truncated: truncated}); err != nil {
+		return err
+	}
+	return nil
 }

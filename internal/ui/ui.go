@@ -113,8 +113,8 @@ type Console struct {
 	cookies *cookieCodec
 	// schedules computes the next runs the list shows.
 	schedules job.Schedules
-	mux     *http.ServeMux
-	routes  map[string]rule
+	mux       *http.ServeMux
+	routes    map[string]rule
 }
 
 // New returns the console on svc.

@@ -21,6 +21,21 @@
       e.detail.headers["If-None-Match"] = etags[id];
     }
   });
+  // Confirmations in the page's own <dialog> (modal: focus stays in it, Esc cancels),
+  // instead of window.confirm.
+  document.addEventListener("htmx:confirm", function (e) {
+    var question = e.detail.question;
+    var dialog = document.getElementById("confirm");
+    if (!question || !dialog) return;
+    e.preventDefault();
+    dialog.querySelector("[data-question]").textContent = question;
+    dialog.returnValue = "";
+    dialog.addEventListener("close", function once() {
+      dialog.removeEventListener("close", once);
+      if (dialog.returnValue === "ok") e.detail.issueRequest(true);
+    });
+    dialog.showModal();
+  });
   document.addEventListener("htmx:afterRequest", function (e) {
     var id = e.detail.elt.id, xhr = e.detail.xhr;
     if (!id || !xhr) return;

@@ -1,0 +1,219 @@
+// Command ui benchmarks the web console's jobs list on 10,000 jobs: the server time of a
+// page (the handler, in this process, without the network) for the list as it opens, a
+// team filter, a name search, and sorted by next run, and the weight of the page with
+// everything it loads (the HTML, the stylesheet and the scripts).
+//
+// It seeds a fresh database with -jobs jobs, -deployed of them deployed, as bench/graphql
+// does, and uses DATAJOBS_TEST_DATABASE_URL when set, else starts its own PostgreSQL.
+// docs/benchmarks.md has the results and the command.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/signal"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5" //nolint:depguard // the benchmark seeds rows
+
+	"github.com/datajobs/datajobs/internal/devenv"
+	"github.com/datajobs/datajobs/internal/service"
+	"github.com/datajobs/datajobs/internal/store"
+	"github.com/datajobs/datajobs/internal/ui"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/ui:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var jobs, deployed, requests int
+	flag.IntVar(&jobs, "jobs", 10000, "number of jobs")
+	flag.IntVar(&deployed, "deployed", 8000, "number of deployed jobs")
+	flag.IntVar(&requests, "requests", 300, "requests per scenario (after 20 warm-up requests)")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+
+	adminURL := os.Getenv("DATAJOBS_TEST_DATABASE_URL")
+	if adminURL == "" {
+		dir, err := os.MkdirTemp("", "bench-ui-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		env, err := devenv.Start(ctx, devenv.Config{StateDir: dir, Fast: true})
+		if err != nil {
+			return err
+		}
+		defer env.Stop() //nolint:errcheck // the folder goes anyway
+		adminURL = env.DatabaseURL
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "bench_ui_" + hex.EncodeToString(b)
+	if err := devenv.CreateDatabase(ctx, adminURL, name, ""); err != nil {
+		return err
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		_ = devenv.DropDatabase(ctx, adminURL, name)
+	}()
+	u, err := url.Parse(adminURL)
+	if err != nil {
+		return err
+	}
+	u.Path = "/" + name
+	dbURL := u.String()
+	db, err := store.Open(ctx, store.Config{URL: dbURL})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := db.Migrate(ctx); err != nil {
+		return err
+	}
+	if err := seed(ctx, dbURL, jobs, deployed); err != nil {
+		return fmt.Errorf("seed: %w", err)
+	}
+	svc, err := service.New(service.Config{SupportedPythonVersions: []string{"3.9", "3.11"}}, db)
+	if err != nil {
+		return err
+	}
+	console, err := ui.New(ui.Config{Logger: slog.New(slog.DiscardHandler)}, svc) // auth mode none: an admin sees all
+	if err != nil {
+		return err
+	}
+	// One request without a session gets one; the others carry it, as a browser does.
+	first := serve(console, "/ui/", nil)
+	cookies := first.Result().Cookies()
+
+	fmt.Printf("%d jobs (%d deployed), GOMAXPROCS=%d, %d requests per row after 20 warm-up, server time (handler, in process)\n\n",
+		jobs, deployed, runtime.GOMAXPROCS(0), requests)
+	fmt.Println("| page | p50 | p90 | p99 | HTML bytes | jobs listed |")
+	fmt.Println("|---|---|---|---|---|---|")
+	listed := regexp.MustCompile(`of (\d+) jobs`)
+	var listHTML string
+	for _, sc := range []struct{ name, path string }{
+		{"list, first page (50 of all)", "/ui/"},
+		{"list, one team", "/ui/?team=team-07"},
+		{"list, name search *12*", "/ui/?q=*12*"},
+		{"list, sorted by next run", "/ui/?sort=next_run"},
+		{"list, page 100, sorted by last run", "/ui/?sort=last_run&dir=desc&page=100"},
+		{"list table, polled by htmx", "/ui/?q=*12*&hx=1"},
+	} {
+		var headers http.Header
+		path := sc.path
+		if strings.HasSuffix(path, "&hx=1") {
+			path, headers = strings.TrimSuffix(path, "&hx=1"), http.Header{"Hx-Request": {"true"}}
+		}
+		var lat []time.Duration
+		var body string
+		for i := range requests + 20 {
+			t := time.Now()
+			w := serve(console, path, cookies, headers)
+			d := time.Since(t)
+			if w.Code != http.StatusOK {
+				return fmt.Errorf("%s: status %d: %.300s", path, w.Code, w.Body)
+			}
+			if i >= 20 {
+				lat = append(lat, d)
+			}
+			body = w.Body.String()
+		}
+		if sc.path == "/ui/" {
+			listHTML = body
+		}
+		slices.Sort(lat)
+		n := ""
+		if m := listed.FindStringSubmatch(body); m != nil {
+			n = m[1]
+		}
+		fmt.Printf("| %s | %s | %s | %s | %d | %s |\n", sc.name, ms(pct(lat, 50)), ms(pct(lat, 90)), ms(pct(lat, 99)), len(body), n)
+	}
+
+	// The page's weight: the HTML and everything it loads.
+	total := len(listHTML)
+	fmt.Printf("\nweight of /ui/ with everything it loads:\n\n| resource | bytes |\n|---|---|\n| HTML | %d |\n", len(listHTML))
+	for _, m := range regexp.MustCompile(`(?:src|href)="(/ui/static/[^"]+)"`).FindAllStringSubmatch(listHTML, -1) {
+		w := serve(console, m[1], cookies)
+		if w.Code != http.StatusOK {
+			return fmt.Errorf("%s: status %d", m[1], w.Code)
+		}
+		total += w.Body.Len()
+		fmt.Printf("| %s | %d |\n", m[1], w.Body.Len())
+	}
+	fmt.Printf("| **total** | **%d** (%.0f KB) |\n", total, float64(total)/1024)
+	return nil
+}
+
+func serve(h http.Handler, path string, cookies []*http.Cookie, headers ...http.Header) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(http.MethodGet, path, nil)
+	for _, c := range cookies {
+		r.AddCookie(c)
+	}
+	for _, hs := range headers {
+		for k, v := range hs {
+			r.Header[k] = v
+		}
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+func pct(l []time.Duration, p int) time.Duration { return l[(len(l)-1)*p/100] }
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
+
+// seed writes jobs, deployments and last executions straight into the tables as
+// bench/graphql does: 50 teams, 1440 distinct daily schedules, 90% of the deployments
+// enabled, 90% synced, 70% of the jobs with a last execution in the past week.
+func seed(ctx context.Context, dbURL string, jobs, deployed int) error {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	const q = `
+SELECT setseed(0.42);
+INSERT INTO data_job (name, uid, team, description, schedule, notified_on_job_deploy,
+	last_execution_status, last_execution_end_time, last_execution_duration)
+SELECT 'data-job-' || lpad(i::text, 5, '0'), gen_random_uuid(),
+	'team-' || lpad((floor(random() * 50))::int::text, 2, '0'),
+	'job number ' || i || ' of the benchmark',
+	(floor(random() * 60))::int || ' ' || (floor(random() * 24))::int || ' * * *',
+	ARRAY['owner-' || i || '@example.com'],
+	CASE WHEN r < 0.7 THEN (ARRAY['succeeded','succeeded','succeeded','user_error','platform_error'])[1 + floor(random() * 5)::int] END,
+	CASE WHEN r < 0.7 THEN now() - random() * interval '7 days' END,
+	CASE WHEN r < 0.7 THEN (random() * 3600)::int END
+FROM (SELECT i, random() AS r FROM generate_series(1, JOBS) AS i) s;
+INSERT INTO desired_data_job_deployment (data_job_name, git_commit_sha, vdk_version, python_version, schedule,
+	enabled, last_deployed_by, last_deployed_date, status, status_generation, last_sync_at)
+SELECT name, md5(name), '0.9', (ARRAY['3.9','3.11'])[1 + floor(random() * 2)::int], schedule,
+	random() < 0.9, 'deployer', now() - random() * interval '30 days',
+	CASE WHEN random() < 0.9 THEN 'synced' ELSE 'pending' END, 1, now()
+FROM data_job ORDER BY random() LIMIT DEPLOYED;
+ANALYZE;`
+	_, err = conn.Exec(ctx, strings.NewReplacer("JOBS", fmt.Sprint(jobs), "DEPLOYED", fmt.Sprint(deployed)).Replace(q))
+	return err
+}
