@@ -13,6 +13,8 @@ build:
 
 # The datajobs image, without a Docker daemon (internal/image): written as an OCI layout to
 # .cache/image and pushed to each reference of PUSH, e.g. make image PUSH=127.0.0.1:5000/datajobs:dev
+# (inside hack/with-env.sh, by default to the test environment's registry).
+PUSH ?= $(if $(DATAJOBS_TEST_REGISTRY),$(DATAJOBS_TEST_REGISTRY)/datajobs:dev)
 image:
 	go run ./hack/image $(foreach r,$(PUSH),--push $(r))
 

@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/datajobs/datajobs/internal/job"
-	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/synchronizer"
 )
 
@@ -65,12 +64,12 @@ type passSpan struct {
 	ms              runtime.MemStats
 }
 
-func (o *observedStore) LoadSyncState(ctx context.Context, name string) (store.SyncState, error) {
+func (o *observedStore) LoadSyncState(ctx context.Context, name string) (job.SyncState, error) {
 	o.loads.Add(1)
 	return o.Store.LoadSyncState(ctx, name)
 }
 
-func (o *observedStore) LoadAllSyncStates(ctx context.Context) (map[string]store.SyncState, error) {
+func (o *observedStore) LoadAllSyncStates(ctx context.Context) (map[string]job.SyncState, error) {
 	o.mu.Lock()
 	runtime.ReadMemStats(&o.open.ms)
 	o.open.start = time.Now()
@@ -95,7 +94,7 @@ func newObservedStore(db synchronizer.Store, target int) *observedStore {
 	return &observedStore{Store: db, target: int64(target), allApplied: make(chan struct{})}
 }
 
-func (o *observedStore) RecordAppliedAll(ctx context.Context, fence store.Fence, as []job.ActualDeployment) ([]bool, error) {
+func (o *observedStore) RecordAppliedAll(ctx context.Context, fence job.Fence, as []job.ActualDeployment) ([]bool, error) {
 	o.writes.Add(1)
 	o.rows.Add(int64(len(as)))
 	wrote, err := o.Store.RecordAppliedAll(ctx, fence, as)
@@ -107,12 +106,12 @@ func (o *observedStore) RecordAppliedAll(ctx context.Context, fence store.Fence,
 	return wrote, err
 }
 
-func (o *observedStore) RecordFailure(ctx context.Context, fence store.Fence, name, uid string, gen int64, status job.SyncStatus, message string) (bool, error) {
+func (o *observedStore) RecordFailure(ctx context.Context, fence job.Fence, name, uid string, gen int64, status job.SyncStatus, message string) (bool, error) {
 	o.writes.Add(1)
 	return o.Store.RecordFailure(ctx, fence, name, uid, gen, status, message)
 }
 
-func (o *observedStore) DeleteActual(ctx context.Context, fence store.Fence, name, uid string) (bool, error) {
+func (o *observedStore) DeleteActual(ctx context.Context, fence job.Fence, name, uid string) (bool, error) {
 	o.writes.Add(1)
 	return o.Store.DeleteActual(ctx, fence, name, uid)
 }

@@ -11,15 +11,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/stretchr/testify/require"
 
-	"github.com/datajobs/datajobs/internal/devenv"
-	"github.com/datajobs/datajobs/internal/image"
 	"github.com/datajobs/datajobs/internal/testenv"
 )
 
@@ -29,15 +26,10 @@ import (
 // commit has the same digest.
 func TestImageIsNonRootReproducibleAndLabelled(t *testing.T) {
 	t.Parallel()
-	root, err := devenv.RepoRoot()
+	cfg := testImage
+	first, err := buildImage(t.Context())
 	require.NoError(t, err)
-	cfg := image.Config{
-		Dir: root, Version: "v9.9.9-test", Revision: "0123456789abcdef0123456789abcdef01234567",
-		Created: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC),
-	}
-	first, err := image.Build(t.Context(), cfg)
-	require.NoError(t, err)
-	second, err := image.Build(t.Context(), cfg)
+	second, err := buildImage(t.Context())
 	require.NoError(t, err)
 	d1, err := first.Digest()
 	require.NoError(t, err)
@@ -69,7 +61,8 @@ func TestImageIsNonRootReproducibleAndLabelled(t *testing.T) {
 		require.Equal(t, v, cf.Config.Labels[k], k)
 	}
 
-	files := imageFiles(t, pulled)
+	files, err := imageFiles(pulled)
+	require.NoError(t, err)
 	require.Contains(t, files["etc/passwd"], "nonroot:x:65532:65532:")
 	require.Contains(t, files, "tmp/")
 	bin := filepath.Join(t.TempDir(), "datajobs")
@@ -86,27 +79,35 @@ func TestImageIsNonRootReproducibleAndLabelled(t *testing.T) {
 }
 
 // imageFiles reads every regular file and directory of the image's layers, by path.
-func imageFiles(t *testing.T, img v1.Image) map[string]string {
-	t.Helper()
+func imageFiles(img v1.Image) (map[string]string, error) {
 	layers, err := img.Layers()
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
 	files := map[string]string{}
 	for _, l := range layers {
 		rc, err := l.Uncompressed()
-		require.NoError(t, err)
+		if err != nil {
+			return nil, err
+		}
 		tr := tar.NewReader(rc)
 		for {
 			h, err := tr.Next()
 			if errors.Is(err, io.EOF) {
 				break
 			}
-			require.NoError(t, err)
+			if err != nil {
+				return nil, err
+			}
 			var b bytes.Buffer
-			_, err = io.Copy(&b, tr)
-			require.NoError(t, err)
+			if _, err := io.Copy(&b, tr); err != nil {
+				return nil, err
+			}
 			files[strings.TrimPrefix(h.Name, "/")] = b.String()
 		}
-		require.NoError(t, rc.Close())
+		if err := rc.Close(); err != nil {
+			return nil, err
+		}
 	}
-	return files
+	return files, nil
 }

@@ -3,6 +3,8 @@ package deploytest
 import (
 	"context"
 	"net/http"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -57,12 +59,13 @@ func pendingPod(t *testing.T, admin kubernetes.Interface, ns, id string) {
 // disable, orphan removal, delete. Nothing outside the jobs namespace is allowed.
 func TestChartRoleIsEnoughForEverythingServeDoes(t *testing.T) {
 	t.Parallel()
-	in := installRBAC(t, -1)
+	in := installRBAC(t, nil)
 	s := in.serve(t)
 	admin := testenv.Clientset(t)
 	ns := in.jobs
 
 	// Deploy.
+	s.keepDatabaseNonEmpty(t)
 	s.createJob(t, "sales-report")
 	require.Eventually(t, func() bool { return cronJob(t, admin, ns, "sales-report") != nil }, patience, tick, "deploy creates the CronJob")
 	image := func() string {
@@ -141,64 +144,151 @@ func TestChartRoleIsEnoughForEverythingServeDoes(t *testing.T) {
 	require.True(t, apierrors.IsForbidden(err), "a Pod in the jobs namespace: %v", err)
 }
 
-// Without any one rule of the chart's Role, something `datajobs serve` does fails: no
-// rule is spare.
-func TestEveryRuleOfTheChartRoleIsNeeded(t *testing.T) {
-	t.Parallel()
-	rules := installRBACRules(t)
-	require.Len(t, rules, 4, "a rule was added: give it a case here")
-	for i, r := range rules {
-		name := strings.Join(r.Resources, ",")
-		t.Run("without "+name, func(t *testing.T) {
-			t.Parallel()
-			in := installRBAC(t, i)
-			s := in.serve(t)
-			admin := testenv.Clientset(t)
-			ns := in.jobs
-			forbidden := func(what string) {
-				require.Eventually(t, func() bool { return strings.Contains(s.logs.String(), what+" is forbidden") }, patience, tick,
-					"the service reports %q forbidden", what)
+// listLikeOldServers turns off client-go's streaming lists (WatchListClient), so that
+// informers list as they do against an apiserver that does not serve streaming lists.
+var listLikeOldServers = []string{"KUBE_FEATURE_WatchListClient=false"}
+
+// withoutVerb removes one verb of one resource from the Role (the whole rule when it
+// was its only verb).
+func withoutVerb(resource, verb string) func(*rbacv1.Role) {
+	return func(r *rbacv1.Role) {
+		var rules []rbacv1.PolicyRule
+		for _, rule := range r.Rules {
+			if slices.Contains(rule.Resources, resource) {
+				rule.Verbs = slices.DeleteFunc(slices.Clone(rule.Verbs), func(v string) bool { return v == verb })
+				if len(rule.Verbs) == 0 {
+					continue
+				}
 			}
-			switch name {
-			case "cronjobs":
-				// The synchronizer cannot list, create or apply CronJobs: deploy does nothing.
-				s.createJob(t, "sales-report")
-				forbidden(`cronjobs.batch`)
-				require.Nil(t, cronJob(t, admin, ns, "sales-report"))
-			case "jobs":
-				// Deploy works; a started execution gets no Job.
-				s.createJob(t, "sales-report")
-				require.Eventually(t, func() bool { return cronJob(t, admin, ns, "sales-report") != nil }, patience, tick)
-				id := s.startExecution(t, "sales-report")
-				forbidden(`jobs.batch`)
-				_, err := admin.BatchV1().Jobs(ns).Get(t.Context(), id, metav1.GetOptions{})
-				require.True(t, apierrors.IsNotFound(err), "no Job for the execution: %v", err)
-			case "pods":
-				// The logs of an execution cannot be looked up: 503.
-				s.createJob(t, "sales-report")
-				require.Eventually(t, func() bool { return cronJob(t, admin, ns, "sales-report") != nil }, patience, tick)
-				id := s.startExecution(t, "sales-report")
-				code, body := s.do(t, http.MethodGet, team+"/jobs/sales-report/executions/"+id+"/logs", "")
-				require.Equal(t, http.StatusServiceUnavailable, code, body)
-				forbidden(`pods`)
-			case "pods/log":
-				// The pod is found but its log cannot be read: 503 (200 with the rule).
-				s.createJob(t, "sales-report")
-				require.Eventually(t, func() bool { return cronJob(t, admin, ns, "sales-report") != nil }, patience, tick)
-				id := s.startExecution(t, "sales-report")
-				pendingPod(t, admin, ns, id)
-				code, body := s.do(t, http.MethodGet, team+"/jobs/sales-report/executions/"+id+"/logs", "")
-				require.Equal(t, http.StatusServiceUnavailable, code, body)
-			default:
-				require.Failf(t, "no case for rule", "%s", name)
-			}
-		})
+			rules = append(rules, rule)
+		}
+		r.Rules = rules
 	}
 }
 
-// installRBACRules are the rules of the chart's Role with the default values.
-func installRBACRules(t *testing.T) []rbacv1.PolicyRule {
-	t.Helper()
+// Without any one verb of the chart's Role (so without any one rule either), something
+// `datajobs serve` does fails: the service reports the request the apiserver refused, or
+// the API answers 503. No verb is spare; a verb added to the Role needs a case here.
+func TestEveryVerbOfTheChartRoleIsNeeded(t *testing.T) {
+	t.Parallel()
+	// forbidden waits for the service to report that the apiserver refused verb on resource.
+	forbidden := func(t *testing.T, s *service, verb, resource string) {
+		t.Helper()
+		re := regexp.MustCompile(`cannot ` + verb + ` resource \\?"` + regexp.QuoteMeta(resource) + `\\?"`)
+		require.Eventually(t, func() bool { return re.MatchString(s.logs.String()) }, patience, tick,
+			"the service reports that it may not %s %s", verb, resource)
+	}
+	deployed := func(t *testing.T, s *service, admin kubernetes.Interface, ns string) {
+		t.Helper()
+		s.createJob(t, "sales-report")
+		require.Eventually(t, func() bool { return cronJob(t, admin, ns, "sales-report") != nil }, patience, tick, "deploy creates the CronJob")
+	}
+	started := func(t *testing.T, s *service, admin kubernetes.Interface, ns string) string {
+		t.Helper()
+		deployed(t, s, admin, ns)
+		id := s.startExecution(t, "sales-report")
+		require.Eventually(t, func() bool {
+			_, err := admin.BatchV1().Jobs(ns).Get(t.Context(), id, metav1.GetOptions{})
+			return err == nil
+		}, patience, tick, "the execution's Job is created")
+		return id
+	}
+	type env struct {
+		s     *service
+		admin kubernetes.Interface
+		ns    string
+	}
+	informer := func(verb, resource string) func(t *testing.T, e env) {
+		return func(t *testing.T, e env) { forbidden(t, e.s, verb, resource) } // at the start of the term
+	}
+	cases := map[string]func(t *testing.T, e env){
+		// Informers list with a watch (client-go's streaming list) where the apiserver
+		// serves it, and with a list where it does not; the list cases turn streaming off
+		// in client-go (listLikeOldServers) to show the second.
+		"cronjobs list":  informer("list", "cronjobs"),
+		"cronjobs watch": informer("watch", "cronjobs"),
+		"jobs list":      informer("list", "jobs"),
+		"jobs watch":     informer("watch", "jobs"),
+		"pods watch":     informer("watch", "pods"),
+		"pods list": func(t *testing.T, e env) { // the logs API looks up the execution's pods
+			id := started(t, e.s, e.admin, e.ns)
+			code, body := e.s.do(t, http.MethodGet, team+"/jobs/sales-report/executions/"+id+"/logs", "")
+			require.Equal(t, http.StatusServiceUnavailable, code, body)
+		},
+		"cronjobs create": func(t *testing.T, e env) {
+			e.s.createJob(t, "sales-report")
+			forbidden(t, e.s, "create", "cronjobs")
+			require.Nil(t, cronJob(t, e.admin, e.ns, "sales-report"))
+		},
+		"cronjobs patch": func(t *testing.T, e env) { // redeploy
+			deployed(t, e.s, e.admin, e.ns)
+			e.s.deploy(t, "sales-report", "v2")
+			forbidden(t, e.s, "patch", "cronjobs")
+		},
+		"cronjobs update": func(t *testing.T, e env) { // a foreign field apply cannot remove
+			deployed(t, e.s, e.admin, e.ns)
+			cj := cronJob(t, e.admin, e.ns, "sales-report")
+			cj.Spec.JobTemplate.Spec.Template.Spec.NodeSelector = map[string]string{"drift": "yes"}
+			_, err := e.admin.BatchV1().CronJobs(e.ns).Update(t.Context(), cj, metav1.UpdateOptions{FieldManager: "someone-else"})
+			require.NoError(t, err)
+			forbidden(t, e.s, "update", "cronjobs")
+		},
+		"cronjobs delete": func(t *testing.T, e env) {
+			e.s.keepDatabaseNonEmpty(t)
+			deployed(t, e.s, e.admin, e.ns)
+			e.s.must(t, http.StatusOK, http.MethodDelete, team+"/jobs/sales-report", "")
+			forbidden(t, e.s, "delete", "cronjobs")
+		},
+		"cronjobs get": func(t *testing.T, e env) { // the template of a manual execution
+			deployed(t, e.s, e.admin, e.ns)
+			e.s.startExecution(t, "sales-report")
+			forbidden(t, e.s, "get", "cronjobs")
+		},
+		"jobs create": func(t *testing.T, e env) {
+			deployed(t, e.s, e.admin, e.ns)
+			id := e.s.startExecution(t, "sales-report")
+			forbidden(t, e.s, "create", "jobs")
+			_, err := e.admin.BatchV1().Jobs(e.ns).Get(t.Context(), id, metav1.GetOptions{})
+			require.True(t, apierrors.IsNotFound(err), "no Job for the execution: %v", err)
+		},
+		"jobs delete": func(t *testing.T, e env) { // cancel
+			id := started(t, e.s, e.admin, e.ns)
+			e.s.must(t, http.StatusOK, http.MethodDelete, team+"/jobs/sales-report/executions/"+id, "")
+			forbidden(t, e.s, "delete", "jobs")
+		},
+		"jobs get": func(t *testing.T, e env) { // is a Job the cache lost really gone?
+			id := started(t, e.s, e.admin, e.ns)
+			require.NoError(t, e.admin.BatchV1().Jobs(e.ns).Delete(t.Context(), id, metav1.DeleteOptions{PropagationPolicy: new(metav1.DeletePropagationBackground)}))
+			forbidden(t, e.s, "get", "jobs")
+		},
+		"pods/log get": func(t *testing.T, e env) { // the pod is found, its log cannot be read
+			id := started(t, e.s, e.admin, e.ns)
+			pendingPod(t, e.admin, e.ns, id)
+			code, body := e.s.do(t, http.MethodGet, team+"/jobs/sales-report/executions/"+id+"/logs", "")
+			require.Equal(t, http.StatusServiceUnavailable, code, body)
+		},
+	}
 	objs := render(t, "default", values(t, "database: {existingSecret: db}\nauth: {mode: none}"))
-	return into[rbacv1.Role](t, find(t, objs, "Role", "")).Rules
+	role := into[rbacv1.Role](t, find(t, objs, "Role", ""))
+	n := 0
+	for _, rule := range role.Rules {
+		for _, res := range rule.Resources {
+			for _, verb := range rule.Verbs {
+				n++
+				name := res + " " + verb
+				check, ok := cases[name]
+				require.True(t, ok, "the Role grants %s: add a case that needs it", name)
+				t.Run("without "+name, func(t *testing.T) {
+					t.Parallel()
+					in := installRBAC(t, withoutVerb(res, verb))
+					var extra []string
+					if verb == "list" && res != "pods" {
+						extra = listLikeOldServers
+					}
+					check(t, env{s: in.serve(t, extra...), admin: testenv.Clientset(t), ns: in.jobs})
+				})
+			}
+		}
+	}
+	require.Len(t, cases, n, "a case for a verb the Role does not grant")
 }

@@ -2,6 +2,7 @@ package deploytest
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -28,12 +30,36 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/datajobs/datajobs/internal/devenv"
+	"github.com/datajobs/datajobs/internal/image"
 	"github.com/datajobs/datajobs/internal/testenv"
 )
 
-// binary builds the datajobs command once per test binary.
-var binary = sync.OnceValues(func() (string, error) {
+// testImage is the image the tests build: TestImage... checks it, and the other tests run
+// the binary it holds.
+var testImage = image.Config{
+	Version: "v9.9.9-test", Revision: "0123456789abcdef0123456789abcdef01234567",
+	Created: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC),
+}
+
+// buildImage builds testImage (a second call is a Go build cache hit).
+func buildImage(ctx context.Context) (v1.Image, error) {
 	root, err := devenv.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	cfg := testImage
+	cfg.Dir = root
+	return image.Build(ctx, cfg)
+}
+
+// binary is the datajobs binary of the image, written out once per test binary: the
+// tests run what the chart's pods run.
+var binary = sync.OnceValues(func() (string, error) {
+	img, err := buildImage(context.Background())
+	if err != nil {
+		return "", err
+	}
+	files, err := imageFiles(img)
 	if err != nil {
 		return "", err
 	}
@@ -42,12 +68,7 @@ var binary = sync.OnceValues(func() (string, error) {
 		return "", err
 	}
 	out := filepath.Join(dir, "datajobs")
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/datajobs")
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %w: %s", err, b)
-	}
-	return out, nil
+	return out, os.WriteFile(out, []byte(files[strings.TrimPrefix(image.BinaryPath, "/")]), 0o755)
 })
 
 // install is the chart rendered for a release namespace and a jobs namespace, with its
@@ -65,9 +86,9 @@ type install struct {
 }
 
 // installRBAC renders the chart with auth mode none (the API is not under test here) and
-// a prune guard that lets one orphan go, creates its ServiceAccount, Role (without rule
-// drop, when drop >= 0) and RoleBinding, and mints a token for the ServiceAccount.
-func installRBAC(t *testing.T, drop int) *install {
+// a prune guard that lets one orphan go, creates its ServiceAccount, Role (changed by
+// edit, when not nil) and RoleBinding, and mints a token for the ServiceAccount.
+func installRBAC(t *testing.T, edit func(*rbacv1.Role)) *install {
 	t.Helper()
 	in := &install{release: testenv.Namespace(t), jobs: testenv.Namespace(t), apiPort: freePort(t), adminPort: freePort(t)}
 	objs := render(t, in.release, values(t, fmt.Sprintf(`
@@ -85,8 +106,8 @@ config: {prune-max-fraction: 1}
 	in.role = into[rbacv1.Role](t, find(t, objs, "Role", ""))
 	rb := into[rbacv1.RoleBinding](t, find(t, objs, "RoleBinding", ""))
 	in.deployment = into[appsv1.Deployment](t, find(t, objs, "Deployment", ""))
-	if drop >= 0 {
-		in.role.Rules = append(in.role.Rules[:drop:drop], in.role.Rules[drop+1:]...)
+	if edit != nil {
+		edit(in.role)
 	}
 	_, err := admin.CoreV1().ServiceAccounts(in.release).Create(ctx, sa, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -130,7 +151,7 @@ type service struct {
 // rendered container, resolved as the kubelet would: the database URL from the Secret
 // reference, the pod IP as 127.0.0.1, $(VAR) references expanded; and the token
 // kubeconfig in place of the in-cluster config. It returns once /readyz answers 200.
-func (in *install) serve(t *testing.T) *service {
+func (in *install) serve(t *testing.T, extraEnv ...string) *service {
 	t.Helper()
 	bin, err := binary()
 	require.NoError(t, err)
@@ -159,6 +180,7 @@ func (in *install) serve(t *testing.T) *service {
 		env = append(env, e.Name+"="+v)
 	}
 	env = append(env, "DATAJOBS_KUBECONFIG="+in.kubeconfig)
+	env = append(env, extraEnv...)
 	s := &service{base: "http://127.0.0.1:" + strconv.Itoa(in.apiPort), logs: &logBuffer{}}
 	s.cmd = exec.Command(bin, "serve")
 	s.cmd.Env = env
@@ -214,6 +236,15 @@ func (s *service) createJob(t *testing.T, name string) {
 	s.must(t, http.StatusCreated, http.MethodPost, team+"/jobs",
 		fmt.Sprintf(`{"job_name":%q,"team":"team-a","description":"deploytest","config":{"schedule":{"schedule_cron":"0 * * * *"}}}`, name))
 	s.deploy(t, name, "v1")
+}
+
+// keepDatabaseNonEmpty creates a job that is never deployed: on a database without any
+// job the synchronizer deletes no CronJob (the mass-prune guard), and the tests delete
+// their last deployed job.
+func (s *service) keepDatabaseNonEmpty(t *testing.T) {
+	t.Helper()
+	s.must(t, http.StatusCreated, http.MethodPost, team+"/jobs",
+		`{"job_name":"keeper-job","team":"team-a","description":"deploytest","config":{"schedule":{"schedule_cron":"0 * * * *"}}}`)
 }
 
 func (s *service) deploy(t *testing.T, name, version string) {

@@ -33,7 +33,8 @@ func podLog(ctx context.Context, cs kubernetes.Interface, pod string, tail int64
 func TestKwokServesPodLogsThroughTheAPIServer(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	env := start(t, devenv.Config{StateDir: stateDir(t), Kubernetes: true, Controllers: true})
+	dir := stateDir(t)
+	env := start(t, devenv.Config{StateDir: dir, Kubernetes: true, Controllers: true})
 	rc, err := env.RestConfig()
 	require.NoError(t, err)
 	cs := clientset(t, env)
@@ -72,4 +73,14 @@ func TestKwokServesPodLogsThroughTheAPIServer(t *testing.T) {
 		return err == nil
 	}, 30*time.Second, 50*time.Millisecond, "last read: %v", err)
 	require.Equal(t, devenv.DefaultPodLogLine+"\n", got)
+
+	// Started again on the same state (datajobs dev): new ports, and the kept Node points
+	// at the new kwok.
+	require.NoError(t, env.Stop())
+	again := start(t, devenv.Config{StateDir: dir, Kubernetes: true, Controllers: true})
+	cs = clientset(t, again)
+	require.Eventually(t, func() bool {
+		got, err = podLog(ctx, cs, "printer", 0)
+		return err == nil && got == "first line\nsecond line\nthird line\n"
+	}, 30*time.Second, 50*time.Millisecond, "last read: %q, %v", got, err)
 }

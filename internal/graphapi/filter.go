@@ -8,7 +8,6 @@ import (
 
 	"github.com/datajobs/datajobs/internal/graphapi/gql"
 	"github.com/datajobs/datajobs/internal/job"
-	"github.com/datajobs/datajobs/internal/store"
 )
 
 // property is what the jobs query can do with one of VDK's filter properties.
@@ -47,9 +46,9 @@ func properties(sourceURL bool) map[string]property {
 		}},
 		"deployments.lastExecutionStatus": {job.FieldLastExecutionStatus, func(f *filter, s string) error {
 			st := strings.ToLower(strings.TrimSpace(s))
-			if !slices.Contains(store.ExecutionStatuses(), st) {
+			if !slices.Contains(job.ExecutionStatuses(), st) {
 				return job.Invalid("filter pattern of deployments.lastExecutionStatus",
-					"one of "+strings.ToUpper(strings.Join(store.ExecutionStatuses(), ", ")), quote(s))
+					"one of "+strings.ToUpper(strings.Join(job.ExecutionStatuses(), ", ")), quote(s))
 			}
 			f.LastExecutionStatus = st
 			return nil

@@ -33,7 +33,6 @@ import (
 
 	"github.com/datajobs/datajobs/internal/graphapi/gql"
 	"github.com/datajobs/datajobs/internal/job"
-	"github.com/datajobs/datajobs/internal/store"
 )
 
 //go:generate go run github.com/99designs/gqlgen@v0.17.98 generate
@@ -45,9 +44,9 @@ const defaultQuery = `{ jobs(pageNumber: 1, pageSize: 20) { content { jobName co
 // Reader is what the queries read (service.Service implements it).
 type Reader interface {
 	ListJobs(ctx context.Context, r job.ListRequest) (job.ListPage, error)
-	ExecutionsPage(ctx context.Context, q store.ExecutionsQuery) (store.ExecutionsPage, error)
-	ExecutionsOfJobs(ctx context.Context, names []string, q store.ExecutionsQuery) (map[string][]store.Execution, error)
-	ExecutionCounts(ctx context.Context, names []string) (map[string]store.ExecutionCount, error)
+	ExecutionsPage(ctx context.Context, q job.ExecutionsQuery) (job.ExecutionsPage, error)
+	ExecutionsOfJobs(ctx context.Context, names []string, q job.ExecutionsQuery) (map[string][]job.Execution, error)
+	ExecutionCounts(ctx context.Context, names []string) (map[string]job.ExecutionCount, error)
 }
 
 // Config configures the GraphQL handler.

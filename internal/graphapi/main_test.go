@@ -280,7 +280,7 @@ func (e *env) fail(name string, status job.SyncStatus, message string) {
 }
 
 // leader takes the synchronizer's lease, as the leader does, and reads the job's state.
-func (e *env) leader(name string) (store.Fence, store.SyncState) {
+func (e *env) leader(name string) (job.Fence, job.SyncState) {
 	e.t.Helper()
 	ctx := e.t.Context()
 	epoch, ok, err := e.store.TryAcquireLease(ctx, store.SyncLeaseName, "test", time.Hour)
@@ -288,7 +288,7 @@ func (e *env) leader(name string) (store.Fence, store.SyncState) {
 	require.True(e.t, ok)
 	st, err := e.store.LoadSyncState(ctx, name)
 	require.NoError(e.t, err)
-	return store.Fence{Epoch: epoch}, st
+	return job.Fence{Epoch: epoch}, st
 }
 
 // sql runs a statement on the test database directly: executions have no write path yet.

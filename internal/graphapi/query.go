@@ -14,7 +14,6 @@ import (
 	"github.com/datajobs/datajobs/internal/auth"
 	"github.com/datajobs/datajobs/internal/graphapi/gql"
 	"github.com/datajobs/datajobs/internal/job"
-	"github.com/datajobs/datajobs/internal/store"
 )
 
 // resolver is the root of the schema's resolvers.
@@ -149,8 +148,8 @@ type loader struct {
 
 	mu       sync.Mutex
 	nextRuns map[string]int32
-	execs    map[string]*batch[map[string][]store.Execution]
-	counts   batch[map[string]store.ExecutionCount]
+	execs    map[string]*batch[map[string][]job.Execution]
+	counts   batch[map[string]job.ExecutionCount]
 }
 
 // batch is a value read once, by whichever resolver needs it first.
@@ -168,7 +167,7 @@ func (b *batch[T]) get(load func() (T, error)) (T, error) {
 func (h *Handler) newLoader(r Reader) *loader {
 	return &loader{
 		h: h, store: r, now: h.cfg.Now().UTC(), nextRuns: map[string]int32{},
-		execs: map[string]*batch[map[string][]store.Execution]{},
+		execs: map[string]*batch[map[string][]job.Execution]{},
 	}
 }
 
@@ -191,7 +190,7 @@ func (l *loader) nextRun(schedule string) int32 {
 
 // executionsOf reads the executions of every job of the page for one set of arguments,
 // once, and returns those of name.
-func (l *loader) executionsOf(ctx context.Context, name string, args executionsArgs) ([]store.Execution, error) {
+func (l *loader) executionsOf(ctx context.Context, name string, args executionsArgs) ([]job.Execution, error) {
 	key, err := json.Marshal(args)
 	if err != nil {
 		return nil, err
@@ -199,11 +198,11 @@ func (l *loader) executionsOf(ctx context.Context, name string, args executionsA
 	l.mu.Lock()
 	b, ok := l.execs[string(key)]
 	if !ok {
-		b = &batch[map[string][]store.Execution]{}
+		b = &batch[map[string][]job.Execution]{}
 		l.execs[string(key)] = b
 	}
 	l.mu.Unlock()
-	all, err := b.get(func() (map[string][]store.Execution, error) {
+	all, err := b.get(func() (map[string][]job.Execution, error) {
 		q, err := l.h.executionsQuery(ctx, args, true)
 		if err != nil {
 			return nil, err
@@ -214,8 +213,8 @@ func (l *loader) executionsOf(ctx context.Context, name string, args executionsA
 }
 
 // executionCount reads the execution counts of every job of the page, once.
-func (l *loader) executionCount(ctx context.Context, name string) (store.ExecutionCount, error) {
-	all, err := l.counts.get(func() (map[string]store.ExecutionCount, error) {
+func (l *loader) executionCount(ctx context.Context, name string) (job.ExecutionCount, error) {
+	all, err := l.counts.get(func() (map[string]job.ExecutionCount, error) {
 		return l.store.ExecutionCounts(ctx, l.names)
 	})
 	return all[name], err
@@ -310,25 +309,25 @@ func (deploymentResolver) FailedExecutions(ctx context.Context, d *gql.DataJobDe
 }
 
 // executionOrders are VDK's order properties of executions.
-func executionOrders() map[string]store.ExecutionField {
-	return map[string]store.ExecutionField{
-		"id": store.ExecID, "jobName": store.ExecJobName, "jobTeam": store.ExecTeam, "status": store.ExecStatus,
-		"type": store.ExecType, "startTime": store.ExecStartTime, "endTime": store.ExecEndTime,
-		"message": store.ExecMessage, "opId": store.ExecOpID, "startedBy": store.ExecStartedBy,
-		"jobVersion": store.ExecJobVersion, "jobSchedule": store.ExecJobSchedule, "vdkVersion": store.ExecVDKVersion,
-		"lastDeployedDate": store.ExecDeployedDate, "deployedDate": store.ExecDeployedDate,
-		"lastDeployedBy": store.ExecDeployedBy, "deployedBy": store.ExecDeployedBy,
+func executionOrders() map[string]job.ExecutionField {
+	return map[string]job.ExecutionField{
+		"id": job.ExecByID, "jobName": job.ExecByJobName, "jobTeam": job.ExecByTeam, "status": job.ExecByStatus,
+		"type": job.ExecByType, "startTime": job.ExecByStartTime, "endTime": job.ExecByEndTime,
+		"message": job.ExecByMessage, "opId": job.ExecByOpID, "startedBy": job.ExecByStartedBy,
+		"jobVersion": job.ExecByJobVersion, "jobSchedule": job.ExecByJobSchedule, "vdkVersion": job.ExecByVDKVersion,
+		"lastDeployedDate": job.ExecByDeployedDate, "deployedDate": job.ExecByDeployedDate,
+		"lastDeployedBy": job.ExecByDeployedBy, "deployedBy": job.ExecByDeployedBy,
 	}
 }
 
 // executionsQuery turns the arguments of an executions field into a store query. Those of
 // a deployment's executions (nested) may not name jobs: the deployment does.
-func (h *Handler) executionsQuery(ctx context.Context, args executionsArgs, nested bool) (store.ExecutionsQuery, error) {
+func (h *Handler) executionsQuery(ctx context.Context, args executionsArgs, nested bool) (job.ExecutionsQuery, error) {
 	number, size, err := h.paging(args.PageNumber, args.PageSize, false)
 	if err != nil {
-		return store.ExecutionsQuery{}, err
+		return job.ExecutionsQuery{}, err
 	}
-	q := store.ExecutionsQuery{Offset: (number - 1) * size, Limit: size}
+	q := job.ExecutionsQuery{Offset: (number - 1) * size, Limit: size}
 	q.Filter.Visible = visibleTo(ctx)
 	if f := args.Filter; f != nil {
 		q.Filter.StartTimeGte, q.Filter.EndTimeGte = f.StartTimeGte.Ptr(), f.EndTimeGte.Ptr()
@@ -339,14 +338,14 @@ func (h *Handler) executionsQuery(ctx context.Context, args executionsArgs, nest
 		q.Filter.JobNameIn = strings1(f.JobNameIn)
 		q.Filter.TeamNameIn = strings1(f.TeamNameIn)
 		if nested && f.JobNameIn != nil {
-			return store.ExecutionsQuery{}, job.Invalid("filter.jobNameIn", "absent in the executions of a deployment", "given")
+			return job.ExecutionsQuery{}, job.Invalid("filter.jobNameIn", "absent in the executions of a deployment", "given")
 		}
 	}
 	if o := args.Order; o != nil {
 		prop := deref(o.Property)
 		field, ok := executionOrders()[prop]
 		if !ok {
-			return store.ExecutionsQuery{}, job.Invalid("order.property",
+			return job.ExecutionsQuery{}, job.Invalid("order.property",
 				"one of id, jobName, jobTeam, status, type, startTime, endTime, message, opId, startedBy, jobVersion, jobSchedule, vdkVersion, lastDeployedDate, lastDeployedBy",
 				quote(prop))
 		}

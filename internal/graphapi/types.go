@@ -8,7 +8,6 @@ import (
 
 	"github.com/datajobs/datajobs/internal/graphapi/gql"
 	"github.com/datajobs/datajobs/internal/job"
-	"github.com/datajobs/datajobs/internal/store"
 )
 
 // The root resolvers shape what the store read into the generated types of package gql,
@@ -154,7 +153,7 @@ func formatTimePtr(t *time.Time) *string {
 
 // toExecutions shapes executions, each with the snapshot of the deployment it ran, with
 // VDK's fixed id, mode and enabled.
-func (h *Handler) toExecutions(rows []store.Execution) []*gql.DataJobExecution {
+func (h *Handler) toExecutions(rows []job.Execution) []*gql.DataJobExecution {
 	l := h.newLoader(nil) // the next runs of the snapshots' schedules
 	all := make([]gql.DataJobExecution, len(rows))
 	out := make([]*gql.DataJobExecution, len(rows))

@@ -11,7 +11,6 @@ import (
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/service"
-	"github.com/datajobs/datajobs/internal/store"
 )
 
 // executionResponse is VDK's DataJobExecution.
@@ -44,7 +43,7 @@ type executionDeploymentResponse struct {
 	DeployedDate  *time.Time        `json:"deployed_date"`
 }
 
-func (a *api) toExecutionResponse(team string, e store.Execution) executionResponse {
+func (a *api) toExecutionResponse(team string, e job.Execution) executionResponse {
 	return executionResponse{
 		ID: e.ID, JobName: e.JobName, Status: e.Status, Type: e.Type,
 		StartTime: e.StartTime, EndTime: e.EndTime, StartedBy: e.StartedBy, LogsURL: a.svc.LogsURL(team, e),
@@ -89,8 +88,8 @@ func executionStatuses(params []string) ([]string, error) {
 			if s == "" {
 				continue
 			}
-			if !slices.Contains(store.ExecutionStatuses(), s) {
-				return nil, job.Invalid("execution_status", "one of "+strings.Join(store.ExecutionStatuses(), ", "), strconv.Quote(s))
+			if !slices.Contains(job.ExecutionStatuses(), s) {
+				return nil, job.Invalid("execution_status", "one of "+strings.Join(job.ExecutionStatuses(), ", "), strconv.Quote(s))
 			}
 			out = append(out, s)
 		}

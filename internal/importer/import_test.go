@@ -121,25 +121,25 @@ func TestImportStoresEachImportableCronJobAndSaysWhyOthersAreSkipped(t *testing.
 
 	cases := []struct {
 		name  string
-		check func(t *testing.T, st store.SyncState)
+		check func(t *testing.T, st job.SyncState)
 	}{
-		{"vdk-suspended-job", func(t *testing.T, st store.SyncState) {
+		{"vdk-suspended-job", func(t *testing.T, st job.SyncState) {
 			require.False(t, st.Desired.Enabled, "suspend is !enabled")
 			require.False(t, st.Actual.Enabled)
 		}},
-		{"vdk-unscheduled", func(t *testing.T, st store.SyncState) {
+		{"vdk-unscheduled", func(t *testing.T, st job.SyncState) {
 			require.Empty(t, st.Desired.Schedule, "February 30th is no schedule")
 			require.Empty(t, st.Job.Schedule)
 		}},
-		{"vdk-bare-annotations", func(t *testing.T, st store.SyncState) {
+		{"vdk-bare-annotations", func(t *testing.T, st job.SyncState) {
 			require.Equal(t, importer.DefaultDeployedBy, st.Desired.DeployedBy)
 			require.True(t, e.get("vdk-bare-annotations").CreationTimestamp.Time.Equal(st.Desired.DeployedDate), "deployed date falls back to the CronJob's creation")
 			require.Equal(t, "3.11", st.Desired.PythonVersion)
 		}},
-		{"vdk-old-python", func(t *testing.T, st store.SyncState) {
+		{"vdk-old-python", func(t *testing.T, st job.SyncState) {
 			require.Equal(t, "3.7", st.Desired.PythonVersion, "kept as it runs")
 		}},
-		{"nightly-backup", func(t *testing.T, st store.SyncState) {
+		{"nightly-backup", func(t *testing.T, st job.SyncState) {
 			require.Equal(t, "storage", st.Job.Team)
 			require.Equal(t, "2.1", st.Desired.JobVersion, "the image tag")
 			require.Empty(t, st.Desired.VDKVersion)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/synchronizer"
@@ -37,7 +38,7 @@ func newExecutions(cfg Config, db *store.Store, cluster *kube.Cluster, reg prome
 		ResyncInterval: cfg.ResyncInterval,
 		ImagePullGrace: cfg.Executions.ImagePullGrace,
 		LogBytes:       cfg.Executions.LogBytes,
-		Retention:      store.Retention{KeptPerJob: cfg.Executions.KeptPerJob, MaxAge: cfg.Executions.MaxAge},
+		Retention:      job.Retention{KeptPerJob: cfg.Executions.KeptPerJob, MaxAge: cfg.Executions.MaxAge},
 		Logger:         cfg.Logger,
 		Metrics:        synchronizer.NewExecutionMetrics(reg),
 	}, db, cluster.Client)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/datajobs/datajobs/internal/job"
-	"github.com/datajobs/datajobs/internal/store"
 )
 
 // ExecutionRequest is VDK's DataJobExecutionRequest.
@@ -25,17 +24,17 @@ type ExecutionRequest struct {
 // leader to run; it needs a deployment (an enabled one or not: VDK runs disabled ones on
 // demand) and no other execution of the job under way. caller is the identity of the
 // request, opID its operation id.
-func (s *Service) StartExecution(ctx context.Context, team, name string, req ExecutionRequest, caller, opID string) (store.Execution, error) {
+func (s *Service) StartExecution(ctx context.Context, team, name string, req ExecutionRequest, caller, opID string) (job.Execution, error) {
 	args, err := job.ValidateArgs(req.Args)
 	if err != nil {
-		return store.Execution{}, err
+		return job.Execution{}, err
 	}
 	startedBy := cmp.Or(req.StartedBy, caller)
 	if err := job.ValidateText("started_by", startedBy, 253); err != nil {
-		return store.Execution{}, err
+		return job.Execution{}, err
 	}
 	now := s.now()
-	return s.store.StartExecution(ctx, team, name, func(st store.DeploymentState) (store.NewExecution, error) {
+	return s.store.StartExecution(ctx, team, name, func(st job.JobState) (job.NewExecution, error) {
 		var snap job.Deployment
 		switch {
 		case st.Actual != nil:
@@ -45,15 +44,15 @@ func (s *Service) StartExecution(ctx context.Context, team, name string, req Exe
 				Schedule: a.Schedule, Resources: a.Resources, Enabled: a.Enabled, DeployedBy: a.DeployedBy, DeployedDate: a.DeployedDate,
 			}
 			if st.Desired == nil {
-				return store.NewExecution{}, job.DeploymentNotFound(name) // being deleted
+				return job.NewExecution{}, job.DeploymentNotFound(name) // being deleted
 			}
 		case st.Desired != nil:
 			snap = *st.Desired
 			snap.Resources = s.cfg.Resources.Effective(snap.Resources)
 		default:
-			return store.NewExecution{}, job.DeploymentNotFound(name)
+			return job.NewExecution{}, job.DeploymentNotFound(name)
 		}
-		return store.NewExecution{
+		return job.NewExecution{
 			ID: name + "-" + strconv.FormatInt(now.Unix(), 10), OpID: opID, StartedBy: startedBy, Args: args,
 			Snapshot: snap, Start: now,
 		}, nil
@@ -62,18 +61,18 @@ func (s *Service) StartExecution(ctx context.Context, team, name string, req Exe
 
 // ListExecutions returns the executions of the job name of team, newest first, with one
 // of statuses when any are given.
-func (s *Service) ListExecutions(ctx context.Context, team, name string, statuses []string) ([]store.Execution, error) {
+func (s *Service) ListExecutions(ctx context.Context, team, name string, statuses []string) ([]job.Execution, error) {
 	return s.store.ListJobExecutions(ctx, team, name, statuses)
 }
 
 // GetExecution returns the execution id of the job name of team.
-func (s *Service) GetExecution(ctx context.Context, team, name, id string) (store.Execution, error) {
+func (s *Service) GetExecution(ctx context.Context, team, name, id string) (job.Execution, error) {
 	return s.store.GetJobExecution(ctx, team, name, id)
 }
 
 // CancelExecution asks the leader to cancel the execution id of the job name of team; it
 // becomes cancelled once Kubernetes confirms its Job gone. A finished one is a 400.
-func (s *Service) CancelExecution(ctx context.Context, team, name, id, caller string) (store.Execution, error) {
+func (s *Service) CancelExecution(ctx context.Context, team, name, id, caller string) (job.Execution, error) {
 	return s.store.CancelExecution(ctx, team, name, id, caller)
 }
 
@@ -130,7 +129,7 @@ func tail(s string, n int) string {
 // LogsURL renders the logs_url of an execution from the configured template, or nil when
 // there is none. Placeholders: {job_name}, {team}, {execution_id}, {op_id},
 // {start_time} and {end_time} (RFC 3339, empty while unknown), each URL-escaped.
-func (s *Service) LogsURL(team string, e store.Execution) *string {
+func (s *Service) LogsURL(team string, e job.Execution) *string {
 	if s.cfg.LogsURLTemplate == "" {
 		return nil
 	}

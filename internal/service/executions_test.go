@@ -6,14 +6,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/service"
-	"github.com/datajobs/datajobs/internal/store"
 )
 
 func TestLogsURLIsRenderedFromTheTemplateWithEscapedValues(t *testing.T) {
 	t.Parallel()
 	start := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
-	e := store.Execution{ID: "my-job-1796000000", JobName: "my-job", OpID: "op 1", StartTime: &start}
+	e := job.Execution{ID: "my-job-1796000000", JobName: "my-job", OpID: "op 1", StartTime: &start}
 
 	none, err := service.New(service.Config{}, nil)
 	require.NoError(t, err)

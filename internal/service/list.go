@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/datajobs/datajobs/internal/job"
-	"github.com/datajobs/datajobs/internal/store"
 )
 
 // ListJobs reads one page of jobs as r asks (see job.ListRequest). The next runs a filter
@@ -32,16 +31,16 @@ func (s *Service) ListJobs(ctx context.Context, r job.ListRequest) (job.ListPage
 }
 
 // ExecutionsPage reads a page of executions across jobs.
-func (s *Service) ExecutionsPage(ctx context.Context, q store.ExecutionsQuery) (store.ExecutionsPage, error) {
+func (s *Service) ExecutionsPage(ctx context.Context, q job.ExecutionsQuery) (job.ExecutionsPage, error) {
 	return s.store.Executions(ctx, q)
 }
 
 // ExecutionsOfJobs reads a page of executions of each of the jobs names, in one statement.
-func (s *Service) ExecutionsOfJobs(ctx context.Context, names []string, q store.ExecutionsQuery) (map[string][]store.Execution, error) {
+func (s *Service) ExecutionsOfJobs(ctx context.Context, names []string, q job.ExecutionsQuery) (map[string][]job.Execution, error) {
 	return s.store.ExecutionsOfJobs(ctx, names, q)
 }
 
 // ExecutionCounts counts the finished executions of each of the jobs names by outcome.
-func (s *Service) ExecutionCounts(ctx context.Context, names []string) (map[string]store.ExecutionCount, error) {
+func (s *Service) ExecutionCounts(ctx context.Context, names []string) (map[string]job.ExecutionCount, error) {
 	return s.store.ExecutionCounts(ctx, names)
 }

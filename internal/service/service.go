@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/datajobs/datajobs/internal/job"
-	"github.com/datajobs/datajobs/internal/store"
 )
 
 // Config configures the service.
@@ -46,12 +45,12 @@ type Config struct {
 // Service runs the use cases of data jobs and their deployments.
 type Service struct {
 	cfg       Config
-	store     *store.Store
+	store     Store
 	schedules job.Schedules // parsed cron schedules, for next runs
 }
 
 // New returns a service on st. It fails when the configuration contradicts itself.
-func New(cfg Config, st *store.Store) (*Service, error) {
+func New(cfg Config, st Store) (*Service, error) {
 	if len(cfg.SupportedPythonVersions) == 0 {
 		cfg.SupportedPythonVersions = job.DefaultSupportedPythonVersions()
 		cfg.DefaultPythonVersion = cmp.Or(cfg.DefaultPythonVersion, job.DefaultPythonVersion)

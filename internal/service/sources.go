@@ -18,7 +18,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/datajobs/datajobs/internal/job"
-	"github.com/datajobs/datajobs/internal/store"
 )
 
 // SourcesConfig bounds the sources users upload (POST .../jobs/{job}/sources).
@@ -66,7 +65,7 @@ func (s *Service) UploadSources(ctx context.Context, team, name string, archive 
 	if err != nil {
 		return "", err
 	}
-	src := store.Sources{Version: version, Archive: archive, Reason: reason, UploadedBy: user, UploadedAt: s.now()}
+	src := job.Sources{Version: version, Archive: archive, Reason: reason, UploadedBy: user, UploadedAt: s.now()}
 	if err := s.store.SaveSources(ctx, team, name, src, s.cfg.Sources.KeepVersions); err != nil {
 		return "", err
 	}
@@ -76,12 +75,12 @@ func (s *Service) UploadSources(ctx context.Context, team, name string, archive 
 // DownloadSources returns a reader of the version of the sources of the job name of team,
 // or of the latest when version is "". It reads the archive from the database chunk by
 // chunk as it is consumed, so a download holds a chunk, not the archive.
-func (s *Service) DownloadSources(ctx context.Context, team, name, version string) (*store.SourcesReader, error) {
+func (s *Service) DownloadSources(ctx context.Context, team, name, version string) (*job.SourcesReader, error) {
 	if version != "" && job.ValidateVersion("version_sha", version) != nil {
 		return nil, sourcesNotFound(name, version)
 	}
 	src, err := s.store.OpenSources(ctx, team, name, version)
-	if errors.Is(err, store.ErrNoSources) {
+	if errors.Is(err, job.ErrNoSources) {
 		return nil, sourcesNotFound(name, version)
 	}
 	return src, err

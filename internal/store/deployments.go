@@ -10,16 +10,6 @@ import (
 	"github.com/datajobs/datajobs/internal/job"
 )
 
-// DeploymentState is everything the API shows about a job's deployment, read in one
-// query: the job, its desired deployment (nil when there is none) and what the
-// synchronizer last applied for this incarnation of the job (nil when nothing is
-// deployed; an actual row of an older incarnation of the name is not this job's).
-type DeploymentState struct {
-	Job     job.Job
-	Desired *job.Deployment
-	Actual  *job.ActualDeployment
-}
-
 // stateQuery reads a job with its desired and actual deployments in one query.
 const stateQuery = `SELECT ` + jobColumns + `, ` + joinedDesiredColumns + `, ` + joinedActualColumns + `
 FROM data_job j
@@ -28,25 +18,25 @@ LEFT JOIN actual_data_job_deployment a ON a.data_job_name = j.name AND a.job_uid
 WHERE j.name = $1`
 
 // scanState reads one row of stateQuery; the caller checks the team.
-func scanState(row pgx.Row) (DeploymentState, error) {
-	var st DeploymentState
+func scanState(row pgx.Row) (job.JobState, error) {
+	var st job.JobState
 	var r joined
 	dest := append(append(jobDest(&st.Job), r.desiredDest()...), r.actualDest()...)
 	if err := row.Scan(dest...); err != nil {
-		return DeploymentState{}, err
+		return job.JobState{}, err
 	}
 	st.Desired, st.Actual = r.deployment(st.Job), r.actual(st.Job)
 	return st, nil
 }
 
 // GetDeploymentState reads the job name of team with its deployments, in one query.
-func (s *Store) GetDeploymentState(ctx context.Context, team, name string) (DeploymentState, error) {
+func (s *Store) GetDeploymentState(ctx context.Context, team, name string) (job.JobState, error) {
 	st, err := scanState(s.pool.QueryRow(ctx, stateQuery, name))
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && st.Job.Team != team) {
-		return DeploymentState{}, job.JobNotFound(team, name)
+		return job.JobState{}, job.JobNotFound(team, name)
 	}
 	if err != nil {
-		return DeploymentState{}, translate(fmt.Errorf("get deployment of %s: %w", name, err))
+		return job.JobState{}, translate(fmt.Errorf("get deployment of %s: %w", name, err))
 	}
 	return st, nil
 }
@@ -55,23 +45,19 @@ func (s *Store) GetDeploymentState(ctx context.Context, team, name string) (Depl
 // is taken first, by a statement of its own: a locking statement that waited for another
 // transaction re-reads the locked row only, not the rows it joins, so the state is read
 // by the next statement, whose snapshot includes what that transaction committed.
-func lockState(ctx context.Context, tx Tx, team, name string) (DeploymentState, error) {
+func lockState(ctx context.Context, tx Tx, team, name string) (job.JobState, error) {
 	if _, err := tx.Exec(ctx, `SELECT FROM data_job WHERE name = $1 FOR UPDATE`, name); err != nil {
-		return DeploymentState{}, fmt.Errorf("lock job %s: %w", name, err)
+		return job.JobState{}, fmt.Errorf("lock job %s: %w", name, err)
 	}
 	st, err := scanState(tx.QueryRow(ctx, stateQuery, name))
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && st.Job.Team != team) {
-		return DeploymentState{}, job.JobNotFound(team, name)
+		return job.JobState{}, job.JobNotFound(team, name)
 	}
 	if err != nil {
-		return DeploymentState{}, fmt.Errorf("lock deployment of %s: %w", name, err)
+		return job.JobState{}, fmt.Errorf("lock deployment of %s: %w", name, err)
 	}
 	return st, nil
 }
-
-// DeploymentChange computes the complete desired deployment from the job and the current
-// desired deployment (nil when there is none). Returning an error rolls the write back.
-type DeploymentChange func(j job.Job, cur *job.Deployment) (job.Deployment, error)
 
 // ChangeDeployment writes a job's desired deployment in one transaction: it locks the job
 // row (so concurrent changes apply one after the other, each on the result of the
@@ -80,7 +66,7 @@ type DeploymentChange func(j job.Job, cur *job.Deployment) (job.Deployment, erro
 // configuration as it is (job.Deployment.SameConfig) writes nothing and returns the
 // current deployment: an unchanged redeploy costs no write anywhere, unless the deployment
 // failed on a user error (e.g. its image build): then the redeploy is the user's retry.
-func (s *Store) ChangeDeployment(ctx context.Context, team, name string, change DeploymentChange) (job.Deployment, error) {
+func (s *Store) ChangeDeployment(ctx context.Context, team, name string, change job.DeploymentUpdate) (job.Deployment, error) {
 	var out job.Deployment
 	err := s.InTx(ctx, func(tx Tx) error {
 		st, err := lockState(ctx, tx, team, name)

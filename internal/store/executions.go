@@ -20,29 +20,11 @@ const ExecutionsChannel = "datajobs_executions"
 // activeStatuses is the SQL list of the statuses that still change.
 const activeStatuses = `('submitted', 'running')`
 
-// NewExecution is a manual start as the service builds it from the job's deployment.
-type NewExecution struct {
-	// ID is the wanted id, <job>-<unix seconds>; the store takes the next free second when
-	// it is taken.
-	ID        string
-	OpID      string
-	StartedBy string
-	// Args is the JSON object of arguments, or nil.
-	Args []byte
-	// Snapshot is the deployment the execution runs, effective resources filled in.
-	Snapshot job.Deployment
-	Start    time.Time
-}
-
-// ExecutionStart builds the execution to insert from the locked job and its deployments;
-// returning an error rolls the start back.
-type ExecutionStart func(st DeploymentState) (NewExecution, error)
-
 // StartExecution records a manual start of the job name of team: under the job's row lock
 // it refuses a start while another execution of the job is submitted or running, inserts
 // the submitted execution and notifies the leader, in one transaction.
-func (s *Store) StartExecution(ctx context.Context, team, name string, build ExecutionStart) (Execution, error) {
-	var out Execution
+func (s *Store) StartExecution(ctx context.Context, team, name string, build job.ExecutionStart) (job.Execution, error) {
+	var out job.Execution
 	err := s.InTx(ctx, func(tx Tx) error {
 		st, err := lockState(ctx, tx, team, name)
 		if err != nil {
@@ -75,7 +57,7 @@ func (s *Store) StartExecution(ctx context.Context, team, name string, build Exe
 
 // insertExecution inserts a submitted manual execution under the first free id from n.ID
 // on (the job's lock is held, so only a scheduled run's Job name can be in the way).
-func insertExecution(ctx context.Context, tx Tx, j job.Job, n NewExecution) (string, error) {
+func insertExecution(ctx context.Context, tx Tx, j job.Job, n job.NewExecution) (string, error) {
 	const q = `INSERT INTO data_job_execution (id, job_name, job_uid, type, status, op_id, start_time,
 	started_by, args, job_version, job_schedule, vdk_version, job_python_version,
 	resources_cpu_request_millis, resources_cpu_limit_millis, resources_memory_request_bytes,
@@ -103,22 +85,22 @@ ON CONFLICT (id) DO NOTHING`
 	return "", fmt.Errorf("insert execution of %s: no free id after %s", j.Name, n.ID)
 }
 
-func scanOneExecution(row pgx.Row) (Execution, error) {
-	var e Execution
+func scanOneExecution(row pgx.Row) (job.Execution, error) {
+	var e job.Execution
 	if err := row.Scan(executionDest(&e)...); err != nil {
-		return Execution{}, fmt.Errorf("read execution: %w", err)
+		return job.Execution{}, fmt.Errorf("read execution: %w", err)
 	}
 	return e, nil
 }
 
 // GetJobExecution reads the execution id of the job name of team; an execution of
 // another job or team is not found.
-func (s *Store) GetJobExecution(ctx context.Context, team, name, id string) (Execution, error) {
+func (s *Store) GetJobExecution(ctx context.Context, team, name, id string) (job.Execution, error) {
 	q := `SELECT ` + executionColumns + ` FROM data_job_execution e JOIN data_job j ON j.name = e.job_name
 WHERE e.id = $1 AND e.job_name = $2 AND j.team = $3`
 	e, err := scanOneExecution(s.pool.QueryRow(ctx, q, id, name, team))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Execution{}, job.ExecutionNotFound(team, name, id)
+		return job.Execution{}, job.ExecutionNotFound(team, name, id)
 	}
 	return e, translate(err)
 }
@@ -126,8 +108,8 @@ WHERE e.id = $1 AND e.job_name = $2 AND j.team = $3`
 // CancelExecution records a cancel of the execution id of the job name of team and
 // notifies the leader, which deletes the Job and records cancelled once it is gone. An
 // execution already final cannot be cancelled; asking twice is one request.
-func (s *Store) CancelExecution(ctx context.Context, team, name, id, by string) (Execution, error) {
-	var out Execution
+func (s *Store) CancelExecution(ctx context.Context, team, name, id, by string) (job.Execution, error) {
+	var out job.Execution
 	err := s.InTx(ctx, func(tx Tx) error {
 		q := `SELECT ` + executionColumns + ` FROM data_job_execution e JOIN data_job j ON j.name = e.job_name
 WHERE e.id = $1 AND e.job_name = $2 AND j.team = $3 FOR UPDATE OF e`
@@ -154,71 +136,51 @@ WHERE id = $1 AND cancel_requested_at IS NULL`, id, by); err != nil {
 	return out, err
 }
 
-// StoredLog is the end of the log of a finished execution, as the leader kept it.
-type StoredLog struct {
-	Logs      string
-	Truncated bool
-}
-
 // ExecutionLog reads the execution id of the job name of team with its stored log (nil
 // while the execution has none stored).
-func (s *Store) ExecutionLog(ctx context.Context, team, name, id string) (Execution, *StoredLog, error) {
+func (s *Store) ExecutionLog(ctx context.Context, team, name, id string) (job.Execution, *job.StoredLog, error) {
 	q := `SELECT ` + executionColumns + `, l.logs, l.truncated
 FROM data_job_execution e JOIN data_job j ON j.name = e.job_name
 LEFT JOIN data_job_execution_log l ON l.execution_id = e.id
 WHERE e.id = $1 AND e.job_name = $2 AND j.team = $3`
 	var (
-		e         Execution
+		e         job.Execution
 		logs      *string
 		truncated *bool
 	)
 	err := s.pool.QueryRow(ctx, q, id, name, team).Scan(append(executionDest(&e), &logs, &truncated)...)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Execution{}, nil, job.ExecutionNotFound(team, name, id)
+		return job.Execution{}, nil, job.ExecutionNotFound(team, name, id)
 	}
 	if err != nil {
-		return Execution{}, nil, translate(fmt.Errorf("read log of execution %s: %w", id, err))
+		return job.Execution{}, nil, translate(fmt.Errorf("read log of execution %s: %w", id, err))
 	}
 	if logs == nil {
 		return e, nil, nil
 	}
-	return e, &StoredLog{Logs: *logs, Truncated: truncated != nil && *truncated}, nil
+	return e, &job.StoredLog{Logs: *logs, Truncated: truncated != nil && *truncated}, nil
 }
 
 // Tracking, by the synchronizer leader.
 
-// TrackedExecution is what the leader needs of an execution row to act on it.
-type TrackedExecution struct {
-	ID, JobName, JobUID string
-	Type                string
-	Status              job.ExecutionStatus
-	OpID, StartedBy     string
-	// Args is the JSON object of a manual start's arguments, or nil.
-	Args            []byte
-	CancelRequested bool
-	StartTime       *time.Time
-	// JobCreated is set once the leader created the Kubernetes Job of a manual start.
-	JobCreated bool
-}
-
 const trackedColumns = `id, job_name, COALESCE(job_uid::text, ''), type, status, op_id, started_by, args,
 	cancel_requested_at IS NOT NULL, start_time, job_created_at IS NOT NULL`
 
-func scanTracked(row pgx.Row) (TrackedExecution, error) {
-	var e TrackedExecution
+func scanTracked(row pgx.Row) (job.TrackedExecution, error) {
+	var e job.TrackedExecution
 	err := row.Scan(&e.ID, &e.JobName, &e.JobUID, &e.Type, &e.Status, &e.OpID, &e.StartedBy, &e.Args,
 		&e.CancelRequested, &e.StartTime, &e.JobCreated)
 	return e, err
 }
 
 // ActiveExecutions reads every execution that is submitted or running.
-func (s *Store) ActiveExecutions(ctx context.Context) ([]TrackedExecution, error) {
+func (s *Store) ActiveExecutions(ctx context.Context) ([]job.TrackedExecution, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+trackedColumns+` FROM data_job_execution WHERE status IN `+activeStatuses)
 	if err != nil {
 		return nil, translate(fmt.Errorf("read active executions: %w", err))
 	}
 	defer rows.Close()
-	var out []TrackedExecution
+	var out []job.TrackedExecution
 	for rows.Next() {
 		e, err := scanTracked(rows)
 		if err != nil {
@@ -230,20 +192,20 @@ func (s *Store) ActiveExecutions(ctx context.Context) ([]TrackedExecution, error
 }
 
 // LoadExecution reads one execution; ok is false when there is none of that id.
-func (s *Store) LoadExecution(ctx context.Context, id string) (TrackedExecution, bool, error) {
+func (s *Store) LoadExecution(ctx context.Context, id string) (job.TrackedExecution, bool, error) {
 	e, err := scanTracked(s.pool.QueryRow(ctx, `SELECT `+trackedColumns+` FROM data_job_execution WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return TrackedExecution{}, false, nil
+		return job.TrackedExecution{}, false, nil
 	}
 	if err != nil {
-		return TrackedExecution{}, false, translate(fmt.Errorf("load execution %s: %w", id, err))
+		return job.TrackedExecution{}, false, translate(fmt.Errorf("load execution %s: %w", id, err))
 	}
 	return e, true, nil
 }
 
 // MarkExecutionJobCreated records that the Job of the submitted manual execution id was
 // created, while fence holds the lease. It writes once; it reports whether it wrote.
-func (s *Store) MarkExecutionJobCreated(ctx context.Context, fence Fence, id string) (bool, error) {
+func (s *Store) MarkExecutionJobCreated(ctx context.Context, fence job.Fence, id string) (bool, error) {
 	tag, err := s.pool.Exec(ctx, `UPDATE data_job_execution SET job_created_at = now()
 WHERE id = $1 AND status = 'submitted' AND job_created_at IS NULL AND `+LeaseHeldCondition("'"+SyncLeaseName+"'", "$2"), id, fence.Epoch)
 	if err != nil {
@@ -252,23 +214,9 @@ WHERE id = $1 AND status = 'submitted' AND job_created_at IS NULL AND `+LeaseHel
 	return tag.RowsAffected() == 1, nil
 }
 
-// ExecutionUpdate is one status of an execution as the leader observed it.
-type ExecutionUpdate struct {
-	ID, JobName string
-	// JobUID is the incarnation of the job the Kubernetes Job was made for (its label).
-	JobUID string
-	// Type, OpID and StartedBy are used when the row is new (a scheduled run).
-	Type, OpID, StartedBy string
-	Status                job.ExecutionStatus
-	Message               string
-	StartTime, EndTime    *time.Time
-	// Log, with a final status, is the end of the execution's log to keep.
-	Log *StoredLog
-}
-
 // RecordExecution writes one status of an execution (RecordExecutions of one).
-func (s *Store) RecordExecution(ctx context.Context, fence Fence, u ExecutionUpdate) (bool, error) {
-	wrote, err := s.RecordExecutions(ctx, fence, []ExecutionUpdate{u})
+func (s *Store) RecordExecution(ctx context.Context, fence job.Fence, u job.ExecutionUpdate) (bool, error) {
+	wrote, err := s.RecordExecutions(ctx, fence, []job.ExecutionUpdate{u})
 	if err != nil {
 		return false, err
 	}
@@ -282,7 +230,7 @@ func (s *Store) RecordExecution(ctx context.Context, fence Fence, u ExecutionUpd
 // writer's term holds the lease, only rows whose job row is still the incarnation JobUID,
 // and never over a final status or an identical one. wrote[i] tells whether us[i] was
 // written.
-func (s *Store) RecordExecutions(ctx context.Context, fence Fence, us []ExecutionUpdate) (wrote []bool, err error) {
+func (s *Store) RecordExecutions(ctx context.Context, fence job.Fence, us []job.ExecutionUpdate) (wrote []bool, err error) {
 	q := `WITH u AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
 		$8::timestamptz[], $9::timestamptz[], $10::text[], $11::bool[], $12::text[], $13::bool[])
@@ -359,7 +307,7 @@ var leaseHeld14 = LeaseHeldCondition("'"+SyncLeaseName+"'", "$14")
 
 // StoreExecutionLog keeps the end of the log of the final execution id, unless one is kept
 // already, while fence holds the lease. It reports whether it wrote.
-func (s *Store) StoreExecutionLog(ctx context.Context, fence Fence, id string, l StoredLog) (bool, error) {
+func (s *Store) StoreExecutionLog(ctx context.Context, fence job.Fence, id string, l job.StoredLog) (bool, error) {
 	tag, err := s.pool.Exec(ctx, `INSERT INTO data_job_execution_log (execution_id, logs, truncated)
 SELECT e.id, $2, $3 FROM data_job_execution e
 WHERE e.id = $1 AND e.status NOT IN `+activeStatuses+` AND `+LeaseHeldCondition("'"+SyncLeaseName+"'", "$4")+`
@@ -383,20 +331,10 @@ WHERE e.id = ANY($1) AND e.status NOT IN `+activeStatuses+`
 	return out, translate(err)
 }
 
-// Retention is how many finished executions are kept.
-type Retention struct {
-	// KeptPerJob is the number of final executions kept per job (newest by end time).
-	KeptPerJob int
-	// MaxAge removes final executions that ended longer ago.
-	MaxAge time.Duration
-	// Batch is the number of rows deleted per statement.
-	Batch int
-}
-
 // DeleteExpiredExecutions deletes final executions beyond r, in statements of r.Batch
 // rows each (short locks), while fence holds the lease. Submitted and running executions
 // are never deleted. It returns how many it deleted.
-func (s *Store) DeleteExpiredExecutions(ctx context.Context, fence Fence, r Retention) (int, error) {
+func (s *Store) DeleteExpiredExecutions(ctx context.Context, fence job.Fence, r job.Retention) (int, error) {
 	q := `DELETE FROM data_job_execution WHERE id IN (
 	SELECT id FROM (
 		SELECT id, end_time, row_number() OVER (PARTITION BY job_name ORDER BY end_time DESC NULLS LAST, id DESC) AS rn

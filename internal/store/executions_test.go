@@ -19,7 +19,7 @@ type execDB struct {
 	s     *store.Store
 	url   string
 	job   job.Job
-	fence store.Fence
+	fence job.Fence
 }
 
 func newExecDB(t *testing.T) *execDB {
@@ -33,7 +33,7 @@ func newExecDB(t *testing.T) *execDB {
 	epoch, ok, err := s.TryAcquireLease(t.Context(), store.SyncLeaseName, "leader", time.Hour)
 	require.NoError(t, err)
 	require.True(t, ok)
-	return &execDB{t: t, s: s, url: url, job: j, fence: store.Fence{Epoch: epoch}}
+	return &execDB{t: t, s: s, url: url, job: j, fence: job.Fence{Epoch: epoch}}
 }
 
 func (d *execDB) exec(q string, args ...any) {
@@ -56,7 +56,7 @@ func (d *execDB) ids() []string {
 	return out
 }
 
-func (d *execDB) record(u store.ExecutionUpdate, fence store.Fence) bool {
+func (d *execDB) record(u job.ExecutionUpdate, fence job.Fence) bool {
 	d.t.Helper()
 	if u.JobName == "" {
 		u.JobName, u.JobUID, u.Type, u.OpID = "my-job", d.job.UID, job.ExecScheduled, u.ID
@@ -71,13 +71,13 @@ func TestRecordExecutionWritesEachTransitionOnceAndNeverChangesAFinalStatus(t *t
 	d := newExecDB(t)
 	start, end := time.Now().Add(-time.Minute).UTC().Truncate(time.Second), time.Now().UTC().Truncate(time.Second)
 
-	require.True(t, d.record(store.ExecutionUpdate{ID: "my-job-1", Status: job.ExecRunning, StartTime: &start}, d.fence), "a new scheduled run is inserted")
-	require.False(t, d.record(store.ExecutionUpdate{ID: "my-job-1", Status: job.ExecRunning, StartTime: &start}, d.fence), "the same status again writes nothing")
-	require.True(t, d.record(store.ExecutionUpdate{
+	require.True(t, d.record(job.ExecutionUpdate{ID: "my-job-1", Status: job.ExecRunning, StartTime: &start}, d.fence), "a new scheduled run is inserted")
+	require.False(t, d.record(job.ExecutionUpdate{ID: "my-job-1", Status: job.ExecRunning, StartTime: &start}, d.fence), "the same status again writes nothing")
+	require.True(t, d.record(job.ExecutionUpdate{
 		ID: "my-job-1", Status: job.ExecUserError, Message: "exit 1", EndTime: &end,
-		Log: &store.StoredLog{Logs: "boom\n"},
+		Log: &job.StoredLog{Logs: "boom\n"},
 	}, d.fence))
-	require.False(t, d.record(store.ExecutionUpdate{ID: "my-job-1", Status: job.ExecSucceeded, EndTime: &end}, d.fence), "a late event never turns user_error into succeeded")
+	require.False(t, d.record(job.ExecutionUpdate{ID: "my-job-1", Status: job.ExecSucceeded, EndTime: &end}, d.fence), "a late event never turns user_error into succeeded")
 	require.Equal(t, []string{"my-job-1:user_error"}, d.ids())
 
 	e, logs, err := d.s.ExecutionLog(t.Context(), "team-a", "my-job", "my-job-1")
@@ -101,9 +101,9 @@ func TestRecordExecutionWritesEachTransitionOnceAndNeverChangesAFinalStatus(t *t
 func TestRecordExecutionIsFencedByLeaseAndJobIncarnation(t *testing.T) {
 	t.Parallel()
 	d := newExecDB(t)
-	require.False(t, d.record(store.ExecutionUpdate{ID: "my-job-1", Status: job.ExecRunning}, store.Fence{Epoch: d.fence.Epoch + 1}),
+	require.False(t, d.record(job.ExecutionUpdate{ID: "my-job-1", Status: job.ExecRunning}, job.Fence{Epoch: d.fence.Epoch + 1}),
 		"a term that does not hold the lease writes nothing")
-	require.False(t, d.record(store.ExecutionUpdate{
+	require.False(t, d.record(job.ExecutionUpdate{
 		ID: "my-job-2", JobName: "my-job", JobUID: "00000000-0000-0000-0000-000000000001",
 		Type: job.ExecScheduled, OpID: "o", Status: job.ExecRunning,
 	}, d.fence),
@@ -123,16 +123,16 @@ func TestRetentionKeepsTheNewestFinishedExecutionsAndEveryActiveOne(t *testing.T
 		('my-job-6', 'my-job', 'manual', 'running', 'o', now() - interval '40 days', NULL),
 		('my-job-7', 'my-job', 'manual', 'submitted', 'o', now() - interval '40 days', NULL)`)
 
-	n, err := d.s.DeleteExpiredExecutions(t.Context(), store.Fence{Epoch: d.fence.Epoch + 1}, store.Retention{KeptPerJob: 1, MaxAge: time.Hour, Batch: 10})
+	n, err := d.s.DeleteExpiredExecutions(t.Context(), job.Fence{Epoch: d.fence.Epoch + 1}, job.Retention{KeptPerJob: 1, MaxAge: time.Hour, Batch: 10})
 	require.NoError(t, err)
 	require.Zero(t, n, "a deposed leader cleans nothing")
 
-	n, err = d.s.DeleteExpiredExecutions(t.Context(), d.fence, store.Retention{KeptPerJob: 3, MaxAge: 14 * 24 * time.Hour, Batch: 1})
+	n, err = d.s.DeleteExpiredExecutions(t.Context(), d.fence, job.Retention{KeptPerJob: 3, MaxAge: 14 * 24 * time.Hour, Batch: 1})
 	require.NoError(t, err)
 	require.Equal(t, 2, n, "by count (3 kept), one row per statement")
 	require.ElementsMatch(t, []string{"my-job-3:user_error", "my-job-4:succeeded", "my-job-5:succeeded", "my-job-6:running", "my-job-7:submitted"}, d.ids())
 
-	n, err = d.s.DeleteExpiredExecutions(t.Context(), d.fence, store.Retention{KeptPerJob: 100, MaxAge: 150 * time.Minute, Batch: 500})
+	n, err = d.s.DeleteExpiredExecutions(t.Context(), d.fence, job.Retention{KeptPerJob: 100, MaxAge: 150 * time.Minute, Batch: 500})
 	require.NoError(t, err)
 	require.Equal(t, 2, n, "by age")
 	require.ElementsMatch(t, []string{"my-job-5:succeeded", "my-job-6:running", "my-job-7:submitted"}, d.ids())
@@ -147,10 +147,10 @@ func TestRecordExecutionsWritesABatchInOneStatementAndTheLogLater(t *testing.T) 
 		v := time.Now().Add(time.Duration(m) * time.Minute).UTC().Truncate(time.Second)
 		return &v
 	}
-	mine := func(id string, st job.ExecutionStatus, end *time.Time) store.ExecutionUpdate {
-		return store.ExecutionUpdate{ID: id, JobName: "my-job", JobUID: d.job.UID, Type: job.ExecScheduled, OpID: id, Status: st, StartTime: at(-10), EndTime: end}
+	mine := func(id string, st job.ExecutionStatus, end *time.Time) job.ExecutionUpdate {
+		return job.ExecutionUpdate{ID: id, JobName: "my-job", JobUID: d.job.UID, Type: job.ExecScheduled, OpID: id, Status: st, StartTime: at(-10), EndTime: end}
 	}
-	wrote, err := d.s.RecordExecutions(t.Context(), d.fence, []store.ExecutionUpdate{
+	wrote, err := d.s.RecordExecutions(t.Context(), d.fence, []job.ExecutionUpdate{
 		mine("my-job-1", job.ExecSucceeded, at(-3)),
 		mine("my-job-2", job.ExecUserError, at(-2)),
 		mine("my-job-3", job.ExecRunning, nil),
@@ -177,16 +177,16 @@ func TestRecordExecutionsWritesABatchInOneStatementAndTheLogLater(t *testing.T) 
 	missing, err := d.s.FinalWithoutLog(t.Context(), []string{"my-job-1", "my-job-2", "my-job-3"})
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"my-job-1", "my-job-2"}, missing)
-	ok, err := d.s.StoreExecutionLog(t.Context(), d.fence, "my-job-2", store.StoredLog{Logs: "boom\n"})
+	ok, err := d.s.StoreExecutionLog(t.Context(), d.fence, "my-job-2", job.StoredLog{Logs: "boom\n"})
 	require.NoError(t, err)
 	require.True(t, ok)
-	ok, err = d.s.StoreExecutionLog(t.Context(), d.fence, "my-job-2", store.StoredLog{Logs: "again\n"})
+	ok, err = d.s.StoreExecutionLog(t.Context(), d.fence, "my-job-2", job.StoredLog{Logs: "again\n"})
 	require.NoError(t, err)
 	require.False(t, ok, "kept once")
-	ok, err = d.s.StoreExecutionLog(t.Context(), d.fence, "my-job-3", store.StoredLog{Logs: "early\n"})
+	ok, err = d.s.StoreExecutionLog(t.Context(), d.fence, "my-job-3", job.StoredLog{Logs: "early\n"})
 	require.NoError(t, err)
 	require.False(t, ok, "not while it runs")
-	ok, err = d.s.StoreExecutionLog(t.Context(), store.Fence{Epoch: d.fence.Epoch + 1}, "my-job-1", store.StoredLog{Logs: "x\n"})
+	ok, err = d.s.StoreExecutionLog(t.Context(), job.Fence{Epoch: d.fence.Epoch + 1}, "my-job-1", job.StoredLog{Logs: "x\n"})
 	require.NoError(t, err)
 	require.False(t, ok, "a deposed leader stores nothing")
 	_, logs, err := d.s.ExecutionLog(t.Context(), "team-a", "my-job", "my-job-2")

@@ -15,87 +15,13 @@ import (
 
 // Executions.
 
-// ExecutionStatuses are the statuses of an execution, as VDK's REST API spells them.
-func ExecutionStatuses() []string {
-	return []string{"submitted", "running", "succeeded", "cancelled", "skipped", "user_error", "platform_error"}
-}
-
-// Execution is one execution of a data job, with a snapshot of the deployment it ran.
-type Execution struct {
-	ID      string
-	JobName string
-	// Type is manual or scheduled; Status one of ExecutionStatuses.
-	Type, Status       string
-	Message            string
-	OpID               string
-	StartTime, EndTime *time.Time
-	StartedBy          string
-	JobVersion         string
-	JobSchedule        string
-	VDKVersion         string
-	PythonVersion      string
-	Resources          job.Resources // zero fields: unknown
-	DeployedDate       *time.Time
-	DeployedBy         string
-}
-
-// ExecutionField is what executions are ordered by.
-type ExecutionField int
-
-// The orders of the executions query (VDK's DataJobExecutionOrder properties).
-const (
-	ExecStartTime ExecutionField = iota + 1
-	ExecEndTime
-	ExecID
-	ExecJobName
-	ExecTeam
-	ExecStatus
-	ExecType
-	ExecMessage
-	ExecOpID
-	ExecStartedBy
-	ExecJobVersion
-	ExecJobSchedule
-	ExecVDKVersion
-	ExecDeployedDate
-	ExecDeployedBy
-)
-
-// ExecutionFilter holds the conditions an execution must meet, all of them; zero fields
-// impose none, except Visible.
-type ExecutionFilter struct {
-	// Visible restricts the executions to jobs of the caller's teams, whatever else the
-	// filter says.
-	Visible                                            job.Visibility
-	StartTimeGte, StartTimeLte, EndTimeGte, EndTimeLte *time.Time
-	StatusIn, JobNameIn, TeamNameIn                    []string
-}
-
-// ExecutionsQuery asks for a page of executions.
-type ExecutionsQuery struct {
-	Filter ExecutionFilter
-	// Order is the sort key (default ExecStartTime, descending); the id breaks ties.
-	Order ExecutionField
-	Desc  bool
-	// Offset and Limit page the executions (of each job, for ExecutionsOfJobs).
-	Offset, Limit int
-	// Count asks for the total (ignored by ExecutionsOfJobs).
-	Count bool
-}
-
-// ExecutionsPage is a page of executions and, when counted, the total.
-type ExecutionsPage struct {
-	Rows  []Execution
-	Total int // -1 when not counted
-}
-
 const executionColumns = `e.id, e.job_name, e.type, e.status, e.message, e.op_id, e.start_time, e.end_time,
 	e.started_by, e.job_version, e.job_schedule, e.vdk_version, e.job_python_version,
 	COALESCE(e.resources_cpu_request_millis, 0), COALESCE(e.resources_cpu_limit_millis, 0),
 	COALESCE(e.resources_memory_request_bytes, 0), COALESCE(e.resources_memory_limit_bytes, 0),
 	e.last_deployed_date, e.last_deployed_by`
 
-func executionDest(e *Execution) []any {
+func executionDest(e *job.Execution) []any {
 	return []any{
 		&e.ID, &e.JobName, &e.Type, &e.Status, &e.Message, &e.OpID, &e.StartTime, &e.EndTime,
 		&e.StartedBy, &e.JobVersion, &e.JobSchedule, &e.VDKVersion, &e.PythonVersion,
@@ -106,7 +32,7 @@ func executionDest(e *Execution) []any {
 }
 
 // executionWhere writes the conditions of f; it reports whether they need data_job j.
-func executionWhere(b *sqlBuilder, f ExecutionFilter) (conds []string, needJob bool) {
+func executionWhere(b *sqlBuilder, f job.ExecutionFilter) (conds []string, needJob bool) {
 	times := []struct {
 		col, op string
 		t       *time.Time
@@ -139,17 +65,17 @@ func executionWhere(b *sqlBuilder, f ExecutionFilter) (conds []string, needJob b
 }
 
 // executionOrder is the ORDER BY list of q; it reports whether it needs data_job j.
-func executionOrder(q ExecutionsQuery) (string, bool) {
-	cols := map[ExecutionField]string{
-		ExecStartTime: "e.start_time", ExecEndTime: "e.end_time", ExecID: "e.id", ExecJobName: "e.job_name",
-		ExecTeam: "j.team", ExecStatus: "e.status", ExecType: "e.type", ExecMessage: "e.message",
-		ExecOpID: "e.op_id", ExecStartedBy: "e.started_by", ExecJobVersion: "e.job_version",
-		ExecJobSchedule: "e.job_schedule", ExecVDKVersion: "e.vdk_version",
-		ExecDeployedDate: "e.last_deployed_date", ExecDeployedBy: "e.last_deployed_by",
+func executionOrder(q job.ExecutionsQuery) (string, bool) {
+	cols := map[job.ExecutionField]string{
+		job.ExecByStartTime: "e.start_time", job.ExecByEndTime: "e.end_time", job.ExecByID: "e.id", job.ExecByJobName: "e.job_name",
+		job.ExecByTeam: "j.team", job.ExecByStatus: "e.status", job.ExecByType: "e.type", job.ExecByMessage: "e.message",
+		job.ExecByOpID: "e.op_id", job.ExecByStartedBy: "e.started_by", job.ExecByJobVersion: "e.job_version",
+		job.ExecByJobSchedule: "e.job_schedule", job.ExecByVDKVersion: "e.vdk_version",
+		job.ExecByDeployedDate: "e.last_deployed_date", job.ExecByDeployedBy: "e.last_deployed_by",
 	}
 	field, desc := q.Order, q.Desc
 	if field == 0 {
-		field, desc = ExecStartTime, true
+		field, desc = job.ExecByStartTime, true
 	}
 	col, ok := cols[field]
 	if !ok {
@@ -159,18 +85,18 @@ func executionOrder(q ExecutionsQuery) (string, bool) {
 	if desc {
 		dir = " DESC"
 	}
-	if field == ExecID {
+	if field == job.ExecByID {
 		return col + dir, false
 	}
 	// The id breaks ties, in the same direction.
-	return col + dir + " NULLS LAST, e.id" + dir, field == ExecTeam
+	return col + dir + " NULLS LAST, e.id" + dir, field == job.ExecByTeam
 }
 
 // Executions reads a page of executions across jobs, with the total when asked, in one
 // round trip.
-func (s *Store) Executions(ctx context.Context, q ExecutionsQuery) (ExecutionsPage, error) {
+func (s *Store) Executions(ctx context.Context, q job.ExecutionsQuery) (job.ExecutionsPage, error) {
 	if q.Limit <= 0 || q.Offset < 0 {
-		return ExecutionsPage{}, fmt.Errorf("executions page: bad limit %d or offset %d", q.Limit, q.Offset)
+		return job.ExecutionsPage{}, fmt.Errorf("executions page: bad limit %d or offset %d", q.Limit, q.Offset)
 	}
 	build := func(count bool) (string, []any) {
 		b := &sqlBuilder{}
@@ -195,7 +121,7 @@ func (s *Store) Executions(ctx context.Context, q ExecutionsQuery) (ExecutionsPa
 		}
 		return sb.String(), b.args
 	}
-	page := ExecutionsPage{Total: -1}
+	page := job.ExecutionsPage{Total: -1}
 	batch := &pgx.Batch{}
 	if q.Count {
 		sql, args := build(true)
@@ -208,19 +134,19 @@ func (s *Store) Executions(ctx context.Context, q ExecutionsQuery) (ExecutionsPa
 		return err
 	})
 	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
-		return ExecutionsPage{}, translate(fmt.Errorf("read executions page: %w", err))
+		return job.ExecutionsPage{}, translate(fmt.Errorf("read executions page: %w", err))
 	}
 	return page, nil
 }
 
 // ExecutionsOfJobs reads the executions of each of the jobs names, filtered, ordered and
 // paged per job as q says, in one statement. Jobs without executions are absent.
-func (s *Store) ExecutionsOfJobs(ctx context.Context, names []string, q ExecutionsQuery) (map[string][]Execution, error) {
+func (s *Store) ExecutionsOfJobs(ctx context.Context, names []string, q job.ExecutionsQuery) (map[string][]job.Execution, error) {
 	if q.Limit <= 0 || q.Offset < 0 {
 		return nil, fmt.Errorf("executions of jobs: bad limit %d or offset %d", q.Limit, q.Offset)
 	}
 	if len(names) == 0 {
-		return map[string][]Execution{}, nil
+		return map[string][]job.Execution{}, nil
 	}
 	b := &sqlBuilder{}
 	conds, needJob := executionWhere(b, q.Filter)
@@ -238,14 +164,14 @@ func (s *Store) ExecutionsOfJobs(ctx context.Context, names []string, q Executio
 ORDER BY job_name, rn`
 	rows, err := s.pool.Query(ctx, sql, b.args...)
 	if err == nil {
-		var all []Execution
-		all, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Execution, error) {
-			var e Execution
+		var all []job.Execution
+		all, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (job.Execution, error) {
+			var e job.Execution
 			var rn int64
 			err := row.Scan(append(executionDest(&e), &rn)...)
 			return e, err
 		})
-		out := map[string][]Execution{}
+		out := map[string][]job.Execution{}
 		for _, e := range all {
 			out[e.JobName] = append(out[e.JobName], e)
 		}
@@ -256,32 +182,25 @@ ORDER BY job_name, rn`
 	return nil, translate(fmt.Errorf("read executions of jobs: %w", err))
 }
 
-// ExecutionCount counts the finished executions of a job by outcome.
-type ExecutionCount struct {
-	Succeeded int
-	// Failed counts user and platform errors.
-	Failed int
-}
-
 // ExecutionCounts counts the executions of each of the jobs names, in one statement.
 // Jobs without executions are absent.
-func (s *Store) ExecutionCounts(ctx context.Context, names []string) (map[string]ExecutionCount, error) {
+func (s *Store) ExecutionCounts(ctx context.Context, names []string) (map[string]job.ExecutionCount, error) {
 	const q = `SELECT job_name, count(*) FILTER (WHERE status = 'succeeded'),
 	count(*) FILTER (WHERE status IN ('user_error', 'platform_error'))
 FROM data_job_execution WHERE job_name = ANY($1::text[]) GROUP BY job_name`
 	if len(names) == 0 {
-		return map[string]ExecutionCount{}, nil
+		return map[string]job.ExecutionCount{}, nil
 	}
 	rows, err := s.pool.Query(ctx, q, names)
 	if err != nil {
 		return nil, translate(fmt.Errorf("count executions: %w", err))
 	}
 	defer rows.Close()
-	out := map[string]ExecutionCount{}
+	out := map[string]job.ExecutionCount{}
 	for rows.Next() {
 		var (
 			name string
-			c    ExecutionCount
+			c    job.ExecutionCount
 		)
 		if err := rows.Scan(&name, &c.Succeeded, &c.Failed); err != nil {
 			return nil, fmt.Errorf("count executions: %w", err)
@@ -294,7 +213,7 @@ FROM data_job_execution WHERE job_name = ANY($1::text[]) GROUP BY job_name`
 // ListJobExecutions reads every execution of the job name of team, newest first (not yet
 // started ones first of all), with one of statuses when any are given. A job that does not
 // exist in team is not found.
-func (s *Store) ListJobExecutions(ctx context.Context, team, name string, statuses []string) ([]Execution, error) {
+func (s *Store) ListJobExecutions(ctx context.Context, team, name string, statuses []string) ([]job.Execution, error) {
 	const q = `SELECT ` + executionColumns + ` FROM data_job_execution e JOIN data_job j ON j.name = e.job_name
 WHERE j.name = $1 AND j.team = $2 AND (cardinality($3::text[]) = 0 OR e.status = ANY($3::text[]))
 ORDER BY e.start_time DESC NULLS FIRST, e.id DESC`
@@ -313,8 +232,8 @@ ORDER BY e.start_time DESC NULLS FIRST, e.id DESC`
 }
 
 // scanExecution reads a row of executionColumns.
-func scanExecution(row pgx.CollectableRow) (Execution, error) {
-	var e Execution
+func scanExecution(row pgx.CollectableRow) (job.Execution, error) {
+	var e job.Execution
 	err := row.Scan(executionDest(&e)...)
 	return e, err
 }

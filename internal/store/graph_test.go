@@ -47,7 +47,7 @@ func TestJobsPageShowsNoDeploymentOfAnOlderIncarnation(t *testing.T) {
 	require.True(t, ok)
 	s, err := st.LoadSyncState(ctx, "reborn-job")
 	require.NoError(t, err)
-	wrote, err := st.RecordApplied(ctx, store.Fence{Epoch: epoch}, job.ActualDeployment{
+	wrote, err := st.RecordApplied(ctx, job.Fence{Epoch: epoch}, job.ActualDeployment{
 		JobName: "reborn-job", JobUID: s.Job.UID, Generation: s.Job.Generation, Team: "team-a", DeploymentVersionSHA: "h",
 		JobVersion: "v1", PythonVersion: "3.9", Enabled: true, DeployedBy: "me", DeployedDate: time.Now(),
 	})
@@ -162,7 +162,7 @@ func TestJobsAndExecutionsPagesShowOnlyTheVisibleTeams(t *testing.T) {
 		require.Equal(t, tt.want, names(page), tt.name)
 		require.Equal(t, len(tt.want), page.Total, tt.name)
 
-		ex, err := st.Executions(ctx, store.ExecutionsQuery{Limit: 10, Count: true, Filter: store.ExecutionFilter{Visible: tt.visible, TeamNameIn: []string{"team-b"}}})
+		ex, err := st.Executions(ctx, job.ExecutionsQuery{Limit: 10, Count: true, Filter: job.ExecutionFilter{Visible: tt.visible, TeamNameIn: []string{"team-b"}}})
 		require.NoError(t, err, tt.name)
 		require.Empty(t, ex.Rows, tt.name) // no executions yet: the statement must still run
 	}

@@ -4,33 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/datajobs/datajobs/internal/job"
 	"github.com/jackc/pgx/v5"
 )
-
-// BuildState is what the synchronizer's build stage knows of a desired deployment's image.
-type BuildState struct {
-	// SourceStored is true when the deployment's job version is a stored sources version:
-	// then datajobs builds its image. Otherwise the image is prebuilt, <registry>/<job>:<version>.
-	SourceStored bool
-	// BaseImage and Image are the latest image built for the deployment's job version and
-	// python version, and the base reference it was built on ("" when none was built).
-	BaseImage, Image string
-	// Hold, set by the synchronizer's build stage, says why the CronJob must wait (its
-	// image is being built); the plan then leaves the CronJob as it is.
-	Hold string
-}
-
-// ImageBuild is a finished build: a pushed image and what it was built from.
-type ImageBuild struct {
-	JobName, JobUID    string
-	JobVersion         string
-	PythonVersion      string
-	BaseImage          string
-	BaseDigest         string
-	RequirementsSHA256 string
-	Image              string
-	BytesPushed        int64
-}
 
 // buildStateQuery reads the build state of every desired deployment (or of $1's).
 const buildStateQuery = `SELECT d.data_job_name, s.version_sha IS NOT NULL, COALESCE(i.base_image, ''), COALESCE(i.image, '')
@@ -44,7 +20,7 @@ LEFT JOIN LATERAL (
 
 // queueBuildStates adds to batch the read of the build states of the desired deployments
 // (of name args[0], when given) into states, which the batch's job query fills first.
-func queueBuildStates(batch *pgx.Batch, states map[string]SyncState, args ...any) {
+func queueBuildStates(batch *pgx.Batch, states map[string]job.SyncState, args ...any) {
 	q := buildStateQuery
 	if len(args) > 0 {
 		q += ` WHERE d.data_job_name = $1`
@@ -53,7 +29,7 @@ func queueBuildStates(batch *pgx.Batch, states map[string]SyncState, args ...any
 		for rows.Next() {
 			var (
 				name string
-				b    BuildState
+				b    job.BuildState
 			)
 			if err := rows.Scan(&name, &b.SourceStored, &b.BaseImage, &b.Image); err != nil {
 				return err
@@ -70,7 +46,7 @@ func queueBuildStates(batch *pgx.Batch, states map[string]SyncState, args ...any
 // RecordBuild records a pushed image, while the job is still incarnation b.JobUID and
 // fence holds the lease. The generation does not matter: the image of a version stays
 // right when the deployment changes meanwhile. It reports whether it wrote.
-func (s *Store) RecordBuild(ctx context.Context, fence Fence, b ImageBuild) (bool, error) {
+func (s *Store) RecordBuild(ctx context.Context, fence job.Fence, b job.ImageBuild) (bool, error) {
 	q := `INSERT INTO data_job_image (job_name, job_version, python_version, base_image, base_digest,
 	requirements_sha256, image, bytes_pushed)
 SELECT $1, $3, $4, $5, $6, $7, $8, $9

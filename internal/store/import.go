@@ -75,10 +75,11 @@ func (s *Store) ImportDeployment(ctx context.Context, in ImportedDeployment, opt
 	name := in.Job.Name
 	var res ImportResult
 	err := s.InTx(ctx, func(tx Tx) error {
-		cur, desired, actual, err := lockImport(ctx, tx, name)
+		st, err := lockImport(ctx, tx, name)
 		if err != nil {
 			return err
 		}
+		cur, desired, actual := st.Job, st.Desired, st.Actual
 		var j job.Job
 		switch {
 		case cur == nil && actual != nil && !opts.Overwrite:
@@ -129,46 +130,15 @@ func (s *Store) ImportDeployment(ctx context.Context, in ImportedDeployment, opt
 }
 
 // lockImport locks the job row and the actual row of name (when they exist) and reads
-// them with the desired deployment.
-func lockImport(ctx context.Context, tx Tx, name string) (*job.Job, *job.Deployment, *job.ActualDeployment, error) {
-	if _, err := tx.Exec(ctx, `SELECT FROM data_job WHERE name = $1 FOR UPDATE`, name); err != nil {
-		return nil, nil, nil, fmt.Errorf("lock job %s: %w", name, err)
-	}
-	if _, err := tx.Exec(ctx, `SELECT FROM actual_data_job_deployment WHERE data_job_name = $1 FOR UPDATE`, name); err != nil {
-		return nil, nil, nil, fmt.Errorf("lock actual deployment %s: %w", name, err)
-	}
-	var (
-		j *job.Job
-		d *job.Deployment
-		a *job.ActualDeployment
-	)
-	rows, err := tx.Query(ctx, syncJobQuery+` WHERE j.name = $1`, name)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("read job %s: %w", name, err)
-	}
-	for rows.Next() {
-		if j, d, err = scanSyncJob(rows); err != nil {
-			rows.Close()
-			return nil, nil, nil, fmt.Errorf("read job %s: %w", name, err)
+// them with the desired deployment, as the synchronizer does.
+func lockImport(ctx context.Context, tx Tx, name string) (job.SyncState, error) {
+	for _, row := range []string{"data_job WHERE name", "actual_data_job_deployment WHERE data_job_name"} {
+		if _, err := tx.Exec(ctx, `SELECT FROM `+row+` = $1 FOR UPDATE`, name); err != nil {
+			return job.SyncState{}, fmt.Errorf("lock %s: %w", name, err)
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, nil, fmt.Errorf("read job %s: %w", name, err)
-	}
-	rows, err = tx.Query(ctx, syncActualQuery+` WHERE data_job_name = $1`, name)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("read actual deployment %s: %w", name, err)
-	}
-	for rows.Next() {
-		if a, err = scanActual(rows); err != nil {
-			rows.Close()
-			return nil, nil, nil, fmt.Errorf("read actual deployment %s: %w", name, err)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, nil, fmt.Errorf("read actual deployment %s: %w", name, err)
-	}
-	return j, d, a, nil
+	states, err := loadSyncStates(ctx, tx, " WHERE j.name = $1", " WHERE data_job_name = $1", name)
+	return states[name], err
 }
 
 // importConflict says why the stored job is not the import of in, or "" when it is:

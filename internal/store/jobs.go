@@ -121,15 +121,10 @@ func (s *Store) GetJob(ctx context.Context, team, name string) (job.Job, error) 
 	return j, nil
 }
 
-// JobUpdate computes the new state of a job from its current one. bump tells whether the
-// change can affect the rendered CronJob: then the generation is bumped and the
-// synchronizer notified. Returning an error rolls the update back.
-type JobUpdate func(cur job.Job) (next job.Job, bump bool, err error)
-
 // UpdateJob changes the job name of team under a row lock, so that concurrent updates
 // apply one after the other. Name, UID, generation and creation time are kept whatever
 // update returns; everything else, team included, is written.
-func (s *Store) UpdateJob(ctx context.Context, team, name string, update JobUpdate) (job.Job, error) {
+func (s *Store) UpdateJob(ctx context.Context, team, name string, update job.JobUpdate) (job.Job, error) {
 	var out job.Job
 	err := s.InTx(ctx, func(tx Tx) error {
 		cur, err := lockJob(ctx, tx, team, name)

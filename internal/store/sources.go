@@ -13,23 +13,6 @@ import (
 	"github.com/datajobs/datajobs/internal/job"
 )
 
-// ErrNoSources is returned by GetSources when the job exists but has no sources, or not
-// the version asked for. The service turns it into a 404 that names what is missing.
-var ErrNoSources = errors.New("no such sources")
-
-// Sources is one stored version of a job's sources: a zip archive and who uploaded it.
-type Sources struct {
-	// Version is the content address of the archive's files (see service.SourcesVersion).
-	Version string
-	// Archive is the zip archive as it was first uploaded with this content.
-	Archive []byte
-	// Reason is the reason given with the latest upload of this content.
-	Reason string
-	// UploadedBy and UploadedAt describe the latest upload of this content.
-	UploadedBy string
-	UploadedAt time.Time
-}
-
 // SaveSources stores src as a version of the sources of the job name of team, and makes
 // it the job's latest. When that version is stored already, its archive is kept and only
 // the upload's reason, user and time change: the same files give the same version.
@@ -37,7 +20,7 @@ type Sources struct {
 // deployment names; keep <= 0 keeps all. A missing job (or one of another team) is not
 // found; sources that would take the team over its quota of bytes are refused. An upload
 // of the version of a deployment that failed on a user error retries it (retryFailedBuild).
-func (s *Store) SaveSources(ctx context.Context, team, name string, src Sources, keep int) error {
+func (s *Store) SaveSources(ctx context.Context, team, name string, src job.Sources, keep int) error {
 	return s.InTx(ctx, func(tx Tx) error {
 		// FOR SHARE: a concurrent delete of the job waits for this upload, and then
 		// takes its sources with it.
@@ -88,7 +71,7 @@ ON CONFLICT (job_name, version_sha) DO UPDATE SET upload_seq = nextval('data_job
 // retryFailedBuild makes an upload of the sources of a deployment that failed on a user
 // error (e.g. its image build: a requirement without a wheel) the user's retry, as a
 // redeploy is: the deployment goes back to pending and the synchronizer is notified.
-// Sources are content-addressed, so only an upload of the deployed version's own files
+// job.Sources are content-addressed, so only an upload of the deployed version's own files
 // can concern it, and what it can have changed is outside them (the pip index). One
 // upload, one retry; an upload of other files is another version, which a deploy builds.
 func retryFailedBuild(ctx context.Context, tx Tx, name, version string) error {
@@ -122,14 +105,14 @@ WHERE s.job_name = $1
 
 // GetSources returns the version of the sources of the job name of team, or its latest
 // when version is "", read whole (see OpenSources).
-func (s *Store) GetSources(ctx context.Context, team, name, version string) (Sources, error) {
+func (s *Store) GetSources(ctx context.Context, team, name, version string) (job.Sources, error) {
 	r, err := s.OpenSources(ctx, team, name, version)
 	if err != nil {
-		return Sources{}, err
+		return job.Sources{}, err
 	}
 	var archive bytes.Buffer
 	if _, err := r.WriteTo(&archive); err != nil {
-		return Sources{}, err
+		return job.Sources{}, err
 	}
 	src := r.Sources
 	src.Archive = archive.Bytes()
@@ -153,29 +136,24 @@ SELECT count(*) FROM j`
 	return nil
 }
 
-// sourcesChunk is how much of an archive one query of SourcesReader reads: a download
+// sourcesChunk is how much of an archive one query of job.SourcesReader reads: a download
 // holds this much memory and no connection between chunks, whatever the archive's size.
 const sourcesChunk = 1 << 20
 
-// SourcesReader reads one stored archive in chunks, one query each (the column is stored
+// sourcesReader reads one stored archive in chunks, one query each (the column is stored
 // out of line and uncompressed, so PostgreSQL reads only the chunk's pages). It is an
 // io.Reader bound to the context it was opened with.
-type SourcesReader struct {
-	// Sources describe the version being read (Archive is nil).
-	Sources
-	// Size is the archive's size in bytes.
-	Size int64
-
-	ctx  context.Context //nolint:containedctx // an io.Reader has no context argument
-	s    *Store
-	name string
-	off  int64
+type sourcesReader struct {
+	ctx           context.Context //nolint:containedctx // an io.Reader has no context argument
+	s             *Store
+	name, version string
+	size, off     int64
 }
 
 // OpenSources returns a reader of the version of the sources of the job name of team, or
 // of its latest when version is "". A missing job is job.JobNotFound; a job without those
-// sources is ErrNoSources. A version deleted while it is read fails the read.
-func (s *Store) OpenSources(ctx context.Context, team, name, version string) (*SourcesReader, error) {
+// sources is job.ErrNoSources. A version deleted while it is read fails the read.
+func (s *Store) OpenSources(ctx context.Context, team, name, version string) (*job.SourcesReader, error) {
 	const q = `
 SELECT s.version_sha, s.size_bytes, s.reason, s.uploaded_by, s.uploaded_at
 FROM data_job j
@@ -198,20 +176,20 @@ WHERE j.name = $1 AND j.team = $2`
 		return nil, translate(fmt.Errorf("open sources of %s: %w", name, err))
 	}
 	if ver == nil {
-		return nil, ErrNoSources
+		return nil, job.ErrNoSources
 	}
-	src := Sources{Version: *ver, Reason: *reason, UploadedBy: *by, UploadedAt: at.UTC()}
-	return &SourcesReader{Sources: src, Size: *size, ctx: ctx, s: s, name: name}, nil
+	src := job.Sources{Version: *ver, Reason: *reason, UploadedBy: *by, UploadedAt: at.UTC()}
+	return &job.SourcesReader{Sources: src, Size: *size, ArchiveReader: &sourcesReader{ctx: ctx, s: s, name: name, version: *ver, size: *size}}, nil
 }
 
 // Read reads the next bytes of the archive into p, at most one chunk.
-func (r *SourcesReader) Read(p []byte) (int, error) {
+func (r *sourcesReader) Read(p []byte) (int, error) {
 	chunk, err := r.next(int64(len(p)))
 	return copy(p, chunk), err
 }
 
 // WriteTo writes the rest of the archive to w chunk by chunk (io.Copy uses it).
-func (r *SourcesReader) WriteTo(w io.Writer) (int64, error) {
+func (r *sourcesReader) WriteTo(w io.Writer) (int64, error) {
 	var written int64
 	for {
 		chunk, err := r.next(sourcesChunk)
@@ -230,20 +208,20 @@ func (r *SourcesReader) WriteTo(w io.Writer) (int64, error) {
 }
 
 // next reads the next chunk of at most n bytes; io.EOF at the end.
-func (r *SourcesReader) next(n int64) ([]byte, error) {
-	if r.off >= r.Size {
+func (r *sourcesReader) next(n int64) ([]byte, error) {
+	if r.off >= r.size {
 		return nil, io.EOF
 	}
-	n = min(n, r.Size-r.off, sourcesChunk)
+	n = min(n, r.size-r.off, sourcesChunk)
 	var chunk []byte
 	// substring counts from 1.
 	err := r.s.pool.QueryRow(r.ctx, `SELECT substring(archive FROM $3 FOR $4) FROM data_job_source WHERE job_name = $1 AND version_sha = $2`,
-		r.name, r.Version, r.off+1, n).Scan(&chunk)
+		r.name, r.version, r.off+1, n).Scan(&chunk)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("read sources %s of %s: %w", r.Version, r.name, ErrNoSources)
+		return nil, fmt.Errorf("read sources %s of %s: %w", r.version, r.name, job.ErrNoSources)
 	}
 	if err != nil {
-		return nil, translate(fmt.Errorf("read sources %s of %s: %w", r.Version, r.name, err))
+		return nil, translate(fmt.Errorf("read sources %s of %s: %w", r.version, r.name, err))
 	}
 	if len(chunk) == 0 {
 		return nil, io.ErrUnexpectedEOF

@@ -8,15 +8,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/datajobs/datajobs/internal/job"
-	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/testenv"
 )
 
 func TestSources(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	src := func(version, archive string) store.Sources {
-		return store.Sources{Version: version, Archive: []byte(archive), Reason: "r", UploadedBy: "u", UploadedAt: at}
+	src := func(version, archive string) job.Sources {
+		return job.Sources{Version: version, Archive: []byte(archive), Reason: "r", UploadedBy: "u", UploadedAt: at}
 	}
 
 	t.Run("a missing job is not found, a job without sources has none", func(t *testing.T) {
@@ -30,7 +29,7 @@ func TestSources(t *testing.T) {
 		_, err = s.CreateJob(ctx, job.Job{Name: "my-job", Team: "team-a"})
 		require.NoError(t, err)
 		_, err = s.GetSources(ctx, "team-a", "my-job", "")
-		require.ErrorIs(t, err, store.ErrNoSources)
+		require.ErrorIs(t, err, job.ErrNoSources)
 		_, err = s.GetSources(ctx, "team-b", "my-job", "")
 		require.Equal(t, job.KindNotFound, job.KindOf(err), "another team's job")
 	})
@@ -61,7 +60,7 @@ func TestSources(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, s.SaveSources(ctx, "team-a", "my-job", src("v1", "one"), 0))
 		require.NoError(t, s.SaveSources(ctx, "team-a", "my-job", src("v2", "two"), 0))
-		latest := func() store.Sources {
+		latest := func() job.Sources {
 			got, err := s.GetSources(ctx, "team-a", "my-job", "")
 			require.NoError(t, err)
 			return got
@@ -77,6 +76,6 @@ func TestSources(t *testing.T) {
 
 		require.NoError(t, s.DeleteSources(ctx, "team-a", "my-job"))
 		_, err = s.GetSources(ctx, "team-a", "my-job", "v2")
-		require.ErrorIs(t, err, store.ErrNoSources)
+		require.ErrorIs(t, err, job.ErrNoSources)
 	})
 }

@@ -11,26 +11,8 @@ import (
 	"github.com/datajobs/datajobs/internal/job"
 )
 
-// SyncState is what the synchronizer reads from the database for one job name. Any part
-// may be absent: a job without a deployment, an actual row whose job is gone (to delete),
-// or an actual row of an older incarnation of the name (its JobUID differs from Job's).
-type SyncState struct {
-	Name    string
-	Job     *job.Job
-	Desired *job.Deployment
-	Actual  *job.ActualDeployment
-	// Build is the image build state of Desired (images.go); nil without a desired deployment.
-	Build *BuildState
-}
-
 // SyncLeaseName is the leader lease that guards every write of the synchronizer.
 const SyncLeaseName = "synchronizer"
-
-// Fence is the leader term a synchronizer write is made under: the write happens only
-// while that term still holds the lease, so a deposed leader writes nothing.
-type Fence struct {
-	Epoch int64
-}
 
 const syncJobQuery = `SELECT ` + jobColumns + `, ` + joinedDesiredColumns + `, d.adopt_cronjob_uid, d.adopted_spec
 FROM data_job j
@@ -43,32 +25,37 @@ const syncActualQuery = `SELECT data_job_name, job_uid::text, generation, team, 
 FROM actual_data_job_deployment`
 
 // LoadSyncState reads the job, desired and actual rows of one name, fresh, in one round trip.
-func (s *Store) LoadSyncState(ctx context.Context, name string) (SyncState, error) {
-	states, err := s.loadSyncStates(ctx, " WHERE j.name = $1", " WHERE data_job_name = $1", name)
+func (s *Store) LoadSyncState(ctx context.Context, name string) (job.SyncState, error) {
+	states, err := loadSyncStates(ctx, s.pool, " WHERE j.name = $1", " WHERE data_job_name = $1", name)
 	if err != nil {
-		return SyncState{}, err
+		return job.SyncState{}, err
 	}
 	if st, ok := states[name]; ok {
 		return st, nil
 	}
-	return SyncState{Name: name}, nil
+	return job.SyncState{Name: name}, nil
 }
 
 // LoadAllSyncStates reads every job and every actual row, for a full resync pass.
-func (s *Store) LoadAllSyncStates(ctx context.Context) (map[string]SyncState, error) {
-	return s.loadSyncStates(ctx, "", "")
+func (s *Store) LoadAllSyncStates(ctx context.Context) (map[string]job.SyncState, error) {
+	return loadSyncStates(ctx, s.pool, "", "")
 }
 
-func (s *Store) loadSyncStates(ctx context.Context, jobWhere, actualWhere string, args ...any) (map[string]SyncState, error) {
+// loadSyncStates reads the sync states of the jobs and actual rows the conditions select,
+// in one round trip on db (the pool, or the transaction of an import).
+func loadSyncStates(ctx context.Context, db interface {
+	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
+}, jobWhere, actualWhere string, args ...any,
+) (map[string]job.SyncState, error) {
 	batch := &pgx.Batch{}
-	states := map[string]SyncState{}
+	states := map[string]job.SyncState{}
 	batch.Queue(syncJobQuery+jobWhere, args...).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			j, d, err := scanSyncJob(rows)
 			if err != nil {
 				return err
 			}
-			states[j.Name] = SyncState{Name: j.Name, Job: j, Desired: d}
+			states[j.Name] = job.SyncState{Name: j.Name, Job: j, Desired: d}
 		}
 		return rows.Err()
 	})
@@ -85,7 +72,7 @@ func (s *Store) loadSyncStates(ctx context.Context, jobWhere, actualWhere string
 		return rows.Err()
 	})
 	queueBuildStates(batch, states, args...)
-	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
+	if err := db.SendBatch(ctx, batch).Close(); err != nil {
 		return nil, translate(fmt.Errorf("load sync state: %w", err))
 	}
 	return states, nil
@@ -168,7 +155,7 @@ func actualValues(a job.ActualDeployment) []any {
 
 // RecordApplied records that the CronJob of a job now matches its desired deployment at
 // generation a.Generation, as RecordAppliedAll does for one job. It reports whether it wrote.
-func (s *Store) RecordApplied(ctx context.Context, fence Fence, a job.ActualDeployment) (bool, error) {
+func (s *Store) RecordApplied(ctx context.Context, fence job.Fence, a job.ActualDeployment) (bool, error) {
 	wrote, err := s.RecordAppliedAll(ctx, fence, []job.ActualDeployment{a})
 	if err != nil {
 		return false, err
@@ -207,7 +194,7 @@ RETURNING d.data_job_name`
 // and fence's term holds the lease. Rows that fail the check are skipped; the others are
 // written. It reports, in the order of as, whether each row was written. Names must be
 // distinct (one row per job).
-func (s *Store) RecordAppliedAll(ctx context.Context, fence Fence, as []job.ActualDeployment) ([]bool, error) {
+func (s *Store) RecordAppliedAll(ctx context.Context, fence job.Fence, as []job.ActualDeployment) ([]bool, error) {
 	if len(as) == 0 {
 		return nil, nil
 	}
@@ -251,7 +238,7 @@ func (s *Store) RecordAppliedAll(ctx context.Context, fence Fence, as []job.Actu
 
 // RecordFailure records that applying generation gen of a job failed, with the status
 // (user_error or platform_error) and the message the user sees, if gen is still current.
-func (s *Store) RecordFailure(ctx context.Context, fence Fence, name, uid string, gen int64, status job.SyncStatus, message string) (bool, error) {
+func (s *Store) RecordFailure(ctx context.Context, fence job.Fence, name, uid string, gen int64, status job.SyncStatus, message string) (bool, error) {
 	q := `UPDATE desired_data_job_deployment SET status = $5, message = $6, status_generation = $3, last_sync_at = now()
 WHERE data_job_name = $1 AND ` + currentDesired("$4") + ` AND (status, message, status_generation) IS DISTINCT FROM ($5, $6, $3)`
 	tag, err := s.pool.Exec(ctx, q, name, uid, gen, fence.Epoch, string(status), message)
@@ -263,7 +250,7 @@ WHERE data_job_name = $1 AND ` + currentDesired("$4") + ` AND (status, message, 
 
 // DeleteActual removes the actual row of a name once its CronJob is confirmed gone, if
 // the row is still the one of incarnation uid (a newer incarnation's row is kept).
-func (s *Store) DeleteActual(ctx context.Context, fence Fence, name, uid string) (bool, error) {
+func (s *Store) DeleteActual(ctx context.Context, fence job.Fence, name, uid string) (bool, error) {
 	q := `DELETE FROM actual_data_job_deployment WHERE data_job_name = $1 AND job_uid = $2::uuid AND ` +
 		LeaseHeldCondition("'"+SyncLeaseName+"'", "$3")
 	tag, err := s.pool.Exec(ctx, q, name, uid, fence.Epoch)

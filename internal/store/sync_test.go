@@ -12,7 +12,7 @@ import (
 )
 
 // deployVersion creates the job if needed and deploys version of it.
-func deployVersion(t *testing.T, st *store.Store, name, version string) store.SyncState {
+func deployVersion(t *testing.T, st *store.Store, name, version string) job.SyncState {
 	t.Helper()
 	ctx := t.Context()
 	if s, err := st.LoadSyncState(ctx, name); err == nil && s.Job == nil {
@@ -29,7 +29,7 @@ func deployVersion(t *testing.T, st *store.Store, name, version string) store.Sy
 }
 
 // applied is the actual row a synchronizer records for the state's current generation.
-func applied(s store.SyncState) job.ActualDeployment {
+func applied(s job.SyncState) job.ActualDeployment {
 	return job.ActualDeployment{
 		JobName: s.Name, JobUID: s.Job.UID, Generation: s.Job.Generation, Team: s.Job.Team, DeploymentVersionSHA: "sha-" + s.Desired.JobVersion,
 		JobVersion: s.Desired.JobVersion, PythonVersion: s.Desired.PythonVersion, Enabled: true, DeployedBy: "me",
@@ -60,7 +60,7 @@ func TestRecordAppliedAllWritesOnlyTheRowsStillCurrentAndTheOthersLand(t *testin
 	otherUID.JobUID = "6f1c0c6e-0000-4000-8000-000000000000" // the name's previous incarnation
 	alsoCurrent := deployVersion(t, st, "also-current", "v1")
 
-	wrote, err := st.RecordAppliedAll(ctx, store.Fence{Epoch: epoch},
+	wrote, err := st.RecordAppliedAll(ctx, job.Fence{Epoch: epoch},
 		[]job.ActualDeployment{applied(current), oldGen, otherUID, applied(alsoCurrent)})
 	require.NoError(t, err)
 	require.Equal(t, []bool{true, false, false, true}, wrote)
@@ -86,13 +86,13 @@ func TestRecordAppliedAllOfADeposedTermWritesNothing(t *testing.T) {
 	next, ok, err := st.TryAcquireLease(ctx, store.SyncLeaseName, "b", time.Hour)
 	require.NoError(t, err)
 	require.True(t, ok)
-	wrote, err := st.RecordAppliedAll(ctx, store.Fence{Epoch: old}, batch)
+	wrote, err := st.RecordAppliedAll(ctx, job.Fence{Epoch: old}, batch)
 	require.NoError(t, err)
 	require.Equal(t, []bool{false, false}, wrote)
 	require.False(t, recorded(t, st, "one"))
 	require.False(t, recorded(t, st, "two"))
 
-	wrote, err = st.RecordAppliedAll(ctx, store.Fence{Epoch: next}, batch)
+	wrote, err = st.RecordAppliedAll(ctx, job.Fence{Epoch: next}, batch)
 	require.NoError(t, err)
 	require.Equal(t, []bool{true, true}, wrote, "the same batch lands under the term that holds the lease")
 	require.True(t, recorded(t, st, "one"))
@@ -105,7 +105,7 @@ func TestRecordAppliedAllRefusesTwoRowsOfOneName(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	a := applied(deployVersion(t, st, "twice", "v1"))
-	_, err = st.RecordAppliedAll(ctx, store.Fence{Epoch: epoch}, []job.ActualDeployment{a, a})
+	_, err = st.RecordAppliedAll(ctx, job.Fence{Epoch: epoch}, []job.ActualDeployment{a, a})
 	require.ErrorContains(t, err, "twice appears twice")
 	require.False(t, recorded(t, st, "twice"))
 }

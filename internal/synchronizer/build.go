@@ -15,7 +15,6 @@ import (
 
 	"github.com/datajobs/datajobs/internal/build"
 	"github.com/datajobs/datajobs/internal/job"
-	"github.com/datajobs/datajobs/internal/store"
 )
 
 // The build stage sits between a desired deployment and its CronJob: when the deployment
@@ -35,8 +34,8 @@ type ImageBuilder interface {
 
 // BuildStore is what the build stage reads and writes besides the synchronizer's Store.
 type BuildStore interface {
-	GetSources(ctx context.Context, team, name, version string) (store.Sources, error)
-	RecordBuild(ctx context.Context, fence store.Fence, b store.ImageBuild) (bool, error)
+	GetSources(ctx context.Context, team, name, version string) (job.Sources, error)
+	RecordBuild(ctx context.Context, fence job.Fence, b job.ImageBuild) (bool, error)
 }
 
 // BuildConfig configures the build stage. A nil Builder turns it off: images are then
@@ -94,7 +93,7 @@ func (b *buildStage) stop() {
 }
 
 // prepareAll prepares every state of a full pass (see prepare).
-func (t *term) prepareAll(states map[string]store.SyncState) {
+func (t *term) prepareAll(states map[string]job.SyncState) {
 	for name, st := range states {
 		states[name] = t.prepare(st)
 	}
@@ -104,7 +103,7 @@ func (t *term) prepareAll(states map[string]store.SyncState) {
 // image when there is one (the deployment is copied with Image set), a hold while it is
 // being built (queued here), and nothing for a prebuilt image. It reads nothing: a pass
 // over built jobs makes no registry request.
-func (t *term) prepare(st store.SyncState) store.SyncState {
+func (t *term) prepare(st job.SyncState) job.SyncState {
 	bs, d := st.Build, st.Desired
 	if bs == nil || d == nil || st.Job == nil {
 		return st
@@ -137,7 +136,7 @@ func (t *term) prepare(st store.SyncState) store.SyncState {
 
 // usableImage is the recorded image of the deployment when it fits the configuration: the
 // same base image (when a builder is configured) and the current image repository.
-func usableImage(b *buildStage, st store.SyncState) string {
+func usableImage(b *buildStage, st job.SyncState) string {
 	bs := st.Build
 	if bs.Image == "" {
 		return ""
@@ -219,7 +218,7 @@ func (b *buildStage) build(ctx context.Context, name string) error {
 	b.metrics.done("ok", start, res.BytesPushed)
 	s.log.InfoContext(ctx, "image_built", "job", name, "version", d.JobVersion, "image", res.Image,
 		"bytes_pushed", res.BytesPushed, "duration", time.Since(start))
-	if _, err := b.cfg.Store.RecordBuild(ctx, b.t.fence, store.ImageBuild{
+	if _, err := b.cfg.Store.RecordBuild(ctx, b.t.fence, job.ImageBuild{
 		JobName: j.Name, JobUID: j.UID, JobVersion: d.JobVersion,
 		PythonVersion: d.PythonVersion, BaseImage: res.BaseImage, BaseDigest: res.BaseDigest,
 		RequirementsSHA256: res.RequirementsSHA256, Image: res.Image, BytesPushed: res.BytesPushed,
@@ -235,7 +234,7 @@ func (b *buildStage) buildImage(ctx context.Context, j *job.Job, d *job.Deployme
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 	defer cancel()
 	src, err := b.cfg.Store.GetSources(ctx, j.Team, j.Name, d.JobVersion)
-	if errors.Is(err, store.ErrNoSources) {
+	if errors.Is(err, job.ErrNoSources) {
 		return build.Result{}, &build.UserError{Message: fmt.Sprintf("the sources of version %s were deleted", d.JobVersion)}
 	}
 	if err != nil {

@@ -28,13 +28,13 @@ import (
 
 // ExecutionStore is what the execution tracker reads from and writes to the database.
 type ExecutionStore interface {
-	ActiveExecutions(ctx context.Context) ([]store.TrackedExecution, error)
-	LoadExecution(ctx context.Context, id string) (store.TrackedExecution, bool, error)
-	MarkExecutionJobCreated(ctx context.Context, fence store.Fence, id string) (bool, error)
-	RecordExecutions(ctx context.Context, fence store.Fence, us []store.ExecutionUpdate) ([]bool, error)
-	StoreExecutionLog(ctx context.Context, fence store.Fence, id string, l store.StoredLog) (bool, error)
+	ActiveExecutions(ctx context.Context) ([]job.TrackedExecution, error)
+	LoadExecution(ctx context.Context, id string) (job.TrackedExecution, bool, error)
+	MarkExecutionJobCreated(ctx context.Context, fence job.Fence, id string) (bool, error)
+	RecordExecutions(ctx context.Context, fence job.Fence, us []job.ExecutionUpdate) ([]bool, error)
+	StoreExecutionLog(ctx context.Context, fence job.Fence, id string, l job.StoredLog) (bool, error)
 	FinalWithoutLog(ctx context.Context, ids []string) ([]string, error)
-	DeleteExpiredExecutions(ctx context.Context, fence store.Fence, r store.Retention) (int, error)
+	DeleteExpiredExecutions(ctx context.Context, fence job.Fence, r job.Retention) (int, error)
 	Listen(ctx context.Context, channel string, ready func(), notify func(payload string)) error
 }
 
@@ -60,7 +60,7 @@ type ExecutionConfig struct {
 	LogBytes int64
 	// Retention bounds the finished executions kept (defaults: 100 per job, 14 days,
 	// deleted 500 at a time); RetentionInterval is the period of the cleanup (default 10m).
-	Retention         store.Retention
+	Retention         job.Retention
 	RetentionInterval time.Duration
 	// Logger receives the tracker's logs (default slog.Default()).
 	Logger *slog.Logger
@@ -116,7 +116,7 @@ func NewExecutions(cfg ExecutionConfig, db ExecutionStore, client kubernetes.Int
 // execTerm is one leadership term of the tracker.
 type execTerm struct {
 	x     *Executions
-	fence store.Fence
+	fence job.Fence
 	jobs  batchlisters.JobNamespaceLister
 	pods  cache.Indexer
 	queue workqueue.TypedRateLimitingInterface[string]
@@ -130,7 +130,7 @@ type execTerm struct {
 	// leader writes a status, so an event about a known execution needs no read. The API's
 	// requests (a start, a cancel) arrive by NOTIFY, which marks the id stale: its row is
 	// read again. An entry goes when its Job is gone or a write of it is refused.
-	rows  map[string]store.TrackedExecution
+	rows  map[string]job.TrackedExecution
 	stale map[string]bool
 
 	// writes carries the workers' status writes to the writer, which batches them.
@@ -144,7 +144,7 @@ type execTerm struct {
 
 // writeRequest is one status write waiting for the writer.
 type writeRequest struct {
-	u    store.ExecutionUpdate
+	u    job.ExecutionUpdate
 	done chan writeResult // buffered: the writer never waits for the worker
 }
 
@@ -176,9 +176,9 @@ func (x *Executions) Run(ctx context.Context, epoch int64) error {
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, time.Minute),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "datajobs_executions"})
 	t := &execTerm{
-		x: x, fence: store.Fence{Epoch: epoch}, jobs: jobInformer.Lister().Jobs(x.cfg.Namespace),
+		x: x, fence: job.Fence{Epoch: epoch}, jobs: jobInformer.Lister().Jobs(x.cfg.Namespace),
 		pods: podInformer.Informer().GetIndexer(), queue: queue, seen: map[string]time.Time{}, deleted: map[string]*batchv1.Job{},
-		rows: map[string]store.TrackedExecution{}, stale: map[string]bool{},
+		rows: map[string]job.TrackedExecution{}, stale: map[string]bool{},
 		writes: make(chan writeRequest), logPods: map[string]*corev1.Pod{},
 		logQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, time.Minute),
@@ -434,12 +434,12 @@ func (t *execTerm) forget(id string) {
 }
 
 // wrote updates the term's view after a status of u was committed.
-func (t *execTerm) wrote(row *store.TrackedExecution, u store.ExecutionUpdate) {
-	var r store.TrackedExecution
+func (t *execTerm) wrote(row *job.TrackedExecution, u job.ExecutionUpdate) {
+	var r job.TrackedExecution
 	if row != nil {
 		r = *row
 	} else {
-		r = store.TrackedExecution{ID: u.ID, JobName: u.JobName, JobUID: u.JobUID, Type: u.Type, OpID: u.OpID, StartedBy: u.StartedBy}
+		r = job.TrackedExecution{ID: u.ID, JobName: u.JobName, JobUID: u.JobUID, Type: u.Type, OpID: u.OpID, StartedBy: u.StartedBy}
 	}
 	r.Status = u.Status
 	if r.StartTime == nil {
@@ -455,7 +455,7 @@ func (t *execTerm) wrote(row *store.TrackedExecution, u store.ExecutionUpdate) {
 
 // reconcile brings one execution's row and Job in line: it creates the Job of a manual
 // start, deletes the Job of a cancel, and records the status the Job shows (or its loss).
-func (t *execTerm) reconcile(ctx context.Context, id string, row *store.TrackedExecution) error {
+func (t *execTerm) reconcile(ctx context.Context, id string, row *job.TrackedExecution) error {
 	live, err := t.jobs.Get(id)
 	if apierrors.IsNotFound(err) {
 		live = nil
@@ -503,7 +503,7 @@ func (t *execTerm) reconcile(ctx context.Context, id string, row *store.TrackedE
 			if err != nil || !gone {
 				return err
 			}
-			return t.record(ctx, row, nil, store.ExecutionUpdate{Status: job.ExecCancelled, Message: "Cancelled on request.", EndTime: &now})
+			return t.record(ctx, row, nil, job.ExecutionUpdate{Status: job.ExecCancelled, Message: "Cancelled on request.", EndTime: &now})
 		}
 		if c, f := jobDone(live); c || f {
 			return t.observe(ctx, row, live, now) // it ended before the cancel reached it
@@ -521,7 +521,7 @@ func (t *execTerm) reconcile(ctx context.Context, id string, row *store.TrackedE
 		if err != nil || !gone {
 			return err
 		}
-		return t.record(ctx, row, nil, store.ExecutionUpdate{
+		return t.record(ctx, row, nil, job.ExecutionUpdate{
 			Status: job.ExecPlatformError, EndTime: &now,
 			Message: fmt.Sprintf("execution record lost: the Kubernetes Job %s disappeared before its outcome was seen "+
 				"(deleted by hand, or removed after it finished while no datajobs leader was watching).", id),
@@ -532,7 +532,7 @@ func (t *execTerm) reconcile(ctx context.Context, id string, row *store.TrackedE
 }
 
 // observe records the status a live Job and its pods show, when it differs from the row.
-func (t *execTerm) observe(ctx context.Context, row *store.TrackedExecution, live *batchv1.Job, now time.Time) error {
+func (t *execTerm) observe(ctx context.Context, row *job.TrackedExecution, live *batchv1.Job, now time.Time) error {
 	objs, err := t.pods.ByIndex(podsByJobIndex, live.Name)
 	if err != nil {
 		return fmt.Errorf("read pods of %s from cache: %w", live.Name, err)
@@ -551,7 +551,7 @@ func (t *execTerm) observe(ctx context.Context, row *store.TrackedExecution, liv
 		t.takeSeen(live.Name)
 		return nil
 	}
-	u := store.ExecutionUpdate{Status: o.Status, Message: o.Message, StartTime: o.Start, EndTime: o.End}
+	u := job.ExecutionUpdate{Status: o.Status, Message: o.Message, StartTime: o.Start, EndTime: o.End}
 	if err := t.record(ctx, row, live, u); err != nil {
 		return err
 	}
@@ -567,7 +567,7 @@ func (t *execTerm) observe(ctx context.Context, row *store.TrackedExecution, liv
 
 // record writes one status of an execution, fenced; live (may be nil) is its Job, whose
 // labels and annotations describe a run not recorded yet.
-func (t *execTerm) record(ctx context.Context, row *store.TrackedExecution, live *batchv1.Job, u store.ExecutionUpdate) error {
+func (t *execTerm) record(ctx context.Context, row *job.TrackedExecution, live *batchv1.Job, u job.ExecutionUpdate) error {
 	u.ID = idOf(row, live)
 	seen := t.takeSeen(u.ID)
 	if row != nil {
@@ -612,7 +612,7 @@ func (t *execTerm) enqueueSeen(id string, seen time.Time) {
 	}
 }
 
-func idOf(row *store.TrackedExecution, live *batchv1.Job) string {
+func idOf(row *job.TrackedExecution, live *batchv1.Job) string {
 	if row != nil {
 		return row.ID
 	}
@@ -622,14 +622,14 @@ func idOf(row *store.TrackedExecution, live *batchv1.Job) string {
 // create creates the Job of a manual start from the job's CronJob. While the CronJob is
 // missing (its deployment not applied yet) it retries, until StartTimeout makes the
 // execution a platform error.
-func (t *execTerm) create(ctx context.Context, row *store.TrackedExecution, now time.Time) error {
+func (t *execTerm) create(ctx context.Context, row *job.TrackedExecution, now time.Time) error {
 	cj, err := t.x.client.BatchV1().CronJobs(t.x.cfg.Namespace).Get(ctx, row.JobName, metav1.GetOptions{})
 	if err == nil && (cj.Labels[kube.LabelJobUID] != row.JobUID || cj.DeletionTimestamp != nil) {
 		err = apierrors.NewNotFound(batchv1.Resource("cronjobs"), row.JobName)
 	}
 	if apierrors.IsNotFound(err) {
 		if row.StartTime != nil && now.Sub(*row.StartTime) >= t.x.cfg.StartTimeout {
-			return t.record(ctx, row, nil, store.ExecutionUpdate{
+			return t.record(ctx, row, nil, job.ExecutionUpdate{
 				Status: job.ExecPlatformError, EndTime: &now,
 				Message: fmt.Sprintf("The execution could not start: the job's CronJob %s did not exist within %s of the request.", row.JobName, t.x.cfg.StartTimeout),
 			})
@@ -721,7 +721,7 @@ func (t *execTerm) cleanup(ctx context.Context) {
 }
 
 // write hands a status write to the writer and waits for its outcome.
-func (t *execTerm) write(ctx context.Context, u store.ExecutionUpdate) (bool, error) {
+func (t *execTerm) write(ctx context.Context, u job.ExecutionUpdate) (bool, error) {
 	req := writeRequest{u: u, done: make(chan writeResult, 1)}
 	select {
 	case t.writes <- req:
@@ -770,7 +770,7 @@ func (t *execTerm) writer(ctx context.Context) {
 				break drain
 			}
 		}
-		us := make([]store.ExecutionUpdate, len(batch))
+		us := make([]job.ExecutionUpdate, len(batch))
 		for i, r := range batch {
 			us[i] = r.u
 		}
@@ -862,7 +862,7 @@ func (t *execTerm) keepLog(ctx context.Context, id string, pod *corev1.Pod) erro
 		t.x.log.WarnContext(ctx, "execution_log_unreadable", "execution", id, "error", err)
 		t.x.cfg.Metrics.logsUnreadable.Inc()
 	}
-	if _, err := t.x.db.StoreExecutionLog(ctx, t.fence, id, store.StoredLog{Logs: text, Truncated: truncated}); err != nil {
+	if _, err := t.x.db.StoreExecutionLog(ctx, t.fence, id, job.StoredLog{Logs: text, Truncated: truncated}); err != nil {
 		return err
 	}
 	return nil

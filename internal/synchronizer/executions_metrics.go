@@ -6,7 +6,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/datajobs/datajobs/internal/job"
-	"github.com/datajobs/datajobs/internal/store"
 )
 
 // ExecutionMetrics is the execution tracker's telemetry; labels are low-cardinality.
@@ -52,7 +51,7 @@ func NewExecutionMetrics(reg prometheus.Registerer) *ExecutionMetrics {
 
 // recorded counts a written status; prev is the row before (nil: a new run), seen when
 // the event that led to it was first seen (zero: none).
-func (m *ExecutionMetrics) recorded(u store.ExecutionUpdate, prev *store.TrackedExecution, seen time.Time) {
+func (m *ExecutionMetrics) recorded(u job.ExecutionUpdate, prev *job.TrackedExecution, seen time.Time) {
 	if !seen.IsZero() {
 		m.writeLag.Observe(time.Since(seen).Seconds())
 	}

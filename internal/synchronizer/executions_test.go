@@ -17,7 +17,6 @@ import (
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/service"
-	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/synchronizer"
 )
 
@@ -86,7 +85,7 @@ func (f *execFixture) run(name string, args string) string {
 	return e.ID
 }
 
-func (f *execFixture) execution(name, id string) store.Execution {
+func (f *execFixture) execution(name, id string) job.Execution {
 	f.t.Helper()
 	e, err := f.svc.GetExecution(f.t.Context(), team, name, id)
 	require.NoError(f.t, err)
@@ -94,9 +93,9 @@ func (f *execFixture) execution(name, id string) store.Execution {
 }
 
 // status waits until the execution has the status, and returns it.
-func (f *execFixture) status(name, id string, want job.ExecutionStatus) store.Execution {
+func (f *execFixture) status(name, id string, want job.ExecutionStatus) job.Execution {
 	f.t.Helper()
-	var e store.Execution
+	var e job.Execution
 	require.Eventually(f.t, func() bool {
 		e = f.execution(name, id)
 		return e.Status == string(want)
@@ -305,7 +304,7 @@ func TestSuccessAndAScheduledRunThroughKwokAndTheCronJobController(t *testing.T)
 	require.NotNil(t, e.EndTime)
 
 	// The CronJob controller fires within a minute: its run is recorded as scheduled.
-	var sched store.Execution
+	var sched job.Execution
 	require.Eventually(t, func() bool {
 		execs, err := f.svc.ListExecutions(t.Context(), team, "tick-job", []string{"succeeded"})
 		require.NoError(t, err)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
-	"github.com/datajobs/datajobs/internal/store"
 )
 
 // Action is the one thing a reconcile does to make the cluster match the database.
@@ -54,7 +53,7 @@ type Plan struct {
 	Action Action
 	// Reason says why, for logs and the printed plan.
 	Reason string
-	State  store.SyncState
+	State  job.SyncState
 	Live   *batchv1.CronJob
 	// Rendered and Hash are the CronJob the desired deployment renders to (nil without one).
 	Rendered *batchv1.CronJob
@@ -80,7 +79,7 @@ func managed(cj *batchv1.CronJob) bool {
 // id, or (made before installation labels) managed and rendered from a job incarnation
 // this database knows. A managed CronJob of another installation, or an unlabelled one of
 // a job this database never had, is as foreign as an unmanaged one.
-func owned(cj *batchv1.CronJob, st store.SyncState, installation string) bool {
+func owned(cj *batchv1.CronJob, st job.SyncState, installation string) bool {
 	if !managed(cj) {
 		return false
 	}
@@ -92,7 +91,7 @@ func owned(cj *batchv1.CronJob, st store.SyncState, installation string) bool {
 
 // legacy is true for a CronJob of this installation made before installation labels:
 // managed, unlabelled, and of a job incarnation the database knows.
-func legacy(cj *batchv1.CronJob, st store.SyncState, installation string) bool {
+func legacy(cj *batchv1.CronJob, st job.SyncState, installation string) bool {
 	if _, ok := cj.Labels[kube.LabelInstallation]; ok || installation == "" || !managed(cj) {
 		return false
 	}
@@ -102,7 +101,7 @@ func legacy(cj *batchv1.CronJob, st store.SyncState, installation string) bool {
 
 // plan decides the action for one job name. It is pure: it reads nothing and writes nothing.
 // live is the CronJob of that name in the namespace, managed by datajobs or not.
-func plan(st store.SyncState, live *batchv1.CronJob, cfg kube.RenderConfig, memo *verified) Plan {
+func plan(st job.SyncState, live *batchv1.CronJob, cfg kube.RenderConfig, memo *verified) Plan {
 	p := Plan{Name: st.Name, State: st, Live: live, Action: ActionUnchanged}
 	if live != nil && !owned(live, st, cfg.Installation) {
 		return planUnmanaged(p, cfg)
@@ -168,14 +167,14 @@ func plan(st store.SyncState, live *batchv1.CronJob, cfg kube.RenderConfig, memo
 }
 
 // inSync is true when the database already records the current generation as applied.
-func inSync(st store.SyncState) bool {
+func inSync(st job.SyncState) bool {
 	a, d := st.Actual, st.Desired
 	return a != nil && d != nil && st.Job != nil && a.JobUID == st.Job.UID && a.Generation == st.Job.Generation &&
 		d.Status == job.StatusSynced && d.StatusGeneration == st.Job.Generation
 }
 
 // recorded is true when the database records exactly this rendering as applied.
-func recorded(st store.SyncState, hash string) bool {
+func recorded(st job.SyncState, hash string) bool {
 	return inSync(st) && st.Actual.DeploymentVersionSHA == hash
 }
 
@@ -185,7 +184,7 @@ func recorded(st store.SyncState, hash string) bool {
 // generation 1) at its current metadata.generation (which Kubernetes bumps on every spec
 // change and only then), and our labels and annotations are all there. It spares the field-by-field comparison of Drifted,
 // the costliest part of a new leader's first pass.
-func untouched(st store.SyncState, live, rendered *batchv1.CronJob, hash string) bool {
+func untouched(st job.SyncState, live, rendered *batchv1.CronJob, hash string) bool {
 	a := st.Actual
 	return recorded(st, hash) && a.CronJobGeneration != 0 && live.Generation == a.CronJobGeneration &&
 		a.CronJobUID != "" && string(live.UID) == a.CronJobUID &&

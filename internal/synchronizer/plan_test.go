@@ -11,7 +11,6 @@ import (
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
-	"github.com/datajobs/datajobs/internal/store"
 )
 
 func TestPlanForCronJobsDatajobsDoesNotManage(t *testing.T) {
@@ -32,17 +31,17 @@ func TestPlanForCronJobsDatajobsDoesNotManage(t *testing.T) {
 	otherImport := &job.Deployment{JobVersion: "v1", Enabled: true, Adopted: &job.Adoption{CronJobUID: "another-uid", Spec: spec}}
 	for _, tc := range []struct {
 		behaviour string
-		state     store.SyncState
+		state     job.SyncState
 		want      Action
 	}{
-		{"the CronJob an import recorded is adopted", store.SyncState{Job: j, Desired: imported}, ActionAdopt},
-		{"a deployment changed since the import is applied on adoption", store.SyncState{Job: j, Desired: &disabledSinceImport}, ActionUpdate},
-		{"a CronJob changed since its import is not overwritten", store.SyncState{Job: j, Desired: changedLive}, ActionConflict},
-		{"another object of that name is never touched", store.SyncState{Job: j, Desired: otherImport}, ActionConflict},
-		{"a deployment of our own does not take over a foreign CronJob", store.SyncState{Job: j, Desired: &job.Deployment{JobVersion: "v1"}}, ActionConflict},
-		{"a foreign CronJob without a deployment is not deleted", store.SyncState{Job: j}, ActionUnchanged},
-		{"nor is one without any row", store.SyncState{}, ActionUnchanged},
-		{"an actual row left behind is forgotten, the CronJob kept", store.SyncState{Actual: &job.ActualDeployment{JobName: "legacy-job"}}, ActionDelete},
+		{"the CronJob an import recorded is adopted", job.SyncState{Job: j, Desired: imported}, ActionAdopt},
+		{"a deployment changed since the import is applied on adoption", job.SyncState{Job: j, Desired: &disabledSinceImport}, ActionUpdate},
+		{"a CronJob changed since its import is not overwritten", job.SyncState{Job: j, Desired: changedLive}, ActionConflict},
+		{"another object of that name is never touched", job.SyncState{Job: j, Desired: otherImport}, ActionConflict},
+		{"a deployment of our own does not take over a foreign CronJob", job.SyncState{Job: j, Desired: &job.Deployment{JobVersion: "v1"}}, ActionConflict},
+		{"a foreign CronJob without a deployment is not deleted", job.SyncState{Job: j}, ActionUnchanged},
+		{"nor is one without any row", job.SyncState{}, ActionUnchanged},
+		{"an actual row left behind is forgotten, the CronJob kept", job.SyncState{Actual: &job.ActualDeployment{JobName: "legacy-job"}}, ActionDelete},
 	} {
 		t.Run(tc.behaviour, func(t *testing.T) {
 			t.Parallel()
@@ -59,7 +58,7 @@ func TestPlanForCronJobsDatajobsDoesNotManage(t *testing.T) {
 // world is a job in agreement with its CronJob, as a pass finds it; each row of the plan
 // table changes one thing of it.
 type world struct {
-	st   store.SyncState
+	st   job.SyncState
 	live *batchv1.CronJob
 	memo *verified
 }
@@ -78,7 +77,7 @@ func agreed() world {
 		JobName: "orders", JobUID: "job-uid", Generation: 3, DeploymentVersionSHA: hash,
 		CronJobGeneration: 5, CronJobUID: "cronjob-uid",
 	}
-	return world{st: store.SyncState{Name: "orders", Job: j, Desired: d, Actual: a}, live: live}
+	return world{st: job.SyncState{Name: "orders", Job: j, Desired: d, Actual: a}, live: live}
 }
 
 // changeDesired is a new generation of the job with the deployment changed by change.
@@ -165,7 +164,7 @@ func TestPlanDecidesOneActionPerSituation(t *testing.T) {
 		}, ActionDelete, "forget the actual deployment"},
 		{"a CronJob of this installation that no row knows is an orphan", func() world {
 			w := agreed()
-			w.st = store.SyncState{Name: "orders"}
+			w.st = job.SyncState{Name: "orders"}
 			return w
 		}, ActionOrphan, "without a data job"},
 		{"a CronJob being deleted is waited for before it is created again", func() world {
@@ -193,7 +192,7 @@ func TestPlanDecidesOneActionPerSituation(t *testing.T) {
 		}, ActionConflict, "another datajobs installation"},
 		{"a CronJob of another installation without a row here is not an orphan", func() world {
 			w := agreed().editLive(func(cj *batchv1.CronJob) { cj.Labels[kube.LabelInstallation] = "other-installation" })
-			w.st = store.SyncState{Name: "orders"}
+			w.st = job.SyncState{Name: "orders"}
 			return w
 		}, ActionUnchanged, "another datajobs installation"},
 		{"shortcut: a job verified at this generation and resourceVersion is not even rendered", func() world {
@@ -208,7 +207,7 @@ func TestPlanDecidesOneActionPerSituation(t *testing.T) {
 			return w
 		}, ActionUnchanged, "up to date"},
 		{"a name nothing knows needs nothing", func() world {
-			return world{st: store.SyncState{Name: "orders"}}
+			return world{st: job.SyncState{Name: "orders"}}
 		}, ActionUnchanged, ""},
 	} {
 		t.Run(tc.behaviour, func(t *testing.T) {

@@ -4,9 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/datajobs/datajobs/internal/job"
 	batchv1 "k8s.io/api/batch/v1"
-
-	"github.com/datajobs/datajobs/internal/store"
 )
 
 // A full pass reads every row in one go and queues the names that need work. For a name it
@@ -42,7 +41,7 @@ func (t *term) notify(name string) {
 
 // prefetch keeps st, read by a pass that began after since notifications, for name's next
 // reconcile, unless name was notified meanwhile or its image is built by datajobs.
-func (t *term) prefetch(name string, st store.SyncState, since int64) {
+func (t *term) prefetch(name string, st job.SyncState, since int64) {
 	if st.Job == nil || st.Desired == nil || (st.Build != nil && st.Build.SourceStored) {
 		return
 	}
@@ -56,14 +55,14 @@ func (t *term) prefetch(name string, st store.SyncState, since int64) {
 
 // load returns the state of name and its live CronJob: the state a pass prefetched, if
 // any and the cache still shows no CronJob, else a fresh read.
-func (t *term) load(ctx context.Context, name string) (store.SyncState, *batchv1.CronJob, error) {
+func (t *term) load(ctx context.Context, name string) (job.SyncState, *batchv1.CronJob, error) {
 	t.prefetchMu.Lock()
 	st, ok := t.prefetched[name]
 	delete(t.prefetched, name)
 	t.prefetchMu.Unlock()
 	live, err := t.live(name)
 	if err != nil {
-		return store.SyncState{}, nil, err
+		return job.SyncState{}, nil, err
 	}
 	if ok && live == nil {
 		return st, nil, nil
@@ -71,7 +70,7 @@ func (t *term) load(ctx context.Context, name string) (store.SyncState, *batchv1
 	st, err = t.s.db.LoadSyncState(ctx, name)
 	if err != nil {
 		t.s.metrics.reconciled("load", err)
-		return store.SyncState{}, nil, fmt.Errorf("load state of %s: %w", name, err)
+		return job.SyncState{}, nil, fmt.Errorf("load state of %s: %w", name, err)
 	}
 	live, err = t.live(name)
 	return st, live, err

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/datajobs/datajobs/internal/job"
-	"github.com/datajobs/datajobs/internal/store"
 )
 
 // recorder takes the database bookkeeping of applied CronJobs off the workers' critical
@@ -20,7 +19,7 @@ import (
 // (Kubernetes, then its row), and a batch never holds a name twice.
 type recorder struct {
 	db       Store
-	fence    store.Fence
+	fence    job.Fence
 	maxBatch int
 	maxDelay time.Duration
 	in       chan pendingRecord
@@ -37,7 +36,7 @@ type pendingRecord struct {
 // errRecorderStopped is the outcome of a record handed over after the term ended.
 var errRecorderStopped = errors.New("the term is over: the applied CronJob was not recorded")
 
-func newRecorder(db Store, fence store.Fence, maxBatch int, maxDelay time.Duration) *recorder {
+func newRecorder(db Store, fence job.Fence, maxBatch int, maxDelay time.Duration) *recorder {
 	return &recorder{
 		db: db, fence: fence, maxBatch: maxBatch, maxDelay: maxDelay,
 		in: make(chan pendingRecord, maxBatch), closed: make(chan struct{}),

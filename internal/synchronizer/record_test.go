@@ -36,7 +36,7 @@ type recordedRow struct {
 	wrote bool
 }
 
-func (s *recordSpy) RecordAppliedAll(ctx context.Context, fence store.Fence, as []job.ActualDeployment) ([]bool, error) {
+func (s *recordSpy) RecordAppliedAll(ctx context.Context, fence job.Fence, as []job.ActualDeployment) ([]bool, error) {
 	for _, a := range as {
 		cj, err := s.client.BatchV1().CronJobs(s.ns).Get(ctx, a.JobName, metav1.GetOptions{})
 		if err != nil || string(cj.UID) != a.CronJobUID || cj.Generation < a.CronJobGeneration {

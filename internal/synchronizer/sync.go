@@ -36,11 +36,11 @@ import (
 
 // Store is what the synchronizer reads from and writes to the database.
 type Store interface {
-	LoadSyncState(ctx context.Context, name string) (store.SyncState, error)
-	LoadAllSyncStates(ctx context.Context) (map[string]store.SyncState, error)
-	RecordAppliedAll(ctx context.Context, fence store.Fence, as []job.ActualDeployment) ([]bool, error)
-	RecordFailure(ctx context.Context, fence store.Fence, name, uid string, gen int64, status job.SyncStatus, message string) (bool, error)
-	DeleteActual(ctx context.Context, fence store.Fence, name, uid string) (bool, error)
+	LoadSyncState(ctx context.Context, name string) (job.SyncState, error)
+	LoadAllSyncStates(ctx context.Context) (map[string]job.SyncState, error)
+	RecordAppliedAll(ctx context.Context, fence job.Fence, as []job.ActualDeployment) ([]bool, error)
+	RecordFailure(ctx context.Context, fence job.Fence, name, uid string, gen int64, status job.SyncStatus, message string) (bool, error)
+	DeleteActual(ctx context.Context, fence job.Fence, name, uid string) (bool, error)
 	CountDeploymentsByStatus(ctx context.Context) (map[job.SyncStatus]int, error)
 	InstallationID(ctx context.Context) (string, error)
 	LeaseConfigFingerprint(ctx context.Context, name string) (string, error)
@@ -148,7 +148,7 @@ func New(cfg Config, db Store, client kubernetes.Interface, applier Applier) *Sy
 // (with the installation id), informer and queue.
 type term struct {
 	s      *Synchronizer
-	fence  store.Fence
+	fence  job.Fence
 	render kube.RenderConfig
 	lister batchlisters.CronJobNamespaceLister
 	queue  workqueue.TypedRateLimitingInterface[string]
@@ -167,7 +167,7 @@ type term struct {
 	// prefetched holds, per job name a full pass queued for a create, the state that pass
 	// read (prefetch.go); notified holds the notification count at each name's latest NOTIFY.
 	prefetchMu sync.Mutex
-	prefetched map[string]store.SyncState
+	prefetched map[string]job.SyncState
 	notified   map[string]int64
 	notifies   int64
 }
@@ -337,8 +337,8 @@ func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](s.cfg.RetryBase, s.cfg.RetryMax),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "datajobs_sync", MetricsProvider: s.metrics.queue})
 	t := &term{
-		s: s, fence: store.Fence{Epoch: epoch}, render: render, lister: informer.Lister().CronJobs(s.cfg.Render.Namespace), queue: queue,
-		echoes: map[string]echo{}, prefetched: map[string]store.SyncState{}, notified: map[string]int64{},
+		s: s, fence: job.Fence{Epoch: epoch}, render: render, lister: informer.Lister().CronJobs(s.cfg.Render.Namespace), queue: queue,
+		echoes: map[string]echo{}, prefetched: map[string]job.SyncState{}, notified: map[string]int64{},
 	}
 
 	enqueue := func(obj any) {
@@ -546,7 +546,7 @@ func (t *term) pass(ctx context.Context) ([]Plan, error) {
 
 // planAll plans every name found in the database states or among the live CronJobs, and
 // counts the live CronJobs this installation owns.
-func planAll(states map[string]store.SyncState, lives []*batchv1.CronJob, cfg kube.RenderConfig, memo func(string) *verified) ([]Plan, int) {
+func planAll(states map[string]job.SyncState, lives []*batchv1.CronJob, cfg kube.RenderConfig, memo func(string) *verified) ([]Plan, int) {
 	live := make(map[string]*batchv1.CronJob, len(lives))
 	ownedCount := 0
 	for _, cj := range lives {
@@ -560,7 +560,7 @@ func planAll(states map[string]store.SyncState, lives []*batchv1.CronJob, cfg ku
 		}
 		live[cj.Name] = cj
 		if !known {
-			states[cj.Name] = store.SyncState{Name: cj.Name}
+			states[cj.Name] = job.SyncState{Name: cj.Name}
 		}
 	}
 	plans := make([]Plan, len(states))

@@ -163,7 +163,7 @@ func (f *fixture) cronJob(name string) *batchv1.CronJob {
 	return cj
 }
 
-func (f *fixture) state(name string) store.SyncState {
+func (f *fixture) state(name string) job.SyncState {
 	f.t.Helper()
 	st, err := f.db.LoadSyncState(f.t.Context(), name)
 	require.NoError(f.t, err)
@@ -177,9 +177,9 @@ func (f *fixture) eventually(cond func() bool, what string) {
 }
 
 // synced waits until the job's current generation is recorded as applied.
-func (f *fixture) synced(name string) store.SyncState {
+func (f *fixture) synced(name string) job.SyncState {
 	f.t.Helper()
-	var st store.SyncState
+	var st job.SyncState
 	f.eventually(func() bool {
 		st = f.state(name)
 		return st.Job != nil && st.Desired != nil && st.Actual != nil && st.Desired.Status == job.StatusSynced &&

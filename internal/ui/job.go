@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/datajobs/datajobs/internal/job"
-	"github.com/datajobs/datajobs/internal/store"
 )
 
 // executionsPerPage is the number of executions the job page lists at once.
@@ -210,7 +209,7 @@ func (c *Console) executions(r *http.Request, s session, n int) (executionsData,
 	if d.Page < d.Pages {
 		d.NextURL = href + "?page=" + strconv.Itoa(d.Page+1)
 	}
-	d.Running = slices.ContainsFunc(all, func(e store.Execution) bool { return !finished(e.Status) })
+	d.Running = slices.ContainsFunc(all, func(e job.Execution) bool { return !finished(e.Status) })
 	from := (d.Page - 1) * executionsPerPage
 	for _, e := range all[from:min(from+executionsPerPage, len(all))] {
 		d.Rows = append(d.Rows, c.executionRow(team, name, e))
@@ -221,7 +220,7 @@ func (c *Console) executions(r *http.Request, s session, n int) (executionsData,
 	return d, nil
 }
 
-func (c *Console) executionRow(team, name string, e store.Execution) executionRow {
+func (c *Console) executionRow(team, name string, e job.Execution) executionRow {
 	row := executionRow{
 		ID: e.ID, Href: jobURL(team, name) + "/executions/" + url.PathEscape(e.ID), Type: e.Type, Status: e.Status,
 		StartedBy: e.StartedBy, Message: e.Message, Version: e.JobVersion, Start: c.when(e.StartTime), Running: !finished(e.Status),
@@ -286,7 +285,7 @@ func (c *Console) logsPart(w http.ResponseWriter, r *http.Request, _ session) er
 	return nil
 }
 
-func (c *Console) logs(r *http.Request, e store.Execution, all bool) logsData {
+func (c *Console) logs(r *http.Request, e job.Execution, all bool) logsData {
 	team, name := r.PathValue("team"), r.PathValue("job")
 	base := jobURL(team, name) + "/executions/" + url.PathEscape(e.ID)
 	d := logsData{Href: base + "/logs", All: all, AllURL: base + "?all=1", Status: e.Status, Running: !finished(e.Status)}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/datajobs/datajobs/internal/job"
-	"github.com/datajobs/datajobs/internal/store"
 )
 
 // listQuery is what the jobs list shows, from its URL: every filter, the sort and the
@@ -46,7 +45,7 @@ func parseListQuery(v url.Values) listQuery {
 	if !slices.Contains(deploymentFilters, q.Deployment) {
 		q.Deployment = ""
 	}
-	if !slices.Contains(store.ExecutionStatuses(), q.LastStatus) {
+	if !slices.Contains(job.ExecutionStatuses(), q.LastStatus) {
 		q.LastStatus = ""
 	}
 	if _, ok := sortFields[q.Sort]; !ok {
@@ -176,7 +175,7 @@ func (c *Console) listJobs(r *http.Request, s session, q listQuery) (listData, e
 	}
 	d := listData{
 		Query: q, Total: page.Total, Pages: max(1, (page.Total+size-1)/size),
-		Statuses: store.ExecutionStatuses(), Deployment: deploymentFilters, CSRF: s.CSRF,
+		Statuses: job.ExecutionStatuses(), Deployment: deploymentFilters, CSRF: s.CSRF,
 	}
 	if !s.Admin {
 		d.Teams = s.Teams

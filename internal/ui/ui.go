@@ -23,7 +23,6 @@ import (
 	"github.com/datajobs/datajobs/internal/auth"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/service"
-	"github.com/datajobs/datajobs/internal/store"
 )
 
 //go:embed static templates
@@ -43,10 +42,10 @@ type Service interface {
 	DeleteDeployment(ctx context.Context, team, name string) error
 	GetProperties(ctx context.Context, team, name string) ([]byte, error)
 	SetProperties(ctx context.Context, team, name string, props []byte) error
-	StartExecution(ctx context.Context, team, name string, req service.ExecutionRequest, caller, opID string) (store.Execution, error)
-	ListExecutions(ctx context.Context, team, name string, statuses []string) ([]store.Execution, error)
-	GetExecution(ctx context.Context, team, name, id string) (store.Execution, error)
-	CancelExecution(ctx context.Context, team, name, id, caller string) (store.Execution, error)
+	StartExecution(ctx context.Context, team, name string, req service.ExecutionRequest, caller, opID string) (job.Execution, error)
+	ListExecutions(ctx context.Context, team, name string, statuses []string) ([]job.Execution, error)
+	GetExecution(ctx context.Context, team, name, id string) (job.Execution, error)
+	CancelExecution(ctx context.Context, team, name, id, caller string) (job.Execution, error)
 	ExecutionLogs(ctx context.Context, team, name, id string, tailLines int) (string, error)
 }
 

@@ -1,0 +1,36 @@
+package service
+
+import (
+	"context"
+
+	"github.com/datajobs/datajobs/internal/job"
+)
+
+// Store is what the use cases read and write (store.Store implements it).
+type Store interface {
+	CreateJob(ctx context.Context, j job.Job) (job.Job, error)
+	GetJob(ctx context.Context, team, name string) (job.Job, error)
+	UpdateJob(ctx context.Context, team, name string, update job.JobUpdate) (job.Job, error)
+	DeleteJob(ctx context.Context, team, name string) error
+	ListJobs(ctx context.Context, r job.ListRequest, nextRuns map[string]int64) (job.ListPage, error)
+	JobSchedules(ctx context.Context, r job.ListRequest) ([]string, error)
+
+	GetDeploymentState(ctx context.Context, team, name string) (job.JobState, error)
+	ChangeDeployment(ctx context.Context, team, name string, change job.DeploymentUpdate) (job.Deployment, error)
+	DeleteDeployment(ctx context.Context, team, name string) error
+	GetProperties(ctx context.Context, team, name string) ([]byte, error)
+	SetProperties(ctx context.Context, team, name string, props []byte) error
+
+	StartExecution(ctx context.Context, team, name string, build job.ExecutionStart) (job.Execution, error)
+	ListJobExecutions(ctx context.Context, team, name string, statuses []string) ([]job.Execution, error)
+	GetJobExecution(ctx context.Context, team, name, id string) (job.Execution, error)
+	CancelExecution(ctx context.Context, team, name, id, by string) (job.Execution, error)
+	ExecutionLog(ctx context.Context, team, name, id string) (job.Execution, *job.StoredLog, error)
+	Executions(ctx context.Context, q job.ExecutionsQuery) (job.ExecutionsPage, error)
+	ExecutionsOfJobs(ctx context.Context, names []string, q job.ExecutionsQuery) (map[string][]job.Execution, error)
+	ExecutionCounts(ctx context.Context, names []string) (map[string]job.ExecutionCount, error)
+
+	SaveSources(ctx context.Context, team, name string, src job.Sources, keep int) error
+	OpenSources(ctx context.Context, team, name, version string) (*job.SourcesReader, error)
+	DeleteSources(ctx context.Context, team, name string) error
+}

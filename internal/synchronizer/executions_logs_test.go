@@ -1,0 +1,87 @@
+package synchronizer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/datajobs/datajobs/internal/devenv"
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/testenv"
+)
+
+// keptLog reads the kept log of an execution; ok is false while none is kept.
+func (f *execFixture) keptLog(id string) (logs string, ok bool) {
+	f.t.Helper()
+	conn, err := pgx.Connect(f.t.Context(), f.dbURL)
+	require.NoError(f.t, err)
+	defer conn.Close(context.WithoutCancel(f.t.Context()))
+	err = conn.QueryRow(f.t.Context(), `SELECT logs FROM data_job_execution_log WHERE execution_id = $1`, id).Scan(&logs)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", false
+	}
+	require.NoError(f.t, err)
+	return logs, true
+}
+
+// printingPod puts the execution's pod on kwok's node, left to the test as kubelet, with
+// kwok serving lines as its log.
+func (f *execFixture) printingPod(p *corev1.Pod, lines ...string) {
+	f.t.Helper()
+	hands := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, devenv.KwokHandsOffAnnotation, devenv.KwokHandsOffValue)
+	_, err := f.client.CoreV1().Pods(f.ns).Patch(f.t.Context(), p.Name, types.StrategicMergePatchType, []byte(hands), metav1.PatchOptions{})
+	require.NoError(f.t, err)
+	require.NoError(f.t, f.client.CoreV1().Pods(f.ns).Bind(f.t.Context(), &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: f.ns},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: devenv.FakeNodeName},
+	}, metav1.CreateOptions{}))
+	file := filepath.Join(f.t.TempDir(), p.Name+".log")
+	require.NoError(f.t, devenv.WriteCRILog(file, time.Now(), lines...))
+	require.NoError(f.t, devenv.ServePodLog(f.t.Context(), testenv.RestConfig(f.t), p, file))
+}
+
+func TestTheLogIsKeptAfterTheFinalStatusAndByTheNextTermWhenItWasNot(t *testing.T) {
+	f := newExecFixture(t)
+	f.heldJob("log-job")
+	f.startExecutions()
+	id := f.run("log-job", "")
+	p := f.pod(id)
+	f.printingPod(p, "hello", "bye")
+	f.kubelet(p, corev1.PodRunning, running(), "")
+	f.status("log-job", id, job.ExecRunning)
+	// kwok sees the Logs object a moment after it is created: wait until it serves it.
+	require.Eventually(t, func() bool {
+		s, err := f.client.CoreV1().Pods(f.ns).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(t.Context())
+		return err == nil && string(s) == "hello\nbye\n"
+	}, 30*time.Second, 50*time.Millisecond)
+
+	f.kubelet(p, corev1.PodSucceeded, exited(0, "Completed", ""), "")
+	f.status("log-job", id, job.ExecSucceeded)
+	var logs string
+	require.Eventually(t, func() bool {
+		var ok bool
+		logs, ok = f.keptLog(id)
+		return ok
+	}, 30*time.Second, 20*time.Millisecond, "the log is kept")
+	require.Equal(t, "hello\nbye\n", logs)
+
+	// A leader that stopped between the final status and the log: the next one keeps it.
+	f.stopExecutions()
+	f.exec(`DELETE FROM data_job_execution_log WHERE execution_id = '` + id + `'`)
+	f.startExecutions()
+	require.Eventually(t, func() bool {
+		var ok bool
+		logs, ok = f.keptLog(id)
+		return ok
+	}, 30*time.Second, 20*time.Millisecond, "the next term keeps the missing log")
+	require.Equal(t, "hello\nbye\n", logs)
+}
