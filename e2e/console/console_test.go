@@ -169,7 +169,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	require.Contains(t, row, "manual/console/alice")
 	b.shot(shots, "job-executions")
 
-	// Its page and logs (kwok's pods print nothing: the panel says so).
+	// Its page and logs: what the pod printed (kwok serves every pod of its node this line).
 	b.do(chromedp.Click(chromedp.CSS(`#executions tbody tr th a`)))
 	b.do(chromedp.WaitVisible(chromedp.CSS("#logs")))
 	require.Contains(t, b.text("#logs"), "succeeded")
@@ -177,6 +177,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	b.do(chromedp.Click(chromedp.CSS(`#logs a.button`)))
 	b.waitFor(`location.search === '?all=1' && document.querySelector('#logs') !== null`, "the whole log")
 	require.Contains(t, b.text("#logs"), "complete")
+	b.waitFor(fmt.Sprintf(`document.querySelector('#logs').innerText.includes(%q)`, devenv.DefaultPodLogLine), "the pod's log line")
 	b.shot(shots, "execution")
 
 	// Team isolation: team-b's job is refused by address, and no search finds it.
