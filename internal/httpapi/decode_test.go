@@ -18,7 +18,7 @@ func requireUserError(t *testing.T, err error) {
 	t.Helper()
 	k := job.KindOf(err)
 	require.Contains(t, []job.Kind{job.KindInvalid, job.KindConflict, job.KindTooLarge}, k, "%v", err)
-	require.Less(t, statusOf(k), 500)
+	require.Less(t, k.HTTPStatus(), 500)
 }
 
 // FuzzDecodeAndValidate runs the decoding and validation of job and deployment bodies

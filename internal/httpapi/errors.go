@@ -18,35 +18,6 @@ type errorBody struct {
 	Countermeasures string `json:"countermeasures"`
 }
 
-// statusOf maps the kinds of domain errors to HTTP statuses: the one place where it is
-// decided. Anything else is a bug: 500.
-func statusOf(k job.Kind) int {
-	switch k {
-	case job.KindInvalid:
-		return http.StatusBadRequest
-	case job.KindNotFound:
-		return http.StatusNotFound
-	case job.KindConflict:
-		return http.StatusConflict
-	case job.KindTooLarge:
-		return http.StatusRequestEntityTooLarge
-	case job.KindUnavailable:
-		return http.StatusServiceUnavailable
-	case job.KindNotImplemented:
-		return http.StatusNotImplemented
-	case job.KindBusy:
-		return http.StatusTooManyRequests
-	case job.KindUnauthenticated:
-		return http.StatusUnauthorized
-	case job.KindForbidden:
-		return http.StatusForbidden
-	case job.KindUnsupportedMediaType:
-		return http.StatusUnsupportedMediaType
-	default:
-		return http.StatusInternalServerError
-	}
-}
-
 // writeError answers err with its status and VDK body. Errors that are not the user's
 // (500, 503) are logged here, once, with the operation id; their causes never reach the
 // response.
@@ -64,7 +35,7 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	default:
 		de = internalError()
 	}
-	status := statusOf(de.Kind)
+	status := de.Kind.HTTPStatus()
 	switch {
 	case status == http.StatusInternalServerError:
 		a.logger.ErrorContext(ctx, "http_request_failed", "op_id", opID(ctx), "method", r.Method, "pattern", r.Pattern, "error", err)

@@ -3,6 +3,7 @@ package job
 import (
 	"errors"
 	"fmt"
+	"net/http"
 )
 
 // Kind classifies a domain error; the HTTP layer maps each kind to one status code.
@@ -21,6 +22,35 @@ const (
 	KindForbidden                            // the caller may not act on the team: 403
 	KindUnsupportedMediaType                 // a body of a content type the endpoint does not take: 415
 )
+
+// HTTPStatus is the status a kind is answered with, by the REST API and the console alike:
+// the one place where it is decided. An unknown kind is a bug: 500.
+func (k Kind) HTTPStatus() int {
+	switch k {
+	case KindInvalid:
+		return http.StatusBadRequest
+	case KindNotFound:
+		return http.StatusNotFound
+	case KindConflict:
+		return http.StatusConflict
+	case KindTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case KindUnavailable:
+		return http.StatusServiceUnavailable
+	case KindNotImplemented:
+		return http.StatusNotImplemented
+	case KindBusy:
+		return http.StatusTooManyRequests
+	case KindUnauthenticated:
+		return http.StatusUnauthorized
+	case KindForbidden:
+		return http.StatusForbidden
+	case KindUnsupportedMediaType:
+		return http.StatusUnsupportedMediaType
+	default:
+		return http.StatusInternalServerError
+	}
+}
 
 // Error is a user-facing error in the shape of VDK's error body.
 type Error struct {

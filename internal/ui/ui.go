@@ -298,7 +298,7 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
 			Consequences: "The action may not have been completed.", Countermeasures: "Reload; if it persists, report it to the operators.",
 		}
 	}
-	status := statusOf(de.Kind)
+	status := de.Kind.HTTPStatus()
 	if status >= 500 {
 		c.cfg.Logger.ErrorContext(r.Context(), "ui_request_failed", "method", r.Method, "pattern", r.Pattern, "error", err)
 	}
@@ -308,32 +308,6 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	c.renderPage(w, r, status, "errorpage", page{Title: "Error", Body: data})
-}
-
-// statusOf maps a domain error's kind to the HTTP status the REST API answers with.
-func statusOf(k job.Kind) int {
-	switch k {
-	case job.KindInvalid:
-		return http.StatusBadRequest
-	case job.KindNotFound:
-		return http.StatusNotFound
-	case job.KindConflict:
-		return http.StatusConflict
-	case job.KindTooLarge:
-		return http.StatusRequestEntityTooLarge
-	case job.KindUnavailable:
-		return http.StatusServiceUnavailable
-	case job.KindNotImplemented:
-		return http.StatusNotImplemented
-	case job.KindBusy:
-		return http.StatusTooManyRequests
-	case job.KindUnauthenticated:
-		return http.StatusUnauthorized
-	case job.KindForbidden:
-		return http.StatusForbidden
-	default:
-		return http.StatusInternalServerError
-	}
 }
 
 type errorData struct {
