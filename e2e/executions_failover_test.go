@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/datajobs/datajobs/internal/devenv"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/testenv"
 )
@@ -93,7 +94,7 @@ func TestEveryExecutionEndsWithItsTrueStatusAfterTheLeaderIsKilled(t *testing.T)
 	require.Eventually(t, func() bool {
 		for _, id := range ids {
 			for _, p := range jobPods(t, client, ns, id) {
-				if !pods[p.Name] && kubelet(t.Context(), client, &p, corev1.PodRunning, running()) == nil {
+				if !pods[p.Name] && devenv.SetPodStatus(t.Context(), client, &p, corev1.PodRunning, "", running()) == nil {
 					pods[p.Name] = true
 				}
 			}
@@ -143,7 +144,7 @@ func TestEveryExecutionEndsWithItsTrueStatusAfterTheLeaderIsKilled(t *testing.T)
 			}
 			for _, p := range jobPods(t, client, ns, id) {
 				if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed && p.DeletionTimestamp == nil {
-					if err := kubelet(t.Context(), client, &p, o.phase, o.state()); err != nil {
+					if err := devenv.SetPodStatus(t.Context(), client, &p, o.phase, "", o.state()); err != nil {
 						t.Logf("pod %s: %v", p.Name, err)
 					}
 				}
@@ -236,25 +237,6 @@ func jobPods(t *testing.T, client kubernetes.Interface, ns, jobName string) []co
 	pods, err := client.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + jobName})
 	require.NoError(t, err)
 	return pods.Items
-}
-
-// kubelet writes the pod's status as a kubelet would.
-func kubelet(ctx context.Context, client kubernetes.Interface, p *corev1.Pod, phase corev1.PodPhase, state corev1.ContainerState) error {
-	cur, err := client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	now := metav1.Now()
-	cur.Status.Phase = phase
-	if cur.Status.StartTime == nil {
-		cur.Status.StartTime = &now
-	}
-	c := cur.Spec.Containers[0]
-	cur.Status.ContainerStatuses = []corev1.ContainerStatus{{
-		Name: c.Name, Image: c.Image, State: state, Ready: state.Running != nil, Started: new(state.Running != nil),
-	}}
-	_, err = client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
-	return err
 }
 
 func running() corev1.ContainerState {

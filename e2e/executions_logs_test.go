@@ -70,7 +70,7 @@ func TestLogsOfARunningExecutionThenOfTheFinishedOneAfterItsPodIsGone(t *testing
 		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: ns},
 		Target:     corev1.ObjectReference{Kind: "Node", Name: devenv.FakeNodeName},
 	}, metav1.CreateOptions{}))
-	require.NoError(t, kubelet(t.Context(), client, &pod, corev1.PodRunning, running()))
+	require.NoError(t, devenv.SetPodStatus(t.Context(), client, &pod, corev1.PodRunning, "", running()))
 	require.Eventually(t, func() bool { return r.execution(t, name, id).Status == "running" }, time.Minute, 50*time.Millisecond)
 
 	// The pod prints; the API answers at once with what it printed so far.
@@ -89,7 +89,7 @@ func TestLogsOfARunningExecutionThenOfTheFinishedOneAfterItsPodIsGone(t *testing
 
 	// It ends; the leader keeps the end of its log.
 	require.NoError(t, devenv.WriteCRILog(file, time.Now(), "reading input", "42 rows read", "writing output", "done"))
-	require.NoError(t, kubelet(t.Context(), client, &pod, corev1.PodSucceeded, terminated(0, "Completed", "")))
+	require.NoError(t, devenv.SetPodStatus(t.Context(), client, &pod, corev1.PodSucceeded, "", terminated(0, "Completed", "")))
 	require.Eventually(t, func() bool { return r.execution(t, name, id).Status == "succeeded" }, time.Minute, 50*time.Millisecond)
 
 	// The Job and its pod go (TTL, or by hand), and the file changes: the API serves the copy.

@@ -37,6 +37,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -429,23 +430,15 @@ func (e *env) waitStatus(ctx context.Context, status string, n int, seen map[str
 
 // kubelet writes a pod's phase and its container's state as a kubelet would.
 func (e *env) kubelet(ctx context.Context, p *corev1.Pod, phase corev1.PodPhase) error {
-	for {
-		cur, err := e.client.CoreV1().Pods(e.ns).Get(ctx, p.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
+	state := corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}
+	if phase == corev1.PodSucceeded {
 		now := metav1.Now()
-		state := corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}
-		if phase == corev1.PodSucceeded {
-			state = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed", StartedAt: now, FinishedAt: now}}
-		}
-		cur.Status.Phase = phase
-		if cur.Status.StartTime == nil {
-			cur.Status.StartTime = &now
-		}
-		cur.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: cur.Spec.Containers[0].Name, Image: cur.Spec.Containers[0].Image, State: state}}
-		if _, err = e.client.CoreV1().Pods(e.ns).UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err == nil {
-			return nil
+		state = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed", StartedAt: now, FinishedAt: now}}
+	}
+	for {
+		err := devenv.SetPodStatus(ctx, e.client, p, phase, "", state)
+		if !apierrors.IsConflict(err) {
+			return err
 		}
 	}
 }

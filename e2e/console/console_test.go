@@ -388,32 +388,9 @@ func jobPod(t *testing.T, client kubernetes.Interface, ns, jobName string) *core
 func kubelet(t *testing.T, client kubernetes.Interface, p *corev1.Pod, phase corev1.PodPhase, state corev1.ContainerState) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		err := moveOnce(t.Context(), client, p, phase, state)
-		return err == nil || errors.Is(err, errFinished)
+		err := devenv.SetPodStatus(t.Context(), client, p, phase, "", state)
+		return err == nil || errors.Is(err, devenv.ErrPodFinished)
 	}, time.Minute, 100*time.Millisecond, "pod %s to %s", p.Name, phase)
-}
-
-var errFinished = errors.New("pod finished")
-
-func moveOnce(ctx context.Context, client kubernetes.Interface, p *corev1.Pod, phase corev1.PodPhase, state corev1.ContainerState) error {
-	cur, err := client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	if cur.Status.Phase == corev1.PodSucceeded || cur.Status.Phase == corev1.PodFailed {
-		return errFinished
-	}
-	now := metav1.Now()
-	cur.Status.Phase = phase
-	if cur.Status.StartTime == nil {
-		cur.Status.StartTime = &now
-	}
-	c := cur.Spec.Containers[0]
-	cur.Status.ContainerStatuses = []corev1.ContainerStatus{{
-		Name: c.Name, Image: c.Image, State: state, Ready: state.Running != nil, Started: new(state.Running != nil),
-	}}
-	_, err = client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
-	return err
 }
 
 func running() corev1.ContainerState {

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/datajobs/datajobs/internal/devenv"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/service"
@@ -123,20 +124,7 @@ func (f *execFixture) pod(id string) *corev1.Pod {
 func (f *execFixture) kubelet(p *corev1.Pod, phase corev1.PodPhase, state corev1.ContainerState, reason string) {
 	f.t.Helper()
 	require.Eventually(f.t, func() bool {
-		cur, err := f.client.CoreV1().Pods(f.ns).Get(f.t.Context(), p.Name, metav1.GetOptions{})
-		require.NoError(f.t, err)
-		now := metav1.Now()
-		cur.Status.Phase, cur.Status.Reason = phase, reason
-		if cur.Status.StartTime == nil {
-			cur.Status.StartTime = &now
-		}
-		c := cur.Spec.Containers[0]
-		cur.Status.ContainerStatuses = []corev1.ContainerStatus{{
-			Name: c.Name, Image: c.Image, ImageID: "", State: state,
-			Ready: state.Running != nil, Started: ptr(state.Running != nil),
-		}}
-		_, err = f.client.CoreV1().Pods(f.ns).UpdateStatus(f.t.Context(), cur, metav1.UpdateOptions{})
-		return err == nil
+		return devenv.SetPodStatus(f.t.Context(), f.client, p, phase, reason, state) == nil
 	}, 10*time.Second, 20*time.Millisecond)
 }
 
