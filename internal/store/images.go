@@ -50,7 +50,7 @@ func (s *Store) RecordBuild(ctx context.Context, fence job.Fence, b job.ImageBui
 	q := `INSERT INTO data_job_image (job_name, job_version, python_version, base_image, base_digest,
 	requirements_sha256, image, bytes_pushed)
 SELECT $1, $3, $4, $5, $6, $7, $8, $9
-WHERE EXISTS (SELECT 1 FROM data_job WHERE name = $1 AND uid = $2::uuid) AND ` + LeaseHeldCondition("'"+SyncLeaseName+"'", "$10") + `
+WHERE EXISTS (SELECT 1 FROM data_job WHERE name = $1 AND uid = $2::uuid) AND ` + syncLeaseHeld("$10") + `
 ON CONFLICT (job_name, job_version, python_version, base_image) DO UPDATE SET base_digest = EXCLUDED.base_digest,
 	requirements_sha256 = EXCLUDED.requirements_sha256, image = EXCLUDED.image,
 	bytes_pushed = EXCLUDED.bytes_pushed, built_at = now()`

@@ -91,7 +91,7 @@ RETURNING ` + jobColumns
 		return job.Job{}, err
 	}
 	if bump {
-		return out, notifyDesired(ctx, tx, j.Name)
+		return out, notify(ctx, tx, DesiredChannel, j.Name)
 	}
 	return out, nil
 }
@@ -112,13 +112,7 @@ func (s *Store) GetJob(ctx context.Context, team, name string) (job.Job, error) 
 	q := `SELECT ` + jobColumns + ` FROM data_job j WHERE j.name = $1 AND j.team = $2`
 	var j job.Job
 	err := s.pool.QueryRow(ctx, q, name, team).Scan(jobDest(&j)...)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return job.Job{}, job.JobNotFound(team, name)
-	}
-	if err != nil {
-		return job.Job{}, translate(fmt.Errorf("get job %s: %w", name, err))
-	}
-	return j, nil
+	return j, rowError(err, job.JobNotFound(team, name), "get job "+name)
 }
 
 // UpdateJob changes the job name of team under a row lock, so that concurrent updates
@@ -161,7 +155,7 @@ func (s *Store) DeleteJob(ctx context.Context, team, name string) error {
 		if tag.RowsAffected() == 0 {
 			return job.JobNotFound(team, name)
 		}
-		return notifyDesired(ctx, tx, name)
+		return notify(ctx, tx, DesiredChannel, name)
 	})
 }
 
@@ -172,13 +166,10 @@ func lockJob(ctx context.Context, tx Tx, team, name string) (job.Job, error) {
 	q := `SELECT ` + jobColumns + ` FROM data_job j WHERE j.name = $1 FOR UPDATE`
 	var j job.Job
 	err := tx.QueryRow(ctx, q, name).Scan(jobDest(&j)...)
-	if errors.Is(err, pgx.ErrNoRows) || (err == nil && j.Team != team) {
-		return job.Job{}, job.JobNotFound(team, name)
+	if err == nil && j.Team != team {
+		err = pgx.ErrNoRows
 	}
-	if err != nil {
-		return job.Job{}, fmt.Errorf("lock job %s: %w", name, err)
-	}
-	return j, nil
+	return j, rowError(err, job.JobNotFound(team, name), "lock job "+name)
 }
 
 // bumpGeneration marks a change of what the job's CronJob renders from, and notifies the
@@ -187,13 +178,13 @@ func bumpGeneration(ctx context.Context, tx Tx, name string) error {
 	if _, err := tx.Exec(ctx, `UPDATE data_job SET generation = generation + 1, updated_at = now() WHERE name = $1`, name); err != nil {
 		return fmt.Errorf("bump generation of %s: %w", name, err)
 	}
-	return notifyDesired(ctx, tx, name)
+	return notify(ctx, tx, DesiredChannel, name)
 }
 
-// notifyDesired queues a notification on DesiredChannel; PostgreSQL delivers it at commit.
-func notifyDesired(ctx context.Context, tx Tx, name string) error {
-	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, DesiredChannel, name); err != nil {
-		return fmt.Errorf("notify %s: %w", name, err)
+// notify queues a notification of payload on channel; PostgreSQL delivers it at commit.
+func notify(ctx context.Context, tx Tx, channel, payload string) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, channel, payload); err != nil {
+		return fmt.Errorf("notify %s on %s: %w", payload, channel, err)
 	}
 	return nil
 }
