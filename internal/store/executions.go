@@ -124,10 +124,7 @@ WHERE id = $1 AND cancel_requested_at IS NULL`, id, by); err != nil {
 // ExecutionLog reads the execution id of the job name of team with its stored log (nil
 // while the execution has none stored).
 func (s *Store) ExecutionLog(ctx context.Context, team, name, id string) (job.Execution, *job.StoredLog, error) {
-	q := `SELECT ` + executionColumns + `, l.logs, l.truncated
-FROM data_job_execution e JOIN data_job j ON j.name = e.job_name
-LEFT JOIN data_job_execution_log l ON l.execution_id = e.id
-WHERE e.id = $1 AND e.job_name = $2 AND j.team = $3`
+	q := `SELECT x.*, l.logs, l.truncated FROM (` + jobExecution + `) x LEFT JOIN data_job_execution_log l ON l.execution_id = x.id`
 	var (
 		e         job.Execution
 		logs      *string

@@ -26,20 +26,19 @@ func queueBuildStates(batch *pgx.Batch, states map[string]job.SyncState, args ..
 		q += ` WHERE d.data_job_name = $1`
 	}
 	batch.Queue(q, args...).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var (
-				name string
-				b    job.BuildState
-			)
-			if err := rows.Scan(&name, &b.SourceStored, &b.BaseImage, &b.Image); err != nil {
-				return err
-			}
+		var (
+			name string
+			b    job.BuildState
+		)
+		_, err := pgx.ForEachRow(rows, []any{&name, &b.SourceStored, &b.BaseImage, &b.Image}, func() error {
 			if st, ok := states[name]; ok && st.Desired != nil {
-				st.Build = &b
+				build := b
+				st.Build = &build
 				states[name] = st
 			}
-		}
-		return rows.Err()
+			return nil
+		})
+		return err
 	})
 }
 

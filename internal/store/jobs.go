@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -46,7 +47,7 @@ func (s *Store) CreateJob(ctx context.Context, j job.Job) (job.Job, error) {
 		}
 		var err error
 		out, err = insertJob(ctx, tx, j)
-		if isUniqueViolation(err) {
+		if sqlState(err) == "23505" { // unique violation
 			return job.JobExists(j.Name)
 		}
 		if err != nil {
@@ -192,8 +193,7 @@ func notify(ctx context.Context, tx Tx, channel, payload string) error {
 // writeError wraps a failed write. Input the database cannot store (class 22, data
 // exception: a NUL character, a number out of range) is the user's error, not a 500.
 func writeError(op string, err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && len(pgErr.Code) == 5 && pgErr.Code[:2] == "22" {
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && strings.HasPrefix(pgErr.Code, "22") {
 		e := job.Invalid("body", "a value the database can store", "rejected: "+pgErr.Message)
 		e.Err = err
 		return e
@@ -201,14 +201,12 @@ func writeError(op string, err error) error {
 	return translate(fmt.Errorf("%s: %w", op, err))
 }
 
-func isUniqueViolation(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23505"
-}
-
-func isForeignKeyViolation(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23503"
+// sqlState is the SQLSTATE of a PostgreSQL error, "" for any other error.
+func sqlState(err error) string {
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
+		return pgErr.Code
+	}
+	return ""
 }
 
 // nonNil stores an absent list as an empty array: the columns are NOT NULL.

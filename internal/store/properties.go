@@ -28,7 +28,7 @@ INSERT INTO job_properties (job_name, properties_json)
 SELECT j.name, $3::jsonb FROM data_job j WHERE j.name = $1 AND j.team = $2
 ON CONFLICT (job_name) DO UPDATE SET properties_json = excluded.properties_json`
 	tag, err := s.pool.Exec(ctx, q, name, team, string(props))
-	if isForeignKeyViolation(err) { // the job was deleted meanwhile
+	if sqlState(err) == "23503" { // a foreign key violation: the job was deleted meanwhile
 		return job.JobNotFound(team, name)
 	}
 	if err != nil {

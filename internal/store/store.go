@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -142,10 +143,9 @@ func translate(err error) error {
 }
 
 func isConnectionError(err error) bool {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
+	if code := sqlState(err); code != "" {
 		// Class 08: connection exception; 57P0x: the server is shutting down or restarting.
-		return len(pgErr.Code) == 5 && (pgErr.Code[:2] == "08" || pgErr.Code[:4] == "57P0")
+		return strings.HasPrefix(code, "08") || strings.HasPrefix(code, "57P0")
 	}
 	var connectErr *pgconn.ConnectError
 	if errors.As(err, &connectErr) {
