@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -135,19 +136,20 @@ var imagePullReasons = []string{"ErrImagePull", "ImagePullBackOff", "InvalidImag
 // termination message (vdk-core's JSON) wins when there is one; otherwise a deadline or
 // an out-of-memory kill is the user's error, as is a non-zero exit; an image that cannot
 // be pulled for longer than pullGrace, an eviction or a lost node are the platform's. A
-// Job never reads as succeeded unless Kubernetes says it completed.
+// Job never reads as succeeded unless Kubernetes says it completed, or its one pod
+// succeeded (exit 0, as the kubelet reports it).
 func ObserveExecution(j *batchv1.Job, pods []*corev1.Pod, now time.Time, pullGrace time.Duration) Observation {
 	o := Observation{Status: job.ExecSubmitted, Pod: LatestPod(pods)}
 	if j.Status.StartTime != nil {
 		o.Start = &j.Status.StartTime.Time
 	}
 	complete, failed := jobFinished(j)
-	if complete != nil || failed != nil {
-		c := complete
-		if c == nil {
-			c = failed
+	podEnd, podDone := podFinishedTheJob(j, o.Pod)
+	if complete != nil || failed != nil || podDone {
+		end := podEnd
+		if c := cmp.Or(complete, failed); c != nil {
+			end = c.LastTransitionTime.Time
 		}
-		end := c.LastTransitionTime.Time
 		if end.IsZero() {
 			end = now
 		}
@@ -156,7 +158,7 @@ func ObserveExecution(j *batchv1.Job, pods []*corev1.Pod, now time.Time, pullGra
 			o.Status, o.Message = status, msg
 			return o
 		}
-		if complete != nil {
+		if complete != nil || failed == nil {
 			o.Status = job.ExecSucceeded
 			return o
 		}
@@ -181,6 +183,23 @@ func ObserveExecution(j *batchv1.Job, pods []*corev1.Pod, now time.Time, pullGra
 		o.Status = job.ExecRunning
 	}
 	return o
+}
+
+// podFinishedTheJob reports a pod whose success is already the Job's, and when it ended:
+// the Job needs one completion and the pod's container exited 0. The Job controller will
+// mark the Job Complete, but under load only seconds later; the outcome is known now.
+func podFinishedTheJob(j *batchv1.Job, p *corev1.Pod) (time.Time, bool) {
+	if c := j.Spec.Completions; c != nil && *c != 1 {
+		return time.Time{}, false
+	}
+	if p == nil || j.Spec.SuccessPolicy != nil || p.Status.Phase != corev1.PodSucceeded {
+		return time.Time{}, false
+	}
+	t := mainTerminated(p)
+	if t == nil || t.ExitCode != 0 {
+		return time.Time{}, false
+	}
+	return t.FinishedAt.Time, true
 }
 
 // jobFinished returns the Job's true Complete (or SuccessCriteriaMet) and Failed (or
