@@ -37,6 +37,18 @@ func TestJobsListShowsWhatAUserReadsAndSearchesInSQL(t *testing.T) {
 	assert.Contains(t, r.body, `href="/ui/teams/team-a/jobs/job-of-a"`, "a glob matches the whole name")
 	assert.NotContains(t, r.body, "job-of-b")
 
+	// The deployment status, filtered in SQL on what the list shows; links keep the filter.
+	r = b.get("/ui/?status=pending")
+	require.Equal(t, http.StatusOK, r.status)
+	assert.Contains(t, r.body, `<label for="status">Status</label>`)
+	assert.Contains(t, r.body, `<option value="pending" selected>pending</option>`)
+	assert.Contains(t, r.body, "job-of-b")
+	assert.NotContains(t, r.body, "job-of-a")
+	assert.Contains(t, r.body, `href="/ui/?sort=team&amp;status=pending"`, "a sort keeps the status filter")
+	r = b.get("/ui/?status=synced")
+	assert.Contains(t, r.body, "No jobs match.")
+	assert.NotContains(t, r.body, "job-of-b", "nothing is synced without a synchronizer")
+
 	r = b.get("/ui/?deployment=not_deployed")
 	assert.Contains(t, r.body, "job-of-a")
 	assert.NotContains(t, r.body, "job-of-b")
