@@ -98,7 +98,7 @@ auth: {mode: none}
 service: {targetPort: %d}
 adminService: {targetPort: %d}
 logFormat: text
-config: {prune-max-fraction: 1}
+config: {prune-max-fraction: 1, max-cpu: "200"}
 `, in.jobs, in.apiPort, in.adminPort)))
 	admin := testenv.Clientset(t)
 	ctx := t.Context()
@@ -247,9 +247,13 @@ func (s *service) keepDatabaseNonEmpty(t *testing.T) {
 		`{"job_name":"keeper-job","team":"team-a","description":"deploytest","config":{"schedule":{"schedule_cron":"0 * * * *"}}}`)
 }
 
+// deploy deploys a version asking more CPU than any fake node has (the service allows it:
+// max-cpu 200), so the pods of its executions stay pending and the executions under way:
+// kwok would otherwise run them to success at once.
 func (s *service) deploy(t *testing.T, name, version string) {
 	t.Helper()
-	s.must(t, http.StatusAccepted, http.MethodPost, team+"/jobs/"+name+"/deployments", fmt.Sprintf(`{"job_version":%q,"enabled":true}`, version))
+	s.must(t, http.StatusAccepted, http.MethodPost, team+"/jobs/"+name+"/deployments",
+		fmt.Sprintf(`{"job_version":%q,"enabled":true,"resources":{"cpu_request":100,"cpu_limit":100}}`, version))
 }
 
 // startExecution starts the job's deployment and returns the execution ID.

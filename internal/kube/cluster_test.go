@@ -25,6 +25,21 @@ func serverWithoutAPF(t *testing.T) *rest.Config {
 	return &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
 }
 
+// kubeconfigOf writes a kubeconfig for the test TLS server at url (its certificate is
+// not checked) and returns its path.
+func kubeconfigOf(t *testing.T, url string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(path, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "`+url+`", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`), 0o600))
+	return path
+}
+
 func TestPriorityAndFairnessIsDetectedFromTheApiserversAnswer(t *testing.T) {
 	t.Parallel()
 	apf, err := kube.PriorityAndFairness(t.Context(), testenv.RestConfig(t))
@@ -59,15 +74,7 @@ func TestTheAutomaticThrottleFollowsTheApiserver(t *testing.T) {
 func TestTheAutomaticThrottleFallsBackWithoutAPF(t *testing.T) {
 	t.Parallel()
 	rc := serverWithoutAPF(t)
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	require.NoError(t, os.WriteFile(path, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "`+rc.Host+`", insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-`), 0o600))
-	c, err := kube.Connect(t.Context(), kube.ClusterConfig{Kubeconfig: path})
+	c, err := kube.Connect(t.Context(), kube.ClusterConfig{Kubeconfig: kubeconfigOf(t, rc.Host)})
 	require.NoError(t, err)
 	require.InDelta(t, kube.FallbackThrottle.QPS, c.Rest.QPS, 0)
 	require.Equal(t, kube.FallbackThrottle.Burst, c.Rest.Burst)

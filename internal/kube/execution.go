@@ -135,7 +135,8 @@ var imagePullReasons = []string{"ErrImagePull", "ImagePullBackOff", "InvalidImag
 // termination message (vdk-core's JSON) wins when there is one; otherwise a deadline or
 // an out-of-memory kill is the user's error, as is a non-zero exit; an image that cannot
 // be pulled for longer than pullGrace, an eviction or a lost node are the platform's. A
-// Job never reads as succeeded unless Kubernetes says it completed.
+// Job never reads as succeeded unless Kubernetes says it completed, or its one pod
+// succeeded (exit 0, as the kubelet reports it).
 func ObserveExecution(j *batchv1.Job, pods []*corev1.Pod, now time.Time, pullGrace time.Duration) Observation {
 	o := Observation{Status: job.ExecSubmitted, Pod: LatestPod(pods)}
 	if j.Status.StartTime != nil {
@@ -166,6 +167,19 @@ func ObserveExecution(j *batchv1.Job, pods []*corev1.Pod, now time.Time, pullGra
 	if o.Pod == nil {
 		return o
 	}
+	if t, ok := podFinishedTheJob(j, o.Pod); ok {
+		end := t.FinishedAt.Time
+		if end.IsZero() {
+			end = now
+		}
+		o.End = &end
+		if status, msg, ok := terminationStatus(o.Pod); ok {
+			o.Status, o.Message = status, msg
+			return o
+		}
+		o.Status = job.ExecSucceeded
+		return o
+	}
 	if w := mainWaiting(o.Pod); w != nil && slices.Contains(imagePullReasons, w.Reason) {
 		since := o.Pod.CreationTimestamp.Time
 		if waited := now.Sub(since); waited >= pullGrace {
@@ -181,6 +195,23 @@ func ObserveExecution(j *batchv1.Job, pods []*corev1.Pod, now time.Time, pullGra
 		o.Status = job.ExecRunning
 	}
 	return o
+}
+
+// podFinishedTheJob reports a pod whose success is already the Job's: the Job needs one
+// completion and the pod's container exited 0. The Job controller will mark the Job
+// Complete, but under load only seconds later; the outcome is known now.
+func podFinishedTheJob(j *batchv1.Job, p *corev1.Pod) (*corev1.ContainerStateTerminated, bool) {
+	if c := j.Spec.Completions; c != nil && *c != 1 {
+		return nil, false
+	}
+	if j.Spec.SuccessPolicy != nil || p.Status.Phase != corev1.PodSucceeded {
+		return nil, false
+	}
+	t := mainTerminated(p)
+	if t == nil || t.ExitCode != 0 {
+		return nil, false
+	}
+	return t, true
 }
 
 // jobFinished returns the Job's true Complete (or SuccessCriteriaMet) and Failed (or

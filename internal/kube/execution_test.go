@@ -25,6 +25,11 @@ func execJob(conds ...batchv1.JobCondition) *batchv1.Job {
 	return j
 }
 
+func twoCompletions(j *batchv1.Job) *batchv1.Job {
+	j.Spec.Completions = new(int32(2))
+	return j
+}
+
 func cond(t batchv1.JobConditionType, reason string) batchv1.JobCondition {
 	return batchv1.JobCondition{Type: t, Status: corev1.ConditionTrue, Reason: reason, LastTransitionTime: metav1.Time{Time: t0.Add(time.Minute)}}
 }
@@ -101,6 +106,14 @@ func TestObserveExecutionGivesTheTrueOutcome(t *testing.T) {
 			[]*corev1.Pod{evicted},
 			t0, job.ExecPlatformError, "The execution's pod was stopped by the platform (Evicted). 0 attempt(s) failed.",
 		},
+		{"a one-completion Job's succeeded pod succeeded before the Job controller says so", execJob(), []*corev1.Pod{pod(corev1.PodSucceeded, terminated(0, "Completed", ""))}, t0, job.ExecSucceeded, ""},
+		{
+			"the termination message of a succeeded pod wins before completion too", execJob(),
+			[]*corev1.Pod{pod(corev1.PodSucceeded, terminated(0, "Completed", `{"status": "User error", "vdk_version": "0.3.1"}`))},
+			t0, job.ExecUserError, "User error (vdk 0.3.1)",
+		},
+		{"a Job of two completions waits for the Job controller", twoCompletions(execJob()), []*corev1.Pod{pod(corev1.PodSucceeded, terminated(0, "Completed", ""))}, t0, job.ExecRunning, ""},
+		{"a failed pod is not final while the Job may retry", execJob(), []*corev1.Pod{pod(corev1.PodFailed, terminated(3, "Error", ""))}, t0, job.ExecRunning, ""},
 		{"an image pull failure within the grace is still submitted", execJob(), []*corev1.Pod{pod(corev1.PodPending, pulling)}, t0.Add(time.Minute), job.ExecSubmitted, ""},
 		{
 			"an image pull failure past the grace is the platform's error", execJob(),

@@ -4,8 +4,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -49,16 +47,7 @@ func TestA429IsRetriedAfterItsRetryAfter(t *testing.T) {
 		_, _ = w.Write(body) // the object as sent
 	}))
 	t.Cleanup(srv.Close)
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	require.NoError(t, os.WriteFile(path, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "`+srv.URL+`", insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-`), 0o600))
-
-	c, err := kube.Connect(t.Context(), kube.ClusterConfig{Kubeconfig: path})
+	c, err := kube.Connect(t.Context(), kube.ClusterConfig{Kubeconfig: kubeconfigOf(t, srv.URL)})
 	require.NoError(t, err)
 	require.Negative(t, c.Rest.QPS, "the server runs APF: no client-side limit")
 	cj := &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: "paced", Namespace: "ns"}}

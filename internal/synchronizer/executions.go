@@ -375,18 +375,17 @@ func (t *execTerm) pass(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("executions pass: list jobs: %w", err)
 	}
-	var finished []string
+	var others []string
 	for _, j := range jobs {
-		if c, f := jobDone(j); c || f {
-			finished = append(finished, j.Name)
-		}
 		if done[j.Name] {
 			continue
 		}
-		// A Job without an execution under way: a run not yet recorded, or a finished one.
+		// A Job without an execution under way: a run not yet recorded, or a finished one
+		// (its Job may not be Complete yet when its pod's success decided it).
+		others = append(others, j.Name)
 		t.queue.Add(j.Name)
 	}
-	if err := t.queueMissingLogs(ctx, finished); err != nil {
+	if err := t.queueMissingLogs(ctx, others); err != nil {
 		return err
 	}
 	t.x.log.InfoContext(ctx, "executions_pass", "active", len(active), "jobs", len(jobs), "duration", time.Since(start))
@@ -491,8 +490,9 @@ func (t *execTerm) reconcile(ctx context.Context, id string, row *job.TrackedExe
 			t.forget(id) // its Job is gone: no more events about it
 		}
 		if live != nil && live.DeletionTimestamp == nil {
-			if c, f := jobDone(live); !c && !f {
-				// Decided while still running (an image that never came): stop it.
+			if c, f := jobDone(live); !c && !f && !t.podSucceeded(id) {
+				// Decided while still running (an image that never came): stop it. A Job
+				// whose pod succeeded is left to the Job controller to complete.
 				return t.deleteJob(ctx, live, metav1.DeletePropagationBackground)
 			}
 		}
@@ -793,8 +793,29 @@ func (t *execTerm) queueLog(id string, pod *corev1.Pod) {
 	t.logQueue.Add(id)
 }
 
-// queueMissingLogs queues the logs of the final executions among the finished Jobs ids
-// that have none kept (the previous leader stopped in between).
+// podSucceeded reports whether the latest pod of execution id succeeded (cache).
+func (t *execTerm) podSucceeded(id string) bool {
+	p := kube.LatestPod(t.podsOf(id))
+	return p != nil && p.Status.Phase == corev1.PodSucceeded
+}
+
+// podsOf returns the cached pods of execution id.
+func (t *execTerm) podsOf(id string) []*corev1.Pod {
+	objs, err := t.pods.ByIndex(podsByJobIndex, id)
+	if err != nil {
+		return nil // the index exists from the start of the term
+	}
+	pods := make([]*corev1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			pods = append(pods, p)
+		}
+	}
+	return pods
+}
+
+// queueMissingLogs queues the logs of the final executions among the Jobs ids that have
+// none kept (the previous leader stopped in between).
 func (t *execTerm) queueMissingLogs(ctx context.Context, ids []string) error {
 	if len(ids) == 0 {
 		return nil
@@ -804,17 +825,7 @@ func (t *execTerm) queueMissingLogs(ctx context.Context, ids []string) error {
 		return fmt.Errorf("executions pass: %w", err)
 	}
 	for _, id := range missing {
-		objs, err := t.pods.ByIndex(podsByJobIndex, id)
-		if err != nil {
-			return fmt.Errorf("read pods of %s from cache: %w", id, err)
-		}
-		pods := make([]*corev1.Pod, 0, len(objs))
-		for _, o := range objs {
-			if p, ok := o.(*corev1.Pod); ok {
-				pods = append(pods, p)
-			}
-		}
-		if p := kube.LatestPod(pods); p != nil {
+		if p := kube.LatestPod(t.podsOf(id)); p != nil {
 			t.queueLog(id, p)
 		}
 	}
