@@ -61,8 +61,10 @@ const (
 
 // SyncStatuses are the sync statuses, in the order a user reads them.
 func SyncStatuses() []string {
-	return []string{string(StatusSynced), string(StatusPending), string(StatusBuilding), string(StatusUserError),
-		string(StatusPlatformError), string(StatusDeleting)}
+	return []string{
+		string(StatusSynced), string(StatusPending), string(StatusBuilding), string(StatusUserError),
+		string(StatusPlatformError), string(StatusDeleting),
+	}
 }
 
 // Resources are a deployment's requests and limits. A zero value means "use the

@@ -27,8 +27,10 @@ func publicRoutes(h *health, console, api http.Handler) []route {
 // public port.
 func adminRoutes(h *health, metrics, syncPlan http.Handler) []route {
 	return []route{
-		{"GET /healthz", http.HandlerFunc(h.live)}, {"GET /readyz", http.HandlerFunc(h.ready)},
-		{"GET /metrics", metrics}, {"GET /data-jobs/debug/sync-plan", syncPlan},
+		{"GET /healthz", http.HandlerFunc(h.live)},
+		{"GET /readyz", http.HandlerFunc(h.ready)},
+		{"GET /metrics", metrics},
+		{"GET /data-jobs/debug/sync-plan", syncPlan},
 	}
 }
 

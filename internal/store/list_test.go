@@ -104,4 +104,3 @@ func TestJobsListFiltersByTheStatusItShows(t *testing.T) {
 		}
 	}
 }
-
