@@ -98,8 +98,12 @@ type env struct {
 	client kubernetes.Interface
 	ns     string
 	count  *writeCounter
-	epoch  int64
-	log    *slog.Logger
+	// workers is the stage's ExecutionConfig.Workers.
+	workers int
+	// lagRunning is the write lag once every execution is running, before any finishes.
+	lagRunning histogram
+	epoch      int64
+	log        *slog.Logger
 	// metrics are the stage's, registered on reg: the benchmark reads the write lag.
 	metrics *synchronizer.ExecutionMetrics
 	reg     *prometheus.Registry
@@ -109,6 +113,7 @@ func run() error {
 	starts := flag.Int("starts", 200, "manual starts timed one after the other")
 	running := flag.Int("running", 1000, "executions running at once")
 	finished := flag.Int("finished", 10000, "finished executions added for the pass at rest")
+	workers := flag.Int("workers", 0, "the stage's workers (0: its default)")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
@@ -120,6 +125,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	e.workers = *workers
 	defer cleanup()
 
 	stop := e.track()
@@ -136,12 +142,19 @@ func run() error {
 		return err
 	}
 	writes := e.count.writes.Load() - before
-	lag := e.lag().since(lagBefore)
+	lagAfter := e.lag()
+	lag := lagAfter.since(lagBefore)
 	fmt.Printf("pod Succeeded -> row committed, %d executions: p50 %s, p99 %s, max %s\n", len(lat), pct(lat, 50), pct(lat, 99), pct(lat, 100))
 	fmt.Printf("Job seen Complete -> row committed, %d executions: p50 %s, p99 %s, max %s\n", len(ours), pct(ours, 50), pct(ours, 99), pct(ours, 100))
 	moved := len(lat)
 	fmt.Printf("datajobs_execution_status_write_lag_seconds (event seen -> row committed), %d writes: p50 <= %s, p99 <= %s (bucket bounds)\n",
 		lag.count, lag.quantile(0.50), lag.quantile(0.99))
+	for _, phase := range []struct {
+		name string
+		h    histogram
+	}{{"made running", e.lagRunning.since(lagBefore)}, {"succeeded", lagAfter.since(e.lagRunning)}} {
+		fmt.Printf("  of which %s: %d writes: p50 <= %s, p99 <= %s\n", phase.name, phase.h.count, phase.h.quantile(0.50), phase.h.quantile(0.99))
+	}
 	fmt.Printf("execution rows written: %d for %d executions made running and %d of them succeeded: %.3f per transition, in %d statements\n",
 		writes, *running, moved, float64(writes)/float64(*running+moved), e.count.statements.Load()-statements)
 	// The logs are kept after the final statuses: wait for them, so that the next term
@@ -233,7 +246,7 @@ func setup(ctx context.Context, admin, kubeconfig string) (*env, func(), error) 
 // track runs the execution stage until the returned stop is called.
 func (e *env) track() func() {
 	x := synchronizer.NewExecutions(synchronizer.ExecutionConfig{
-		Namespace: e.ns, ResyncInterval: time.Hour, Logger: e.log, Metrics: e.metrics,
+		Namespace: e.ns, ResyncInterval: time.Hour, Logger: e.log, Metrics: e.metrics, Workers: e.workers,
 	}, e.db, e.client)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -338,6 +351,7 @@ func (e *env) benchTransitions(ctx context.Context, n int) ([]time.Duration, []t
 	if err := e.waitStatus(ctx, "running", n, nil); err != nil {
 		return nil, nil, err
 	}
+	e.lagRunning = e.lag() // the write lag of the starts and the running pods ends here
 	// The first 100 stay running, for the pass at rest.
 	keep := min(100, n/10)
 	var mu sync.Mutex
