@@ -123,7 +123,7 @@ func listSQL(r job.ListRequest, nextRuns map[string]int64, mode listMode) (strin
 		sb.WriteString("SELECT count(*)")
 	case listSchedules:
 		sb.WriteString("SELECT DISTINCT j.schedule")
-	case listPage: // the names of the page, in order; the whole rows are read around them below
+	case listPage: // the whole rows of the names the inner statement orders and skips
 		sb.WriteString("SELECT " + jobColumns + ", COALESCE(j.last_execution_status, ''), j.last_execution_end_time, j.last_execution_duration")
 		if r.WithDeployments {
 			sb.WriteString(", " + joinedDesiredColumns + ", " + joinedActualColumns + ", COALESCE(" + listColumns[job.FieldSyncStatus] + ", '')")
