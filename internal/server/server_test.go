@@ -22,7 +22,7 @@ import (
 	"github.com/datajobs/datajobs/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m, testenv.WithKubernetes()) }
+func TestMain(m *testing.M) { testenv.Main(m, testenv.WithKubernetes(), testenv.WithOIDC()) }
 
 // serve runs the server until the test ends and returns its base URL and that of its
 // admin listener. It serves in auth mode none unless cfg says otherwise.
