@@ -1,7 +1,7 @@
 // Command ui benchmarks the web console's jobs list on 10,000 jobs: the server time of a
 // page (the handler, in this process, without the network) for the list as it opens, a
-// team filter, a name search, and sorted by next run, and the weight of the page with
-// everything it loads (the HTML, the stylesheet and the scripts).
+// team filter, a name search, a status filter, every sort and the deepest pages, and the
+// weight of the page with everything it loads (the HTML, the stylesheet and the scripts).
 //
 // It seeds a fresh database with -jobs jobs, -deployed of them deployed, as bench/graphql
 // does, and uses DATAJOBS_TEST_DATABASE_URL when set, else starts its own PostgreSQL.
@@ -22,13 +22,13 @@ import (
 	"os/signal"
 	"regexp"
 	"runtime"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5" //nolint:depguard // the benchmark seeds rows
 
+	"github.com/datajobs/datajobs/bench/internal/stats"
 	"github.com/datajobs/datajobs/internal/devenv"
 	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/store"
@@ -107,8 +107,9 @@ func run() error {
 	first := serve(console, "/ui/", nil)
 	cookies := first.Result().Cookies()
 
-	fmt.Printf("%d jobs (%d deployed), GOMAXPROCS=%d, %d requests per row after 20 warm-up, server time (handler, in process)\n\n",
-		jobs, deployed, runtime.GOMAXPROCS(0), requests)
+	fmt.Printf("%d jobs (%d deployed), GOMAXPROCS=%d, %d requests per row after 20 warm-up, server time (handler, in process), load average %s\n\n",
+		jobs, deployed, runtime.GOMAXPROCS(0), requests, loadAverage())
+	defer func() { fmt.Printf("\nload average at the end: %s\n", loadAverage()) }()
 	fmt.Println("| page | p50 | p90 | p99 | HTML bytes | jobs listed |")
 	fmt.Println("|---|---|---|---|---|---|")
 	listed := regexp.MustCompile(`of (\d+) jobs`)
@@ -118,7 +119,16 @@ func run() error {
 		{"list, one team", "/ui/?team=team-07"},
 		{"list, name search *12*", "/ui/?q=*12*"},
 		{"list, sorted by next run", "/ui/?sort=next_run"},
+		{"list, sorted by next run, last first", "/ui/?sort=next_run&dir=desc"},
+		{"list, sorted by team", "/ui/?sort=team"},
+		{"list, sorted by deployment status", "/ui/?sort=status"},
+		{"list, sorted by enabled", "/ui/?sort=enabled"},
+		{"list, sorted by last run status", "/ui/?sort=last_status"},
+		{"list, sorted by last run", "/ui/?sort=last_run&dir=desc"},
+		{"list, filtered by status user_error", "/ui/?status=user_error"},
 		{"list, page 100, sorted by last run", "/ui/?sort=last_run&dir=desc&page=100"},
+		{"list, last page (200), sorted by next run", "/ui/?sort=next_run&page=200"},
+		{"list, last page (200), sorted by name", "/ui/?page=200"},
 		{"list table, polled by htmx", "/ui/?q=*12*&hx=1"},
 	} {
 		var headers http.Header
@@ -143,12 +153,12 @@ func run() error {
 		if sc.path == "/ui/" {
 			listHTML = body
 		}
-		slices.Sort(lat)
 		n := ""
 		if m := listed.FindStringSubmatch(body); m != nil {
 			n = m[1]
 		}
-		fmt.Printf("| %s | %s | %s | %s | %d | %s |\n", sc.name, ms(pct(lat, 50)), ms(pct(lat, 90)), ms(pct(lat, 99)), len(body), n)
+		q := stats.Percentiles(lat, 50, 90, 99)
+		fmt.Printf("| %s | %s | %s | %s | %d | %s |\n", sc.name, ms(q[0]), ms(q[1]), ms(q[2]), len(body), n)
 	}
 
 	// The page's weight: the HTML and everything it loads.
@@ -181,13 +191,22 @@ func serve(h http.Handler, path string, cookies []*http.Cookie, headers ...http.
 	return w
 }
 
-func pct(l []time.Duration, p int) time.Duration { return l[(len(l)-1)*p/100] }
+// loadAverage is the machine's 1, 5 and 15 minute load averages, the benchmark's context
+// on a shared machine ("?" where /proc has none).
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "?"
+}
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
 
 // seed writes jobs, deployments and last executions straight into the tables as
 // bench/graphql does: 50 teams, 1440 distinct daily schedules, 90% of the deployments
-// enabled, 90% synced, 70% of the jobs with a last execution in the past week.
+// enabled, 85% synced (5% each pending, user_error and platform_error, by a hash of the
+// name), 70% of the jobs with a last execution in the past week.
 func seed(ctx context.Context, dbURL string, jobs, deployed int) error {
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
@@ -211,7 +230,8 @@ INSERT INTO desired_data_job_deployment (data_job_name, git_commit_sha, vdk_vers
 	enabled, last_deployed_by, last_deployed_date, status, status_generation, last_sync_at)
 SELECT name, md5(name), '0.9', (ARRAY['3.9','3.11'])[1 + floor(random() * 2)::int], schedule,
 	random() < 0.9, 'deployer', now() - random() * interval '30 days',
-	CASE WHEN random() < 0.9 THEN 'synced' ELSE 'pending' END, 1, now()
+	(ARRAY['pending','user_error','platform_error','synced','synced','synced','synced','synced','synced','synced',
+		'synced','synced','synced','synced','synced','synced','synced','synced','synced','synced'])[1 + abs(hashtext(name)) % 20], 1, now()
 FROM data_job ORDER BY random() LIMIT DEPLOYED;
 ANALYZE;`
 	_, err = conn.Exec(ctx, strings.NewReplacer("JOBS", fmt.Sprint(jobs), "DEPLOYED", fmt.Sprint(deployed)).Replace(q))

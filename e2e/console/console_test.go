@@ -124,6 +124,19 @@ func TestConsoleInABrowser(t *testing.T) {
 	require.Contains(t, b.location(), "q=ingest", "the search is in the address")
 	b.shot(shots, "jobs-search")
 
+	// Filter by deployment status: the server's SQL drops the ingest job that is not
+	// deployed, and the filter is in the address, so a reload keeps it.
+	b.do(chromedp.SendKeys(chromedp.CSS("#status"), "synced")) // the keyboard picks the option, as a user does
+	b.waitFor(`location.search.includes('status=synced') && document.querySelectorAll('table.jobs tbody tr').length === 2`, "the two synced ingest jobs")
+	b.do(chromedp.Reload())
+	b.do(chromedp.WaitVisible(chromedp.CSS("table.jobs")))
+	table := b.text("table.jobs")
+	require.Contains(t, table, "ingest-orders")
+	require.Contains(t, table, "ingest-payments")
+	require.NotContains(t, table, "ingest-clicks", "not deployed, so not synced")
+	require.Equal(t, 2, strings.Count(table, "synced"), "one synced pill per row")
+	require.Contains(t, b.text("#jobtable .count"), "1–2 of 2 jobs")
+
 	// The job page: desired next to actual, the plan, properties, no executions yet.
 	b.do(chromedp.Click(chromedp.CSS(`a[href="/ui/teams/team-a/jobs/ingest-orders"]`)))
 	b.do(chromedp.WaitVisible(chromedp.CSS("#deployment")))

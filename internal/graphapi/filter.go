@@ -44,6 +44,14 @@ func properties(sourceURL bool) map[string]property {
 			}
 			return job.Invalid("filter pattern of deployments.enabled", "enabled, disabled or not_deployed", quote(s))
 		}},
+		"deployments.syncStatus": {job.FieldSyncStatus, func(f *filter, s string) error {
+			st := strings.ToLower(strings.TrimSpace(s))
+			if !slices.Contains(job.SyncStatuses(), st) {
+				return job.Invalid("filter pattern of deployments.syncStatus", "one of "+strings.Join(job.SyncStatuses(), ", "), quote(s))
+			}
+			f.Status = job.SyncStatus(st)
+			return nil
+		}},
 		"deployments.lastExecutionStatus": {job.FieldLastExecutionStatus, func(f *filter, s string) error {
 			st := strings.ToLower(strings.TrimSpace(s))
 			if !slices.Contains(job.ExecutionStatuses(), st) {

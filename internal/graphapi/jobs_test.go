@@ -273,6 +273,9 @@ func TestFiltersMatchAsVDKDocumentsThem(t *testing.T) {
 		{"enabled deployments, one being deleted included", []string{"deployments.enabled", "enabled"}, []string{"alpha-job", "delta-job", "omega-job"}},
 		{"disabled deployments", []string{"deployments.enabled", "DISABLED"}, []string{"beta-job"}},
 		{"jobs without a deployment", []string{"deployments.enabled", "not_deployed"}, []string{"gamma-job"}},
+		{"a sync status", []string{"deployments.syncStatus", "synced"}, []string{"alpha-job"}},
+		{"a sync status ignores case", []string{"deployments.syncStatus", "PENDING"}, []string{"beta-job"}},
+		{"a deployment being deleted", []string{"deployments.syncStatus", "deleting"}, []string{"delta-job"}},
 		{"a python version contains", []string{"deployments.jobPythonVersion", "3.9"}, []string{"beta-job", "delta-job", "omega-job"}},
 		{"a last execution status", []string{"deployments.lastExecutionStatus", "SUCCEEDED"}, []string{"alpha-job", "omega-job"}},
 		{"a last execution status in lower case", []string{"deployments.lastExecutionStatus", "user_error"}, []string{"beta-job"}},
@@ -370,13 +373,14 @@ func TestBadFiltersAnswer400WithAClearMessage(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	tests := []struct{ name, filter, message string }{
-		{"an unknown property", `[{property: "config.nothing", pattern: "x"}]`, `Parameter filter property is not valid. It must be one of config.contacts.present, config.description, config.schedule.nextRunEpochSeconds, config.schedule.scheduleCron, config.sourceUrl, config.team, deployments.enabled, deployments.jobPythonVersion, deployments.lastExecutionDuration, deployments.lastExecutionStatus, deployments.lastExecutionTime, jobName, but was "config.nothing".`},
+		{"an unknown property", `[{property: "config.nothing", pattern: "x"}]`, `Parameter filter property is not valid. It must be one of config.contacts.present, config.description, config.schedule.nextRunEpochSeconds, config.schedule.scheduleCron, config.sourceUrl, config.team, deployments.enabled, deployments.jobPythonVersion, deployments.lastExecutionDuration, deployments.lastExecutionStatus, deployments.lastExecutionTime, deployments.syncStatus, jobName, but was "config.nothing".`},
 		{"no property", `[{pattern: "x"}]`, `Parameter filter property is not valid.`},
 		{"a property twice", `[{property: "jobName", pattern: "a*"}, {property: "jobName", sort: ASC}]`, `Parameter filter is not valid. It must be a list naming each property at most once, but was jobName twice.`},
 		{"neither pattern nor sort", `[{property: "jobName"}]`, `Parameter filter of jobName is not valid. It must be a pattern, a sort or both, but was neither.`},
 		{"a pattern on a sort-only property", `[{property: "config.contacts.present", pattern: "true"}]`, `Parameter filter of config.contacts.present is not valid. It must be a sort only (the property cannot be matched), but was a pattern "true".`},
 		{"an unknown deployment state", `[{property: "deployments.enabled", pattern: "on"}]`, `Parameter filter pattern of deployments.enabled is not valid. It must be enabled, disabled or not_deployed, but was "on".`},
 		{"an unknown execution status", `[{property: "deployments.lastExecutionStatus", pattern: "FINISHED"}]`, `Parameter filter pattern of deployments.lastExecutionStatus is not valid. It must be one of SUBMITTED, RUNNING, SUCCEEDED, CANCELLED, SKIPPED, USER_ERROR, PLATFORM_ERROR, but was "FINISHED".`},
+		{"an unknown sync status", `[{property: "deployments.syncStatus", pattern: "ok"}]`, `Parameter filter pattern of deployments.syncStatus is not valid. It must be one of synced, pending, building, user_error, platform_error, deleting, but was "ok".`},
 		{"a range that is not one", `[{property: "deployments.lastExecutionTime", pattern: "yesterday"}]`, `Parameter filter pattern of deployments.lastExecutionTime is not valid. It must be a range of epoch seconds "<from>-<to>" with from <= to, but was "yesterday".`},
 		{"a reversed range", `[{property: "config.schedule.nextRunEpochSeconds", pattern: "20-10"}]`, `Parameter filter pattern of config.schedule.nextRunEpochSeconds is not valid.`},
 	}

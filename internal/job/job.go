@@ -66,6 +66,14 @@ const (
 	StatusDeleting SyncStatus = "deleting"
 )
 
+// SyncStatuses are the sync statuses, in the order a user reads them.
+func SyncStatuses() []string {
+	return []string{
+		string(StatusSynced), string(StatusPending), string(StatusBuilding), string(StatusUserError),
+		string(StatusPlatformError), string(StatusDeleting),
+	}
+}
+
 // Resources are a deployment's requests and limits. A zero value means "use the
 // configured default". CPU is in millicores, memory in bytes.
 type Resources struct {

@@ -53,6 +53,8 @@ type ListFilter struct {
 	SourceURLContains     string
 	Deployment            DeploymentState
 	PythonVersionContains string
+	// Status is the deployment's sync status as lists show it (Listed.Status).
+	Status SyncStatus
 	// LastExecutionStatus is one of ExecutionStatuses.
 	LastExecutionStatus string
 	// LastExecutionTime and NextRun are inclusive ranges of epoch seconds.
@@ -80,6 +82,7 @@ const (
 	FieldLastExecutionStatus
 	FieldLastExecutionTime
 	FieldLastExecutionDuration
+	FieldSyncStatus
 )
 
 // SortKey is one key of the order of a list.
@@ -128,7 +131,12 @@ type Listed struct {
 	Job     Job
 	Desired *Deployment
 	// Actual is what was applied for this incarnation of the job, if anything.
-	Actual        *ActualDeployment
+	Actual *ActualDeployment
+	// Status is where the synchronizer stands with the deployment, as the REST API reports
+	// it: pending while a result is for an older generation, deleting while only the
+	// actual deployment is left, "" when not deployed (or without WithDeployments).
+	// ListFilter.Status selects on the same definition.
+	Status        SyncStatus
 	LastExecution LastExecution
 }
 

@@ -20,7 +20,6 @@ import (
 	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/synchronizer"
-	"github.com/datajobs/datajobs/internal/ui"
 )
 
 // Run serves datajobs until ctx ends, then shuts down gracefully: the HTTP servers stop
@@ -89,24 +88,15 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 	if err != nil {
 		return err
 	}
-	mux := http.NewServeMux()
-	if console != nil {
-		mux.Handle(ui.Prefix, console)
-	}
-	mux.HandleFunc("GET /healthz", health.live)
-	mux.HandleFunc("GET /readyz", health.ready)
-	mux.Handle("/", httpapi.New(httpapi.Config{
+	api := httpapi.New(httpapi.Config{
 		JobsQuery: jobsQuery, Auth: authn, Webhook: authz,
 		MaxConcurrentUploads: cfg.Requests.MaxConcurrentUploads, MaxConcurrentDownloads: cfg.Requests.MaxConcurrentDownloads,
 		RequestTimeout: cfg.Requests.RequestTimeout, TransferTimeout: cfg.Requests.TransferTimeout,
 		Metrics: httpapi.NewMetrics(registry),
-	}, svc, log))
-	// The admin listener: metrics and debugging, never on the public port.
-	adminMux := http.NewServeMux()
-	adminMux.HandleFunc("GET /healthz", health.live)
-	adminMux.HandleFunc("GET /readyz", health.ready)
-	adminMux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
-	adminMux.Handle("GET /data-jobs/debug/sync-plan", syncPlanHandler(cfg.SyncMode, syncUnit.syncer))
+	}, svc, log)
+	publicMux := mux(publicRoutes(health, console, api))
+	adminMux := mux(adminRoutes(health, promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}),
+		syncPlanHandler(cfg.SyncMode, syncUnit.syncer)))
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -122,7 +112,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 	requests, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRequests()
 	srv := &http.Server{
-		Handler:           mux,
+		Handler:           publicMux,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       5 * time.Minute, // a 50 MiB sources upload over a slow link
 		IdleTimeout:       2 * time.Minute,

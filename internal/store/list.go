@@ -15,7 +15,9 @@ import (
 
 // Lists of jobs (job.ListRequest): every filter, search and sort is evaluated by
 // PostgreSQL, and a page is one statement (plus one for the total, in the same round
-// trip), with the deployments joined in, never one query per job. The one thing
+// trip), with the deployments joined in, never one query per job. The statement orders
+// and skips narrow rows (the names and sort keys) and reads the whole rows of the page
+// only: a deep page or an order over all jobs sorts no wide rows. The one thing
 // PostgreSQL cannot compute is the next run of a cron schedule: the caller reads the
 // distinct schedules (JobSchedules), computes their next runs and passes them in, joined
 // as an array parameter.
@@ -44,7 +46,7 @@ func (s *Store) ListJobs(ctx context.Context, r job.ListRequest, nextRuns map[st
 			)
 			dest := append(jobDest(&l.Job), &l.LastExecution.Status, &l.LastExecution.EndTime, &l.LastExecution.DurationSeconds)
 			if r.WithDeployments {
-				dest = append(append(dest, jr.desiredDest()...), jr.actualDest()...)
+				dest = append(append(append(dest, jr.desiredDest()...), jr.actualDest()...), &l.Status)
 			}
 			if err := rows.Scan(dest...); err != nil {
 				return err
@@ -104,13 +106,14 @@ func listSQL(r job.ListRequest, nextRuns map[string]int64, mode listMode) (strin
 	b := &sqlBuilder{}
 	f := r.Filter
 	searchFields := cmpOr(f.SearchFields, []job.ListField{job.FieldName})
-	needDeployment := f.Deployment != "" || f.PythonVersionContains != "" ||
-		(f.Search != "" && slices.Contains(searchFields, job.FieldPythonVersion))
+	onDeployment := func(f job.ListField) bool {
+		return f == job.FieldDeploymentEnabled || f == job.FieldPythonVersion || f == job.FieldSyncStatus
+	}
+	needDeployment := f.Deployment != "" || f.Status != "" || f.PythonVersionContains != "" ||
+		(f.Search != "" && slices.ContainsFunc(searchFields, onDeployment))
 	needNextRun := mode != listSchedules && f.NextRun != nil
 	if mode == listPage {
-		needDeployment = needDeployment || r.WithDeployments || slices.ContainsFunc(r.Sort, func(s job.SortKey) bool {
-			return s.Field == job.FieldDeploymentEnabled || s.Field == job.FieldPythonVersion
-		})
+		needDeployment = needDeployment || slices.ContainsFunc(r.Sort, func(s job.SortKey) bool { return onDeployment(s.Field) })
 		needNextRun = needNextRun || r.UsesNextRun()
 	}
 
@@ -120,16 +123,16 @@ func listSQL(r job.ListRequest, nextRuns map[string]int64, mode listMode) (strin
 		sb.WriteString("SELECT count(*)")
 	case listSchedules:
 		sb.WriteString("SELECT DISTINCT j.schedule")
-	case listPage:
+	case listPage: // the whole rows of the names the inner statement orders and skips
 		sb.WriteString("SELECT " + jobColumns + ", COALESCE(j.last_execution_status, ''), j.last_execution_end_time, j.last_execution_duration")
 		if r.WithDeployments {
-			sb.WriteString(", " + joinedDesiredColumns + ", " + joinedActualColumns)
+			sb.WriteString(", " + joinedDesiredColumns + ", " + joinedActualColumns + ", COALESCE(" + listColumns[job.FieldSyncStatus] + ", '')")
 		}
+		sb.WriteString("\nFROM unnest(ARRAY(SELECT j.name")
 	}
 	sb.WriteString("\nFROM data_job j")
 	if needDeployment {
-		sb.WriteString("\nLEFT JOIN desired_data_job_deployment d ON d.data_job_name = j.name" +
-			"\nLEFT JOIN actual_data_job_deployment a ON a.data_job_name = j.name AND a.job_uid = j.uid")
+		sb.WriteString(joinDeployments)
 	}
 	if needNextRun {
 		schedules, runs := make([]string, 0, len(nextRuns)), make([]int64, 0, len(nextRuns))
@@ -168,6 +171,9 @@ func listSQL(r job.ListRequest, nextRuns map[string]int64, mode listMode) (strin
 	contains("j.schedule", f.ScheduleContains)
 	if f.SourceURLContains != "" {
 		contains(listExpr(b, r, job.FieldSourceURL), f.SourceURLContains)
+	}
+	if f.Status != "" {
+		add(listColumns[job.FieldSyncStatus] + " = " + b.arg(string(f.Status)))
 	}
 	switch f.Deployment {
 	case job.DeploymentEnabled:
@@ -212,9 +218,18 @@ func listSQL(r job.ListRequest, nextRuns map[string]int64, mode listMode) (strin
 		}
 		sb.WriteString("\nORDER BY " + strings.Join(order, ", "))
 		sb.WriteString("\nLIMIT " + b.arg(r.Limit) + " OFFSET " + b.arg(r.Offset))
+		sb.WriteString(")) WITH ORDINALITY AS page(name, n)\nJOIN data_job j ON j.name = page.name")
+		if r.WithDeployments {
+			sb.WriteString(joinDeployments)
+		}
+		sb.WriteString("\nORDER BY page.n")
 	}
 	return sb.String(), b.args
 }
+
+// joinDeployments joins a job's desired deployment and the actual one of its incarnation.
+const joinDeployments = "\nLEFT JOIN desired_data_job_deployment d ON d.data_job_name = j.name" +
+	"\nLEFT JOIN actual_data_job_deployment a ON a.data_job_name = j.name AND a.job_uid = j.uid"
 
 // listColumns are the SQL expressions of the fields a list sorts and searches on
 // (FieldSourceURL is built from the request's template).
@@ -231,6 +246,9 @@ var listColumns = map[job.ListField]string{
 	job.FieldLastExecutionStatus:   "j.last_execution_status",
 	job.FieldLastExecutionTime:     "j.last_execution_end_time",
 	job.FieldLastExecutionDuration: "j.last_execution_duration",
+	// Listed.Status: NULL when not deployed.
+	job.FieldSyncStatus: "CASE WHEN d.data_job_name IS NOT NULL THEN CASE WHEN d.status_generation < j.generation THEN 'pending' ELSE d.status END" +
+		" WHEN a.data_job_name IS NOT NULL THEN 'deleting' END",
 }
 
 // listExpr is the SQL expression of a field.

@@ -19,6 +19,8 @@ type listQuery struct {
 	Search string
 	// Team is one team, or all of the caller's when empty.
 	Team string
+	// Status is a deployment's sync status (job.SyncStatuses).
+	Status string
 	// Deployment is enabled, disabled or not_deployed.
 	Deployment string
 	// LastStatus is the status of the last execution.
@@ -33,17 +35,21 @@ type listQuery struct {
 var sortFields = map[string]job.ListField{
 	"name": job.FieldName, "team": job.FieldTeam, "next_run": job.FieldNextRun,
 	"last_run": job.FieldLastExecutionTime, "last_status": job.FieldLastExecutionStatus, "enabled": job.FieldDeploymentEnabled,
+	"status": job.FieldSyncStatus,
 }
 
 var deploymentFilters = []string{string(job.DeploymentEnabled), string(job.DeploymentDisabled), string(job.NotDeployed)}
 
 func parseListQuery(v url.Values) listQuery {
 	q := listQuery{
-		Search: strings.TrimSpace(v.Get("q")), Team: strings.ToLower(strings.TrimSpace(v.Get("team"))),
+		Search: strings.TrimSpace(v.Get("q")), Team: strings.ToLower(strings.TrimSpace(v.Get("team"))), Status: v.Get("status"),
 		Deployment: v.Get("deployment"), LastStatus: v.Get("last"), Sort: v.Get("sort"), Desc: v.Get("dir") == "desc",
 	}
 	if !slices.Contains(deploymentFilters, q.Deployment) {
 		q.Deployment = ""
+	}
+	if !slices.Contains(job.SyncStatuses(), q.Status) {
+		q.Status = ""
 	}
 	if !slices.Contains(job.ExecutionStatuses(), q.LastStatus) {
 		q.LastStatus = ""
@@ -66,6 +72,7 @@ func (q listQuery) values() url.Values {
 	}
 	set("q", q.Search)
 	set("team", q.Team)
+	set("status", q.Status)
 	set("deployment", q.Deployment)
 	set("last", q.LastStatus)
 	if q.Sort != "name" {
@@ -121,7 +128,7 @@ func (q listQuery) glob() string {
 // jobRow is one line of the jobs list.
 type jobRow struct {
 	Name, Team, Href string
-	Status           string // a job.SyncStatus, or "" when not deployed
+	Status           string // a job.SyncStatus, or "" when not deployed (job.Listed.Status)
 	Deployed         bool
 	Enabled          bool
 	Version          string
@@ -140,6 +147,7 @@ type listData struct {
 	Pages      int
 	Teams      []string // the caller's teams, for the team filter; empty for admins
 	Statuses   []string
+	Sync       []string
 	Deployment []string
 	CSRF       string
 }
@@ -163,7 +171,7 @@ func (c *Console) listJobs(r *http.Request, s session, q listQuery) (listData, e
 	now := c.cfg.Now()
 	filter := job.ListFilter{
 		Visible: job.Visibility{AllTeams: s.Admin, Teams: s.Teams}, NameGlob: q.glob(), TeamGlob: q.Team,
-		Deployment: job.DeploymentState(q.Deployment), LastExecutionStatus: q.LastStatus,
+		Status: job.SyncStatus(q.Status), Deployment: job.DeploymentState(q.Deployment), LastExecutionStatus: q.LastStatus,
 	}
 	size := c.cfg.PageSize
 	page, err := c.svc.ListJobs(r.Context(), job.ListRequest{
@@ -175,7 +183,7 @@ func (c *Console) listJobs(r *http.Request, s session, q listQuery) (listData, e
 	}
 	d := listData{
 		Query: q, Total: page.Total, Pages: max(1, (page.Total+size-1)/size),
-		Statuses: job.ExecutionStatuses(), Deployment: deploymentFilters, CSRF: s.CSRF,
+		Statuses: job.ExecutionStatuses(), Sync: job.SyncStatuses(), Deployment: deploymentFilters, CSRF: s.CSRF,
 	}
 	if !s.Admin {
 		d.Teams = s.Teams
@@ -195,7 +203,7 @@ func (c *Console) row(jr job.Listed, now time.Time) jobRow {
 		Name: j.Name, Team: j.Team, Href: jobURL(j.Team, j.Name),
 		LastStatus: jr.LastExecution.Status, LastTime: c.when(jr.LastExecution.EndTime),
 	}
-	row.Status = string(syncStatus(j, jr.Desired, jr.Actual))
+	row.Status = string(jr.Status)
 	schedule := j.Schedule
 	switch {
 	case jr.Desired != nil:
@@ -209,21 +217,6 @@ func (c *Console) row(jr job.Listed, now time.Time) jobRow {
 		row.Next = &when{At: at, Relative: ago(now, at)}
 	}
 	return row
-}
-
-// syncStatus is where the synchronizer stands with a job's deployment, as the REST API
-// reports it (service.DeploymentView): a result recorded for an older generation is
-// pending; a deployment with only its actual row left is deleting; "" is not deployed.
-func syncStatus(j job.Job, desired *job.Deployment, actual *job.ActualDeployment) job.SyncStatus {
-	switch {
-	case desired != nil && (desired.StatusGeneration < j.Generation || desired.Status == ""):
-		return job.StatusPending
-	case desired != nil:
-		return desired.Status
-	case actual != nil:
-		return job.StatusDeleting
-	}
-	return ""
 }
 
 func jobURL(team, name string) string {

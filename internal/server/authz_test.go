@@ -1,0 +1,415 @@
+package server_test
+
+import (
+	"archive/zip"
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/datajobs/datajobs/internal/auth"
+	"github.com/datajobs/datajobs/internal/httpapi"
+	"github.com/datajobs/datajobs/internal/server"
+	"github.com/datajobs/datajobs/internal/testenv"
+	"github.com/datajobs/datajobs/internal/ui"
+)
+
+// routeCase is a request against team-b's job on one route; the path's parameters are
+// filled in by fill. A route the server serves without a case fails the test below.
+type routeCase struct {
+	body, contentType string
+	public            bool // no caller needed: the probes, the console's assets and sign-in
+	anyCaller         bool // a REST route that names no team: authentication only
+	filtered          bool // any caller, only its teams' rows: the jobs query, the console's list
+}
+
+// routeCases covers every route of the public listener: the probes, the REST API (with
+// the GraphQL query) and the web console.
+var routeCases = map[string]routeCase{
+	"GET /healthz": {public: true},
+	"GET /readyz":  {public: true},
+
+	"GET /data-jobs/for-team/{team}/info":                                               {},
+	"POST /data-jobs/for-team/{team}/jobs":                                              {body: `{"job_name":"new-in-b","description":"d"}`},
+	"GET /data-jobs/for-team/{team}/jobs":                                               {filtered: true},
+	"GET /data-jobs/for-team/{team}/jobs/{job}":                                         {},
+	"PUT /data-jobs/for-team/{team}/jobs/{job}":                                         {body: `{"job_name":"job-of-b","description":"changed"}`},
+	"DELETE /data-jobs/for-team/{team}/jobs/{job}":                                      {},
+	"PUT /data-jobs/for-team/{team}/jobs/{job}/team/{new_team}":                         {},
+	"GET /data-jobs/for-team/{team}/jobs/{job}/deployments":                             {},
+	"POST /data-jobs/for-team/{team}/jobs/{job}/deployments":                            {body: `{"job_version":"v2"}`},
+	"GET /data-jobs/for-team/{team}/jobs/{job}/deployments/{deployment_id}":             {},
+	"PATCH /data-jobs/for-team/{team}/jobs/{job}/deployments/{deployment_id}":           {body: `{"enabled":false}`},
+	"DELETE /data-jobs/for-team/{team}/jobs/{job}/deployments/{deployment_id}":          {},
+	"GET /data-jobs/for-team/{team}/jobs/{job}/deployments/{deployment_id}/properties":  {},
+	"PUT /data-jobs/for-team/{team}/jobs/{job}/deployments/{deployment_id}/properties":  {body: `{"secret":"stolen"}`},
+	"GET /data-jobs/for-team/{team}/jobs/{job}/deployments/{deployment_id}/executions":  {},
+	"POST /data-jobs/for-team/{team}/jobs/{job}/deployments/{deployment_id}/executions": {body: `{}`},
+	"GET /data-jobs/for-team/{team}/jobs/{job}/deployments/{deployment_id}/secrets":     {},
+	"PUT /data-jobs/for-team/{team}/jobs/{job}/deployments/{deployment_id}/secrets":     {body: `{"k":"v"}`},
+	"GET /data-jobs/for-team/{team}/jobs/{job}/executions":                              {},
+	"GET /data-jobs/for-team/{team}/jobs/{job}/executions/{execution_id}":               {},
+	"DELETE /data-jobs/for-team/{team}/jobs/{job}/executions/{execution_id}":            {},
+	"GET /data-jobs/for-team/{team}/jobs/{job}/executions/{execution_id}/logs":          {},
+	"GET /data-jobs/for-team/{team}/jobs/{job}/keytab":                                  {},
+	"POST /data-jobs/for-team/{team}/jobs/{job}/sources":                                {body: "PK\x05\x06" + strings.Repeat("\x00", 18), contentType: "application/octet-stream"},
+	"GET /data-jobs/for-team/{team}/jobs/{job}/sources":                                 {},
+	"DELETE /data-jobs/for-team/{team}/jobs/{job}/sources":                              {},
+	"GET /data-jobs/teams/{team}/oauth-credentials":                                     {},
+	"PUT /data-jobs/teams/{team}/oauth-credentials":                                     {body: `{"clientId":"x","clientSecret":"y"}`},
+	"GET /data-jobs/teams/{team}/oauth-credentials/client-id":                           {},
+	"POST /data-jobs/oauth-credentials/client-ids":                                      {body: `["x"]`, anyCaller: true},
+
+	"GET /ui/static/":                                         {public: true},
+	"GET /ui/login":                                           {public: true},
+	"GET /ui/callback":                                        {public: true},
+	"POST /ui/logout":                                         {public: true},
+	"GET /ui/{$}":                                             {filtered: true},
+	"GET /ui/teams/{team}/jobs/{job}":                         {},
+	"GET /ui/teams/{team}/jobs/{job}/deployment":              {},
+	"GET /ui/teams/{team}/jobs/{job}/executions":              {},
+	"GET /ui/teams/{team}/jobs/{job}/executions/{id}":         {},
+	"GET /ui/teams/{team}/jobs/{job}/executions/{id}/logs":    {},
+	"POST /ui/teams/{team}/jobs/{job}/enable":                 {},
+	"POST /ui/teams/{team}/jobs/{job}/disable":                {},
+	"POST /ui/teams/{team}/jobs/{job}/run":                    {},
+	"POST /ui/teams/{team}/jobs/{job}/delete-deployment":      {},
+	"POST /ui/teams/{team}/jobs/{job}/properties":             {},
+	"POST /ui/teams/{team}/jobs/{job}/executions/{id}/cancel": {},
+}
+
+// routes are the patterns the public listener serves, the routers mounted on it expanded:
+// the console at ui.Prefix and the REST API at /.
+func routes(t *testing.T) []string {
+	t.Helper()
+	console, err := ui.New(ui.Config{Logger: slog.New(slog.DiscardHandler)}, nil)
+	require.NoError(t, err)
+	mounted := map[string][]string{ui.Prefix: console.Patterns(), "/": httpapi.Patterns(httpapi.Config{JobsQuery: http.NotFoundHandler()})}
+	public, _ := server.Patterns()
+	var out []string
+	for _, p := range public {
+		if m, ok := mounted[p]; ok {
+			out = append(out, m...)
+		} else {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestEveryRouteIsAuthenticatedAndKeepsTeamsApart walks every route the server serves,
+// REST API and web console alike, as a member of team-a against team-b's job: without
+// credentials every route but the public ones is refused; with team-a's, each is
+// refused or shows nothing of team-b, and nothing of team-b changes. A route added
+// without a case fails here.
+func TestEveryRouteIsAuthenticatedAndKeepsTeamsApart(t *testing.T) {
+	t.Parallel()
+	p := testenv.OIDC(t)
+	clientID := fmt.Sprintf("console-authz-%d", time.Now().UnixNano()) // the provider outlives the test
+	base, _, _ := serve(t, server.Config{
+		DatabaseURL: testenv.DatabaseURL(t), SyncMode: server.SyncOff,
+		Auth: server.AuthConfig{Mode: server.AuthOIDC, OIDC: auth.OIDCConfig{
+			IssuerURLs: []string{p.IssuerURL}, Audience: testenv.Audience, UsernameClaim: "username", AdminTeams: []string{"platform"},
+		}},
+		UI: server.UIConfig{OIDCClientID: clientID},
+	})
+	p.NewBrowserClient(t, clientID, base+"/ui/callback")
+	require.Eventually(t, func() bool { code, _ := get(t, base+"/readyz"); return code == http.StatusOK }, 30*time.Second, 50*time.Millisecond)
+	c := &caller{t: t, base: base}
+	tokA, tokB, tokAdmin := p.ClientToken(t, "bot-a", "team-a"), p.ClientToken(t, "bot-b", "team-b"), p.ClientToken(t, "ops", "platform")
+
+	// team-a's job, and team-b's deployed job with properties, sources and an execution.
+	c.must(tokA, "POST", "/data-jobs/for-team/team-a/jobs", `{"job_name":"job-of-a","description":"d"}`, http.StatusCreated)
+	c.must(tokB, "POST", "/data-jobs/for-team/team-b/jobs", `{"job_name":"job-of-b","description":"secret plans of b","config":{"schedule":{"schedule_cron":"15 10 * * *"}}}`, http.StatusCreated)
+	c.must(tokB, "POST", "/data-jobs/for-team/team-b/jobs/job-of-b/deployments", `{"job_version":"v1-of-b","enabled":true}`, http.StatusAccepted)
+	c.must(tokB, "PUT", "/data-jobs/for-team/team-b/jobs/job-of-b/deployments/release/properties", `{"secret":"of-b"}`, http.StatusNoContent)
+	c.must(tokB, "POST", "/data-jobs/for-team/team-b/jobs/job-of-b/sources", sources(t), http.StatusOK, "Content-Type", "application/octet-stream")
+	var exec struct {
+		ID string `json:"id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(c.must(tokB, "POST", "/data-jobs/for-team/team-b/jobs/job-of-b/deployments/release/executions", `{}`, http.StatusAccepted)), &exec))
+	require.NotEmpty(t, exec.ID)
+	fill := func(pattern, team string) (method, path string) {
+		method, path, _ = strings.Cut(pattern, " ")
+		return method, strings.NewReplacer("{$}", "", "{team}", team, "{job}", "job-of-b", "{deployment_id}", "release",
+			"{execution_id}", exec.ID, "{id}", exec.ID, "{new_team}", "team-a").Replace(path)
+	}
+	// stateOfB is everything a caller of team-b can read about its job.
+	stateOfB := func() []string {
+		var out []string
+		for _, p := range []string{"", "/deployments/release", "/deployments/release/properties", "/sources", "/executions"} {
+			out = append(out, c.must(tokB, "GET", "/data-jobs/for-team/team-b/jobs/job-of-b"+p, "", http.StatusOK))
+		}
+		return out
+	}
+	before := stateOfB()
+
+	// alice of team-a, signed in to the console; a browser without a session.
+	alice, stranger := c.browser(), c.browser()
+	token := csrf(t, c.signIn(p, alice, "alice", "team-a"))
+	// showsNothingOfB fails the test when a body shows team-b's job, unless the path names it.
+	showsNothingOfB := func(method, path, body string) {
+		for _, secret := range []string{"job-of-b", "secret plans of b", "of-b", "v1-of-b"} {
+			if strings.Contains(body, secret) && !strings.Contains(path, secret) {
+				t.Errorf("%s %s shows %q of team-b", method, path, secret)
+			}
+		}
+	}
+
+	patterns := routes(t)
+	require.Greater(t, len(patterns), len(routeCases)/2, "the routes of the REST API and the console are listed")
+	for _, pattern := range patterns {
+		rc, ok := routeCases[pattern]
+		if !ok {
+			t.Errorf("route %q has no case in routeCases: add one, with the request that team-a must not be allowed to make on team-b's job", pattern)
+			continue
+		}
+		if rc.public {
+			continue
+		}
+		method, path := fill(pattern, "team-b")
+		if strings.HasPrefix(path, ui.Prefix) {
+			form := url.Values{"csrf": {token}, "properties": {`{"stolen":true}`}}
+			// No session: sign in first (a redirect for a page, 401 for an action).
+			r := c.form(stranger, method, path, form)
+			if method == http.MethodGet {
+				assert.Equal(t, http.StatusSeeOther, r.status, "%s without a session", pattern)
+				assert.True(t, strings.HasPrefix(r.header.Get("Location"), "/ui/login?"), "%s without a session: %s", pattern, r.header.Get("Location"))
+			} else {
+				assert.Equal(t, http.StatusUnauthorized, r.status, "%s without a session", pattern)
+			}
+			// alice: team-b's job under its own team is forbidden, under alice's team not found.
+			for _, team := range []string{"team-b", "team-a"} {
+				method, path := fill(pattern, team)
+				r := c.form(alice, method, path, form)
+				switch {
+				case rc.filtered:
+					require.Equal(t, http.StatusOK, r.status)
+				case team == "team-b":
+					assert.Equal(t, http.StatusForbidden, r.status, "%s %s", method, path)
+				default:
+					assert.Equal(t, http.StatusNotFound, r.status, "%s %s: %s", method, path, r.body)
+				}
+				showsNothingOfB(method, path, r.body)
+			}
+			continue
+		}
+
+		headers := []string{}
+		if rc.body != "" {
+			headers = append(headers, "Content-Type", cmp.Or(rc.contentType, "application/json"))
+		}
+		// No token: 401 with the challenge, whatever the route.
+		method, path = fill(pattern, "team-b")
+		r := c.do("", method, path, rc.body, headers...)
+		require.Equal(t, http.StatusUnauthorized, r.status, "%s without a token: %s", pattern, r.body)
+		require.Contains(t, r.header.Get("WWW-Authenticate"), "Bearer", pattern)
+		vdkError(t, r)
+
+		// team-a's caller on team-b's job (moving it into team-a): 403 naming team-b.
+		r = c.do(tokA, method, path, rc.body, headers...)
+		switch {
+		case rc.filtered:
+			require.Equal(t, http.StatusOK, r.status, "%s by team-a: %s", pattern, r.body)
+			require.NotContains(t, r.body, "job-of-b", "%s: team-b's rows never reach team-a", pattern)
+			continue
+		case rc.anyCaller:
+			require.NotEqual(t, http.StatusForbidden, r.status, pattern)
+			require.NotEqual(t, http.StatusUnauthorized, r.status, pattern)
+			continue
+		}
+		require.Equal(t, http.StatusForbidden, r.status, "%s by team-a: %s", pattern, r.body)
+		require.Contains(t, vdkError(t, r)["what"], "team-b", pattern)
+
+		// team-a's caller naming team-b's job under its own team: never a success.
+		method, path = fill(pattern, "team-a")
+		r = c.do(tokA, method, path, rc.body, headers...)
+		if strings.Contains(pattern, "{job}") {
+			require.GreaterOrEqual(t, r.status, 400, "%s: team-b's job through team-a's path: %s", pattern, r.body)
+		}
+		showsNothingOfB(method, path, r.body)
+	}
+	require.Equal(t, before, stateOfB(), "team-b's job is as it was")
+
+	// The admin listener's own routes are not served on the public port.
+	public, adminOnly := server.Patterns()
+	for _, pattern := range adminOnly {
+		if slices.Contains(public, pattern) {
+			continue
+		}
+		method, path := fill(pattern, "team-b")
+		r := c.do(tokAdmin, method, path, "")
+		assert.Equal(t, http.StatusNotFound, r.status, "%s on the public port: %.200s", pattern, r.body)
+	}
+
+	// team-b's own caller and the admin reach team-b's job, by the API and the console.
+	for _, who := range []struct {
+		tok, user, team string
+	}{{tokB, "bob", "team-b"}, {tokAdmin, "ops", "platform"}} {
+		c.must(who.tok, "GET", "/data-jobs/for-team/team-b/jobs/job-of-b", "", http.StatusOK)
+		b := c.browser()
+		c.signIn(p, b, who.user, who.team)
+		r := c.form(b, http.MethodGet, "/ui/teams/team-b/jobs/job-of-b", nil)
+		require.Equal(t, http.StatusOK, r.status, r.body)
+		assert.Contains(t, r.body, "secret plans of b")
+	}
+}
+
+// caller makes requests to the server: with a bearer token as API clients do, or with a
+// browser's cookies as the console's users do.
+type caller struct {
+	t    *testing.T
+	base string
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func (c *caller) send(client *http.Client, req *http.Request) response {
+	c.t.Helper()
+	resp, err := client.Do(req)
+	require.NoError(c.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(c.t, err)
+	return response{status: resp.StatusCode, header: resp.Header, body: string(b)}
+}
+
+// do calls the API with token (none when empty) and header name/value pairs.
+func (c *caller) do(token, method, path, body string, headers ...string) response {
+	c.t.Helper()
+	req, err := http.NewRequestWithContext(c.t.Context(), method, c.base+path, strings.NewReader(body))
+	require.NoError(c.t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	return c.send(http.DefaultClient, req)
+}
+
+// must calls the API, requires the status and returns the body.
+func (c *caller) must(token, method, path, body string, want int, headers ...string) string {
+	c.t.Helper()
+	if body != "" && len(headers) == 0 {
+		headers = []string{"Content-Type", "application/json"}
+	}
+	r := c.do(token, method, path, body, headers...)
+	require.Equal(c.t, want, r.status, "%s %s: %s", method, path, r.body)
+	return r.body
+}
+
+// browser is an HTTP client with cookies that does not follow redirects by itself.
+func (c *caller) browser() *http.Client {
+	jar, err := cookiejar.New(nil)
+	require.NoError(c.t, err)
+	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// form requests a console page (GET) or posts an action's form (POST) as browser b.
+func (c *caller) form(b *http.Client, method, path string, form url.Values) response {
+	c.t.Helper()
+	var body io.Reader
+	if method == http.MethodPost {
+		body = strings.NewReader(form.Encode())
+	}
+	u := path
+	if strings.HasPrefix(path, "/") {
+		u = c.base + path
+	}
+	req, err := http.NewRequestWithContext(c.t.Context(), method, u, body)
+	require.NoError(c.t, err)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	return c.send(b, req)
+}
+
+// signIn walks the console's sign-in as browser b, playing the provider's login and
+// consent apps, and returns the first page the console shows.
+func (c *caller) signIn(p *testenv.OIDCProvider, b *http.Client, username string, teams ...string) string {
+	c.t.Helper()
+	u := c.base + "/ui/"
+	for range 12 {
+		if strings.HasPrefix(u, testenv.LoginAppURL) {
+			q := must(url.Parse(u)).Query()
+			if ch := q.Get("login_challenge"); ch != "" {
+				u = p.AcceptLogin(c.t, ch, username)
+			} else {
+				u = p.AcceptConsent(c.t, q.Get("consent_challenge"), username, teams...)
+			}
+			continue
+		}
+		r := c.form(b, http.MethodGet, u, nil)
+		if r.status != http.StatusSeeOther && r.status != http.StatusFound {
+			require.Equal(c.t, http.StatusOK, r.status, "GET %s: %s", u, r.body)
+			return r.body
+		}
+		u = must(url.Parse(u)).ResolveReference(must(url.Parse(r.header.Get("Location")))).String()
+	}
+	c.t.Fatal("the sign-in did not end")
+	return ""
+}
+
+// csrf is the CSRF token of a console page.
+func csrf(t *testing.T, body string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(body, `<meta name="csrf-token" content="`)
+	require.True(t, ok, "the page has no CSRF token")
+	token, _, _ := strings.Cut(rest, `"`)
+	require.NotEmpty(t, token)
+	return token
+}
+
+// vdkError requires a VDK error body and returns it.
+func vdkError(t *testing.T, r response) map[string]string {
+	t.Helper()
+	var e map[string]string
+	require.NoError(t, json.Unmarshal([]byte(r.body), &e), "a VDK error body: %s", r.body)
+	for _, k := range []string{"what", "why", "consequences", "countermeasures"} {
+		require.NotEmpty(t, e[k], "error body lacks %s: %s", k, r.body)
+	}
+	return e
+}
+
+// sources is a small job directory as vdk deploy zips it.
+func sources(t *testing.T) string {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for name, body := range map[string]string{
+		"job-of-b/config.ini":        "[owner]\nteam = team-b\n",
+		"job-of-b/20_python_step.py": "def run(job_input):\n    pass\n",
+	} {
+		w, err := zw.Create(name)
+		require.NoError(t, err)
+		_, err = w.Write([]byte(body))
+		require.NoError(t, err)
+	}
+	require.NoError(t, zw.Close())
+	return buf.String()
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

@@ -1,0 +1,43 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/datajobs/datajobs/internal/ui"
+)
+
+// route is one pattern a listener serves.
+type route struct {
+	pattern string
+	h       http.Handler
+}
+
+// publicRoutes are the public listener's routes: the probes, the web console at ui.Prefix
+// (nil when off) and the REST API (with the GraphQL query) for every other path. The
+// authorization test walks every one of them (authz_test.go).
+func publicRoutes(h *health, console, api http.Handler) []route {
+	routes := []route{{"GET /healthz", http.HandlerFunc(h.live)}, {"GET /readyz", http.HandlerFunc(h.ready)}, {"/", api}}
+	if console != nil {
+		routes = append(routes, route{ui.Prefix, console})
+	}
+	return routes
+}
+
+// adminRoutes are the admin listener's: the probes, metrics and debugging, never on the
+// public port.
+func adminRoutes(h *health, metrics, syncPlan http.Handler) []route {
+	return []route{
+		{"GET /healthz", http.HandlerFunc(h.live)},
+		{"GET /readyz", http.HandlerFunc(h.ready)},
+		{"GET /metrics", metrics},
+		{"GET /data-jobs/debug/sync-plan", syncPlan},
+	}
+}
+
+func mux(routes []route) *http.ServeMux {
+	m := http.NewServeMux()
+	for _, r := range routes {
+		m.Handle(r.pattern, r.h)
+	}
+	return m
+}
