@@ -126,7 +126,7 @@ func TestLeaderKilledMidBuildTheNewLeaderFinishesItOnce(t *testing.T) {
 		return err == nil && h != "" && expires.After(time.Now())
 	}, time.Minute, 100*time.Millisecond)
 	leader, follower := a, b
-	if strings.Contains(holder, fmt.Sprintf("-%d-", b.cmd.Process.Pid)) {
+	if strings.Contains(holder, fmt.Sprintf("-%d-", b.Cmd.Process.Pid)) {
 		leader, follower = b, a
 	}
 
@@ -145,7 +145,7 @@ func TestLeaderKilledMidBuildTheNewLeaderFinishesItOnce(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return follower.deploymentStatus(t, "built-e2e") == "building" },
 		30*time.Second, 50*time.Millisecond, "the deployment shows building")
-	require.NoError(t, leader.cmd.Process.Signal(syscall.SIGKILL))
+	require.NoError(t, leader.Cmd.Process.Signal(syscall.SIGKILL))
 	close(links.release)
 
 	client := testenv.Clientset(t)

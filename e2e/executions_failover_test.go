@@ -69,10 +69,10 @@ func TestEveryExecutionEndsWithItsTrueStatusAfterTheLeaderIsKilled(t *testing.T)
 
 	holder, epoch := leaseHolder(t, db)
 	leader, follower := a, b
-	if strings.Contains(holder, fmt.Sprintf("-%d-", b.cmd.Process.Pid)) {
+	if strings.Contains(holder, fmt.Sprintf("-%d-", b.Cmd.Process.Pid)) {
 		leader, follower = b, a
 	}
-	require.Contains(t, holder, fmt.Sprintf("-%d-", leader.cmd.Process.Pid), "the lease names one of the two replicas")
+	require.Contains(t, holder, fmt.Sprintf("-%d-", leader.Cmd.Process.Pid), "the lease names one of the two replicas")
 
 	// 50 jobs, each deployed (through either replica) and started once.
 	names := make([]string, n)
@@ -111,9 +111,9 @@ func TestEveryExecutionEndsWithItsTrueStatusAfterTheLeaderIsKilled(t *testing.T)
 	}, 5*time.Minute, 200*time.Millisecond, "every execution recorded as running")
 
 	// Nobody leads from here on: the leader is dead and the follower frozen.
-	require.NoError(t, leader.cmd.Process.Signal(syscall.SIGKILL))
-	require.NoError(t, follower.cmd.Process.Signal(syscall.SIGSTOP))
-	t.Cleanup(func() { _ = follower.cmd.Process.Signal(syscall.SIGCONT) }) // before its SIGTERM
+	require.NoError(t, leader.Cmd.Process.Signal(syscall.SIGKILL))
+	require.NoError(t, follower.Cmd.Process.Signal(syscall.SIGSTOP))
+	t.Cleanup(func() { _ = follower.Cmd.Process.Signal(syscall.SIGCONT) }) // before its SIGTERM
 
 	// The kubelet moves every pod to its outcome; a failed pod is retried by the Job
 	// controller (backoffLimit 3), and every retry fails the same way, until Kubernetes
@@ -154,10 +154,10 @@ func TestEveryExecutionEndsWithItsTrueStatusAfterTheLeaderIsKilled(t *testing.T)
 	}, 10*time.Minute, 500*time.Millisecond, "every Job finished or gone")
 
 	// The survivor wakes up, takes the lease and reconciles.
-	require.NoError(t, follower.cmd.Process.Signal(syscall.SIGCONT))
+	require.NoError(t, follower.Cmd.Process.Signal(syscall.SIGCONT))
 	require.Eventually(t, func() bool {
 		h, e, expires, err := db.LeaseHolder(t.Context(), store.SyncLeaseName)
-		return err == nil && strings.Contains(h, fmt.Sprintf("-%d-", follower.cmd.Process.Pid)) && e > epoch && expires.After(time.Now())
+		return err == nil && strings.Contains(h, fmt.Sprintf("-%d-", follower.Cmd.Process.Pid)) && e > epoch && expires.After(time.Now())
 	}, 2*time.Minute, 100*time.Millisecond, "the follower leads")
 
 	final := func(s string) bool { return s != "submitted" && s != "running" }

@@ -2,16 +2,11 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,88 +15,31 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/datajobs/datajobs/internal/devenv"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m, testenv.WithKubernetes()) }
 
-// binary builds the datajobs command once per test binary.
-var binary = sync.OnceValues(func() (string, error) {
-	root, err := devenv.RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	dir, err := os.MkdirTemp("", "datajobs-e2e-")
-	if err != nil {
-		return "", err
-	}
-	out := filepath.Join(dir, "datajobs")
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/datajobs")
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %w: %s", err, b)
-	}
-	return out, nil
-})
-
 // replica is one `datajobs serve` process.
 type replica struct {
-	cmd   *exec.Cmd
+	*testenv.Process
 	base  string // the API
 	admin string // /metrics and /data-jobs/debug/*
-	logs  *logBuffer
-}
-
-// logBuffer is a replica's output; the test may read it while the process writes it.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func startReplica(t *testing.T, dbURL, kubeconfig, namespace string, args ...string) *replica {
 	t.Helper()
-	bin, err := binary()
+	bin, err := testenv.Binary()
 	require.NoError(t, err)
-	addr, adminAddr := freeAddr(t), freeAddr(t)
-	r := &replica{base: "http://" + addr, admin: "http://" + adminAddr, logs: &logBuffer{}}
+	addr, adminAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	serve := []string{
 		"serve", "--listen", addr, "--admin-listen", adminAddr, "--auth-mode", "none",
 		"--namespace", namespace, "--log-format", "text",
 	}
-	r.cmd = exec.Command(bin, append(serve, args...)...)
-	r.cmd.Env = append(os.Environ(), "DATAJOBS_DATABASE_URL="+dbURL, "DATAJOBS_KUBECONFIG="+kubeconfig)
-	r.cmd.Stdout, r.cmd.Stderr = r.logs, r.logs
-	require.NoError(t, r.cmd.Start())
-	t.Cleanup(func() {
-		_ = r.cmd.Process.Signal(syscall.SIGTERM)
-		_ = r.cmd.Wait()
-		if t.Failed() {
-			t.Logf("replica %d logs:\n%s", r.cmd.Process.Pid, r.logs)
-		}
-	})
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(r.base + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, time.Minute, 100*time.Millisecond, "replica ready")
-	return r
+	env := append(os.Environ(), "DATAJOBS_DATABASE_URL="+dbURL, "DATAJOBS_KUBECONFIG="+kubeconfig)
+	p := testenv.Start(t, bin, append(serve, args...), env, "http://"+addr+"/readyz")
+	return &replica{Process: p, base: "http://" + addr, admin: "http://" + adminAddr}
 }
 
 func (r *replica) do(t *testing.T, method, path, body string) int {
@@ -141,8 +79,8 @@ func TestTwoReplicasOneLeaderAndFailoverAfterSIGKILL(t *testing.T) {
 		return err == nil && h != "" && expires.After(time.Now())
 	}, time.Minute, 100*time.Millisecond)
 	leader, follower := a, b
-	if !strings.Contains(holder, fmt.Sprintf("-%d-", b.cmd.Process.Pid)) {
-		require.Contains(t, holder, fmt.Sprintf("-%d-", a.cmd.Process.Pid), "the lease names one of the two replicas")
+	if !strings.Contains(holder, fmt.Sprintf("-%d-", b.Cmd.Process.Pid)) {
+		require.Contains(t, holder, fmt.Sprintf("-%d-", a.Cmd.Process.Pid), "the lease names one of the two replicas")
 	} else {
 		leader, follower = b, a
 	}
@@ -158,7 +96,7 @@ func TestTwoReplicasOneLeaderAndFailoverAfterSIGKILL(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return cronJobExists("before-failover") }, time.Minute, 50*time.Millisecond)
 
-	require.NoError(t, leader.cmd.Process.Signal(syscall.SIGKILL))
+	require.NoError(t, leader.Cmd.Process.Signal(syscall.SIGKILL))
 	names := make([]string, 10)
 	for i := range names {
 		names[i] = fmt.Sprintf("after-failover-%d", i)
@@ -176,16 +114,6 @@ func TestTwoReplicasOneLeaderAndFailoverAfterSIGKILL(t *testing.T) {
 	h, e, _, err := db.LeaseHolder(t.Context(), store.SyncLeaseName)
 	require.NoError(t, err)
 	require.NotEqual(t, holder, h)
-	require.Contains(t, h, fmt.Sprintf("-%d-", follower.cmd.Process.Pid))
+	require.Contains(t, h, fmt.Sprintf("-%d-", follower.Cmd.Process.Pid))
 	require.Greater(t, e, epoch)
-}
-
-// freeAddr is a loopback address with a port that was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
 }

@@ -42,7 +42,7 @@ func (r *replica) metric(series string) (v float64, ok bool) {
 
 // holds reports whether the sync lease row names r as its holder.
 func (r *replica) holds(holder string) bool {
-	return strings.Contains(holder, fmt.Sprintf("-%d-", r.cmd.Process.Pid))
+	return strings.Contains(holder, fmt.Sprintf("-%d-", r.Cmd.Process.Pid))
 }
 
 // A leader paused (SIGSTOP) past its lease, resumed while its successor holds the lease,
@@ -97,8 +97,8 @@ func TestPausedLeaderResumedAfterTakeoverWritesNothingToKubernetes(t *testing.T)
 	}, 2*time.Minute, 100*time.Millisecond, "the leader creates the CronJob, enabled")
 
 	// Pause the leader; the successor takes over once the lease expires and syncs.
-	require.NoError(t, old.cmd.Process.Signal(syscall.SIGSTOP))
-	t.Cleanup(func() { _ = old.cmd.Process.Signal(syscall.SIGCONT) }) // so that SIGTERM ends it
+	require.NoError(t, old.Cmd.Process.Signal(syscall.SIGSTOP))
+	t.Cleanup(func() { _ = old.Cmd.Process.Signal(syscall.SIGCONT) }) // so that SIGTERM ends it
 	var nextEpoch int64
 	require.Eventually(t, func() bool {
 		h, e, x := lease()
@@ -113,8 +113,8 @@ func TestPausedLeaderResumedAfterTakeoverWritesNothingToKubernetes(t *testing.T)
 
 	// Pause the successor too (its lease stays valid), and disable the deployment: nobody
 	// may apply that now, and the old leader is the only process that could.
-	require.NoError(t, next.cmd.Process.Signal(syscall.SIGSTOP))
-	t.Cleanup(func() { _ = next.cmd.Process.Signal(syscall.SIGCONT) })
+	require.NoError(t, next.Cmd.Process.Signal(syscall.SIGSTOP))
+	t.Cleanup(func() { _ = next.Cmd.Process.Signal(syscall.SIGCONT) })
 	require.Equal(t, http.StatusAccepted, api.do(t, http.MethodPatch,
 		"/data-jobs/for-team/team-a/jobs/fenced/deployments/production", `{"enabled":false}`))
 	before := cronJob()
@@ -123,7 +123,7 @@ func TestPausedLeaderResumedAfterTakeoverWritesNothingToKubernetes(t *testing.T)
 
 	// Resume the old leader and wait until its term has ended (the gauge drops to 0 only
 	// after the term's work, every worker, has returned), or until it has written.
-	require.NoError(t, old.cmd.Process.Signal(syscall.SIGCONT))
+	require.NoError(t, old.Cmd.Process.Signal(syscall.SIGCONT))
 	var after *batchv1.CronJob
 	require.Eventually(t, func() bool {
 		after = cronJob()
@@ -143,7 +143,7 @@ func TestPausedLeaderResumedAfterTakeoverWritesNothingToKubernetes(t *testing.T)
 	require.Equal(t, nextEpoch, e)
 	require.Equal(t, before.ResourceVersion, after.ResourceVersion, "the deposed leader wrote to the CronJob")
 	require.False(t, *after.Spec.Suspend, "the deposed leader applied the change")
-	logs := old.logs.String()
+	logs := old.Logs()
 	require.Regexp(t, fmt.Sprintf(`msg=leader_stopped.* epoch=%d `, oldEpoch), logs, "the old term ended")
 	// Not asserted: usually the renewer's expired deadline cancels the term before a worker
 	// reaches the write, and then no fenced write is attempted at all.
@@ -152,7 +152,7 @@ func TestPausedLeaderResumedAfterTakeoverWritesNothingToKubernetes(t *testing.T)
 	}
 
 	// The rightful leader, resumed, applies the change.
-	require.NoError(t, next.cmd.Process.Signal(syscall.SIGCONT))
+	require.NoError(t, next.Cmd.Process.Signal(syscall.SIGCONT))
 	require.Eventually(t, func() bool {
 		cj := cronJob()
 		return cj.Spec.Suspend != nil && *cj.Spec.Suspend

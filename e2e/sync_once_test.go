@@ -20,7 +20,7 @@ import (
 // syncOnce runs `datajobs sync --once` with args and returns its output and exit error.
 func syncOnce(t *testing.T, dbURL, kubeconfig, ns string, args ...string) (string, error) {
 	t.Helper()
-	bin, err := binary()
+	bin, err := testenv.Binary()
 	require.NoError(t, err)
 	cmd := exec.Command(bin, append([]string{"sync", "--once", "--namespace", ns, "--log-level", "warn"}, args...)...)
 	cmd.Env = append(os.Environ(), "DATAJOBS_DATABASE_URL="+dbURL, "DATAJOBS_KUBECONFIG="+kubeconfig)

@@ -175,7 +175,7 @@ func TestEveryVerbOfTheChartRoleIsNeeded(t *testing.T) {
 	forbidden := func(t *testing.T, s *service, verb, resource string) {
 		t.Helper()
 		re := regexp.MustCompile(`cannot ` + verb + ` resource \\?"` + regexp.QuoteMeta(resource) + `\\?"`)
-		require.Eventually(t, func() bool { return re.MatchString(s.logs.String()) }, patience, tick,
+		require.Eventually(t, func() bool { return re.MatchString(s.Logs()) }, patience, tick,
 			"the service reports that it may not %s %s", verb, resource)
 	}
 	deployed := func(t *testing.T, s *service, admin kubernetes.Interface, ns string) {

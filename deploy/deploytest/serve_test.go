@@ -1,20 +1,17 @@
 package deploytest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -142,9 +139,8 @@ config: {prune-max-fraction: 1, max-cpu: "200"}
 
 // service is one `datajobs serve` process configured like the chart's pod.
 type service struct {
-	cmd  *exec.Cmd
+	*testenv.Process
 	base string
-	logs *logBuffer
 }
 
 // serve runs `datajobs serve` (the image's entrypoint) with the environment of the
@@ -181,26 +177,8 @@ func (in *install) serve(t *testing.T, extraEnv ...string) *service {
 	}
 	env = append(env, "DATAJOBS_KUBECONFIG="+in.kubeconfig)
 	env = append(env, extraEnv...)
-	s := &service{base: "http://127.0.0.1:" + strconv.Itoa(in.apiPort), logs: &logBuffer{}}
-	s.cmd = exec.Command(bin, "serve")
-	s.cmd.Env = env
-	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
-	require.NoError(t, s.cmd.Start())
-	t.Cleanup(func() {
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
-		_ = s.cmd.Wait()
-		if t.Failed() {
-			t.Logf("datajobs serve logs:\n%s", s.logs)
-		}
-	})
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(s.base + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, time.Minute, 100*time.Millisecond, "datajobs serve ready")
+	base := "http://127.0.0.1:" + strconv.Itoa(in.apiPort)
+	s := &service{Process: testenv.Start(t, bin, []string{"serve"}, env, base+"/readyz"), base: base}
 	admin, err := http.Get("http://127.0.0.1:" + strconv.Itoa(in.adminPort) + "/metrics")
 	require.NoError(t, err, "the admin listener is on the pod IP")
 	admin.Body.Close()
@@ -263,24 +241,6 @@ func (s *service) startExecution(t *testing.T, name string) string {
 	m := regexp.MustCompile(`"id"\s*:\s*"([^"]+)"`).FindStringSubmatch(body)
 	require.NotNil(t, m, body)
 	return m[1]
-}
-
-// logBuffer is the output of a process; the test reads it while the process writes.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func freePort(t *testing.T) int {

@@ -206,7 +206,7 @@ func (h *Handler) exec1(ctx context.Context, req request) *graphql.Response {
 	if errs != nil {
 		return &graphql.Response{Errors: errs}
 	}
-	responses, ctx := h.exec.DispatchOperation(withLoaders(ctx), op)
+	responses, ctx := h.exec.DispatchOperation(ctx, op)
 	resp := responses(ctx)
 	// VDK's REST wrapper answers the value of the only root field (data.jobs becomes
 	// data). A document with several root fields, or an introspection query, keeps its

@@ -260,14 +260,14 @@ func (e *env) sync(name string) {
 	e.t.Helper()
 	fence, st := e.leader(name)
 	d := st.Desired
-	wrote, err := e.store.RecordApplied(e.t.Context(), fence, job.ActualDeployment{
+	wrote, err := e.store.RecordAppliedAll(e.t.Context(), fence, []job.ActualDeployment{{
 		JobName: name, JobUID: st.Job.UID, Generation: st.Job.Generation, Team: st.Job.Team,
 		DeploymentVersionSHA: "sha", JobVersion: d.JobVersion, VDKVersion: d.VDKVersion, PythonVersion: d.PythonVersion,
 		Schedule: d.Schedule, Resources: job.Resources{CPURequestMillis: 1000, CPULimitMillis: 2000, MemoryRequestBytes: 500 << 20, MemoryLimitBytes: 1000 << 20},
 		Enabled: d.Enabled, DeployedBy: d.DeployedBy, DeployedDate: d.DeployedDate,
-	})
+	}})
 	require.NoError(e.t, err)
-	require.True(e.t, wrote)
+	require.Equal(e.t, []bool{true}, wrote)
 }
 
 // fail records, as the synchronizer does, that applying the job's deployment failed.

@@ -43,7 +43,6 @@ func (q *resolver) Jobs(ctx context.Context, pageNumber, pageSize *int32, preds 
 		filter.SearchFields = searchFields(sel, q.h.cfg.SourceURLTemplate != "")
 	}
 	l := q.h.newLoader(q.store)
-	l.register(ctx)
 	l.configNextRun = sel["content.config.schedule.nextRunEpochSeconds"]
 	l.deploymentNextRun = sel["content.deployments.schedule.nextRunEpochSeconds"]
 	page, err := q.store.ListJobs(ctx, job.ListRequest{
@@ -250,47 +249,11 @@ type executionsArgs struct {
 // deploymentResolver resolves the fields of a deployment that read executions, once per page.
 type deploymentResolver struct{}
 
-// loaders are the loaders of one request's jobs pages, by the alias of their root field
-// (a document may list jobs twice, with other arguments).
-type loaders struct {
-	mu     sync.Mutex
-	byRoot map[string]*loader
-}
-
-type loadersKey struct{}
-
-// withLoaders returns a context for one request, where jobs pages register their loaders.
-func withLoaders(ctx context.Context) context.Context {
-	return context.WithValue(ctx, loadersKey{}, &loaders{byRoot: map[string]*loader{}})
-}
-
-// rootAlias is the alias of the root field the field of ctx is under.
-func rootAlias(ctx context.Context) string {
-	fc := graphql.GetFieldContext(ctx)
-	for fc.Parent != nil && fc.Object != "Query" {
-		fc = fc.Parent
-	}
-	return fc.Field.Alias
-}
-
-// register makes l the loader of the jobs page of ctx's root field.
-func (l *loader) register(ctx context.Context) {
-	ls := ctx.Value(loadersKey{}).(*loaders)
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	ls.byRoot[rootAlias(ctx)] = l
-}
-
-// pageOf is the loader of the jobs page a deployment's field is under.
-func pageOf(ctx context.Context) *loader {
-	ls := ctx.Value(loadersKey{}).(*loaders)
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	return ls.byRoot[rootAlias(ctx)]
-}
+// pageOf is the loader of the jobs page deployment d is on (toDataJob sets it).
+func pageOf(d *gql.DataJobDeployment) *loader { return d.Page.(*loader) }
 
 func (deploymentResolver) Executions(ctx context.Context, d *gql.DataJobDeployment, pageNumber, pageSize *int32, filter *gql.DataJobExecutionFilter, order *gql.DataJobExecutionOrder) ([]*gql.DataJobExecution, error) {
-	r := pageOf(ctx)
+	r := pageOf(d)
 	rows, err := r.executionsOf(ctx, d.ID, executionsArgs{pageNumber, pageSize, filter, order})
 	if err != nil {
 		return nil, err
@@ -299,12 +262,12 @@ func (deploymentResolver) Executions(ctx context.Context, d *gql.DataJobDeployme
 }
 
 func (deploymentResolver) SuccessfulExecutions(ctx context.Context, d *gql.DataJobDeployment) (int32, error) {
-	c, err := pageOf(ctx).executionCount(ctx, d.ID)
+	c, err := pageOf(d).executionCount(ctx, d.ID)
 	return int32(c.Succeeded), err
 }
 
 func (deploymentResolver) FailedExecutions(ctx context.Context, d *gql.DataJobDeployment) (int32, error) {
-	c, err := pageOf(ctx).executionCount(ctx, d.ID)
+	c, err := pageOf(d).executionCount(ctx, d.ID)
 	return int32(c.Failed), err
 }
 

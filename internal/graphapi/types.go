@@ -23,22 +23,6 @@ func totals(total, size int) (items, pages int32) {
 	return int32(total), int32((total + size - 1) / size)
 }
 
-func toContacts(c job.Contacts) gql.DataJobContacts {
-	return gql.DataJobContacts{
-		NotifiedOnJobFailureUserError:     nonNil(c.NotifiedOnJobFailureUserError),
-		NotifiedOnJobFailurePlatformError: nonNil(c.NotifiedOnJobFailurePlatformError),
-		NotifiedOnJobSuccess:              nonNil(c.NotifiedOnJobSuccess),
-		NotifiedOnJobDeploy:               nonNil(c.NotifiedOnJobDeploy),
-	}
-}
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
-}
-
 // noDeployments is the deployments of a job without one; the executor only reads it.
 var noDeployments = []*gql.DataJobDeployment{}
 
@@ -52,7 +36,7 @@ func (l *loader) toDataJob(out *gql.DataJob, row *job.Listed) {
 		Config: gql.DataJobConfig{
 			Team: j.Team, Description: j.Description,
 			Schedule:                       l.schedule(j.Schedule, l.configNextRun),
-			Contacts:                       toContacts(j.Contacts),
+			Contacts:                       j.Contacts,
 			GenerateKeytab:                 j.GenerateKeytab,
 			EnableExecutionNotifications:   j.EnableExecutionNotifications,
 			NotificationDelayPeriodMinutes: int32(j.NotificationDelayPeriodMinutes),
@@ -66,7 +50,7 @@ func (l *loader) toDataJob(out *gql.DataJob, row *job.Listed) {
 		return
 	}
 	var d job.Deployment
-	dep := &gql.DataJobDeployment{ID: j.Name, Mode: "release", Contacts: out.Config.Contacts, DesiredGeneration: int32(j.Generation)}
+	dep := &gql.DataJobDeployment{ID: j.Name, Mode: "release", Contacts: j.Contacts, DesiredGeneration: int32(j.Generation), Page: l}
 	if row.Actual != nil {
 		dep.AppliedGeneration = int32(row.Actual.Generation)
 	}

@@ -92,7 +92,9 @@ func TestADownloadOfManyChunksIsTheArchive(t *testing.T) {
 
 func TestADownloadThatTheClientDoesNotReadEndsAtItsDeadline(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withAPI(httpapi.Config{TransferTimeout: 100 * time.Millisecond}))
+	// Long enough for the response to start on a loaded machine (the deadline covers the
+	// database read before the headers too), far shorter than the test's patience.
+	e := newEnv(t, withAPI(httpapi.Config{TransferTimeout: 2 * time.Second}))
 	path := e.createJob("team-a", "my-job")
 	// More than the socket buffers hold, stored directly: the upload has the same deadline.
 	e.sql(`INSERT INTO data_job_source (job_name, version_sha, archive, size_bytes) VALUES ('my-job', 'v1', $1, $2)`,

@@ -15,7 +15,6 @@ import (
 	"github.com/datajobs/datajobs/internal/importer"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
-	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/testenv"
 )
 
@@ -268,9 +267,9 @@ type failingStore struct {
 	fail string
 }
 
-func (f failingStore) ImportDeployment(ctx context.Context, in store.ImportedDeployment, opts store.ImportOptions) (store.ImportResult, error) {
+func (f failingStore) ImportDeployment(ctx context.Context, in job.ImportedDeployment, opts job.ImportOptions) (job.ImportResult, error) {
 	if in.Job.Name == f.fail {
-		return store.ImportResult{}, errors.New("import job " + f.fail + ": connection reset")
+		return job.ImportResult{}, errors.New("import job " + f.fail + ": connection reset")
 	}
 	return f.Store.ImportDeployment(ctx, in, opts)
 }

@@ -22,12 +22,11 @@ import (
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
-	"github.com/datajobs/datajobs/internal/store"
 )
 
 // Store is what the importer writes to.
 type Store interface {
-	ImportDeployment(ctx context.Context, in store.ImportedDeployment, opts store.ImportOptions) (store.ImportResult, error)
+	ImportDeployment(ctx context.Context, in job.ImportedDeployment, opts job.ImportOptions) (job.ImportResult, error)
 }
 
 // Config configures an import.
@@ -209,7 +208,7 @@ func (im *Importer) importOne(ctx context.Context, cj *batchv1.CronJob) Outcome 
 	}
 	o.Team = c.job.Team
 	render := im.cfg.Render
-	res, err := im.db.ImportDeployment(ctx, store.ImportedDeployment{
+	res, err := im.db.ImportDeployment(ctx, job.ImportedDeployment{
 		Job:        c.job,
 		Deployment: c.deployment,
 		Actual: func(j job.Job) job.ActualDeployment {
@@ -223,7 +222,7 @@ func (im *Importer) importOne(ctx context.Context, cj *batchv1.CronJob) Outcome 
 				DeployedBy: d.DeployedBy, DeployedDate: d.DeployedDate,
 			}
 		},
-	}, store.ImportOptions{Overwrite: im.cfg.Overwrite, DryRun: im.cfg.DryRun})
+	}, job.ImportOptions{Overwrite: im.cfg.Overwrite, DryRun: im.cfg.DryRun})
 	if err != nil {
 		o.Result, o.Reason = ResultFailed, err.Error()
 		return o
@@ -231,12 +230,12 @@ func (im *Importer) importOne(ctx context.Context, cj *batchv1.CronJob) Outcome 
 	o.JobUID = res.Job.UID
 	notes := c.notes
 	switch res.Outcome {
-	case store.ImportCreated:
+	case job.ImportCreated:
 		o.Result = ResultImported
-	case store.ImportReplaced:
+	case job.ImportReplaced:
 		o.Result = ResultImported
 		notes = append([]string{res.Reason}, notes...)
-	case store.ImportExists:
+	case job.ImportExists:
 		o.Result, notes = ResultExists, []string{res.Reason}
 	default:
 		o.Result, notes = ResultConflict, []string{res.Reason + " (--overwrite replaces it)"}

@@ -1,6 +1,13 @@
 // Package job holds the domain of datajobs: data jobs, their deployments and the rules
 // that every input must pass before it is stored. It knows nothing about HTTP, SQL or
 // Kubernetes clients; the layers above translate to and from these types.
+//
+// The store reads and writes these types for the layers above it (the API, GraphQL, the
+// web console and the synchronizer): no package above the store names a store type. Each
+// of them declares the store methods it calls as an interface (service.Store,
+// graphapi.Reader, the synchronizer's Store). By topic: jobstate.go (a job with its
+// deployments, the updates of the API's writes), execution_reads.go and
+// execution_tracking.go, sources.go, syncstate.go.
 package job
 
 import (

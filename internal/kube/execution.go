@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -143,12 +144,12 @@ func ObserveExecution(j *batchv1.Job, pods []*corev1.Pod, now time.Time, pullGra
 		o.Start = &j.Status.StartTime.Time
 	}
 	complete, failed := jobFinished(j)
-	if complete != nil || failed != nil {
-		c := complete
-		if c == nil {
-			c = failed
+	podEnd, podDone := podFinishedTheJob(j, o.Pod)
+	if complete != nil || failed != nil || podDone {
+		end := podEnd
+		if c := cmp.Or(complete, failed); c != nil {
+			end = c.LastTransitionTime.Time
 		}
-		end := c.LastTransitionTime.Time
 		if end.IsZero() {
 			end = now
 		}
@@ -157,7 +158,7 @@ func ObserveExecution(j *batchv1.Job, pods []*corev1.Pod, now time.Time, pullGra
 			o.Status, o.Message = status, msg
 			return o
 		}
-		if complete != nil {
+		if complete != nil || failed == nil {
 			o.Status = job.ExecSucceeded
 			return o
 		}
@@ -165,19 +166,6 @@ func ObserveExecution(j *batchv1.Job, pods []*corev1.Pod, now time.Time, pullGra
 		return o
 	}
 	if o.Pod == nil {
-		return o
-	}
-	if t, ok := podFinishedTheJob(j, o.Pod); ok {
-		end := t.FinishedAt.Time
-		if end.IsZero() {
-			end = now
-		}
-		o.End = &end
-		if status, msg, ok := terminationStatus(o.Pod); ok {
-			o.Status, o.Message = status, msg
-			return o
-		}
-		o.Status = job.ExecSucceeded
 		return o
 	}
 	if w := mainWaiting(o.Pod); w != nil && slices.Contains(imagePullReasons, w.Reason) {
@@ -197,21 +185,21 @@ func ObserveExecution(j *batchv1.Job, pods []*corev1.Pod, now time.Time, pullGra
 	return o
 }
 
-// podFinishedTheJob reports a pod whose success is already the Job's: the Job needs one
-// completion and the pod's container exited 0. The Job controller will mark the Job
-// Complete, but under load only seconds later; the outcome is known now.
-func podFinishedTheJob(j *batchv1.Job, p *corev1.Pod) (*corev1.ContainerStateTerminated, bool) {
+// podFinishedTheJob reports a pod whose success is already the Job's, and when it ended:
+// the Job needs one completion and the pod's container exited 0. The Job controller will
+// mark the Job Complete, but under load only seconds later; the outcome is known now.
+func podFinishedTheJob(j *batchv1.Job, p *corev1.Pod) (time.Time, bool) {
 	if c := j.Spec.Completions; c != nil && *c != 1 {
-		return nil, false
+		return time.Time{}, false
 	}
-	if j.Spec.SuccessPolicy != nil || p.Status.Phase != corev1.PodSucceeded {
-		return nil, false
+	if p == nil || j.Spec.SuccessPolicy != nil || p.Status.Phase != corev1.PodSucceeded {
+		return time.Time{}, false
 	}
 	t := mainTerminated(p)
 	if t == nil || t.ExitCode != 0 {
-		return nil, false
+		return time.Time{}, false
 	}
-	return t, true
+	return t.FinishedAt.Time, true
 }
 
 // jobFinished returns the Job's true Complete (or SuccessCriteriaMet) and Failed (or

@@ -178,7 +178,9 @@ func post(t *testing.T, url, body string) int {
 func TestDryRunServesThePlanAndWritesNothing(t *testing.T) {
 	t.Parallel()
 	ns := testenv.Namespace(t)
-	base, _, admin := serve(t, server.Config{DatabaseURL: testenv.DatabaseURL(t), SyncMode: server.SyncDryRun, Namespace: ns})
+	// Frequent full passes: the planned-jobs gauge is the last full pass's, and the first
+	// pass may run before the deployment below exists.
+	base, _, admin := serve(t, server.Config{DatabaseURL: testenv.DatabaseURL(t), SyncMode: server.SyncDryRun, Namespace: ns, ResyncInterval: 200 * time.Millisecond})
 	require.Eventually(t, func() bool { code, _ := get(t, base+"/readyz"); return code == http.StatusOK }, 30*time.Second, 50*time.Millisecond)
 	require.Equal(t, http.StatusCreated, post(t, base+"/data-jobs/for-team/team-a/jobs",
 		`{"job_name":"planned-job","team":"team-a","description":"d","config":{"schedule":{"schedule_cron":"0 * * * *"}}}`))
@@ -201,13 +203,15 @@ func TestDryRunServesThePlanAndWritesNothing(t *testing.T) {
 	require.Equal(t, "dry-run", plan.Mode)
 	require.Equal(t, map[string]int{"create": 1}, plan.Summary)
 	require.Equal(t, "planned-job", plan.Jobs[0].Job)
-	_, body := get(t, admin+"/metrics")
-	require.Contains(t, body, `datajobs_sync_planned_jobs{action="create"} 1`)
+	require.Eventually(t, func() bool {
+		_, body := get(t, admin+"/metrics")
+		return strings.Contains(body, `datajobs_sync_planned_jobs{action="create"} 1`)
+	}, 30*time.Second, 50*time.Millisecond, "a full pass counts the planned create")
 
 	list, err := testenv.Clientset(t).BatchV1().CronJobs(ns).List(t.Context(), metav1.ListOptions{})
 	require.NoError(t, err)
 	require.Empty(t, list.Items, "a dry run creates nothing")
-	_, body = get(t, base+"/data-jobs/for-team/team-a/jobs/planned-job/deployments/release")
+	_, body := get(t, base+"/data-jobs/for-team/team-a/jobs/planned-job/deployments/release")
 	require.Contains(t, body, `"status":"pending"`, "nor records anything")
 }
 

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -17,28 +16,25 @@ LEFT JOIN desired_data_job_deployment d ON d.data_job_name = j.name
 LEFT JOIN actual_data_job_deployment a ON a.data_job_name = j.name AND a.job_uid = j.uid
 WHERE j.name = $1`
 
-// scanState reads one row of stateQuery; the caller checks the team.
-func scanState(row pgx.Row) (job.JobState, error) {
+// readState reads the job name of team with its deployments (stateQuery) on db, the pool
+// or a transaction.
+func readState(ctx context.Context, db interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, team, name string,
+) (job.JobState, error) {
 	var st job.JobState
 	var r joined
-	dest := append(append(jobDest(&st.Job), r.desiredDest()...), r.actualDest()...)
-	if err := row.Scan(dest...); err != nil {
-		return job.JobState{}, err
+	err := db.QueryRow(ctx, stateQuery, name).Scan(append(append(jobDest(&st.Job), r.desiredDest()...), r.actualDest()...)...)
+	if err == nil && st.Job.Team != team {
+		err = pgx.ErrNoRows
 	}
 	st.Desired, st.Actual = r.deployment(st.Job), r.actual(st.Job)
-	return st, nil
+	return st, rowError(err, job.JobNotFound(team, name), "read deployment of "+name)
 }
 
 // GetDeploymentState reads the job name of team with its deployments, in one query.
 func (s *Store) GetDeploymentState(ctx context.Context, team, name string) (job.JobState, error) {
-	st, err := scanState(s.pool.QueryRow(ctx, stateQuery, name))
-	if errors.Is(err, pgx.ErrNoRows) || (err == nil && st.Job.Team != team) {
-		return job.JobState{}, job.JobNotFound(team, name)
-	}
-	if err != nil {
-		return job.JobState{}, translate(fmt.Errorf("get deployment of %s: %w", name, err))
-	}
-	return st, nil
+	return readState(ctx, s.pool, team, name)
 }
 
 // lockState is GetDeploymentState inside a transaction, with the job row locked. The lock
@@ -49,14 +45,7 @@ func lockState(ctx context.Context, tx Tx, team, name string) (job.JobState, err
 	if _, err := tx.Exec(ctx, `SELECT FROM data_job WHERE name = $1 FOR UPDATE`, name); err != nil {
 		return job.JobState{}, fmt.Errorf("lock job %s: %w", name, err)
 	}
-	st, err := scanState(tx.QueryRow(ctx, stateQuery, name))
-	if errors.Is(err, pgx.ErrNoRows) || (err == nil && st.Job.Team != team) {
-		return job.JobState{}, job.JobNotFound(team, name)
-	}
-	if err != nil {
-		return job.JobState{}, fmt.Errorf("lock deployment of %s: %w", name, err)
-	}
-	return st, nil
+	return readState(ctx, tx, team, name)
 }
 
 // ChangeDeployment writes a job's desired deployment in one transaction: it locks the job

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -46,10 +45,11 @@ func (s *Store) StartExecution(ctx context.Context, team, name string, build job
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ExecutionsChannel, id); err != nil {
-			return fmt.Errorf("notify execution %s: %w", id, err)
+		if err := notify(ctx, tx, ExecutionsChannel, id); err != nil {
+			return err
 		}
-		out, err = scanOneExecution(tx.QueryRow(ctx, `SELECT `+executionColumns+` FROM data_job_execution e WHERE e.id = $1`, id))
+		rows, _ := tx.Query(ctx, `SELECT `+executionColumns+` FROM data_job_execution e WHERE e.id = $1`, id)
+		out, err = pgx.CollectExactlyOneRow(rows, scanExecution)
 		return err
 	})
 	return out, err
@@ -85,24 +85,16 @@ ON CONFLICT (id) DO NOTHING`
 	return "", fmt.Errorf("insert execution of %s: no free id after %s", j.Name, n.ID)
 }
 
-func scanOneExecution(row pgx.Row) (job.Execution, error) {
-	var e job.Execution
-	if err := row.Scan(executionDest(&e)...); err != nil {
-		return job.Execution{}, fmt.Errorf("read execution: %w", err)
-	}
-	return e, nil
-}
+// jobExecution selects the execution $1 of the job $2 of team $3 (executionColumns).
+const jobExecution = `SELECT ` + executionColumns + ` FROM data_job_execution e JOIN data_job j ON j.name = e.job_name
+WHERE e.id = $1 AND e.job_name = $2 AND j.team = $3`
 
 // GetJobExecution reads the execution id of the job name of team; an execution of
 // another job or team is not found.
 func (s *Store) GetJobExecution(ctx context.Context, team, name, id string) (job.Execution, error) {
-	q := `SELECT ` + executionColumns + ` FROM data_job_execution e JOIN data_job j ON j.name = e.job_name
-WHERE e.id = $1 AND e.job_name = $2 AND j.team = $3`
-	e, err := scanOneExecution(s.pool.QueryRow(ctx, q, id, name, team))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return job.Execution{}, job.ExecutionNotFound(team, name, id)
-	}
-	return e, translate(err)
+	rows, _ := s.pool.Query(ctx, jobExecution, id, name, team)
+	e, err := pgx.CollectExactlyOneRow(rows, scanExecution)
+	return e, rowError(err, job.ExecutionNotFound(team, name, id), "read execution "+id)
 }
 
 // CancelExecution records a cancel of the execution id of the job name of team and
@@ -111,14 +103,10 @@ WHERE e.id = $1 AND e.job_name = $2 AND j.team = $3`
 func (s *Store) CancelExecution(ctx context.Context, team, name, id, by string) (job.Execution, error) {
 	var out job.Execution
 	err := s.InTx(ctx, func(tx Tx) error {
-		q := `SELECT ` + executionColumns + ` FROM data_job_execution e JOIN data_job j ON j.name = e.job_name
-WHERE e.id = $1 AND e.job_name = $2 AND j.team = $3 FOR UPDATE OF e`
-		e, err := scanOneExecution(tx.QueryRow(ctx, q, id, name, team))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return job.ExecutionNotFound(team, name, id)
-		}
+		rows, _ := tx.Query(ctx, jobExecution+` FOR UPDATE OF e`, id, name, team)
+		e, err := pgx.CollectExactlyOneRow(rows, scanExecution)
 		if err != nil {
-			return err
+			return rowError(err, job.ExecutionNotFound(team, name, id), "read execution "+id)
 		}
 		if st := job.ExecutionStatus(e.Status); st.Final() {
 			return job.ExecutionFinished(id, st)
@@ -127,11 +115,8 @@ WHERE e.id = $1 AND e.job_name = $2 AND j.team = $3 FOR UPDATE OF e`
 WHERE id = $1 AND cancel_requested_at IS NULL`, id, by); err != nil {
 			return writeError("cancel execution "+id, err)
 		}
-		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ExecutionsChannel, id); err != nil {
-			return fmt.Errorf("notify execution %s: %w", id, err)
-		}
 		out = e
-		return nil
+		return notify(ctx, tx, ExecutionsChannel, id)
 	})
 	return out, err
 }
@@ -139,24 +124,15 @@ WHERE id = $1 AND cancel_requested_at IS NULL`, id, by); err != nil {
 // ExecutionLog reads the execution id of the job name of team with its stored log (nil
 // while the execution has none stored).
 func (s *Store) ExecutionLog(ctx context.Context, team, name, id string) (job.Execution, *job.StoredLog, error) {
-	q := `SELECT ` + executionColumns + `, l.logs, l.truncated
-FROM data_job_execution e JOIN data_job j ON j.name = e.job_name
-LEFT JOIN data_job_execution_log l ON l.execution_id = e.id
-WHERE e.id = $1 AND e.job_name = $2 AND j.team = $3`
+	q := `SELECT x.*, l.logs, l.truncated FROM (` + jobExecution + `) x LEFT JOIN data_job_execution_log l ON l.execution_id = x.id`
 	var (
 		e         job.Execution
 		logs      *string
 		truncated *bool
 	)
 	err := s.pool.QueryRow(ctx, q, id, name, team).Scan(append(executionDest(&e), &logs, &truncated)...)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return job.Execution{}, nil, job.ExecutionNotFound(team, name, id)
-	}
-	if err != nil {
-		return job.Execution{}, nil, translate(fmt.Errorf("read log of execution %s: %w", id, err))
-	}
-	if logs == nil {
-		return e, nil, nil
+	if err != nil || logs == nil {
+		return e, nil, rowError(err, job.ExecutionNotFound(team, name, id), "read log of execution "+id)
 	}
 	return e, &job.StoredLog{Logs: *logs, Truncated: truncated != nil && *truncated}, nil
 }
@@ -166,7 +142,7 @@ WHERE e.id = $1 AND e.job_name = $2 AND j.team = $3`
 const trackedColumns = `id, job_name, COALESCE(job_uid::text, ''), type, status, op_id, started_by, args,
 	cancel_requested_at IS NOT NULL, start_time, job_created_at IS NOT NULL`
 
-func scanTracked(row pgx.Row) (job.TrackedExecution, error) {
+func scanTracked(row pgx.CollectableRow) (job.TrackedExecution, error) {
 	var e job.TrackedExecution
 	err := row.Scan(&e.ID, &e.JobName, &e.JobUID, &e.Type, &e.Status, &e.OpID, &e.StartedBy, &e.Args,
 		&e.CancelRequested, &e.StartTime, &e.JobCreated)
@@ -175,52 +151,27 @@ func scanTracked(row pgx.Row) (job.TrackedExecution, error) {
 
 // ActiveExecutions reads every execution that is submitted or running.
 func (s *Store) ActiveExecutions(ctx context.Context) ([]job.TrackedExecution, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+trackedColumns+` FROM data_job_execution WHERE status IN `+activeStatuses)
-	if err != nil {
-		return nil, translate(fmt.Errorf("read active executions: %w", err))
-	}
-	defer rows.Close()
-	var out []job.TrackedExecution
-	for rows.Next() {
-		e, err := scanTracked(rows)
-		if err != nil {
-			return nil, fmt.Errorf("read active executions: %w", err)
-		}
-		out = append(out, e)
-	}
-	return out, translate(rows.Err())
+	rows, _ := s.pool.Query(ctx, `SELECT `+trackedColumns+` FROM data_job_execution WHERE status IN `+activeStatuses)
+	out, err := pgx.CollectRows(rows, scanTracked)
+	return out, rowError(err, nil, "read active executions")
 }
 
 // LoadExecution reads one execution; ok is false when there is none of that id.
 func (s *Store) LoadExecution(ctx context.Context, id string) (job.TrackedExecution, bool, error) {
-	e, err := scanTracked(s.pool.QueryRow(ctx, `SELECT `+trackedColumns+` FROM data_job_execution WHERE id = $1`, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return job.TrackedExecution{}, false, nil
-	}
-	if err != nil {
-		return job.TrackedExecution{}, false, translate(fmt.Errorf("load execution %s: %w", id, err))
-	}
-	return e, true, nil
+	rows, _ := s.pool.Query(ctx, `SELECT `+trackedColumns+` FROM data_job_execution WHERE id = $1`, id)
+	e, err := pgx.CollectExactlyOneRow(rows, scanTracked)
+	return e, err == nil, rowError(err, nil, "load execution "+id)
 }
 
 // MarkExecutionJobCreated records that the Job of the submitted manual execution id was
 // created, while fence holds the lease. It writes once; it reports whether it wrote.
 func (s *Store) MarkExecutionJobCreated(ctx context.Context, fence job.Fence, id string) (bool, error) {
 	tag, err := s.pool.Exec(ctx, `UPDATE data_job_execution SET job_created_at = now()
-WHERE id = $1 AND status = 'submitted' AND job_created_at IS NULL AND `+LeaseHeldCondition("'"+SyncLeaseName+"'", "$2"), id, fence.Epoch)
+WHERE id = $1 AND status = 'submitted' AND job_created_at IS NULL AND `+syncLeaseHeld("$2"), id, fence.Epoch)
 	if err != nil {
 		return false, translate(fmt.Errorf("mark job of execution %s created: %w", id, err))
 	}
 	return tag.RowsAffected() == 1, nil
-}
-
-// RecordExecution writes one status of an execution (RecordExecutions of one).
-func (s *Store) RecordExecution(ctx context.Context, fence job.Fence, u job.ExecutionUpdate) (bool, error) {
-	wrote, err := s.RecordExecutions(ctx, fence, []job.ExecutionUpdate{u})
-	if err != nil {
-		return false, err
-	}
-	return wrote[0], nil
 }
 
 // RecordExecutions writes one status of each of several executions (distinct ids), in one
@@ -235,7 +186,7 @@ func (s *Store) RecordExecutions(ctx context.Context, fence job.Fence, us []job.
 	SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
 		$8::timestamptz[], $9::timestamptz[], $10::text[], $11::bool[], $12::text[], $13::bool[])
 		AS u(id, job_name, job_uid, type, status, message, op_id, start_time, end_time, started_by, final, logs, truncated)
-	WHERE ` + leaseHeld14 + `
+	WHERE ` + syncLeaseHeld("$14") + `
 ), j AS (
 	SELECT u.* FROM u JOIN data_job j ON j.name = u.job_name AND j.uid = u.job_uid
 ), up AS (
@@ -268,49 +219,36 @@ func (s *Store) RecordExecutions(ctx context.Context, fence job.Fence, us []job.
 		AND (d.last_execution_end_time IS NULL OR d.last_execution_end_time <= last.end_time)
 )
 SELECT id FROM up`
-	n := len(us)
-	var (
-		ids, jobs, uids, types, statuses, messages, ops, by = make([]string, n), make([]string, n), make([]string, n),
-			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		starts, ends   = make([]*time.Time, n), make([]*time.Time, n)
-		finals, truncs = make([]bool, n), make([]bool, n)
-		logs           = make([]*string, n)
-	)
-	for i, u := range us {
-		ids[i], jobs[i], uids[i], types[i], statuses[i], messages[i], ops[i], by[i] = u.ID, u.JobName, u.JobUID, u.Type, string(u.Status), u.Message, u.OpID, u.StartedBy
-		starts[i], ends[i], finals[i] = u.StartTime, u.EndTime, u.Status.Final()
+	args := columns(us, func(u job.ExecutionUpdate) []any {
+		var logs *string
 		if u.Log != nil {
-			logs[i], truncs[i] = &u.Log.Logs, u.Log.Truncated
+			logs = &u.Log.Logs
 		}
-	}
-	rows, err := s.pool.Query(ctx, q, ids, jobs, uids, types, statuses, messages, ops, starts, ends, by, finals, logs, truncs, fence.Epoch)
-	if err != nil {
-		return nil, translate(fmt.Errorf("record %d execution statuses: %w", n, err))
-	}
+		return []any{u.ID, u.JobName, u.JobUID, u.Type, string(u.Status), u.Message, u.OpID,
+			u.StartTime, u.EndTime, u.StartedBy, u.Status.Final(), logs, u.Log != nil && u.Log.Truncated}
+	})
+	rows, _ := s.pool.Query(ctx, q, append(args, fence.Epoch)...)
 	written, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, translate(fmt.Errorf("record %d execution statuses: %w", n, err))
+		return nil, translate(fmt.Errorf("record %d execution statuses: %w", len(us), err))
 	}
 	done := make(map[string]bool, len(written))
 	for _, id := range written {
 		done[id] = true
 	}
-	wrote = make([]bool, n)
-	for i, id := range ids {
-		wrote[i] = done[id]
+	wrote = make([]bool, len(us))
+	for i, u := range us {
+		wrote[i] = done[u.ID]
 	}
 	return wrote, nil
 }
-
-// leaseHeld14 is the lease condition of RecordExecutions, on the epoch in $14.
-var leaseHeld14 = LeaseHeldCondition("'"+SyncLeaseName+"'", "$14")
 
 // StoreExecutionLog keeps the end of the log of the final execution id, unless one is kept
 // already, while fence holds the lease. It reports whether it wrote.
 func (s *Store) StoreExecutionLog(ctx context.Context, fence job.Fence, id string, l job.StoredLog) (bool, error) {
 	tag, err := s.pool.Exec(ctx, `INSERT INTO data_job_execution_log (execution_id, logs, truncated)
 SELECT e.id, $2, $3 FROM data_job_execution e
-WHERE e.id = $1 AND e.status NOT IN `+activeStatuses+` AND `+LeaseHeldCondition("'"+SyncLeaseName+"'", "$4")+`
+WHERE e.id = $1 AND e.status NOT IN `+activeStatuses+` AND `+syncLeaseHeld("$4")+`
 ON CONFLICT (execution_id) DO NOTHING`, id, l.Logs, l.Truncated, fence.Epoch)
 	if err != nil {
 		return false, translate(fmt.Errorf("store log of execution %s: %w", id, err))
@@ -341,7 +279,7 @@ func (s *Store) DeleteExpiredExecutions(ctx context.Context, fence job.Fence, r 
 		FROM data_job_execution WHERE status NOT IN ` + activeStatuses + `
 	) x WHERE rn > $1 OR end_time < now() - $2::interval
 	LIMIT $3
-) AND ` + LeaseHeldCondition("'"+SyncLeaseName+"'", "$4")
+) AND ` + syncLeaseHeld("$4")
 	total := 0
 	for {
 		tag, err := s.pool.Exec(ctx, q, r.KeptPerJob, r.MaxAge, r.Batch, fence.Epoch)

@@ -61,9 +61,9 @@ func (d *execDB) record(u job.ExecutionUpdate, fence job.Fence) bool {
 	if u.JobName == "" {
 		u.JobName, u.JobUID, u.Type, u.OpID = "my-job", d.job.UID, job.ExecScheduled, u.ID
 	}
-	wrote, err := d.s.RecordExecution(d.t.Context(), fence, u)
+	wrote, err := d.s.RecordExecutions(d.t.Context(), fence, []job.ExecutionUpdate{u})
 	require.NoError(d.t, err)
-	return wrote
+	return wrote[0]
 }
 
 func TestRecordExecutionWritesEachTransitionOnceAndNeverChangesAFinalStatus(t *testing.T) {

@@ -26,20 +26,19 @@ func queueBuildStates(batch *pgx.Batch, states map[string]job.SyncState, args ..
 		q += ` WHERE d.data_job_name = $1`
 	}
 	batch.Queue(q, args...).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var (
-				name string
-				b    job.BuildState
-			)
-			if err := rows.Scan(&name, &b.SourceStored, &b.BaseImage, &b.Image); err != nil {
-				return err
-			}
+		var (
+			name string
+			b    job.BuildState
+		)
+		_, err := pgx.ForEachRow(rows, []any{&name, &b.SourceStored, &b.BaseImage, &b.Image}, func() error {
 			if st, ok := states[name]; ok && st.Desired != nil {
-				st.Build = &b
+				build := b
+				st.Build = &build
 				states[name] = st
 			}
-		}
-		return rows.Err()
+			return nil
+		})
+		return err
 	})
 }
 
@@ -50,7 +49,7 @@ func (s *Store) RecordBuild(ctx context.Context, fence job.Fence, b job.ImageBui
 	q := `INSERT INTO data_job_image (job_name, job_version, python_version, base_image, base_digest,
 	requirements_sha256, image, bytes_pushed)
 SELECT $1, $3, $4, $5, $6, $7, $8, $9
-WHERE EXISTS (SELECT 1 FROM data_job WHERE name = $1 AND uid = $2::uuid) AND ` + LeaseHeldCondition("'"+SyncLeaseName+"'", "$10") + `
+WHERE EXISTS (SELECT 1 FROM data_job WHERE name = $1 AND uid = $2::uuid) AND ` + syncLeaseHeld("$10") + `
 ON CONFLICT (job_name, job_version, python_version, base_image) DO UPDATE SET base_digest = EXCLUDED.base_digest,
 	requirements_sha256 = EXCLUDED.requirements_sha256, image = EXCLUDED.image,
 	bytes_pushed = EXCLUDED.bytes_pushed, built_at = now()`

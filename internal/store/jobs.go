@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -46,7 +47,7 @@ func (s *Store) CreateJob(ctx context.Context, j job.Job) (job.Job, error) {
 		}
 		var err error
 		out, err = insertJob(ctx, tx, j)
-		if isUniqueViolation(err) {
+		if sqlState(err) == "23505" { // unique violation
 			return job.JobExists(j.Name)
 		}
 		if err != nil {
@@ -91,7 +92,7 @@ RETURNING ` + jobColumns
 		return job.Job{}, err
 	}
 	if bump {
-		return out, notifyDesired(ctx, tx, j.Name)
+		return out, notify(ctx, tx, DesiredChannel, j.Name)
 	}
 	return out, nil
 }
@@ -112,13 +113,7 @@ func (s *Store) GetJob(ctx context.Context, team, name string) (job.Job, error) 
 	q := `SELECT ` + jobColumns + ` FROM data_job j WHERE j.name = $1 AND j.team = $2`
 	var j job.Job
 	err := s.pool.QueryRow(ctx, q, name, team).Scan(jobDest(&j)...)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return job.Job{}, job.JobNotFound(team, name)
-	}
-	if err != nil {
-		return job.Job{}, translate(fmt.Errorf("get job %s: %w", name, err))
-	}
-	return j, nil
+	return j, rowError(err, job.JobNotFound(team, name), "get job "+name)
 }
 
 // UpdateJob changes the job name of team under a row lock, so that concurrent updates
@@ -161,7 +156,7 @@ func (s *Store) DeleteJob(ctx context.Context, team, name string) error {
 		if tag.RowsAffected() == 0 {
 			return job.JobNotFound(team, name)
 		}
-		return notifyDesired(ctx, tx, name)
+		return notify(ctx, tx, DesiredChannel, name)
 	})
 }
 
@@ -172,13 +167,10 @@ func lockJob(ctx context.Context, tx Tx, team, name string) (job.Job, error) {
 	q := `SELECT ` + jobColumns + ` FROM data_job j WHERE j.name = $1 FOR UPDATE`
 	var j job.Job
 	err := tx.QueryRow(ctx, q, name).Scan(jobDest(&j)...)
-	if errors.Is(err, pgx.ErrNoRows) || (err == nil && j.Team != team) {
-		return job.Job{}, job.JobNotFound(team, name)
+	if err == nil && j.Team != team {
+		err = pgx.ErrNoRows
 	}
-	if err != nil {
-		return job.Job{}, fmt.Errorf("lock job %s: %w", name, err)
-	}
-	return j, nil
+	return j, rowError(err, job.JobNotFound(team, name), "lock job "+name)
 }
 
 // bumpGeneration marks a change of what the job's CronJob renders from, and notifies the
@@ -187,13 +179,13 @@ func bumpGeneration(ctx context.Context, tx Tx, name string) error {
 	if _, err := tx.Exec(ctx, `UPDATE data_job SET generation = generation + 1, updated_at = now() WHERE name = $1`, name); err != nil {
 		return fmt.Errorf("bump generation of %s: %w", name, err)
 	}
-	return notifyDesired(ctx, tx, name)
+	return notify(ctx, tx, DesiredChannel, name)
 }
 
-// notifyDesired queues a notification on DesiredChannel; PostgreSQL delivers it at commit.
-func notifyDesired(ctx context.Context, tx Tx, name string) error {
-	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, DesiredChannel, name); err != nil {
-		return fmt.Errorf("notify %s: %w", name, err)
+// notify queues a notification of payload on channel; PostgreSQL delivers it at commit.
+func notify(ctx context.Context, tx Tx, channel, payload string) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, channel, payload); err != nil {
+		return fmt.Errorf("notify %s on %s: %w", payload, channel, err)
 	}
 	return nil
 }
@@ -201,8 +193,7 @@ func notifyDesired(ctx context.Context, tx Tx, name string) error {
 // writeError wraps a failed write. Input the database cannot store (class 22, data
 // exception: a NUL character, a number out of range) is the user's error, not a 500.
 func writeError(op string, err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && len(pgErr.Code) == 5 && pgErr.Code[:2] == "22" {
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && strings.HasPrefix(pgErr.Code, "22") {
 		e := job.Invalid("body", "a value the database can store", "rejected: "+pgErr.Message)
 		e.Err = err
 		return e
@@ -210,14 +201,12 @@ func writeError(op string, err error) error {
 	return translate(fmt.Errorf("%s: %w", op, err))
 }
 
-func isUniqueViolation(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23505"
-}
-
-func isForeignKeyViolation(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23503"
+// sqlState is the SQLSTATE of a PostgreSQL error, "" for any other error.
+func sqlState(err error) string {
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
+		return pgErr.Code
+	}
+	return ""
 }
 
 // nonNil stores an absent list as an empty array: the columns are NOT NULL.

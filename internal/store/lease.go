@@ -2,11 +2,8 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // Leases are rows of leader_lease: one per leadership, held by one replica until
@@ -34,13 +31,7 @@ ON CONFLICT (name) DO UPDATE SET
 WHERE l.expires_at <= now() OR l.holder = excluded.holder
 RETURNING epoch`
 	err = s.leases.QueryRow(ctx, q, name, holder, ttl).Scan(&epoch)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, translate(fmt.Errorf("acquire lease %s: %w", name, err))
-	}
-	return epoch, true, nil
+	return epoch, err == nil, rowError(err, nil, "acquire lease "+name)
 }
 
 // RenewLease extends the lease of holder's term epoch to ttl from now. It returns false,
@@ -77,13 +68,7 @@ WHERE name = $1 AND holder = $2 AND epoch = $3 AND expires_at > now()`
 func (s *Store) LeaseHolder(ctx context.Context, name string) (holder string, epoch int64, expiresAt time.Time, err error) {
 	const q = `SELECT holder, epoch, expires_at FROM leader_lease WHERE name = $1`
 	err = s.pool.QueryRow(ctx, q, name).Scan(&holder, &epoch, &expiresAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", 0, time.Time{}, nil
-	}
-	if err != nil {
-		return "", 0, time.Time{}, translate(fmt.Errorf("read lease %s: %w", name, err))
-	}
-	return holder, epoch, expiresAt, nil
+	return holder, epoch, expiresAt, rowError(err, nil, "read lease "+name)
 }
 
 // HoldsLease reports whether term epoch still holds the lease name, evaluated by the same
@@ -119,13 +104,7 @@ func LeaseHeldCondition(nameArg, epochArg string) string {
 func (s *Store) LeaseConfigFingerprint(ctx context.Context, name string) (string, error) {
 	var fp string
 	err := s.pool.QueryRow(ctx, `SELECT config_fingerprint FROM leader_lease WHERE name = $1`, name).Scan(&fp)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", nil
-	}
-	if err != nil {
-		return "", translate(fmt.Errorf("read lease %s fingerprint: %w", name, err))
-	}
-	return fp, nil
+	return fp, rowError(err, nil, "read lease "+name+" fingerprint")
 }
 
 // SetLeaseConfigFingerprint records the fingerprint of the configuration term epoch works

@@ -32,12 +32,12 @@ func TestJobsListFiltersByTheStatusItShows(t *testing.T) {
 	}
 	applied := func(name string) job.Job {
 		j := deployed(name)
-		wrote, err := st.RecordApplied(ctx, fence, job.ActualDeployment{
+		wrote, err := st.RecordAppliedAll(ctx, fence, []job.ActualDeployment{{
 			JobName: name, JobUID: j.UID, Generation: j.Generation, Team: "team-a", DeploymentVersionSHA: "h",
 			JobVersion: "v1", PythonVersion: "3.9", Enabled: true, DeployedBy: "me", DeployedDate: time.Now(),
-		})
+		}})
 		require.NoError(t, err)
-		require.True(t, wrote)
+		require.Equal(t, []bool{true}, wrote)
 		return j
 	}
 	failed := func(name string, status job.SyncStatus) {

@@ -2,10 +2,7 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/datajobs/datajobs/internal/job"
 )
@@ -19,13 +16,7 @@ FROM data_job j LEFT JOIN job_properties p ON p.job_name = j.name
 WHERE j.name = $1 AND j.team = $2`
 	var props string
 	err := s.pool.QueryRow(ctx, q, name, team).Scan(&props)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, job.JobNotFound(team, name)
-	}
-	if err != nil {
-		return nil, translate(fmt.Errorf("get properties of %s: %w", name, err))
-	}
-	return []byte(props), nil
+	return []byte(props), rowError(err, job.JobNotFound(team, name), "get properties of "+name)
 }
 
 // SetProperties replaces the properties of the job name of team with props, a JSON
@@ -37,7 +28,7 @@ INSERT INTO job_properties (job_name, properties_json)
 SELECT j.name, $3::jsonb FROM data_job j WHERE j.name = $1 AND j.team = $2
 ON CONFLICT (job_name) DO UPDATE SET properties_json = excluded.properties_json`
 	tag, err := s.pool.Exec(ctx, q, name, team, string(props))
-	if isForeignKeyViolation(err) { // the job was deleted meanwhile
+	if sqlState(err) == "23503" { // a foreign key violation: the job was deleted meanwhile
 		return job.JobNotFound(team, name)
 	}
 	if err != nil {

@@ -26,43 +26,40 @@ func lockTeam(ctx context.Context, tx Tx, team string) error {
 	return nil
 }
 
+// overQuota locks team and reports whether its usage, which the query usage reads (the
+// team is $1), is over limit; a limit <= 0 is none.
+func overQuota(ctx context.Context, tx Tx, team string, limit int64, usage string) (bool, error) {
+	if limit <= 0 {
+		return false, nil
+	}
+	if err := lockTeam(ctx, tx, team); err != nil {
+		return false, err
+	}
+	var n int64
+	if err := tx.QueryRow(ctx, usage, team).Scan(&n); err != nil {
+		return false, fmt.Errorf("read the quota use of team %s: %w", team, err)
+	}
+	return n > limit, nil
+}
+
 // checkJobsQuota fails when team has as many jobs as its quota allows, so that one more
 // would exceed it. It locks the team first.
 func (s *Store) checkJobsQuota(ctx context.Context, tx Tx, team string) error {
-	if s.quotas.MaxJobs <= 0 {
-		return nil
-	}
-	if err := lockTeam(ctx, tx, team); err != nil {
-		return err
-	}
-	var n int
-	if err := tx.QueryRow(ctx, `SELECT count(*) FROM data_job WHERE team = $1`, team).Scan(&n); err != nil {
-		return fmt.Errorf("count jobs of team %s: %w", team, err)
-	}
-	if n >= s.quotas.MaxJobs {
+	over, err := overQuota(ctx, tx, team, int64(s.quotas.MaxJobs), `SELECT count(*) + 1 FROM data_job WHERE team = $1`)
+	if over {
 		return job.TeamJobsQuota(team, s.quotas.MaxJobs)
 	}
-	return nil
+	return err
 }
 
 // checkSourcesQuota fails when the sources of team's jobs take more bytes than its quota,
 // as this transaction left them. It locks the team first: call it after the write.
 func (s *Store) checkSourcesQuota(ctx context.Context, tx Tx, team string) error {
-	if s.quotas.MaxSourceBytes <= 0 {
-		return nil
-	}
-	if err := lockTeam(ctx, tx, team); err != nil {
-		return err
-	}
-	var total int64
-	err := tx.QueryRow(ctx, `
+	over, err := overQuota(ctx, tx, team, s.quotas.MaxSourceBytes, `
 SELECT coalesce(sum(s.size_bytes), 0)::bigint FROM data_job_source s JOIN data_job j ON j.name = s.job_name
-WHERE j.team = $1`, team).Scan(&total)
-	if err != nil {
-		return fmt.Errorf("sum sources of team %s: %w", team, err)
-	}
-	if total > s.quotas.MaxSourceBytes {
+WHERE j.team = $1`)
+	if over {
 		return job.TeamSourcesQuota(team, s.quotas.MaxSourceBytes)
 	}
-	return nil
+	return err
 }

@@ -169,11 +169,8 @@ WHERE j.name = $1 AND j.team = $2`
 		at              *time.Time
 	)
 	err := s.pool.QueryRow(ctx, q, name, team, version).Scan(&ver, &size, &reason, &by, &at)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, job.JobNotFound(team, name)
-	}
 	if err != nil {
-		return nil, translate(fmt.Errorf("open sources of %s: %w", name, err))
+		return nil, rowError(err, job.JobNotFound(team, name), "open sources of "+name)
 	}
 	if ver == nil {
 		return nil, job.ErrNoSources

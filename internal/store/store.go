@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -96,6 +97,39 @@ func (s *Store) InTx(ctx context.Context, fn func(tx Tx) error) error {
 	return translate(err)
 }
 
+// rowError is the error of reading one row: notFound when there is none (nil: no row is
+// no error), the failure of op otherwise.
+func rowError(err, notFound error, op string) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, pgx.ErrNoRows):
+		return notFound
+	default:
+		return translate(fmt.Errorf("%s: %w", op, err))
+	}
+}
+
+// columns turns rows into one array per column, the parameters of an unnest(...) that
+// writes many rows in one statement; values lists the columns of one row, in order.
+func columns[T any](rows []T, values func(T) []any) []any {
+	var cols [][]any
+	for i, r := range rows {
+		vals := values(r)
+		if i == 0 {
+			cols = make([][]any, len(vals))
+		}
+		for c, v := range vals {
+			cols[c] = append(cols[c], v)
+		}
+	}
+	out := make([]any, len(cols))
+	for c := range cols {
+		out[c] = cols[c]
+	}
+	return out
+}
+
 // translate turns connection-level failures into the domain's "unavailable" error, so the
 // API answers 503 instead of 500 while the database is down. Other errors pass through.
 func translate(err error) error {
@@ -109,10 +143,9 @@ func translate(err error) error {
 }
 
 func isConnectionError(err error) bool {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
+	if code := sqlState(err); code != "" {
 		// Class 08: connection exception; 57P0x: the server is shutting down or restarting.
-		return len(pgErr.Code) == 5 && (pgErr.Code[:2] == "08" || pgErr.Code[:4] == "57P0")
+		return strings.HasPrefix(code, "08") || strings.HasPrefix(code, "57P0")
 	}
 	var connectErr *pgconn.ConnectError
 	if errors.As(err, &connectErr) {

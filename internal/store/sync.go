@@ -18,11 +18,7 @@ const syncJobQuery = `SELECT ` + jobColumns + `, ` + joinedDesiredColumns + `, d
 FROM data_job j
 LEFT JOIN desired_data_job_deployment d ON d.data_job_name = j.name`
 
-const syncActualQuery = `SELECT data_job_name, job_uid::text, generation, team, deployment_version_sha,
-	git_commit_sha, vdk_version, python_version, schedule,
-	resources_cpu_request_millis, resources_cpu_limit_millis, resources_memory_request_bytes, resources_memory_limit_bytes,
-	enabled, last_deployed_by, last_deployed_date, cronjob_generation, cronjob_uid
-FROM actual_data_job_deployment`
+const syncActualQuery = `SELECT ` + actualColumns + ` FROM actual_data_job_deployment`
 
 // LoadSyncState reads the job, desired and actual rows of one name, fresh, in one round trip.
 func (s *Store) LoadSyncState(ctx context.Context, name string) (job.SyncState, error) {
@@ -61,8 +57,8 @@ func loadSyncStates(ctx context.Context, db interface {
 	})
 	batch.Queue(syncActualQuery+actualWhere, args...).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
-			a, err := scanActual(rows)
-			if err != nil {
+			a := &job.ActualDeployment{}
+			if err := rows.Scan(actualDest(a)...); err != nil {
 				return err
 			}
 			st := states[a.JobName]
@@ -96,14 +92,9 @@ func scanSyncJob(rows pgx.Rows) (*job.Job, *job.Deployment, error) {
 	return &j, d, nil
 }
 
-func scanActual(rows pgx.Rows) (*job.ActualDeployment, error) {
-	var a job.ActualDeployment
-	err := rows.Scan(&a.JobName, &a.JobUID, &a.Generation, &a.Team, &a.DeploymentVersionSHA,
-		&a.JobVersion, &a.VDKVersion, &a.PythonVersion, &a.Schedule,
-		&a.Resources.CPURequestMillis, &a.Resources.CPULimitMillis,
-		&a.Resources.MemoryRequestBytes, &a.Resources.MemoryLimitBytes,
-		&a.Enabled, &a.DeployedBy, &a.DeployedDate, &a.CronJobGeneration, &a.CronJobUID)
-	return &a, err
+// syncLeaseHeld is LeaseHeldCondition of the synchronizer's lease, for the epoch in epochArg.
+func syncLeaseHeld(epochArg string) string {
+	return LeaseHeldCondition("'"+SyncLeaseName+"'", epochArg)
 }
 
 // currentDesired is true while the job still has the incarnation ($2) and generation ($3)
@@ -111,10 +102,11 @@ func scanActual(rows pgx.Rows) (*job.ActualDeployment, error) {
 // result never overwrites a newer desired state, and a deposed leader writes nothing.
 func currentDesired(epochArg string) string {
 	return `EXISTS (SELECT 1 FROM data_job j JOIN desired_data_job_deployment d ON d.data_job_name = j.name
-	WHERE j.name = $1 AND j.uid = $2::uuid AND j.generation = $3) AND ` + LeaseHeldCondition("'"+SyncLeaseName+"'", epochArg)
+	WHERE j.name = $1 AND j.uid = $2::uuid AND j.generation = $3) AND ` + syncLeaseHeld(epochArg)
 }
 
-// actualColumns are the columns of an actual deployment row, in the order of actualValues.
+// actualColumns are the columns of an actual deployment row, in the order of actualValues
+// and actualDest.
 const actualColumns = `data_job_name, job_uid, generation, team, deployment_version_sha,
 	git_commit_sha, vdk_version, python_version, schedule,
 	resources_cpu_request_millis, resources_cpu_limit_millis, resources_memory_request_bytes, resources_memory_limit_bytes,
@@ -134,13 +126,10 @@ const actualOnConflict = `ON CONFLICT (data_job_name) DO UPDATE SET job_uid = EX
 	cronjob_uid = EXCLUDED.cronjob_uid`
 
 // upsertActual is the insert-or-replace of an actual deployment row from the 18 values
-// of actualValues ($1 to $18), selected FROM the given source (a CTE condition, or a
-// VALUES row).
-func upsertActual(source string) string {
-	return `INSERT INTO actual_data_job_deployment (` + actualColumns + `)
-SELECT $1, $2::uuid, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18 ` + source + `
+// of actualValues ($1 to $18).
+const upsertActual = `INSERT INTO actual_data_job_deployment (` + actualColumns + `)
+VALUES ($1, $2::uuid, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
 ` + actualOnConflict
-}
 
 // actualValues are the arguments $1 to $18 of upsertActual.
 func actualValues(a job.ActualDeployment) []any {
@@ -153,14 +142,15 @@ func actualValues(a job.ActualDeployment) []any {
 	}
 }
 
-// RecordApplied records that the CronJob of a job now matches its desired deployment at
-// generation a.Generation, as RecordAppliedAll does for one job. It reports whether it wrote.
-func (s *Store) RecordApplied(ctx context.Context, fence job.Fence, a job.ActualDeployment) (bool, error) {
-	wrote, err := s.RecordAppliedAll(ctx, fence, []job.ActualDeployment{a})
-	if err != nil {
-		return false, err
+// actualDest returns the scan destinations of actualColumns into a.
+func actualDest(a *job.ActualDeployment) []any {
+	r := &a.Resources
+	return []any{
+		&a.JobName, &a.JobUID, &a.Generation, &a.Team, &a.DeploymentVersionSHA,
+		&a.JobVersion, &a.VDKVersion, &a.PythonVersion, &a.Schedule,
+		&r.CPURequestMillis, &r.CPULimitMillis, &r.MemoryRequestBytes, &r.MemoryLimitBytes,
+		&a.Enabled, &a.DeployedBy, &a.DeployedDate, &a.CronJobGeneration, &a.CronJobUID,
 	}
-	return wrote[0], nil
 }
 
 // recordAppliedAll upserts the actual rows of arrays $1 to $18 (one element per job, the
@@ -177,7 +167,7 @@ ok AS (
 	SELECT i.* FROM input i
 	JOIN data_job j ON j.name = i.data_job_name AND j.uid = i.job_uid AND j.generation = i.generation
 	JOIN desired_data_job_deployment d ON d.data_job_name = j.name
-	WHERE ` + LeaseHeldCondition("'"+SyncLeaseName+"'", "$19") + `
+	WHERE ` + syncLeaseHeld("$19") + `
 ),
 up AS (
 	INSERT INTO actual_data_job_deployment (` + actualColumns + `)
@@ -199,32 +189,13 @@ func (s *Store) RecordAppliedAll(ctx context.Context, fence job.Fence, as []job.
 		return nil, nil
 	}
 	index := make(map[string]int, len(as))
-	var (
-		names, uids, teams, shas, versions, vdks, pythons, schedules, deployedBy, cronJobUIDs []string
-		gens, cpuReq, cpuLim, memReq, memLim, cronJobGens                                     []int64
-		enabled                                                                               []bool
-		deployedDates                                                                         []time.Time
-	)
 	for i, a := range as {
 		if _, dup := index[a.JobName]; dup {
 			return nil, fmt.Errorf("record applied deployments: %s appears twice", a.JobName)
 		}
 		index[a.JobName] = i
-		r := a.Resources
-		names, uids, gens = append(names, a.JobName), append(uids, a.JobUID), append(gens, a.Generation)
-		teams, shas = append(teams, a.Team), append(shas, a.DeploymentVersionSHA)
-		versions, vdks, pythons = append(versions, a.JobVersion), append(vdks, a.VDKVersion), append(pythons, a.PythonVersion)
-		schedules = append(schedules, a.Schedule)
-		cpuReq, cpuLim = append(cpuReq, r.CPURequestMillis), append(cpuLim, r.CPULimitMillis)
-		memReq, memLim = append(memReq, r.MemoryRequestBytes), append(memLim, r.MemoryLimitBytes)
-		enabled, deployedBy, deployedDates = append(enabled, a.Enabled), append(deployedBy, a.DeployedBy), append(deployedDates, a.DeployedDate)
-		cronJobGens, cronJobUIDs = append(cronJobGens, a.CronJobGeneration), append(cronJobUIDs, a.CronJobUID)
 	}
-	rows, err := s.pool.Query(ctx, recordAppliedAll, names, uids, gens, teams, shas, versions, vdks, pythons, schedules,
-		cpuReq, cpuLim, memReq, memLim, enabled, deployedBy, deployedDates, cronJobGens, cronJobUIDs, fence.Epoch)
-	if err != nil {
-		return nil, translate(fmt.Errorf("record %d applied deployments: %w", len(as), err))
-	}
+	rows, _ := s.pool.Query(ctx, recordAppliedAll, append(columns(as, actualValues), fence.Epoch)...)
 	written, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return nil, translate(fmt.Errorf("record %d applied deployments: %w", len(as), err))
@@ -252,7 +223,7 @@ WHERE data_job_name = $1 AND ` + currentDesired("$4") + ` AND (status, message, 
 // the row is still the one of incarnation uid (a newer incarnation's row is kept).
 func (s *Store) DeleteActual(ctx context.Context, fence job.Fence, name, uid string) (bool, error) {
 	q := `DELETE FROM actual_data_job_deployment WHERE data_job_name = $1 AND job_uid = $2::uuid AND ` +
-		LeaseHeldCondition("'"+SyncLeaseName+"'", "$3")
+		syncLeaseHeld("$3")
 	tag, err := s.pool.Exec(ctx, q, name, uid, fence.Epoch)
 	if err != nil {
 		return false, translate(fmt.Errorf("delete actual deployment %s: %w", name, err))
@@ -263,22 +234,19 @@ func (s *Store) DeleteActual(ctx context.Context, fence job.Fence, name, uid str
 // CountDeploymentsByStatus counts desired deployments by sync status, plus the actual rows
 // without a desired one as "deleting".
 func (s *Store) CountDeploymentsByStatus(ctx context.Context) (map[job.SyncStatus]int, error) {
-	rows, err := s.pool.Query(ctx, `SELECT status, count(*) FROM desired_data_job_deployment GROUP BY status
+	rows, _ := s.pool.Query(ctx, `SELECT status, count(*) FROM desired_data_job_deployment GROUP BY status
 UNION ALL SELECT 'deleting', count(*) FROM actual_data_job_deployment a
 	WHERE NOT EXISTS (SELECT 1 FROM desired_data_job_deployment d WHERE d.data_job_name = a.data_job_name)`)
-	if err != nil {
-		return nil, translate(fmt.Errorf("count deployments: %w", err))
-	}
 	counts := map[job.SyncStatus]int{}
-	for rows.Next() {
-		var status string
-		var n int
-		if err := rows.Scan(&status, &n); err != nil {
-			return nil, fmt.Errorf("count deployments: %w", err)
-		}
+	var (
+		status string
+		n      int
+	)
+	_, err := pgx.ForEachRow(rows, []any{&status, &n}, func() error {
 		counts[job.SyncStatus(status)] += n
-	}
-	return counts, translate(rows.Err())
+		return nil
+	})
+	return counts, rowError(err, nil, "count deployments")
 }
 
 // Listen holds a dedicated connection that LISTENs on channel, calls ready once it

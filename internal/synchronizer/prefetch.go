@@ -9,10 +9,11 @@ import (
 )
 
 // A full pass reads every row in one go and queues the names that need work. For a name it
-// queues for a create (no CronJob yet), the reconcile that follows takes the state the
-// pass read instead of reading it again, once, and only while the cache still shows no
-// CronJob of that name: a mass converge (a new cluster, an import, a restore) then costs
-// a create per job, not a database round trip plus a create. It is as fresh as a read at
+// queues for a create (no CronJob yet), the reconcile that follows takes the pass's plan
+// (the state it read and the CronJob it rendered) instead of reading and rendering again,
+// once, and only while the cache still shows no CronJob of that name: a mass converge (a
+// new cluster, an import, a restore) then costs a create per job, not a database round
+// trip, a second rendering and a create. It is as fresh as a read at
 // dequeue time would be for the database's part, because every change of desired state
 // sends a NOTIFY in its transaction: a notification drops the name's prefetched state,
 // and a pass does not prefetch a name notified after it began reading. Jobs whose image
@@ -39,39 +40,43 @@ func (t *term) notify(name string) {
 	delete(t.prefetched, name)
 }
 
-// prefetch keeps st, read by a pass that began after since notifications, for name's next
-// reconcile, unless name was notified meanwhile or its image is built by datajobs.
-func (t *term) prefetch(name string, st job.SyncState, since int64) {
-	if st.Job == nil || st.Desired == nil || (st.Build != nil && st.Build.SourceStored) {
+// prefetch keeps p, a create planned by a pass that began after since notifications, for
+// its job's next reconcile, unless the job was notified meanwhile or its image is built by
+// datajobs.
+func (t *term) prefetch(p Plan, since int64) {
+	st := p.State
+	if p.Action != ActionCreate || st.Job == nil || st.Desired == nil || (st.Build != nil && st.Build.SourceStored) {
 		return
 	}
 	t.prefetchMu.Lock()
 	defer t.prefetchMu.Unlock()
-	if t.notified[name] > since {
+	if t.notified[p.Name] > since {
 		return
 	}
-	t.prefetched[name] = st
+	t.prefetched[p.Name] = p
 }
 
-// load returns the state of name and its live CronJob: the state a pass prefetched, if
-// any and the cache still shows no CronJob, else a fresh read.
-func (t *term) load(ctx context.Context, name string) (job.SyncState, *batchv1.CronJob, error) {
+// prefetchedPlan returns the create a pass planned for name, if any and the cache still
+// shows no CronJob of that name; it is taken once.
+func (t *term) prefetchedPlan(name string) (Plan, bool, error) {
 	t.prefetchMu.Lock()
-	st, ok := t.prefetched[name]
+	p, ok := t.prefetched[name]
 	delete(t.prefetched, name)
 	t.prefetchMu.Unlock()
+	if !ok {
+		return Plan{}, false, nil
+	}
 	live, err := t.live(name)
-	if err != nil {
-		return job.SyncState{}, nil, err
-	}
-	if ok && live == nil {
-		return st, nil, nil
-	}
-	st, err = t.s.db.LoadSyncState(ctx, name)
+	return p, err == nil && live == nil, err
+}
+
+// load reads the state of name from the database and its live CronJob from the cache.
+func (t *term) load(ctx context.Context, name string) (job.SyncState, *batchv1.CronJob, error) {
+	st, err := t.s.db.LoadSyncState(ctx, name)
 	if err != nil {
 		t.s.metrics.reconciled("load", err)
 		return job.SyncState{}, nil, fmt.Errorf("load state of %s: %w", name, err)
 	}
-	live, err = t.live(name)
+	live, err := t.live(name)
 	return st, live, err
 }

@@ -278,8 +278,8 @@ func TestRowsOfADeposedTermAreNeverRecordedAndTheNextLeaderRecordsThem(t *testin
 	spy.checkNoViolation(t)
 }
 
-// A full pass hands the state it read to the creates it queues (prefetch.go); a change
-// notified meanwhile is what gets applied.
+// A full pass hands its plan (the state it read, the CronJob it rendered) to the creates
+// it queues (prefetch.go); a change notified meanwhile is what gets applied.
 func TestChangesMadeWhileAConvergeRunsEndApplied(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)

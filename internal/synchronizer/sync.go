@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -164,10 +163,10 @@ type term struct {
 	echoMu sync.Mutex
 	echoes map[string]echo
 
-	// prefetched holds, per job name a full pass queued for a create, the state that pass
-	// read (prefetch.go); notified holds the notification count at each name's latest NOTIFY.
+	// prefetched holds, per job name a full pass queued for a create, that pass's plan
+	// (prefetch.go); notified holds the notification count at each name's latest NOTIFY.
 	prefetchMu sync.Mutex
-	prefetched map[string]job.SyncState
+	prefetched map[string]Plan
 	notified   map[string]int64
 	notifies   int64
 }
@@ -338,7 +337,7 @@ func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "datajobs_sync", MetricsProvider: s.metrics.queue})
 	t := &term{
 		s: s, fence: job.Fence{Epoch: epoch}, render: render, lister: informer.Lister().CronJobs(s.cfg.Render.Namespace), queue: queue,
-		echoes: map[string]echo{}, prefetched: map[string]job.SyncState{}, notified: map[string]int64{},
+		echoes: map[string]echo{}, prefetched: map[string]Plan{}, notified: map[string]int64{},
 	}
 
 	enqueue := func(obj any) {
@@ -470,11 +469,17 @@ func (t *term) reconcile(ctx context.Context, name string) (result, error) {
 		_, err := t.pass(ctx)
 		return result{}, err
 	}
-	st, live, err := t.load(ctx, name)
+	p, ok, err := t.prefetchedPlan(name)
 	if err != nil {
 		return result{}, err
 	}
-	p := plan(t.prepare(st), live, t.render, t.s.memo(name))
+	if !ok {
+		st, live, err := t.load(ctx, name)
+		if err != nil {
+			return result{}, err
+		}
+		p = plan(t.prepare(st), live, t.render, t.s.memo(name))
+	}
 	if p.Action == ActionOrphan {
 		switch v := t.s.pruneVerdict(); {
 		case v.refusal != nil:
@@ -514,7 +519,6 @@ func (t *term) pass(ctx context.Context) ([]Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resync: list cronjobs from cache: %w", err)
 	}
-	read := maps.Clone(states) // as read, before prepare resolves images
 	t.prepareAll(states)
 	jobs := 0
 	for _, st := range states {
@@ -529,9 +533,7 @@ func (t *term) pass(ctx context.Context) ([]Plan, error) {
 	for _, p := range plans {
 		t.s.recordPlan(p)
 		if p.Action != ActionUnchanged && p.Action != ActionHold && p.Action != ActionKeep {
-			if p.Action == ActionCreate {
-				t.prefetch(p.Name, read[p.Name], since)
-			}
+			t.prefetch(p, since)
 			t.queue.Add(p.Name)
 			queued++
 		} else {

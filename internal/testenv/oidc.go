@@ -111,9 +111,48 @@ func (p *OIDCProvider) ClientToken(t testing.TB, username string, teams ...strin
 
 // RotateKey adds a new signing key to the access-token key set: tokens issued from now
 // on name a kid that no verifier has seen yet.
+// Making an RSA key can outlive Hydra's 10 s write timeout on a busy machine: Hydra then
+// drops the request but goes on making the key, so an error is followed by waiting for
+// the key to appear in the set, not by another request (which would make another key).
 func (p *OIDCProvider) RotateKey(t testing.TB) {
 	t.Helper()
-	p.admin(t, http.MethodPost, "/admin/keys/hydra.jwt.access-token", map[string]any{"alg": "RS256", "use": "sig"}, nil)
+	const set = "/admin/keys/hydra.jwt.access-token"
+	before := len(p.keyIDs(t, set))
+	req, err := http.NewRequest(http.MethodPost, p.AdminURL+set, strings.NewReader(`{"alg":"RS256","use":"sig"}`))
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for len(p.keyIDs(t, set)) <= before {
+		if time.Now().After(deadline) {
+			t.Fatalf("testenv: hydra made no new key in %s", set)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// keyIDs lists the kids of a Hydra key set.
+func (p *OIDCProvider) keyIDs(t testing.TB, set string) []string {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, p.AdminURL+set, nil)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	var keys struct {
+		Keys []struct {
+			Kid string `json:"kid"`
+		} `json:"keys"`
+	}
+	do(t, req, http.StatusOK, &keys)
+	ids := make([]string, len(keys.Keys))
+	for i, k := range keys.Keys {
+		ids[i] = k.Kid
+	}
+	return ids
 }
 
 // UserLogin is the result of a user's authorization-code flow.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/introspection"
+	"github.com/datajobs/datajobs/internal/job"
 	gqlparser "github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
 )
@@ -1074,8 +1075,8 @@ func (ec *executionContext) _DataJobConfig_contacts(ctx context.Context, field g
 			return obj.Contacts, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v DataJobContacts) graphql.Marshaler {
-			return ec.marshalNDataJobContacts2githubᚗcomᚋdatajobsᚋdatajobsᚋinternalᚋgraphapiᚋgqlᚐDataJobContacts(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v job.Contacts) graphql.Marshaler {
+			return ec.marshalNDataJobContacts2githubᚗcomᚋdatajobsᚋdatajobsᚋinternalᚋjobᚐContacts(ctx, selections, v)
 		},
 		true,
 		true,
@@ -1232,7 +1233,7 @@ func (ec *executionContext) fieldContext_DataJobConfig_logsUrl(_ context.Context
 	return graphql.NewScalarFieldContext("DataJobConfig", field, false, false, "String")
 }
 
-func (ec *executionContext) _DataJobContacts_notifiedOnJobFailureUserError(ctx context.Context, field graphql.CollectedField, obj *DataJobContacts) (ret graphql.Marshaler) {
+func (ec *executionContext) _DataJobContacts_notifiedOnJobFailureUserError(ctx context.Context, field graphql.CollectedField, obj *job.Contacts) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -1255,7 +1256,7 @@ func (ec *executionContext) fieldContext_DataJobContacts_notifiedOnJobFailureUse
 	return graphql.NewScalarFieldContext("DataJobContacts", field, false, false, "String")
 }
 
-func (ec *executionContext) _DataJobContacts_notifiedOnJobFailurePlatformError(ctx context.Context, field graphql.CollectedField, obj *DataJobContacts) (ret graphql.Marshaler) {
+func (ec *executionContext) _DataJobContacts_notifiedOnJobFailurePlatformError(ctx context.Context, field graphql.CollectedField, obj *job.Contacts) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -1278,7 +1279,7 @@ func (ec *executionContext) fieldContext_DataJobContacts_notifiedOnJobFailurePla
 	return graphql.NewScalarFieldContext("DataJobContacts", field, false, false, "String")
 }
 
-func (ec *executionContext) _DataJobContacts_notifiedOnJobSuccess(ctx context.Context, field graphql.CollectedField, obj *DataJobContacts) (ret graphql.Marshaler) {
+func (ec *executionContext) _DataJobContacts_notifiedOnJobSuccess(ctx context.Context, field graphql.CollectedField, obj *job.Contacts) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -1301,7 +1302,7 @@ func (ec *executionContext) fieldContext_DataJobContacts_notifiedOnJobSuccess(_ 
 	return graphql.NewScalarFieldContext("DataJobContacts", field, false, false, "String")
 }
 
-func (ec *executionContext) _DataJobContacts_notifiedOnJobDeploy(ctx context.Context, field graphql.CollectedField, obj *DataJobContacts) (ret graphql.Marshaler) {
+func (ec *executionContext) _DataJobContacts_notifiedOnJobDeploy(ctx context.Context, field graphql.CollectedField, obj *job.Contacts) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -1382,8 +1383,8 @@ func (ec *executionContext) _DataJobDeployment_contacts(ctx context.Context, fie
 			return obj.Contacts, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v DataJobContacts) graphql.Marshaler {
-			return ec.marshalNDataJobContacts2githubᚗcomᚋdatajobsᚋdatajobsᚋinternalᚋgraphapiᚋgqlᚐDataJobContacts(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v job.Contacts) graphql.Marshaler {
+			return ec.marshalNDataJobContacts2githubᚗcomᚋdatajobsᚋdatajobsᚋinternalᚋjobᚐContacts(ctx, selections, v)
 		},
 		true,
 		true,
@@ -4584,7 +4585,7 @@ func (ec *executionContext) _DataJobConfig(ctx context.Context, sel ast.Selectio
 
 var dataJobContactsImplementors = []string{"DataJobContacts"}
 
-func (ec *executionContext) _DataJobContacts(ctx context.Context, sel ast.SelectionSet, obj *DataJobContacts) graphql.Marshaler {
+func (ec *executionContext) _DataJobContacts(ctx context.Context, sel ast.SelectionSet, obj *job.Contacts) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, dataJobContactsImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -5645,7 +5646,7 @@ func (ec *executionContext) marshalNDataJobConfig2githubᚗcomᚋdatajobsᚋdata
 	return ec._DataJobConfig(ctx, sel, &v)
 }
 
-func (ec *executionContext) marshalNDataJobContacts2githubᚗcomᚋdatajobsᚋdatajobsᚋinternalᚋgraphapiᚋgqlᚐDataJobContacts(ctx context.Context, sel ast.SelectionSet, v DataJobContacts) graphql.Marshaler {
+func (ec *executionContext) marshalNDataJobContacts2githubᚗcomᚋdatajobsᚋdatajobsᚋinternalᚋjobᚐContacts(ctx context.Context, sel ast.SelectionSet, v job.Contacts) graphql.Marshaler {
 	return ec._DataJobContacts(ctx, sel, &v)
 }
 

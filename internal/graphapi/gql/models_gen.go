@@ -2,6 +2,10 @@
 
 package gql
 
+import (
+	"github.com/datajobs/datajobs/internal/job"
+)
+
 type DataJob struct {
 	JobName     string               `json:"jobName"`
 	Config      DataJobConfig        `json:"config"`
@@ -12,7 +16,7 @@ type DataJobConfig struct {
 	Team                           string          `json:"team"`
 	Description                    string          `json:"description"`
 	Schedule                       DataJobSchedule `json:"schedule"`
-	Contacts                       DataJobContacts `json:"contacts"`
+	Contacts                       job.Contacts    `json:"contacts"`
 	GenerateKeytab                 bool            `json:"generateKeytab"`
 	EnableExecutionNotifications   bool            `json:"enableExecutionNotifications"`
 	NotificationDelayPeriodMinutes int32           `json:"notificationDelayPeriodMinutes"`
@@ -21,17 +25,10 @@ type DataJobConfig struct {
 	LogsURL                        *string         `json:"logsUrl,omitempty"`
 }
 
-type DataJobContacts struct {
-	NotifiedOnJobFailureUserError     []string `json:"notifiedOnJobFailureUserError"`
-	NotifiedOnJobFailurePlatformError []string `json:"notifiedOnJobFailurePlatformError"`
-	NotifiedOnJobSuccess              []string `json:"notifiedOnJobSuccess"`
-	NotifiedOnJobDeploy               []string `json:"notifiedOnJobDeploy"`
-}
-
 type DataJobDeployment struct {
 	ID                    string              `json:"id"`
 	Enabled               bool                `json:"enabled"`
-	Contacts              DataJobContacts     `json:"contacts"`
+	Contacts              job.Contacts        `json:"contacts"`
 	JobVersion            string              `json:"jobVersion"`
 	JobPythonVersion      string              `json:"jobPythonVersion"`
 	VdkVersion            string              `json:"vdkVersion"`
@@ -52,6 +49,7 @@ type DataJobDeployment struct {
 	DesiredGeneration     int32               `json:"desiredGeneration"`
 	AppliedGeneration     int32               `json:"appliedGeneration"`
 	LastSyncTime          *string             `json:"lastSyncTime,omitempty"`
+	Page                  any                 `json:"-"`
 }
 
 type DataJobExecution struct {

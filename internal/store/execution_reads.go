@@ -31,8 +31,10 @@ func executionDest(e *job.Execution) []any {
 	}
 }
 
-// executionWhere writes the conditions of f; it reports whether they need data_job j.
-func executionWhere(b *sqlBuilder, f job.ExecutionFilter) (conds []string, needJob bool) {
+// executionsFrom is the FROM and WHERE of the executions f lets through, with the
+// conditions extra; data_job j is joined when f or the caller (needJob) needs it.
+func executionsFrom(b *sqlBuilder, f job.ExecutionFilter, needJob bool, extra ...string) string {
+	conds := extra
 	times := []struct {
 		col, op string
 		t       *time.Time
@@ -61,7 +63,14 @@ func executionWhere(b *sqlBuilder, f job.ExecutionFilter) (conds []string, needJ
 		conds = append(conds, c)
 		needJob = true
 	}
-	return conds, needJob
+	from := "\nFROM data_job_execution e"
+	if needJob {
+		from += "\nJOIN data_job j ON j.name = e.job_name"
+	}
+	if len(conds) > 0 {
+		from += "\nWHERE " + strings.Join(conds, " AND ")
+	}
+	return from
 }
 
 // executionOrder is the ORDER BY list of q; it reports whether it needs data_job j.
@@ -98,37 +107,17 @@ func (s *Store) Executions(ctx context.Context, q job.ExecutionsQuery) (job.Exec
 	if q.Limit <= 0 || q.Offset < 0 {
 		return job.ExecutionsPage{}, fmt.Errorf("executions page: bad limit %d or offset %d", q.Limit, q.Offset)
 	}
-	build := func(count bool) (string, []any) {
-		b := &sqlBuilder{}
-		conds, needJob := executionWhere(b, q.Filter)
-		order, orderNeedsJob := executionOrder(q)
-		var sb strings.Builder
-		if count {
-			sb.WriteString("SELECT count(*)")
-		} else {
-			sb.WriteString("SELECT " + executionColumns)
-			needJob = needJob || orderNeedsJob
-		}
-		sb.WriteString("\nFROM data_job_execution e")
-		if needJob {
-			sb.WriteString("\nJOIN data_job j ON j.name = e.job_name")
-		}
-		if len(conds) > 0 {
-			sb.WriteString("\nWHERE " + strings.Join(conds, " AND "))
-		}
-		if !count {
-			sb.WriteString("\nORDER BY " + order + "\nLIMIT " + b.arg(q.Limit) + " OFFSET " + b.arg(q.Offset))
-		}
-		return sb.String(), b.args
-	}
 	page := job.ExecutionsPage{Total: -1}
 	batch := &pgx.Batch{}
 	if q.Count {
-		sql, args := build(true)
-		batch.Queue(sql, args...).QueryRow(func(row pgx.Row) error { return row.Scan(&page.Total) })
+		b := &sqlBuilder{}
+		batch.Queue("SELECT count(*)"+executionsFrom(b, q.Filter, false), b.args...).QueryRow(func(row pgx.Row) error { return row.Scan(&page.Total) })
 	}
-	sql, args := build(false)
-	batch.Queue(sql, args...).Query(func(rows pgx.Rows) error {
+	b := &sqlBuilder{}
+	order, orderNeedsJob := executionOrder(q)
+	sql := "SELECT " + executionColumns + executionsFrom(b, q.Filter, orderNeedsJob) +
+		"\nORDER BY " + order + "\nLIMIT " + b.arg(q.Limit) + " OFFSET " + b.arg(q.Offset)
+	batch.Queue(sql, b.args...).Query(func(rows pgx.Rows) error {
 		var err error
 		page.Rows, err = pgx.CollectRows(rows, scanExecution)
 		return err
@@ -149,17 +138,10 @@ func (s *Store) ExecutionsOfJobs(ctx context.Context, names []string, q job.Exec
 		return map[string][]job.Execution{}, nil
 	}
 	b := &sqlBuilder{}
-	conds, needJob := executionWhere(b, q.Filter)
-	conds = append(conds, "e.job_name = ANY("+b.arg(names)+"::text[])")
 	order, orderNeedsJob := executionOrder(q)
-	join := ""
-	if needJob || orderNeedsJob {
-		join = " JOIN data_job j ON j.name = e.job_name"
-	}
 	sql := `SELECT * FROM (
-	SELECT ` + executionColumns + `, row_number() OVER (PARTITION BY e.job_name ORDER BY ` + order + `) AS rn
-	FROM data_job_execution e` + join + `
-	WHERE ` + strings.Join(conds, " AND ") + `
+	SELECT ` + executionColumns + `, row_number() OVER (PARTITION BY e.job_name ORDER BY ` + order + `) AS rn` +
+		executionsFrom(b, q.Filter, orderNeedsJob, "e.job_name = ANY("+b.arg(names)+"::text[])") + `
 ) x WHERE rn > ` + b.arg(q.Offset) + ` AND rn <= ` + b.arg(q.Offset+q.Limit) + `
 ORDER BY job_name, rn`
 	rows, err := s.pool.Query(ctx, sql, b.args...)
@@ -191,23 +173,17 @@ FROM data_job_execution WHERE job_name = ANY($1::text[]) GROUP BY job_name`
 	if len(names) == 0 {
 		return map[string]job.ExecutionCount{}, nil
 	}
-	rows, err := s.pool.Query(ctx, q, names)
-	if err != nil {
-		return nil, translate(fmt.Errorf("count executions: %w", err))
-	}
-	defer rows.Close()
+	rows, _ := s.pool.Query(ctx, q, names)
 	out := map[string]job.ExecutionCount{}
-	for rows.Next() {
-		var (
-			name string
-			c    job.ExecutionCount
-		)
-		if err := rows.Scan(&name, &c.Succeeded, &c.Failed); err != nil {
-			return nil, fmt.Errorf("count executions: %w", err)
-		}
+	var (
+		name string
+		c    job.ExecutionCount
+	)
+	_, err := pgx.ForEachRow(rows, []any{&name, &c.Succeeded, &c.Failed}, func() error {
 		out[name] = c
-	}
-	return out, translate(rows.Err())
+		return nil
+	})
+	return out, rowError(err, nil, "count executions")
 }
 
 // ListJobExecutions reads every execution of the job name of team, newest first (not yet

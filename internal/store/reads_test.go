@@ -47,12 +47,12 @@ func TestJobsPageShowsNoDeploymentOfAnOlderIncarnation(t *testing.T) {
 	require.True(t, ok)
 	s, err := st.LoadSyncState(ctx, "reborn-job")
 	require.NoError(t, err)
-	wrote, err := st.RecordApplied(ctx, job.Fence{Epoch: epoch}, job.ActualDeployment{
+	wrote, err := st.RecordAppliedAll(ctx, job.Fence{Epoch: epoch}, []job.ActualDeployment{{
 		JobName: "reborn-job", JobUID: s.Job.UID, Generation: s.Job.Generation, Team: "team-a", DeploymentVersionSHA: "h",
 		JobVersion: "v1", PythonVersion: "3.9", Enabled: true, DeployedBy: "me", DeployedDate: time.Now(),
-	})
+	}})
 	require.NoError(t, err)
-	require.True(t, wrote)
+	require.Equal(t, []bool{true}, wrote)
 
 	// The job goes, its CronJob not yet (the actual row stays), and a new one takes the name.
 	require.NoError(t, st.DeleteJob(ctx, "team-a", "reborn-job"))

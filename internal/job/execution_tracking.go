@@ -1,0 +1,68 @@
+package job
+
+import "time"
+
+// The write side of executions: a manual start as the API records it, and what the
+// leader tracks, records and deletes.
+
+// NewExecution is a manual start as the service builds it from the job's deployment.
+type NewExecution struct {
+	// ID is the wanted id, <job>-<unix seconds>; the store takes the next free second when
+	// it is taken.
+	ID        string
+	OpID      string
+	StartedBy string
+	// Args is the JSON object of arguments, or nil.
+	Args []byte
+	// Snapshot is the deployment the execution runs, effective resources filled in.
+	Snapshot Deployment
+	Start    time.Time
+}
+
+// ExecutionStart builds the execution to insert from the locked job and its deployments;
+// returning an error rolls the start back.
+type ExecutionStart func(st JobState) (NewExecution, error)
+
+// StoredLog is the end of the log of a finished execution, as the leader kept it.
+type StoredLog struct {
+	Logs      string
+	Truncated bool
+}
+
+// TrackedExecution is what the leader needs of an execution row to act on it.
+type TrackedExecution struct {
+	ID, JobName, JobUID string
+	Type                string
+	Status              ExecutionStatus
+	OpID, StartedBy     string
+	// Args is the JSON object of a manual start's arguments, or nil.
+	Args            []byte
+	CancelRequested bool
+	StartTime       *time.Time
+	// JobCreated is set once the leader created the Kubernetes Job of a manual start.
+	JobCreated bool
+}
+
+// ExecutionUpdate is one status of an execution as the leader observed it.
+type ExecutionUpdate struct {
+	ID, JobName string
+	// JobUID is the incarnation of the job the Kubernetes Job was made for (its label).
+	JobUID string
+	// Type, OpID and StartedBy are used when the row is new (a scheduled run).
+	Type, OpID, StartedBy string
+	Status                ExecutionStatus
+	Message               string
+	StartTime, EndTime    *time.Time
+	// Log, with a final status, is the end of the execution's log to keep.
+	Log *StoredLog
+}
+
+// Retention is how many finished executions are kept.
+type Retention struct {
+	// KeptPerJob is the number of final executions kept per job (newest by end time).
+	KeptPerJob int
+	// MaxAge removes final executions that ended longer ago.
+	MaxAge time.Duration
+	// Batch is the number of rows deleted per statement.
+	Batch int
+}

@@ -1,0 +1,47 @@
+package job
+
+// What the synchronizer reads and writes: the state of one job name, the fence of a
+// leader term, and the image builds of its build stage.
+
+// SyncState is what the synchronizer reads from the database for one job name. Any part
+// may be absent: a job without a deployment, an actual row whose job is gone (to delete),
+// or an actual row of an older incarnation of the name (its JobUID differs from Job's).
+type SyncState struct {
+	Name    string
+	Job     *Job
+	Desired *Deployment
+	Actual  *ActualDeployment
+	// Build is the image build state of Desired (the store reads it with the sync state); nil without a desired deployment.
+	Build *BuildState
+}
+
+// Fence is the leader term a synchronizer write is made under: the write happens only
+// while that term still holds the lease, so a deposed leader writes nothing.
+type Fence struct {
+	Epoch int64
+}
+
+// BuildState is what the synchronizer's build stage knows of a desired deployment's image.
+type BuildState struct {
+	// SourceStored is true when the deployment's job version is a stored sources version:
+	// then datajobs builds its image. Otherwise the image is prebuilt, <registry>/<job>:<version>.
+	SourceStored bool
+	// BaseImage and Image are the latest image built for the deployment's job version and
+	// python version, and the base reference it was built on ("" when none was built).
+	BaseImage, Image string
+	// Hold, set by the synchronizer's build stage, says why the CronJob must wait (its
+	// image is being built); the plan then leaves the CronJob as it is.
+	Hold string
+}
+
+// ImageBuild is a finished build: a pushed image and what it was built from.
+type ImageBuild struct {
+	JobName, JobUID    string
+	JobVersion         string
+	PythonVersion      string
+	BaseImage          string
+	BaseDigest         string
+	RequirementsSHA256 string
+	Image              string
+	BytesPushed        int64
+}
