@@ -33,6 +33,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/datajobs/datajobs/bench/internal/stats"
 	"github.com/datajobs/datajobs/internal/build"
 	"github.com/datajobs/datajobs/internal/build/buildtest"
 	"github.com/datajobs/datajobs/internal/devenv"
@@ -130,7 +131,7 @@ func run() error {
 		}
 		theirs = append(theirs, time.Since(start))
 	}
-	mo, mt := median(ours), median(theirs)
+	mo, mt := stats.Percentile(ours, 50), stats.Percentile(theirs, 50)
 	fmt.Printf("append (%d bytes of job files, %d runs each, alternating)\n", *size, *runs)
 	fmt.Printf("  datajobs build+push  p50 %v  min %v  max %v\n", mo.Round(time.Millisecond), slices.Min(ours).Round(time.Millisecond), slices.Max(ours).Round(time.Millisecond))
 	fmt.Printf("  crane append         p50 %v  min %v  max %v\n", mt.Round(time.Millisecond), slices.Min(theirs).Round(time.Millisecond), slices.Max(theirs).Round(time.Millisecond))
@@ -215,12 +216,6 @@ func writeTar(path string, files map[string]string) error {
 		return err
 	}
 	return os.WriteFile(path, buf.Bytes(), 0o644)
-}
-
-func median(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
 
 // peakRSS is the process's peak resident set size in bytes.

@@ -43,6 +43,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/datajobs/datajobs/bench/internal/stats"
 	"github.com/datajobs/datajobs/internal/devenv"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
@@ -133,7 +134,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("start -> Job seen by a watch, %d starts: p50 %s, p99 %s, max %s\n", len(lat), pct(lat, 50), pct(lat, 99), pct(lat, 100))
+	fmt.Printf("start -> Job seen by a watch, %d starts: %s\n", len(lat), summary(lat))
 
 	before, statements, created, logs := e.count.writes.Load(), e.count.statements.Load(), e.count.created.Load(), e.count.logs.Load()
 	lagBefore := e.lag()
@@ -144,8 +145,8 @@ func run() error {
 	writes := e.count.writes.Load() - before
 	lagAfter := e.lag()
 	lag := lagAfter.since(lagBefore)
-	fmt.Printf("pod Succeeded -> row committed, %d executions: p50 %s, p99 %s, max %s\n", len(lat), pct(lat, 50), pct(lat, 99), pct(lat, 100))
-	fmt.Printf("Job seen Complete -> row committed, %d executions: p50 %s, p99 %s, max %s\n", len(ours), pct(ours, 50), pct(ours, 99), pct(ours, 100))
+	fmt.Printf("pod Succeeded -> row committed, %d executions: %s\n", len(lat), summary(lat))
+	fmt.Printf("Job seen Complete -> row committed, %d executions: %s\n", len(ours), summary(ours))
 	moved := len(lat)
 	fmt.Printf("datajobs_execution_status_write_lag_seconds (event seen -> row committed), %d writes: p50 <= %s, p99 <= %s (bucket bounds)\n",
 		lag.count, lag.quantile(0.50), lag.quantile(0.99))
@@ -481,16 +482,6 @@ func parallel[T any](items []T, workers int, fn func(T) error) error {
 	return nil
 }
 
-func pct(d []time.Duration, p int) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
-	}
-	i := min(len(s)-1, len(s)*p/100)
-	return s[i].Round(100 * time.Microsecond)
-}
-
 func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
@@ -549,4 +540,11 @@ func (h histogram) quantile(q float64) string {
 		return "n/a"
 	}
 	return "> " + time.Duration(h.bounds[len(h.bounds)-1]*float64(time.Second)).String()
+}
+
+// summary is "p50 …, p99 …, max …" of ds, to 0.1 ms.
+func summary(ds []time.Duration) string {
+	p := stats.Percentiles(ds, 50, 99, 100)
+	r := func(d time.Duration) time.Duration { return d.Round(100 * time.Microsecond) }
+	return fmt.Sprintf("p50 %s, p99 %s, max %s", r(p[0]), r(p[1]), r(p[2]))
 }

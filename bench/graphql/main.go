@@ -30,7 +30,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,6 +39,7 @@ import (
 	"github.com/jackc/pgx/v5"         //nolint:depguard // the benchmark seeds rows and measures the raw SQL floor
 	"github.com/jackc/pgx/v5/pgxpool" //nolint:depguard // the raw SQL floor uses a pool like the store's
 
+	"github.com/datajobs/datajobs/bench/internal/stats"
 	"github.com/datajobs/datajobs/internal/devenv"
 	"github.com/datajobs/datajobs/internal/graphapi"
 	"github.com/datajobs/datajobs/internal/httpapi"
@@ -205,9 +205,9 @@ func run() error {
 			if err != nil {
 				return fmt.Errorf("%s raw SQL: %w", sc.name, err)
 			}
-			h50, s50 := pct(httpLat, 50), pct(sqlLat, 50)
+			h50, s50 := stats.Percentile(httpLat, 50), stats.Percentile(sqlLat, 50)
 			fmt.Printf("| %s | %d | %s | %s | %.0f | %s | %s | %.1fx | %s |\n", sc.name, clients,
-				ms(h50), ms(pct(httpLat, 99)), rate, ms(s50), ms(pct(sqlLat, 99)), float64(h50)/float64(s50), items)
+				ms(h50), ms(stats.Percentile(httpLat, 99)), rate, ms(s50), ms(stats.Percentile(sqlLat, 99)), float64(h50)/float64(s50), items)
 		}
 		fmt.Fprintf(os.Stderr, "statements of %q:\n", sc.name)
 		for _, s := range stmts {
@@ -394,12 +394,7 @@ func measure(ctx context.Context, clients, requests int, maxTime time.Duration, 
 	if len(lat) == 0 {
 		return nil, 0, errors.New("no request completed")
 	}
-	slices.Sort(lat)
 	return lat, float64(len(lat)) / elapsed.Seconds(), nil
-}
-
-func pct(sorted []time.Duration, p int) time.Duration {
-	return sorted[min(len(sorted)-1, len(sorted)*p/100)]
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/datajobs/datajobs/bench/internal/stats"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/synchronizer"
 )
@@ -66,7 +67,7 @@ func (b *bench) converge(ctx context.Context, sizes []int, repeat, repeatLarge, 
 			if syncFirst {
 				order = "sync, floor"
 			}
-			p := percentiles(res.floorLatencies, 0.5, 0.99)
+			p := stats.Percentiles(res.floorLatencies, 50, 99)
 			b.printf("| %d | %d | %s | %s | %s | %.2fx | %.2fx | %s / %s | %s |\n", n, r+1, order, secs(res.floor), secs(res.sync),
 				ratio, res.syncCPU.ours()/res.floorCPU.ours(), ms(p[0]), ms(p[1]), res.calls)
 			cpuLines = append(cpuLines,

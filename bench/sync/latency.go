@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/datajobs/datajobs/bench/internal/stats"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/synchronizer"
 )
@@ -125,9 +126,9 @@ func (b *bench) latency(ctx context.Context, f *fleet, changes int) error {
 	if err != nil {
 		return err
 	}
-	p := percentiles(total, 0.5, 0.9, 0.99, 1)
-	pa := percentiles(api, 0.5, 0.99)
-	pw := percentiles(async, 0.5, 0.99)
+	p := stats.Percentiles(total, 50, 90, 99, 100)
+	pa := stats.Percentiles(api, 50, 99)
+	pw := stats.Percentiles(async, 50, 99)
 	b.printf("| | p50 | p90 | p99 | max |\n|---|---|---|---|---|\n")
 	b.printf("| PATCH enabled → suspend seen by a watch | %s | %s | %s | %s |\n", ms(p[0]), ms(p[1]), ms(p[2]), ms(p[3]))
 	b.printf("\nof which the service call (transaction + NOTIFY) p50 %s, p99 %s; after it returned p50 %s, p99 %s.\n",

@@ -31,7 +31,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -288,21 +287,6 @@ func cpuModel() string {
 		}
 	}
 	return "?"
-}
-
-// percentiles returns the given quantiles of ds (nearest rank).
-func percentiles(ds []time.Duration, qs ...float64) []time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	out := make([]time.Duration, len(qs))
-	if len(s) == 0 {
-		return out
-	}
-	for i, q := range qs {
-		rank := int(q*float64(len(s))+0.999999) - 1
-		out[i] = s[min(max(rank, 0), len(s)-1)]
-	}
-	return out
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }

@@ -22,13 +22,13 @@ import (
 	"os/signal"
 	"regexp"
 	"runtime"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5" //nolint:depguard // the benchmark seeds rows
 
+	"github.com/datajobs/datajobs/bench/internal/stats"
 	"github.com/datajobs/datajobs/internal/devenv"
 	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/store"
@@ -153,12 +153,12 @@ func run() error {
 		if sc.path == "/ui/" {
 			listHTML = body
 		}
-		slices.Sort(lat)
 		n := ""
 		if m := listed.FindStringSubmatch(body); m != nil {
 			n = m[1]
 		}
-		fmt.Printf("| %s | %s | %s | %s | %d | %s |\n", sc.name, ms(pct(lat, 50)), ms(pct(lat, 90)), ms(pct(lat, 99)), len(body), n)
+		q := stats.Percentiles(lat, 50, 90, 99)
+		fmt.Printf("| %s | %s | %s | %s | %d | %s |\n", sc.name, ms(q[0]), ms(q[1]), ms(q[2]), len(body), n)
 	}
 
 	// The page's weight: the HTML and everything it loads.
@@ -200,8 +200,6 @@ func loadAverage() string {
 	}
 	return "?"
 }
-
-func pct(l []time.Duration, p int) time.Duration { return l[(len(l)-1)*p/100] }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
 
