@@ -136,6 +136,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	require.NotContains(t, table, "ingest-clicks", "not deployed, so not synced")
 	require.Equal(t, 2, strings.Count(table, "synced"), "one synced pill per row")
 	require.Contains(t, b.text("#jobtable .count"), "1–2 of 2 jobs")
+	b.shot(shots, "jobs-status")
 
 	// The job page: desired next to actual, the plan, properties, no executions yet.
 	b.do(chromedp.Click(chromedp.CSS(`a[href="/ui/teams/team-a/jobs/ingest-orders"]`)))

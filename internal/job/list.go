@@ -36,7 +36,8 @@ type ListRequest struct {
 // UsesNextRun reports whether the request filters or sorts on the next run, which the
 // database cannot compute: the caller computes it for each distinct schedule.
 func (r ListRequest) UsesNextRun() bool {
-	return r.Filter.NextRun != nil || slices.ContainsFunc(r.Sort, func(s SortKey) bool { return s.Field == FieldNextRun })
+	return r.Filter.NextRun != nil ||
+		slices.ContainsFunc(r.Sort, func(s SortKey) bool { return s.Field == FieldNextRun || s.Field == FieldDeploymentNextRun })
 }
 
 // ListFilter holds the conditions a listed job must meet, all of them; zero fields impose
@@ -83,6 +84,10 @@ const (
 	FieldLastExecutionTime
 	FieldLastExecutionDuration
 	FieldSyncStatus
+	// FieldDeploymentNextRun is the next run of the deployment's schedule while it is
+	// enabled, as the console shows it; missing when not deployed or disabled
+	// (FieldNextRun is the job configuration's, as VDK's query has it).
+	FieldDeploymentNextRun
 )
 
 // SortKey is one key of the order of a list.

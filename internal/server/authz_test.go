@@ -177,10 +177,13 @@ func TestEveryRouteIsAuthenticatedAndKeepsTeamsApart(t *testing.T) {
 			t.Errorf("route %q has no case in routeCases: add one, with the request that team-a must not be allowed to make on team-b's job", pattern)
 			continue
 		}
-		if rc.public {
+		method, path := fill(pattern, "team-b")
+		if rc.public { // served to anyone, and showing nothing of any team
+			r := c.form(c.browser(), method, path, url.Values{})
+			assert.Less(t, r.status, 500, "%s: %s", pattern, r.body)
+			showsNothingOfB(method, path, r.body)
 			continue
 		}
-		method, path := fill(pattern, "team-b")
 		if strings.HasPrefix(path, ui.Prefix) {
 			form := url.Values{"csrf": {token}, "properties": {`{"stolen":true}`}}
 			// No session: sign in first (a redirect for a page, 401 for an action).

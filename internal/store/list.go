@@ -107,11 +107,15 @@ func listSQL(r job.ListRequest, nextRuns map[string]int64, mode listMode) (strin
 	f := r.Filter
 	searchFields := cmpOr(f.SearchFields, []job.ListField{job.FieldName})
 	onDeployment := func(f job.ListField) bool {
-		return f == job.FieldDeploymentEnabled || f == job.FieldPythonVersion || f == job.FieldSyncStatus
+		return f == job.FieldDeploymentEnabled || f == job.FieldPythonVersion || f == job.FieldSyncStatus || f == job.FieldDeploymentNextRun
 	}
+	deploymentNextRun := slices.ContainsFunc(r.Sort, func(s job.SortKey) bool { return s.Field == job.FieldDeploymentNextRun })
 	needDeployment := f.Deployment != "" || f.Status != "" || f.PythonVersionContains != "" ||
 		(f.Search != "" && slices.ContainsFunc(searchFields, onDeployment))
 	needNextRun := mode != listSchedules && f.NextRun != nil
+	if mode == listSchedules && deploymentNextRun {
+		needDeployment = true
+	}
 	if mode == listPage {
 		needDeployment = needDeployment || slices.ContainsFunc(r.Sort, func(s job.SortKey) bool { return onDeployment(s.Field) })
 		needNextRun = needNextRun || r.UsesNextRun()
@@ -122,7 +126,11 @@ func listSQL(r job.ListRequest, nextRuns map[string]int64, mode listMode) (strin
 	case listCount:
 		sb.WriteString("SELECT count(*)")
 	case listSchedules:
-		sb.WriteString("SELECT DISTINCT j.schedule")
+		if deploymentNextRun { // the deployments' schedules too
+			sb.WriteString("SELECT DISTINCT unnest(ARRAY[j.schedule, COALESCE(d.schedule, a.schedule, '')])")
+		} else {
+			sb.WriteString("SELECT DISTINCT j.schedule")
+		}
 	case listPage: // the whole rows of the names the inner statement orders and skips
 		sb.WriteString("SELECT " + jobColumns + ", COALESCE(j.last_execution_status, ''), j.last_execution_end_time, j.last_execution_duration")
 		if r.WithDeployments {
@@ -139,8 +147,11 @@ func listSQL(r job.ListRequest, nextRuns map[string]int64, mode listMode) (strin
 		for s, n := range nextRuns {
 			schedules, runs = append(schedules, s), append(runs, n)
 		}
-		sb.WriteString("\nLEFT JOIN unnest(" + b.arg(schedules) + "::text[], " + b.arg(runs) +
-			"::bigint[]) AS nr(schedule, next_run) ON nr.schedule = j.schedule")
+		table := "unnest(" + b.arg(schedules) + "::text[], " + b.arg(runs) + "::bigint[])"
+		sb.WriteString("\nLEFT JOIN " + table + " AS nr(schedule, next_run) ON nr.schedule = j.schedule")
+		if deploymentNextRun {
+			sb.WriteString("\nLEFT JOIN " + table + " AS dnr(schedule, next_run) ON dnr.schedule = COALESCE(d.schedule, a.schedule)")
+		}
 	}
 
 	var where []string
@@ -246,6 +257,7 @@ var listColumns = map[job.ListField]string{
 	job.FieldLastExecutionStatus:   "j.last_execution_status",
 	job.FieldLastExecutionTime:     "j.last_execution_end_time",
 	job.FieldLastExecutionDuration: "j.last_execution_duration",
+	job.FieldDeploymentNextRun:     "CASE WHEN COALESCE(d.enabled, a.enabled) THEN dnr.next_run END",
 	// Listed.Status: NULL when not deployed.
 	job.FieldSyncStatus: "CASE WHEN d.data_job_name IS NOT NULL THEN CASE WHEN d.status_generation < j.generation THEN 'pending' ELSE d.status END" +
 		" WHEN a.data_job_name IS NOT NULL THEN 'deleting' END",

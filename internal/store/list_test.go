@@ -104,3 +104,49 @@ func TestJobsListFiltersByTheStatusItShows(t *testing.T) {
 		}
 	}
 }
+
+// TestJobsListSortsByTheNextRunTheConsoleShows sorts on the next run of the deployment's
+// schedule while it is enabled: a disabled or undeployed job has none and comes last,
+// whatever its job configuration's schedule says.
+func TestJobsListSortsByTheNextRunTheConsoleShows(t *testing.T) {
+	t.Parallel()
+	st := testenv.Store(t)
+	ctx := t.Context()
+	add := func(name, jobSchedule, deploymentSchedule string, enabled bool) {
+		_, err := st.CreateJob(ctx, job.Job{Name: name, Team: "team-a", Schedule: jobSchedule})
+		require.NoError(t, err)
+		if deploymentSchedule == "" {
+			return
+		}
+		_, err = st.ChangeDeployment(ctx, "team-a", name, func(_ job.Job, _ *job.Deployment) (job.Deployment, error) {
+			return job.Deployment{
+				JobVersion: "v1", PythonVersion: "3.9", Schedule: deploymentSchedule, Enabled: enabled,
+				DeployedBy: "me", DeployedDate: time.Now(),
+			}, nil
+		})
+		require.NoError(t, err)
+	}
+	// From midnight: the job configurations' schedules would put the two that do not run
+	// first.
+	add("runs-first", "0 5 * * *", "0 1 * * *", true)
+	add("runs-second", "0 2 * * *", "0 2 * * *", true)
+	add("disabled", "30 0 * * *", "30 0 * * *", false)
+	add("not-deployed", "15 0 * * *", "", false)
+
+	svc, err := service.New(service.Config{SupportedPythonVersions: []string{"3.9"}}, st)
+	require.NoError(t, err)
+	for _, tt := range []struct {
+		desc bool
+		want []string
+	}{
+		{false, []string{"runs-first", "runs-second", "disabled", "not-deployed"}},
+		{true, []string{"runs-second", "runs-first", "disabled", "not-deployed"}},
+	} {
+		page, err := svc.ListJobs(ctx, job.ListRequest{
+			Filter: job.ListFilter{Visible: job.AllTeams}, Sort: []job.SortKey{{Field: job.FieldDeploymentNextRun, Desc: tt.desc}},
+			Limit: 10, WithDeployments: true, At: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC),
+		})
+		require.NoError(t, err)
+		require.Equal(t, tt.want, names(page), "descending: %v", tt.desc)
+	}
+}

@@ -33,7 +33,7 @@ type listQuery struct {
 
 // sortFields are the orders the list offers, by URL key.
 var sortFields = map[string]job.ListField{
-	"name": job.FieldName, "team": job.FieldTeam, "next_run": job.FieldNextRun,
+	"name": job.FieldName, "team": job.FieldTeam, "next_run": job.FieldDeploymentNextRun,
 	"last_run": job.FieldLastExecutionTime, "last_status": job.FieldLastExecutionStatus, "enabled": job.FieldDeploymentEnabled,
 	"status": job.FieldSyncStatus,
 }
