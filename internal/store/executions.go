@@ -224,8 +224,10 @@ SELECT id FROM up`
 		if u.Log != nil {
 			logs = &u.Log.Logs
 		}
-		return []any{u.ID, u.JobName, u.JobUID, u.Type, string(u.Status), u.Message, u.OpID,
-			u.StartTime, u.EndTime, u.StartedBy, u.Status.Final(), logs, u.Log != nil && u.Log.Truncated}
+		return []any{
+			u.ID, u.JobName, u.JobUID, u.Type, string(u.Status), u.Message, u.OpID,
+			u.StartTime, u.EndTime, u.StartedBy, u.Status.Final(), logs, u.Log != nil && u.Log.Truncated,
+		}
 	})
 	rows, _ := s.pool.Query(ctx, q, append(args, fence.Epoch)...)
 	written, err := pgx.CollectRows(rows, pgx.RowTo[string])
