@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -16,7 +15,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -67,7 +65,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	dbURL, kubeconfig, ns := testenv.DatabaseURL(t), testenv.Kubeconfig(t), testenv.Namespace(t)
 	client := testenv.Clientset(t)
 
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	base := "http://" + addr
 	clientID := fmt.Sprintf("console-%d", time.Now().UnixNano())
 	p.NewBrowserClient(t, clientID, base+"/ui/callback")
@@ -319,42 +317,12 @@ func (b *browser) shot(dir, name string) {
 // serve runs `datajobs serve` until the test ends.
 func serve(t *testing.T, dbURL, kubeconfig, ns, addr string, args ...string) {
 	t.Helper()
-	root, err := devenv.RepoRoot()
+	bin, err := testenv.Binary()
 	require.NoError(t, err)
-	bin := filepath.Join(t.TempDir(), "datajobs")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/datajobs")
-	build.Dir = root
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-	logs := &strings.Builder{}
-	var mu sync.Mutex
-	cmd := exec.Command(bin, append([]string{"serve", "--listen", addr, "--admin-listen", freeAddr(t), "--namespace", ns, "--log-format", "text"}, args...)...)
-	cmd.Env = append(os.Environ(), "DATAJOBS_DATABASE_URL="+dbURL, "DATAJOBS_KUBECONFIG="+kubeconfig)
-	w := writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return logs.Write(p) })
-	cmd.Stdout, cmd.Stderr = w, w
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-		if t.Failed() {
-			mu.Lock()
-			t.Logf("datajobs serve:\n%s", logs)
-			mu.Unlock()
-		}
-	})
-	require.Eventually(t, func() bool {
-		resp, err := http.Get("http://" + addr + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, time.Minute, 100*time.Millisecond, "datajobs serve ready")
+	serve := []string{"serve", "--listen", addr, "--admin-listen", testenv.FreeAddr(t), "--namespace", ns, "--log-format", "text"}
+	env := append(os.Environ(), "DATAJOBS_DATABASE_URL="+dbURL, "DATAJOBS_KUBECONFIG="+kubeconfig)
+	testenv.Start(t, bin, append(serve, args...), env, "http://"+addr+"/readyz")
 }
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 func api(t *testing.T, base, token, method, path string, want int, body string) {
 	t.Helper()
@@ -366,14 +334,6 @@ func api(t *testing.T, base, token, method, path string, want int, body string) 
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, want, resp.StatusCode, "%s %s", method, path)
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func cronJob(t *testing.T, client kubernetes.Interface, ns, name string) *batchv1.CronJob {

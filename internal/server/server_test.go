@@ -197,6 +197,7 @@ func TestDryRunServesThePlanAndWritesNothing(t *testing.T) {
 	}
 	require.Eventually(t, func() bool {
 		_, body := get(t, admin+"/data-jobs/debug/sync-plan")
+		plan.Summary = nil // Unmarshal would add to the map of an earlier answer
 		require.NoError(t, json.Unmarshal([]byte(body), &plan))
 		return plan.Changes == 1
 	}, 30*time.Second, 50*time.Millisecond)
