@@ -31,7 +31,7 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		de = job.Unavailable("request", err)
 		de.Why = "The request was cancelled before it completed."
 	case errors.Is(err, context.DeadlineExceeded):
-		de = job.Unavailable("database", err)
+		de = job.TooSlow("the request's deadline", err)
 	default:
 		de = internalError()
 	}

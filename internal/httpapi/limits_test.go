@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/datajobs/datajobs/internal/httpapi"
@@ -117,4 +119,38 @@ func TestADownloadThatTheClientDoesNotReadEndsAtItsDeadline(t *testing.T) {
 	n, err := io.Copy(io.Discard, resp.Body)
 	require.Error(t, err, "the body is cut short")
 	require.Less(t, n, int64(32<<20))
+}
+
+// A statement that runs past the database's statement timeout (here an update waiting for
+// a row another transaction holds) is a 503 saying the request did not complete in time,
+// not an internal error, and it changes nothing; once the row is free the same request
+// succeeds.
+func TestAStatementPastTheDatabaseTimeoutIsA503ThatChangesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(o *options) { o.statementTimeout = 300 * time.Millisecond })
+	path := e.createJob("team-a", "my-job")
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, e.dbURL)
+	require.NoError(t, err)
+	defer conn.Close(context.WithoutCancel(ctx))
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SELECT 1 FROM data_job WHERE name = 'my-job' FOR UPDATE`)
+	require.NoError(t, err)
+
+	update := `{"job_name":"my-job","description":"changed","config":{"schedule":{"schedule_cron":"15 10 * * *"}}}`
+	r := e.do(http.MethodPut, path, update)
+	require.Equal(t, http.StatusServiceUnavailable, r.status, "%s", r.body)
+	body := r.vdkError(t)
+	require.Equal(t, "The request did not complete in time.", body["what"])
+	require.Contains(t, body["why"], "--db-statement-timeout")
+
+	require.NoError(t, tx.Rollback(ctx))
+	r = e.do(http.MethodGet, path, "")
+	require.Equal(t, http.StatusOK, r.status)
+	var got struct{ Description string }
+	r.json(t, &got)
+	require.Equal(t, "d", got.Description, "the timed-out update changed nothing")
+	r = e.do(http.MethodPut, path, update)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 }

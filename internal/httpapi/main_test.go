@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -45,6 +46,8 @@ type options struct {
 	auth      httpapi.Authenticator
 	webhook   httpapi.Authorizer
 	graphql   bool // serve the GraphQL jobs query (graphapi) from the store
+	// statementTimeout is the API store's PostgreSQL statement timeout (0: none).
+	statementTimeout time.Duration
 }
 
 func newEnv(t testing.TB, opts ...func(*options)) *env {
@@ -56,8 +59,8 @@ func newEnv(t testing.TB, opts ...func(*options)) *env {
 	dbURL := testenv.DatabaseURL(t)
 	st := openStore(t, dbURL)
 	apiStore := st
-	if o.storeURL != "" || o.quotas != (store.TeamQuotas{}) {
-		apiStore = openStoreWith(t, store.Config{URL: cmp.Or(o.storeURL, dbURL), Quotas: o.quotas})
+	if o.storeURL != "" || o.quotas != (store.TeamQuotas{}) || o.statementTimeout != 0 {
+		apiStore = openStoreWith(t, store.Config{URL: cmp.Or(o.storeURL, dbURL), Quotas: o.quotas, StatementTimeout: o.statementTimeout})
 	}
 	svc, err := service.New(service.Config{
 		SupportedPythonVersions: []string{"3.9", "3.11"},

@@ -147,6 +147,19 @@ func Unavailable(dependency string, err error) *Error {
 	}
 }
 
+// TooSlow reports work that did not complete within its time limit (limit names it, as
+// an operator would look it up): a 503, since retrying later may well succeed.
+func TooSlow(limit string, err error) *Error {
+	return &Error{
+		Kind:            KindUnavailable,
+		What:            "The request did not complete in time.",
+		Why:             "It ran past " + limit + ".",
+		Consequences:    "The request was not completed and nothing was changed.",
+		Countermeasures: "Retry in a moment; if it persists, ask the operators to look at the database's load and at " + limit + ".",
+		Err:             err,
+	}
+}
+
 // TeamJobsQuota reports a team that has as many data jobs as it may have.
 func TeamJobsQuota(team string, limit int) *Error {
 	return &Error{

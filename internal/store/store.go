@@ -139,8 +139,15 @@ func translate(err error) error {
 	if isConnectionError(err) {
 		return job.Unavailable("database", err)
 	}
+	if sqlState(err) == queryCanceled {
+		return job.TooSlow("the database's statement timeout (--db-statement-timeout)", err)
+	}
 	return err
 }
+
+// queryCanceled is PostgreSQL's code for a statement cancelled by statement_timeout (or
+// by a cancel request).
+const queryCanceled = "57014"
 
 func isConnectionError(err error) bool {
 	if code := sqlState(err); code != "" {
