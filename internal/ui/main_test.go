@@ -3,10 +3,12 @@ package ui_test
 import (
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -39,7 +41,8 @@ func newEnv(t *testing.T, oidc bool) *env {
 	require.NoError(t, err)
 	e := &env{store: st, svc: svc}
 	var cfg ui.Config
-	clientID := "console-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
+	// Unique per run: Hydra keeps its clients across runs of a test (-count > 1).
+	clientID := "console-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")) + "-" + strconv.FormatUint(rand.Uint64(), 36)
 	if oidc {
 		e.provider = testenv.OIDC(t)
 		verifier, err := auth.NewOIDC(auth.OIDCConfig{
