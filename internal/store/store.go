@@ -130,8 +130,9 @@ func columns[T any](rows []T, values func(T) []any) []any {
 	return out
 }
 
-// translate turns connection-level failures into the domain's "unavailable" error, so the
-// API answers 503 instead of 500 while the database is down. Other errors pass through.
+// translate turns connection-level failures and statements cancelled by the statement
+// timeout into the domain's "unavailable" errors, so the API answers 503 instead of 500
+// while the database is down or too slow. Other errors pass through.
 func translate(err error) error {
 	if err == nil || job.KindOf(err) != 0 {
 		return err
