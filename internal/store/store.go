@@ -4,6 +4,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,6 +26,9 @@ type Store struct {
 	pool   *pgxpool.Pool
 	quotas TeamQuotas
 	leases *pgxpool.Pool
+	// listenKeepalive is how long a LISTEN connection waits for a notification before it
+	// checks that the server still answers.
+	listenKeepalive time.Duration
 }
 
 // Config configures the connection pool.
@@ -42,6 +46,10 @@ type Config struct {
 	Tracer pgx.QueryTracer
 	// Quotas are the limits per team the writes enforce (default: none).
 	Quotas TeamQuotas
+	// ListenKeepalive is how long a LISTEN connection waits for a notification before it
+	// asks the server whether the connection still works, and how long it waits for the
+	// answer (default 30s): a connection cut silently is noticed within twice that.
+	ListenKeepalive time.Duration
 }
 
 // Open connects to the database. It does not fail when the database is down: the pool
@@ -71,7 +79,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open lease pool: %w", redact(err))
 	}
-	return &Store{pool: pool, leases: leases, quotas: cfg.Quotas}, nil
+	return &Store{pool: pool, leases: leases, quotas: cfg.Quotas, listenKeepalive: cmp.Or(cfg.ListenKeepalive, 30*time.Second)}, nil
 }
 
 // Close closes every connection of both pools.

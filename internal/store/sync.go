@@ -268,10 +268,10 @@ func (s *Store) Listen(ctx context.Context, channel string, ready func(), notify
 	}
 	ready()
 	for {
-		// Wake up every listenKeepalive to ask the server whether the connection still
+		// Wake up every s.listenKeepalive to ask the server whether the connection still
 		// works: a LISTEN connection that a proxy or a failover cut silently would
 		// otherwise wait for notifications forever (TCP keepalives take many minutes).
-		waitCtx, cancel := context.WithTimeout(ctx, listenKeepalive)
+		waitCtx, cancel := context.WithTimeout(ctx, s.listenKeepalive)
 		n, err := conn.WaitForNotification(waitCtx)
 		idle := errors.Is(waitCtx.Err(), context.DeadlineExceeded)
 		cancel()
@@ -279,7 +279,7 @@ func (s *Store) Listen(ctx context.Context, channel string, ready func(), notify
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case err != nil && idle:
-			pingCtx, cancel := context.WithTimeout(ctx, listenKeepalive)
+			pingCtx, cancel := context.WithTimeout(ctx, s.listenKeepalive)
 			err = conn.Ping(pingCtx)
 			cancel()
 			if err != nil {
@@ -292,7 +292,3 @@ func (s *Store) Listen(ctx context.Context, channel string, ready func(), notify
 		}
 	}
 }
-
-// listenKeepalive is how long a LISTEN connection waits for a notification before it
-// checks that the server still answers.
-const listenKeepalive = 30 * time.Second
