@@ -17,8 +17,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -36,11 +34,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"         //nolint:depguard // the benchmark seeds rows and measures the raw SQL floor
+	"github.com/jackc/pgx/v5"         //nolint:depguard // the benchmark measures the raw SQL floor
 	"github.com/jackc/pgx/v5/pgxpool" //nolint:depguard // the raw SQL floor uses a pool like the store's
 
+	"github.com/datajobs/datajobs/bench/internal/seed"
 	"github.com/datajobs/datajobs/bench/internal/stats"
-	"github.com/datajobs/datajobs/internal/devenv"
 	"github.com/datajobs/datajobs/internal/graphapi"
 	"github.com/datajobs/datajobs/internal/httpapi"
 	"github.com/datajobs/datajobs/internal/service"
@@ -98,35 +96,11 @@ func run() error {
 	// The server logs as in production (one JSON line per request), to nowhere.
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil)) //nolint:sloglint // formatting each line is part of the cost measured
 
-	adminURL := os.Getenv("DATAJOBS_TEST_DATABASE_URL")
-	if adminURL == "" {
-		dir, err := os.MkdirTemp("", "bench-graphql-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		env, err := devenv.Start(ctx, devenv.Config{StateDir: dir, Fast: true})
-		if err != nil {
-			return err
-		}
-		defer env.Stop() //nolint:errcheck // the folder goes anyway
-		adminURL = env.DatabaseURL
-	}
-	name := "bench_graphql_" + randomHex(6)
-	if err := devenv.CreateDatabase(ctx, adminURL, name, ""); err != nil {
-		return err
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		_ = devenv.DropDatabase(ctx, adminURL, name)
-	}()
-	u, err := url.Parse(adminURL)
+	dbURL, drop, err := seed.Database(ctx, "bench_graphql")
 	if err != nil {
 		return err
 	}
-	u.Path = "/" + name
-	dbURL := u.String()
+	defer drop()
 
 	tracer := &capture{}
 	db, err := store.Open(ctx, store.Config{URL: dbURL, Tracer: tracer})
@@ -138,7 +112,7 @@ func run() error {
 		return err
 	}
 	start := time.Now()
-	if err := seed(ctx, dbURL, jobs, deployed); err != nil {
+	if err := seed.Jobs(ctx, dbURL, jobs, deployed); err != nil {
 		return fmt.Errorf("seed: %w", err)
 	}
 	fmt.Printf("seeded %d jobs (%d deployed) in %s\n", jobs, deployed, time.Since(start).Round(time.Millisecond))
@@ -215,47 +189,6 @@ func run() error {
 		}
 	}
 	return nil
-}
-
-// seed writes the jobs, deployments and last executions straight into the tables, as the
-// API and the synchronizer would have: 50 teams, 1440 distinct daily schedules, 90% of the
-// deployments enabled, 90% synced, 70% of the jobs with a last execution in the past week.
-func seed(ctx context.Context, dbURL string, jobs, deployed int) error {
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	const q = `
-SELECT setseed(0.42);
-INSERT INTO data_job (name, uid, team, description, schedule, notified_on_job_deploy,
-	last_execution_status, last_execution_end_time, last_execution_duration)
-SELECT 'data-job-' || lpad(i::text, 5, '0'), gen_random_uuid(),
-	'team-' || lpad((floor(random() * 50))::int::text, 2, '0'),
-	'job number ' || i || ' of the benchmark',
-	(floor(random() * 60))::int || ' ' || (floor(random() * 24))::int || ' * * *',
-	ARRAY['owner-' || i || '@example.com'],
-	CASE WHEN r < 0.7 THEN (ARRAY['succeeded','succeeded','succeeded','user_error','platform_error'])[1 + floor(random() * 5)::int] END,
-	CASE WHEN r < 0.7 THEN now() - random() * interval '7 days' END,
-	CASE WHEN r < 0.7 THEN (random() * 3600)::int END
-FROM (SELECT i, random() AS r FROM generate_series(1, $1::int) AS i) s;
-INSERT INTO desired_data_job_deployment (data_job_name, git_commit_sha, vdk_version, python_version, schedule,
-	enabled, last_deployed_by, last_deployed_date, status, status_generation, last_sync_at)
-SELECT name, md5(name), '0.9', (ARRAY['3.9','3.11'])[1 + floor(random() * 2)::int], schedule,
-	random() < 0.9, 'deployer', now() - random() * interval '30 days',
-	CASE WHEN random() < 0.9 THEN 'synced' ELSE 'pending' END, 1, now()
-FROM data_job ORDER BY random() LIMIT $2::int;
-INSERT INTO actual_data_job_deployment (data_job_name, job_uid, generation, team, deployment_version_sha,
-	git_commit_sha, vdk_version, python_version, schedule, resources_cpu_request_millis, resources_cpu_limit_millis,
-	resources_memory_request_bytes, resources_memory_limit_bytes, enabled, last_deployed_by, last_deployed_date)
-SELECT j.name, j.uid, 1, j.team, md5(j.name || 'cronjob'), d.git_commit_sha, d.vdk_version, d.python_version, d.schedule,
-	1000, 2000, 524288000, 1048576000, d.enabled, d.last_deployed_by, d.last_deployed_date
-FROM desired_data_job_deployment d JOIN data_job j ON j.name = d.data_job_name WHERE d.status = 'synced';
-ANALYZE;`
-	// A multi-statement string runs in the simple protocol; parameters are inlined.
-	sql := strings.NewReplacer("$1::int", fmt.Sprint(jobs), "$2::int", fmt.Sprint(deployed)).Replace(q)
-	_, err = conn.Exec(ctx, sql)
-	return err
 }
 
 // check runs the query once and returns its totalItems.
@@ -398,9 +331,3 @@ func measure(ctx context.Context, clients, requests int, maxTime time.Duration, 
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}

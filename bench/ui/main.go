@@ -3,21 +3,18 @@
 // team filter, a name search, a status filter, every sort and the deepest pages, and the
 // weight of the page with everything it loads (the HTML, the stylesheet and the scripts).
 //
-// It seeds a fresh database with -jobs jobs, -deployed of them deployed, as bench/graphql
-// does, and uses DATAJOBS_TEST_DATABASE_URL when set, else starts its own PostgreSQL.
+// It seeds a fresh database with -jobs jobs, -deployed of them deployed (bench/internal/seed,
+// as bench/graphql), and uses DATAJOBS_TEST_DATABASE_URL when set, else starts its own PostgreSQL.
 // docs/benchmarks.md has the results and the command.
 package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"os/signal"
 	"regexp"
@@ -26,10 +23,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5" //nolint:depguard // the benchmark seeds rows
-
+	"github.com/datajobs/datajobs/bench/internal/seed"
 	"github.com/datajobs/datajobs/bench/internal/stats"
-	"github.com/datajobs/datajobs/internal/devenv"
 	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/ui"
@@ -53,37 +48,11 @@ func run() error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 
-	adminURL := os.Getenv("DATAJOBS_TEST_DATABASE_URL")
-	if adminURL == "" {
-		dir, err := os.MkdirTemp("", "bench-ui-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		env, err := devenv.Start(ctx, devenv.Config{StateDir: dir, Fast: true})
-		if err != nil {
-			return err
-		}
-		defer env.Stop() //nolint:errcheck // the folder goes anyway
-		adminURL = env.DatabaseURL
-	}
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	name := "bench_ui_" + hex.EncodeToString(b)
-	if err := devenv.CreateDatabase(ctx, adminURL, name, ""); err != nil {
-		return err
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		_ = devenv.DropDatabase(ctx, adminURL, name)
-	}()
-	u, err := url.Parse(adminURL)
+	dbURL, drop, err := seed.Database(ctx, "bench_ui")
 	if err != nil {
 		return err
 	}
-	u.Path = "/" + name
-	dbURL := u.String()
+	defer drop()
 	db, err := store.Open(ctx, store.Config{URL: dbURL})
 	if err != nil {
 		return err
@@ -92,7 +61,7 @@ func run() error {
 	if _, err := db.Migrate(ctx); err != nil {
 		return err
 	}
-	if err := seed(ctx, dbURL, jobs, deployed); err != nil {
+	if err := seed.Jobs(ctx, dbURL, jobs, deployed); err != nil {
 		return fmt.Errorf("seed: %w", err)
 	}
 	svc, err := service.New(service.Config{SupportedPythonVersions: []string{"3.9", "3.11"}}, db)
@@ -202,38 +171,3 @@ func loadAverage() string {
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
-
-// seed writes jobs, deployments and last executions straight into the tables as
-// bench/graphql does: 50 teams, 1440 distinct daily schedules, 90% of the deployments
-// enabled, 85% synced (5% each pending, user_error and platform_error, by a hash of the
-// name), 70% of the jobs with a last execution in the past week.
-func seed(ctx context.Context, dbURL string, jobs, deployed int) error {
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	const q = `
-SELECT setseed(0.42);
-INSERT INTO data_job (name, uid, team, description, schedule, notified_on_job_deploy,
-	last_execution_status, last_execution_end_time, last_execution_duration)
-SELECT 'data-job-' || lpad(i::text, 5, '0'), gen_random_uuid(),
-	'team-' || lpad((floor(random() * 50))::int::text, 2, '0'),
-	'job number ' || i || ' of the benchmark',
-	(floor(random() * 60))::int || ' ' || (floor(random() * 24))::int || ' * * *',
-	ARRAY['owner-' || i || '@example.com'],
-	CASE WHEN r < 0.7 THEN (ARRAY['succeeded','succeeded','succeeded','user_error','platform_error'])[1 + floor(random() * 5)::int] END,
-	CASE WHEN r < 0.7 THEN now() - random() * interval '7 days' END,
-	CASE WHEN r < 0.7 THEN (random() * 3600)::int END
-FROM (SELECT i, random() AS r FROM generate_series(1, JOBS) AS i) s;
-INSERT INTO desired_data_job_deployment (data_job_name, git_commit_sha, vdk_version, python_version, schedule,
-	enabled, last_deployed_by, last_deployed_date, status, status_generation, last_sync_at)
-SELECT name, md5(name), '0.9', (ARRAY['3.9','3.11'])[1 + floor(random() * 2)::int], schedule,
-	random() < 0.9, 'deployer', now() - random() * interval '30 days',
-	(ARRAY['pending','user_error','platform_error','synced','synced','synced','synced','synced','synced','synced',
-		'synced','synced','synced','synced','synced','synced','synced','synced','synced','synced'])[1 + abs(hashtext(name)) % 20], 1, now()
-FROM data_job ORDER BY random() LIMIT DEPLOYED;
-ANALYZE;`
-	_, err = conn.Exec(ctx, strings.NewReplacer("JOBS", fmt.Sprint(jobs), "DEPLOYED", fmt.Sprint(deployed)).Replace(q))
-	return err
-}

@@ -6,7 +6,7 @@ import (
 	"net/http"
 )
 
-// Kind classifies a domain error; the HTTP layer maps each kind to one status code.
+// Kind classifies a domain error; each kind is answered with one HTTP status (HTTPStatus).
 type Kind int
 
 // The kinds of domain errors.

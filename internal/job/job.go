@@ -1,6 +1,7 @@
 // Package job holds the domain of datajobs: data jobs, their deployments and the rules
-// that every input must pass before it is stored. It knows nothing about HTTP, SQL or
-// Kubernetes clients; the layers above translate to and from these types.
+// that every input must pass before it is stored. It knows nothing about HTTP handlers,
+// SQL or Kubernetes clients (an error kind only names the HTTP status it is answered
+// with); the layers above translate to and from these types.
 //
 // The store reads and writes these types for the layers above it (the API, GraphQL, the
 // web console and the synchronizer): no package above the store names a store type. Each

@@ -159,7 +159,7 @@ func TestEveryRouteIsAuthenticatedAndKeepsTeamsApart(t *testing.T) {
 
 	// alice of team-a, signed in to the console; a browser without a session.
 	alice, stranger := c.browser(), c.browser()
-	token := csrf(t, c.signIn(p, alice, "alice", "team-a"))
+	token := testenv.CSRFToken(t, p.SignIn(t, alice, c.base+"/ui/", "alice", "team-a"))
 	// showsNothingOfB fails the test when a body shows team-b's job, unless the path names it.
 	showsNothingOfB := func(method, path, body string) {
 		for _, secret := range []string{"job-of-b", "secret plans of b", "of-b", "v1-of-b"} {
@@ -264,7 +264,7 @@ func TestEveryRouteIsAuthenticatedAndKeepsTeamsApart(t *testing.T) {
 	}{{tokB, "bob", "team-b"}, {tokAdmin, "ops", "platform"}} {
 		c.must(who.tok, "GET", "/data-jobs/for-team/team-b/jobs/job-of-b", "", http.StatusOK)
 		b := c.browser()
-		c.signIn(p, b, who.user, who.team)
+		p.SignIn(t, b, c.base+"/ui/", who.user, who.team)
 		r := c.form(b, http.MethodGet, "/ui/teams/team-b/jobs/job-of-b", nil)
 		require.Equal(t, http.StatusOK, r.status, r.body)
 		assert.Contains(t, r.body, "secret plans of b")
@@ -345,42 +345,6 @@ func (c *caller) form(b *http.Client, method, path string, form url.Values) resp
 	return c.send(b, req)
 }
 
-// signIn walks the console's sign-in as browser b, playing the provider's login and
-// consent apps, and returns the first page the console shows.
-func (c *caller) signIn(p *testenv.OIDCProvider, b *http.Client, username string, teams ...string) string {
-	c.t.Helper()
-	u := c.base + "/ui/"
-	for range 12 {
-		if strings.HasPrefix(u, testenv.LoginAppURL) {
-			q := must(url.Parse(u)).Query()
-			if ch := q.Get("login_challenge"); ch != "" {
-				u = p.AcceptLogin(c.t, ch, username)
-			} else {
-				u = p.AcceptConsent(c.t, q.Get("consent_challenge"), username, teams...)
-			}
-			continue
-		}
-		r := c.form(b, http.MethodGet, u, nil)
-		if r.status != http.StatusSeeOther && r.status != http.StatusFound {
-			require.Equal(c.t, http.StatusOK, r.status, "GET %s: %s", u, r.body)
-			return r.body
-		}
-		u = must(url.Parse(u)).ResolveReference(must(url.Parse(r.header.Get("Location")))).String()
-	}
-	c.t.Fatal("the sign-in did not end")
-	return ""
-}
-
-// csrf is the CSRF token of a console page.
-func csrf(t *testing.T, body string) string {
-	t.Helper()
-	_, rest, ok := strings.Cut(body, `<meta name="csrf-token" content="`)
-	require.True(t, ok, "the page has no CSRF token")
-	token, _, _ := strings.Cut(rest, `"`)
-	require.NotEmpty(t, token)
-	return token
-}
-
 // vdkError requires a VDK error body and returns it.
 func vdkError(t *testing.T, r response) map[string]string {
 	t.Helper()
@@ -408,11 +372,4 @@ func sources(t *testing.T) string {
 	}
 	require.NoError(t, zw.Close())
 	return buf.String()
-}
-
-func must[T any](v T, err error) T {
-	if err != nil {
-		panic(err)
-	}
-	return v
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -375,14 +377,14 @@ func (t *execTerm) pass(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("executions pass: list jobs: %w", err)
 	}
-	var others []string
+	var others []*batchv1.Job
 	for _, j := range jobs {
 		if done[j.Name] {
 			continue
 		}
 		// A Job without an execution under way: a run not yet recorded, or a finished one
 		// (its Job may not be Complete yet when its pod's success decided it).
-		others = append(others, j.Name)
+		others = append(others, j)
 		t.queue.Add(j.Name)
 	}
 	if err := t.queueMissingLogs(ctx, others); err != nil {
@@ -490,7 +492,7 @@ func (t *execTerm) reconcile(ctx context.Context, id string, row *job.TrackedExe
 			t.forget(id) // its Job is gone: no more events about it
 		}
 		if live != nil && live.DeletionTimestamp == nil {
-			if c, f := jobDone(live); !c && !f && !t.podSucceeded(id) {
+			if c, f := jobDone(live); !c && !f && !t.podSucceeded(live) {
 				// Decided while still running (an image that never came): stop it. A Job
 				// whose pod succeeded is left to the Job controller to complete.
 				return t.deleteJob(ctx, live, metav1.DeletePropagationBackground)
@@ -533,17 +535,7 @@ func (t *execTerm) reconcile(ctx context.Context, id string, row *job.TrackedExe
 
 // observe records the status a live Job and its pods show, when it differs from the row.
 func (t *execTerm) observe(ctx context.Context, row *job.TrackedExecution, live *batchv1.Job, now time.Time) error {
-	objs, err := t.pods.ByIndex(podsByJobIndex, live.Name)
-	if err != nil {
-		return fmt.Errorf("read pods of %s from cache: %w", live.Name, err)
-	}
-	pods := make([]*corev1.Pod, 0, len(objs))
-	for _, o := range objs {
-		if p, ok := o.(*corev1.Pod); ok && metav1.IsControlledBy(p, live) {
-			pods = append(pods, p)
-		}
-	}
-	o := kube.ObserveExecution(live, pods, now, t.x.cfg.ImagePullGrace)
+	o := kube.ObserveExecution(live, t.podsOf(live), now, t.x.cfg.ImagePullGrace)
 	if o.RecheckAfter > 0 {
 		t.queue.AddAfter(live.Name, o.RecheckAfter)
 	}
@@ -793,39 +785,44 @@ func (t *execTerm) queueLog(id string, pod *corev1.Pod) {
 	t.logQueue.Add(id)
 }
 
-// podSucceeded reports whether the latest pod of execution id succeeded (cache).
-func (t *execTerm) podSucceeded(id string) bool {
-	p := kube.LatestPod(t.podsOf(id))
+// podSucceeded reports whether the latest pod of Job j succeeded (cache).
+func (t *execTerm) podSucceeded(j *batchv1.Job) bool {
+	p := kube.LatestPod(t.podsOf(j))
 	return p != nil && p.Status.Phase == corev1.PodSucceeded
 }
 
-// podsOf returns the cached pods of execution id.
-func (t *execTerm) podsOf(id string) []*corev1.Pod {
-	objs, err := t.pods.ByIndex(podsByJobIndex, id)
+// podsOf returns the cached pods of Job j (of this very Job: a pod of an earlier Job of
+// the same name is not its).
+func (t *execTerm) podsOf(j *batchv1.Job) []*corev1.Pod {
+	objs, err := t.pods.ByIndex(podsByJobIndex, j.Name)
 	if err != nil {
 		return nil // the index exists from the start of the term
 	}
 	pods := make([]*corev1.Pod, 0, len(objs))
 	for _, o := range objs {
-		if p, ok := o.(*corev1.Pod); ok {
+		if p, ok := o.(*corev1.Pod); ok && metav1.IsControlledBy(p, j) {
 			pods = append(pods, p)
 		}
 	}
 	return pods
 }
 
-// queueMissingLogs queues the logs of the final executions among the Jobs ids that have
-// none kept (the previous leader stopped in between).
-func (t *execTerm) queueMissingLogs(ctx context.Context, ids []string) error {
-	if len(ids) == 0 {
+// queueMissingLogs queues the logs of the final executions among the Jobs that have none
+// kept (the previous leader stopped in between).
+func (t *execTerm) queueMissingLogs(ctx context.Context, jobs []*batchv1.Job) error {
+	if len(jobs) == 0 {
 		return nil
 	}
-	missing, err := t.x.db.FinalWithoutLog(ctx, ids)
+	byID := make(map[string]*batchv1.Job, len(jobs))
+	for _, j := range jobs {
+		byID[j.Name] = j
+	}
+	missing, err := t.x.db.FinalWithoutLog(ctx, slices.Collect(maps.Keys(byID)))
 	if err != nil {
 		return fmt.Errorf("executions pass: %w", err)
 	}
 	for _, id := range missing {
-		if p := kube.LatestPod(t.podsOf(id)); p != nil {
+		if p := kube.LatestPod(t.podsOf(byID[id])); p != nil {
 			t.queueLog(id, p)
 		}
 	}

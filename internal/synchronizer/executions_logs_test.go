@@ -66,22 +66,23 @@ func TestTheLogIsKeptAfterTheFinalStatusAndByTheNextTermWhenItWasNot(t *testing.
 
 	f.kubelet(p, corev1.PodSucceeded, exited(0, "Completed", ""), "")
 	f.status("log-job", id, job.ExecSucceeded)
-	var logs string
-	require.Eventually(t, func() bool {
-		var ok bool
-		logs, ok = f.keptLog(id)
-		return ok
-	}, 30*time.Second, 20*time.Millisecond, "the log is kept")
-	require.Equal(t, "hello\nbye\n", logs)
+	require.Equal(t, "hello\nbye\n", f.eventuallyKeptLog(id), "the log is kept")
 
 	// A leader that stopped between the final status and the log: the next one keeps it.
 	f.stopExecutions()
 	f.exec(`DELETE FROM data_job_execution_log WHERE execution_id = '` + id + `'`)
 	f.startExecutions()
-	require.Eventually(t, func() bool {
+	require.Equal(t, "hello\nbye\n", f.eventuallyKeptLog(id), "the next term keeps the missing log")
+}
+
+// eventuallyKeptLog waits until the log of execution id is kept, and returns it.
+func (f *execFixture) eventuallyKeptLog(id string) string {
+	f.t.Helper()
+	var logs string
+	require.Eventually(f.t, func() bool {
 		var ok bool
 		logs, ok = f.keptLog(id)
 		return ok
-	}, 30*time.Second, 20*time.Millisecond, "the next term keeps the missing log")
-	require.Equal(t, "hello\nbye\n", logs)
+	}, 30*time.Second, 20*time.Millisecond, "the log of %s is kept", id)
+	return logs
 }

@@ -1,9 +1,13 @@
 package testenv
 
 import (
+	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // Sign-in of people through a browser (the web console): the test plays the provider's
@@ -60,4 +64,55 @@ func (p *OIDCProvider) AcceptConsent(t testing.TB, challenge, username string, t
 			"session":                     map[string]any{"access_token": map[string]any{"groups": teams, "username": username}},
 		}, &accepted)
 	return accepted.RedirectTo
+}
+
+// SignIn walks a web sign-in that starts at start as browser b would (b keeps cookies
+// and does not follow redirects itself: each one is followed here), playing the
+// provider's login and consent apps for username in teams. It returns the body of the
+// first page that is not a redirect, which must answer 200.
+func (p *OIDCProvider) SignIn(t testing.TB, b *http.Client, start, username string, teams ...string) string {
+	t.Helper()
+	u := start
+	for range 12 {
+		if strings.HasPrefix(u, LoginAppURL) {
+			q := mustParse(t, u).Query()
+			if c := q.Get("login_challenge"); c != "" {
+				u = p.AcceptLogin(t, c, username)
+			} else {
+				u = p.AcceptConsent(t, q.Get("consent_challenge"), username, teams...)
+			}
+			continue
+		}
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, u, nil)
+		require.NoError(t, err)
+		resp, err := b.Do(req)
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		if resp.StatusCode != http.StatusSeeOther && resp.StatusCode != http.StatusFound {
+			require.Equal(t, http.StatusOK, resp.StatusCode, "GET %s: %s", u, body)
+			return string(body)
+		}
+		u = mustParse(t, u).ResolveReference(mustParse(t, resp.Header.Get("Location"))).String()
+	}
+	t.Fatal("the sign-in did not end")
+	return ""
+}
+
+// CSRFToken is the CSRF token of a web console page (its csrf-token meta element).
+func CSRFToken(t testing.TB, page string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(page, `<meta name="csrf-token" content="`)
+	require.True(t, ok, "the page has no CSRF token")
+	token, _, _ := strings.Cut(rest, `"`)
+	require.NotEmpty(t, token)
+	return token
+}
+
+func mustParse(t testing.TB, raw string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(raw)
+	require.NoError(t, err)
+	return u
 }

@@ -134,43 +134,6 @@ func (b *browser) get(path string, headers ...string) response {
 	return b.do(http.MethodGet, path, nil, headers...)
 }
 
-// signIn walks the console's sign-in as a browser would, playing the provider's login and
-// consent apps, and returns the first page the console shows.
-func (e *env) signIn(t *testing.T, b *browser, username string, teams ...string) response {
-	t.Helper()
-	u := e.url + "/ui/"
-	for range 12 {
-		if strings.HasPrefix(u, testenv.LoginAppURL) {
-			q := must(url.Parse(u)).Query()
-			if c := q.Get("login_challenge"); c != "" {
-				u = e.provider.AcceptLogin(t, c, username)
-			} else {
-				u = e.provider.AcceptConsent(t, q.Get("consent_challenge"), username, teams...)
-			}
-			continue
-		}
-		r := b.get(u)
-		if r.status != http.StatusSeeOther && r.status != http.StatusFound {
-			require.Equal(t, http.StatusOK, r.status, "GET %s: %s", u, r.body)
-			return r
-		}
-		loc := must(url.Parse(r.header.Get("Location")))
-		u = must(url.Parse(u)).ResolveReference(loc).String()
-	}
-	t.Fatal("the sign-in did not end")
-	return response{}
-}
-
-// csrf is the CSRF token of the page body.
-func csrf(t *testing.T, body string) string {
-	t.Helper()
-	_, rest, ok := strings.Cut(body, `<meta name="csrf-token" content="`)
-	require.True(t, ok, "the page has no CSRF token")
-	token, _, _ := strings.Cut(rest, `"`)
-	require.NotEmpty(t, token)
-	return token
-}
-
 func must[T any](v T, err error) T {
 	if err != nil {
 		panic(err)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/datajobs/datajobs/internal/testenv"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -73,7 +74,7 @@ func TestAPollThatWouldGetTheSameBytesGets304(t *testing.T) {
 
 	// A change makes the next poll a 200 with the new state.
 	r := b.get("/ui/teams/team-b/jobs/job-of-b")
-	res := b.do(http.MethodPost, "/ui/teams/team-b/jobs/job-of-b/disable", nil, "HX-Request", "true", "X-CSRF-Token", csrf(t, r.body))
+	res := b.do(http.MethodPost, "/ui/teams/team-b/jobs/job-of-b/disable", nil, "HX-Request", "true", "X-CSRF-Token", testenv.CSRFToken(t, r.body))
 	require.Equal(t, http.StatusOK, res.status, res.body)
 	changed := b.get(path, "HX-Request", "true", "If-None-Match", etag)
 	require.Equal(t, http.StatusOK, changed.status)
@@ -111,7 +112,7 @@ func TestActionsGoThroughTheServiceWithCSRF(t *testing.T) {
 	e := newEnv(t, false)
 	b := e.browser(t)
 	page := b.get("/ui/teams/team-b/jobs/job-of-b")
-	token := csrf(t, page.body)
+	token := testenv.CSRFToken(t, page.body)
 	disable := "/ui/teams/team-b/jobs/job-of-b/disable"
 
 	r := b.do(http.MethodPost, disable, url.Values{}, "HX-Request", "true")
@@ -168,10 +169,10 @@ func TestSignInWithPKCEMakesASealedSession(t *testing.T) {
 	assert.Contains(t, ck, "HttpOnly")
 	assert.Contains(t, ck, "SameSite=Lax")
 
-	page := e.signIn(t, b, "alice", "team-a")
-	assert.Contains(t, page.body, "alice")
-	assert.Contains(t, page.body, "job-of-a")
-	assert.NotContains(t, page.body, "job-of-b")
+	page := e.provider.SignIn(t, b.client, e.url+"/ui/", "alice", "team-a")
+	assert.Contains(t, page, "alice")
+	assert.Contains(t, page, "job-of-a")
+	assert.NotContains(t, page, "job-of-b")
 
 	// A forged session cookie is no session.
 	forged := e.browser(t)
