@@ -33,26 +33,49 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 	if err != nil {
 		return err
 	}
-	log := cfg.Logger
-	authn, authz, err := buildAuth(ctx, cfg)
+	a, err := newApp(ctx, cfg)
 	if err != nil {
 		return err
 	}
+	defer a.db.Close()
+	return a.serve(ctx, ready)
+}
 
+// app is everything Run builds before it opens a listener.
+type app struct {
+	cfg       Config
+	db        *store.Store
+	public    http.Handler
+	admin     http.Handler
+	kubeProbe *kubeProbe
+	sync      synchronizerUnit
+	// migrated is closed once the schema is there (readiness waits for it).
+	migrated chan struct{}
+}
+
+// newApp connects to the database and the cluster and builds the handlers and the
+// synchronizer; it starts nothing.
+func newApp(ctx context.Context, cfg Config) (a *app, err error) {
+	authn, authz, err := buildAuth(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
 	db, err := store.Open(ctx, store.Config{
 		URL: cfg.DatabaseURL, MaxConns: cfg.Safety.DBMaxConns, StatementTimeout: cfg.Safety.DBStatementTimeout,
 		Quotas: store.TeamQuotas{MaxJobs: cfg.Requests.MaxJobsPerTeam, MaxSourceBytes: cfg.Requests.MaxSourceBytesPerTeam},
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer db.Close()
-
+	defer func() {
+		if err != nil {
+			db.Close()
+		}
+	}()
 	cluster, err := kube.Connect(ctx, kube.ClusterConfig{Kubeconfig: cfg.Kubeconfig, QPS: cfg.KubeQPS, Burst: cfg.KubeBurst, UserAgent: "datajobs/" + cfg.Version})
 	if err != nil {
-		return err
+		return nil, err
 	}
-
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
@@ -66,38 +89,43 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 		Logs:                    logReader(cfg, cluster),
 	}, db)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	jobsQuery, err := graphapi.New(graphapi.Config{
-		DefaultResources: svc.Config().Resources.Default, Logger: log,
+		DefaultResources: svc.Config().Resources.Default, Logger: cfg.Logger,
 		Timeout: cfg.Requests.GraphQLTimeout, DisableIntrospection: cfg.Requests.DisableGraphQLIntrospection,
 	}, svc)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	syncUnit, err := newSynchronizer(cfg, db, cluster, registry)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	migrated := make(chan struct{})
-	kubeProbe := newKubeProbe(cluster.Ping, 10*time.Second, registry)
-	health := &health{db: db, migrated: migrated, kube: kubeProbe, sync: syncUnit.state}
+	a = &app{cfg: cfg, db: db, sync: syncUnit, migrated: make(chan struct{}), kubeProbe: newKubeProbe(cluster.Ping, 10*time.Second, registry)}
+	health := &health{db: db, migrated: a.migrated, kube: a.kubeProbe, sync: syncUnit.state}
 	health.safety.syncer.Store(syncUnit.syncer)
 
 	console, err := consoleHandler(ctx, cfg, svc, authn, authz, syncUnit.syncer)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	api := httpapi.New(httpapi.Config{
 		JobsQuery: jobsQuery, Auth: authn, Webhook: authz,
 		MaxConcurrentUploads: cfg.Requests.MaxConcurrentUploads, MaxConcurrentDownloads: cfg.Requests.MaxConcurrentDownloads,
 		RequestTimeout: cfg.Requests.RequestTimeout, TransferTimeout: cfg.Requests.TransferTimeout,
 		Metrics: httpapi.NewMetrics(registry),
-	}, svc, log)
-	publicMux := mux(publicRoutes(health, console, api))
-	adminMux := mux(adminRoutes(health, promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}),
+	}, svc, cfg.Logger)
+	a.public = mux(publicRoutes(health, console, api))
+	a.admin = mux(adminRoutes(health, promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}),
 		syncPlanHandler(cfg.SyncMode, syncUnit.syncer)))
+	return a, nil
+}
 
+// serve opens the listeners, runs the servers, the probe, the migrations and then the
+// synchronizer until ctx ends or a server fails, and shuts them down gracefully.
+func (a *app) serve(ctx context.Context, ready chan<- net.Addr) error {
+	cfg, log := a.cfg, a.cfg.Logger
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
@@ -112,7 +140,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 	requests, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRequests()
 	srv := &http.Server{
-		Handler:           publicMux,
+		Handler:           a.public,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       5 * time.Minute, // a 50 MiB sources upload over a slow link
 		IdleTimeout:       2 * time.Minute,
@@ -120,7 +148,7 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 		BaseContext:       func(net.Listener) context.Context { return requests },
 	}
 	adminSrv := &http.Server{
-		Handler: adminMux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, MaxHeaderBytes: 64 << 10,
+		Handler: a.admin, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, MaxHeaderBytes: 64 << 10,
 		BaseContext: func(net.Listener) context.Context { return requests },
 	}
 
@@ -136,16 +164,16 @@ func Run(ctx context.Context, cfg Config, ready chan<- net.Addr) error {
 			}
 		})
 	}
-	wg.Go(func() { kubeProbe.run(background) })
+	wg.Go(func() { a.kubeProbe.run(background) })
 	// Migrations are retried until the database answers: the process stays up and
 	// reports itself not ready meanwhile, instead of crash-looping. The synchronizer
 	// starts once the schema is there.
 	wg.Go(func() {
-		if err := migrateWithRetry(background, db, cfg); err != nil {
+		if err := migrateWithRetry(background, a.db, cfg); err != nil {
 			return
 		}
-		close(migrated)
-		syncUnit.run(background)
+		close(a.migrated)
+		a.sync.run(background)
 	})
 	log.InfoContext(ctx, "serving", "address", ln.Addr().String(), "admin_address", adminLn.Addr().String(),
 		"namespace", cfg.Namespace, "sync_mode", string(cfg.SyncMode), "auth_mode", string(cfg.Auth.Mode))

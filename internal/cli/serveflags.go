@@ -1,0 +1,118 @@
+package cli
+
+import (
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/server"
+)
+
+// serveFlagVars are the serve flags parsed into values that build() turns into server.Config fields.
+type serveFlagVars struct {
+	syncMode      *string
+	res           *resourceFlags
+	introspection *bool
+	authMode      *string
+}
+
+// registerServeFlags declares every `datajobs serve` flag, a group a function, each group
+// beside the docs that describe it.
+func registerServeFlags(f *pflag.FlagSet, cfg *server.Config, v *serveFlagVars) {
+	registerCoreFlags(f, cfg, v)
+	registerExecutionFlags(f, cfg)
+	registerBuildFlags(f, cfg)
+	registerRequestFlags(f, cfg, v)
+	registerAuthFlags(f, cfg, v)
+	registerUIFlags(f, cfg)
+	registerSafetyFlags(f, cfg)
+}
+
+// registerCoreFlags: the service: listeners, database, cluster, synchronizer, python versions and sources.
+func registerCoreFlags(f *pflag.FlagSet, cfg *server.Config, v *serveFlagVars) {
+	f.StringVar(&cfg.Listen, "listen", ":8092", "address the API listens on")
+	f.StringVar(&cfg.DatabaseURL, "database-url", "", "PostgreSQL connection URL (required)")
+	f.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig path (default: $KUBECONFIG, then the in-cluster config)")
+	f.StringVar(&cfg.Namespace, "namespace", "datajobs", "namespace of the CronJobs")
+	f.StringVar(&cfg.ImageRegistry, "image-registry", "registry.local/datajobs", "registry of job images: <registry>/<job>:<version>")
+	f.DurationVar(&cfg.ResyncInterval, "resync-interval", 0, "period of the full resync pass (default 5m)")
+	f.StringVar(v.syncMode, "sync-mode", "on", "synchronizer mode: on, dry-run or off")
+	f.IntVar(&cfg.SyncWorkers, "sync-workers", 8, "jobs reconciled in parallel")
+	f.Var(&throttleFlag{qps: &cfg.KubeQPS}, "kube-qps", "requests per second to the Kubernetes API server: auto (no client-side limit when the apiserver runs API Priority and Fairness, else 50), a number, or -1 for no limit")
+	f.Var(&throttleFlag{burst: &cfg.KubeBurst}, "kube-burst", "burst of requests to the Kubernetes API server: auto (twice the QPS) or a number")
+	f.StringSliceVar(&cfg.SupportedPythonVersions, "supported-python-versions", job.DefaultSupportedPythonVersions(), "python versions jobs may deploy with")
+	f.StringVar(&cfg.DefaultPythonVersion, "default-python-version", job.DefaultPythonVersion, "python version of deployments that name none")
+	f.Int64Var(&cfg.Sources.MaxArchiveBytes, "max-source-archive-bytes", 50<<20, "largest job sources zip accepted (413 above)")
+	f.Int64Var(&cfg.Sources.MaxUncompressedBytes, "max-source-uncompressed-bytes", 200<<20, "largest total size of the files in a sources zip (400 above: zip bombs)")
+	f.IntVar(&cfg.Sources.KeepVersions, "source-versions-kept", 50, "source versions kept per job (negative: all)")
+	f.DurationVar(&cfg.LeaseDuration, "lease-duration", 0, "how long the synchronizer's leader lease lasts without renewal (default 10s)")
+	v.res.register(f)
+}
+
+// registerExecutionFlags: executions.
+func registerExecutionFlags(f *pflag.FlagSet, cfg *server.Config) {
+	f.Int64Var(&cfg.Executions.LogBytes, "execution-log-bytes", 256<<10, "bytes of the end of a finished execution's log kept in the database")
+	f.IntVar(&cfg.Executions.KeptPerJob, "executions-kept-per-job", 100, "finished executions kept per job")
+	f.DurationVar(&cfg.Executions.MaxAge, "executions-max-age", 14*24*time.Hour, "finished executions older than this are deleted")
+	f.DurationVar(&cfg.Executions.ImagePullGrace, "image-pull-grace", 5*time.Minute, "how long an execution's image may fail to pull before it is a platform error")
+	f.StringVar(&cfg.Executions.LogsURLTemplate, "logs-url-template", "", "logs_url of executions, with {job_name} {team} {execution_id} {op_id} {start_time} {end_time} (empty: none)")
+}
+
+// registerBuildFlags: image builds (docs/builder.md).
+func registerBuildFlags(f *pflag.FlagSet, cfg *server.Config) {
+	f.StringVar(&cfg.Build.Builder, "builder", "", "image builder: none or layer (default layer when --base-image is set, none otherwise)")
+	f.StringSliceVar(&cfg.Build.BaseImages, "base-image", nil, "base image of a python version, <version>=<image> (repeatable)")
+	f.IntVar(&cfg.Build.Workers, "build-workers", 2, "images built at once")
+	f.StringVar(&cfg.Build.RegistryAuthFile, "registry-auth-file", "", "Docker config file with the registries' credentials (default: anonymous)")
+	f.BoolVar(&cfg.Build.RegistryInsecure, "registry-insecure", false, "plain HTTP to a registry on a loopback address")
+	f.StringVar(&cfg.Build.PipIndexURL, "pip-index-url", "", "pip --index-url for requirements.txt (default: pip's own)")
+	f.StringSliceVar(&cfg.Build.PipExtraIndexURLs, "pip-extra-index-url", nil, "pip --extra-index-url (repeatable)")
+	f.StringSliceVar(&cfg.Build.PipFindLinks, "pip-find-links", nil, "pip --find-links (repeatable)")
+}
+
+// registerRequestFlags: request bounds (issue 11): concurrency, deadlines and quotas.
+func registerRequestFlags(f *pflag.FlagSet, cfg *server.Config, v *serveFlagVars) {
+	f.IntVar(&cfg.Requests.MaxConcurrentUploads, "max-concurrent-uploads", 4, "sources uploads in progress at once; more answer 429")
+	f.IntVar(&cfg.Requests.MaxConcurrentDownloads, "max-concurrent-downloads", 16, "sources downloads in progress at once; more answer 429")
+	f.DurationVar(&cfg.Requests.RequestTimeout, "request-timeout", time.Minute, "time to read a request and write its answer")
+	f.DurationVar(&cfg.Requests.TransferTimeout, "transfer-timeout", 5*time.Minute, "time to read a sources upload or write a download")
+	f.IntVar(&cfg.Requests.MaxJobsPerTeam, "max-jobs-per-team", 0, "data jobs a team may have (0: no limit); more answer 409")
+	f.Int64Var(&cfg.Requests.MaxSourceBytesPerTeam, "max-source-bytes-per-team", 0, "bytes of sources archives stored per team (0: no limit); more answer 409")
+	f.DurationVar(&cfg.Requests.GraphQLTimeout, "graphql-timeout", 10*time.Second, "time a GraphQL query may take (503 past it)")
+	f.BoolVar(v.introspection, "graphql-introspection", true, "answer GraphQL introspection queries (__schema, __type)")
+}
+
+// registerAuthFlags: authentication and authorization (docs/api.md, "Authentication").
+func registerAuthFlags(f *pflag.FlagSet, cfg *server.Config, v *serveFlagVars) {
+	f.StringVar(v.authMode, "auth-mode", "oidc", "how callers are authenticated: oidc (a bearer JWT on every /data-jobs/ request) or none (everyone is an admin: a trusted loopback only)")
+	f.StringSliceVar(&cfg.Auth.OIDC.IssuerURLs, "oidc-issuer-url", nil, "trusted OIDC issuer URLs, repeatable or comma-separated (required in mode oidc)")
+	f.StringVar(&cfg.Auth.OIDC.Audience, "oidc-audience", "datajobs", "audience a token must carry")
+	f.StringVar(&cfg.Auth.OIDC.UsernameClaim, "oidc-username-claim", "sub", "token claim recorded as deployed_by and started_by")
+	f.StringVar(&cfg.Auth.OIDC.TeamsClaim, "oidc-teams-claim", "groups", "token claim listing the caller's teams (a string or a list)")
+	f.StringSliceVar(&cfg.Auth.OIDC.AdminTeams, "admin-teams", nil, "teams whose members may act on every team")
+	f.StringVar(&cfg.Auth.WebhookURL, "authz-webhook-url", "", "authorization webhook asked about every authenticated request (fail closed)")
+	f.DurationVar(&cfg.Auth.WebhookTimeout, "authz-webhook-timeout", 5*time.Second, "timeout of one webhook call (503 after it)")
+	f.DurationVar(&cfg.Auth.WebhookCacheTTL, "authz-webhook-cache-ttl", 10*time.Second, "how long a webhook decision is reused")
+	f.StringVar(&cfg.AdminListen, "admin-listen", "127.0.0.1:8093", "address of /metrics and /data-jobs/debug/* (keep it private)")
+}
+
+// registerUIFlags: web console at /ui/ (issue 14, docs/ui.md).
+func registerUIFlags(f *pflag.FlagSet, cfg *server.Config) {
+	f.BoolVar(&cfg.UI.Disabled, "ui-disabled", false, "do not serve the web console at /ui/")
+	f.StringVar(&cfg.UI.OIDCClientID, "ui-oidc-client-id", "", "OAuth2 client of the web console at the issuer (auth mode oidc: the console is off without it)")
+	f.StringVar(&cfg.UI.OIDCClientSecret, "ui-oidc-client-secret", "", "secret of that client (empty: a public client; the flow uses PKCE either way)")
+	f.StringVar(&cfg.UI.OIDCIssuerURL, "ui-oidc-issuer-url", "", "issuer the console signs people in with (default: the first --oidc-issuer-url)")
+	f.StringSliceVar(&cfg.UI.OIDCScopes, "ui-oidc-scopes", []string{"openid"}, "scopes the console asks for at sign-in")
+	f.StringVar(&cfg.UI.PublicURL, "ui-public-url", "", "external base URL of the console, e.g. https://datajobs.example.com (default: from each request)")
+	f.StringVar(&cfg.UI.SessionKey, "ui-session-key", "", "secret sealing the console's session cookies, the same on every replica (default: random per process; use the environment variable)")
+}
+
+// registerSafetyFlags: synchronizer safety (issue 11): the mass-prune guard and the configuration fingerprint.
+func registerSafetyFlags(f *pflag.FlagSet, cfg *server.Config) {
+	f.Float64Var(&cfg.Safety.PruneMaxFraction, "prune-max-fraction", 0.2, "largest share of this installation's CronJobs one pass deletes as orphans (no data job knows them); above it, and on a database without any job, none is deleted")
+	f.BoolVar(&cfg.Safety.AllowMassPrune, "allow-mass-prune", false, "lift the --prune-max-fraction guard: delete every orphaned CronJob of this installation, however many")
+	f.Int32Var(&cfg.Safety.DBMaxConns, "db-max-conns", 0, "connections of the main database pool (API and synchronizer; default: the larger of 4 and the number of CPUs); the leader lease and LISTEN have their own")
+	f.DurationVar(&cfg.Safety.DBStatementTimeout, "db-statement-timeout", 30*time.Second, "longest a database statement of the main pool may run")
+	f.BoolVar(&cfg.Safety.AcceptConfigChange, "accept-config-change", false, "sync although the rendering configuration (namespace, image registry, resource defaults) differs from the one the previous leader synced with, and make it the recorded one")
+}
