@@ -2,9 +2,8 @@ package build
 
 import (
 	"archive/tar"
-	"archive/zip"
-	"bytes"
 	"compress/gzip"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -14,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/datajobs/datajobs/internal/ziparchive"
 )
 
 // Epoch is the modification time of every file in a built layer and the image's creation
@@ -122,41 +123,53 @@ func withParents(entries []entry, root string) []entry {
 	return out
 }
 
-// sourceEntries lists the files of a job's zip archive under JobDir. vdk deploy zips the
-// job's directory with the directory itself as the top folder; when every entry is under
-// one top folder, that folder is dropped, so /job holds config.ini either way.
+// Bounds of the archives the builder unpacks. Sources were checked at upload within the
+// API's limits (service.SourcesConfig); these only keep a row written some other way from
+// costing more. Wheels are bounded by the build's byte budget instead of
+// maxArchiveUncompressed.
+const (
+	maxArchiveBytes        = 1 << 30
+	maxArchiveUncompressed = 1 << 30
+	maxArchiveFiles        = 200_000
+)
+
+// archiveFiles reads an archive with the project's zip rules; a refusal is a *UserError
+// about what.
+func archiveFiles(what string, archive []byte, maxUncompressed int64) ([]ziparchive.File, error) {
+	files, err := ziparchive.Read(archive, ziparchive.Limits{MaxArchiveBytes: maxArchiveBytes, MaxUncompressedBytes: maxUncompressed, MaxFiles: maxArchiveFiles})
+	var ze *ziparchive.Error
+	if errors.As(err, &ze) {
+		return nil, userErrorf("%s: %s: %s", what, ze.What, ze.Why)
+	}
+	return files, err
+}
+
+// fileEntry is the layer entry of an archive's file at name.
+func fileEntry(name string, f ziparchive.File) entry {
+	mode := int64(0o644)
+	if f.Exec {
+		mode = 0o755
+	}
+	return entry{name: name, mode: mode, size: f.Size, open: f.Open}
+}
+
+// sourceEntries lists the files of a job's zip archive under JobDir, and returns the
+// content of its requirements.txt (nil without one). vdk deploy zips the job's directory
+// with the directory itself as the top folder; when every entry is under one top folder,
+// that folder is dropped, so /job holds config.ini either way.
 func sourceEntries(archive []byte) ([]entry, []byte, error) {
-	zr, err := zip.NewReader(bytes.NewReader(archive), int64(len(archive)))
+	files, err := archiveFiles("the job's sources", archive, maxArchiveUncompressed)
 	if err != nil {
-		return nil, nil, userErrorf("the job's sources are not a readable zip archive: %v", err)
-	}
-	type file struct {
-		name string
-		f    *zip.File
-	}
-	var files []file
-	for _, f := range zr.File {
-		name := strings.ReplaceAll(f.Name, `\`, "/")
-		if f.Mode().IsDir() || strings.HasSuffix(name, "/") {
-			continue
-		}
-		clean := path.Clean(name)
-		if !fs.ValidPath(clean) {
-			return nil, nil, userErrorf("the job's sources hold an unsafe path %q", f.Name)
-		}
-		if f.Mode().Type() != 0 {
-			return nil, nil, userErrorf("the job's sources hold %q, which is not a regular file", f.Name)
-		}
-		files = append(files, file{name: clean, f: f})
+		return nil, nil, err
 	}
 	if len(files) == 0 {
 		return nil, nil, userErrorf("the job's sources hold no files")
 	}
 	prefix := ""
-	if top, _, ok := strings.Cut(files[0].name, "/"); ok {
+	if top, _, ok := strings.Cut(files[0].Path, "/"); ok {
 		prefix = top + "/"
 		for _, f := range files {
-			if !strings.HasPrefix(f.name, prefix) {
+			if !strings.HasPrefix(f.Path, prefix) {
 				prefix = ""
 				break
 			}
@@ -168,29 +181,28 @@ func sourceEntries(archive []byte) ([]entry, []byte, error) {
 		requirements []byte
 	)
 	for _, f := range files {
-		rel := strings.TrimPrefix(f.name, prefix)
-		mode := int64(0o644)
-		if f.f.Mode()&0o111 != 0 {
-			mode = 0o755
-		}
-		zf := f.f
-		entries = append(entries, entry{
-			name: jobRoot + "/" + rel, mode: mode, size: int64(zf.UncompressedSize64),
-			open: func() (io.ReadCloser, error) { return zf.Open() },
-		})
+		rel := strings.TrimPrefix(f.Path, prefix)
+		entries = append(entries, fileEntry(jobRoot+"/"+rel, f))
 		if rel == "requirements.txt" {
-			rc, err := zf.Open()
-			if err != nil {
-				return nil, nil, userErrorf("the job's requirements.txt cannot be read: %v", err)
-			}
-			requirements, err = io.ReadAll(io.LimitReader(rc, 1<<20))
-			rc.Close()
-			if err != nil {
+			if requirements, err = readAll(f, maxRequirementsBytes); err != nil {
 				return nil, nil, userErrorf("the job's requirements.txt cannot be read: %v", err)
 			}
 		}
 	}
 	return withParents(entries, jobRoot), requirements, nil
+}
+
+// readAll reads an archive's file, refusing one over limit bytes.
+func readAll(f ziparchive.File, limit int64) ([]byte, error) {
+	if f.Size > limit {
+		return nil, fmt.Errorf("it is larger than %d bytes", limit)
+	}
+	rc, err := f.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
 }
 
 // dirEntries lists the tree under dir as entries under root (no leading slash).

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -55,9 +56,16 @@ type Config struct {
 	Pip PipConfig
 	// TempDir holds each build's scratch folder (default os.TempDir()).
 	TempDir string
+	// MaxBuildBytes bounds the disk of one build: pip's downloads and the requirements
+	// layer, unpacked and compressed (default DefaultMaxBuildBytes). A build over it is a
+	// user error naming the limit.
+	MaxBuildBytes int64
 	// Transport is the HTTP transport to registries (default remote.DefaultTransport).
 	Transport http.RoundTripper
 }
+
+// DefaultMaxBuildBytes is Config.MaxBuildBytes's default (--max-build-bytes).
+const DefaultMaxBuildBytes = 2 << 30
 
 // LayerBuilder builds images in-process with go-containerregistry: the base image's
 // layers are never downloaded, only its manifest and config; the new layers are written
@@ -105,6 +113,9 @@ func NewLayerBuilder(cfg Config) (*LayerBuilder, error) {
 	if cfg.Transport == nil {
 		cfg.Transport = remote.DefaultTransport
 	}
+	if cfg.MaxBuildBytes <= 0 {
+		cfg.MaxBuildBytes = DefaultMaxBuildBytes
+	}
 	return &LayerBuilder{cfg: cfg, bases: bases, opts: opts}, nil
 }
 
@@ -124,49 +135,66 @@ func (b *LayerBuilder) remoteOptions(ctx context.Context) []remote.Option {
 	}
 }
 
+// base is a resolved base image.
+type base struct {
+	ref       name.Reference
+	img       v1.Image
+	digest    v1.Hash
+	config    *v1.ConfigFile
+	layerType types.MediaType
+}
+
+// resolveBase reads the manifest and config of the base image of a python version.
+func (b *LayerBuilder) resolveBase(ctx context.Context, python string) (base, error) {
+	ref, ok := b.bases[python]
+	if !ok {
+		return base{}, userErrorf("no base image is configured for python %s (configured: %s); deploy with one of those python versions",
+			python, strings.Join(slices.Sorted(maps.Keys(b.bases)), ", "))
+	}
+	bs := base{ref: ref, layerType: types.DockerLayer}
+	var err error
+	if bs.img, err = remote.Image(ref, b.remoteOptions(ctx)...); err != nil {
+		return base{}, fmt.Errorf("read base image %s: %w", ref, err)
+	}
+	if bs.digest, err = bs.img.Digest(); err != nil {
+		return base{}, fmt.Errorf("read base image %s: %w", ref, err)
+	}
+	if bs.config, err = bs.img.ConfigFile(); err != nil {
+		return base{}, fmt.Errorf("read base image config %s: %w", ref, err)
+	}
+	mt, err := bs.img.MediaType()
+	if err != nil {
+		return base{}, fmt.Errorf("read base image %s: %w", ref, err)
+	}
+	if mt == types.OCIManifestSchema1 {
+		bs.layerType = types.OCILayer
+	}
+	return bs, nil
+}
+
 // Build implements Builder.
 func (b *LayerBuilder) Build(ctx context.Context, req Request) (Result, error) {
-	baseRef, ok := b.bases[req.PythonVersion]
-	if !ok {
-		return Result{}, userErrorf("no base image is configured for python %s (configured: %s); deploy with one of those python versions",
-			req.PythonVersion, strings.Join(slices.Sorted(maps.Keys(b.bases)), ", "))
+	bs, err := b.resolveBase(ctx, req.PythonVersion)
+	if err != nil {
+		return Result{}, err
 	}
 	repo, err := name.NewRepository(strings.TrimSuffix(b.cfg.Registry, "/")+"/"+req.Job, b.opts...)
 	if err != nil {
 		return Result{}, userErrorf("job name %q is not a valid image repository name: %v", req.Job, err)
 	}
-	base, err := remote.Image(baseRef, b.remoteOptions(ctx)...)
-	if err != nil {
-		return Result{}, fmt.Errorf("read base image %s: %w", baseRef, err)
-	}
-	baseDigest, err := base.Digest()
-	if err != nil {
-		return Result{}, fmt.Errorf("read base image %s: %w", baseRef, err)
-	}
-	baseConfig, err := base.ConfigFile()
-	if err != nil {
-		return Result{}, fmt.Errorf("read base image config %s: %w", baseRef, err)
-	}
-	baseType, err := base.MediaType()
-	if err != nil {
-		return Result{}, fmt.Errorf("read base image %s: %w", baseRef, err)
-	}
-	layerType := types.DockerLayer
-	if baseType == types.OCIManifestSchema1 {
-		layerType = types.OCILayer
-	}
-
 	tmp, err := os.MkdirTemp(b.cfg.TempDir, "datajobs-build-")
 	if err != nil {
 		return Result{}, fmt.Errorf("scratch folder: %w", err)
 	}
 	defer os.RemoveAll(tmp)
+	var whl wheels
+	defer whl.close()
 
 	entries, requirements, err := sourceEntries(req.Sources)
 	if err != nil {
 		return Result{}, err
 	}
-	sources, err := writeLayer(filepath.Join(tmp, "sources.tar.gz"), entries, JobUID, layerType)
+	sources, err := writeLayer(filepath.Join(tmp, "sources.tar.gz"), entries, JobUID, bs.layerType, maxArchiveUncompressed)
 	if err != nil {
 		return Result{}, fmt.Errorf("sources layer: %w", err)
 	}
@@ -174,51 +202,25 @@ func (b *LayerBuilder) Build(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("sources layer: %w", err)
 	}
-	res := Result{BaseImage: baseRef.String(), BaseDigest: baseDigest.String(), SourceSHA256: sourceDiff.Hex}
+	res := Result{BaseImage: bs.ref.String(), BaseDigest: bs.digest.String(), SourceSHA256: sourceDiff.Hex}
 	adds := []mutate.Addendum{{Layer: sources, History: v1.History{Created: v1.Time{Time: Epoch}, CreatedBy: "datajobs: job sources in " + JobDir, Comment: req.Version}}}
-	env := slices.Clone(baseConfig.Config.Env)
+	env := slices.Clone(bs.config.Config.Env)
 	if requirements != nil {
 		sum := sha256.Sum256(requirements)
 		res.RequirementsSHA256 = hex.EncodeToString(sum[:])
-		site := filepath.Join(tmp, "site-packages")
-		if err := os.Mkdir(site, 0o755); err != nil {
-			return Result{}, fmt.Errorf("scratch folder: %w", err)
-		}
-		if err := b.cfg.Pip.pipInstall(ctx, requirements, req.PythonVersion, cmp.Or(baseConfig.Architecture, b.cfg.Platform.Architecture), tmp, site); err != nil {
+		arch := cmp.Or(bs.config.Architecture, b.cfg.Platform.Architecture)
+		layer, err := b.requirementsLayer(ctx, &whl, requirements, req.PythonVersion, arch, tmp, bs.layerType)
+		if err != nil {
 			return Result{}, err
 		}
-		reqEntries, err := dirEntries(site, strings.TrimPrefix(SitePackages, "/"))
-		if err != nil {
-			return Result{}, fmt.Errorf("requirements layer: %w", err)
+		if layer != nil {
+			adds = append(adds, mutate.Addendum{Layer: layer, History: v1.History{Created: v1.Time{Time: Epoch}, CreatedBy: "datajobs: requirements.txt in " + SitePackages}})
+			env = withPythonPath(env)
 		}
-		reqLayer, err := writeLayer(filepath.Join(tmp, "requirements.tar.gz"), reqEntries, 0, layerType)
-		if err != nil {
-			return Result{}, fmt.Errorf("requirements layer: %w", err)
-		}
-		adds = append(adds, mutate.Addendum{Layer: reqLayer, History: v1.History{Created: v1.Time{Time: Epoch}, CreatedBy: "datajobs: requirements.txt in " + SitePackages}})
-		env = withPythonPath(env)
 	}
-	img, err := mutate.Append(base, adds...)
+	img, err := b.image(bs, adds, req, sourceDiff.Hex, env)
 	if err != nil {
-		return Result{}, fmt.Errorf("append layers: %w", err)
-	}
-	cfg := *baseConfig.Config.DeepCopy()
-	cfg.Entrypoint, cfg.Cmd = slices.Clone(Entrypoint), nil
-	cfg.WorkingDir = JobDir
-	cfg.User = fmt.Sprintf("%d:%d", JobUID, JobUID)
-	cfg.Env = env
-	cfg.Labels = maps.Clone(cfg.Labels)
-	if cfg.Labels == nil {
-		cfg.Labels = map[string]string{}
-	}
-	cfg.Labels[LabelJob] = req.Job
-	cfg.Labels[LabelJobVersion] = req.Version
-	cfg.Labels[LabelSourceSHA256] = sourceDiff.Hex
-	if img, err = mutate.Config(img, cfg); err != nil {
-		return Result{}, fmt.Errorf("image config: %w", err)
-	}
-	if img, err = mutate.CreatedAt(img, v1.Time{Time: Epoch}); err != nil {
-		return Result{}, fmt.Errorf("image config: %w", err)
+		return Result{}, err
 	}
 	digest, err := img.Digest()
 	if err != nil {
@@ -231,6 +233,67 @@ func (b *LayerBuilder) Build(ctx context.Context, req Request) (Result, error) {
 	}
 	res.Image, res.Digest, res.BytesPushed = ref.String(), digest.String(), pushed
 	return res, nil
+}
+
+// requirementsLayer parses requirements.txt, has pip download the wheels and writes them
+// unpacked as a layer under SitePackages, all within the build's byte budget. It returns
+// nil when the file lists no requirement.
+func (b *LayerBuilder) requirementsLayer(ctx context.Context, whl *wheels, requirements []byte, python, arch, tmp string, mt types.MediaType) (v1.Layer, error) {
+	reqs, err := ParseRequirements(requirements)
+	if err != nil || len(reqs) == 0 {
+		return nil, err
+	}
+	budget := b.cfg.MaxBuildBytes
+	dir, err := b.cfg.Pip.pipDownload(ctx, reqs, python, arch, filepath.Join(tmp, "pip"), budget)
+	if err != nil {
+		return nil, err
+	}
+	downloaded, err := diskUsage(dir)
+	if err != nil {
+		return nil, fmt.Errorf("requirements: %w", err)
+	}
+	if downloaded > budget {
+		return nil, userErrorf("the requirements need more than %d bytes of downloads, the limit of a build (--max-build-bytes)", budget)
+	}
+	entries, err := whl.entries(dir, strings.TrimPrefix(SitePackages, "/"), budget-downloaded)
+	if err != nil {
+		return nil, err
+	}
+	layer, err := writeLayer(filepath.Join(tmp, "requirements.tar.gz"), entries, 0, mt, budget-downloaded)
+	if errors.Is(err, errLayerTooLarge) {
+		return nil, userErrorf("the requirements layer is larger than %d bytes with the wheels it was unpacked from, the limit of a build (--max-build-bytes)", budget)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("requirements layer: %w", err)
+	}
+	return layer, nil
+}
+
+// image is the base with the new layers, configured to run the job.
+func (b *LayerBuilder) image(bs base, adds []mutate.Addendum, req Request, sourceSHA string, env []string) (v1.Image, error) {
+	img, err := mutate.Append(bs.img, adds...)
+	if err != nil {
+		return nil, fmt.Errorf("append layers: %w", err)
+	}
+	cfg := *bs.config.Config.DeepCopy()
+	cfg.Entrypoint, cfg.Cmd = slices.Clone(Entrypoint), nil
+	cfg.WorkingDir = JobDir
+	cfg.User = fmt.Sprintf("%d:%d", JobUID, JobUID)
+	cfg.Env = env
+	cfg.Labels = maps.Clone(cfg.Labels)
+	if cfg.Labels == nil {
+		cfg.Labels = map[string]string{}
+	}
+	cfg.Labels[LabelJob] = req.Job
+	cfg.Labels[LabelJobVersion] = req.Version
+	cfg.Labels[LabelSourceSHA256] = sourceSHA
+	if img, err = mutate.Config(img, cfg); err != nil {
+		return nil, fmt.Errorf("image config: %w", err)
+	}
+	if img, err = mutate.CreatedAt(img, v1.Time{Time: Epoch}); err != nil {
+		return nil, fmt.Errorf("image config: %w", err)
+	}
+	return img, nil
 }
 
 // push writes img and reports the bytes of the blobs it uploaded (blobs the registry has
@@ -251,13 +314,17 @@ func (b *LayerBuilder) push(ctx context.Context, ref name.Reference, img v1.Imag
 	return complete, err
 }
 
-// writeLayer writes entries as a reproducible gzipped tar at file and opens it as a layer.
-func writeLayer(file string, entries []entry, uid int, mt types.MediaType) (v1.Layer, error) {
+// errLayerTooLarge is writeLayer's answer to a layer over its limit.
+var errLayerTooLarge = errors.New("the layer is over its size limit")
+
+// writeLayer writes entries as a reproducible gzipped tar at file, at most limit bytes,
+// and opens it as a layer.
+func writeLayer(file string, entries []entry, uid int, mt types.MediaType, limit int64) (v1.Layer, error) {
 	f, err := os.Create(file)
 	if err != nil {
 		return nil, err
 	}
-	if err := (layerWriter{uid: uid}).write(f, entries); err != nil {
+	if err := (layerWriter{uid: uid}).write(&limitWriter{w: f, left: limit}, entries); err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -265,6 +332,20 @@ func writeLayer(file string, entries []entry, uid int, mt types.MediaType) (v1.L
 		return nil, err
 	}
 	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return os.Open(file) }, tarball.WithMediaType(mt))
+}
+
+// limitWriter fails with errLayerTooLarge once more than left bytes are written.
+type limitWriter struct {
+	w    io.Writer
+	left int64
+}
+
+func (l *limitWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > l.left {
+		return 0, errLayerTooLarge
+	}
+	l.left -= int64(len(p))
+	return l.w.Write(p)
 }
 
 // layerFromBytes opens a gzipped tar in memory as a layer.

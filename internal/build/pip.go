@@ -3,32 +3,50 @@ package build
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
-// PipConfig is how requirements are resolved: by pip on the builder's host, binary wheels
-// only (no package code runs at build time), for the image's platform and python version.
+// PipConfig is how requirements are resolved: pip on the builder's host downloads binary
+// wheels only, for the image's platform and python version, and the builder unpacks them
+// itself (wheel.go). No package code runs at build time: pip runs no setup.py or build
+// backend for a wheel, and nothing installs the wheels but the builder's own Go code.
 type PipConfig struct {
-	// Command runs pip (default: python3 -m pip). Any pip of version 20.3 or newer will do:
-	// it never runs the wheels it downloads.
+	// Command runs pip (default: the python3 on PATH, resolved once to its executable,
+	// with -m pip). Any pip of version 20.3 or newer will do.
 	Command []string
 	// IndexURL, ExtraIndexURLs and FindLinks pass through as --index-url,
-	// --extra-index-url and --find-links. Empty: pip's own configuration.
+	// --extra-index-url and --find-links. Empty: PyPI. An extra index mixes indexes: pip
+	// takes the highest version of a name from any of them (dependency confusion).
 	IndexURL       string
 	ExtraIndexURLs []string
 	FindLinks      []string
 	// Platforms are the wheel platform tags accepted (default: manylinux 2.5 to 2.36 of
 	// the base image's architecture, the glibc of Debian bookworm's python images).
 	Platforms []string
+	// Timeout bounds one run of pip (default 10m); over it, the build is a user error.
+	Timeout time.Duration
+	// MemoryBytes is pip's address-space limit (RLIMIT_AS, default 2 GiB).
+	MemoryBytes int64
 }
+
+// Defaults of PipConfig.
+const (
+	DefaultPipTimeout     = 10 * time.Minute
+	DefaultPipMemoryBytes = 2 << 30
+)
 
 // maxGlibcMinor is the newest glibc the default platform tags accept (Debian bookworm).
 const maxGlibcMinor = 36
@@ -51,24 +69,67 @@ func (c PipConfig) platforms(arch string) []string {
 	return tags
 }
 
-// pipInstall installs requirements into target with pip, as wheels for the python version
-// and architecture. A failure caused by the requirements is a *UserError naming the
-// requirement and quoting pip.
-func (c PipConfig) pipInstall(ctx context.Context, requirements []byte, python, arch, tmp, target string) error {
-	if n, err := checkRequirements(requirements); err != nil || n == 0 {
-		return err // nothing to install: an empty folder
+// pipCommand is the command line that runs pip. The default python3 is resolved to its
+// executable with the service's environment (no job input is involved), because pip then
+// runs with an environment of its own (pipEnv) in which a PATH shim may not work.
+func (c PipConfig) pipCommand(ctx context.Context) ([]string, error) {
+	if len(c.Command) > 0 {
+		exe, err := exec.LookPath(c.Command[0])
+		if err != nil {
+			return nil, fmt.Errorf("pip command %q: %w", c.Command[0], err)
+		}
+		return append([]string{exe}, c.Command[1:]...), nil
 	}
-	reqFile := filepath.Join(tmp, "requirements.txt")
-	if err := os.WriteFile(reqFile, requirements, 0o600); err != nil {
-		return fmt.Errorf("write requirements: %w", err)
+	out, err := exec.CommandContext(ctx, "python3", "-c", "import sys; print(sys.executable)").Output()
+	exe := strings.TrimSpace(string(out))
+	if err != nil || !filepath.IsAbs(exe) {
+		return nil, fmt.Errorf("find python3 for pip: %v %q", err, exe)
 	}
-	cmdline := append([]string{}, c.Command...)
-	if len(cmdline) == 0 {
-		cmdline = []string{"python3", "-m", "pip"}
+	return []string{exe, "-m", "pip"}, nil
+}
+
+// pipEnv is all of pip's environment: none of the service's variables (database URL,
+// OIDC secret, registry credentials …) is there for pip to expand or quote, and no pip
+// configuration but the command line applies.
+func pipEnv(scratch string) []string {
+	return []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + filepath.Join(scratch, "home"),
+		"TMPDIR=" + filepath.Join(scratch, "tmp"),
+		"PIP_CONFIG_FILE=" + os.DevNull,
+		"PIP_NO_INPUT=1", "PIP_DISABLE_PIP_VERSION_CHECK=1",
+		"PYTHONDONTWRITEBYTECODE=1", "PYTHONNOUSERSITE=1", "LC_ALL=C.UTF-8",
 	}
-	args := append(cmdline[1:], "install", "--only-binary=:all:", "--implementation", "cp",
-		"--python-version", python, "--target", target, "--no-compile", "--no-input",
-		"--disable-pip-version-check", "--no-warn-script-location", "--progress-bar", "off")
+}
+
+// Causes of a stopped pip.
+var (
+	errPipTimeout = errors.New("pip took too long")
+	errPipTooBig  = errors.New("pip's downloads are over the build's byte limit")
+)
+
+// pipDownload has pip download the wheels of reqs (with their dependencies) into
+// scratch/wheels, for the python version and architecture, within budget bytes of disk,
+// and returns that folder. A failure caused by the requirements is a *UserError naming
+// the requirement and quoting pip.
+func (c PipConfig) pipDownload(ctx context.Context, reqs []Requirement, python, arch, scratch string, budget int64) (string, error) {
+	wheels := filepath.Join(scratch, "wheels")
+	for _, d := range []string{wheels, filepath.Join(scratch, "home"), filepath.Join(scratch, "tmp")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return "", fmt.Errorf("scratch folder: %w", err)
+		}
+	}
+	reqFile := filepath.Join(scratch, "requirements.txt")
+	if err := os.WriteFile(reqFile, RenderRequirements(reqs), 0o600); err != nil {
+		return "", fmt.Errorf("write requirements: %w", err)
+	}
+	cmdline, err := c.pipCommand(ctx)
+	if err != nil {
+		return "", err
+	}
+	args := append(cmdline[1:], "download", "--isolated", "--only-binary=:all:", "--implementation", "cp",
+		"--python-version", python, "--dest", wheels, "--no-cache-dir", "--no-input",
+		"--disable-pip-version-check", "--progress-bar", "off")
 	for _, p := range c.platforms(arch) {
 		args = append(args, "--platform", p)
 	}
@@ -82,25 +143,82 @@ func (c PipConfig) pipInstall(ctx context.Context, requirements []byte, python, 
 		args = append(args, "--find-links", l)
 	}
 	args = append(args, "-r", reqFile)
-	cmd := exec.CommandContext(ctx, cmdline[0], args...)
-	cmd.Dir = tmp
-	// pip dies with the builder: a killed leader leaves no pip behind.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	cmd.Env = append(os.Environ(), "PIP_NO_INPUT=1", "PIP_DISABLE_PIP_VERSION_CHECK=1", "PYTHONDONTWRITEBYTECODE=1")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	if err == nil {
-		return nil
-	}
-	if ctx.Err() != nil {
-		return fmt.Errorf("pip install: %w", context.Cause(ctx))
+	timeout := cmp.Or(c.Timeout, DefaultPipTimeout)
+	out, err := c.run(ctx, exec.Command(cmdline[0], args...), scratch, timeout, budget)
+	switch {
+	case err == nil:
+		return wheels, nil
+	case errors.Is(err, errPipTooBig):
+		return "", userErrorf("the requirements need more than %d bytes of downloads, the limit of a build (--max-build-bytes)", budget)
+	case errors.Is(err, errPipTimeout):
+		return "", userErrorf("pip did not resolve and download the requirements within %s, the limit of a build; pin versions to spare it the search, then retry", timeout)
+	case ctx.Err() != nil:
+		return "", fmt.Errorf("pip download: %w", context.Cause(ctx))
+	case strings.Contains(out, "MemoryError"):
+		return "", userErrorf("pip ran out of memory (%d bytes, the limit of a build) resolving the requirements; pin versions to spare it the search", cmp.Or(c.MemoryBytes, DefaultPipMemoryBytes))
 	}
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) {
-		return fmt.Errorf("run pip (%s): %w", cmdline[0], err)
+		return "", fmt.Errorf("run pip (%s): %w", cmdline[0], err)
 	}
-	return pipFailure(out.String())
+	return "", pipFailure(out)
+}
+
+// run runs pip in scratch with pipEnv, its memory and file sizes limited, stopped after
+// timeout or once scratch holds more than budget bytes. It returns pip's output.
+func (c PipConfig) run(ctx context.Context, cmd *exec.Cmd, scratch string, timeout time.Duration, budget int64) (string, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	ctx, stop := context.WithTimeoutCause(ctx, timeout, errPipTimeout)
+	defer stop()
+	cmd.Dir, cmd.Env = scratch, pipEnv(scratch)
+	// pip dies with the builder: a killed leader leaves no pip behind.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	// Set right after the start: python's own start-up is all that runs before.
+	mem := uint64(cmp.Or(c.MemoryBytes, DefaultPipMemoryBytes))
+	_ = unix.Prlimit(cmd.Process.Pid, unix.RLIMIT_AS, &unix.Rlimit{Cur: mem, Max: mem}, nil)
+	_ = unix.Prlimit(cmd.Process.Pid, unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: uint64(budget), Max: uint64(budget)}, nil)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	stopped := ctx.Done()
+	for {
+		select {
+		case err := <-done:
+			if cause := context.Cause(ctx); cause != nil && err != nil {
+				return out.String(), cause
+			}
+			return out.String(), err
+		case <-stopped:
+			_ = cmd.Process.Kill()
+			stopped = nil
+		case <-tick.C:
+			if used, _ := diskUsage(scratch); used > budget {
+				cancel(errPipTooBig)
+			}
+		}
+	}
+}
+
+// diskUsage is the size of the files under dir.
+func diskUsage(dir string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil //nolint:nilerr // a file pip removed meanwhile
+		}
+		if info, err := d.Info(); err == nil && info.Mode().IsRegular() {
+			n += info.Size()
+		}
+		return nil
+	})
+	return n, err
 }
 
 var (
@@ -144,30 +262,4 @@ func tail(s string, n int) string {
 		return s
 	}
 	return "…" + s[len(s)-n:]
-}
-
-// checkRequirements refuses pip options and direct references in requirements.txt: they
-// would let a job point the service's pip at any index, URL or file of the builder's
-// host. Indexes are the service's configuration (--pip-index-url and friends). It returns
-// the number of requirements.
-func checkRequirements(requirements []byte) (int, error) {
-	count := 0
-	sc := bufio.NewScanner(bytes.NewReader(requirements))
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if i := strings.Index(line, " #"); i >= 0 {
-			line = strings.TrimSpace(line[:i])
-		}
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		switch {
-		case strings.HasPrefix(line, "-"):
-			return 0, userErrorf("requirements.txt line %d (%q): pip options are not allowed; the service's configuration names the package indexes", n, line)
-		case strings.Contains(line, "://") || strings.Contains(line, " @ ") || strings.HasPrefix(line, ".") || strings.HasPrefix(line, "/"):
-			return 0, userErrorf("requirements.txt line %d (%q): direct references (URLs, paths) are not allowed; name a package from the index", n, line)
-		}
-		count++
-	}
-	return count, nil
 }

@@ -1,5 +1,7 @@
 package job
 
+import "time"
+
 // What the synchronizer reads and writes: the state of one job name, the fence of a
 // leader term, and the image builds of its build stage.
 
@@ -29,9 +31,23 @@ type BuildState struct {
 	// BaseImage and Image are the latest image built for the deployment's job version and
 	// python version, and the base reference it was built on ("" when none was built).
 	BaseImage, Image string
+	// Attempts counts the builds of the deployment's key (job version, python version,
+	// AttemptBase) started since the last one that ended (with an image or a user error),
+	// the last at LastAttempt: builds that failed on the platform or never finished.
+	Attempts    int
+	AttemptBase string
+	LastAttempt time.Time
 	// Hold, set by the synchronizer's build stage, says why the CronJob must wait (its
 	// image is being built); the plan then leaves the CronJob as it is.
 	Hold string
+}
+
+// BuildKey names one build: what a built image depends on besides the sources' content.
+type BuildKey struct {
+	JobName, JobUID string
+	JobVersion      string
+	PythonVersion   string
+	BaseImage       string
 }
 
 // ImageBuild is a finished build: a pushed image and what it was built from.

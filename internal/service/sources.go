@@ -2,7 +2,6 @@ package service
 
 import (
 	"archive/zip"
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -11,13 +10,12 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"path"
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/ziparchive"
 )
 
 // SourcesConfig bounds the sources users upload (POST .../jobs/{job}/sources).
@@ -100,51 +98,12 @@ func (s *Service) DeleteSources(ctx context.Context, team, name string) error {
 // image tag and Kubernetes label value.
 func SourcesVersion(archive []byte, cfg SourcesConfig) (string, error) {
 	cfg = cfg.withDefaults()
-	if int64(len(archive)) > cfg.MaxArchiveBytes {
-		return "", archiveTooLarge(cfg.MaxArchiveBytes)
+	entries, err := ziparchive.Read(archive, ziparchive.Limits{
+		MaxArchiveBytes: cfg.MaxArchiveBytes, MaxUncompressedBytes: cfg.MaxUncompressedBytes, MaxFiles: cfg.MaxFiles,
+	})
+	if err != nil {
+		return "", archiveError(err, cfg)
 	}
-	// Counted before archive/zip parses the directory, which allocates for every entry.
-	if n, ok := zipEntries(archive, cfg.MaxFiles); ok && n > uint64(cfg.MaxFiles) {
-		return "", tooManyEntries(cfg.MaxFiles)
-	}
-	zr, err := zip.NewReader(bytes.NewReader(archive), int64(len(archive)))
-	if err != nil && !errors.Is(err, zip.ErrInsecurePath) { // paths are checked below
-		return "", badArchive("The body is not a zip archive", err.Error())
-	}
-	if len(zr.File) > cfg.MaxFiles {
-		return "", tooManyEntries(cfg.MaxFiles)
-	}
-	var declared uint64
-	seen := make(map[string]bool, len(zr.File))
-	for _, f := range zr.File {
-		if err := checkEntryName(f.Name); err != nil {
-			return "", err
-		}
-		clean := path.Clean(strings.ReplaceAll(f.Name, `\`, "/"))
-		if seen[clean] {
-			return "", badArchive("The archive is not valid", fmt.Sprintf("the path %q appears twice", f.Name))
-		}
-		seen[clean] = true
-		if m := f.Mode(); m.Type() != 0 && !m.IsDir() {
-			return "", badArchive("The archive is not valid", fmt.Sprintf("%q is not a regular file or directory (links and devices are not allowed)", f.Name))
-		}
-		// unzip makes a directory of a name that ends with "/" and a file of any other: the
-		// mode and the data must agree with the name, or the version would not cover
-		// what unzip extracts.
-		dir := strings.HasSuffix(f.Name, "/")
-		if f.Mode().IsDir() && !dir {
-			return "", badArchive("The archive is not valid", fmt.Sprintf("%q is marked as a directory but its name does not end with /", f.Name))
-		}
-		if dir && (f.UncompressedSize64 != 0 || f.Method == zip.Store && f.CompressedSize64 != 0) {
-			return "", badArchive("The archive is not valid", fmt.Sprintf("the directory %q holds data", f.Name))
-		}
-		// Compared before adding: a declared size near 2^64 must not wrap the sum.
-		if f.UncompressedSize64 > uint64(cfg.MaxUncompressedBytes)-declared {
-			return "", uncompressedTooLarge(cfg.MaxUncompressedBytes)
-		}
-		declared += f.UncompressedSize64
-	}
-
 	type entry struct {
 		name string
 		exec bool
@@ -156,10 +115,7 @@ func SourcesVersion(archive []byte, cfg SourcesConfig) (string, error) {
 		read  int64
 		h     = sha256.New()
 	)
-	for _, f := range zr.File {
-		if strings.HasSuffix(f.Name, "/") { // a directory, checked empty above
-			continue
-		}
+	for _, f := range entries {
 		n, sum, err := hashEntry(f, h, cfg.MaxUncompressedBytes-read)
 		read += n
 		if errors.Is(err, errTooLarge) {
@@ -168,7 +124,7 @@ func SourcesVersion(archive []byte, cfg SourcesConfig) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		files = append(files, entry{name: strings.ReplaceAll(f.Name, `\`, "/"), exec: f.Mode()&0o111 != 0, size: n, sum: sum})
+		files = append(files, entry{name: f.Name, exec: f.Exec, size: n, sum: sum})
 	}
 	if len(files) == 0 {
 		return "", badArchive("The archive holds no files", "a job's sources need at least its config.ini")
@@ -185,13 +141,26 @@ func SourcesVersion(archive []byte, cfg SourcesConfig) (string, error) {
 	return hex.EncodeToString(tree.Sum(nil))[:40], nil
 }
 
+// archiveError is the API's answer to an archive ziparchive refused: 413 when the
+// archive itself is too large, 400 otherwise.
+func archiveError(err error, cfg SourcesConfig) error {
+	var ze *ziparchive.Error
+	if !errors.As(err, &ze) {
+		return err
+	}
+	if ze.TooLarge {
+		return archiveTooLarge(cfg.MaxArchiveBytes)
+	}
+	return badArchive(ze.What, ze.Why)
+}
+
 // errTooLarge is hashEntry's answer to a file larger than its limit.
 var errTooLarge = errors.New("over the uncompressed size limit")
 
 // hashEntry reads the file f, at most limit bytes, and returns how many bytes it read
 // and their SHA-256 (computed with h, which it resets). Reading more than the archive
 // declares fails too (archive/zip checks it), so a lying header cannot pass the limit.
-func hashEntry(f *zip.File, h hash.Hash, limit int64) (int64, []byte, error) {
+func hashEntry(f ziparchive.File, h hash.Hash, limit int64) (int64, []byte, error) {
 	rc, err := f.Open()
 	if err != nil {
 		return 0, nil, badArchive("The archive is not valid", fmt.Sprintf("%q cannot be read: %v", f.Name, err))
@@ -212,29 +181,6 @@ func hashEntry(f *zip.File, h hash.Hash, limit int64) (int64, []byte, error) {
 	return n, h.Sum(nil), nil
 }
 
-// checkEntryName refuses paths that would land outside the job's directory when
-// extracted: absolute paths, drive letters, ".." components, empty, NUL and non-UTF-8
-// names. Backslashes count as separators, as Windows tools read them.
-func checkEntryName(name string) error {
-	bad := func(why string) error {
-		return badArchive("The archive has an unsafe path", fmt.Sprintf("the path %q %s", name, why))
-	}
-	if name == "" || !utf8.ValidString(name) || strings.ContainsRune(name, 0) {
-		return bad("is empty or not valid UTF-8 text")
-	}
-	p := strings.ReplaceAll(name, `\`, "/")
-	if strings.HasPrefix(p, "/") || (len(p) >= 2 && p[1] == ':') {
-		return bad("is absolute")
-	}
-	if slices.Contains(strings.Split(p, "/"), "..") {
-		return bad("goes up with ..")
-	}
-	if strings.HasSuffix(name, `\`) {
-		return bad("ends with a backslash (a directory to some tools, a file to others)")
-	}
-	return nil
-}
-
 func badArchive(what, why string) *job.Error {
 	return &job.Error{
 		Kind:            job.KindInvalid,
@@ -243,10 +189,6 @@ func badArchive(what, why string) *job.Error {
 		Consequences:    "The sources were not uploaded and nothing was changed.",
 		Countermeasures: "Upload a zip archive of the job's directory (vdk deploy makes one).",
 	}
-}
-
-func tooManyEntries(limit int) *job.Error {
-	return badArchive("The archive has too many entries", fmt.Sprintf("it has more than %d entries", limit))
 }
 
 func archiveTooLarge(limit int64) *job.Error {
@@ -260,8 +202,8 @@ func archiveTooLarge(limit int64) *job.Error {
 }
 
 func uncompressedTooLarge(limit int64) *job.Error {
-	return badArchive("The archive is too large once uncompressed",
-		fmt.Sprintf("the files it holds add up to more than %d bytes once uncompressed", limit))
+	e := ziparchive.UncompressedTooLarge(limit)
+	return badArchive(e.What, e.Why)
 }
 
 func sourcesNotFound(name, version string) *job.Error {

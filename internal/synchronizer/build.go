@@ -36,6 +36,9 @@ type ImageBuilder interface {
 type BuildStore interface {
 	GetSources(ctx context.Context, team, name, version string) (job.Sources, error)
 	RecordBuild(ctx context.Context, fence job.Fence, b job.ImageBuild) (bool, error)
+	// StartBuild and EndBuild keep the count of a key's unfinished builds (buildbackoff.go).
+	StartBuild(ctx context.Context, fence job.Fence, key job.BuildKey) (int, error)
+	EndBuild(ctx context.Context, fence job.Fence, key job.BuildKey) error
 }
 
 // BuildConfig configures the build stage. A nil Builder turns it off: images are then
@@ -57,6 +60,7 @@ type buildStage struct {
 	t       *term
 	cfg     BuildConfig
 	queue   workqueue.TypedRateLimitingInterface[string]
+	backoff *buildBackoff
 	metrics *BuildMetrics
 }
 
@@ -71,9 +75,9 @@ func (s *Synchronizer) newBuildStage(t *term) *buildStage {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewBuildMetrics(nil)
 	}
-	return &buildStage{t: t, cfg: cfg, metrics: cfg.Metrics, queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[string](s.cfg.RetryBase, s.cfg.RetryMax),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "datajobs_build"})}
+	backoff := newBuildBackoff(s.cfg.RetryBase, s.cfg.RetryMax)
+	return &buildStage{t: t, cfg: cfg, metrics: cfg.Metrics, backoff: backoff, queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+		backoff, workqueue.TypedRateLimitingQueueConfig[string]{Name: "datajobs_build"})}
 }
 
 // start runs the build workers under wg until ctx ends; stop drains them.
@@ -129,7 +133,7 @@ func (t *term) prepare(st job.SyncState) job.SyncState {
 	st.Build = &held
 	// A build in backoff is already scheduled; queueing it now would skip the backoff.
 	if b.queue.NumRequeues(st.Name) == 0 {
-		b.queue.Add(st.Name)
+		b.queueBuild(st)
 	}
 	return st
 }
@@ -191,6 +195,11 @@ func (b *buildStage) build(ctx context.Context, name string) error {
 	if err := fail(job.StatusBuilding, fmt.Sprintf("building the image of version %s", d.JobVersion)); err != nil {
 		return err
 	}
+	started, err := b.cfg.Store.StartBuild(ctx, b.t.fence, b.buildKey(j, d))
+	if err != nil {
+		return err
+	}
+	b.backoff.note(name, started, time.Now())
 	start := time.Now()
 	res, err := b.buildImage(ctx, j, d)
 	if err != nil {
@@ -211,7 +220,8 @@ func (b *buildStage) build(ctx context.Context, name string) error {
 		}
 		s.log.InfoContext(ctx, "image_build_failed", "job", name, "version", d.JobVersion, "status", string(status), "error", err)
 		if status == job.StatusUserError {
-			return nil // not retried until a new deploy or upload changes the generation
+			// Not retried until a new deploy or upload changes the generation; that build starts at once.
+			return b.cfg.Store.EndBuild(ctx, b.t.fence, b.buildKey(j, d))
 		}
 		return err
 	}

@@ -1,4 +1,4 @@
-package service
+package ziparchive
 
 import (
 	"archive/zip"
@@ -8,8 +8,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/datajobs/datajobs/internal/job"
 )
 
 // manyEntries is a zip archive of n central directory entries that all point at one
@@ -59,8 +57,11 @@ func manyEntries(n int, declared uint64, zip64 bool) []byte {
 	return b.Bytes()
 }
 
+// uploadLimits are the API's default limits of an upload (service.SourcesConfig).
+var uploadLimits = Limits{MaxArchiveBytes: 50 << 20, MaxUncompressedBytes: 200 << 20, MaxFiles: 10_000}
+
 func TestAMillionEntriesAreRefusedWithoutAllocatingThem(t *testing.T) {
-	cfg := SourcesConfig{}.withDefaults()
+	cfg := uploadLimits
 	tests := []struct {
 		name    string
 		archive []byte
@@ -76,10 +77,11 @@ func TestAMillionEntriesAreRefusedWithoutAllocatingThem(t *testing.T) {
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			_, err := SourcesVersion(tt.archive, cfg)
+			_, err := Read(tt.archive, cfg)
 			runtime.ReadMemStats(&after)
-			require.Error(t, err)
-			require.Equal(t, job.KindInvalid, job.KindOf(err))
+			var ze *Error
+			require.ErrorAs(t, err, &ze)
+			require.False(t, ze.TooLarge, "a 400, not a 413")
 			require.Contains(t, err.Error(), "too many entries")
 			// archive/zip would allocate a File (about 200 bytes) per entry: 200 MB.
 			require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), "bytes allocated to refuse it")
@@ -133,11 +135,11 @@ func FuzzZipEntries(f *testing.F) {
 // (allocations and bytes per op; see docs/benchmarks.md).
 func BenchmarkRefuseAMillionEntries(b *testing.B) {
 	archive := manyEntries(1_000_000, 1_000_000, true)
-	cfg := SourcesConfig{}.withDefaults()
+	cfg := uploadLimits
 	b.ReportAllocs()
 	b.SetBytes(int64(len(archive)))
 	for b.Loop() {
-		if _, err := SourcesVersion(archive, cfg); err == nil {
+		if _, err := Read(archive, cfg); err == nil {
 			b.Fatal("accepted")
 		}
 	}
