@@ -26,12 +26,22 @@ func TestMain(m *testing.M) {
 // limited to a local folder of wheels (an empty local index: no network).
 func newBuilder(t *testing.T, registry, base, wheels string) *build.LayerBuilder {
 	t.Helper()
+	return newBuilderWith(t, registry, base, wheels, nil)
+}
+
+// newBuilderWith is newBuilder with its configuration changed by configure.
+func newBuilderWith(t *testing.T, registry, base, wheels string, configure func(*build.Config)) *build.LayerBuilder {
+	t.Helper()
 	index := t.TempDir()
-	b, err := build.NewLayerBuilder(build.Config{
+	cfg := build.Config{
 		Registry: registry + "/" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")), Insecure: true,
 		BaseImages: map[string]string{"3.11": base},
 		Pip:        build.PipConfig{IndexURL: (&url.URL{Scheme: "file", Path: index}).String(), FindLinks: []string{wheels}},
-	})
+	}
+	if configure != nil {
+		configure(&cfg)
+	}
+	b, err := build.NewLayerBuilder(cfg)
 	require.NoError(t, err)
 	return b
 }

@@ -148,7 +148,7 @@ func (c PipConfig) pipDownload(ctx context.Context, reqs []Requirement, python, 
 	switch {
 	case err == nil:
 		return wheels, nil
-	case errors.Is(err, errPipTooBig):
+	case errors.Is(err, errPipTooBig) || strings.Contains(out, "File too large"): // RLIMIT_FSIZE
 		return "", userErrorf("the requirements need more than %d bytes of downloads, the limit of a build (--max-build-bytes)", budget)
 	case errors.Is(err, errPipTimeout):
 		return "", userErrorf("pip did not resolve and download the requirements within %s, the limit of a build; pin versions to spare it the search, then retry", timeout)

@@ -69,6 +69,7 @@ func registerBuildFlags(f *pflag.FlagSet, cfg *server.Config) {
 	f.StringVar(&cfg.Build.PipIndexURL, "pip-index-url", "", "pip --index-url for requirements.txt (default: pip's own)")
 	f.StringSliceVar(&cfg.Build.PipExtraIndexURLs, "pip-extra-index-url", nil, "pip --extra-index-url (repeatable)")
 	f.StringSliceVar(&cfg.Build.PipFindLinks, "pip-find-links", nil, "pip --find-links (repeatable)")
+	f.Int64Var(&cfg.Build.MaxBuildBytes, "max-build-bytes", server.DefaultMaxBuildBytes, "disk one image build may use: pip's downloads and the requirements layer (a user error above)")
 }
 
 // registerRequestFlags: request bounds (issue 11): concurrency, deadlines and quotas.

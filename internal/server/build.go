@@ -18,6 +18,9 @@ const (
 	BuilderLayer = "layer" // build.LayerBuilder, in the synchronizer leader
 )
 
+// DefaultMaxBuildBytes is --max-build-bytes's default.
+const DefaultMaxBuildBytes = build.DefaultMaxBuildBytes
+
 // BuildConfig is the image builder's part of Config (docs/builder.md).
 type BuildConfig struct {
 	// Builder is none or layer (default layer when BaseImages is set, none otherwise).
@@ -35,6 +38,8 @@ type BuildConfig struct {
 	PipIndexURL       string
 	PipExtraIndexURLs []string
 	PipFindLinks      []string
+	// MaxBuildBytes bounds the disk of one build (default build.DefaultMaxBuildBytes).
+	MaxBuildBytes int64
 }
 
 // withDefaults picks the builder and checks the base images.
@@ -79,6 +84,14 @@ func newBuildStage(cfg Config, db *store.Store, reg prometheus.Registerer) (sync
 		Registry: cfg.ImageRegistry, BaseImages: bases, Insecure: c.RegistryInsecure,
 		Transport: metrics.Transport(remote.DefaultTransport),
 		Pip:       build.PipConfig{IndexURL: c.PipIndexURL, ExtraIndexURLs: c.PipExtraIndexURLs, FindLinks: c.PipFindLinks},
+
+		MaxBuildBytes: c.MaxBuildBytes,
+	}
+	if len(c.PipExtraIndexURLs) > 0 && cfg.Logger != nil {
+		// pip takes the highest version of a name from any index: whoever can publish a
+		// name on one index can replace the package of that name on the other.
+		cfg.Logger.Warn("pip_extra_index_url_mixes_indexes", "extra_index_urls", len(c.PipExtraIndexURLs),
+			"risk", "dependency confusion: pip installs the highest version of a name found on any index; prefer one index that proxies the others (docs/builder.md)")
 	}
 	if c.RegistryAuthFile != "" {
 		kc, err := build.AuthFileKeychain(c.RegistryAuthFile)

@@ -30,16 +30,23 @@ type builds struct {
 	registry string // host:port
 	prefix   string // <registry>/<namespace>: the --image-registry
 	wheels   string // the --find-links folder
+	base     string // the base image of python 3.11
 	metrics  *prometheus.Registry
 }
 
 func newBuilds(t testing.TB, registry string) *builds {
 	t.Helper()
+	return newBuildsWith(t, registry, nil)
+}
+
+// newBuildsWith is newBuilds with cfg's synchronizer configuration changed by configure.
+func newBuildsWith(t testing.TB, registry string, configure func(*synchronizer.Config)) *builds {
+	t.Helper()
 	f := newFixture(t)
 	base := buildtest.PushBase(t, registry)
 	wheels := t.TempDir()
 	buildtest.Wheel(t, wheels, "tinypkg", "1.0")
-	b := &builds{fixture: f, registry: registry, prefix: registry + "/" + f.ns, wheels: wheels, metrics: prometheus.NewRegistry()}
+	b := &builds{fixture: f, registry: registry, prefix: registry + "/" + f.ns, wheels: wheels, base: base, metrics: prometheus.NewRegistry()}
 	f.render.ImageRegistry = b.prefix
 	bm := synchronizer.NewBuildMetrics(b.metrics)
 	lb, err := build.NewLayerBuilder(build.Config{
@@ -48,11 +55,15 @@ func newBuilds(t testing.TB, registry string) *builds {
 		Pip:       build.PipConfig{IndexURL: (&url.URL{Scheme: "file", Path: t.TempDir()}).String(), FindLinks: []string{wheels}},
 	})
 	require.NoError(t, err)
-	s := synchronizer.New(synchronizer.Config{
+	cfg := synchronizer.Config{
 		Render: f.render, Workers: 4, ResyncInterval: time.Hour,
 		RetryBase: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond,
 		Build: synchronizer.BuildConfig{Builder: lb, Store: f.db, Metrics: bm},
-	}, f.db, f.client, f.applier)
+	}
+	if configure != nil {
+		configure(&cfg)
+	}
+	s := synchronizer.New(cfg, f.db, f.client, f.applier)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

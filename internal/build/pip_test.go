@@ -1,0 +1,108 @@
+package build
+
+import (
+	"archive/zip"
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/datajobs/datajobs/internal/service"
+)
+
+// Defence in depth below the parser: were a ${VAR} ever to reach pip, pip would expand it
+// from its environment, and the real pip does (the control run, with the service's
+// environment, quotes the secret). The builder's pip has an environment of its own, so
+// the variable expands to nothing. (t.Setenv: not parallel.)
+func TestPipHasNoServiceVariableToExpand(t *testing.T) {
+	const secret = "postgres://datajobs:s3cr3t@db.internal/datajobs"
+	t.Setenv("DATAJOBS_DATABASE_URL", secret)
+	var c PipConfig
+	cmdline, err := c.pipCommand(t.Context())
+	require.NoError(t, err)
+	scratch := t.TempDir()
+	for _, d := range []string{"home", "tmp", "wheels"} {
+		require.NoError(t, os.Mkdir(filepath.Join(scratch, d), 0o700))
+	}
+	raw := filepath.Join(scratch, "raw.txt")
+	require.NoError(t, os.WriteFile(raw, []byte("${DATAJOBS_DATABASE_URL}\n"), 0o600))
+	args := append(cmdline[1:], "download", "--isolated", "--no-index", "--dest", filepath.Join(scratch, "wheels"), "-r", raw)
+
+	control := exec.Command(cmdline[0], args...)
+	control.Env = os.Environ()
+	out, _ := control.CombinedOutput()
+	require.Contains(t, string(out), "s3cr3t", "pip expands ${VAR} from its environment (the attack is real)")
+
+	out2, err := c.run(t.Context(), exec.Command(cmdline[0], args...), scratch, time.Minute, 1<<30)
+	require.Error(t, err)
+	assert.NotContains(t, out2, "s3cr3t")
+	assert.NotContains(t, pipFailure(out2).Error(), "s3cr3t")
+}
+
+// pip with --only-binary never downloads anything else, but should a folder hold an
+// sdist, the builder refuses it: only wheels are installed.
+func TestAnArtifactThatIsNotAWheelIsRefused(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"evil-1.0.tar.gz", "evil-1.0.zip", "evil-1.0.egg"} {
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o644))
+		var w wheels
+		_, err := w.entries(dir, "site", 1<<20)
+		w.close()
+		require.Error(t, err, name)
+		assert.True(t, IsUserError(err), name)
+		assert.Contains(t, err.Error(), "not a wheel", name)
+	}
+}
+
+// FuzzEveryArchiveTheAPIAcceptsBuilds: the API (service.SourcesVersion) and the builder
+// read sources with one zip reader, so any archive the API accepts becomes a sources
+// layer, every file under /job.
+func FuzzEveryArchiveTheAPIAcceptsBuilds(f *testing.F) {
+	for _, files := range []map[string]string{
+		{"job/config.ini": "[owner]\n", "job/": ""},
+		{"config.ini": "", "sub\\step.py": "x", "./a//b.sql": "y"},
+		{"top/a/": "", "top/a/b": "c", "top/config.ini": "", "top/run.sh*": "#!/bin/sh"},
+		{"job/requirements.txt": "tinypkg==1.0\n", "job/config.ini": ""},
+	} {
+		f.Add(zipOf(f, files))
+	}
+	cfg := service.SourcesConfig{MaxArchiveBytes: 1 << 20, MaxUncompressedBytes: 1 << 20, MaxFiles: 100}
+	f.Fuzz(func(t *testing.T, archive []byte) {
+		if _, err := service.SourcesVersion(archive, cfg); err != nil {
+			return
+		}
+		entries, _, err := sourceEntries(archive)
+		require.NoError(t, err, "an archive the API accepted")
+		for _, e := range entries {
+			require.True(t, e.name == "job" || strings.HasPrefix(e.name, "job/"), e.name)
+		}
+		_, err = writeLayer(filepath.Join(t.TempDir(), "l.tar.gz"), entries, JobUID, "", 1<<30)
+		require.NoError(t, err, "its layer is written")
+	})
+}
+
+// zipOf zips files (a name ending in "*" is executable, one ending in "/" a directory).
+func zipOf(t testing.TB, files map[string]string) []byte {
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for name, body := range files {
+		h := &zip.FileHeader{Name: name, Method: zip.Deflate}
+		if n := len(name); n > 0 && name[n-1] == '*' {
+			h.Name = name[:n-1]
+			h.SetMode(0o755)
+		}
+		w, err := zw.CreateHeader(h)
+		require.NoError(t, err)
+		_, err = w.Write([]byte(body))
+		require.NoError(t, err)
+	}
+	require.NoError(t, zw.Close())
+	return buf.Bytes()
+}
