@@ -256,6 +256,9 @@ func (b *LayerBuilder) requirementsLayer(ctx context.Context, whl *wheels, requi
 		return nil, userErrorf("the requirements need more than %d bytes of downloads, the limit of a build (--max-build-bytes)", budget)
 	}
 	entries, err := whl.entries(dir, strings.TrimPrefix(SitePackages, "/"), budget-downloaded)
+	if errors.Is(err, errWheelsTooLarge) {
+		return nil, userErrorf("the requirements' wheels (%d bytes) hold more than the limit of a build once unpacked, %d bytes with them (--max-build-bytes)", downloaded, budget)
+	}
 	if err != nil {
 		return nil, err
 	}

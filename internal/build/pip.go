@@ -154,7 +154,7 @@ func (c PipConfig) pipDownload(ctx context.Context, reqs []Requirement, python, 
 		return "", userErrorf("pip did not resolve and download the requirements within %s, the limit of a build; pin versions to spare it the search, then retry", timeout)
 	case ctx.Err() != nil:
 		return "", fmt.Errorf("pip download: %w", context.Cause(ctx))
-	case strings.Contains(out, "MemoryError"):
+	case strings.Contains(out, "MemoryError") || strings.Contains(out, "Cannot allocate memory"): // RLIMIT_AS
 		return "", userErrorf("pip ran out of memory (%d bytes, the limit of a build) resolving the requirements; pin versions to spare it the search", cmp.Or(c.MemoryBytes, DefaultPipMemoryBytes))
 	}
 	var exit *exec.ExitError

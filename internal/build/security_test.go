@@ -137,7 +137,7 @@ func TestBuildBoundsPipsTimeAndMemory(t *testing.T) {
 	assert.True(t, build.IsUserError(err), "%v", err)
 	assert.Contains(t, err.Error(), "within 10ms")
 
-	small := newBuilderWith(t, registry, base, wheels, func(c *build.Config) { c.Pip.MemoryBytes = 64 << 20 })
+	small := newBuilderWith(t, registry, base, wheels, func(c *build.Config) { c.Pip.MemoryBytes = 16 << 20 })
 	_, err = buildRequirements(t, small, "tinypkg\n")
 	require.Error(t, err)
 	assert.True(t, build.IsUserError(err), "%v", err)

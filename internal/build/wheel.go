@@ -2,6 +2,7 @@ package build
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -36,6 +37,9 @@ func (w *wheels) close() {
 	w.maps = nil
 }
 
+// errWheelsTooLarge: the wheels unpacked are over the budget.
+var errWheelsTooLarge = errors.New("the wheels are over the byte budget once unpacked")
+
 // wheelEntries lists the files of the wheels in dir as layer entries under root, their
 // uncompressed sizes at most budget bytes in all. A file in dir that is not a wheel is a
 // *UserError: only wheels are ever installed. Wheels are read in name order, and a path
@@ -54,8 +58,14 @@ func (w *wheels) entries(dir, root string, budget int64) ([]entry, error) {
 		if err != nil {
 			return nil, err
 		}
-		files, err := archiveFiles("the wheel "+d.Name(), data, budget)
-		if err != nil {
+		files, err := ziparchive.Read(data, ziparchive.Limits{MaxArchiveBytes: int64(len(data)), MaxUncompressedBytes: max(budget, 0), MaxFiles: maxArchiveFiles})
+		var ze *ziparchive.Error
+		switch {
+		case errors.As(err, &ze) && ze.What == ziparchive.WhatUncompressedTooLarge:
+			return nil, errWheelsTooLarge
+		case errors.As(err, &ze):
+			return nil, userErrorf("the wheel %s: %s: %s", d.Name(), ze.What, ze.Why)
+		case err != nil:
 			return nil, err
 		}
 		for _, f := range files {
@@ -68,7 +78,7 @@ func (w *wheels) entries(dir, root string, budget int64) ([]entry, error) {
 			byName[e.name] = e
 		}
 		if budget < 0 {
-			return nil, userErrorf("the requirements' wheels hold more than the limit of a build (--max-build-bytes) once unpacked")
+			return nil, errWheelsTooLarge
 		}
 	}
 	entries := make([]entry, 0, len(byName))

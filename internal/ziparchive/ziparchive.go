@@ -118,9 +118,12 @@ func Read(archive []byte, l Limits) ([]File, error) {
 	return files, nil
 }
 
+// WhatUncompressedTooLarge is the What of an archive over MaxUncompressedBytes.
+const WhatUncompressedTooLarge = "The archive is too large once uncompressed"
+
 // UncompressedTooLarge is the refusal of an archive whose files add up to more than limit.
 func UncompressedTooLarge(limit int64) *Error {
-	return invalid("The archive is too large once uncompressed", "the files it holds add up to more than %d bytes once uncompressed", limit)
+	return invalid(WhatUncompressedTooLarge, "the files it holds add up to more than %d bytes once uncompressed", limit)
 }
 
 // checkEntry checks one entry and returns it as a File, and whether it is a directory.
