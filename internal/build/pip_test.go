@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -70,6 +71,7 @@ func FuzzEveryArchiveTheAPIAcceptsBuilds(f *testing.F) {
 		{"config.ini": "", "sub\\step.py": "x", "./a//b.sql": "y"},
 		{"top/a/": "", "top/a/b": "c", "top/config.ini": "", "top/run.sh*": "#!/bin/sh"},
 		{"job/requirements.txt": "tinypkg==1.0\n", "job/config.ini": ""},
+		{"job/a": "file", "job/a/b": "a file under the file"},
 	} {
 		f.Add(zipOf(f, files))
 	}
@@ -80,8 +82,17 @@ func FuzzEveryArchiveTheAPIAcceptsBuilds(f *testing.F) {
 		}
 		entries, _, err := sourceEntries(archive)
 		require.NoError(t, err, "an archive the API accepted")
+		files := map[string]bool{}
 		for _, e := range entries {
 			require.True(t, e.name == "job" || strings.HasPrefix(e.name, "job/"), e.name)
+			if !e.dir {
+				files[e.name] = true
+			}
+		}
+		for _, e := range entries {
+			for d := path.Dir(e.name); d != "."; d = path.Dir(d) {
+				require.False(t, files[d], "%s is a file and the folder of %s: no tree to extract", d, e.name)
+			}
 		}
 		_, err = writeLayer(filepath.Join(t.TempDir(), "l.tar.gz"), entries, JobUID, "", 1<<30)
 		require.NoError(t, err, "its layer is written")
