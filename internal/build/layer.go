@@ -123,23 +123,22 @@ func withParents(entries []entry, root string) []entry {
 	return out
 }
 
-// Bounds of the archives the builder unpacks. Sources were checked at upload within the
-// API's limits (service.SourcesConfig); these only keep a row written some other way from
-// costing more. Wheels are bounded by the build's byte budget instead of
-// maxArchiveUncompressed.
+// Bounds of the sources archives the builder unpacks. The API checked them at upload
+// within its own, configurable limits (service.SourcesConfig), so these only keep a row
+// written some other way from costing without end; wheels are bounded by the build's
+// byte budget instead (wheel.go).
 const (
-	maxArchiveBytes        = 1 << 30
-	maxArchiveUncompressed = 1 << 30
-	maxArchiveFiles        = 200_000
+	maxSourcesUncompressed = 1 << 40
+	maxArchiveFiles        = 1 << 20
 )
 
-// archiveFiles reads an archive with the project's zip rules; a refusal is a *UserError
-// about what.
-func archiveFiles(what string, archive []byte, maxUncompressed int64) ([]ziparchive.File, error) {
-	files, err := ziparchive.Read(archive, ziparchive.Limits{MaxArchiveBytes: maxArchiveBytes, MaxUncompressedBytes: maxUncompressed, MaxFiles: maxArchiveFiles})
+// archiveFiles reads a sources archive with the project's zip rules; a refusal is a
+// *UserError.
+func archiveFiles(archive []byte) ([]ziparchive.File, error) {
+	files, err := ziparchive.Read(archive, ziparchive.Limits{MaxArchiveBytes: int64(len(archive)), MaxUncompressedBytes: maxSourcesUncompressed, MaxFiles: maxArchiveFiles})
 	var ze *ziparchive.Error
 	if errors.As(err, &ze) {
-		return nil, userErrorf("%s: %s: %s", what, ze.What, ze.Why)
+		return nil, userErrorf("the job's sources: %s: %s", ze.What, ze.Why)
 	}
 	return files, err
 }
@@ -158,7 +157,7 @@ func fileEntry(name string, f ziparchive.File) entry {
 // with the directory itself as the top folder; when every entry is under one top folder,
 // that folder is dropped, so /job holds config.ini either way.
 func sourceEntries(archive []byte) ([]entry, []byte, error) {
-	files, err := archiveFiles("the job's sources", archive, maxArchiveUncompressed)
+	files, err := archiveFiles(archive)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -194,7 +194,7 @@ func (b *LayerBuilder) Build(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	sources, err := writeLayer(filepath.Join(tmp, "sources.tar.gz"), entries, JobUID, bs.layerType, maxArchiveUncompressed)
+	sources, err := writeLayer(filepath.Join(tmp, "sources.tar.gz"), entries, JobUID, bs.layerType, maxSourcesUncompressed)
 	if err != nil {
 		return Result{}, fmt.Errorf("sources layer: %w", err)
 	}
