@@ -13,7 +13,7 @@ def test_a_version_nobody_uploaded_or_pushed_is_a_user_error_vdk_list_explains(v
     the one field of it the client shows), and the CronJob keeps its last good image."""
     if not service.registry:
         pytest.skip("no registry in the environment: the prebuilt image cannot be looked up")
-    name, team = "compat-typo", "compat-team"
+    name, team = "compat-typo", "compat-typo-team"  # a team of its own: other tests list theirs
     vdk("create", "-n", name, "-t", team, "--cloud")
     r = vdk("deploy", "-n", name, "-t", team, "-p", job_dir(name, team), "-r", "good")
     good = VERSION.search(r.output).group(1)
