@@ -44,7 +44,7 @@ type BuildStore interface {
 type BuildConfig struct {
 	Builder  ImageBuilder
 	Resolver Resolver
-	Store   BuildStore
+	Store    BuildStore
 	// Workers build that many images at once (default 2): memory and CPU of the leader
 	// grow with it, not with the number of jobs.
 	Workers int

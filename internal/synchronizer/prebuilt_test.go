@@ -52,7 +52,9 @@ func TestPrebuiltVersionRunsByDigestAndOneTheRegistryLacksIsAUserErrorKeepingThe
 	f.createJob("prebuilt-job")
 	f.deploy("prebuilt-job", job.DeploymentChange{JobVersion: ptr("release-1"), PythonVersion: ptr("3.11")})
 	f.synced("prebuilt-job")
-	image := func() string { return f.cronJob("prebuilt-job").Spec.JobTemplate.Spec.Template.Spec.Containers[0].Image }
+	image := func() string {
+		return f.cronJob("prebuilt-job").Spec.JobTemplate.Spec.Template.Spec.Containers[0].Image
+	}
 	assert.Equal(t, repo+"@"+good, image(), "the prebuilt image, pinned by digest")
 
 	// A version nobody uploaded or pushed.
