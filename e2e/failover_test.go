@@ -36,6 +36,8 @@ func startReplica(t *testing.T, dbURL, kubeconfig, namespace string, args ...str
 	serve := []string{
 		"serve", "--listen", addr, "--admin-listen", adminAddr, "--auth-mode", "none",
 		"--namespace", namespace, "--log-format", "text",
+		// The tests deploy tags nobody pushed (registry.local): the unchecked images of before issue 21.
+		"--verify-prebuilt-images=false",
 	}
 	env := append(os.Environ(), "DATAJOBS_DATABASE_URL="+dbURL, "DATAJOBS_KUBECONFIG="+kubeconfig)
 	p := testenv.Start(t, bin, append(serve, args...), env, "http://"+addr+"/readyz")

@@ -66,6 +66,7 @@ func registerBuildFlags(f *pflag.FlagSet, cfg *server.Config) {
 	f.IntVar(&cfg.Build.Workers, "build-workers", 2, "images built at once")
 	f.StringVar(&cfg.Build.RegistryAuthFile, "registry-auth-file", "", "Docker config file with the registries' credentials (default: anonymous)")
 	f.BoolVar(&cfg.Build.RegistryInsecure, "registry-insecure", false, "plain HTTP to a registry on a loopback address")
+	f.BoolVar(&cfg.Build.VerifyPrebuiltImages, "verify-prebuilt-images", true, "look the image of a job version that is no uploaded sources version up in the registry and run it by digest; a missing image is the deployment's user error (false: run <registry>/<job>:<version> unchecked, e.g. air-gapped)")
 	f.StringVar(&cfg.Build.PipIndexURL, "pip-index-url", "", "pip --index-url for requirements.txt (default: pip's own)")
 	f.StringSliceVar(&cfg.Build.PipExtraIndexURLs, "pip-extra-index-url", nil, "pip --extra-index-url (repeatable)")
 	f.StringSliceVar(&cfg.Build.PipFindLinks, "pip-find-links", nil, "pip --find-links (repeatable)")

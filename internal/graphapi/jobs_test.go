@@ -473,7 +473,7 @@ func TestDeploymentsShowTheirSyncState(t *testing.T) {
 	require.Equal(t, "v3", delta["jobVersion"])
 
 	omega := byName["omega-job"]
-	require.Equal(t, "PLATFORM_ERROR", omega["status"])
+	require.Equal(t, "PLATFORM_ERROR: quota exceeded", omega["status"], "VDK's status with the why: vdk list prints this field")
 	require.Equal(t, "platform_error", omega["syncStatus"])
 	require.Equal(t, "quota exceeded", omega["message"])
 	require.Equal(t, map[string]any{"scheduleCron": "@daily", "nextRunEpochSeconds": float64(time.Date(2030, 1, 2, 0, 0, 0, 0, time.UTC).Unix())}, omega["schedule"])

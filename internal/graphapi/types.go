@@ -75,7 +75,7 @@ func (l *loader) toDataJob(out *gql.DataJob, row *job.Listed) {
 	dep.LastDeployedDate, dep.LastDeployedBy = formatTime(d.DeployedDate), d.DeployedBy
 	dep.Resources = toResources(d.Resources)
 	dep.Schedule = l.schedule(d.Schedule, l.deploymentNextRun)
-	dep.Status = vdkStatus(job.SyncStatus(dep.SyncStatus))
+	dep.Status = vdkStatus(job.SyncStatus(dep.SyncStatus), dep.Message)
 	if s := row.LastExecution.Status; s != "" {
 		s = strings.ToUpper(s)
 		dep.LastExecutionStatus = &s
@@ -89,18 +89,25 @@ func (l *loader) toDataJob(out *gql.DataJob, row *job.Listed) {
 }
 
 // vdkStatus is VDK's deployment status: SUCCESS once synced, the error kind when the last
-// attempt failed, NONE while pending or being deleted.
-func vdkStatus(s job.SyncStatus) string {
+// attempt failed, NONE while pending or being deleted. A failure carries its message
+// ("USER_ERROR: the image … does not exist …"): `vdk list` prints this field and no other
+// of the deployment's, and a user who sees USER_ERROR needs the why.
+func vdkStatus(s job.SyncStatus, message string) string {
+	var status string
 	switch s {
 	case job.StatusSynced:
 		return "SUCCESS"
 	case job.StatusUserError:
-		return "USER_ERROR"
+		status = "USER_ERROR"
 	case job.StatusPlatformError:
-		return "PLATFORM_ERROR"
+		status = "PLATFORM_ERROR"
 	default:
 		return "NONE"
 	}
+	if message == "" {
+		return status
+	}
+	return status + ": " + message
 }
 
 // schedule shapes a cron schedule, with its next run when selected (it is computed only

@@ -202,3 +202,37 @@ func TestLogsAreTheStoredCopyTailedByLines(t *testing.T) {
 	r := e.do("GET", path+"/executions/my-job-1/logs?tail_lines=x", "")
 	require.Equal(t, http.StatusBadRequest, r.status)
 }
+
+// A start of a job whose deployment can have no CronJob yet (its image build failed, is
+// still running, or its deployment failed) was accepted and failed minutes later, when the
+// leader gave up waiting for the CronJob: it is a 409 at once, saying why. A deployment
+// the synchronizer has merely not reached yet is accepted: the leader waits for its CronJob.
+func TestStartOfADeploymentWithoutACronJobThatFailedOrIsBuildingIsA409WithItsMessage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	path := e.createJob("team-a", "not-runnable")
+	e.deploy(path, `{"job_version":"v1"}`)
+	status := func(status, message string) {
+		e.sql(`UPDATE desired_data_job_deployment SET status = $1, message = $2,
+			status_generation = (SELECT generation FROM data_job WHERE name = 'not-runnable')`, status, message)
+	}
+	for _, c := range []struct{ status, message, why string }{
+		{"user_error", "the image of version v1 could not be built: no wheel for tinypkg", "no wheel for tinypkg"},
+		{"platform_error", "the image registry.test/x:v1 could not be looked up", "could not be looked up"},
+		{"building", "building the image of version v1", "still being built"},
+	} {
+		status(c.status, c.message)
+		r := e.startExecution(path, ``)
+		require.Equal(t, http.StatusConflict, r.status, "%s: %s", c.status, r.body)
+		body := r.vdkError(t)
+		require.Contains(t, body["why"], c.why, c.status)
+		require.Contains(t, body["what"], "not-runnable")
+	}
+	var list []map[string]any
+	e.do("GET", path+"/executions", "").json(t, &list)
+	require.Empty(t, list, "no execution recorded")
+
+	// A status of an older generation says nothing of the current deployment.
+	e.sql(`UPDATE desired_data_job_deployment SET status = 'user_error', status_generation = 0`)
+	require.Equal(t, http.StatusAccepted, e.startExecution(path, ``).status)
+}

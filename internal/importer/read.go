@@ -89,30 +89,14 @@ func skipf(format string, args ...any) *skip { return &skip{reason: fmt.Sprintf(
 // metadata. It returns a *skip when the CronJob cannot be imported as it is.
 func (m mapping) read(cj *batchv1.CronJob) (candidate, error) {
 	var c candidate
-	name := cj.Name
-	if err := job.ValidateName(name); err != nil {
-		return c, skipf("invalid job name: 6 to 50 lowercase letters, digits or dashes, starting with a letter")
+	main, err := importable(cj)
+	if err != nil {
+		return c, err
 	}
-	if cj.Labels[kube.LabelManagedBy] == kube.ManagedByValue {
-		return c, skipf("already managed by datajobs")
-	}
-	if cj.DeletionTimestamp != nil {
-		return c, skipf("being deleted")
-	}
-	if ref := controllerOf(cj); ref != "" {
-		return c, skipf("controlled by %s, which would fight datajobs over it", ref)
-	}
-	pod := cj.Spec.JobTemplate.Spec.Template.Spec
-	main := mainContainer(pod.Containers, name)
-	if main == nil {
-		return c, skipf("no container")
-	}
-
 	team, err := m.team(cj, main)
 	if err != nil {
 		return c, err
 	}
-
 	schedule := cj.Spec.Schedule
 	if schedule == kube.NeverSchedule {
 		schedule = "" // VDK's "unscheduled" placeholder, and ours: February 30th
@@ -120,34 +104,11 @@ func (m mapping) read(cj *batchv1.CronJob) (candidate, error) {
 	if err := job.ValidateSchedule(schedule); err != nil {
 		return c, skipf("schedule %q is not one datajobs accepts (five fields or a macro, no time zone in the expression)", schedule)
 	}
-
-	if strings.Contains(main.Image, "@") {
-		return c, skipf("image %q of container %s is pinned by digest: datajobs deploys job versions as image tags", main.Image, main.Name)
+	version, vdkVersion, err := c.versions(cj, main)
+	if err != nil {
+		return c, err
 	}
-	version := imageTag(main.Image)
-	if version == "" {
-		return c, skipf("image %q of container %s has no tag: datajobs deploys job versions as image tags", main.Image, main.Name)
-	}
-	if label := meta(cj, LabelVDKVersion, true); label != "" && label != version {
-		c.notes = append(c.notes, fmt.Sprintf("label %s=%s differs from the image tag; the image tag %s is what runs and is the job version", LabelVDKVersion, label, version))
-	}
-	if err := job.ValidateVersion("job_version", version); err != nil {
-		return c, skipf("image tag %q is not a valid job version", version)
-	}
-	vdkVersion := ""
-	if i := slices.IndexFunc(pod.InitContainers, func(c corev1.Container) bool { return c.Name == vdkInitContainer }); i >= 0 {
-		vdkVersion = imageTag(pod.InitContainers[i].Image)
-	}
-
-	python := meta(cj, AnnotationVDKPythonVersion, false)
-	switch {
-	case python == "":
-		python = m.defaultPythonVersion
-		c.notes = append(c.notes, "no python version annotation: recorded as "+python)
-	case !slices.Contains(m.supportedPython, python):
-		c.notes = append(c.notes, fmt.Sprintf("python %s is not supported here: the job keeps running, and its next deployment must choose one of %s", python, strings.Join(m.supportedPython, ", ")))
-	}
-
+	python := m.python(cj, &c)
 	res, err := resources(main)
 	if err != nil {
 		return c, err
@@ -155,7 +116,6 @@ func (m mapping) read(cj *batchv1.CronJob) (candidate, error) {
 	if err := m.bounds.Validate(res); err != nil {
 		c.notes = append(c.notes, "resources outside the configured bounds: a later change of this deployment must set resources within them")
 	}
-
 	deployedBy := meta(cj, AnnotationVDKDeployedBy, false)
 	if deployedBy == "" || job.ValidateText("deployed_by", deployedBy, 253) != nil {
 		deployedBy = DefaultDeployedBy
@@ -164,14 +124,94 @@ func (m mapping) read(cj *batchv1.CronJob) (candidate, error) {
 	if !ok {
 		deployedDate = cj.CreationTimestamp.UTC()
 	}
-
 	spec, err := json.Marshal(cj.Spec)
 	if err != nil {
-		return c, fmt.Errorf("marshal spec of cronjob %s: %w", name, err)
+		return c, fmt.Errorf("marshal spec of cronjob %s: %w", cj.Name, err)
 	}
+	c.job = jobOf(cj.Name, team, schedule, main)
+	if err := job.ValidateJob(c.job); err != nil {
+		return c, skipf("%s", oneLine(err))
+	}
+	c.deployment = job.Deployment{
+		JobName:       cj.Name,
+		JobVersion:    version,
+		VDKVersion:    vdkVersion,
+		PythonVersion: python,
+		Schedule:      schedule,
+		Resources:     res,
+		Enabled:       cj.Spec.Suspend == nil || !*cj.Spec.Suspend,
+		Adopted:       &job.Adoption{CronJobUID: string(cj.UID), Spec: spec},
+		DeployedBy:    deployedBy,
+		DeployedDate:  deployedDate,
+		Status:        job.StatusSynced,
+	}
+	return c, nil
+}
 
+// importable returns the main container of a CronJob datajobs may take over, or the
+// *skip that says why it may not.
+func importable(cj *batchv1.CronJob) (*corev1.Container, error) {
+	if err := job.ValidateName(cj.Name); err != nil {
+		return nil, skipf("invalid job name: 6 to 50 lowercase letters, digits or dashes, starting with a letter")
+	}
+	if cj.Labels[kube.LabelManagedBy] == kube.ManagedByValue {
+		return nil, skipf("already managed by datajobs")
+	}
+	if cj.DeletionTimestamp != nil {
+		return nil, skipf("being deleted")
+	}
+	if ref := controllerOf(cj); ref != "" {
+		return nil, skipf("controlled by %s, which would fight datajobs over it", ref)
+	}
+	main := mainContainer(cj.Spec.JobTemplate.Spec.Template.Spec.Containers, cj.Name)
+	if main == nil {
+		return nil, skipf("no container")
+	}
+	return main, nil
+}
+
+// versions reads the job version (the main image's tag) and the vdk version (the tag of
+// VDK's init container, "" without one).
+func (c *candidate) versions(cj *batchv1.CronJob, main *corev1.Container) (version, vdkVersion string, err error) {
+	if strings.Contains(main.Image, "@") {
+		return "", "", skipf("image %q of container %s is pinned by digest: datajobs deploys job versions as image tags", main.Image, main.Name)
+	}
+	version = imageTag(main.Image)
+	if version == "" {
+		return "", "", skipf("image %q of container %s has no tag: datajobs deploys job versions as image tags", main.Image, main.Name)
+	}
+	if label := meta(cj, LabelVDKVersion, true); label != "" && label != version {
+		c.notes = append(c.notes, fmt.Sprintf("label %s=%s differs from the image tag; the image tag %s is what runs and is the job version", LabelVDKVersion, label, version))
+	}
+	if err := job.ValidateVersion("job_version", version); err != nil {
+		return "", "", skipf("image tag %q is not a valid job version", version)
+	}
+	inits := cj.Spec.JobTemplate.Spec.Template.Spec.InitContainers
+	if i := slices.IndexFunc(inits, func(c corev1.Container) bool { return c.Name == vdkInitContainer }); i >= 0 {
+		vdkVersion = imageTag(inits[i].Image)
+	}
+	return version, vdkVersion, nil
+}
+
+// python is the CronJob's python version annotation, else the default; either way the
+// job is imported, with a note when it is defaulted or not supported here.
+func (m mapping) python(cj *batchv1.CronJob, c *candidate) string {
+	python := meta(cj, AnnotationVDKPythonVersion, false)
+	switch {
+	case python == "":
+		python = m.defaultPythonVersion
+		c.notes = append(c.notes, "no python version annotation: recorded as "+python)
+	case !slices.Contains(m.supportedPython, python):
+		c.notes = append(c.notes, fmt.Sprintf("python %s is not supported here: the job keeps running, and its next deployment must choose one of %s", python, strings.Join(m.supportedPython, ", ")))
+	}
+	return python
+}
+
+// jobOf is the data job of a CronJob: its configuration from the main container's
+// environment (VDK's variables), the rest at VDK's defaults.
+func jobOf(name, team, schedule string, main *corev1.Container) job.Job {
 	envs := plainEnv(main)
-	c.job = job.Job{
+	j := job.Job{
 		Name:                           name,
 		Team:                           team,
 		Schedule:                       schedule,
@@ -187,25 +227,9 @@ func (m mapping) read(cj *batchv1.CronJob) (candidate, error) {
 		},
 	}
 	if v, err := strconv.ParseBool(envs[kube.EnvEnableNotifications]); err == nil {
-		c.job.EnableExecutionNotifications = v
+		j.EnableExecutionNotifications = v
 	}
-	if err := job.ValidateJob(c.job); err != nil {
-		return c, skipf("%s", oneLine(err))
-	}
-	c.deployment = job.Deployment{
-		JobName:       name,
-		JobVersion:    version,
-		VDKVersion:    vdkVersion,
-		PythonVersion: python,
-		Schedule:      schedule,
-		Resources:     res,
-		Enabled:       cj.Spec.Suspend == nil || !*cj.Spec.Suspend,
-		Adopted:       &job.Adoption{CronJobUID: string(cj.UID), Spec: spec},
-		DeployedBy:    deployedBy,
-		DeployedDate:  deployedDate,
-		Status:        job.StatusSynced,
-	}
-	return c, nil
+	return j
 }
 
 // team is the job's team: the --team-from-label label (on the CronJob, then its job

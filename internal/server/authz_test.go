@@ -40,6 +40,7 @@ type routeCase struct {
 var routeCases = map[string]routeCase{
 	"GET /healthz": {public: true},
 	"GET /readyz":  {public: true},
+	"GET /{$}":     {public: true}, // a redirect to the console
 
 	"GET /data-jobs/for-team/{team}/info":                                               {},
 	"POST /data-jobs/for-team/{team}/jobs":                                              {body: `{"job_name":"new-in-b","description":"d"}`},

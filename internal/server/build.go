@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -34,6 +35,10 @@ type BuildConfig struct {
 	RegistryAuthFile string
 	// RegistryInsecure allows plain HTTP to a registry on a loopback address.
 	RegistryInsecure bool
+	// VerifyPrebuiltImages looks the image of a job version that is no uploaded sources
+	// version up in the registry, and pins it by digest, before a CronJob points at it
+	// (--verify-prebuilt-images, on by default; off: <registry>/<job>:<version> unchecked).
+	VerifyPrebuiltImages bool
 	// PipIndexURL, PipExtraIndexURLs and PipFindLinks pass through to pip.
 	PipIndexURL       string
 	PipExtraIndexURLs []string
@@ -64,12 +69,30 @@ func (c BuildConfig) withDefaults() (BuildConfig, error) {
 	return c, nil
 }
 
-// newBuildStage builds the synchronizer's build stage from the configuration: nothing for
-// --builder none.
+// newBuildStage builds the synchronizer's build stage from the configuration: the builder
+// of --builder layer and the resolver of --verify-prebuilt-images.
 func newBuildStage(cfg Config, db *store.Store, reg prometheus.Registerer) (synchronizer.BuildConfig, error) {
 	c := cfg.Build
+	metrics := synchronizer.NewBuildMetrics(reg)
+	var keychain authn.Keychain
+	if c.RegistryAuthFile != "" {
+		kc, err := build.AuthFileKeychain(c.RegistryAuthFile)
+		if err != nil {
+			return synchronizer.BuildConfig{}, err
+		}
+		keychain = kc
+	}
+	out := synchronizer.BuildConfig{Store: db, Workers: c.Workers, Metrics: metrics}
+	if c.VerifyPrebuiltImages {
+		out.Resolver = build.NewResolver(build.ResolverConfig{
+			Keychain: keychain, Transport: metrics.Transport(remote.DefaultTransport), Insecure: c.RegistryInsecure,
+		})
+	} else {
+		cfg.Logger.Warn("prebuilt_images_unverified", "detail",
+			"--verify-prebuilt-images=false: a job version that is no uploaded sources version deploys <registry>/<job>:<version> without looking it up")
+	}
 	if c.Builder != BuilderLayer {
-		return synchronizer.BuildConfig{}, nil
+		return out, nil
 	}
 	bases := map[string]string{}
 	for _, pair := range c.BaseImages {
@@ -79,11 +102,11 @@ func newBuildStage(cfg Config, db *store.Store, reg prometheus.Registerer) (sync
 		}
 		bases[py] = ref
 	}
-	metrics := synchronizer.NewBuildMetrics(reg)
 	bc := build.Config{
 		Registry: cfg.ImageRegistry, BaseImages: bases, Insecure: c.RegistryInsecure,
 		Transport: metrics.Transport(remote.DefaultTransport),
 		Pip:       build.PipConfig{IndexURL: c.PipIndexURL, ExtraIndexURLs: c.PipExtraIndexURLs, FindLinks: c.PipFindLinks},
+		Keychain:  keychain,
 
 		MaxBuildBytes: c.MaxBuildBytes,
 	}
@@ -93,16 +116,10 @@ func newBuildStage(cfg Config, db *store.Store, reg prometheus.Registerer) (sync
 		cfg.Logger.Warn("pip_extra_index_url_mixes_indexes", "extra_index_urls", len(c.PipExtraIndexURLs),
 			"risk", "dependency confusion: pip installs the highest version of a name found on any index; prefer one index that proxies the others (docs/builder.md)")
 	}
-	if c.RegistryAuthFile != "" {
-		kc, err := build.AuthFileKeychain(c.RegistryAuthFile)
-		if err != nil {
-			return synchronizer.BuildConfig{}, err
-		}
-		bc.Keychain = kc
-	}
 	builder, err := build.NewLayerBuilder(bc)
 	if err != nil {
 		return synchronizer.BuildConfig{}, err
 	}
-	return synchronizer.BuildConfig{Builder: builder, Store: db, Workers: c.Workers, Metrics: metrics}, nil
+	out.Builder = builder
+	return out, nil
 }

@@ -13,12 +13,13 @@ type route struct {
 }
 
 // publicRoutes are the public listener's routes: the probes, the web console at ui.Prefix
-// (nil when off) and the REST API (with the GraphQL query) for every other path. The
+// (nil when off; then / too leads to it) and the REST API (with the GraphQL query) for every other path. The
 // authorization test walks every one of them (authz_test.go).
 func publicRoutes(h *health, console, api http.Handler) []route {
 	routes := []route{{"GET /healthz", http.HandlerFunc(h.live)}, {"GET /readyz", http.HandlerFunc(h.ready)}, {"/", api}}
 	if console != nil {
-		routes = append(routes, route{ui.Prefix, console})
+		// "/" is where a person types the address: it leads to the console.
+		routes = append(routes, route{ui.Prefix, console}, route{"GET /{$}", http.RedirectHandler(ui.Prefix, http.StatusFound)})
 	}
 	return routes
 }

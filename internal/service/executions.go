@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
@@ -47,6 +48,9 @@ func (s *Service) StartExecution(ctx context.Context, team, name string, req Exe
 				return job.NewExecution{}, job.DeploymentNotFound(name) // being deleted
 			}
 		case st.Desired != nil:
+			if err := runnable(st); err != nil {
+				return job.NewExecution{}, err
+			}
 			snap = *st.Desired
 			snap.Resources = s.cfg.Resources.Effective(snap.Resources)
 		default:
@@ -57,6 +61,34 @@ func (s *Service) StartExecution(ctx context.Context, team, name string, req Exe
 			Snapshot: snap, Start: now,
 		}, nil
 	})
+}
+
+// runnable refuses at once a start that could only fail minutes later: the job has no
+// CronJob yet (a Job is created from it) and the synchronizer has said why it cannot
+// create one for the current deployment: its image is being built, or the deployment
+// failed. A deployment merely not synced yet is accepted (the leader waits for its
+// CronJob); a job with a CronJob runs its last good image, as its schedule would.
+func runnable(st job.JobState) error {
+	d := st.Desired
+	if st.Actual != nil || d.StatusGeneration != st.Job.Generation {
+		return nil
+	}
+	var why string
+	switch d.Status {
+	case job.StatusBuilding:
+		why = "Its deployment has no CronJob yet: the image of version " + d.JobVersion + " is still being built (" + d.Message + ")."
+	case job.StatusUserError, job.StatusPlatformError:
+		why = "Its deployment has no CronJob: the deployment is " + string(d.Status) + ": " + d.Message
+	default:
+		return nil
+	}
+	return &job.Error{
+		Kind:            job.KindConflict,
+		What:            fmt.Sprintf("The data job %q cannot be executed now.", st.Job.Name),
+		Why:             why,
+		Consequences:    "No execution was started.",
+		Countermeasures: "Wait until the deployment's status is synced (vdk show), or fix what its message says and deploy again; then start the execution.",
+	}
 }
 
 // ListExecutions returns the executions of the job name of team, newest first, with one

@@ -57,12 +57,17 @@ func (s *Store) StartExecution(ctx context.Context, team, name string, build job
 
 // insertExecution inserts a submitted manual execution under the first free id from n.ID
 // on (the job's lock is held, so only a scheduled run's Job name can be in the way).
+//
+// An execution's times are whole seconds, here and in RecordExecutions: Kubernetes records
+// a Job's and a pod's times in whole seconds (metav1.Time, cut down), so a start kept at
+// the API's clock to the microsecond came after the end of a run that took under a second
+// and the run had a negative duration. Both are cut down the same way, so start <= end.
 func insertExecution(ctx context.Context, tx Tx, j job.Job, n job.NewExecution) (string, error) {
 	const q = `INSERT INTO data_job_execution (id, job_name, job_uid, type, status, op_id, start_time,
 	started_by, args, job_version, job_schedule, vdk_version, job_python_version,
 	resources_cpu_request_millis, resources_cpu_limit_millis, resources_memory_request_bytes,
 	resources_memory_limit_bytes, last_deployed_date, last_deployed_by)
-VALUES ($1, $2, $3::uuid, 'manual', 'submitted', $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+VALUES ($1, $2, $3::uuid, 'manual', 'submitted', $4, date_trunc('second', $5::timestamptz), $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
 ON CONFLICT (id) DO NOTHING`
 	base, prefix := n.Start.Unix(), j.Name+"-"
 	d, r := n.Snapshot, n.Snapshot.Resources
@@ -194,7 +199,8 @@ func (s *Store) RecordExecutions(ctx context.Context, fence job.Fence, us []job.
 		started_by, job_version, job_schedule, vdk_version, job_python_version,
 		resources_cpu_request_millis, resources_cpu_limit_millis, resources_memory_request_bytes,
 		resources_memory_limit_bytes, last_deployed_date, last_deployed_by)
-	SELECT j.id, j.job_name, j.job_uid, j.type, j.status, j.message, j.op_id, COALESCE(j.start_time, now()), j.end_time, j.started_by,
+	SELECT j.id, j.job_name, j.job_uid, j.type, j.status, j.message, j.op_id,
+		date_trunc('second', COALESCE(j.start_time, now())), date_trunc('second', j.end_time), j.started_by,
 		COALESCE(a.git_commit_sha, ''), COALESCE(a.schedule, ''), COALESCE(a.vdk_version, ''), COALESCE(a.python_version, ''),
 		a.resources_cpu_request_millis, a.resources_cpu_limit_millis, a.resources_memory_request_bytes,
 		a.resources_memory_limit_bytes, a.last_deployed_date, COALESCE(a.last_deployed_by, '')

@@ -193,3 +193,27 @@ func TestRecordExecutionsWritesABatchInOneStatementAndTheLogLater(t *testing.T) 
 	require.NoError(t, err)
 	require.Equal(t, "boom\n", logs.Logs)
 }
+
+// A manual run that took under a second ended before it started: its start was kept to
+// the microsecond (the API's clock) and its end to the second (Kubernetes' completion
+// time), so its duration was negative and the console showed none. Both are whole seconds.
+func TestAnExecutionsStartAndEndHaveTheSamePrecisionSoARunNeverEndsBeforeItStarts(t *testing.T) {
+	t.Parallel()
+	d := newExecDB(t)
+	start := time.Now().UTC().Truncate(time.Second).Add(700 * time.Millisecond) // the request, at .7 s
+	e, err := d.s.StartExecution(t.Context(), "team-a", "my-job", func(job.JobState) (job.NewExecution, error) {
+		return job.NewExecution{ID: "my-job-manual", OpID: "op", StartedBy: "alice", Start: start}, nil
+	})
+	require.NoError(t, err)
+	// The Job completed 0.5 s later; Kubernetes says so in whole seconds, cut down.
+	end := start.Add(500 * time.Millisecond).Truncate(time.Second)
+	require.True(t, d.record(job.ExecutionUpdate{ID: e.ID, Status: job.ExecSucceeded, StartTime: &start, EndTime: &end}, d.fence))
+
+	got, err := d.s.GetJobExecution(t.Context(), "team-a", "my-job", e.ID)
+	require.NoError(t, err)
+	require.NotNil(t, got.StartTime)
+	require.NotNil(t, got.EndTime)
+	require.False(t, got.EndTime.Before(*got.StartTime), "end %s before start %s", got.EndTime, got.StartTime)
+	require.Equal(t, start.Truncate(time.Second), got.StartTime.UTC(), "the start, in whole seconds")
+	require.Equal(t, end, got.EndTime.UTC())
+}

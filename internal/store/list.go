@@ -101,59 +101,92 @@ func (b *sqlBuilder) visible(v job.Visibility, col string) string {
 	return col + " = ANY(" + b.arg(append([]string{}, v.Teams...)) + "::text[])"
 }
 
-// listSQL writes the statement of mode for r.
-func listSQL(r job.ListRequest, nextRuns map[string]int64, mode listMode) (string, []any) {
-	b := &sqlBuilder{}
+// listNeeds is what a statement joins: the deployments and the next runs of the schedules.
+type listNeeds struct {
+	deployment, nextRun, deploymentNextRun bool
+}
+
+// needsOf decides the joins of mode for r: only what its filter, search and sort read.
+func needsOf(r job.ListRequest, mode listMode) listNeeds {
 	f := r.Filter
 	searchFields := cmpOr(f.SearchFields, []job.ListField{job.FieldName})
 	onDeployment := func(f job.ListField) bool {
 		return f == job.FieldDeploymentEnabled || f == job.FieldPythonVersion || f == job.FieldSyncStatus || f == job.FieldDeploymentNextRun
 	}
-	deploymentNextRun := slices.ContainsFunc(r.Sort, func(s job.SortKey) bool { return s.Field == job.FieldDeploymentNextRun })
-	needDeployment := f.Deployment != "" || f.Status != "" || f.PythonVersionContains != "" ||
+	n := listNeeds{deploymentNextRun: slices.ContainsFunc(r.Sort, func(s job.SortKey) bool { return s.Field == job.FieldDeploymentNextRun })}
+	n.deployment = f.Deployment != "" || f.Status != "" || f.PythonVersionContains != "" ||
 		(f.Search != "" && slices.ContainsFunc(searchFields, onDeployment))
-	needNextRun := mode != listSchedules && f.NextRun != nil
-	if mode == listSchedules && deploymentNextRun {
-		needDeployment = true
+	n.nextRun = mode != listSchedules && f.NextRun != nil
+	switch mode {
+	case listSchedules:
+		n.deployment = n.deployment || n.deploymentNextRun
+	case listPage:
+		n.deployment = n.deployment || slices.ContainsFunc(r.Sort, func(s job.SortKey) bool { return onDeployment(s.Field) })
+		n.nextRun = n.nextRun || r.UsesNextRun()
+	}
+	return n
+}
+
+// listSQL writes the statement of mode for r: every mode shares the FROM and WHERE of the
+// filter; the page orders and skips names in an inner statement and reads their rows.
+func listSQL(r job.ListRequest, nextRuns map[string]int64, mode listMode) (string, []any) {
+	b := &sqlBuilder{}
+	n := needsOf(r, mode)
+	var sb strings.Builder
+	sb.WriteString(listSelect(r, mode, n))
+	sb.WriteString(listFrom(b, nextRuns, n))
+	if where := listWhere(b, r, mode); len(where) > 0 {
+		sb.WriteString("\nWHERE " + strings.Join(where, "\n  AND "))
 	}
 	if mode == listPage {
-		needDeployment = needDeployment || slices.ContainsFunc(r.Sort, func(s job.SortKey) bool { return onDeployment(s.Field) })
-		needNextRun = needNextRun || r.UsesNextRun()
+		sb.WriteString(listPageOrder(b, r))
 	}
+	return sb.String(), b.args
+}
 
-	var sb strings.Builder
+// listSelect is the SELECT of mode; the page's opens the inner statement of names.
+func listSelect(r job.ListRequest, mode listMode, n listNeeds) string {
 	switch mode {
 	case listCount:
-		sb.WriteString("SELECT count(*)")
+		return "SELECT count(*)"
 	case listSchedules:
-		if deploymentNextRun { // the deployments' schedules too
-			sb.WriteString("SELECT DISTINCT unnest(ARRAY[j.schedule, COALESCE(d.schedule, a.schedule, '')])")
-		} else {
-			sb.WriteString("SELECT DISTINCT j.schedule")
+		if n.deploymentNextRun { // the deployments' schedules too
+			return "SELECT DISTINCT unnest(ARRAY[j.schedule, COALESCE(d.schedule, a.schedule, '')])"
 		}
-	case listPage: // the whole rows of the names the inner statement orders and skips
-		sb.WriteString("SELECT " + jobColumns + ", COALESCE(j.last_execution_status, ''), j.last_execution_end_time, j.last_execution_duration")
-		if r.WithDeployments {
-			sb.WriteString(", " + joinedDesiredColumns + ", " + joinedActualColumns + ", COALESCE(" + listColumns[job.FieldSyncStatus] + ", '')")
-		}
-		sb.WriteString("\nFROM unnest(ARRAY(SELECT j.name")
+		return "SELECT DISTINCT j.schedule"
 	}
-	sb.WriteString("\nFROM data_job j")
-	if needDeployment {
-		sb.WriteString(joinDeployments)
+	// The page: the whole rows of the names the inner statement orders and skips.
+	s := "SELECT " + jobColumns + ", COALESCE(j.last_execution_status, ''), j.last_execution_end_time, j.last_execution_duration"
+	if r.WithDeployments {
+		s += ", " + joinedDesiredColumns + ", " + joinedActualColumns + ", COALESCE(" + listColumns[job.FieldSyncStatus] + ", '')"
 	}
-	if needNextRun {
-		schedules, runs := make([]string, 0, len(nextRuns)), make([]int64, 0, len(nextRuns))
-		for s, n := range nextRuns {
-			schedules, runs = append(schedules, s), append(runs, n)
-		}
-		table := "unnest(" + b.arg(schedules) + "::text[], " + b.arg(runs) + "::bigint[])"
-		sb.WriteString("\nLEFT JOIN " + table + " AS nr(schedule, next_run) ON nr.schedule = j.schedule")
-		if deploymentNextRun {
-			sb.WriteString("\nLEFT JOIN " + table + " AS dnr(schedule, next_run) ON dnr.schedule = COALESCE(d.schedule, a.schedule)")
-		}
-	}
+	return s + "\nFROM unnest(ARRAY(SELECT j.name"
+}
 
+// listFrom is the FROM of the filter, with the joins n needs.
+func listFrom(b *sqlBuilder, nextRuns map[string]int64, n listNeeds) string {
+	s := "\nFROM data_job j"
+	if n.deployment {
+		s += joinDeployments
+	}
+	if !n.nextRun {
+		return s
+	}
+	schedules, runs := make([]string, 0, len(nextRuns)), make([]int64, 0, len(nextRuns))
+	for sched, next := range nextRuns {
+		schedules, runs = append(schedules, sched), append(runs, next)
+	}
+	table := "unnest(" + b.arg(schedules) + "::text[], " + b.arg(runs) + "::bigint[])"
+	s += "\nLEFT JOIN " + table + " AS nr(schedule, next_run) ON nr.schedule = j.schedule"
+	if n.deploymentNextRun {
+		s += "\nLEFT JOIN " + table + " AS dnr(schedule, next_run) ON dnr.schedule = COALESCE(d.schedule, a.schedule)"
+	}
+	return s
+}
+
+// listWhere is the conditions of r's filter (the next run's only outside listSchedules).
+func listWhere(b *sqlBuilder, r job.ListRequest, mode listMode) []string {
+	f := r.Filter
 	var where []string
 	add := func(cond string) {
 		if cond != "" {
@@ -166,18 +199,7 @@ func listSQL(r job.ListRequest, nextRuns map[string]int64, mode listMode) (strin
 		}
 	}
 	add(b.visible(f.Visible, "j.team"))
-	if f.NameGlob != "" {
-		// Job names are lower case (validation), so a lower-case pattern ignores case and
-		// can use an index.
-		add("j.name LIKE " + b.arg(globToLike(strings.ToLower(f.NameGlob))))
-	}
-	if team := strings.ToLower(strings.TrimSpace(f.TeamGlob)); team != "" { // team names are lower case too
-		if strings.Contains(team, "*") {
-			add("j.team LIKE " + b.arg(globToLike(team)))
-		} else {
-			add("j.team = " + b.arg(team))
-		}
-	}
+	add(nameTeamWhere(b, f))
 	contains("j.description", f.DescriptionContains)
 	contains("j.schedule", f.ScheduleContains)
 	if f.SourceURLContains != "" {
@@ -186,14 +208,7 @@ func listSQL(r job.ListRequest, nextRuns map[string]int64, mode listMode) (strin
 	if f.Status != "" {
 		add(listColumns[job.FieldSyncStatus] + " = " + b.arg(string(f.Status)))
 	}
-	switch f.Deployment {
-	case job.DeploymentEnabled:
-		add("COALESCE(d.enabled, a.enabled) IS TRUE")
-	case job.DeploymentDisabled:
-		add("COALESCE(d.enabled, a.enabled) IS FALSE")
-	case job.NotDeployed:
-		add("d.data_job_name IS NULL AND a.data_job_name IS NULL")
-	}
+	add(deploymentWhere[f.Deployment])
 	contains("COALESCE(d.python_version, a.python_version)", f.PythonVersionContains)
 	if f.LastExecutionStatus != "" {
 		add("j.last_execution_status = " + b.arg(f.LastExecutionStatus))
@@ -209,33 +224,58 @@ func listSQL(r job.ListRequest, nextRuns map[string]int64, mode listMode) (strin
 	}
 	if f.Search != "" {
 		p := b.arg(containsLike(f.Search))
+		searchFields := cmpOr(f.SearchFields, []job.ListField{job.FieldName})
 		ors := make([]string, len(searchFields))
 		for i, field := range searchFields {
 			ors[i] = listExpr(b, r, field) + " ILIKE " + p
 		}
 		add("(" + strings.Join(ors, " OR ") + ")")
 	}
-	if len(where) > 0 {
-		sb.WriteString("\nWHERE " + strings.Join(where, "\n  AND "))
-	}
+	return where
+}
 
-	if mode == listPage {
-		var order []string
-		for _, s := range r.Sort {
-			order = append(order, listExpr(b, r, s.Field)+map[bool]string{false: " ASC", true: " DESC"}[s.Desc]+" NULLS LAST")
-		}
-		if !slices.ContainsFunc(r.Sort, func(s job.SortKey) bool { return s.Field == job.FieldName }) {
-			order = append(order, "j.name")
-		}
-		sb.WriteString("\nORDER BY " + strings.Join(order, ", "))
-		sb.WriteString("\nLIMIT " + b.arg(r.Limit) + " OFFSET " + b.arg(r.Offset))
-		sb.WriteString(")) WITH ORDINALITY AS page(name, n)\nJOIN data_job j ON j.name = page.name")
-		if r.WithDeployments {
-			sb.WriteString(joinDeployments)
-		}
-		sb.WriteString("\nORDER BY page.n")
+// nameTeamWhere is the condition of the name and team patterns, "" without any.
+func nameTeamWhere(b *sqlBuilder, f job.ListFilter) string {
+	var conds []string
+	if f.NameGlob != "" {
+		// Job names are lower case (validation), so a lower-case pattern ignores case and
+		// can use an index.
+		conds = append(conds, "j.name LIKE "+b.arg(globToLike(strings.ToLower(f.NameGlob))))
 	}
-	return sb.String(), b.args
+	if team := strings.ToLower(strings.TrimSpace(f.TeamGlob)); team != "" { // team names are lower case too
+		if strings.Contains(team, "*") {
+			conds = append(conds, "j.team LIKE "+b.arg(globToLike(team)))
+		} else {
+			conds = append(conds, "j.team = "+b.arg(team))
+		}
+	}
+	return strings.Join(conds, "\n  AND ")
+}
+
+// deploymentWhere is the condition of each deployment filter.
+var deploymentWhere = map[job.DeploymentState]string{
+	job.DeploymentEnabled:  "COALESCE(d.enabled, a.enabled) IS TRUE",
+	job.DeploymentDisabled: "COALESCE(d.enabled, a.enabled) IS FALSE",
+	job.NotDeployed:        "d.data_job_name IS NULL AND a.data_job_name IS NULL",
+}
+
+// listPageOrder is the inner statement's ORDER BY and LIMIT, and the outer statement that
+// reads the page's rows in that order.
+func listPageOrder(b *sqlBuilder, r job.ListRequest) string {
+	var order []string
+	for _, s := range r.Sort {
+		order = append(order, listExpr(b, r, s.Field)+map[bool]string{false: " ASC", true: " DESC"}[s.Desc]+" NULLS LAST")
+	}
+	if !slices.ContainsFunc(r.Sort, func(s job.SortKey) bool { return s.Field == job.FieldName }) {
+		order = append(order, "j.name")
+	}
+	s := "\nORDER BY " + strings.Join(order, ", ") +
+		"\nLIMIT " + b.arg(r.Limit) + " OFFSET " + b.arg(r.Offset) +
+		")) WITH ORDINALITY AS page(name, n)\nJOIN data_job j ON j.name = page.name"
+	if r.WithDeployments {
+		s += joinDeployments
+	}
+	return s + "\nORDER BY page.n"
 }
 
 // joinDeployments joins a job's desired deployment and the actual one of its incarnation.

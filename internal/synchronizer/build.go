@@ -41,11 +41,13 @@ type BuildStore interface {
 	EndBuild(ctx context.Context, fence job.Fence, key job.BuildKey) error
 }
 
-// BuildConfig configures the build stage. A nil Builder turns it off: images are then
-// <registry>/<job>:<version>, built by someone else (images built earlier are still used).
+// BuildConfig configures the build stage. A nil Builder builds nothing: images are then
+// <registry>/<job>:<version>, built by someone else (images built earlier are still used),
+// looked up by the Resolver when there is one (prebuilt.go), else trusted as they are.
 type BuildConfig struct {
-	Builder ImageBuilder
-	Store   BuildStore
+	Builder  ImageBuilder
+	Resolver Resolver
+	Store    BuildStore
 	// Workers build that many images at once (default 2): memory and CPU of the leader
 	// grow with it, not with the number of jobs.
 	Workers int
@@ -64,10 +66,11 @@ type buildStage struct {
 	metrics *BuildMetrics
 }
 
-// newBuildStage returns the term's build stage; nil when there is no builder or in dry-run.
+// newBuildStage returns the term's build stage; nil when there is neither builder nor
+// resolver, or in dry-run.
 func (s *Synchronizer) newBuildStage(t *term) *buildStage {
 	cfg := s.cfg.Build
-	if cfg.Builder == nil || cfg.Store == nil || s.cfg.DryRun {
+	if (cfg.Builder == nil && cfg.Resolver == nil) || cfg.Store == nil || s.cfg.DryRun {
 		return nil
 	}
 	cfg.Workers = cmp.Or(cfg.Workers, 2)
@@ -105,8 +108,8 @@ func (t *term) prepareAll(states map[string]job.SyncState) {
 
 // prepare resolves the image of a desired deployment before it is planned: the built
 // image when there is one (the deployment is copied with Image set), a hold while it is
-// being built (queued here), and nothing for a prebuilt image. It reads nothing: a pass
-// over built jobs makes no registry request.
+// being built or its prebuilt image looked up (queued here), and nothing for a prebuilt
+// image without a resolver. It reads nothing: a pass over built jobs makes no registry request.
 func (t *term) prepare(st job.SyncState) job.SyncState {
 	bs, d := st.Build, st.Desired
 	if bs == nil || d == nil || st.Job == nil {
@@ -122,14 +125,17 @@ func (t *term) prepare(st job.SyncState) job.SyncState {
 		}
 		return st
 	}
-	if !bs.SourceStored || b == nil {
-		return st // a prebuilt image, or nobody here to build it
+	if b == nil || (bs.SourceStored && b.cfg.Builder == nil) || (!bs.SourceStored && b.cfg.Resolver == nil) {
+		return st // nobody here to build it, or a prebuilt image trusted as it is
 	}
 	if d.Status == job.StatusUserError && d.StatusGeneration == st.Job.Generation {
 		return st // the build failed on the job's inputs: the plan holds until a new deploy
 	}
 	held := *bs
 	held.Hold = fmt.Sprintf("waiting for the image of version %s to be built", d.JobVersion)
+	if !bs.SourceStored {
+		held.Hold = fmt.Sprintf("looking up the image %s in the registry", t.prebuiltImage(st))
+	}
 	st.Build = &held
 	// A build in backoff is already scheduled; queueing it now would skip the backoff.
 	if b.queue.NumRequeues(st.Name) == 0 {
@@ -139,13 +145,17 @@ func (t *term) prepare(st job.SyncState) job.SyncState {
 }
 
 // usableImage is the recorded image of the deployment when it fits the configuration: the
-// same base image (when a builder is configured) and the current image repository.
+// same base image (when a builder is configured) for a sources version, the current image
+// repository for a prebuilt one.
 func usableImage(b *buildStage, st job.SyncState) string {
 	bs := st.Build
 	if bs.Image == "" {
 		return ""
 	}
-	if b != nil && bs.BaseImage != b.cfg.Builder.BaseImage(st.Desired.PythonVersion) {
+	if !bs.SourceStored && bs.BaseImage == "" && b != nil {
+		return b.t.resolvedImage(st)
+	}
+	if b != nil && b.cfg.Builder != nil && bs.BaseImage != b.cfg.Builder.BaseImage(st.Desired.PythonVersion) {
 		return ""
 	}
 	return bs.Image
@@ -180,9 +190,13 @@ func (b *buildStage) build(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("load state of %s: %w", name, err)
 	}
-	if st.Job == nil || st.Desired == nil || st.Build == nil || !st.Build.SourceStored || usableImage(b, st) != "" {
+	if st.Job == nil || st.Desired == nil || st.Build == nil || usableImage(b, st) != "" ||
+		(st.Build.SourceStored && b.cfg.Builder == nil) || (!st.Build.SourceStored && b.cfg.Resolver == nil) {
 		b.t.queue.Add(name) // nothing to build (any more): let the sync decide
 		return nil
+	}
+	if !st.Build.SourceStored {
+		return b.resolve(ctx, st)
 	}
 	j, d := st.Job, st.Desired
 	if d.Status == job.StatusUserError && d.StatusGeneration == j.Generation {

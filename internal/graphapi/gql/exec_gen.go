@@ -259,8 +259,11 @@ type DataJobDeployment {
     resources: DataJobResources!
     schedule: DataJobSchedule!
     executions(pageNumber: Int, pageSize: Int, filter: DataJobExecutionFilter, order: DataJobExecutionOrder): [DataJobExecution!]!
-    # VDK's deployment status, derived from syncStatus.
-    status: DataJobDeploymentStatus!
+    # VDK's deployment status (a DataJobDeploymentStatus value), derived from syncStatus;
+    # after a failed sync followed by ": " and the message, because this is the one field of
+    # a deployment ` + "`" + `vdk list` + "`" + ` prints (as last_deployment_status). syncStatus and message
+    # keep the two apart.
+    status: String!
     lastExecutionStatus: DataJobExecutionStatus
     lastExecutionTime: String
     lastExecutionDuration: Int
@@ -1662,14 +1665,14 @@ func (ec *executionContext) _DataJobDeployment_status(ctx context.Context, field
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNDataJobDeploymentStatus2string(ctx, selections, v)
+			return ec.marshalNString2string(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_DataJobDeployment_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("DataJobDeployment", field, false, false, "DataJobDeploymentStatus")
+	return graphql.NewScalarFieldContext("DataJobDeployment", field, false, false, "String")
 }
 
 func (ec *executionContext) _DataJobDeployment_lastExecutionStatus(ctx context.Context, field graphql.CollectedField, obj *DataJobDeployment) (ret graphql.Marshaler) {
@@ -5672,20 +5675,6 @@ func (ec *executionContext) marshalNDataJobDeployment2ᚖgithubᚗcomᚋdatajobs
 		return graphql.Null
 	}
 	return ec._DataJobDeployment(ctx, sel, v)
-}
-
-func (ec *executionContext) unmarshalNDataJobDeploymentStatus2string(ctx context.Context, v any) (string, error) {
-	res, err := graphql.UnmarshalString(v)
-	return res, graphql.ErrorOnPath(ctx, err)
-}
-
-func (ec *executionContext) marshalNDataJobDeploymentStatus2string(ctx context.Context, sel ast.SelectionSet, v string) graphql.Marshaler {
-	_ = sel
-	res := graphql.MarshalString(v)
-	if res == graphql.Null {
-		graphql.AddInvalidNullFromMarshaler(ctx, "DataJobDeploymentStatus!")
-	}
-	return res
 }
 
 func (ec *executionContext) marshalNDataJobExecution2ᚕᚖgithubᚗcomᚋdatajobsᚋdatajobsᚋinternalᚋgraphapiᚋgqlᚐDataJobExecutionᚄ(ctx context.Context, sel ast.SelectionSet, v []*DataJobExecution) graphql.Marshaler {
