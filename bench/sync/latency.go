@@ -28,10 +28,12 @@ type observation struct {
 
 // latency runs a synchronizer live on the fleet and, once it is idle, makes changes one
 // after the other: each flips a job's enabled flag through the service (as PATCH does)
-// and waits until a watch on the namespace shows the CronJob's suspend flipped.
-func (b *bench) latency(ctx context.Context, f *fleet, changes int) error {
+// and waits until a watch on the namespace shows the CronJob's suspend flipped. The
+// changes cycle through jobs targets (0: a different job for each change); with one, a
+// change of a job comes 10 ms after the previous one was seen, before its bookkeeping
+// would have ended if that waited for a timer.
+func (b *bench) latency(ctx context.Context, f *fleet, changes, jobs int) error {
 	n := len(f.names)
-	b.printf("## latency (%d changes, synchronizer live over %d synced jobs)\n\n", changes, n)
 	counter := &requestCounter{}
 	cs, err := b.clientset(ctx, counter)
 	if err != nil {
@@ -82,7 +84,12 @@ func (b *bench) latency(ctx context.Context, f *fleet, changes int) error {
 		}
 	})
 
-	targets := make([]string, 0, min(changes, n))
+	distinct := min(changes, n)
+	if jobs > 0 {
+		distinct = min(distinct, jobs)
+	}
+	targets := make([]string, 0, distinct)
+	b.printf("## latency (%d changes of %d jobs, synchronizer live over %d synced jobs)\n\n", changes, distinct, n)
 	for i := range cap(targets) {
 		targets = append(targets, f.names[i*n/cap(targets)])
 	}

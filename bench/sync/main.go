@@ -67,7 +67,7 @@ type bench struct {
 func run() error {
 	var (
 		envFile, scenarios, sizes, limitsFlag, outDir, datajobsBin string
-		repeat, noopN, changes, failoverN, workers                 int
+		repeat, noopN, changes, latencyJobs, failoverN, workers    int
 		timeout                                                    time.Duration
 	)
 	flag.StringVar(&envFile, "env-file", "", "file of DATAJOBS_TEST_DATABASE_URL= and DATAJOBS_TEST_KUBECONFIG= lines (default: the environment)")
@@ -77,6 +77,7 @@ func run() error {
 	repeatLarge := flag.Int("repeat-large", 1, "converge: runs per size above 1000")
 	flag.IntVar(&noopN, "noop-n", 10000, "noop and latency: number of synced jobs (reuses converge's last fleet when sizes match)")
 	flag.IntVar(&changes, "changes", 200, "latency: number of changes")
+	flag.IntVar(&latencyJobs, "latency-jobs", 0, "latency: number of jobs the changes cycle through (default: a different job for each change); 1 toggles one job back and forth, as a user would")
 	flag.IntVar(&failoverN, "failover-n", 1000, "failover: number of pending deployments")
 	flag.IntVar(&workers, "workers", 8, "synchronizer workers, and the floor's concurrency")
 	flag.StringVar(&limitsFlag, "kube-limits", "auto", `client QPS/burst of the synchronizer, the floor and the serve processes: "auto" (the service's default), "none", or QPS/burst such as 2000/4000`)
@@ -189,7 +190,7 @@ func run() error {
 			if sc == "noop" {
 				err = b.noop(ctx, kept)
 			} else {
-				err = b.latency(ctx, kept, changes)
+				err = b.latency(ctx, kept, changes, latencyJobs)
 			}
 			if err != nil {
 				return fmt.Errorf("%s: %w", sc, err)

@@ -106,6 +106,11 @@ func (o *observedStore) RecordAppliedAll(ctx context.Context, fence job.Fence, a
 	return wrote, err
 }
 
+func (o *observedStore) RecordIntent(ctx context.Context, fence job.Fence, name, uid string, gen int64) (bool, error) {
+	o.writes.Add(1)
+	return o.Store.RecordIntent(ctx, fence, name, uid, gen)
+}
+
 func (o *observedStore) RecordFailure(ctx context.Context, fence job.Fence, name, uid string, gen int64, status job.SyncStatus, message string) (bool, error) {
 	o.writes.Add(1)
 	return o.Store.RecordFailure(ctx, fence, name, uid, gen, status, message)

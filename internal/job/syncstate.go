@@ -13,8 +13,22 @@ type SyncState struct {
 	Job     *Job
 	Desired *Deployment
 	Actual  *ActualDeployment
+	// Intents are the job UIDs of the CronJobs of this name the synchronizer wrote (or
+	// was about to write) and has not recorded in an actual row yet: a CronJob carrying one
+	// of them is known to the database even after its job is gone.
+	Intents []string
 	// Build is the image build state of Desired (the store reads it with the sync state); nil without a desired deployment.
 	Build *BuildState
+}
+
+// Intended reports whether uid is one of the intents of the name.
+func (st SyncState) Intended(uid string) bool {
+	for _, u := range st.Intents {
+		if u == uid {
+			return true
+		}
+	}
+	return false
 }
 
 // Fence is the leader term a synchronizer write is made under: the write happens only

@@ -20,6 +20,8 @@ LEFT JOIN desired_data_job_deployment d ON d.data_job_name = j.name`
 
 const syncActualQuery = `SELECT ` + actualColumns + ` FROM actual_data_job_deployment`
 
+const syncIntentQuery = `SELECT data_job_name, job_uid::text FROM cronjob_intent`
+
 // LoadSyncState reads the job, desired and actual rows of one name, fresh, in one round trip.
 func (s *Store) LoadSyncState(ctx context.Context, name string) (job.SyncState, error) {
 	states, err := loadSyncStates(ctx, s.pool, " WHERE j.name = $1", " WHERE data_job_name = $1", name)
@@ -66,6 +68,16 @@ func loadSyncStates(ctx context.Context, db interface {
 			states[a.JobName] = st
 		}
 		return rows.Err()
+	})
+	batch.Queue(syncIntentQuery+actualWhere, args...).Query(func(rows pgx.Rows) error {
+		var name, uid string
+		_, err := pgx.ForEachRow(rows, []any{&name, &uid}, func() error {
+			st := states[name]
+			st.Name, st.Intents = name, append(st.Intents, uid)
+			states[name] = st
+			return nil
+		})
+		return err
 	})
 	queueBuildStates(batch, states, args...)
 	if err := db.SendBatch(ctx, batch).Close(); err != nil {
@@ -157,7 +169,10 @@ func actualDest(a *job.ActualDeployment) []any {
 // columns of actualValues) and marks their deployments synced, in one statement, for the
 // rows whose job still has the incarnation and generation they were applied for, while
 // term $19 holds the lease (LeaseHeldCondition, evaluated once for the whole statement).
-// It returns the names it wrote.
+// It returns the names it wrote. The intents of those names end with it: Kubernetes
+// confirmed that the name's one CronJob is the recorded one, so no CronJob of an intent
+// of that name (an older incarnation's included) can still exist, and the actual row now
+// knows this one.
 var recordAppliedAll = `WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[]::uuid[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
 		$9::text[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $14::boolean[], $15::text[],
@@ -173,6 +188,9 @@ up AS (
 	INSERT INTO actual_data_job_deployment (` + actualColumns + `)
 	SELECT ` + actualColumns + ` FROM ok ORDER BY data_job_name
 	` + actualOnConflict + `
+),
+known AS (
+	DELETE FROM cronjob_intent c USING ok WHERE c.data_job_name = ok.data_job_name
 )
 UPDATE desired_data_job_deployment d SET status = 'synced', message = '', status_generation = ok.generation, last_sync_at = now()
 FROM ok WHERE d.data_job_name = ok.data_job_name
@@ -207,6 +225,32 @@ func (s *Store) RecordAppliedAll(ctx context.Context, fence job.Fence, as []job.
 	return wrote, nil
 }
 
+// RecordIntent records, before the synchronizer writes a CronJob labelled with job
+// incarnation uid that the actual table does not know, that such a CronJob may exist:
+// only while generation gen of that incarnation still has its desired deployment and
+// fence's term holds the lease. It reports whether it wrote; without the intent, the
+// write must not happen (the job was deleted or changed since it was read: plan again).
+//
+// Why this order closes the delete-during-sync race: DeleteJob and this statement both
+// read the job row; whichever commits first, there is no interleaving in which a CronJob
+// exists and the database knows neither its job nor its intent. If the delete committed
+// before this statement's snapshot, the condition fails and nothing is created. If it
+// commits later, the intent is written (the job row was still visible) and outlives the
+// job: the CronJob created after is a known deletion (invariant 10), deleted whatever the
+// prune guard thinks of orphans. A leader killed between the create and its applied row
+// leaves the intent, which the next leader resolves the same way (record it if the job
+// still exists, delete the CronJob if not).
+func (s *Store) RecordIntent(ctx context.Context, fence job.Fence, name, uid string, gen int64) (bool, error) {
+	q := `INSERT INTO cronjob_intent (job_uid, data_job_name, epoch)
+SELECT $2::uuid, $1, $4 WHERE ` + currentDesired("$4") + `
+ON CONFLICT (job_uid) DO UPDATE SET epoch = EXCLUDED.epoch, recorded_at = now()`
+	tag, err := s.pool.Exec(ctx, q, name, uid, gen, fence.Epoch)
+	if err != nil {
+		return false, translate(fmt.Errorf("record cronjob intent %s: %w", name, err))
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
 // RecordFailure records that applying generation gen of a job failed, with the status
 // (user_error or platform_error) and the message the user sees, if gen is still current.
 func (s *Store) RecordFailure(ctx context.Context, fence job.Fence, name, uid string, gen int64, status job.SyncStatus, message string) (bool, error) {
@@ -219,11 +263,14 @@ WHERE data_job_name = $1 AND ` + currentDesired("$4") + ` AND (status, message, 
 	return tag.RowsAffected() > 0, nil
 }
 
-// DeleteActual removes the actual row of a name once its CronJob is confirmed gone, if
-// the row is still the one of incarnation uid (a newer incarnation's row is kept).
+// DeleteActual forgets incarnation uid of a name once its CronJob is confirmed gone: its
+// actual row, if the row is still the one of that incarnation (a newer incarnation's row
+// is kept), and its intent (RecordIntent). It reports whether it deleted an actual row.
 func (s *Store) DeleteActual(ctx context.Context, fence job.Fence, name, uid string) (bool, error) {
-	q := `DELETE FROM actual_data_job_deployment WHERE data_job_name = $1 AND job_uid = $2::uuid AND ` +
-		syncLeaseHeld("$3")
+	q := `WITH intent AS (
+	DELETE FROM cronjob_intent WHERE data_job_name = $1 AND job_uid = $2::uuid AND ` + syncLeaseHeld("$3") + `
+)
+DELETE FROM actual_data_job_deployment WHERE data_job_name = $1 AND job_uid = $2::uuid AND ` + syncLeaseHeld("$3")
 	tag, err := s.pool.Exec(ctx, q, name, uid, fence.Epoch)
 	if err != nil {
 		return false, translate(fmt.Errorf("delete actual deployment %s: %w", name, err))

@@ -102,6 +102,9 @@ func (t *term) apply(ctx context.Context, p Plan, finish func(result, error) (re
 	s := t.s
 	j, d := p.State.Job, p.State.Desired
 	applied := p.Live
+	if res, ok, err := t.intend(ctx, p); !ok {
+		return finish(res, err)
+	}
 	var err error
 	switch p.Action {
 	case ActionReplace:
@@ -165,6 +168,29 @@ func (t *term) apply(ctx context.Context, p Plan, finish func(result, error) (re
 	return result{handedOver: true}, nil
 }
 
+// intend records, before a write that gives a CronJob the label of a job incarnation the
+// database has no actual row of (a create, a replace, an adoption), that such a CronJob
+// may exist (Store.RecordIntent, which says why this order closes the delete-during-sync
+// race). It reports whether the write may go ahead; if not, res and err are the outcome:
+// the job was deleted or changed since the plan read it, and the name is planned again.
+// A write the database already knows of (its actual row or an intent holds the UID) costs
+// no database round trip: an update, a suspend or a resume of a recorded job has none.
+func (t *term) intend(ctx context.Context, p Plan) (res result, ok bool, err error) {
+	st, j := p.State, p.State.Job
+	if p.Action == ActionRecord || (st.Actual != nil && st.Actual.JobUID == j.UID) || st.Intended(j.UID) {
+		return result{}, true, nil
+	}
+	wrote, err := t.s.db.RecordIntent(ctx, t.fence, j.Name, j.UID, j.Generation)
+	switch {
+	case err != nil:
+		return result{}, false, fmt.Errorf("record the intent to %s cronjob %s: %w", p.Action, p.Name, err)
+	case !wrote:
+		t.s.remember(p.Name, nil)
+		return t.replan(), false, nil
+	}
+	return result{}, true, nil
+}
+
 // written is the object a write returned, nil if it failed.
 func written(cj *batchv1.CronJob, err error) *batchv1.CronJob {
 	if err != nil {
@@ -205,25 +231,44 @@ func (t *term) delete(ctx context.Context, p Plan) (result, error) {
 			s.metrics.orphansRemoved.Inc()
 		}
 	}
-	a := p.State.Actual
-	if a == nil {
-		s.remember(p.Name, nil)
-		return result{}, nil
-	}
-	gone, err := s.applier.Gone(ctx, p.Name, a.JobUID)
-	if err != nil {
-		return result{}, fmt.Errorf("confirm cronjob %s is gone: %w", p.Name, err)
-	}
-	if !gone {
-		// Still being deleted (the garbage collector orphans its Jobs first): its delete
-		// event brings the name back.
-		return result{requeueAfter: s.cfg.RetryMax}, nil
-	}
-	if _, err := s.db.DeleteActual(ctx, t.fence, p.Name, a.JobUID); err != nil {
-		return result{}, err
+	for _, uid := range forgettable(p.State) {
+		gone, err := s.applier.Gone(ctx, p.Name, uid)
+		if err != nil {
+			return result{}, fmt.Errorf("confirm cronjob %s is gone: %w", p.Name, err)
+		}
+		switch {
+		case !gone && p.Live == nil:
+			// The cache has not seen the CronJob yet (a create whose applied row could not be
+			// recorded: its informer event is the echo of our own write and queues nothing).
+			return t.replan(), nil
+		case !gone:
+			// Still being deleted (the garbage collector orphans its Jobs first): its delete
+			// event brings the name back.
+			return result{requeueAfter: s.cfg.RetryMax}, nil
+		}
+		if _, err := s.db.DeleteActual(ctx, t.fence, p.Name, uid); err != nil {
+			return result{}, err
+		}
 	}
 	s.remember(p.Name, nil)
 	return result{}, nil
+}
+
+// forgettable lists the job incarnations of a name whose CronJob the database remembers
+// (its actual row, its intents): a delete is planned only for a name without a deployment,
+// so none of them is wanted, and each is forgotten once the apiserver confirms that no
+// CronJob of it is left.
+func forgettable(st job.SyncState) []string {
+	var uids []string
+	if st.Actual != nil {
+		uids = append(uids, st.Actual.JobUID)
+	}
+	for _, uid := range st.Intents {
+		if st.Actual == nil || st.Actual.JobUID != uid {
+			uids = append(uids, uid)
+		}
+	}
+	return uids
 }
 
 // failureMessage is what the user reads in the deployment's message.

@@ -110,14 +110,22 @@ func plan(st job.SyncState, live *batchv1.CronJob, cfg kube.RenderConfig, memo *
 		switch {
 		case live != nil && live.DeletionTimestamp != nil:
 			p.Action, p.Reason = ActionWait, "CronJob is being deleted"
-		case live != nil && st.Job == nil && st.Actual == nil:
+		// An orphan is a CronJob of which the database has no record at all, the only kind
+		// the prune guard may hold back. One whose job UID an intent holds was written for a
+		// job deleted before its applied row could be recorded: a delete the database asked
+		// for (invariants 8 and 10).
+		case live != nil && st.Job == nil && st.Actual == nil && !st.Intended(live.Labels[kube.LabelJobUID]):
 			p.Action, p.Reason = ActionOrphan, "CronJob of this installation without a data job"
+		case live != nil && st.Job == nil && st.Actual == nil:
+			p.Action, p.Reason = ActionDelete, "data job deleted while its CronJob was written"
 		case live != nil && st.Job == nil:
 			p.Action, p.Reason = ActionDelete, "data job deleted"
 		case live != nil:
 			p.Action, p.Reason = ActionDelete, "deployment deleted"
 		case st.Actual != nil:
 			p.Action, p.Reason = ActionDelete, "CronJob gone; forget the actual deployment"
+		case len(st.Intents) > 0:
+			p.Action, p.Reason = ActionDelete, "CronJob gone; forget the intent to write it"
 		}
 		return p
 	}
@@ -217,7 +225,7 @@ func planUnmanaged(p Plan, cfg kube.RenderConfig) Plan {
 		// Not ours and not wanted: as if it did not exist. An actual row left from an
 		// earlier deployment of this name is forgotten once nothing of ours is there.
 		p.Live = nil
-		if st.Actual != nil {
+		if st.Actual != nil || len(st.Intents) > 0 {
 			p.Action, p.Reason = ActionDelete, "CronJob gone; forget the actual deployment"
 		} else {
 			p.Reason = "not managed by datajobs"

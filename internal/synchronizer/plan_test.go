@@ -167,6 +167,19 @@ func TestPlanDecidesOneActionPerSituation(t *testing.T) {
 			w.st = job.SyncState{Name: "orders"}
 			return w
 		}, ActionOrphan, "without a data job"},
+		{"a CronJob written for a job deleted before its row was recorded is a known deletion, not an orphan", func() world {
+			w := agreed()
+			w.st = job.SyncState{Name: "orders", Intents: []string{"job-uid"}}
+			return w
+		}, ActionDelete, "deleted while its CronJob was written"},
+		{"a CronJob whose UID no intent holds is an orphan, whatever other intents the name has", func() world {
+			w := agreed()
+			w.st = job.SyncState{Name: "orders", Intents: []string{"another-job-uid"}}
+			return w
+		}, ActionOrphan, "without a data job"},
+		{"the intent of a deleted job whose CronJob never came is forgotten", func() world {
+			return world{st: job.SyncState{Name: "orders", Intents: []string{"job-uid"}}}
+		}, ActionDelete, "forget the intent"},
 		{"a CronJob being deleted is waited for before it is created again", func() world {
 			return agreed().changeDesired(func(d *job.Deployment) { d.JobVersion = "v2" }).
 				editLive(func(cj *batchv1.CronJob) { cj.DeletionTimestamp = &now })

@@ -10,20 +10,21 @@ import (
 
 // recorder takes the database bookkeeping of applied CronJobs off the workers' critical
 // path. A worker hands over the actual row of a write Kubernetes confirmed and goes on
-// with the next job; the recorder writes what has gathered in one fenced statement
-// (Store.RecordAppliedAll) and then finishes each job with the outcome of its row. A
-// converge so costs the creates plus a small constant, not a database round trip each.
+// with the next job; the recorder writes the rows in group commits (batcher): a row
+// handed over while no write is in flight is written at once, in one round trip, and the
+// rows handed over during a write go together into the next one, in one fenced statement
+// (Store.RecordAppliedAll). Each job is then finished with the outcome of its row. A
+// converge so costs the creates plus a few statements, not a database round trip each,
+// and a single change never waits for company.
 //
 // The job name stays in the work queue's processing set until its row is written, so no
 // other reconcile of that name can start meanwhile: a name's writes are still ordered
-// (Kubernetes, then its row), and a batch never holds a name twice.
+// (Kubernetes, then its row), and a batch never holds a name twice. A change of a job
+// that is being recorded waits for that one statement, no longer.
 type recorder struct {
-	db       Store
-	fence    job.Fence
-	maxBatch int
-	maxDelay time.Duration
-	in       chan pendingRecord
-	closed   chan struct{} // closed by stop: no more records will come
+	db     Store
+	fence  job.Fence
+	writes *batcher[pendingRecord]
 }
 
 // pendingRecord is one actual row to write, and what to do once it is written (wrote) or
@@ -36,78 +37,25 @@ type pendingRecord struct {
 // errRecorderStopped is the outcome of a record handed over after the term ended.
 var errRecorderStopped = errors.New("the term is over: the applied CronJob was not recorded")
 
-func newRecorder(db Store, fence job.Fence, maxBatch int, maxDelay time.Duration) *recorder {
-	return &recorder{
-		db: db, fence: fence, maxBatch: maxBatch, maxDelay: maxDelay,
-		in: make(chan pendingRecord, maxBatch), closed: make(chan struct{}),
-	}
+func newRecorder(db Store, fence job.Fence, maxBatch int) *recorder {
+	r := &recorder{db: db, fence: fence}
+	r.writes = newBatcher(maxBatch, r.write)
+	return r
 }
 
 // add hands over one row; done is called exactly once, from the recorder's goroutine (or
 // from add itself once the recorder has stopped).
 func (r *recorder) add(a job.ActualDeployment, done func(wrote bool, err error)) {
-	select {
-	case r.in <- pendingRecord{actual: a, done: done}:
-	case <-r.closed:
+	if !r.writes.add(pendingRecord{actual: a, done: done}) {
 		done(false, errRecorderStopped)
 	}
 }
 
 // stop ends run once it has written what was handed over; call it after the last add.
-func (r *recorder) stop() { close(r.closed) }
+func (r *recorder) stop() { r.writes.stop() }
 
-// run writes batches until stop. A batch starts with the first row handed over and is
-// written when it holds maxBatch rows or maxDelay after it started, whichever comes
-// first. After stop, run writes what is left with a short context of its own (the term's
-// may be over; the fence decides whether the rows may still be written) and returns.
-func (r *recorder) run(ctx context.Context) {
-	for {
-		var batch []pendingRecord
-		select {
-		case p := <-r.in:
-			batch = append(batch, p)
-		case <-r.closed:
-			r.drain()
-			return
-		}
-		timer := time.NewTimer(r.maxDelay)
-	gather:
-		for len(batch) < r.maxBatch {
-			select {
-			case p := <-r.in:
-				batch = append(batch, p)
-			case <-timer.C:
-				break gather
-			case <-r.closed:
-				break gather
-			}
-		}
-		timer.Stop()
-		r.write(ctx, batch)
-	}
-}
-
-// drain writes the rows still buffered once no more can come.
-func (r *recorder) drain() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	for {
-		var batch []pendingRecord
-	gather:
-		for len(batch) < r.maxBatch {
-			select {
-			case p := <-r.in:
-				batch = append(batch, p)
-			default:
-				break gather
-			}
-		}
-		if len(batch) == 0 {
-			return
-		}
-		r.write(ctx, batch)
-	}
-}
+// run writes batches until stop, and then what is left.
+func (r *recorder) run(ctx context.Context) { r.writes.run(ctx) }
 
 // write records one batch and finishes each of its jobs.
 func (r *recorder) write(ctx context.Context, batch []pendingRecord) {

@@ -26,6 +26,11 @@ type recordSpy struct {
 	client kubernetes.Interface
 	ns     string
 
+	// hold, if set, runs once at the start of the first write: a write in flight for as
+	// long as it runs, during which the rows handed over wait for the next one.
+	hold     func()
+	holdOnce sync.Once
+
 	mu         sync.Mutex
 	batches    [][]recordedRow
 	violations []string
@@ -37,6 +42,9 @@ type recordedRow struct {
 }
 
 func (s *recordSpy) RecordAppliedAll(ctx context.Context, fence job.Fence, as []job.ActualDeployment) ([]bool, error) {
+	if s.hold != nil {
+		s.holdOnce.Do(s.hold)
+	}
 	for _, a := range as {
 		cj, err := s.client.BatchV1().CronJobs(s.ns).Get(ctx, a.JobName, metav1.GetOptions{})
 		if err != nil || string(cj.UID) != a.CronJobUID || cj.Generation < a.CronJobGeneration {
@@ -130,11 +138,28 @@ func (f *fixture) deployMany(prefix string, n int) []string {
 	return names
 }
 
-// batched is a configuration whose batches gather for long enough to hold every row
-// of a small converge.
-var batched = synchronizer.Config{RecordDelay: time.Second}
+// holdUntil makes the spy's first write last until the namespace holds n CronJobs: the
+// rows of those created meanwhile wait for the next write.
+func (f *fixture) holdUntil(spy *recordSpy, n int) {
+	spy.hold = func() {
+		f.eventually(func() bool {
+			l, err := f.client.BatchV1().CronJobs(f.ns).List(context.Background(), metav1.ListOptions{})
+			return err == nil && len(l.Items) >= n
+		}, "CronJobs created while the first write is in flight")
+	}
+}
 
-func TestAppliedCronJobsAreRecordedInBatchesAndNeverBeforeKubernetesHasThem(t *testing.T) {
+// lastBatch returns the latest batch, or nil.
+func (s *recordSpy) lastBatch() []recordedRow {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.batches) == 0 {
+		return nil
+	}
+	return s.batches[len(s.batches)-1]
+}
+
+func TestAppliedCronJobsAreRecordedInGroupCommitsAndNeverBeforeKubernetesHasThem(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	spy := f.spy()
@@ -146,7 +171,8 @@ func TestAppliedCronJobsAreRecordedInBatchesAndNeverBeforeKubernetesHasThem(t *t
 			<-release // Kubernetes has not confirmed this one yet
 		}
 	}
-	f.startWith(batched)
+	f.holdUntil(spy, len(names)-1)
+	f.start()
 	for _, name := range names {
 		if name != held {
 			f.synced(name)
@@ -159,12 +185,19 @@ func TestAppliedCronJobsAreRecordedInBatchesAndNeverBeforeKubernetesHasThem(t *t
 	require.Nil(t, f.cronJob(held))
 	close(release)
 	f.synced(held)
+
+	// An idle synchronizer writes a change's row at once, alone: it waits for no company.
+	f.patch(names[0], job.DeploymentChange{Enabled: ptr(false)})
+	f.eventually(func() bool {
+		b := spy.lastBatch()
+		return len(b) == 1 && b[0] == recordedRow{name: names[0], wrote: true}
+	}, "the change recorded in a batch of its own")
 	f.stop()
 
 	spy.checkNoViolation(t)
 	batches, written := spy.counts()
-	require.Equal(t, len(names), written, "every row written once")
-	require.Less(t, batches, written, "rows share batches")
+	require.Equal(t, len(names)+1, written, "every row written once")
+	require.Less(t, batches, written, "rows handed over during a write share the next one")
 }
 
 func TestABatchedRowWhoseJobMovedOnIsNotRecordedAndTheOthersLand(t *testing.T) {
@@ -172,20 +205,36 @@ func TestABatchedRowWhoseJobMovedOnIsNotRecordedAndTheOthersLand(t *testing.T) {
 	f := newFixture(t)
 	spy := f.spy()
 	names := f.deployMany("moving", 6)
-	newGeneration, newIncarnation := names[1], names[4]
+	// The first CronJob applied is written alone; the jobs of the second and third move on
+	// after Kubernetes confirmed their CronJobs, while the first write is in flight, and
+	// their rows share the next batch with the others.
+	var newGeneration, newIncarnation string
 	changed := make(chan error, 2)
-	var once sync.Map
+	var mu sync.Mutex
+	applied := map[string]bool{}
 	f.applier.afterApply = func(cj *batchv1.CronJob) {
-		if _, done := once.LoadOrStore(cj.Name, true); done {
+		mu.Lock()
+		first := !applied[cj.Name]
+		applied[cj.Name] = true
+		switch {
+		case !first:
+		case len(applied) == 2:
+			newGeneration = cj.Name
+		case len(applied) == 3:
+			newIncarnation = cj.Name
+		}
+		gen, inc := newGeneration, newIncarnation
+		mu.Unlock()
+		if !first {
 			return
 		}
 		// Kubernetes confirmed the CronJob; before its row is written, the job moves on.
 		ctx := context.Background()
 		switch cj.Name {
-		case newGeneration:
+		case gen:
 			_, err := f.svc.Deploy(ctx, team, cj.Name, job.DeploymentChange{JobVersion: ptr("v2")}, "carol")
 			changed <- err
-		case newIncarnation:
+		case inc:
 			err := f.svc.DeleteJob(ctx, team, cj.Name)
 			if err == nil {
 				_, err = f.svc.CreateJob(ctx, team, job.Job{Name: cj.Name, Team: team, Schedule: "*/5 * * * *"})
@@ -196,7 +245,8 @@ func TestABatchedRowWhoseJobMovedOnIsNotRecordedAndTheOthersLand(t *testing.T) {
 			changed <- err
 		}
 	}
-	f.startWith(batched)
+	f.holdUntil(spy, len(names))
+	f.start()
 	require.NoError(t, <-changed)
 	require.NoError(t, <-changed)
 	for _, name := range names {
@@ -204,7 +254,9 @@ func TestABatchedRowWhoseJobMovedOnIsNotRecordedAndTheOthersLand(t *testing.T) {
 	}
 	f.stop()
 
-	// The first batch held the stale rows and others: only the others were written.
+	// The batch held the stale rows and others: only the others were written.
+	mu.Lock()
+	defer mu.Unlock()
 	first := spy.batchWith(newGeneration)
 	require.Greater(t, len(first), 2, "a batch of several rows")
 	landed := 0
@@ -238,19 +290,20 @@ func TestRowsOfADeposedTermAreNeverRecordedAndTheNextLeaderRecordsThem(t *testin
 	names := f.deployMany("deposed", 5)
 	var next int64
 	takenOver := make(chan error, 1)
-	var once sync.Once
-	f.applier.afterApply = func(*batchv1.CronJob) {
-		once.Do(func() {
-			// Another replica takes the lease while the rows wait for their batch.
-			ctx := context.Background()
-			err := f.db.ReleaseLease(ctx, store.SyncLeaseName, "test", f.epoch)
-			if err == nil {
-				next, _, err = f.db.TryAcquireLease(ctx, store.SyncLeaseName, "other", time.Hour)
-			}
-			takenOver <- err
-		})
+	f.holdUntil(spy, len(names))
+	created := spy.hold
+	spy.hold = func() {
+		// Every CronJob is created (each after its intent, under the lease); another
+		// replica takes the lease while the first row is being written.
+		created()
+		ctx := context.Background()
+		err := f.db.ReleaseLease(ctx, store.SyncLeaseName, "test", f.epoch)
+		if err == nil {
+			next, _, err = f.db.TryAcquireLease(ctx, store.SyncLeaseName, "other", time.Hour)
+		}
+		takenOver <- err
 	}
-	f.startWith(batched)
+	f.start()
 	require.NoError(t, <-takenOver)
 	f.eventually(func() bool {
 		n, err := f.client.BatchV1().CronJobs(f.ns).List(t.Context(), metav1.ListOptions{})
@@ -269,7 +322,7 @@ func TestRowsOfADeposedTermAreNeverRecordedAndTheNextLeaderRecordsThem(t *testin
 
 	// The next leader records what the deposed one applied, without creating anything again.
 	f.epoch = next
-	f.startWith(batched)
+	f.start()
 	for _, name := range names {
 		st := f.synced(name)
 		require.Equal(t, uids[name], st.Actual.CronJobUID, name)

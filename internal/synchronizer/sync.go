@@ -38,6 +38,7 @@ type Store interface {
 	LoadSyncState(ctx context.Context, name string) (job.SyncState, error)
 	LoadAllSyncStates(ctx context.Context) (map[string]job.SyncState, error)
 	RecordAppliedAll(ctx context.Context, fence job.Fence, as []job.ActualDeployment) ([]bool, error)
+	RecordIntent(ctx context.Context, fence job.Fence, name, uid string, gen int64) (bool, error)
 	RecordFailure(ctx context.Context, fence job.Fence, name, uid string, gen int64, status job.SyncStatus, message string) (bool, error)
 	DeleteActual(ctx context.Context, fence job.Fence, name, uid string) (bool, error)
 	CountDeploymentsByStatus(ctx context.Context) (map[job.SyncStatus]int, error)
@@ -92,12 +93,10 @@ type Config struct {
 	Metrics *Metrics
 	// Build is the image build stage (build.go); its zero value builds nothing.
 	Build BuildConfig
-	// RecordBatch and RecordDelay bound the batches in which a term records the CronJobs
-	// Kubernetes confirmed (record.go): a batch is written once it holds RecordBatch rows,
-	// or RecordDelay after its first row (default 500 and 50ms). Nothing waits for a
-	// batch but the job's own next reconcile; larger batches cost the database less.
+	// RecordBatch bounds the batches in which a term records the CronJobs Kubernetes
+	// confirmed (record.go; default 500). They are group commits: a row is written at once
+	// when no write is in flight, with the rows that arrived during the previous one otherwise.
 	RecordBatch int
-	RecordDelay time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -108,7 +107,6 @@ func (c Config) withDefaults() Config {
 	c.RetryBase = cmp.Or(c.RetryBase, 500*time.Millisecond)
 	c.RetryMax = cmp.Or(c.RetryMax, 5*time.Minute)
 	c.RecordBatch = cmp.Or(c.RecordBatch, 500)
-	c.RecordDelay = cmp.Or(c.RecordDelay, 50*time.Millisecond)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.Metrics == nil {
 		c.Metrics = NewMetrics(nil)
@@ -255,7 +253,7 @@ func (s *Synchronizer) Run(ctx context.Context, epoch int64) error {
 	defer t.queue.ShutDown()
 	defer t.builds.stop()
 	t.builds.start(ctx, &wg)
-	t.records = newRecorder(s.db, t.fence, s.cfg.RecordBatch, s.cfg.RecordDelay)
+	t.records = newRecorder(s.db, t.fence, s.cfg.RecordBatch)
 	wg.Go(func() { t.records.run(ctx) })
 	var workers sync.WaitGroup
 	for range s.cfg.Workers {
