@@ -27,7 +27,7 @@ var foreign = map[string][]string{
 	"vdkcli":         {"all", "arguments", "cancel", "cloud", "delete", "delete-all-job-properties", "disable", "enable", "get", "job-version", "list", "local", "logs", "remove", "rest-api-url", "set", "show", "start", "update", "vdk-version", "yes"},
 	"kubectl":        {"force", "from", "from-literal"},
 	"helm":           {"set"},
-	"pip":            {"extra-index-url", "find-links", "index-url", "no-build-isolation", "no-compile", "only-binary"},
+	"pip":            {"extra-index-url", "find-links", "generate-hashes", "hash", "index-url", "isolated", "no-binary", "no-build-isolation", "no-compile", "only-binary", "target"},
 	"kube-apiserver": {"endpoint-reconciler-type", "kube-api-burst", "kube-api-qps", "kubelet-certificate-authority", "kubelet-preferred-address-types"},
 	"postgres, etcd": {"bindir", "no-sync", "unsafe-no-fsync"},
 	"hydra":          {"dev"},
