@@ -87,7 +87,7 @@ func newBuildStage(cfg Config, db *store.Store, reg prometheus.Registerer) (sync
 		out.Resolver = build.NewResolver(build.ResolverConfig{
 			Keychain: keychain, Transport: metrics.Transport(remote.DefaultTransport), Insecure: c.RegistryInsecure,
 		})
-	} else {
+	} else if cfg.Logger != nil {
 		cfg.Logger.Warn("prebuilt_images_unverified", "detail",
 			"--verify-prebuilt-images=false: a job version that is no uploaded sources version deploys <registry>/<job>:<version> without looking it up")
 	}
@@ -106,9 +106,9 @@ func newBuildStage(cfg Config, db *store.Store, reg prometheus.Registerer) (sync
 		Registry: cfg.ImageRegistry, BaseImages: bases, Insecure: c.RegistryInsecure,
 		Transport: metrics.Transport(remote.DefaultTransport),
 		Pip:       build.PipConfig{IndexURL: c.PipIndexURL, ExtraIndexURLs: c.PipExtraIndexURLs, FindLinks: c.PipFindLinks},
-		Keychain:  keychain,
 
 		MaxBuildBytes: c.MaxBuildBytes,
+		Keychain:      keychain,
 	}
 	if len(c.PipExtraIndexURLs) > 0 && cfg.Logger != nil {
 		// pip takes the highest version of a name from any index: whoever can publish a
