@@ -71,7 +71,7 @@ func (m *Marker) String() string {
 	parts := make([]string, len(m.Sub))
 	for i, s := range m.Sub {
 		parts[i] = s.String()
-		if s.Op == "or" || (s.Op == "and" && m.Op == "or") {
+		if s.Op == "or" && m.Op == "and" { // "and" binds tighter
 			parts[i] = "(" + parts[i] + ")"
 		}
 	}

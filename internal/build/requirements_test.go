@@ -2,6 +2,8 @@ package build
 
 import (
 	"bytes"
+	"encoding/json"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -149,4 +151,46 @@ func FuzzParseRequirements(f *testing.F) {
 			t.Fatalf("rendering is not stable:\n%q\n%q", out, RenderRequirements(again))
 		}
 	})
+}
+
+// pip reads the file the builder writes as the requirements the job wrote: for lines both
+// accept, pip's own parser (its vendored packaging) gives the same name, extras, version
+// specifiers and marker for the job's line and for the rewritten one.
+func TestPipReadsTheRewrittenRequirementsAsTheJobWroteThem(t *testing.T) {
+	lines := []string{
+		`numpy>=1.21; python_version<"3.11"`, "apache-airflow[postgres,google]==2.7.0", "pandas~=2.0",
+		"SQLAlchemy<2.0,>=1.4", "zope.interface (>=5)", "a===1.0", "b==1.*,!=1.2+local",
+		`requests ; platform_system != 'Windows' and (python_version >= '3.8' or implementation_name == 'pypy')`,
+		`foo; extra == 'x' or extra == 'y' and os_name == 'posix'`, `c; "linux" in sys_platform and os_name not in "nt java"`,
+		`d; (python_version < "3" or (os_name == "nt" and extra == "z")) and platform_machine == "x86_64"`,
+	}
+	var pairs []string
+	for _, l := range lines {
+		reqs, err := ParseRequirements([]byte(l))
+		require.NoError(t, err, l)
+		pairs = append(pairs, l, reqs[0].String())
+	}
+	var c PipConfig
+	cmdline, err := c.pipCommand(t.Context())
+	require.NoError(t, err)
+	script := `import sys, json
+from pip._vendor.packaging.requirements import Requirement
+from pip._vendor.packaging.markers import default_environment
+pairs = json.load(sys.stdin)
+envs = [dict(default_environment(), extra=e, os_name=o, sys_platform=p, python_version=v, platform_machine=m, platform_system=s, implementation_name=i)
+        for e in ("", "x", "y", "z") for o in ("posix", "nt") for p in ("linux", "win32") for v in ("2.7", "3.9", "3.12")
+        for m in ("x86_64", "aarch64") for s in ("Linux", "Windows") for i in ("cpython", "pypy")]
+for a, b in zip(pairs[::2], pairs[1::2]):
+    ra, rb = Requirement(a), Requirement(b)
+    ev = lambda r: [r.marker is None or r.marker.evaluate(e) for e in envs]
+    if (ra.name, ra.extras, ra.specifier, ev(ra)) != (rb.name, rb.extras, rb.specifier, ev(rb)):
+        print("differs:", a, "|", b)
+`
+	in, err := json.Marshal(pairs)
+	require.NoError(t, err)
+	cmd := exec.CommandContext(t.Context(), cmdline[0], "-c", script)
+	cmd.Stdin = bytes.NewReader(in)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, string(out))
+	assert.Empty(t, string(out))
 }

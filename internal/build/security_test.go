@@ -15,6 +15,13 @@ import (
 	"github.com/datajobs/datajobs/internal/testenv"
 )
 
+// buildEnv is a registry with the dev base image in it, and an empty --find-links folder.
+func buildEnv(t *testing.T) (registry, base, wheels string) {
+	t.Helper()
+	registry = testenv.Registry(t)
+	return registry, buildtest.PushBase(t, registry), t.TempDir()
+}
+
 // buildRequirements builds a job of requirements with b and returns its error.
 func buildRequirements(t *testing.T, b *build.LayerBuilder, requirements string) (build.Result, error) {
 	t.Helper()
@@ -28,9 +35,7 @@ func buildRequirements(t *testing.T, b *build.LayerBuilder, requirements string)
 func TestBuildRefusesTheRequirementsAttacksOfIssue22(t *testing.T) {
 	const secret = "postgres://datajobs:s3cr3t@db.internal/datajobs"
 	t.Setenv("DATAJOBS_DATABASE_URL", secret)
-	registry := testenv.Registry(t)
-	base := buildtest.PushBase(t, registry)
-	wheels := t.TempDir()
+	registry, base, wheels := buildEnv(t)
 	buildtest.Wheel(t, wheels, "tinypkg", "1.0")
 	marker := filepath.Join(t.TempDir(), "setup-py-ran")
 	buildtest.Sdist(t, wheels, "evilpkg", "1.0", marker)
@@ -54,9 +59,7 @@ func TestBuildRefusesTheRequirementsAttacksOfIssue22(t *testing.T) {
 // has its setup.py run (pip downloads wheels only; the builder installs them itself).
 func TestBuildRunsNoCodeOfAPackageThatHasNoWheel(t *testing.T) {
 	t.Parallel()
-	registry := testenv.Registry(t)
-	base := buildtest.PushBase(t, registry)
-	wheels := t.TempDir()
+	registry, base, wheels := buildEnv(t)
 	marker := filepath.Join(t.TempDir(), "setup-py-ran")
 	buildtest.Sdist(t, wheels, "evilpkg", "1.0", marker)
 	b := newBuilder(t, registry, base, wheels)
@@ -72,9 +75,7 @@ func TestBuildRunsNoCodeOfAPackageThatHasNoWheel(t *testing.T) {
 // made to run the image's python3, executable bits kept.
 func TestBuildUnpacksWheelsAsPipWould(t *testing.T) {
 	t.Parallel()
-	registry := testenv.Registry(t)
-	base := buildtest.PushBase(t, registry)
-	wheels := t.TempDir()
+	registry, base, wheels := buildEnv(t)
 	buildtest.WheelFiles(t, wheels, "fancy", "2.0", map[string]string{
 		"fancy/__init__.py":                     "X = 1\n",
 		"fancy/_native.so*":                     "ELF",
@@ -105,9 +106,7 @@ func TestBuildUnpacksWheelsAsPipWould(t *testing.T) {
 // downloads, or its wheels once unpacked (a zip bomb), are a user error naming the limit.
 func TestBuildOverTheByteLimitIsAUserErrorNamingIt(t *testing.T) {
 	t.Parallel()
-	registry := testenv.Registry(t)
-	base := buildtest.PushBase(t, registry)
-	wheels := t.TempDir()
+	registry, base, wheels := buildEnv(t)
 	noise := make([]byte, 1<<20)
 	_, _ = rand.Read(noise)
 	buildtest.WheelFiles(t, wheels, "bigpkg", "1.0", map[string]string{"bigpkg/blob.bin": string(noise)})
@@ -127,9 +126,7 @@ func TestBuildOverTheByteLimitIsAUserErrorNamingIt(t *testing.T) {
 // the limit, and no pip is left running.
 func TestBuildBoundsPipsTimeAndMemory(t *testing.T) {
 	t.Parallel()
-	registry := testenv.Registry(t)
-	base := buildtest.PushBase(t, registry)
-	wheels := t.TempDir()
+	registry, base, wheels := buildEnv(t)
 	buildtest.Wheel(t, wheels, "tinypkg", "1.0")
 	slow := newBuilderWith(t, registry, base, wheels, func(c *build.Config) { c.Pip.Timeout = 10 * time.Millisecond })
 	_, err := buildRequirements(t, slow, "tinypkg\n")
