@@ -106,9 +106,9 @@ func (o *observedStore) RecordAppliedAll(ctx context.Context, fence job.Fence, a
 	return wrote, err
 }
 
-func (o *observedStore) RecordIntent(ctx context.Context, fence job.Fence, name, uid string, gen int64) (bool, error) {
+func (o *observedStore) RecordIntents(ctx context.Context, fence job.Fence, is []job.Intent) ([]bool, error) {
 	o.writes.Add(1)
-	return o.Store.RecordIntent(ctx, fence, name, uid, gen)
+	return o.Store.RecordIntents(ctx, fence, is)
 }
 
 func (o *observedStore) RecordFailure(ctx context.Context, fence job.Fence, name, uid string, gen int64, status job.SyncStatus, message string) (bool, error) {

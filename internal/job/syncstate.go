@@ -31,6 +31,14 @@ func (st SyncState) Intended(uid string) bool {
 	return false
 }
 
+// Intent is a CronJob the synchronizer is about to write for generation Generation of
+// incarnation JobUID of job JobName (store.RecordIntents).
+type Intent struct {
+	JobName    string
+	JobUID     string
+	Generation int64
+}
+
 // Fence is the leader term a synchronizer write is made under: the write happens only
 // while that term still holds the lease, so a deposed leader writes nothing.
 type Fence struct {

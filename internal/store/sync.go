@@ -225,11 +225,26 @@ func (s *Store) RecordAppliedAll(ctx context.Context, fence job.Fence, as []job.
 	return wrote, nil
 }
 
-// RecordIntent records, before the synchronizer writes a CronJob labelled with job
-// incarnation uid that the actual table does not know, that such a CronJob may exist:
-// only while generation gen of that incarnation still has its desired deployment and
-// fence's term holds the lease. It reports whether it wrote; without the intent, the
-// write must not happen (the job was deleted or changed since it was read: plan again).
+// recordIntents inserts the intents of arrays $1 to $3 (job names, job UIDs,
+// generations) whose incarnation still has that generation and a desired deployment,
+// while term $4 holds the lease, and returns the names it wrote.
+var recordIntents = `WITH ok AS (
+	SELECT i.* FROM unnest($1::text[], $2::text[]::uuid[], $3::bigint[]) AS i(data_job_name, job_uid, generation)
+	JOIN data_job j ON j.name = i.data_job_name AND j.uid = i.job_uid AND j.generation = i.generation
+	JOIN desired_data_job_deployment d ON d.data_job_name = j.name
+	WHERE ` + syncLeaseHeld("$4") + `
+)
+INSERT INTO cronjob_intent (job_uid, data_job_name, epoch)
+SELECT job_uid, data_job_name, $4 FROM ok ORDER BY job_uid
+ON CONFLICT (job_uid) DO UPDATE SET epoch = EXCLUDED.epoch, recorded_at = now()
+RETURNING data_job_name`
+
+// RecordIntents records, before the synchronizer writes CronJobs labelled with job
+// incarnations the actual table does not know, that such CronJobs may exist, in one
+// statement: each only while generation Generation of incarnation JobUID still has its
+// desired deployment, and only while fence's term holds the lease. It reports, in the
+// order of is, whether each was written; without its intent, a write must not happen (the
+// job was deleted or changed since it was read: plan again). Names must be distinct.
 //
 // Why this order closes the delete-during-sync race: DeleteJob and this statement both
 // read the job row; whichever commits first, there is no interleaving in which a CronJob
@@ -240,15 +255,28 @@ func (s *Store) RecordAppliedAll(ctx context.Context, fence job.Fence, as []job.
 // prune guard thinks of orphans. A leader killed between the create and its applied row
 // leaves the intent, which the next leader resolves the same way (record it if the job
 // still exists, delete the CronJob if not).
-func (s *Store) RecordIntent(ctx context.Context, fence job.Fence, name, uid string, gen int64) (bool, error) {
-	q := `INSERT INTO cronjob_intent (job_uid, data_job_name, epoch)
-SELECT $2::uuid, $1, $4 WHERE ` + currentDesired("$4") + `
-ON CONFLICT (job_uid) DO UPDATE SET epoch = EXCLUDED.epoch, recorded_at = now()`
-	tag, err := s.pool.Exec(ctx, q, name, uid, gen, fence.Epoch)
-	if err != nil {
-		return false, translate(fmt.Errorf("record cronjob intent %s: %w", name, err))
+func (s *Store) RecordIntents(ctx context.Context, fence job.Fence, is []job.Intent) ([]bool, error) {
+	if len(is) == 0 {
+		return nil, nil
 	}
-	return tag.RowsAffected() > 0, nil
+	index := make(map[string]int, len(is))
+	for i, in := range is {
+		if _, dup := index[in.JobName]; dup {
+			return nil, fmt.Errorf("record cronjob intents: %s appears twice", in.JobName)
+		}
+		index[in.JobName] = i
+	}
+	args := columns(is, func(in job.Intent) []any { return []any{in.JobName, in.JobUID, in.Generation} })
+	rows, _ := s.pool.Query(ctx, recordIntents, append(args, fence.Epoch)...)
+	written, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, translate(fmt.Errorf("record %d cronjob intents: %w", len(is), err))
+	}
+	wrote := make([]bool, len(is))
+	for _, n := range written {
+		wrote[index[n]] = true
+	}
+	return wrote, nil
 }
 
 // RecordFailure records that applying generation gen of a job failed, with the status
@@ -265,7 +293,7 @@ WHERE data_job_name = $1 AND ` + currentDesired("$4") + ` AND (status, message, 
 
 // DeleteActual forgets incarnation uid of a name once its CronJob is confirmed gone: its
 // actual row, if the row is still the one of that incarnation (a newer incarnation's row
-// is kept), and its intent (RecordIntent). It reports whether it deleted an actual row.
+// is kept), and its intent (RecordIntents). It reports whether it deleted an actual row.
 func (s *Store) DeleteActual(ctx context.Context, fence job.Fence, name, uid string) (bool, error) {
 	q := `WITH intent AS (
 	DELETE FROM cronjob_intent WHERE data_job_name = $1 AND job_uid = $2::uuid AND ` + syncLeaseHeld("$3") + `

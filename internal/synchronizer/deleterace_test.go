@@ -13,7 +13,7 @@ import (
 )
 
 // intentHook passes every call to the real store and runs before, once, right before the
-// first intent recorded for name: between the reconcile's read and its write.
+// first intents recorded for name: between the reconcile's read and its write.
 type intentHook struct {
 	synchronizer.Store
 	name   string
@@ -21,11 +21,13 @@ type intentHook struct {
 	before func()
 }
 
-func (h *intentHook) RecordIntent(ctx context.Context, fence job.Fence, name, uid string, gen int64) (bool, error) {
-	if name == h.name {
-		h.once.Do(h.before)
+func (h *intentHook) RecordIntents(ctx context.Context, fence job.Fence, is []job.Intent) ([]bool, error) {
+	for _, in := range is {
+		if in.JobName == h.name {
+			h.once.Do(h.before)
+		}
 	}
-	return h.Store.RecordIntent(ctx, fence, name, uid, gen)
+	return h.Store.RecordIntents(ctx, fence, is)
 }
 
 // The seed's own race (issue 21): a job deleted while the synchronizer writes its CronJob

@@ -168,29 +168,6 @@ func (t *term) apply(ctx context.Context, p Plan, finish func(result, error) (re
 	return result{handedOver: true}, nil
 }
 
-// intend records, before a write that gives a CronJob the label of a job incarnation the
-// database has no actual row of (a create, a replace, an adoption), that such a CronJob
-// may exist (Store.RecordIntent, which says why this order closes the delete-during-sync
-// race). It reports whether the write may go ahead; if not, res and err are the outcome:
-// the job was deleted or changed since the plan read it, and the name is planned again.
-// A write the database already knows of (its actual row or an intent holds the UID) costs
-// no database round trip: an update, a suspend or a resume of a recorded job has none.
-func (t *term) intend(ctx context.Context, p Plan) (res result, ok bool, err error) {
-	st, j := p.State, p.State.Job
-	if p.Action == ActionRecord || (st.Actual != nil && st.Actual.JobUID == j.UID) || st.Intended(j.UID) {
-		return result{}, true, nil
-	}
-	wrote, err := t.s.db.RecordIntent(ctx, t.fence, j.Name, j.UID, j.Generation)
-	switch {
-	case err != nil:
-		return result{}, false, fmt.Errorf("record the intent to %s cronjob %s: %w", p.Action, p.Name, err)
-	case !wrote:
-		t.s.remember(p.Name, nil)
-		return t.replan(), false, nil
-	}
-	return result{}, true, nil
-}
-
 // written is the object a write returned, nil if it failed.
 func written(cj *batchv1.CronJob, err error) *batchv1.CronJob {
 	if err != nil {

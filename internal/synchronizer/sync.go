@@ -38,7 +38,7 @@ type Store interface {
 	LoadSyncState(ctx context.Context, name string) (job.SyncState, error)
 	LoadAllSyncStates(ctx context.Context) (map[string]job.SyncState, error)
 	RecordAppliedAll(ctx context.Context, fence job.Fence, as []job.ActualDeployment) ([]bool, error)
-	RecordIntent(ctx context.Context, fence job.Fence, name, uid string, gen int64) (bool, error)
+	RecordIntents(ctx context.Context, fence job.Fence, is []job.Intent) ([]bool, error)
 	RecordFailure(ctx context.Context, fence job.Fence, name, uid string, gen int64, status job.SyncStatus, message string) (bool, error)
 	DeleteActual(ctx context.Context, fence job.Fence, name, uid string) (bool, error)
 	CountDeploymentsByStatus(ctx context.Context) (map[job.SyncStatus]int, error)
@@ -527,6 +527,7 @@ func (t *term) pass(ctx context.Context) ([]Plan, error) {
 	plans, ownedCount := planAll(states, lives, t.render, t.s.memo)
 	t.s.guardPrune(ctx, plans, jobs, ownedCount)
 	t.s.metrics.planned(plans)
+	t.intendCreates(ctx, plans)
 	queued := 0
 	for _, p := range plans {
 		t.s.recordPlan(p)
