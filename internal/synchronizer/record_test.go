@@ -46,7 +46,8 @@ func (s *recordSpy) RecordAppliedAll(ctx context.Context, fence job.Fence, as []
 		s.holdOnce.Do(s.hold)
 	}
 	for _, a := range as {
-		cj, err := s.client.BatchV1().CronJobs(s.ns).Get(ctx, a.JobName, metav1.GetOptions{})
+		// The term may be ending (its context cancelled): the check asks Kubernetes anyway.
+		cj, err := s.client.BatchV1().CronJobs(s.ns).Get(context.WithoutCancel(ctx), a.JobName, metav1.GetOptions{})
 		if err != nil || string(cj.UID) != a.CronJobUID || cj.Generation < a.CronJobGeneration {
 			s.mu.Lock()
 			s.violations = append(s.violations, fmt.Sprintf("%s recorded (CronJob %s, generation %d) before Kubernetes had it: %v",
