@@ -193,6 +193,9 @@ func (n *Node) makeCgroups() error {
 // Stop stops the kubelet (SIGTERM first, so that it restarts no container), then kills
 // every process of the node and removes its cgroups.
 func (n *Node) Stop() error {
+	if n.proc != nil {
+		n.proc.expectExit()
+	}
 	if pid := n.pidInNamespace("kubelet.pid"); pid > 0 {
 		_ = syscall.Kill(pid, syscall.SIGTERM)
 		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && syscall.Kill(pid, 0) == nil; {
@@ -267,7 +270,7 @@ func (n *Node) sweep() error {
 		time.Sleep(100 * time.Millisecond) // killed processes are still being reaped
 	}
 	if err == nil && ns != "" {
-		os.Remove(filepath.Join(n.dir, "mntns"))
+		_ = os.Remove(filepath.Join(n.dir, "mntns"))
 	}
 	return err
 }

@@ -231,6 +231,14 @@ func (p *Process) Stop() error {
 	return errors.Join(errs...)
 }
 
+// expectExit marks the child as being stopped by its owner (the real node's sweep kills
+// it), so that its exit is not reported as a failure.
+func (p *Process) expectExit() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stopping = true
+}
+
 // forget drops the reaped child, so that a second Stop signals nothing.
 func (p *Process) forget() {
 	p.mu.Lock()
