@@ -159,38 +159,47 @@ func Start(ctx context.Context, cfg Config) (*Env, error) {
 		return nil, errors.Join(err, e.Stop())
 	}
 	e.DatabaseURL = e.Postgres.URL(DatabaseName)
+	if err := e.startServices(ctx, cfg, p); err != nil {
+		return nil, errors.Join(err, e.Stop())
+	}
+	logger.InfoContext(ctx, "devenv started", "state_dir", stateDir, "database_url", e.DatabaseURL,
+		"kubeconfig", e.Kubeconfig, "apiserver_url", e.APIServerURL)
+	return e, nil
+}
+
+// startServices starts what runs beside the database and the cluster, each when asked
+// for: the registry, the real node (which pulls from the registry), Hydra.
+func (e *Env) startServices(ctx context.Context, cfg Config, p ports) error {
 	if cfg.RegistryBin != "" {
 		reg, err := StartRegistry(ctx, RegistryConfig{
-			Bin: cfg.RegistryBin, Dir: filepath.Join(stateDir, "registry"),
-			LogPath: filepath.Join(stateDir, "logs", "registry.log"), Port: p.Registry, Logger: logger,
+			Bin: cfg.RegistryBin, Dir: filepath.Join(e.StateDir, "registry"),
+			LogPath: filepath.Join(e.StateDir, "logs", "registry.log"), Port: p.Registry, Logger: e.logger,
 		})
 		if err != nil {
-			return nil, errors.Join(err, e.Stop())
+			return err
 		}
 		e.mu.Lock()
 		e.Registry = reg
 		e.mu.Unlock()
 	}
 	if cfg.Node != NodeKwok {
-		if err := e.startNode(ctx, cfg, p, pki{dir: filepath.Join(stateDir, "pki")}); err != nil {
-			return nil, errors.Join(err, e.Stop())
+		if err := e.startNode(ctx, cfg, p, pki{dir: filepath.Join(e.StateDir, "pki")}); err != nil {
+			return err
 		}
 	}
 	if cfg.HydraBin != "" {
 		hy, err := StartHydra(ctx, HydraConfig{
 			Bin: cfg.HydraBin, PostgresURL: e.Postgres.URL("postgres"),
-			Dir: filepath.Join(stateDir, "hydra"), Logger: logger,
+			Dir: filepath.Join(e.StateDir, "hydra"), Logger: e.logger,
 		})
 		if err != nil {
-			return nil, errors.Join(err, e.Stop())
+			return err
 		}
 		e.mu.Lock()
 		e.Hydra = hy
 		e.mu.Unlock()
 	}
-	logger.InfoContext(ctx, "devenv started", "state_dir", stateDir, "database_url", e.DatabaseURL,
-		"kubeconfig", e.Kubeconfig, "apiserver_url", e.APIServerURL)
-	return e, nil
+	return nil
 }
 
 // Processes returns the components that were started, in start order.
