@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -120,7 +121,7 @@ func ImageFromDirs(scratch string, config v1.Config, dirs ...string) (v1.Image, 
 		if err != nil {
 			return nil, fmt.Errorf("image layer %s: %w", dir, err)
 		}
-		layer, err := writeLayer(filepath.Join(scratch, fmt.Sprintf("layer%d.tar.gz", i)), entries, 0, types.OCILayer)
+		layer, err := writeLayer(filepath.Join(scratch, fmt.Sprintf("layer%d.tar.gz", i)), entries, 0, types.OCILayer, math.MaxInt64) // our own folders: no bound
 		if err != nil {
 			return nil, fmt.Errorf("image layer %s: %w", dir, err)
 		}
