@@ -68,7 +68,7 @@ func runDevCommand(cmd *cobra.Command, serve ServeFunc, fl devFlags) (err error)
 			return err
 		}
 	}
-	node, err := devNode(fl, out)
+	node, err := devNode(fl, realNodeUnavailable(), out)
 	if err != nil {
 		return err
 	}
@@ -116,15 +116,22 @@ func runDevCommand(cmd *cobra.Command, serve ServeFunc, fl devFlags) (err error)
 	return nil
 }
 
-// devNode resolves --node. A real node needs root and the node's runtime: without them
-// auto falls back to kwok and says so in one line, an explicit real or both fails.
-func devNode(fl devFlags, out io.Writer) (devenv.NodeKind, error) {
+// realNodeUnavailable says why this process cannot run a real node, or "".
+func realNodeUnavailable() string {
+	if why := devenv.RealNodeUnavailable(); why != "" {
+		return why
+	}
+	if devenv.NodeBinaries() == "" {
+		return "the real node's runtime is not built (bash hack/node-bins/build.sh, part of make setup)"
+	}
+	return ""
+}
+
+// devNode resolves --node, why being realNodeUnavailable's answer. Without a real node,
+// auto falls back to kwok and says so in one line; an explicit real or both fails.
+func devNode(fl devFlags, why string, out io.Writer) (devenv.NodeKind, error) {
 	if !fl.controllers {
 		return devenv.NodeKwok, nil
-	}
-	why := devenv.RealNodeUnavailable()
-	if why == "" && devenv.NodeBinaries() == "" {
-		why = "the real node's runtime is not built (bash hack/node-bins/build.sh, part of make setup)"
 	}
 	switch kind := devenv.NodeKind(fl.node); kind {
 	case devenv.NodeKwok:

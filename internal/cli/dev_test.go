@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/datajobs/datajobs/internal/devenv"
 	"github.com/datajobs/datajobs/internal/store"
 )
 
@@ -171,4 +172,26 @@ func TestDevStopsOnSIGHUP(t *testing.T) {
 		t.Fatal("dev did not stop on SIGHUP")
 	}
 	require.NoFileExists(t, envFile, "stopped gracefully: the env file is removed")
+}
+
+// TestDevWithoutARealNodeKeepsKwokAndSaysSoInOneLine guards a user who is not root: dev
+// still starts, on kwok, and the first thing it prints says that pods will not run, and
+// why; asking for the real node explicitly fails instead.
+func TestDevWithoutARealNodeKeepsKwokAndSaysSoInOneLine(t *testing.T) {
+	t.Parallel()
+	const why = "a real node needs root (the kubelet refuses other users)"
+	var out bytes.Buffer
+	kind, err := devNode(devFlags{node: "auto", controllers: true}, why, &out)
+	require.NoError(t, err)
+	require.Equal(t, devenv.NodeKwok, kind)
+	require.Equal(t, "node: kwok's fake node: pods are not run, "+why+"\n", out.String())
+
+	_, err = devNode(devFlags{node: "real", controllers: true}, why, &out)
+	require.ErrorContains(t, err, "--node real: "+why)
+
+	out.Reset()
+	kind, err = devNode(devFlags{node: "auto", controllers: true, envOnly: true}, "", &out)
+	require.NoError(t, err)
+	require.Equal(t, devenv.NodeBoth, kind, "the tests' environment as root: kwok and the real node")
+	require.Empty(t, out.String())
 }
