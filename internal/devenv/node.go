@@ -135,12 +135,13 @@ func (e *Env) startNode(ctx context.Context, cfg Config, p ports, keys pki) erro
 	if err != nil {
 		return err
 	}
-	n.proc = newProcess("real-node", filepath.Join(e.StateDir, "logs", "node.log"), processSpec{
+	// The script's log is the kubelet's: its output is what a failed start needs.
+	n.proc = newProcess("real-node", filepath.Join(e.StateDir, "logs", "kubelet.log"), processSpec{
 		path: "bash", args: []string{script}, dir: n.dir, unshareMount: true,
 		ready: func(ctx context.Context) error {
 			node, err := cs.CoreV1().Nodes().Get(ctx, RealNodeName, metav1.GetOptions{})
 			if err != nil || !nodeReady(node) {
-				return fmt.Errorf("node %s not Ready yet (%v); see %s", RealNodeName, err, filepath.Join(files.logs, "kubelet.log"))
+				return fmt.Errorf("node %s not Ready yet (%v); containerd's log: %s", RealNodeName, err, filepath.Join(files.logs, "containerd.log"))
 			}
 			return nil
 		},
@@ -252,7 +253,7 @@ func (n *Node) sweep() error {
 	for range 5 {
 		pids := n.cgroupPIDs()
 		if ns != "" {
-			pids = append(pids, pidsInNamespace(ns)...)
+			pids = append(pids, n.ownPIDsInNamespace(ns)...)
 		}
 		if len(pids) == 0 {
 			break
@@ -295,10 +296,14 @@ func (n *Node) cgroupPIDs() []int {
 	return pids
 }
 
-// pidsInNamespace lists the processes whose mount namespace is ns.
-func pidsInNamespace(ns string) []int {
+// ownPIDsInNamespace lists the processes whose mount namespace is ns, if it is this node's:
+// one of them (the script, containerd or a shim) names the node's folder on its command
+// line. A namespace id recorded by a killed run may have been reused by the kernel since,
+// for another program's namespace: its processes are left alone.
+func (n *Node) ownPIDsInNamespace(ns string) []int {
 	entries, _ := os.ReadDir("/proc")
 	var pids []int
+	own := false
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -306,7 +311,12 @@ func pidsInNamespace(ns string) []int {
 		}
 		if mnt, _ := os.Readlink("/proc/" + e.Name() + "/ns/mnt"); mnt == ns {
 			pids = append(pids, pid)
+			cmdline, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+			own = own || strings.Contains(string(cmdline), n.dir+"/")
 		}
+	}
+	if !own {
+		return nil
 	}
 	return pids
 }

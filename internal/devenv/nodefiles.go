@@ -94,7 +94,13 @@ state = %[2]q
 		filepath.Join(c, "certs.d"))
 }
 
-func (f nodeFiles) socket() string { return f.path("containerd", "containerd.sock") }
+// socket is containerd's socket, and kubeletRoot the kubelet's root folder, which holds
+// its sockets: both at their usual host paths, which exist only inside the node's mount
+// namespace (on its overlays), because a unix socket's path must fit in 108 bytes and a
+// state folder's need not.
+func (f nodeFiles) socket() string { return "/run/containerd/containerd.sock" }
+
+const kubeletRoot = "/var/lib/kubelet"
 
 func (f nodeFiles) hostsTOML() string {
 	return fmt.Sprintf("server = \"http://%[1]s\"\n[host.\"http://%[1]s\"]\n  capabilities = [\"pull\", \"resolve\"]\n", f.registry)
@@ -165,11 +171,11 @@ containerd --config %[2]s >> %[3]s/containerd.log 2>&1 &
 echo $! > containerd.pid
 for _ in $(seq 600); do [ -S %[4]s ] && break; kill -0 $! 2>/dev/null || { echo "containerd exited; see %[3]s/containerd.log"; exit 1; }; sleep 0.1; done
 %[5]s/kubelet --config=%[6]s --kubeconfig=%[7]s --hostname-override=%[8]s --node-labels=%[9]s \
-  --root-dir=%[10]s --cert-dir=%[11]s --v=1 >> %[3]s/kubelet.log 2>&1 &
+  --root-dir=%[10]s --cert-dir=%[11]s --v=1 &
 echo $! > kubelet.pid
 wait
 `, f.binDir, f.path("containerd", "config.toml"), f.logs, f.socket(), f.kubeBin, f.path("kubelet", "config.yaml"),
-		kubeconfig, RealNodeName, labels, f.path("kubelet", "root"), f.path("kubelet", "pki"))
+		kubeconfig, RealNodeName, labels, kubeletRoot, f.path("kubelet", "pki"))
 	return b.String()
 }
 
