@@ -24,16 +24,19 @@ var commands = []string{"serve", "dev", "sync", "import", "release", "migrate"}
 // foreign are flags of other programs the documentation names, by program: they are no
 // flags of datajobs. A flag in neither list fails the test.
 var foreign = map[string][]string{
-	"vdkcli":         {"all", "arguments", "cancel", "cloud", "delete", "delete-all-job-properties", "disable", "enable", "get", "job-version", "list", "local", "logs", "remove", "rest-api-url", "set", "show", "start", "update", "vdk-version", "yes"},
-	"kubectl":        {"force", "from", "from-literal"},
-	"helm":           {"set"},
-	"pip":            {"extra-index-url", "find-links", "hash", "index-url", "isolated", "no-binary", "no-build-isolation", "no-compile", "only-binary", "target"},
-	"pip-compile":    {"generate-hashes"},
-	"kube-apiserver": {"endpoint-reconciler-type", "kube-api-burst", "kube-api-qps", "kubelet-certificate-authority", "kubelet-preferred-address-types"},
-	"postgres, etcd": {"bindir", "no-sync", "unsafe-no-fsync"},
-	"hydra":          {"dev"},
-	"go test":        {"count", "race", "run"},
-	"hack/image":     {"base"},
+	"vdkcli":                   {"all", "arguments", "cancel", "cloud", "delete", "delete-all-job-properties", "disable", "enable", "get", "job-version", "list", "local", "logs", "remove", "rest-api-url", "set", "show", "start", "update", "vdk-version", "yes"},
+	"kubectl":                  {"force", "from", "from-literal"},
+	"helm":                     {"set"},
+	"pip":                      {"extra-index-url", "find-links", "hash", "index-url", "isolated", "no-binary", "no-build-isolation", "no-compile", "only-binary", "target"},
+	"pip-compile":              {"generate-hashes"},
+	"kube-apiserver":           {"authorization-mode", "endpoint-reconciler-type", "kube-api-burst", "kube-api-qps", "kubelet-certificate-authority", "kubelet-preferred-address-types"},
+	"kube-controller-manager":  {"flex-volume-plugin-dir"},
+	"kubelet":                  {"hostname-override", "node-ip"},
+	"hack/base-image/build.sh": {"refresh"},
+	"postgres, etcd":           {"bindir", "no-sync", "unsafe-no-fsync"},
+	"hydra":                    {"dev"},
+	"go test":                  {"count", "race", "run"},
+	"hack/image":               {"base"},
 }
 
 // helpFlag is a flag line of cobra's help: "  -x, --name type   usage" or "      --name ...".

@@ -14,6 +14,7 @@ compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null || need_apt+=(postgre
 command -v python3 >/dev/null || need_apt+=(python3)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 command -v chromium >/dev/null || need_apt+=(chromium)
+/usr/bin/python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip) # the base image's pip (hack/base-image)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${need_apt[*]}" >&2
   $sudo apt-get update -qq
@@ -28,8 +29,12 @@ fi
 bash hack/k8s-bins/build.sh
 bash hack/registry/build.sh
 bash hack/hydra/build.sh # Ory Hydra, the OIDC provider of the tests (internal/devenv/hydra.go)
+bash hack/node-bins/build.sh # the real node's containerd, runc, CNI and pause (internal/devenv/node.go)
+bash hack/base-image/build.sh # python 3.11 + vdk-core, the dev and test base image
 mkdir -p .cache/bin
-go build -o .cache/bin/datajobs ./cmd/datajobs
+t=$SECONDS
+go build -o .cache/bin/datajobs ./cmd/datajobs 2> >(grep -v '^go: downloading ' >&2)
+echo "  datajobs                   built in $((SECONDS - t))s" >&2
 
 # The compatibility suite's virtualenv (compat/): the VDK client and pytest, pinned in
 # compat/requirements.txt, from PyPI. Rebuilt only when the requirements or the python

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Usage: hack/with-env.sh DATAJOBS_BINARY COMMAND [ARGS...]
 # Starts one local environment (PostgreSQL and etcd with fsync off, kube-apiserver,
-# kube-controller-manager, kube-scheduler and a kwok node, all on 127.0.0.1) with the
+# kube-controller-manager, kube-scheduler and a kwok node, all on 127.0.0.1, and as root a
+# real node beside it for the namespaces that ask for it: docs/test-environment.md) with the
 # given datajobs binary, runs COMMAND with DATAJOBS_TEST_DATABASE_URL and
 # DATAJOBS_TEST_KUBECONFIG exported (and DATAJOBS_ENV_FILE naming the file that holds
 # them), and stops the environment afterwards, whatever the outcome.

@@ -5,11 +5,16 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
 	"runtime"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
@@ -17,15 +22,16 @@ import (
 
 // devVDK is the dev base image's vdk: it says what it is instead of running a job.
 const devVDK = `#!/bin/sh
-echo "datajobs dev base image: no python or vdk-core here; point --base-image at a real python image with vdk-core (docs/builder.md)" >&2
+echo "datajobs dev base image: no python or vdk-core here; in dev and the tests only python 3.11 has a real base image: deploy with python_version 3.11, or point --base-image at a real python image with vdk-core (docs/builder.md)" >&2
 exit 1
 `
 
-// DevBaseImage is the base image of `datajobs dev` and of the tests, assembled here because
-// nothing can be pulled from the internet there. It has the layout of a python base image
-// (a passwd entry for uid 1000, a vdk on PATH) but no python: pods of dev mode run on
-// kwok's fake node, which never starts containers. Production uses a real python image
-// with vdk-core (docs/builder.md). The image is reproducible: the same digest every time.
+// DevBaseImage is the stub base image of `datajobs dev` and of the tests for the python
+// versions without a real one (all but 3.11, whose image hack/base-image builds), assembled
+// here because nothing can be pulled from the internet there. It has the layout of a python
+// base image (a passwd entry for uid 1000, a vdk on PATH) but no python: its vdk says so
+// and exits 1. Production uses real python images with vdk-core (docs/builder.md). The
+// image is reproducible: the same digest every time.
 func DevBaseImage() (v1.Image, error) {
 	var buf bytes.Buffer
 	files := map[string]string{
@@ -58,6 +64,88 @@ func DevBaseImage() (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
+	return withBaseConfig(img)
+}
+
+// PushDevBase pushes DevBaseImage to ref on a loopback registry and returns the
+// reference by digest.
+func PushDevBase(ctx context.Context, ref string) (string, error) {
+	img, err := DevBaseImage()
+	if err != nil {
+		return "", fmt.Errorf("dev base image: %w", err)
+	}
+	return PushImage(ctx, ref, img)
+}
+
+// PushImage pushes img to ref on a loopback registry (plain HTTP allowed: dev and test
+// registries are on loopback) and returns the reference by digest. A registry that has
+// the blobs already receives only the manifest.
+func PushImage(ctx context.Context, ref string, img v1.Image) (string, error) {
+	r, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		return "", fmt.Errorf("push %s: %w", ref, err)
+	}
+	if !loopback(registryHost(ref)) {
+		return "", fmt.Errorf("push %s: not a loopback registry", ref)
+	}
+	if err := remote.Write(r, img, remote.WithContext(ctx)); err != nil {
+		return "", fmt.Errorf("push %s: %w", ref, err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		return "", err
+	}
+	return r.Context().Digest(d.String()).String(), nil
+}
+
+// PythonBaseImage builds the dev and test environment's python base image from root file
+// system folders, one layer per folder, in order (hack/base-image/build.sh makes them:
+// Debian's python3 unpacked from its packages, then vdk-core installed by pip).
+func PythonBaseImage(scratch string, dirs ...string) (v1.Image, error) {
+	img, err := ImageFromDirs(scratch, v1.Config{}, dirs...)
+	if err != nil {
+		return nil, err
+	}
+	return withBaseConfig(img)
+}
+
+// ImageFromDirs builds an image of the platform this binary runs on with one layer per
+// root file system folder, in order, and config's entrypoint and environment. Files keep
+// their modes (so /tmp stays 1777) and are owned by root; times are Epoch, so the same
+// folders give the same digest. scratch holds the layer files while the image is in use.
+func ImageFromDirs(scratch string, config v1.Config, dirs ...string) (v1.Image, error) {
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	for i, dir := range dirs {
+		entries, err := rootfsEntries(dir)
+		if err != nil {
+			return nil, fmt.Errorf("image layer %s: %w", dir, err)
+		}
+		layer, err := writeLayer(filepath.Join(scratch, fmt.Sprintf("layer%d.tar.gz", i)), entries, 0, types.OCILayer, math.MaxInt64) // our own folders: no bound
+		if err != nil {
+			return nil, fmt.Errorf("image layer %s: %w", dir, err)
+		}
+		img, err = mutate.Append(img, mutate.Addendum{Layer: layer, History: v1.History{
+			Created: v1.Time{Time: Epoch}, CreatedBy: "datajobs: " + filepath.Base(dir),
+		}})
+		if err != nil {
+			return nil, err
+		}
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", runtime.GOARCH
+	cf.Created = v1.Time{Time: Epoch}
+	cf.Config.Entrypoint, cf.Config.Env = config.Entrypoint, config.Env
+	return mutate.ConfigFile(img, cf)
+}
+
+// withBaseConfig gives a base image its platform (containerd matches it against the
+// node's) and the environment of a python image.
+func withBaseConfig(img v1.Image) (v1.Image, error) {
 	cf, err := img.ConfigFile()
 	if err != nil {
 		return nil, err
@@ -69,26 +157,82 @@ func DevBaseImage() (v1.Image, error) {
 	return mutate.ConfigFile(img, cf)
 }
 
-// PushDevBase pushes DevBaseImage to ref (plain HTTP allowed: dev registries are on
-// loopback) and returns the reference by digest.
-func PushDevBase(ctx context.Context, ref string) (string, error) {
-	r, err := name.ParseReference(ref, name.Insecure)
+// rootfsEntries lists a root file system folder as layer entries: directories, regular
+// files and symbolic links with their permission, setuid, setgid and sticky bits.
+func rootfsEntries(dir string) ([]entry, error) {
+	var entries []entry
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		e := entry{name: filepath.ToSlash(rel), mode: tarMode(info.Mode())}
+		switch {
+		case d.IsDir():
+			e.dir = true
+		case d.Type()&fs.ModeSymlink != 0:
+			if e.link, err = os.Readlink(p); err != nil {
+				return err
+			}
+		case d.Type().IsRegular():
+			e.size = info.Size()
+			e.open = func() (io.ReadCloser, error) { return os.Open(p) }
+		default:
+			return nil // device nodes, sockets and fifos have no place in an image
+		}
+		entries = append(entries, e)
+		return nil
+	})
+	return entries, err
+}
+
+func tarMode(m fs.FileMode) int64 {
+	mode := int64(m.Perm())
+	for bit, flag := range map[fs.FileMode]int64{fs.ModeSetuid: 0o4000, fs.ModeSetgid: 0o2000, fs.ModeSticky: 0o1000} {
+		if m&bit != 0 {
+			mode |= flag
+		}
+	}
+	return mode
+}
+
+// WriteLayout writes img as the only image of a new OCI image layout at dir (replacing
+// what was there), so that it is built once and pushed at every start.
+func WriteLayout(dir string, img v1.Image) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	p, err := layout.Write(dir, empty.Index)
 	if err != nil {
-		return "", fmt.Errorf("dev base image: %w", err)
+		return fmt.Errorf("oci layout %s: %w", dir, err)
 	}
-	if !loopback(registryHost(ref)) {
-		return "", fmt.Errorf("dev base image: %s is not on a loopback registry", ref)
+	if err := p.AppendImage(img); err != nil {
+		return fmt.Errorf("oci layout %s: %w", dir, err)
 	}
-	img, err := DevBaseImage()
+	return nil
+}
+
+// PushLayout pushes the image of the OCI layout at dir (see WriteLayout) to ref on a
+// loopback registry and returns the reference by digest.
+func PushLayout(ctx context.Context, dir, ref string) (string, error) {
+	idx, err := layout.ImageIndexFromPath(dir)
 	if err != nil {
-		return "", fmt.Errorf("dev base image: %w", err)
+		return "", fmt.Errorf("read oci layout %s: %w", dir, err)
 	}
-	if err := remote.Write(r, img, remote.WithContext(ctx)); err != nil {
-		return "", fmt.Errorf("push dev base image to %s: %w", ref, err)
+	m, err := idx.IndexManifest()
+	if err != nil || len(m.Manifests) != 1 {
+		return "", fmt.Errorf("oci layout %s: want exactly one image (%v)", dir, err)
 	}
-	d, err := img.Digest()
+	img, err := idx.Image(m.Manifests[0].Digest)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("oci layout %s: %w", dir, err)
 	}
-	return r.Context().Digest(d.String()).String(), nil
+	return PushImage(ctx, ref, img)
 }

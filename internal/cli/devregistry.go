@@ -10,27 +10,41 @@ import (
 	"github.com/datajobs/datajobs/internal/server"
 )
 
+// devPython is the python version of the real dev base image (hack/base-image).
+const devPython = "3.11"
+
 // devImages is what `datajobs dev` tells the service it serves about its registry: job
-// images go there, built on the dev base image it pushed.
+// images go there, built on the base images it pushed.
 type devImages struct {
-	registry  string // <addr>/datajobs
-	baseImage string // by digest
+	registry string // <addr>/datajobs
+	stub     string // DevBaseImage by digest: no python
+	python   string // the python 3.11 + vdk-core image by digest, "" when not built
 }
 
 type devImagesKey struct{}
 
-// setUpDevRegistry pushes the dev base image to the environment's registry (when it has
-// one) and returns ctx carrying the settings for the service.
+// setUpDevRegistry pushes the dev base images to the environment's registry (when it has
+// one) and returns ctx carrying the settings for the service: python 3.11 gets the real
+// base image that hack/base-image/build.sh built; the other versions get the stub, whose
+// vdk says that it has no python.
 func setUpDevRegistry(ctx context.Context, env *devenv.Env, out io.Writer) (context.Context, error) {
 	if env.Registry == nil {
 		return ctx, nil
 	}
-	base, err := build.PushDevBase(ctx, env.Registry.Addr+"/datajobs/python-base:dev")
-	if err != nil {
+	d := devImages{registry: env.Registry.Addr + "/datajobs"}
+	var err error
+	if d.stub, err = build.PushDevBase(ctx, d.registry+"/python-base:dev"); err != nil {
 		return ctx, err
 	}
-	fmt.Fprintf(out, "  registry:    http://%s (dev base image %s)\n", env.Registry.Addr, base)
-	return context.WithValue(ctx, devImagesKey{}, devImages{registry: env.Registry.Addr + "/datajobs", baseImage: base}), nil
+	if layout := devenv.BaseImageLayout(); layout != "" {
+		if d.python, err = build.PushLayout(ctx, layout, d.registry+"/python-base:"+devPython); err != nil {
+			return ctx, err
+		}
+		fmt.Fprintf(out, "  registry:    http://%s (base image for python %s: %s; other versions: a stub without python)\n", env.Registry.Addr, devPython, d.python)
+	} else {
+		fmt.Fprintf(out, "  registry:    http://%s (no python base image: build it with bash %s; every version gets a stub without python)\n", env.Registry.Addr, devenv.BaseImageScript)
+	}
+	return context.WithValue(ctx, devImagesKey{}, d), nil
 }
 
 // withDevImages points the service's builder at the dev registry, unless the flags chose
@@ -42,8 +56,31 @@ func withDevImages(ctx context.Context, c server.Config) server.Config {
 	}
 	c.ImageRegistry = d.registry
 	c.Build.RegistryInsecure = true
-	for _, py := range c.SupportedPythonVersions {
-		c.Build.BaseImages = append(c.Build.BaseImages, py+"="+d.baseImage)
+	versions := c.SupportedPythonVersions
+	if len(versions) == 0 {
+		versions = []string{devPython}
+	}
+	for _, py := range versions {
+		base := d.stub
+		if py == devPython && d.python != "" {
+			base = d.python
+		}
+		c.Build.BaseImages = append(c.Build.BaseImages, py+"="+base)
 	}
 	return c
+}
+
+type devListenKey struct{}
+
+// withDevListen carries dev's --listen and --admin-listen to the service it serves.
+func withDevListen(ctx context.Context, listen, admin string) context.Context {
+	return context.WithValue(ctx, devListenKey{}, [2]string{listen, admin})
+}
+
+// devListen returns the addresses withDevListen set, or dev's defaults.
+func devListen(ctx context.Context) (listen, admin string) {
+	if a, ok := ctx.Value(devListenKey{}).([2]string); ok {
+		return a[0], a[1]
+	}
+	return "127.0.0.1:8092", "127.0.0.1:8093"
 }

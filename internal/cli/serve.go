@@ -63,8 +63,9 @@ func newServeCommand(g *globals) serveCommand {
 		}
 		c.DatabaseURL, c.Kubeconfig = databaseURL, kubeconfig
 		c = withDevImages(ctx, c)
-		// dev serves on loopback only, without login (auth mode none).
-		c.Listen, c.Auth.Mode = "127.0.0.1:8092", server.AuthNone
+		// dev serves on loopback (dev's --listen), without login (auth mode none).
+		c.Listen, c.AdminListen = devListen(ctx)
+		c.Auth.Mode = server.AuthNone
 		cluster, err := kube.Connect(ctx, kube.ClusterConfig{Kubeconfig: kubeconfig})
 		if err != nil {
 			return err
@@ -82,6 +83,7 @@ func newServeCommand(g *globals) serveCommand {
 			select {
 			case addr := <-ready:
 				fmt.Fprintf(out, "datajobs API: http://%s\n", localURL(addr))
+				fmt.Fprintf(out, "datajobs console: http://%s/ui/\n", localURL(addr))
 			case <-printing.Done():
 			}
 		})

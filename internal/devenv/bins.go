@@ -26,8 +26,12 @@ const (
 // kubeBinaries are the files the control plane needs in Config.BinDir, by component.
 var kubeBinaries = []string{"etcd", "kube-apiserver"}
 
-// controllerBinaries are the extra files Config.Controllers needs.
-var controllerBinaries = []string{"kube-controller-manager", "kube-scheduler", "kwok", "kwok-stages.yaml"}
+// controllerBinaries are the extra files Config.Controllers needs; kwokBinaries those of
+// the fake node, kubelet that of the real one.
+var (
+	controllerBinaries = []string{"kube-controller-manager", "kube-scheduler"}
+	kwokBinaries       = []string{"kwok", "kwok-stages.yaml"}
+)
 
 // RepoRoot finds the datajobs checkout: the nearest folder holding hack/k8s-bins/build.sh,
 // looking up from the working directory and then from this source file (which is where
@@ -90,14 +94,20 @@ func EnsureBinaries(ctx context.Context, repoRoot string, progress io.Writer) (s
 }
 
 // checkKubeBinaries returns an error naming the first missing file and the fix.
-func checkKubeBinaries(binDir string, controllers bool) error {
+func checkKubeBinaries(binDir string, controllers bool, node NodeKind) error {
 	if binDir == "" {
 		return errors.New("kubernetes binaries: Config.BinDir is empty; build them with `bash " + buildScript +
 			"` (into " + binDirInRepo + ") or call devenv.EnsureBinaries")
 	}
 	names := kubeBinaries
 	if controllers {
-		names = append(slices.Clone(names), controllerBinaries...)
+		names = slices.Concat(names, controllerBinaries)
+		if node != NodeReal {
+			names = slices.Concat(names, kwokBinaries)
+		}
+		if node != NodeKwok {
+			names = append(names, "kubelet")
+		}
 	}
 	for _, name := range names {
 		if _, err := os.Stat(filepath.Join(binDir, name)); err != nil {

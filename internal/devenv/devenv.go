@@ -46,6 +46,13 @@ type Config struct {
 	// HydraBin, when set, also starts Ory Hydra (an OIDC provider) on the environment's
 	// PostgreSQL (see StartHydra).
 	HydraBin string
+	// Node is where pods run with Controllers (default NodeKwok). NodeReal and NodeBoth
+	// start a real kubelet and containerd (node.go): root only, and they need RegistryBin
+	// and NodeBinDir.
+	Node NodeKind
+	// NodeBinDir holds the real node's runtime built by hack/node-bins/build.sh
+	// (NodeBinaries).
+	NodeBinDir string
 }
 
 // Env is a running environment. Its components can be stopped and started again
@@ -71,6 +78,8 @@ type Env struct {
 	Etcd, APIServer, ControllerManager, Scheduler, Kwok *Process
 	// Registry is the OCI registry; nil unless Config.RegistryBin was set.
 	Registry *Registry
+	// Node is the real node; nil unless Config.Node is NodeReal or NodeBoth.
+	Node *Node
 
 	logger *slog.Logger
 	lock   *os.File // flock on the state folder, held while running
@@ -83,6 +92,13 @@ type Env struct {
 func Start(ctx context.Context, cfg Config) (*Env, error) {
 	cfg.StateDir = cmp.Or(cfg.StateDir, ".datajobs")
 	cfg.Kubernetes = cfg.Kubernetes || cfg.Controllers
+	cfg.Node = cmp.Or(cfg.Node, NodeKwok)
+	if cfg.Node != NodeKwok && !cfg.Controllers {
+		return nil, fmt.Errorf("devenv: a %s node needs Config.Controllers (the scheduler)", cfg.Node)
+	}
+	if cfg.Node != NodeKwok && cfg.NodeBinDir == "" {
+		return nil, fmt.Errorf("devenv: a %s node needs Config.NodeBinDir: build it with `bash %s`", cfg.Node, nodeBinScript)
+	}
 	logger := cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 
 	// Check for what is missing before starting anything.
@@ -91,7 +107,7 @@ func Start(ctx context.Context, cfg Config) (*Env, error) {
 		return nil, err
 	}
 	if cfg.Kubernetes {
-		if err := checkKubeBinaries(cfg.BinDir, cfg.Controllers); err != nil {
+		if err := checkKubeBinaries(cfg.BinDir, cfg.Controllers, cfg.Node); err != nil {
 			return nil, err
 		}
 	}
@@ -143,33 +159,47 @@ func Start(ctx context.Context, cfg Config) (*Env, error) {
 		return nil, errors.Join(err, e.Stop())
 	}
 	e.DatabaseURL = e.Postgres.URL(DatabaseName)
+	if err := e.startServices(ctx, cfg, p); err != nil {
+		return nil, errors.Join(err, e.Stop())
+	}
+	logger.InfoContext(ctx, "devenv started", "state_dir", stateDir, "database_url", e.DatabaseURL,
+		"kubeconfig", e.Kubeconfig, "apiserver_url", e.APIServerURL)
+	return e, nil
+}
+
+// startServices starts what runs beside the database and the cluster, each when asked
+// for: the registry, the real node (which pulls from the registry), Hydra.
+func (e *Env) startServices(ctx context.Context, cfg Config, p ports) error {
 	if cfg.RegistryBin != "" {
 		reg, err := StartRegistry(ctx, RegistryConfig{
-			Bin: cfg.RegistryBin, Dir: filepath.Join(stateDir, "registry"),
-			LogPath: filepath.Join(stateDir, "logs", "registry.log"), Port: p.Registry, Logger: logger,
+			Bin: cfg.RegistryBin, Dir: filepath.Join(e.StateDir, "registry"),
+			LogPath: filepath.Join(e.StateDir, "logs", "registry.log"), Port: p.Registry, Logger: e.logger,
 		})
 		if err != nil {
-			return nil, errors.Join(err, e.Stop())
+			return err
 		}
 		e.mu.Lock()
 		e.Registry = reg
 		e.mu.Unlock()
 	}
+	if cfg.Node != NodeKwok {
+		if err := e.startNode(ctx, cfg, p, pki{dir: filepath.Join(e.StateDir, "pki")}); err != nil {
+			return err
+		}
+	}
 	if cfg.HydraBin != "" {
 		hy, err := StartHydra(ctx, HydraConfig{
 			Bin: cfg.HydraBin, PostgresURL: e.Postgres.URL("postgres"),
-			Dir: filepath.Join(stateDir, "hydra"), Logger: logger,
+			Dir: filepath.Join(e.StateDir, "hydra"), Logger: e.logger,
 		})
 		if err != nil {
-			return nil, errors.Join(err, e.Stop())
+			return err
 		}
 		e.mu.Lock()
 		e.Hydra = hy
 		e.mu.Unlock()
 	}
-	logger.InfoContext(ctx, "devenv started", "state_dir", stateDir, "database_url", e.DatabaseURL,
-		"kubeconfig", e.Kubeconfig, "apiserver_url", e.APIServerURL)
-	return e, nil
+	return nil
 }
 
 // Processes returns the components that were started, in start order.
@@ -196,10 +226,13 @@ func (e *Env) Processes() []*Process {
 func (e *Env) Stop() error {
 	var errs []error
 	e.mu.Lock()
-	hy := e.Hydra
+	hy, node := e.Hydra, e.Node
 	e.mu.Unlock()
 	if hy != nil {
 		errs = append(errs, hy.Stop())
+	}
+	if node != nil { // first: its kubelet talks to the apiserver, its pods pull from the registry
+		errs = append(errs, node.Stop())
 	}
 	ps := e.Processes()
 	slices.Reverse(ps)

@@ -31,9 +31,9 @@ const FakeNodeName = "kwok-node-0"
 const kwokNodeAnnotation = "kwok.x-k8s.io/node"
 
 // startKubernetes starts etcd and kube-apiserver, writes the kubeconfig, and, with
-// controllers, kube-controller-manager, kube-scheduler, kwok and the fake Node. Each
-// started process is recorded in e as soon as it runs, so that e.Stop cleans up after
-// a failure half-way.
+// controllers, kube-controller-manager, kube-scheduler and (unless the only node is the
+// real one) kwok and the fake Node. Each started process is recorded in e as soon as it
+// runs, so that e.Stop cleans up after a failure half-way.
 func (e *Env) startKubernetes(ctx context.Context, cfg Config, p ports) error {
 	keys := pki{dir: filepath.Join(e.StateDir, "pki")}
 	if err := keys.ensure(); err != nil {
@@ -44,14 +44,30 @@ func (e *Env) startKubernetes(ctx context.Context, cfg Config, p ports) error {
 	if err := writeKubeconfig(e.Kubeconfig, e.APIServerURL, keys); err != nil {
 		return err
 	}
-	bin := func(name string) string { return filepath.Join(cfg.BinDir, name) }
-	logPath := func(name string) string { return filepath.Join(e.StateDir, "logs", name+".log") }
-	plainHTTP := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	verified, err := tlsClient(keys)
 	if err != nil {
 		return err
 	}
+	if err := e.startControlPlane(ctx, cfg, p, keys, verified); err != nil || !cfg.Controllers {
+		return err
+	}
+	if err := e.startControllers(ctx, cfg, p, keys, verified); err != nil || cfg.Node == NodeReal {
+		return err
+	}
+	return e.startKwok(ctx, p, keys)
+}
 
+func (e *Env) bin(cfg Config, name string) string { return filepath.Join(cfg.BinDir, name) }
+
+func (e *Env) logPath(name string) string { return filepath.Join(e.StateDir, "logs", name+".log") }
+
+// plainHTTP checks the components that serve plain HTTP on loopback (etcd, kwok).
+var plainHTTP = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
+// startControlPlane starts etcd and kube-apiserver. The apiserver authorizes nodes by
+// their identity (Node, NodeRestriction) and lets a namespace choose its pods' node
+// (PodNodeSelector, PodTolerationRestriction: RealNodeNamespace).
+func (e *Env) startControlPlane(ctx context.Context, cfg Config, p ports, keys pki, verified *http.Client) error {
 	etcdClient := "http://127.0.0.1:" + strconv.Itoa(p.EtcdClient)
 	etcdPeer := "http://127.0.0.1:" + strconv.Itoa(p.EtcdPeer)
 	etcdArgs := []string{
@@ -63,16 +79,15 @@ func (e *Env) startKubernetes(ctx context.Context, cfg Config, p ports) error {
 	if cfg.Fast {
 		etcdArgs = append(etcdArgs, "--unsafe-no-fsync")
 	}
-	e.Etcd = newProcess("etcd", logPath("etcd"), processSpec{
-		path: bin("etcd"), args: etcdArgs, dir: e.StateDir,
+	e.Etcd = newProcess("etcd", e.logPath("etcd"), processSpec{
+		path: e.bin(cfg, "etcd"), args: etcdArgs, dir: e.StateDir,
 		ready: httpReady(plainHTTP, etcdClient+"/health"),
 	}, e.logger)
 	if err := e.Etcd.Start(ctx); err != nil {
 		return err
 	}
-
-	e.APIServer = newProcess("kube-apiserver", logPath("kube-apiserver"), processSpec{
-		path: bin("kube-apiserver"), dir: e.StateDir,
+	e.APIServer = newProcess("kube-apiserver", e.logPath("kube-apiserver"), processSpec{
+		path: e.bin(cfg, "kube-apiserver"), dir: e.StateDir,
 		args: append([]string{
 			"--etcd-servers=" + etcdClient,
 			"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=" + strconv.Itoa(p.APIServer),
@@ -83,54 +98,56 @@ func (e *Env) startKubernetes(ctx context.Context, cfg Config, p ports) error {
 			"--service-cluster-ip-range=10.0.0.0/24",
 			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 			"--service-account-key-file=" + keys.saPub(), "--service-account-signing-key-file=" + keys.saKey(),
-			"--authorization-mode=RBAC",
+			"--authorization-mode=Node,RBAC",
+			"--enable-admission-plugins=NodeRestriction,PodNodeSelector,PodTolerationRestriction",
 			"--profiling=false",
 		}, apiserverKubeletArgs(keys)...),
 		ready: httpReady(verified, e.APIServerURL+"/readyz"),
 	}, e.logger)
-	if err := e.APIServer.Start(ctx); err != nil {
-		return err
-	}
-	if !cfg.Controllers {
-		return nil
-	}
+	return e.APIServer.Start(ctx)
+}
 
+// startControllers starts kube-controller-manager and kube-scheduler. The controller
+// manager's flex-volume folder is in the state folder: its default is under /usr/libexec.
+func (e *Env) startControllers(ctx context.Context, cfg Config, p ports, keys pki, verified *http.Client) error {
 	common := []string{
 		"--kubeconfig=" + e.Kubeconfig, "--authentication-kubeconfig=" + e.Kubeconfig, "--authorization-kubeconfig=" + e.Kubeconfig,
 		"--bind-address=127.0.0.1", "--leader-elect=false",
 		"--tls-cert-file=" + keys.servingCert(), "--tls-private-key-file=" + keys.servingKey(),
 	}
 	kcmURL := "https://127.0.0.1:" + strconv.Itoa(p.ControllerManager)
-	e.ControllerManager = newProcess("kube-controller-manager", logPath("kube-controller-manager"), processSpec{
-		path: bin("kube-controller-manager"), dir: e.StateDir,
+	e.ControllerManager = newProcess("kube-controller-manager", e.logPath("kube-controller-manager"), processSpec{
+		path: e.bin(cfg, "kube-controller-manager"), dir: e.StateDir,
 		args: slices.Concat(common, []string{
 			"--secure-port=" + strconv.Itoa(p.ControllerManager),
 			"--service-account-private-key-file=" + keys.saKey(), "--root-ca-file=" + keys.caCert(),
 			"--cluster-signing-cert-file=" + keys.caCert(), "--cluster-signing-key-file=" + keys.caKey(),
 			"--use-service-account-credentials=false", "--controllers=*",
+			"--flex-volume-plugin-dir=" + filepath.Join(e.StateDir, "kcm-flex-volume"),
 		}, fastControllerArgs(cfg)),
 		ready: httpReady(verified, kcmURL+"/healthz"),
 	}, e.logger)
 	if err := e.ControllerManager.Start(ctx); err != nil {
 		return err
 	}
-
 	schedulerURL := "https://127.0.0.1:" + strconv.Itoa(p.Scheduler)
-	e.Scheduler = newProcess("kube-scheduler", logPath("kube-scheduler"), processSpec{
-		path: bin("kube-scheduler"), dir: e.StateDir,
+	e.Scheduler = newProcess("kube-scheduler", e.logPath("kube-scheduler"), processSpec{
+		path: e.bin(cfg, "kube-scheduler"), dir: e.StateDir,
 		args:  slices.Concat(common, []string{"--secure-port=" + strconv.Itoa(p.Scheduler)}),
 		ready: httpReady(verified, schedulerURL+"/healthz"),
 	}, e.logger)
-	if err := e.Scheduler.Start(ctx); err != nil {
-		return err
-	}
+	return e.Scheduler.Start(ctx)
+}
 
+// startKwok starts kwok and registers its fake Node.
+func (e *Env) startKwok(ctx context.Context, p ports, keys pki) error {
 	kwokAddr := "127.0.0.1:" + strconv.Itoa(p.Kwok)
 	logArgs, err := e.kwokLogArgs(ctx, keys, p.Kwok)
 	if err != nil {
 		return err
 	}
-	e.Kwok = newProcess("kwok", logPath("kwok"), processSpec{
+	bin := func(name string) string { return filepath.Join(e.BinDir, name) }
+	e.Kwok = newProcess("kwok", e.logPath("kwok"), processSpec{
 		path: bin("kwok"), dir: e.StateDir,
 		// kwok reads ~/.kwok; keep it inside the state folder.
 		env: append(os.Environ(), "HOME="+filepath.Join(e.StateDir, "kwok-home")),
@@ -214,8 +231,14 @@ func (e *Env) RestConfig() (*rest.Config, error) {
 	return rc, nil
 }
 
-// writeKubeconfig writes a kubeconfig with everything embedded, so that it can be copied.
+// writeKubeconfig writes the admin's kubeconfig with everything embedded, so that it can
+// be copied.
 func writeKubeconfig(path, server string, keys pki) error {
+	return writeKubeconfigAs(path, server, keys, keys.adminCert(), keys.adminKey())
+}
+
+// writeKubeconfigAs writes a kubeconfig for the client certificate certPath and its key.
+func writeKubeconfigAs(path, server string, keys pki, certPath, keyPath string) error {
 	read := func(p string) ([]byte, error) {
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -227,11 +250,11 @@ func writeKubeconfig(path, server string, keys pki) error {
 	if err != nil {
 		return err
 	}
-	cert, err := read(keys.adminCert())
+	cert, err := read(certPath)
 	if err != nil {
 		return err
 	}
-	key, err := read(keys.adminKey())
+	key, err := read(keyPath)
 	if err != nil {
 		return err
 	}

@@ -35,6 +35,31 @@ func (p pki) adminCert() string   { return p.path("admin.crt") }
 func (p pki) adminKey() string    { return p.path("admin.key") }
 func (p pki) saKey() string       { return p.path("sa.key") }
 func (p pki) saPub() string       { return p.path("sa.pub") }
+func (p pki) nodeCert() string    { return p.path("node.crt") }
+func (p pki) nodeKey() string     { return p.path("node.key") }
+
+// ensureNode creates, when missing, the real node's client certificate: the identity
+// system:node:<RealNodeName> in group system:nodes, which Node authorization and
+// NodeRestriction confine to that node's own objects.
+func (p pki) ensureNode() error {
+	if exists(p.nodeCert()) && exists(p.nodeKey()) {
+		return nil
+	}
+	ca, caKey, err := p.loadCA()
+	if err != nil {
+		return err
+	}
+	key, err := newKey()
+	if err != nil {
+		return err
+	}
+	tmpl := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "system:node:" + RealNodeName, Organization: []string{"system:nodes"}},
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	return p.writeCert(p.nodeCert(), p.nodeKey(), tmpl, key, ca, caKey)
+}
 
 // ensure creates whatever is missing: a CA, a serving certificate for 127.0.0.1 and
 // localhost, an admin client certificate in group system:masters, and the service-account

@@ -22,6 +22,8 @@ type ports struct {
 	Scheduler         int `json:"scheduler"`
 	Kwok              int `json:"kwok"`
 	Registry          int `json:"registry"`
+	Kubelet           int `json:"kubelet"`
+	KubeletHealthz    int `json:"kubelet_healthz"`
 }
 
 func loadPorts(path string) (ports, error) {
@@ -53,7 +55,7 @@ func (p *ports) save(path string) error {
 // assign keeps each saved port that is still free and picks a new free one for the others.
 func (p *ports) assign() error {
 	taken := map[int]bool{}
-	for _, port := range []*int{&p.Postgres, &p.EtcdClient, &p.EtcdPeer, &p.APIServer, &p.ControllerManager, &p.Scheduler, &p.Kwok, &p.Registry} {
+	for _, port := range []*int{&p.Postgres, &p.EtcdClient, &p.EtcdPeer, &p.APIServer, &p.ControllerManager, &p.Scheduler, &p.Kwok, &p.Registry, &p.Kubelet, &p.KubeletHealthz} {
 		if *port != 0 && !taken[*port] && portFree(*port) {
 			taken[*port] = true
 			continue

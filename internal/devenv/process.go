@@ -43,6 +43,9 @@ type processSpec struct {
 	env  []string
 	// cred, when set, runs the child as another user (postgres refuses to run as root).
 	cred *syscall.Credential
+	// unshareMount runs the child in a new mount namespace whose mounts are private (Go
+	// makes / MS_REC|MS_PRIVATE in it): nothing it mounts reaches the host (node.go).
+	unshareMount bool
 	// stopSignal asks the child to shut down (SIGTERM unless set; postgres wants SIGINT).
 	stopSignal syscall.Signal
 	// stopTimeout is how long Stop waits after stopSignal before SIGKILL.
@@ -120,6 +123,9 @@ func (p *Process) Start(ctx context.Context) error {
 		// Die with us if we are killed without a chance to clean up.
 		Pdeathsig:  syscall.SIGKILL,
 		Credential: p.spec.cred,
+	}
+	if p.spec.unshareMount {
+		cmd.SysProcAttr.Unshareflags = syscall.CLONE_NEWNS
 	}
 	err = cmd.Start()
 	logFile.Close() // the child holds its own copy
@@ -223,6 +229,14 @@ func (p *Process) Stop() error {
 	}
 	p.forget()
 	return errors.Join(errs...)
+}
+
+// expectExit marks the child as being stopped by its owner (the real node's sweep kills
+// it), so that its exit is not reported as a failure.
+func (p *Process) expectExit() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stopping = true
 }
 
 // forget drops the reaped child, so that a second Stop signals nothing.
