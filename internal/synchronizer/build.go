@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/datajobs/datajobs/internal/build"
 	"github.com/datajobs/datajobs/internal/job"
@@ -61,7 +60,7 @@ type BuildConfig struct {
 type buildStage struct {
 	t       *term
 	cfg     BuildConfig
-	queue   workqueue.TypedRateLimitingInterface[string]
+	queue   *workQueue
 	backoff *buildBackoff
 	metrics *BuildMetrics
 }
@@ -79,8 +78,8 @@ func (s *Synchronizer) newBuildStage(t *term) *buildStage {
 		cfg.Metrics = NewBuildMetrics(nil)
 	}
 	backoff := newBuildBackoff(s.cfg.RetryBase, s.cfg.RetryMax)
-	return &buildStage{t: t, cfg: cfg, metrics: cfg.Metrics, backoff: backoff, queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-		backoff, workqueue.TypedRateLimitingQueueConfig[string]{Name: "datajobs_build"})}
+	return &buildStage{t: t, cfg: cfg, metrics: cfg.Metrics, backoff: backoff,
+		queue: newWorkQueue(cfg.Metrics.queue, backoff, s.log, "job", "build_failed")}
 }
 
 // start runs the build workers under wg until ctx ends; stop drains them.
@@ -88,9 +87,11 @@ func (b *buildStage) start(ctx context.Context, wg *sync.WaitGroup) {
 	if b == nil {
 		return
 	}
-	for range b.cfg.Workers {
-		wg.Go(func() { b.work(ctx) })
-	}
+	wg.Go(func() {
+		runQueue(ctx, b.queue, b.cfg.Workers, func(ctx context.Context, name string) (result, error) {
+			return result{}, b.build(ctx, name)
+		})
+	})
 }
 
 func (b *buildStage) stop() {
@@ -159,26 +160,6 @@ func usableImage(b *buildStage, st job.SyncState) string {
 		return ""
 	}
 	return bs.Image
-}
-
-// work builds queued jobs until the queue shuts down.
-func (b *buildStage) work(ctx context.Context) {
-	for {
-		name, shutdown := b.queue.Get()
-		if shutdown {
-			return
-		}
-		err := b.build(ctx, name)
-		switch {
-		case err == nil:
-			b.queue.Forget(name)
-		case ctx.Err() != nil:
-		default:
-			b.t.s.log.WarnContext(ctx, "build_failed", "job", name, "error", err)
-			b.queue.AddRateLimited(name)
-		}
-		b.queue.Done(name)
-	}
 }
 
 // build builds the image of a job's desired deployment from fresh state, records it, and
@@ -274,11 +255,13 @@ type BuildMetrics struct {
 	pushed    prometheus.Counter
 	cacheHits prometheus.Counter
 	requests  *prometheus.CounterVec
+	queue     *queueMetrics
 }
 
 // NewBuildMetrics registers the build metrics on reg (nil: registered nowhere).
 func NewBuildMetrics(reg prometheus.Registerer) *BuildMetrics {
 	m := &BuildMetrics{
+		queue: newQueueMetrics("datajobs_build_queue", "build", "Job names", "datajobs_build_panics_total"),
 		builds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "datajobs_build_builds_total", Help: "Image builds, by result (ok, user_error, platform_error).",
 		}, []string{"result"}),
@@ -298,6 +281,7 @@ func NewBuildMetrics(reg prometheus.Registerer) *BuildMetrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.builds, m.duration, m.pushed, m.cacheHits, m.requests)
+		reg.MustRegister(m.queue.collectors()...)
 	}
 	return m
 }

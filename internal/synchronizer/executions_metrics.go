@@ -17,11 +17,15 @@ type ExecutionMetrics struct {
 	running  prometheus.Gauge
 	// logsUnreadable counts finished executions whose log could not be read to be kept.
 	logsUnreadable prometheus.Counter
+	// queue and logQueue are the tracker's queues' (status, and logs to keep).
+	queue, logQueue *queueMetrics
 }
 
 // NewExecutionMetrics registers the execution metrics on reg (nil: registered nowhere).
 func NewExecutionMetrics(reg prometheus.Registerer) *ExecutionMetrics {
 	m := &ExecutionMetrics{
+		queue:    newQueueMetrics("datajobs_executions_queue", "execution", "Execution ids", "datajobs_executions_panics_total"),
+		logQueue: newQueueMetrics("datajobs_execution_logs_queue", "execution_log", "Execution ids", "datajobs_execution_logs_panics_total"),
 		started: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "datajobs_executions_jobs_created_total", Help: "Kubernetes Jobs created for manual starts.",
 		}),
@@ -45,6 +49,8 @@ func NewExecutionMetrics(reg prometheus.Registerer) *ExecutionMetrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.started, m.finished, m.duration, m.writeLag, m.running, m.logsUnreadable)
+		reg.MustRegister(m.queue.collectors()...)
+		reg.MustRegister(m.logQueue.collectors()...)
 	}
 	return m
 }

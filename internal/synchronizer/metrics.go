@@ -20,14 +20,14 @@ type Metrics struct {
 	plannedActions *prometheus.GaugeVec
 	pruneRefused   prometheus.Gauge
 	orphansKept    prometheus.Gauge
-	panics         prometheus.Counter
-	queue          *queueMetrics
+	// queue is the sync queue's, with the panics of reconciles (datajobs_sync_panics_total).
+	queue *queueMetrics
 }
 
 // NewMetrics registers the synchronizer's metrics on reg (nil: registered nowhere).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		queue: newQueueMetrics(),
+		queue: newQueueMetrics("datajobs_sync_queue", "sync", "Job names", "datajobs_sync_panics_total"),
 		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "datajobs_sync_passes_total", Help: "Full resync passes, by result (ok or error).",
 		}, []string{"result"}),
@@ -56,16 +56,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		orphansKept: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "datajobs_sync_orphans_kept", Help: "Orphaned CronJobs the last full pass kept because deleting them would be a mass prune.",
 		}),
-		panics: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "datajobs_sync_panics_total", Help: "Reconciles that panicked (recovered, logged with the job, retried with backoff).",
-		}),
 		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "datajobs_sync_lag_seconds", Help: "Time from a desired change being committed to its CronJob write.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.passes, m.passDuration, m.reconciles, m.driftRepairs, m.orphansRemoved, m.deployments, m.lag, m.plannedActions, m.pruneRefused, m.orphansKept, m.panics)
+		reg.MustRegister(m.passes, m.passDuration, m.reconciles, m.driftRepairs, m.orphansRemoved, m.deployments, m.lag, m.plannedActions, m.pruneRefused, m.orphansKept)
 		reg.MustRegister(m.queue.collectors()...)
 	}
 	return m

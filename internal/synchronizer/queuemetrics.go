@@ -6,10 +6,15 @@ import (
 )
 
 // queueMetrics exports client-go's own workqueue instrumentation (depth, adds, wait and
-// work times, retries, stuck work) on the synchronizer's registry. It is the queue's
-// MetricsProvider: each term's new queue gets the same collectors, since there is one
-// queue at a time and its name would only repeat the subsystem.
+// work times, retries, stuck work) of one of the leader's queues, with the results of its
+// reconciles and its panics (runQueue). It is the queue's MetricsProvider: each term's
+// new queue gets the same collectors, since there is one queue of a kind at a time and
+// its name is already in the metric names (prefix).
 type queueMetrics struct {
+	// prefix names the metrics (datajobs_sync_queue_depth, ...) and the queue; subject
+	// names the log event of a panic (sync_panic, ...).
+	prefix, subject string
+
 	depth          prometheus.Gauge
 	adds           prometheus.Counter
 	latency        prometheus.Histogram
@@ -17,38 +22,51 @@ type queueMetrics struct {
 	unfinished     prometheus.Gauge
 	longestRunning prometheus.Gauge
 	retries        prometheus.Counter
+	results        *prometheus.CounterVec
+	panics         prometheus.Counter
 }
 
-func newQueueMetrics() *queueMetrics {
+// newQueueMetrics returns the metrics of the queue of items (what its Help texts call a
+// key), whose panics are counted as panicsName.
+func newQueueMetrics(prefix, subject, items, panicsName string) *queueMetrics {
 	buckets := prometheus.ExponentialBuckets(0.001, 4, 10)
 	return &queueMetrics{
+		prefix: prefix, subject: subject,
 		depth: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "datajobs_sync_queue_depth", Help: "Job names waiting to be reconciled.",
+			Name: prefix + "_depth", Help: items + " waiting to be reconciled.",
 		}),
 		adds: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "datajobs_sync_queue_adds_total", Help: "Job names added to the work queue.",
+			Name: prefix + "_adds_total", Help: items + " added to the work queue.",
 		}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "datajobs_sync_queue_latency_seconds", Help: "Time a job name waits in the queue before a worker takes it.", Buckets: buckets,
+			Name: prefix + "_latency_seconds", Help: "Time an item waits in the queue before a worker takes it.", Buckets: buckets,
 		}),
 		workDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "datajobs_sync_queue_work_duration_seconds", Help: "Time a worker spends on one queue item (a reconcile or a full pass).", Buckets: buckets,
+			Name: prefix + "_work_duration_seconds", Help: "Time a worker spends on one queue item (a reconcile or a full pass).", Buckets: buckets,
 		}),
 		unfinished: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "datajobs_sync_queue_unfinished_work_seconds", Help: "Seconds of work in progress not yet done; growing, it means a stuck worker.",
+			Name: prefix + "_unfinished_work_seconds", Help: "Seconds of work in progress not yet done; growing, it means a stuck worker.",
 		}),
 		longestRunning: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "datajobs_sync_queue_longest_running_processor_seconds", Help: "Age of the longest reconcile in progress.",
+			Name: prefix + "_longest_running_processor_seconds", Help: "Age of the longest reconcile in progress.",
 		}),
 		retries: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "datajobs_sync_queue_retries_total", Help: "Job names re-queued with backoff after a failure or a stale view.",
+			Name: prefix + "_retries_total", Help: items + " re-queued with backoff after a failure or a stale view.",
+		}),
+		results: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: prefix + "_results_total", Help: "Reconciles by result: success, error, requeue (with backoff), requeue_after, terminal (not retried until something changes).",
+		}, []string{"result"}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: panicsName, Help: "Reconciles that panicked (recovered, logged with the key, retried with backoff).",
 		}),
 	}
 }
 
 func (q *queueMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{q.depth, q.adds, q.latency, q.workDuration, q.unfinished, q.longestRunning, q.retries}
+	return []prometheus.Collector{q.depth, q.adds, q.latency, q.workDuration, q.unfinished, q.longestRunning, q.retries, q.results, q.panics}
 }
+
+func (q *queueMetrics) result(r string) { q.results.WithLabelValues(r).Inc() }
 
 func (q *queueMetrics) NewDepthMetric(string) workqueue.GaugeMetric            { return q.depth }
 func (q *queueMetrics) NewAddsMetric(string) workqueue.CounterMetric           { return q.adds }

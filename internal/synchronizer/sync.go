@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -25,7 +24,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	batchlisters "k8s.io/client-go/listers/batch/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
@@ -148,7 +146,7 @@ type term struct {
 	fence  job.Fence
 	render kube.RenderConfig
 	lister batchlisters.CronJobNamespaceLister
-	queue  workqueue.TypedRateLimitingInterface[string]
+	queue  *workQueue
 	builds *buildStage // nil without a builder
 	// records writes the rows of applied CronJobs in batches; nil in a single pass
 	// (RunOnce), which writes each at once.
@@ -167,64 +165,6 @@ type term struct {
 	prefetched map[string]Plan
 	notified   map[string]int64
 	notifies   int64
-}
-
-// echo is what the term knows of its latest write of one name.
-type echo struct {
-	// writing is true while the write is in flight; resourceVersion is then that of the
-	// latest event delivered meanwhile ("": none), and afterwards that of the object written.
-	writing         bool
-	resourceVersion string
-}
-
-// beginWrite notes that a write of name is in flight: its events wait for its outcome.
-func (t *term) beginWrite(name string) {
-	t.echoMu.Lock()
-	defer t.echoMu.Unlock()
-	t.echoes[name] = echo{writing: true}
-}
-
-// endWrite notes the outcome of a write of name: the object Kubernetes returned, or nil
-// when the write failed. An event delivered meanwhile that is not of that object queues
-// the name (it is being processed: the queue takes it up once the name is done).
-func (t *term) endWrite(name string, written *batchv1.CronJob) {
-	t.echoMu.Lock()
-	e := t.echoes[name]
-	delete(t.echoes, name)
-	seen := e.resourceVersion
-	switch {
-	case written != nil && seen == "":
-		t.echoes[name] = echo{resourceVersion: written.ResourceVersion} // the echo is still to come
-	case written != nil && seen == written.ResourceVersion:
-		seen = "" // the echo came already
-	}
-	t.echoMu.Unlock()
-	if seen != "" {
-		t.queue.Add(name)
-	}
-}
-
-// echo reports whether an informer event is the echo of this term's write, which it
-// then consumes.
-func (t *term) echo(obj any) bool {
-	cj, ok := obj.(*batchv1.CronJob)
-	if !ok {
-		return false
-	}
-	t.echoMu.Lock()
-	defer t.echoMu.Unlock()
-	e, ok := t.echoes[cj.Name]
-	switch {
-	case !ok:
-		return false
-	case e.writing:
-		e.resourceVersion = cj.ResourceVersion
-		t.echoes[cj.Name] = e
-		return true
-	default:
-		delete(t.echoes, cj.Name)
-		return e.resourceVersion == cj.ResourceVersion
-	}
 }
 
 // Run synchronizes until ctx ends, as the leader of term epoch: it starts the informer,
@@ -256,9 +196,7 @@ func (s *Synchronizer) Run(ctx context.Context, epoch int64) error {
 	t.records = newRecorder(s.db, t.fence, s.cfg.RecordBatch)
 	wg.Go(func() { t.records.run(ctx) })
 	var workers sync.WaitGroup
-	for range s.cfg.Workers {
-		workers.Go(func() { t.work(ctx) })
-	}
+	workers.Go(func() { runQueue(ctx, t.queue, s.cfg.Workers, t.reconcile) })
 	defer func() {
 		// The recorder stops after the last worker, which may have handed it a row.
 		t.queue.ShutDown()
@@ -266,7 +204,8 @@ func (s *Synchronizer) Run(ctx context.Context, epoch int64) error {
 		t.records.stop()
 	}()
 	wg.Go(func() { t.listen(ctx) })
-	wg.Go(func() { t.resyncLoop(ctx) })
+	t.queue.Add(resyncKey) // a first pass at once, then every ResyncInterval
+	wg.Go(func() { every(ctx, s.cfg.ResyncInterval, func() bool { t.queue.Add(resyncKey); return true }) })
 	<-ctx.Done()
 	if cause := context.Cause(ctx); errors.Is(cause, ErrAPIServerUnreachable) {
 		return cause
@@ -281,29 +220,23 @@ var ErrAPIServerUnreachable = errors.New("the Kubernetes API server has not answ
 // watchAPIServer asks the apiserver's /readyz every StepDownAfter/4 and cancels the term
 // with ErrAPIServerUnreachable when no answer came for StepDownAfter.
 func (s *Synchronizer) watchAPIServer(ctx context.Context, cancel context.CancelCauseFunc) {
-	every := s.cfg.StepDownAfter / 4
+	period := s.cfg.StepDownAfter / 4
 	last := time.Now()
-	ticker := time.NewTicker(every)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-		pingCtx, done := context.WithTimeout(ctx, every)
+	every(ctx, period, func() bool {
+		pingCtx, done := context.WithTimeout(ctx, period)
 		_, err := s.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(pingCtx)
 		done()
 		if err == nil {
 			last = time.Now()
-			continue
+			return true
 		}
 		if since := time.Since(last); since > s.cfg.StepDownAfter {
 			s.log.ErrorContext(ctx, "sync_step_down", "reason", "apiserver unreachable", "since", since.Round(time.Millisecond).String(), "error", err)
 			cancel(ErrAPIServerUnreachable)
-			return
+			return false
 		}
-	}
+		return true
+	})
 }
 
 // startTerm starts a term's informer on the managed CronJobs and waits for its cache.
@@ -329,10 +262,7 @@ func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(
 	// one an import recorded). It acts only on managed ones and that single adoptee.
 	factory := informers.NewSharedInformerFactoryWithOptions(s.client, 0, informers.WithNamespace(s.cfg.Render.Namespace))
 	informer := factory.Batch().V1().CronJobs()
-	s.metrics.queue.newTerm()
-	queue := workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[string](s.cfg.RetryBase, s.cfg.RetryMax),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "datajobs_sync", MetricsProvider: s.metrics.queue})
+	queue := newWorkQueue(s.metrics.queue, exponential(s.cfg.RetryBase, s.cfg.RetryMax), s.log, "job", "")
 	t := &term{
 		s: s, fence: job.Fence{Epoch: epoch}, render: render, lister: informer.Lister().CronJobs(s.cfg.Render.Namespace), queue: queue,
 		echoes: map[string]echo{}, prefetched: map[string]Plan{}, notified: map[string]int64{},
@@ -380,37 +310,6 @@ func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(
 	return t, stop, nil
 }
 
-// work takes job names off the queue until it shuts down.
-func (t *term) work(ctx context.Context) {
-	for {
-		name, shutdown := t.queue.Get()
-		if shutdown {
-			return
-		}
-		res, err := t.safeReconcile(ctx, name)
-		if !res.handedOver {
-			t.finish(ctx, name, res, err)
-		}
-	}
-}
-
-// finish plans a name's next look after its reconcile ended with res and err, and marks
-// it done, so that another event of it can be handled.
-func (t *term) finish(ctx context.Context, name string, res result, err error) {
-	switch {
-	case ctx.Err() != nil:
-		// The term is over; the next leader starts with a full pass.
-	case err != nil || res.retry:
-		t.queue.AddRateLimited(name)
-	case res.requeueAfter > 0:
-		t.queue.Forget(name)
-		t.queue.AddAfter(name, res.requeueAfter)
-	default:
-		t.queue.Forget(name)
-	}
-	t.queue.Done(name)
-}
-
 // listen enqueues every job named in a NOTIFY from the API, reconnecting after a drop
 // with backoff. Each (re)connection triggers a full pass, for what it may have missed.
 func (t *term) listen(ctx context.Context) {
@@ -429,37 +328,14 @@ func (t *term) listen(ctx context.Context) {
 	})
 }
 
+// finish ends the reconcile of a name handed over to the term's recorder, once its row
+// is written (workQueue.finish).
+func (t *term) finish(ctx context.Context, name string, res result, err error) {
+	t.queue.finish(ctx, name, res, err)
+}
+
 // resyncKey is a queue item that asks for a full pass; it cannot be a job name.
 const resyncKey = "#resync"
-
-// resyncLoop asks for a full pass at once and then every ResyncInterval.
-func (t *term) resyncLoop(ctx context.Context) {
-	t.queue.Add(resyncKey)
-	ticker := time.NewTicker(t.s.cfg.ResyncInterval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-			t.queue.Add(resyncKey)
-		}
-	}
-}
-
-// safeReconcile is reconcile with a panic turned into an error: logged with the job,
-// counted, and retried with backoff like any failure, so that one bad job neither kills
-// the process nor, through it, the next leader.
-func (t *term) safeReconcile(ctx context.Context, name string) (res result, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			t.s.metrics.panics.Inc()
-			t.s.log.ErrorContext(ctx, "sync_panic", "job", name, "panic", r, "stack", string(debug.Stack()))
-			res, err = result{}, fmt.Errorf("reconcile %s: panic: %v", name, r)
-		}
-	}()
-	return t.reconcile(ctx, name)
-}
 
 // reconcile handles one queue item: a job name, or a full pass.
 func (t *term) reconcile(ctx context.Context, name string) (result, error) {
@@ -581,37 +457,6 @@ func planAll(states map[string]job.SyncState, lives []*batchv1.CronJob, cfg kube
 	}
 	wg.Wait()
 	return plans, ownedCount
-}
-
-// memo returns what the synchronizer last verified about a name, or nil.
-func (s *Synchronizer) memo(name string) *verified {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if v, ok := s.verified[name]; ok {
-		return &v
-	}
-	return nil
-}
-
-// rememberUnchanged remembers a job found in agreement, so that the next pass skips it
-// while nothing about it changes.
-func (s *Synchronizer) rememberUnchanged(p Plan) {
-	if p.Action == ActionUnchanged && managed(p.Live) && p.State.Job != nil && p.State.Desired != nil {
-		s.remember(p.Name, &verified{uid: p.State.Job.UID, generation: p.State.Job.Generation, resourceVersion: p.Live.ResourceVersion})
-	}
-}
-
-func (s *Synchronizer) remember(name string, v *verified) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.verified == nil {
-		s.verified = map[string]verified{}
-	}
-	if v == nil {
-		delete(s.verified, name)
-		return
-	}
-	s.verified[name] = *v
 }
 
 func (s *Synchronizer) updateStatusGauge(ctx context.Context) {

@@ -1,0 +1,119 @@
+package synchronizer
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/kube"
+)
+
+// execute carries out an execution's plan, step by step: the Job writes through the
+// fenced kube.JobApplier, the statuses through the batched, fenced writer. An error
+// stops it and is retried with backoff; the result says when to look again.
+func (t *execTerm) execute(ctx context.Context, p execPlan) (result, error) {
+	if p.Forget {
+		t.forget(p.ID) // its Job is gone: no more events about it
+	}
+	if p.Settled {
+		t.takeSeen(p.ID)
+	}
+	res := result{requeueAfter: p.RecheckAfter}
+	for _, step := range p.Steps {
+		var err error
+		switch step {
+		case execNone:
+		case execCreate:
+			err = t.create(ctx, p)
+		case execCancel:
+			err = t.x.jobs.Delete(ctx, p.Job, metav1.DeletePropagationForeground)
+		case execStop:
+			err = t.x.jobs.Delete(ctx, p.Job, metav1.DeletePropagationBackground)
+		case execRecordOutcome:
+			err = t.record(ctx, p.Row, p.Job, p.Update)
+		case execRecordLost:
+			gone, goneErr := t.x.jobs.Gone(ctx, p.ID)
+			if goneErr != nil || !gone {
+				// A Job created a moment ago may not be in the cache yet: look again.
+				return result{requeueAfter: time.Second}, goneErr
+			}
+			err = t.record(ctx, p.Row, nil, p.Update)
+		case execCollectLogs:
+			t.queueLog(p.ID, p.Pod)
+		}
+		if err != nil {
+			return result{}, err
+		}
+	}
+	return res, nil
+}
+
+// record writes one status of an execution, fenced; live (may be nil) is its Job, whose
+// labels and annotations describe a run not recorded yet.
+func (t *execTerm) record(ctx context.Context, row *job.TrackedExecution, live *batchv1.Job, u job.ExecutionUpdate) error {
+	u.ID = idOf(row, live)
+	seen := t.takeSeen(u.ID)
+	if row != nil {
+		u.JobName, u.JobUID, u.Type, u.OpID, u.StartedBy = row.JobName, row.JobUID, row.Type, row.OpID, row.StartedBy
+	} else {
+		u.JobName, u.JobUID = live.Labels[kube.LabelJob], live.Labels[kube.LabelJobUID]
+		u.Type = cmp.Or(live.Annotations[kube.AnnotationExecutionType], job.ExecScheduled)
+		u.OpID = cmp.Or(live.Annotations[kube.AnnotationOpID], live.Name)
+		u.StartedBy = cmp.Or(live.Annotations[kube.AnnotationStartedBy], "scheduled/runtime")
+		if u.StartTime == nil {
+			u.StartTime = &live.CreationTimestamp.Time
+		}
+	}
+	if u.JobName == "" || u.JobUID == "" {
+		return nil // not a Job of a data job datajobs rendered
+	}
+	wrote, err := t.write(ctx, u)
+	if err != nil {
+		t.forget(u.ID)
+		t.enqueueSeen(u.ID, seen)
+		return err
+	}
+	if !wrote {
+		t.forget(u.ID) // the row is not what the view says (or the lease is lost): read it next time
+		return nil
+	}
+	t.wrote(row, u)
+	t.x.cfg.Metrics.recorded(u, row, seen)
+	t.x.log.InfoContext(ctx, "execution_recorded", "execution", u.ID, "job", u.JobName, "status", string(u.Status))
+	return nil
+}
+
+// create creates the Job of a manual start from the job's CronJob. While the CronJob is
+// missing (its deployment not applied yet) it retries, until StartTimeout makes the
+// execution a platform error.
+func (t *execTerm) create(ctx context.Context, p execPlan) error {
+	row := p.Row
+	err := t.x.jobs.Start(ctx, row.JobName, row.JobUID, kube.ManualExecution{ID: row.ID, OpID: row.OpID, StartedBy: row.StartedBy, Args: row.Args})
+	if errors.Is(err, kube.ErrNoCronJob) {
+		if now := p.Now; row.StartTime != nil && now.Sub(*row.StartTime) >= t.x.cfg.StartTimeout {
+			return t.record(ctx, row, nil, job.ExecutionUpdate{
+				Status: job.ExecPlatformError, EndTime: &now,
+				Message: fmt.Sprintf("The execution could not start: the job's CronJob %s did not exist within %s of the request.", row.JobName, t.x.cfg.StartTimeout),
+			})
+		}
+		return fmt.Errorf("start execution %s: cronjob %s not there yet", row.ID, row.JobName)
+	}
+	if err != nil {
+		return fmt.Errorf("start execution %s: %w", row.ID, err)
+	}
+	t.x.cfg.Metrics.started.Inc()
+	t.x.log.InfoContext(ctx, "execution_job_created", "execution", row.ID, "job", row.JobName)
+	// Recorded, so that a Job deleted before its pod ran is a lost execution, not started
+	// again by this leader or the next.
+	if _, err := t.x.db.MarkExecutionJobCreated(ctx, t.fence, row.ID); err != nil {
+		return fmt.Errorf("start execution %s: %w", row.ID, err)
+	}
+	t.createdJob(row.ID)
+	return nil
+}

@@ -1,0 +1,187 @@
+package synchronizer
+
+import (
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/kube"
+)
+
+// execAction is one step of an execution's plan; executeExecution carries the steps out
+// in order (executions_execute.go).
+type execAction string
+
+const (
+	// execNone: the row already says what the Job shows, or there is nothing to do.
+	execNone execAction = "none"
+	// execCreate creates the Kubernetes Job of a manual start from the job's CronJob.
+	execCreate execAction = "create"
+	// execCancel deletes the Job of a cancel (foreground: its pods go first); its delete
+	// event brings the execution back to record it cancelled.
+	execCancel execAction = "cancel"
+	// execStop deletes the Job of an execution whose status is final while the Job still
+	// runs (an image that never came); the status stands.
+	execStop execAction = "stop"
+	// execRecordOutcome records the status the Job and its pods show (kube.ObserveExecution).
+	execRecordOutcome execAction = "record_outcome"
+	// execRecordLost records the end of an execution whose Job is gone without an outcome
+	// (after the apiserver confirmed it): cancelled on request, or lost.
+	execRecordLost execAction = "record_lost"
+	// execCollectLogs keeps the log of a finished execution's pod, after its final status.
+	execCollectLogs execAction = "collect_logs"
+)
+
+// execPlan is what one reconcile of an execution does, decided by planExecution from
+// what the term knows, without a read or a write.
+type execPlan struct {
+	ID     string
+	Steps  []execAction
+	Reason string
+	// Row is the execution's row (nil: none, a run not recorded yet); Job the Job the plan
+	// is about (the live one, or the last state of one deleted after it finished).
+	Row *job.TrackedExecution
+	Job *batchv1.Job
+	// Update is the status to record (record_outcome, record_lost).
+	Update job.ExecutionUpdate
+	// Pod is the pod whose log collect_logs keeps.
+	Pod *corev1.Pod
+	// RecheckAfter > 0 asks to look again then even without an event (a grace period runs).
+	RecheckAfter time.Duration
+	// Settled says the row already holds what the Job shows: the events seen are handled.
+	Settled bool
+	// Forget drops the row from the term's view: its Job is gone, no event will come.
+	Forget bool
+	// FromDeleted says the outcome is read from a deleted Job's last state, kept for a
+	// retry when the record fails.
+	FromDeleted bool
+	// Now is the clock the plan was made at.
+	Now time.Time
+}
+
+// msgCancelled is the message of an execution cancelled on request.
+const msgCancelled = "Cancelled on request."
+
+// planExecution decides the one thing that brings an execution's row and its Job in line.
+// row is its row (nil: none), live its Job in the cache (nil: none), last the final state
+// of a Job of that name deleted since it was last looked at (nil: none), pods the cached
+// pods of that name (planExecution keeps those of the Job it looks at), now the clock and
+// pullGrace how long an image may fail to pull (kube.ObserveExecution).
+func planExecution(row *job.TrackedExecution, live, last *batchv1.Job, pods []*corev1.Pod, now time.Time, pullGrace time.Duration) execPlan {
+	p := execPlan{ID: idOf(row, live, last), Row: row, Now: now}
+	observe := func(j *batchv1.Job) (kube.Observation, []*corev1.Pod) {
+		own := controlledBy(pods, j)
+		return kube.ObserveExecution(j, own, now, pullGrace), own
+	}
+	if live == nil && last != nil && (row == nil || row.JobUID == "" || last.Labels[kube.LabelJobUID] == row.JobUID) {
+		if o, _ := observe(last); ended(o) {
+			if row != nil && row.Status.Final() {
+				return p.then("its Job was deleted after its final status was recorded", execNone)
+			}
+			p.FromDeleted = true
+			return p.outcome(last, o, "its Job was deleted after it finished: its last state has the outcome")
+		}
+	}
+	if live != nil && row != nil && row.JobUID != "" && live.Labels[kube.LabelJobUID] != row.JobUID {
+		live = nil // a Job of another incarnation of the data job: not this execution's
+	}
+	p.Job = live
+	switch {
+	case row != nil && row.Status.Final():
+		if live == nil {
+			p.Forget = true
+			return p.then("final, and its Job is gone", execNone)
+		}
+		if o, _ := observe(live); live.DeletionTimestamp == nil && !ended(o) {
+			// Decided while still running (an image that never came): stop it. A Job whose
+			// pod succeeded is left to the Job controller to complete.
+			return p.then("final while its Job still runs", execStop)
+		}
+		return p.then("final, and its Job ended", execNone)
+	case row != nil && row.CancelRequested:
+		if live == nil {
+			p.Update = job.ExecutionUpdate{Status: job.ExecCancelled, Message: msgCancelled, EndTime: &now}
+			return p.then("cancel requested and its Job is gone", execRecordLost)
+		}
+		if o, _ := observe(live); ended(o) {
+			return p.outcome(live, o, "it ended before the cancel reached it")
+		}
+		if live.DeletionTimestamp == nil {
+			return p.then("cancel requested", execCancel)
+		}
+		return p.then("its Job is being deleted: the delete event brings it back", execNone)
+	case live == nil && row == nil:
+		return p.then("no row and no Job", execNone)
+	case live == nil && row.Type == job.ExecManual && row.Status == job.ExecSubmitted && !row.JobCreated:
+		return p.then("a manual start whose Job was never created", execCreate)
+	case live == nil:
+		p.Update = job.ExecutionUpdate{
+			Status: job.ExecPlatformError, EndTime: &now,
+			Message: fmt.Sprintf("execution record lost: the Kubernetes Job %s disappeared before its outcome was seen "+
+				"(deleted by hand, or removed after it finished while no datajobs leader was watching).", p.ID),
+		}
+		return p.then("its Job is gone without an outcome", execRecordLost)
+	default:
+		o, _ := observe(live)
+		return p.outcome(live, o, "its Job shows a status")
+	}
+}
+
+// outcome plans the recording of what Job j shows (o): nothing when the row already says
+// it, else the status, then the log of a final one, then a stop of a Job whose status was
+// decided while it still runs.
+func (p execPlan) outcome(j *batchv1.Job, o kube.Observation, reason string) execPlan {
+	p.Job, p.RecheckAfter = j, o.RecheckAfter
+	if p.Row != nil && p.Row.Status == o.Status {
+		p.Settled = true
+		return p.then("the row already says "+string(o.Status), execNone)
+	}
+	p.Update = job.ExecutionUpdate{Status: o.Status, Message: o.Message, StartTime: o.Start, EndTime: o.End}
+	steps := []execAction{execRecordOutcome}
+	if o.Status.Final() && o.Pod != nil {
+		p.Pod = o.Pod // its log is kept next; meanwhile the API reads it from the pod
+		steps = append(steps, execCollectLogs)
+	}
+	if o.Abandon && j.DeletionTimestamp == nil {
+		steps = append(steps, execStop)
+	}
+	return p.then(reason, steps...)
+}
+
+func (p execPlan) then(reason string, steps ...execAction) execPlan {
+	p.Reason, p.Steps = reason, steps
+	return p
+}
+
+// ended reports whether an observation says the run is over by Kubernetes' or its pod's
+// account: a final status that was not decided while the Job still runs.
+func ended(o kube.Observation) bool { return o.Status.Final() && !o.Abandon }
+
+// controlledBy keeps the pods Job j controls: a pod of an earlier Job of the same name is
+// not its.
+func controlledBy(pods []*corev1.Pod, j *batchv1.Job) []*corev1.Pod {
+	own := make([]*corev1.Pod, 0, len(pods))
+	for _, p := range pods {
+		if metav1.IsControlledBy(p, j) {
+			own = append(own, p)
+		}
+	}
+	return own
+}
+
+// idOf is the execution id: its row's, or the name of its Job.
+func idOf(row *job.TrackedExecution, jobs ...*batchv1.Job) string {
+	if row != nil {
+		return row.ID
+	}
+	for _, j := range jobs {
+		if j != nil {
+			return j.Name
+		}
+	}
+	return ""
+}
