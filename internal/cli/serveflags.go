@@ -7,6 +7,7 @@ import (
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/server"
+	"github.com/datajobs/datajobs/internal/synchronizer"
 )
 
 // serveFlagVars are the serve flags parsed into values that build() turns into server.Config fields.
@@ -52,10 +53,10 @@ func registerCoreFlags(f *pflag.FlagSet, cfg *server.Config, v *serveFlagVars) {
 
 // registerExecutionFlags: executions.
 func registerExecutionFlags(f *pflag.FlagSet, cfg *server.Config) {
-	f.Int64Var(&cfg.Executions.LogBytes, "execution-log-bytes", 256<<10, "bytes of the end of a finished execution's log kept in the database")
-	f.IntVar(&cfg.Executions.KeptPerJob, "executions-kept-per-job", 100, "finished executions kept per job")
-	f.DurationVar(&cfg.Executions.MaxAge, "executions-max-age", 14*24*time.Hour, "finished executions older than this are deleted")
-	f.DurationVar(&cfg.Executions.ImagePullGrace, "image-pull-grace", 5*time.Minute, "how long an execution's image may fail to pull before it is a platform error")
+	f.Int64Var(&cfg.Executions.LogBytes, "execution-log-bytes", synchronizer.DefaultExecutionLogBytes, "bytes of the end of a finished execution's log kept in the database")
+	f.IntVar(&cfg.Executions.KeptPerJob, "executions-kept-per-job", synchronizer.DefaultExecutionsKeptPerJob, "finished executions kept per job")
+	f.DurationVar(&cfg.Executions.MaxAge, "executions-max-age", synchronizer.DefaultExecutionsMaxAge, "finished executions older than this are deleted")
+	f.DurationVar(&cfg.Executions.ImagePullGrace, "image-pull-grace", synchronizer.DefaultImagePullGrace, "how long an execution's image may fail to pull before it is a platform error")
 	f.StringVar(&cfg.Executions.LogsURLTemplate, "logs-url-template", "", "logs_url of executions, with {job_name} {team} {execution_id} {op_id} {start_time} {end_time} (empty: none)")
 }
 

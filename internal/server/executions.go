@@ -3,10 +3,10 @@ package server
 import (
 	"cmp"
 	"context"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
@@ -46,7 +46,7 @@ func newExecutions(cfg Config, db *store.Store, cluster *kube.Cluster, reg prome
 
 // logReader reads running executions' logs for the API (bounded; see kube.LogReader).
 func logReader(cfg Config, cluster *kube.Cluster) *kube.LogReader {
-	return kube.NewLogReader(cluster.Client, cfg.Namespace, kube.LogConfig{MaxBytes: cmp.Or(cfg.Executions.LogBytes, 256<<10) * 4})
+	return kube.NewLogReader(cluster.Client, cfg.Namespace, kube.LogConfig{MaxBytes: cmp.Or(cfg.Executions.LogBytes, synchronizer.DefaultExecutionLogBytes) * 4})
 }
 
 // leaderStages runs the synchronizer and, when not nil, the execution stage for one
@@ -55,21 +55,15 @@ func leaderStages(ctx context.Context, epoch int64, syncer *synchronizer.Synchro
 	if execs == nil {
 		return syncer.Run(ctx, epoch)
 	}
+	// The first to return ends the term for both.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var wg sync.WaitGroup
-	errs := make(chan error, 2)
+	var g errgroup.Group
 	for _, run := range []func(context.Context, int64) error{syncer.Run, execs.Run} {
-		wg.Go(func() {
-			errs <- run(ctx, epoch)
-			cancel()
+		g.Go(func() error {
+			defer cancel()
+			return run(ctx, epoch)
 		})
 	}
-	wg.Wait()
-	close(errs)
-	var first error
-	for err := range errs {
-		first = cmp.Or(first, err)
-	}
-	return first
+	return g.Wait()
 }

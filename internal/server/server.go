@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/datajobs/datajobs/internal/backoff"
 	"github.com/datajobs/datajobs/internal/graphapi"
 	"github.com/datajobs/datajobs/internal/httpapi"
 	"github.com/datajobs/datajobs/internal/kube"
@@ -204,20 +205,17 @@ func (a *app) serve(ctx context.Context, ready chan<- net.Addr) error {
 }
 
 func migrateWithRetry(ctx context.Context, db *store.Store, cfg Config) error {
-	delay := 500 * time.Millisecond
+	b := backoff.New(500*time.Millisecond, 10*time.Second)
 	for {
 		applied, err := db.Migrate(ctx)
 		if err == nil {
 			cfg.Logger.InfoContext(ctx, "migrations_applied", "versions", applied)
 			return nil
 		}
-		cfg.Logger.WarnContext(ctx, "migrations_failed", "error", err, "retry_in", delay)
-		select {
-		case <-ctx.Done():
+		cfg.Logger.WarnContext(ctx, "migrations_failed", "error", err, "retry_in", b.Next())
+		if !b.Wait(ctx) {
 			return ctx.Err()
-		case <-time.After(delay):
 		}
-		delay = min(delay*2, 10*time.Second)
 	}
 }
 
@@ -270,7 +268,7 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 		execs = newExecutions(cfg, db, cluster, reg)
 	}
 	run := func(ctx context.Context, epoch int64) {
-		delay := time.Second
+		b := backoff.New(time.Second, 30*time.Second)
 		for ctx.Err() == nil {
 			err := leaderStages(ctx, epoch, syncer, execs)
 			if ctx.Err() != nil {
@@ -282,12 +280,8 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 				cfg.Logger.WarnContext(ctx, "synchronizer_stepped_down", "error", err)
 				return
 			}
-			cfg.Logger.WarnContext(ctx, "synchronizer_stopped", "error", err, "restart_in", delay)
-			select {
-			case <-ctx.Done():
-			case <-time.After(delay):
-			}
-			delay = min(delay*2, 30*time.Second)
+			cfg.Logger.WarnContext(ctx, "synchronizer_stopped", "error", err, "restart_in", b.Next())
+			b.Wait(ctx)
 		}
 	}
 	if cfg.SyncMode == SyncDryRun {

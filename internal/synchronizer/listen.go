@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/datajobs/datajobs/internal/backoff"
 )
 
 // listener is the database's LISTEN, as the synchronizer and the execution stage use it.
@@ -17,22 +19,19 @@ type listener interface {
 func listenLoop(ctx context.Context, db listener, channel string, base time.Duration, log *slog.Logger,
 	connected func(first bool), notify func(payload string),
 ) {
-	delay, first := base, true
+	b, first := backoff.New(base, 30*time.Second), true
 	for ctx.Err() == nil {
 		err := db.Listen(ctx, channel, func() {
-			delay = base
+			b.Reset()
 			connected(first)
 			first = false
 		}, notify)
 		if ctx.Err() != nil {
 			return
 		}
-		log.WarnContext(ctx, "listen_failed", "channel", channel, "error", err, "retry_in", delay)
-		select {
-		case <-ctx.Done():
+		log.WarnContext(ctx, "listen_failed", "channel", channel, "error", err, "retry_in", b.Next())
+		if !b.Wait(ctx) {
 			return
-		case <-time.After(delay):
 		}
-		delay = min(delay*2, 30*time.Second)
 	}
 }
