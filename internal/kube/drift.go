@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -9,6 +10,8 @@ import (
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 )
 
 // Drifted reports whether a live CronJob no longer matches what Render produced, and why.
@@ -119,62 +122,53 @@ func elementKey(v any, i int) string {
 
 // foreignSpecField finds a field under spec that a manager other than datajobs owns and
 // datajobs does not. Fields datajobs renders and someone changed are taken back by a forced
-// apply; these are fields only a full update can remove.
+// apply; these are fields only a full update can remove. It compares the leaves of the
+// managers' field sets (structured-merge-diff's fieldpath): a path that is only there
+// because it has children (a "." entry: the map of labels, say, which a plain create or
+// update records and server-side apply never owns) is not a field anyone set.
 func foreignSpecField(live *batchv1.CronJob) (manager, path string, found bool) {
-	foreign := false
+	ours := fieldpath.NewSet()
 	for _, mf := range live.ManagedFields {
-		if mf.Manager != FieldManager && mf.Subresource == "" && mf.FieldsV1 != nil {
-			foreign = true
-			break
+		if mf.Manager == FieldManager && mf.Subresource == "" {
+			ours = ours.Union(fieldSet(mf))
 		}
 	}
-	if !foreign {
-		return "", "", false
-	}
-	ours := map[string]bool{}
+	ours = ours.Leaves()
 	for _, mf := range live.ManagedFields {
-		if mf.Manager == FieldManager && mf.Subresource == "" && mf.FieldsV1 != nil {
-			for _, p := range leaves(mf.FieldsV1.GetRawBytes()) {
-				ours[p] = true
-			}
-		}
-	}
-	for _, mf := range live.ManagedFields {
-		if mf.Manager == FieldManager || mf.Subresource != "" || mf.FieldsV1 == nil {
+		if mf.Manager == FieldManager || mf.Subresource != "" {
 			continue
 		}
-		for _, p := range leaves(mf.FieldsV1.GetRawBytes()) {
-			// A "." leaf only records that a map (labels, annotations) exists; a plain
-			// create or update records it, server-side apply never owns it.
-			if strings.HasPrefix(p, "f:spec") && !ours[p] && !strings.HasSuffix(p, "/.") {
-				return mf.Manager, p, true
+		foreign := fieldSet(mf).Leaves().Difference(ours)
+		for p := range foreign.All() {
+			if len(p) > 0 && p[0].FieldName != nil && *p[0].FieldName == "spec" {
+				return mf.Manager, fieldsV1Path(p), true
 			}
 		}
 	}
 	return "", "", false
 }
 
-// leaves lists the owned paths of a managedFields FieldsV1 set, sorted: every key whose
-// value is empty, joined by "/" (for example f:spec/f:schedule, or .../k:{"name":"X"}/.).
-func leaves(raw []byte) []string {
-	var root map[string]any
-	if json.Unmarshal(raw, &root) != nil {
-		return nil
-	}
-	var out []string
-	var walk func(prefix string, m map[string]any)
-	walk = func(prefix string, m map[string]any) {
-		for k, v := range m {
-			p := prefix + k
-			child, _ := v.(map[string]any)
-			if len(child) == 0 {
-				out = append(out, p)
-				continue
-			}
-			walk(p+"/", child)
+// fieldSet is the set of fields a managedFields entry owns (empty when unreadable).
+func fieldSet(mf metav1.ManagedFieldsEntry) *fieldpath.Set {
+	s := fieldpath.NewSet()
+	if mf.FieldsV1 != nil {
+		if err := s.FromJSON(bytes.NewReader(mf.FieldsV1.GetRawBytes())); err != nil {
+			return fieldpath.NewSet()
 		}
 	}
-	walk("", root)
-	slices.Sort(out)
-	return out
+	return s
+}
+
+// fieldsV1Path writes a path as managedFields do (f:spec/f:jobTemplate/k:{"name":"x"}/...),
+// the form a user finds with kubectl get --show-managed-fields.
+func fieldsV1Path(p fieldpath.Path) string {
+	parts := make([]string, len(p))
+	for i, pe := range p {
+		s, err := fieldpath.SerializePathElement(pe)
+		if err != nil {
+			s = pe.String()
+		}
+		parts[i] = s
+	}
+	return strings.Join(parts, "/")
 }
