@@ -138,11 +138,14 @@ func foreignSpecField(live *batchv1.CronJob) (manager, path string, found bool) 
 		if mf.Manager == FieldManager || mf.Subresource != "" {
 			continue
 		}
-		foreign := fieldSet(mf).Leaves().Difference(ours)
-		for p := range foreign.All() {
-			if len(p) > 0 && p[0].FieldName != nil && *p[0].FieldName == "spec" {
-				return mf.Manager, fieldsV1Path(p), true
+		// Iterate, not All: fieldpath's iterator does not stop when the loop breaks.
+		fieldSet(mf).Leaves().Difference(ours).Iterate(func(p fieldpath.Path) {
+			if !found && len(p) > 0 && p[0].FieldName != nil && *p[0].FieldName == "spec" {
+				manager, path, found = mf.Manager, fieldsV1Path(p), true
 			}
+		})
+		if found {
+			return manager, path, true
 		}
 	}
 	return "", "", false
