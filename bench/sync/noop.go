@@ -111,9 +111,9 @@ func (o *observedStore) RecordIntents(ctx context.Context, fence job.Fence, is [
 	return o.Store.RecordIntents(ctx, fence, is)
 }
 
-func (o *observedStore) RecordFailure(ctx context.Context, fence job.Fence, name, uid string, gen int64, status job.SyncStatus, message string) (bool, error) {
+func (o *observedStore) RecordUnappliedStatus(ctx context.Context, fence job.Fence, name, uid string, gen int64, status job.SyncStatus, message string) (bool, error) {
 	o.writes.Add(1)
-	return o.Store.RecordFailure(ctx, fence, name, uid, gen, status, message)
+	return o.Store.RecordUnappliedStatus(ctx, fence, name, uid, gen, status, message)
 }
 
 func (o *observedStore) DeleteActual(ctx context.Context, fence job.Fence, name, uid string) (bool, error) {

@@ -274,7 +274,7 @@ func (e *env) sync(name string) {
 func (e *env) fail(name string, status job.SyncStatus, message string) {
 	e.t.Helper()
 	fence, st := e.leader(name)
-	wrote, err := e.store.RecordFailure(e.t.Context(), fence, name, st.Job.UID, st.Job.Generation, status, message)
+	wrote, err := e.store.RecordUnappliedStatus(e.t.Context(), fence, name, st.Job.UID, st.Job.Generation, status, message)
 	require.NoError(e.t, err)
 	require.True(e.t, wrote)
 }

@@ -156,7 +156,7 @@ func TestShutdownHandsOverAtOnce(t *testing.T) {
 	require.NoError(t, <-prevDone)
 	_, _, expires, err := s.LeaseHolder(t.Context(), lease)
 	require.NoError(t, err)
-	held, err := s.HoldsLease(t.Context(), lease, epochs[2])
+	held, err := testenv.HoldsLease(t.Context(), s, lease, epochs[2])
 	require.NoError(t, err)
 	require.False(t, held, "released at shutdown (expires at %s)", expires)
 	require.InDelta(t, 0, metricValue(t, reg, "datajobs_leader_is_leader"), 0)
@@ -192,7 +192,7 @@ func TestCutOffLeaderStopsBeforeItsLeaseExpires(t *testing.T) {
 		<-ctx.Done()
 		record("a stopped")
 		// Ask the database directly, not through the cut-off connection.
-		held, err := s.HoldsLease(context.WithoutCancel(ctx), lease, epoch)
+		held, err := testenv.HoldsLease(context.WithoutCancel(ctx), s, lease, epoch)
 		assert.NoError(t, err)
 		heldAtStop <- held
 	})
@@ -215,7 +215,7 @@ func TestCutOffLeaderStopsBeforeItsLeaseExpires(t *testing.T) {
 	mu.Lock()
 	require.Equal(t, []string{"a stopped", "b started"}, events)
 	mu.Unlock()
-	held, err := s.HoldsLease(t.Context(), lease, old)
+	held, err := testenv.HoldsLease(t.Context(), s, lease, old)
 	require.NoError(t, err)
 	require.False(t, held)
 	require.False(t, a.IsLeader())

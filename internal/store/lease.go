@@ -71,18 +71,6 @@ func (s *Store) LeaseHolder(ctx context.Context, name string) (holder string, ep
 	return holder, epoch, expiresAt, rowError(err, nil, "read lease "+name)
 }
 
-// HoldsLease reports whether term epoch still holds the lease name, evaluated by the same
-// condition as fenced writes (LeaseHeldCondition). A leader can use it to check its term
-// before a long piece of work; it is no substitute for conditioning the writes.
-func (s *Store) HoldsLease(ctx context.Context, name string, epoch int64) (bool, error) {
-	var held bool
-	err := s.pool.QueryRow(ctx, `SELECT `+LeaseHeldCondition("$1", "$2"), name, epoch).Scan(&held)
-	if err != nil {
-		return false, translate(fmt.Errorf("check lease %s: %w", name, err))
-	}
-	return held, nil
-}
-
 // LeaseHeldCondition returns a SQL boolean expression, true while term epoch holds the
 // lease name, for the WHERE clause of every write a leader makes, so that a deposed leader
 // cannot write: `UPDATE t SET ... WHERE key = $1 AND ` + LeaseHeldCondition("$2", "$3").

@@ -112,7 +112,7 @@ func TestLeaseTerms(t *testing.T) {
 		require.Empty(t, holder)
 		require.Zero(t, epoch)
 		require.True(t, expires.IsZero())
-		held, err := s.HoldsLease(ctx, "l", 0)
+		held, err := testenv.HoldsLease(ctx, s, "l", 0)
 		require.NoError(t, err)
 		require.False(t, held)
 	})
@@ -172,10 +172,10 @@ func TestLeaseHeldConditionFencesWrites(t *testing.T) {
 	require.False(t, fencedWrite(old), "an old term cannot write after a takeover")
 	require.True(t, fencedWrite(epoch))
 
-	held, err := s.HoldsLease(ctx, "l", old)
+	held, err := testenv.HoldsLease(ctx, s, "l", old)
 	require.NoError(t, err)
 	require.False(t, held)
-	held, err = s.HoldsLease(ctx, "l", epoch)
+	held, err = testenv.HoldsLease(ctx, s, "l", epoch)
 	require.NoError(t, err)
 	require.True(t, held)
 }

@@ -42,7 +42,7 @@ func TestJobsListFiltersByTheStatusItShows(t *testing.T) {
 	}
 	failed := func(name string, status job.SyncStatus) {
 		j := deployed(name)
-		wrote, err := st.RecordFailure(ctx, fence, name, j.UID, j.Generation, status, "why")
+		wrote, err := st.RecordUnappliedStatus(ctx, fence, name, j.UID, j.Generation, status, "why")
 		require.NoError(t, err)
 		require.True(t, wrote)
 	}

@@ -279,14 +279,15 @@ func (s *Store) RecordIntents(ctx context.Context, fence job.Fence, is []job.Int
 	return wrote, nil
 }
 
-// RecordFailure records that applying generation gen of a job failed, with the status
-// (user_error or platform_error) and the message the user sees, if gen is still current.
-func (s *Store) RecordFailure(ctx context.Context, fence job.Fence, name, uid string, gen int64, status job.SyncStatus, message string) (bool, error) {
+// RecordUnappliedStatus records the status of generation gen of a job that is not (yet)
+// applied, with the message the user sees, if gen is still current: building while its
+// image is built, user_error or platform_error when the build or the apply failed.
+func (s *Store) RecordUnappliedStatus(ctx context.Context, fence job.Fence, name, uid string, gen int64, status job.SyncStatus, message string) (bool, error) {
 	q := `UPDATE desired_data_job_deployment SET status = $5, message = $6, status_generation = $3, last_sync_at = now()
 WHERE data_job_name = $1 AND ` + currentDesired("$4") + ` AND (status, message, status_generation) IS DISTINCT FROM ($5, $6, $3)`
 	tag, err := s.pool.Exec(ctx, q, name, uid, gen, fence.Epoch, string(status), message)
 	if err != nil {
-		return false, translate(fmt.Errorf("record failed deployment %s: %w", name, err))
+		return false, translate(fmt.Errorf("record status of deployment %s: %w", name, err))
 	}
 	return tag.RowsAffected() > 0, nil
 }

@@ -184,7 +184,7 @@ func (b *buildStage) build(ctx context.Context, name string) error {
 		return nil
 	}
 	fail := func(status job.SyncStatus, msg string) error {
-		_, err := s.db.RecordFailure(ctx, b.t.fence, j.Name, j.UID, j.Generation, status, msg)
+		_, err := s.db.RecordUnappliedStatus(ctx, b.t.fence, j.Name, j.UID, j.Generation, status, msg)
 		return err
 	}
 	if err := fail(job.StatusBuilding, fmt.Sprintf("building the image of version %s", d.JobVersion)); err != nil {

@@ -183,7 +183,7 @@ func (t *term) failed(ctx context.Context, p Plan, err error) (result, error) {
 	if kube.IsUserError(err) {
 		status = job.StatusUserError
 	}
-	if _, recErr := t.s.db.RecordFailure(ctx, t.fence, j.Name, j.UID, j.Generation, status, failureMessage(p, err)); recErr != nil {
+	if _, recErr := t.s.db.RecordUnappliedStatus(ctx, t.fence, j.Name, j.UID, j.Generation, status, failureMessage(p, err)); recErr != nil {
 		return result{}, fmt.Errorf("%s cronjob %s: %w (and recording the failure: %w)", p.Action, p.Name, err, recErr)
 	}
 	if status == job.StatusUserError {
@@ -289,7 +289,7 @@ func (t *term) conflict(ctx context.Context, p Plan) (result, error) {
 		msg = fmt.Sprintf("a CronJob named %s exists in namespace %s, made by datajobs for a job this installation never had (another datajobs installation); it is left alone",
 			p.Name, t.s.cfg.Render.Namespace)
 	}
-	if _, err := t.s.db.RecordFailure(ctx, t.fence, j.Name, j.UID, j.Generation, job.StatusPlatformError, msg); err != nil {
+	if _, err := t.s.db.RecordUnappliedStatus(ctx, t.fence, j.Name, j.UID, j.Generation, job.StatusPlatformError, msg); err != nil {
 		return result{}, err
 	}
 	return result{terminal: true}, nil

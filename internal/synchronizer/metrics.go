@@ -42,7 +42,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "datajobs_sync_drift_repairs_total", Help: "CronJobs edited outside datajobs and reverted.",
 		}),
 		orphansRemoved: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "datajobs_sync_orphans_removed_total", Help: "Managed CronJobs deleted because no data job knows them.",
+			Name: "datajobs_sync_orphans_removed_total", Help: "CronJobs of this installation deleted because no data job knows them.",
 		}),
 		deployments: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "datajobs_sync_deployments", Help: "Deployments by sync status, as of the last resync pass.",

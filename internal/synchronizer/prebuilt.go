@@ -61,7 +61,7 @@ func (b *buildStage) resolve(ctx context.Context, st job.SyncState) error {
 			status = job.StatusUserError
 			msg = fmt.Sprintf("version %s is no uploaded sources version, and %v; the CronJob keeps its last good image. Upload the job's sources (vdk deploy) or push the image, then deploy again", d.JobVersion, err)
 		}
-		if _, recErr := s.db.RecordFailure(ctx, b.t.fence, j.Name, j.UID, j.Generation, status, msg); recErr != nil {
+		if _, recErr := s.db.RecordUnappliedStatus(ctx, b.t.fence, j.Name, j.UID, j.Generation, status, msg); recErr != nil {
 			return recErr
 		}
 		s.log.InfoContext(ctx, "prebuilt_image_unresolved", "job", j.Name, "image", ref, "status", string(status), "error", err)

@@ -1,8 +1,11 @@
-// Package synchronizer is the synchronizer: it keeps the Kubernetes CronJobs of a namespace an
-// exact projection of the desired deployments in PostgreSQL. It is level-triggered and
-// keyed by job name: whatever woke it (a NOTIFY from the API, an informer event on a
-// managed CronJob, the periodic resync), a reconcile reads fresh state and does the one
-// thing that makes the cluster match.
+// Package synchronizer is the leader's two stages. The synchronizer keeps this
+// installation's Kubernetes CronJobs of a namespace an exact projection of the desired
+// deployments in PostgreSQL. It is level-triggered and keyed by job name: whatever woke it
+// (a NOTIFY from the API, an informer event on a CronJob of the namespace, the periodic
+// resync), a reconcile reads fresh state, plans the one thing that makes the cluster match
+// (plan.go) and does it (execute.go). The execution tracker (Executions) does the same for
+// the Jobs of executions, keyed by execution id. Every queue of both runs on runQueue
+// (loop.go).
 package synchronizer
 
 import (
@@ -37,7 +40,7 @@ type Store interface {
 	LoadAllSyncStates(ctx context.Context) (map[string]job.SyncState, error)
 	RecordAppliedAll(ctx context.Context, fence job.Fence, as []job.ActualDeployment) ([]bool, error)
 	RecordIntents(ctx context.Context, fence job.Fence, is []job.Intent) ([]bool, error)
-	RecordFailure(ctx context.Context, fence job.Fence, name, uid string, gen int64, status job.SyncStatus, message string) (bool, error)
+	RecordUnappliedStatus(ctx context.Context, fence job.Fence, name, uid string, gen int64, status job.SyncStatus, message string) (bool, error)
 	DeleteActual(ctx context.Context, fence job.Fence, name, uid string) (bool, error)
 	CountDeploymentsByStatus(ctx context.Context) (map[job.SyncStatus]int, error)
 	InstallationID(ctx context.Context) (string, error)
@@ -239,7 +242,7 @@ func (s *Synchronizer) watchAPIServer(ctx context.Context, cancel context.Cancel
 	})
 }
 
-// startTerm starts a term's informer on the managed CronJobs and waits for its cache.
+// startTerm starts a term's informer on the namespace's CronJobs and waits for its cache.
 func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(), error) {
 	s.mu.Lock()
 	s.verified = map[string]verified{}
@@ -367,7 +370,8 @@ func (t *term) reconcile(ctx context.Context, name string) (result, error) {
 	return t.execute(ctx, p)
 }
 
-// live returns the managed CronJob of name from the informer cache, or nil.
+// live returns the CronJob of name from the informer cache (of any owner: the plan
+// decides whether it is this installation's), or nil.
 func (t *term) live(name string) (*batchv1.CronJob, error) {
 	cj, err := t.lister.Get(name)
 	if apierrors.IsNotFound(err) {
