@@ -77,7 +77,7 @@ func planExecution(row *job.TrackedExecution, live, last *batchv1.Job, pods []*c
 		own := controlledBy(pods, j)
 		return kube.ObserveExecution(j, own, now, pullGrace), own
 	}
-	if live == nil && last != nil && (row == nil || row.JobUID == "" || last.Labels[kube.LabelJobUID] == row.JobUID) {
+	if live == nil && last != nil && sameIncarnation(row, last) {
 		if o, _ := observe(last); ended(o) {
 			if row != nil && row.Status.Final() {
 				return p.then("its Job was deleted after its final status was recorded", execNone)
@@ -86,7 +86,7 @@ func planExecution(row *job.TrackedExecution, live, last *batchv1.Job, pods []*c
 			return p.outcome(last, o, "its Job was deleted after it finished: its last state has the outcome")
 		}
 	}
-	if live != nil && row != nil && row.JobUID != "" && live.Labels[kube.LabelJobUID] != row.JobUID {
+	if live != nil && !sameIncarnation(row, live) {
 		live = nil // a Job of another incarnation of the data job: not this execution's
 	}
 	p.Job = live
@@ -155,6 +155,12 @@ func (p execPlan) outcome(j *batchv1.Job, o kube.Observation, reason string) exe
 func (p execPlan) then(reason string, steps ...execAction) execPlan {
 	p.Reason, p.Steps = reason, steps
 	return p
+}
+
+// sameIncarnation reports whether Job j may be the execution's: it was made for the job
+// incarnation of the row (or there is no row, or it names none).
+func sameIncarnation(row *job.TrackedExecution, j *batchv1.Job) bool {
+	return row == nil || row.JobUID == "" || j.Labels[kube.LabelJobUID] == row.JobUID
 }
 
 // ended reports whether an observation says the run is over by Kubernetes' or its pod's
