@@ -146,8 +146,8 @@ type execTerm struct {
 	rows  map[string]job.TrackedExecution
 	stale map[string]bool
 
-	// writes carries the workers' status writes to the writer, which batches them.
-	writes chan writeRequest
+	// writes batches the workers' status writes (executions_writer.go).
+	writes *batcher[writeRequest]
 	// logQueue holds the finished executions whose log is to be kept, the pod of each in
 	// logPods: read and written after the final status, so that a slow log read delays
 	// no status (executions_logs.go).
@@ -171,7 +171,8 @@ func (x *Executions) Run(ctx context.Context, epoch int64) error {
 	defer wg.Wait()
 	defer t.queue.ShutDown()
 	defer t.logQueue.ShutDown()
-	wg.Go(func() { t.writer(ctx) })
+	defer t.writes.stop() // run returns once what was handed over is written
+	wg.Go(func() { t.writes.run(ctx) })
 	// Requests that arrive during the first pass wait in the queue.
 	listening := make(chan struct{})
 	wg.Go(func() { t.listen(ctx, listening) })

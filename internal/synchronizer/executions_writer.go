@@ -2,14 +2,21 @@ package synchronizer
 
 import (
 	"context"
+	"errors"
 
 	"github.com/datajobs/datajobs/internal/job"
 )
 
-// writeRequest is one status write waiting for the writer.
+// The workers' status writes go through the term's batcher (batcher.go, the same group
+// commit as the CronJob side's records): a status written while no other is in flight is
+// written at once, alone; those handed over during a write go together into the next
+// statement (Store.RecordExecutions). One status is one row written whatever the batch;
+// under a burst the statements are fewer than the rows.
+
+// writeRequest is one status write waiting for the batcher.
 type writeRequest struct {
 	u    job.ExecutionUpdate
-	done chan writeResult // buffered: the writer never waits for the worker
+	done chan writeResult // buffered: the batcher never waits for the worker
 }
 
 type writeResult struct {
@@ -17,13 +24,20 @@ type writeResult struct {
 	err   error
 }
 
-// write hands a status write to the writer and waits for its outcome.
+// errWriterStopped is the outcome of a status handed over after the term ended.
+var errWriterStopped = errors.New("the term is over: the execution status was not recorded")
+
+// newStatusWriter returns the term's batcher of status writes, a batch bounded by four
+// per worker.
+func (t *execTerm) newStatusWriter() *batcher[writeRequest] {
+	return newBatcher(4*t.x.cfg.Workers, t.writeBatch)
+}
+
+// write hands a status write to the batcher and waits for its outcome.
 func (t *execTerm) write(ctx context.Context, u job.ExecutionUpdate) (bool, error) {
 	req := writeRequest{u: u, done: make(chan writeResult, 1)}
-	select {
-	case t.writes <- req:
-	case <-ctx.Done():
-		return false, context.Cause(ctx)
+	if !t.writes.add(req) {
+		return false, errWriterStopped
 	}
 	select {
 	case r := <-req.done:
@@ -33,51 +47,34 @@ func (t *execTerm) write(ctx context.Context, u job.ExecutionUpdate) (bool, erro
 	}
 }
 
-// writer writes the workers' statuses, each statement taking every write waiting (at
-// most one per execution: a second one waits for the next statement). One status is one
-// row written whatever the batch; under a burst the statements are fewer than the rows.
-func (t *execTerm) writer(ctx context.Context) {
-	var next []writeRequest
-	for {
-		batch := next
-		next = nil
-		if len(batch) == 0 {
-			select {
-			case <-ctx.Done():
-				return
-			case r := <-t.writes:
-				batch = append(batch, r)
-			}
-		}
+// writeBatch writes one batch, at most one status per execution in a statement: a second
+// status of one execution goes into a statement of its own after the first, in order.
+// (A worker waits for its write and the queue gives an execution to one worker at a time,
+// so a batch holds an execution twice only across a term's end.)
+func (t *execTerm) writeBatch(ctx context.Context, batch []writeRequest) {
+	for len(batch) > 0 {
+		var now, later []writeRequest
 		ids := make(map[string]bool, len(batch))
 		for _, r := range batch {
-			ids[r.u.ID] = true
-		}
-	drain:
-		for len(batch) < 4*t.x.cfg.Workers {
-			select {
-			case r := <-t.writes:
-				if ids[r.u.ID] {
-					next = append(next, r)
-					continue
-				}
-				ids[r.u.ID] = true
-				batch = append(batch, r)
-			default:
-				break drain
+			if ids[r.u.ID] {
+				later = append(later, r)
+				continue
 			}
+			ids[r.u.ID] = true
+			now = append(now, r)
 		}
-		us := make([]job.ExecutionUpdate, len(batch))
-		for i, r := range batch {
+		us := make([]job.ExecutionUpdate, len(now))
+		for i, r := range now {
 			us[i] = r.u
 		}
 		wrote, err := t.x.db.RecordExecutions(ctx, t.fence, us)
-		for i, r := range batch {
+		for i, r := range now {
 			if err != nil {
 				r.done <- writeResult{err: err}
 			} else {
 				r.done <- writeResult{wrote: wrote[i]}
 			}
 		}
+		batch = later
 	}
 }

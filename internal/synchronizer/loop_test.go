@@ -48,7 +48,7 @@ func runLoop(t *testing.T, reconcile func(context.Context, string) (result, erro
 		stopped: make(chan struct{}),
 	}
 	log := slog.New(slog.NewJSONHandler(f.logs, nil))
-	f.q = newWorkQueue(f.m, time.Millisecond, 10*time.Millisecond, log, "execution", "execution_sync_failed")
+	f.q = newWorkQueue(f.m, exponential(time.Millisecond, 10*time.Millisecond), log, "execution", "execution_sync_failed")
 	go func() {
 		defer close(f.stopped)
 		runQueue(t.Context(), f.q, 2, reconcile)
