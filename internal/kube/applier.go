@@ -27,7 +27,18 @@ import (
 type Applier struct {
 	client    kubernetes.Interface
 	namespace string
-	fence     func(context.Context) error
+	fence     fence
+}
+
+// fence is what a leader's writer asks right before every write (Fenced); nil allows all.
+type fence func(context.Context) error
+
+// check is called right before each write.
+func (f fence) check(ctx context.Context) error {
+	if f == nil {
+		return nil
+	}
+	return f(ctx)
 }
 
 // NewApplier returns an Applier for the CronJobs of namespace.
@@ -45,14 +56,6 @@ func (a *Applier) Fenced(fence func(context.Context) error) *Applier {
 
 func (a *Applier) cronJobs() typedbatchv1.CronJobInterface {
 	return a.client.BatchV1().CronJobs(a.namespace)
-}
-
-// check is called right before each write.
-func (a *Applier) check(ctx context.Context) error {
-	if a.fence == nil {
-		return nil
-	}
-	return a.fence(ctx)
 }
 
 // Apply makes the CronJob in the cluster equal to cj and returns the object the
@@ -81,7 +84,7 @@ func (a *Applier) Apply(ctx context.Context, live, cj *batchv1.CronJob) (*batchv
 		return nil, fmt.Errorf("apply cronjob %s: %w", cj.Name, err)
 	}
 	ac.WithResourceVersion(live.ResourceVersion)
-	if err := a.check(ctx); err != nil {
+	if err := a.fence.check(ctx); err != nil {
 		return nil, fmt.Errorf("apply cronjob %s: %w", cj.Name, err)
 	}
 	got, err := a.cronJobs().Apply(ctx, ac, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
@@ -95,7 +98,7 @@ func (a *Applier) Apply(ctx context.Context, live, cj *batchv1.CronJob) (*batchv
 	up.Spec = *cj.Spec.DeepCopy()
 	up.Labels = merged(up.Labels, cj.Labels)
 	up.Annotations = merged(up.Annotations, cj.Annotations)
-	if err := a.check(ctx); err != nil {
+	if err := a.fence.check(ctx); err != nil {
 		return nil, fmt.Errorf("update cronjob %s: %w", cj.Name, err)
 	}
 	got, err = a.cronJobs().Update(ctx, up, metav1.UpdateOptions{FieldManager: FieldManager})
@@ -119,7 +122,7 @@ func (a *Applier) ownCreated(ctx context.Context, live *batchv1.CronJob) (*batch
 	if err != nil || patch == nil {
 		return live, err
 	}
-	if err := a.check(ctx); err != nil {
+	if err := a.fence.check(ctx); err != nil {
 		return nil, err
 	}
 	return a.cronJobs().Patch(ctx, live.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
@@ -127,7 +130,7 @@ func (a *Applier) ownCreated(ctx context.Context, live *batchv1.CronJob) (*batch
 
 // create creates cj; it never touches an existing object.
 func (a *Applier) create(ctx context.Context, cj *batchv1.CronJob) (*batchv1.CronJob, error) {
-	if err := a.check(ctx); err != nil {
+	if err := a.fence.check(ctx); err != nil {
 		return nil, fmt.Errorf("create cronjob %s: %w", cj.Name, err)
 	}
 	got, err := a.cronJobs().Create(ctx, cj, metav1.CreateOptions{FieldManager: FieldManager})
@@ -176,7 +179,7 @@ func (a *Applier) delete(ctx context.Context, live *batchv1.CronJob, policy meta
 	if live.ResourceVersion != "" {
 		opts.Preconditions.ResourceVersion = &live.ResourceVersion
 	}
-	if err := a.check(ctx); err != nil {
+	if err := a.fence.check(ctx); err != nil {
 		return fmt.Errorf("delete cronjob %s: %w", live.Name, err)
 	}
 	err := a.cronJobs().Delete(ctx, live.Name, opts)

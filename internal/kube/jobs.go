@@ -20,7 +20,7 @@ import (
 type JobApplier struct {
 	client    kubernetes.Interface
 	namespace string
-	fence     func(context.Context) error
+	fence     fence
 }
 
 // NewJobApplier returns a JobApplier for the Jobs of namespace.
@@ -38,13 +38,6 @@ func (a *JobApplier) Fenced(fence func(context.Context) error) *JobApplier {
 }
 
 func (a *JobApplier) jobs() typedbatchv1.JobInterface { return a.client.BatchV1().Jobs(a.namespace) }
-
-func (a *JobApplier) check(ctx context.Context) error {
-	if a.fence == nil {
-		return nil
-	}
-	return a.fence(ctx)
-}
 
 // ErrNoCronJob is returned by Start when the job's CronJob is missing, being deleted, or
 // of another incarnation of the job: its deployment is not applied (yet).
@@ -64,7 +57,7 @@ func (a *JobApplier) Start(ctx context.Context, cronJob, jobUID string, e Manual
 		return fmt.Errorf("read cronjob %s: %w", cronJob, err)
 	}
 	j := ExecutionJob(cj, e)
-	if err := a.check(ctx); err != nil {
+	if err := a.fence.check(ctx); err != nil {
 		return fmt.Errorf("create job %s: %w", j.Name, err)
 	}
 	_, err = a.jobs().Create(ctx, j, metav1.CreateOptions{FieldManager: FieldManager})
@@ -79,7 +72,7 @@ func (a *JobApplier) Start(ctx context.Context, cronJob, jobUID string, e Manual
 // Foreground propagation waits for the pods (a cancel is recorded once they are gone),
 // Background lets the garbage collector remove them after.
 func (a *JobApplier) Delete(ctx context.Context, j *batchv1.Job, policy metav1.DeletionPropagation) error {
-	if err := a.check(ctx); err != nil {
+	if err := a.fence.check(ctx); err != nil {
 		return fmt.Errorf("delete job %s: %w", j.Name, err)
 	}
 	err := a.jobs().Delete(ctx, j.Name, metav1.DeleteOptions{

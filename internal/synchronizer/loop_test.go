@@ -1,11 +1,9 @@
 package synchronizer
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,38 +11,23 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/datajobs/datajobs/internal/testenv"
 )
 
 // loopFixture runs one queue on runQueue, as every stage of the leader does.
 type loopFixture struct {
 	q       *workQueue
 	m       *queueMetrics
-	logs    *syncBuffer
+	logs    *testenv.LogBuffer
 	stopped chan struct{}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func runLoop(t *testing.T, reconcile func(context.Context, string) (result, error)) *loopFixture {
 	t.Helper()
 	f := &loopFixture{
 		m:       newQueueMetrics("test_queue", "execution", "Keys", "test_panics_total"),
-		logs:    &syncBuffer{},
+		logs:    &testenv.LogBuffer{},
 		stopped: make(chan struct{}),
 	}
 	log := slog.New(slog.NewJSONHandler(f.logs, nil))

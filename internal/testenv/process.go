@@ -52,7 +52,7 @@ func FreeAddr(t testing.TB) string {
 // ends, and its output is logged if the test failed.
 type Process struct {
 	Cmd  *exec.Cmd
-	logs *logBuffer
+	logs *LogBuffer
 }
 
 // Logs is what the process has printed so far.
@@ -62,7 +62,7 @@ func (p *Process) Logs() string { return p.logs.String() }
 // URL) answers 200.
 func Start(t testing.TB, bin string, args, env []string, ready string) *Process {
 	t.Helper()
-	p := &Process{Cmd: exec.Command(bin, args...), logs: &logBuffer{}}
+	p := &Process{Cmd: exec.Command(bin, args...), logs: &LogBuffer{}}
 	p.Cmd.Env = env
 	p.Cmd.Stdout, p.Cmd.Stderr = p.logs, p.logs
 	require.NoError(t, p.Cmd.Start())
@@ -84,19 +84,19 @@ func Start(t testing.TB, bin string, args, env []string, ready string) *Process 
 	return p
 }
 
-// logBuffer is a process's output; the test may read it while the process writes.
-type logBuffer struct {
+// LogBuffer is a process's output, or any log sink a test reads while something writes.
+type LogBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *logBuffer) Write(p []byte) (int, error) {
+func (b *LogBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *logBuffer) String() string {
+func (b *LogBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
