@@ -14,6 +14,7 @@ type Store interface {
 	DeleteJob(ctx context.Context, team, name string) error
 	ListJobs(ctx context.Context, r job.ListRequest, nextRuns map[string]int64) (job.ListPage, error)
 	JobSchedules(ctx context.Context, r job.ListRequest) ([]string, error)
+	Teams(ctx context.Context) ([]string, error)
 
 	GetDeploymentState(ctx context.Context, team, name string) (job.JobState, error)
 	ChangeDeployment(ctx context.Context, team, name string, change job.DeploymentUpdate) (job.Deployment, error)
