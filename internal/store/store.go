@@ -26,6 +26,10 @@ type Store struct {
 	pool   *pgxpool.Pool
 	quotas TeamQuotas
 	leases *pgxpool.Pool
+	// probe is one connection of its own for Ping: readiness must not wait behind the
+	// API's queries for a connection of a saturated main pool, or every replica would
+	// leave its Service at once under load.
+	probe *pgxpool.Pool
 	// listenKeepalive is how long a LISTEN connection waits for a notification before it
 	// checks that the server still answers.
 	listenKeepalive time.Duration
@@ -36,7 +40,8 @@ type Config struct {
 	// URL is a PostgreSQL connection URL or key=value string. Required.
 	URL string
 	// MaxConns caps the main pool (default: pgx's, the larger of 4 and the number of
-	// CPUs). The lease pool (2 connections) and the LISTEN connection come on top.
+	// CPUs). The lease pool (2 connections), the probe's connection and the LISTEN
+	// connection come on top.
 	MaxConns int32
 	// StatementTimeout bounds every statement of the main pool (PostgreSQL's
 	// statement_timeout; default 0: none). Migrations run without it.
@@ -67,6 +72,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	lc := pc.Copy()
 	lc.MaxConns, lc.MinConns = 2, 0
+	prc := pc.Copy()
+	prc.MaxConns, prc.MinConns = 1, 0
 	if cfg.StatementTimeout > 0 {
 		pc.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(cfg.StatementTimeout.Milliseconds(), 10)
 	}
@@ -79,18 +86,26 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open lease pool: %w", redact(err))
 	}
-	return &Store{pool: pool, leases: leases, quotas: cfg.Quotas, listenKeepalive: cmp.Or(cfg.ListenKeepalive, 30*time.Second)}, nil
+	probe, err := pgxpool.NewWithConfig(ctx, prc)
+	if err != nil {
+		pool.Close()
+		leases.Close()
+		return nil, fmt.Errorf("open probe pool: %w", redact(err))
+	}
+	return &Store{pool: pool, leases: leases, probe: probe, quotas: cfg.Quotas, listenKeepalive: cmp.Or(cfg.ListenKeepalive, 30*time.Second)}, nil
 }
 
-// Close closes every connection of both pools.
+// Close closes every connection of the pools.
 func (s *Store) Close() {
 	s.pool.Close()
 	s.leases.Close()
+	s.probe.Close()
 }
 
-// Ping checks that the database answers.
+// Ping checks that the database answers, on the store's probe connection (not the main
+// pool): a pool saturated by API load is not a database that is down.
 func (s *Store) Ping(ctx context.Context) error {
-	if err := s.pool.Ping(ctx); err != nil {
+	if err := s.probe.Ping(ctx); err != nil {
 		return translate(fmt.Errorf("ping database: %w", err))
 	}
 	return nil
