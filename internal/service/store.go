@@ -20,7 +20,9 @@ type Store interface {
 	ChangeDeployment(ctx context.Context, team, name string, change job.DeploymentUpdate) (job.Deployment, error)
 	DeleteDeployment(ctx context.Context, team, name string) error
 	GetProperties(ctx context.Context, team, name string) ([]byte, error)
-	SetProperties(ctx context.Context, team, name string, props []byte) error
+	// SetProperties calls check with the current properties under the job's lock; an
+	// error of check leaves them as they are.
+	SetProperties(ctx context.Context, team, name string, props []byte, check func(cur []byte) error) error
 
 	StartExecution(ctx context.Context, team, name string, build job.ExecutionStart) (job.Execution, error)
 	ListJobExecutions(ctx context.Context, team, name string, statuses []string) ([]job.Execution, error)
