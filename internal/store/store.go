@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -30,6 +31,8 @@ type Store struct {
 	// API's queries for a connection of a saturated main pool, or every replica would
 	// leave its Service at once under load.
 	probe *pgxpool.Pool
+	// probeFailed is set while Ping fails: the main pool's connections may then be dead.
+	probeFailed atomic.Bool
 	// listenKeepalive is how long a LISTEN connection waits for a notification before it
 	// checks that the server still answers.
 	listenKeepalive time.Duration
@@ -103,10 +106,16 @@ func (s *Store) Close() {
 }
 
 // Ping checks that the database answers, on the store's probe connection (not the main
-// pool): a pool saturated by API load is not a database that is down.
+// pool): a pool saturated by API load is not a database that is down. When it answers
+// again after a failed Ping, the main pool's connections are reset: those of before the
+// outage (a restart terminated them) would otherwise fail the next requests one by one.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.probe.Ping(ctx); err != nil {
+		s.probeFailed.Store(true)
 		return translate(fmt.Errorf("ping database: %w", err))
+	}
+	if s.probeFailed.Swap(false) {
+		s.pool.Reset()
 	}
 	return nil
 }
