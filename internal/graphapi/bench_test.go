@@ -44,8 +44,9 @@ func BenchmarkJobsPage(b *testing.B) {
 // BenchmarkHostileDocument is what one hostile document costs the handler before any
 // database work: fields repeated until the document is size bytes long, ending in a field
 // that does not exist, so parsing and every validation rule run and then refuse it.
-// "unbounded" is the handler with limits as they were (64 KiB, no token limit); the others
-// use the defaults, under which the 64 KiB document is refused before it is parsed.
+// "unbounded" is the handler with limits as they were (64 KiB, no token or width limit);
+// under the defaults the 64 KiB document is refused before it is parsed, the 8 KiB one
+// before it is validated (MaxWidth).
 func BenchmarkHostileDocument(b *testing.B) {
 	doc := func(size int) string {
 		var s strings.Builder
@@ -61,8 +62,9 @@ func BenchmarkHostileDocument(b *testing.B) {
 		size int
 		cfg  graphapi.Config
 	}{
-		{"unbounded/64KiB", 64<<10 - 64, graphapi.Config{MaxQueryBytes: 64 << 10, MaxTokens: 1 << 30}},
+		{"unbounded/64KiB", 64<<10 - 64, graphapi.Config{MaxQueryBytes: 64 << 10, MaxTokens: 1 << 30, MaxWidth: 1 << 30}},
 		{"defaults/64KiB", 64<<10 - 64, graphapi.Config{}},
+		{"no width bound/8KiB", 8<<10 - 64, graphapi.Config{MaxWidth: 1 << 30}},
 		{"defaults/8KiB", 8<<10 - 64, graphapi.Config{}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {

@@ -96,6 +96,10 @@ type Config struct {
 	// checked first in one walk of each fragment, then by gqlgen's complexity limit
 	// (default 1000; every field of the schema, nested, is about 150).
 	MaxComplexity int
+	// MaxWidth caps the fields of one selection set, its fragments spread into it, checked
+	// before validation, whose cost grows with the square of it (default 100; VDK's widest
+	// set has about 15, the standard introspection query's 8).
+	MaxWidth int
 	// MaxRootFields caps the root fields of a document, aliases included: each one is a
 	// query of its own (default 5; VDK sends 1).
 	MaxRootFields int
@@ -136,6 +140,7 @@ func New(cfg Config, r Reader) (*Handler, error) {
 	cfg.MaxTokens = cmp.Or(cfg.MaxTokens, 2000)
 	cfg.CacheBytes = cmp.Or(cfg.CacheBytes, 16<<20)
 	cfg.MaxConcurrent = cmp.Or(cfg.MaxConcurrent, 8)
+	cfg.MaxWidth = cmp.Or(cfg.MaxWidth, 100)
 	cfg.MaxDepth = cmp.Or(cfg.MaxDepth, 15)
 	cfg.MaxComplexity = cmp.Or(cfg.MaxComplexity, 1000)
 	cfg.MaxRootFields = cmp.Or(cfg.MaxRootFields, 5)
@@ -159,6 +164,7 @@ func New(cfg Config, r Reader) (*Handler, error) {
 	if !cfg.DisableIntrospection {
 		h.exec.Use(extension.Introspection{})
 	}
+	h.exec.Use(width{max: cfg.MaxWidth, maxTokens: cfg.MaxTokens, cache: h.cache})
 	// bounds first: gqlgen's complexity walk expands every fragment spread anew.
 	h.exec.Use(bounds{maxDepth: cfg.MaxDepth, maxFields: cfg.MaxComplexity, maxRoots: cfg.MaxRootFields})
 	h.exec.Use(extension.FixedComplexityLimit(cfg.MaxComplexity))
