@@ -2,6 +2,7 @@ package graphapi
 
 import (
 	"context"
+	"sync"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/gqlerror"
@@ -28,9 +29,12 @@ func (h *Handler) acquire() (release func(), ok bool) {
 // and MaxQueryBytes bound how long that is.
 func (h *Handler) run(ctx context.Context, req request, release func()) *graphql.Response {
 	out := make(chan *graphql.Response, 1)
+	release = sync.OnceFunc(release)
 	go func() {
-		defer release()
-		out <- h.exec1(ctx, req)
+		defer release() // should exec1 panic
+		resp := h.exec1(ctx, req)
+		release() // before the answer: a client's next query finds the slot free
+		out <- resp
 	}()
 	select {
 	case resp := <-out:
