@@ -176,6 +176,9 @@ func (in *install) serve(t *testing.T, extraEnv ...string) *service {
 		env = append(env, e.Name+"="+v)
 	}
 	env = append(env, "DATAJOBS_KUBECONFIG="+in.kubeconfig)
+	// The chart listens on every interface; auth mode none (these tests do not test the
+	// API's authentication) is refused there, so this process listens on loopback only.
+	env = append(env, "DATAJOBS_LISTEN=127.0.0.1:"+strconv.Itoa(in.apiPort))
 	env = append(env, extraEnv...)
 	base := "http://127.0.0.1:" + strconv.Itoa(in.apiPort)
 	s := &service{Process: testenv.Start(t, bin, []string{"serve"}, env, base+"/readyz"), base: base}

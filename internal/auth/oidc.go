@@ -8,10 +8,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
@@ -36,11 +38,22 @@ type OIDCConfig struct {
 	Audience string
 	// UsernameClaim names the claim recorded as the caller's username (default "sub").
 	UsernameClaim string
-	// TeamsClaim names the claim holding the caller's teams, a string or a list of
-	// strings (default "groups").
+	// TeamsClaim names the claim holding the caller's teams, a list of strings (each
+	// element one team, compared whole) or a string (default "groups").
 	TeamsClaim string
-	// AdminTeams are teams whose members act on every team.
+	// TeamsSeparator splits a string teams claim into teams (default "": a string claim is
+	// one team). A list claim is never split: its element "Data Platform" is not the teams
+	// "data" and "platform".
+	TeamsSeparator string
+	// AdminTeams are teams whose members act on every team (compared case-insensitively).
 	AdminTeams []string
+	// KeySetMinInterval is the least time between two fetches of an issuer's key set: a
+	// token naming a key the set does not hold makes a fetch only when the last one is
+	// older (default 30s), so forged tokens cannot make the service fetch once each.
+	KeySetMinInterval time.Duration
+	// Logger receives the teams-claim elements ignored because they are no team name, each
+	// logged once (default slog.Default()).
+	Logger *slog.Logger
 	// ClockSkew is tolerated on exp (go-oidc allows five minutes on nbf) (default 30s).
 	ClockSkew time.Duration
 	// HTTPClient fetches discovery documents and key sets (default: a 10s timeout).
@@ -59,7 +72,8 @@ type OIDCConfig struct {
 }
 
 // OIDC verifies bearer access tokens of several issuers: signature by a key of the
-// issuer's JWKS (fetched again when a token names an unknown kid), iss, aud, exp and nbf,
+// issuer's JWKS (fetched again when a token names an unknown kid, at most once per
+// KeySetMinInterval), iss, aud, exp and nbf,
 // and an algorithm allowlist. Issuers are discovered on first use, so that the service
 // starts while the identity provider is down.
 type OIDC struct {
@@ -69,6 +83,10 @@ type OIDC struct {
 
 	mu       sync.Mutex
 	verified map[[sha256.Size]byte]verifiedToken
+	// ignored are the teams-claim elements already logged as ignored.
+	ignored sync.Map
+	// ignoredCount bounds ignored.
+	ignoredCount atomic.Int64
 }
 
 // verifiedToken is a token that passed verification, by the hash of its text.
@@ -95,6 +113,10 @@ func NewOIDC(cfg OIDCConfig) (*OIDC, error) {
 	cfg.RetryDiscoveryAfter = cmp.Or(cfg.RetryDiscoveryAfter, 5*time.Second)
 	cfg.CacheTTL = cmp.Or(cfg.CacheTTL, time.Minute)
 	cfg.CacheSize = cmp.Or(cfg.CacheSize, 10_000)
+	cfg.KeySetMinInterval = cmp.Or(cfg.KeySetMinInterval, 30*time.Second)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
@@ -183,7 +205,7 @@ func (o *OIDC) verify(ctx context.Context, raw string) (Identity, time.Time, err
 	if err := tok.Claims(&claims); err != nil {
 		return Identity{}, time.Time{}, job.Unauthenticated("The token's claims are not a JSON object.")
 	}
-	id := Identity{Teams: teams(claims[o.cfg.TeamsClaim]), Verified: true}
+	id := Identity{Teams: o.teams(ctx, claims[o.cfg.TeamsClaim]), Verified: true}
 	id.Username, _ = claims[o.cfg.UsernameClaim].(string)
 	if id.Username == "" {
 		return Identity{}, time.Time{}, job.Unauthenticated(fmt.Sprintf("The token has no %q claim to name the caller.", o.cfg.UsernameClaim))
@@ -204,8 +226,8 @@ func (o *OIDC) verifier(ctx context.Context, is *issuer) (*oidc.IDTokenVerifier,
 	if is.err != nil && o.cfg.Now().Sub(is.failedAt) < o.cfg.RetryDiscoveryAfter {
 		return nil, is.err
 	}
-	// Discovery must not depend on the request: the provider keeps the context for its
-	// key set's later fetches.
+	// Discovery has its own timeout, so that a request that gives up early does not leave
+	// a half-made verifier; the request's end ends it too.
 	dctx, cancel := context.WithTimeout(o.base, o.cfg.HTTPClient.Timeout)
 	defer cancel()
 	stop := context.AfterFunc(ctx, cancel) // the request's end ends the discovery
@@ -215,7 +237,7 @@ func (o *OIDC) verifier(ctx context.Context, is *issuer) (*oidc.IDTokenVerifier,
 		is.failedAt, is.err = o.cfg.Now(), fmt.Errorf("discover oidc issuer %s: %w", is.url, err)
 		return nil, is.err
 	}
-	// The key set outlives this call: bind it to the base context, not to dctx.
+	// The key set outlives this call and fetches with its own timeout (keySet.download).
 	var meta struct {
 		JWKSURL string `json:"jwks_uri"`
 	}
@@ -223,7 +245,7 @@ func (o *OIDC) verifier(ctx context.Context, is *issuer) (*oidc.IDTokenVerifier,
 		is.failedAt, is.err = o.cfg.Now(), fmt.Errorf("discover oidc issuer %s: no jwks_uri", is.url)
 		return nil, is.err
 	}
-	keys := oidc.NewRemoteKeySet(o.base, meta.JWKSURL)
+	keys := newKeySet(meta.JWKSURL, o.cfg.HTTPClient, o.cfg.Now, o.cfg.KeySetMinInterval)
 	is.verifier = oidc.NewVerifier(is.url, keys, &oidc.Config{
 		ClientID:             o.cfg.Audience,
 		SupportedSigningAlgs: SigningAlgorithms,
@@ -260,24 +282,59 @@ func unverifiedIssuer(raw string) (string, error) {
 	return c.Issuer, nil
 }
 
-// teams reads a teams claim: a string (one team, or several separated by commas or
-// spaces) or a list of strings. Teams compare in lower case, as team names are stored.
-func teams(v any) []string {
-	var out []string
-	add := func(s string) {
-		for _, t := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
-			out = append(out, strings.ToLower(t))
-		}
-	}
+// teams reads a teams claim: each element of a list is one team, compared whole in lower
+// case as team names are stored; a string is one team, or several when TeamsSeparator is
+// set. An element that is no valid team name (such as the group "Data Platform") is
+// ignored, never split into teams it does not name, and logged once.
+func (o *OIDC) teams(ctx context.Context, v any) []string {
+	var elems []string
+	split := false // parts of a split string may have spaces around them
 	switch v := v.(type) {
 	case string:
-		add(v)
+		elems = []string{v}
+		if o.cfg.TeamsSeparator != "" {
+			elems, split = strings.Split(v, o.cfg.TeamsSeparator), true
+		}
 	case []any:
 		for _, e := range v {
 			if s, ok := e.(string); ok {
-				add(s)
+				elems = append(elems, s)
 			}
 		}
 	}
+	out := make([]string, 0, len(elems))
+	for _, e := range elems {
+		t := strings.ToLower(e)
+		if split {
+			t = strings.TrimSpace(t)
+		}
+		if split && t == "" {
+			continue // "a,,b" or a trailing separator
+		}
+		if job.ValidateTeam(t) != nil {
+			o.logIgnored(ctx, e)
+			continue
+		}
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
 	return out
+}
+
+// maxIgnoredLogged bounds the distinct ignored elements remembered as logged.
+const maxIgnoredLogged = 1000
+
+// logIgnored logs an ignored teams-claim element the first time it is seen.
+func (o *OIDC) logIgnored(ctx context.Context, elem string) {
+	if o.ignoredCount.Load() >= maxIgnoredLogged {
+		return
+	}
+	if _, seen := o.ignored.LoadOrStore(elem, true); seen {
+		return
+	}
+	o.ignoredCount.Add(1)
+	o.cfg.Logger.WarnContext(ctx, "oidc_teams_claim_element_ignored",
+		"claim", o.cfg.TeamsClaim, "element", elem,
+		"detail", "not a team name (a DNS label); a list element is one team, never split")
 }

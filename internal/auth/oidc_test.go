@@ -158,12 +158,16 @@ func TestOIDCRefusesBadTokens(t *testing.T) {
 
 func TestOIDCPicksUpARotatedKeyWithoutRestart(t *testing.T) {
 	p := testenv.OIDC(t) // not parallel: the new key signs every later token
-	v := newVerifier(t, p)
+	clock := time.Now()
+	v := newVerifier(t, p, func(c *auth.OIDCConfig) { c.Now = func() time.Time { return clock } })
 	before := p.ClientToken(t, "bot-a", "team-a")
 	_, err := v.Authenticate(request(before))
 	require.NoError(t, err)
 
 	p.RotateKey(t)
+	// The key set is fetched again at most once per KeySetMinInterval (30s): a rotation
+	// right after the first fetch is seen once that has passed.
+	clock = clock.Add(31 * time.Second)
 	after := p.ClientToken(t, "bot-a", "team-a")
 	require.NotEqual(t, kid(t, before), kid(t, after), "the provider signs with the new key")
 	id, err := v.Authenticate(request(after))

@@ -40,14 +40,17 @@ type WebhookConfig struct {
 	CacheTTL time.Duration
 	// CacheSize bounds the number of cached decisions (default 10,000).
 	CacheSize int
-	// HTTPClient makes the calls (default: one with Timeout).
+	// HTTPClient makes the calls (default: one with Timeout). Its redirect policy is
+	// replaced: a redirect is never followed.
 	HTTPClient *http.Client
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
 
 // Webhook asks an external service whether an authenticated caller may make a request.
-// It fails closed: an answer other than 2xx, 401 or 403, or none in time, denies.
+// It fails closed: an answer other than 2xx, 401 or 403 (a redirect included), a body that
+// cannot be read whole, or none in time, denies with 503. Redirects are not followed: a
+// webhook answering 302 to any page that answers 200 would otherwise allow everything.
 type Webhook struct {
 	cfg WebhookConfig
 
@@ -68,9 +71,12 @@ func NewWebhook(cfg WebhookConfig) (*Webhook, error) {
 	cfg.Timeout = cmp.Or(cfg.Timeout, 5*time.Second)
 	cfg.CacheTTL = cmp.Or(cfg.CacheTTL, 10*time.Second)
 	cfg.CacheSize = cmp.Or(cfg.CacheSize, 10_000)
-	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Timeout: cfg.Timeout}
+	client := http.Client{Timeout: cfg.Timeout}
+	if cfg.HTTPClient != nil {
+		client = *cfg.HTTPClient
 	}
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	cfg.HTTPClient = &client
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -120,7 +126,10 @@ func (w *Webhook) call(ctx context.Context, req WebhookRequest) error {
 		return job.Unavailable("authorization webhook", err)
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if _, err := io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)); err != nil {
+		// A cut or malformed answer is no decision, whatever its status line said.
+		return job.Unavailable("authorization webhook", fmt.Errorf("status %d, body unreadable: %w", resp.StatusCode, err))
+	}
 	switch {
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
 		return nil
@@ -133,7 +142,7 @@ func (w *Webhook) call(ctx context.Context, req WebhookRequest) error {
 			team += " (or " + req.RequestedResourceNewTeam + ")"
 		}
 		return job.Forbidden(req.RequesterUserID, team, "The authorization webhook denied the request.")
-	default:
+	default: // 3xx (never followed), 5xx and anything else
 		return job.Unavailable("authorization webhook", fmt.Errorf("status %d", resp.StatusCode))
 	}
 }

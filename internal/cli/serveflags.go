@@ -82,8 +82,10 @@ func registerRequestFlags(f *pflag.FlagSet, cfg *server.Config, v *serveFlagVars
 	f.DurationVar(&cfg.Requests.TransferTimeout, "transfer-timeout", 5*time.Minute, "time to read a sources upload or write a download")
 	f.IntVar(&cfg.Requests.MaxJobsPerTeam, "max-jobs-per-team", 0, "data jobs a team may have (0: no limit); more answer 409")
 	f.Int64Var(&cfg.Requests.MaxSourceBytesPerTeam, "max-source-bytes-per-team", 0, "bytes of sources archives stored per team (0: no limit); more answer 409")
-	f.DurationVar(&cfg.Requests.GraphQLTimeout, "graphql-timeout", 10*time.Second, "time a GraphQL query may take (503 past it)")
+	f.DurationVar(&cfg.Requests.GraphQLTimeout, "graphql-timeout", 10*time.Second, "time a GraphQL query may take, parsing and validation included (503 past it)")
 	f.BoolVar(v.introspection, "graphql-introspection", true, "answer GraphQL introspection queries (__schema, __type)")
+	f.IntVar(&cfg.Requests.GraphQLMaxQueryBytes, "graphql-max-query-bytes", 8<<10, "longest GraphQL document accepted; a longer one is refused before it is parsed")
+	f.IntVar(&cfg.Requests.MaxConcurrentGraphQL, "max-concurrent-graphql", 8, "GraphQL queries in progress at once (429 past it)")
 }
 
 // registerAuthFlags: authentication and authorization (docs/api.md, "Authentication").
@@ -92,7 +94,8 @@ func registerAuthFlags(f *pflag.FlagSet, cfg *server.Config, v *serveFlagVars) {
 	f.StringSliceVar(&cfg.Auth.OIDC.IssuerURLs, "oidc-issuer-url", nil, "trusted OIDC issuer URLs, repeatable or comma-separated (required in mode oidc)")
 	f.StringVar(&cfg.Auth.OIDC.Audience, "oidc-audience", "datajobs", "audience a token must carry")
 	f.StringVar(&cfg.Auth.OIDC.UsernameClaim, "oidc-username-claim", "sub", "token claim recorded as deployed_by and started_by")
-	f.StringVar(&cfg.Auth.OIDC.TeamsClaim, "oidc-teams-claim", "groups", "token claim listing the caller's teams (a string or a list)")
+	f.StringVar(&cfg.Auth.OIDC.TeamsClaim, "oidc-teams-claim", "groups", "token claim listing the caller's teams (a list: each element one team; or a string)")
+	f.StringVar(&cfg.Auth.OIDC.TeamsSeparator, "oidc-teams-claim-separator", "", "separator that splits a string teams claim into teams (default: a string claim is one team; a list is never split)")
 	f.StringSliceVar(&cfg.Auth.OIDC.AdminTeams, "admin-teams", nil, "teams whose members may act on every team")
 	f.StringVar(&cfg.Auth.WebhookURL, "authz-webhook-url", "", "authorization webhook asked about every authenticated request (fail closed)")
 	f.DurationVar(&cfg.Auth.WebhookTimeout, "authz-webhook-timeout", 5*time.Second, "timeout of one webhook call (503 after it)")

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -37,5 +38,47 @@ func BenchmarkJobsPage(b *testing.B) {
 		if w.Code != http.StatusOK {
 			b.Fatalf("status %d: %s", w.Code, w.Body)
 		}
+	}
+}
+
+// BenchmarkHostileDocument is what one hostile document costs the handler before any
+// database work: fields repeated until the document is size bytes long, ending in a field
+// that does not exist, so parsing and every validation rule run and then refuse it.
+// "unbounded" is the handler with limits as they were (64 KiB, no token or width limit);
+// under the defaults the 64 KiB document is refused before it is parsed, the 8 KiB one
+// before it is validated (MaxWidth).
+func BenchmarkHostileDocument(b *testing.B) {
+	doc := func(size int) string {
+		var s strings.Builder
+		s.WriteString("{ jobs { content {")
+		for s.Len() < size-len(" noSuchField } } }") {
+			s.WriteString(" jobName")
+		}
+		s.WriteString(" noSuchField } } }")
+		return s.String()
+	}
+	for _, bc := range []struct {
+		name string
+		size int
+		cfg  graphapi.Config
+	}{
+		{"unbounded/64KiB", 64<<10 - 64, graphapi.Config{MaxQueryBytes: 64 << 10, MaxTokens: 1 << 30, MaxWidth: 1 << 30}},
+		{"defaults/64KiB", 64<<10 - 64, graphapi.Config{}},
+		{"no width bound/8KiB", 8<<10 - 64, graphapi.Config{MaxWidth: 1 << 30}},
+		{"defaults/8KiB", 8<<10 - 64, graphapi.Config{}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			bc.cfg.Logger = slog.New(slog.DiscardHandler)
+			h, err := graphapi.New(bc.cfg, nil)
+			require.NoError(b, err)
+			target := "/jobs?" + url.Values{"query": {doc(bc.size)}}.Encode()
+			for b.Loop() {
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, target, nil))
+				if w.Code != http.StatusBadRequest {
+					b.Fatalf("status %d: %s", w.Code, w.Body)
+				}
+			}
+		})
 	}
 }

@@ -27,7 +27,6 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/executor"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
-	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
@@ -47,6 +46,8 @@ type Reader interface {
 	ExecutionsPage(ctx context.Context, q job.ExecutionsQuery) (job.ExecutionsPage, error)
 	ExecutionsOfJobs(ctx context.Context, names []string, q job.ExecutionsQuery) (map[string][]job.Execution, error)
 	ExecutionCounts(ctx context.Context, names []string) (map[string]job.ExecutionCount, error)
+	// Teams lists the teams that own jobs (asked only with a Webhook, for an admin).
+	Teams(ctx context.Context) ([]string, error)
 }
 
 // Config configures the GraphQL handler.
@@ -64,10 +65,29 @@ type Config struct {
 	// LogsURLTemplate makes logsUrl: {job}, {team} and {execution} are replaced (team is
 	// empty for executions, execution for jobs). Empty: logsUrl is null.
 	LogsURLTemplate string
-	// MaxBodyBytes caps POST bodies (default 1 MiB).
+	// MaxBodyBytes caps POST bodies (default 64 KiB: a document of MaxQueryBytes and its
+	// variables).
 	MaxBodyBytes int64
-	// MaxQueryBytes caps the GraphQL document (default 64 KiB).
+	// MaxQueryBytes caps the GraphQL document; a longer one is refused before it is parsed
+	// (default 8 KiB; VDK's queries are under 1 KiB, the standard introspection query
+	// under 2). Parsing and validating cost CPU and memory in proportion to the text (a 64
+	// KiB query took seconds), and happen before any other bound can judge the document.
 	MaxQueryBytes int
+	// MaxTokens caps the tokens the parser reads (default 2000; the standard
+	// introspection query has about 330), so that a document of many tiny tokens within
+	// MaxQueryBytes is refused as soon as the parser reaches the limit.
+	MaxTokens int
+	// CacheBytes bounds the memory of the parsed documents kept across requests, estimated
+	// from their length (default 16 MiB). Only documents that passed every bound are kept.
+	CacheBytes int
+	// MaxConcurrent caps the GraphQL requests in progress (parsing included); more are
+	// refused at once with 429 and Retry-After (default 8), so that queries cannot take
+	// every CPU from the REST API.
+	MaxConcurrent int
+	// Webhook, when set, is asked about every team whose rows an answer would hold
+	// (read permission on GET /data-jobs/for-team/{team}/jobs): a team it denies is left
+	// out of a member's answer, and an admin's answer holding one is refused with 403.
+	Webhook Authorizer
 	// MaxDepth caps the nesting of fields of a document, introspection fields included
 	// (default 15: VDK's queries need 5, the deepest document of the schema 7, the
 	// standard introspection query 13). Each fragment is walked once.
@@ -76,10 +96,15 @@ type Config struct {
 	// checked first in one walk of each fragment, then by gqlgen's complexity limit
 	// (default 1000; every field of the schema, nested, is about 150).
 	MaxComplexity int
+	// MaxWidth caps the fields of one selection set, its fragments spread into it, checked
+	// before validation, whose cost grows with the square of it (default 100; VDK's widest
+	// set has about 15, the standard introspection query's 8).
+	MaxWidth int
 	// MaxRootFields caps the root fields of a document, aliases included: each one is a
 	// query of its own (default 5; VDK sends 1).
 	MaxRootFields int
-	// Timeout bounds each request (default 10s); past it the answer is 503.
+	// Timeout bounds each request, parsing and validation included (default 10s); past it
+	// the answer is 503.
 	Timeout time.Duration
 	// DisableIntrospection refuses __schema and __type queries (introspection is on by
 	// default: the VDK UI and GraphQL tools use it).
@@ -101,13 +126,21 @@ type Handler struct {
 	props    map[string]property
 	// schedules keeps parsed cron schedules across requests, for nextRunEpochSeconds.
 	schedules job.Schedules
+	// cache keeps the documents that passed every bound.
+	cache *docCache
+	// slots holds a token per request in progress (MaxConcurrent).
+	slots chan struct{}
 }
 
 // New returns the handler of the jobs and executions queries, reading from r.
 func New(cfg Config, r Reader) (*Handler, error) {
 	cfg.MaxPageSize = cmp.Or(cfg.MaxPageSize, 100)
-	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, 1<<20)
-	cfg.MaxQueryBytes = cmp.Or(cfg.MaxQueryBytes, 64<<10)
+	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, 64<<10)
+	cfg.MaxQueryBytes = cmp.Or(cfg.MaxQueryBytes, 8<<10)
+	cfg.MaxTokens = cmp.Or(cfg.MaxTokens, 2000)
+	cfg.CacheBytes = cmp.Or(cfg.CacheBytes, 16<<20)
+	cfg.MaxConcurrent = cmp.Or(cfg.MaxConcurrent, 8)
+	cfg.MaxWidth = cmp.Or(cfg.MaxWidth, 100)
 	cfg.MaxDepth = cmp.Or(cfg.MaxDepth, 15)
 	cfg.MaxComplexity = cmp.Or(cfg.MaxComplexity, 1000)
 	cfg.MaxRootFields = cmp.Or(cfg.MaxRootFields, 5)
@@ -121,18 +154,23 @@ func New(cfg Config, r Reader) (*Handler, error) {
 	if cfg.MaxPageSize < 1 {
 		return nil, fmt.Errorf("graphql: max page size must be positive, not %d", cfg.MaxPageSize)
 	}
-	h := &Handler{cfg: cfg, props: properties(cfg.SourceURLTemplate != "")}
+	h := &Handler{
+		cfg: cfg, props: properties(cfg.SourceURLTemplate != ""),
+		cache: newDocCache(cfg.CacheBytes), slots: make(chan struct{}, cfg.MaxConcurrent),
+	}
 	h.resolver = &resolver{h: h, store: r}
 	h.schema = gql.NewExecutableSchema(gql.Config{Resolvers: h.resolver})
 	h.exec = executor.New(h.schema)
 	if !cfg.DisableIntrospection {
 		h.exec.Use(extension.Introspection{})
 	}
+	h.exec.Use(width{max: cfg.MaxWidth, maxTokens: cfg.MaxTokens, cache: h.cache})
 	// bounds first: gqlgen's complexity walk expands every fragment spread anew.
 	h.exec.Use(bounds{maxDepth: cfg.MaxDepth, maxFields: cfg.MaxComplexity, maxRoots: cfg.MaxRootFields})
 	h.exec.Use(extension.FixedComplexityLimit(cfg.MaxComplexity))
 	// Parsed and validated documents are kept: clients send the same few queries.
-	h.exec.SetQueryCache(lru.New[*ast.QueryDocument](queryCacheSize))
+	h.exec.SetQueryCache(h.cache)
+	h.exec.SetParserTokenLimit(cfg.MaxTokens)
 	h.exec.SetErrorPresenter(presentError)
 	h.exec.SetRecoverFunc(func(ctx context.Context, v any) error {
 		cfg.Logger.ErrorContext(ctx, "graphql_resolver_panic", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
@@ -140,9 +178,6 @@ func New(cfg Config, r Reader) (*Handler, error) {
 	})
 	return h, nil
 }
-
-// queryCacheSize bounds the parsed documents kept across requests.
-const queryCacheSize = 1000
 
 // request is one GraphQL request as a client sends it.
 type request struct {
@@ -179,9 +214,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if req.Query == "" {
 		req.Query = defaultQuery
 	}
+	if len(req.Query) > h.cfg.MaxQueryBytes {
+		writeEnvelope(w, http.StatusBadRequest, null, []queryError{{Message: fmt.Sprintf(
+			"the query is %d bytes long, more than the maximum of %d (--graphql-max-query-bytes); it was not parsed",
+			len(req.Query), h.cfg.MaxQueryBytes)}})
+		return
+	}
+	release, ok := h.acquire()
+	if !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
+		writeEnvelope(w, http.StatusTooManyRequests, null, []queryError{{Message: fmt.Sprintf(
+			"too many GraphQL queries are in progress (at most %d at once, --max-concurrent-graphql); retry in %d seconds",
+			cap(h.slots), retryAfterSeconds)}})
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
-	resp := h.exec1(ctx, req)
+	resp := h.run(ctx, req, release)
 	if len(resp.Errors) > 0 {
 		status, errs := h.answerErrors(w, r, resp.Errors)
 		writeEnvelope(w, status, null, errs)
@@ -192,20 +241,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // exec1 runs one operation and returns its one response.
 func (h *Handler) exec1(ctx context.Context, req request) *graphql.Response {
-	if len(req.Query) > h.cfg.MaxQueryBytes {
-		return &graphql.Response{Errors: gqlerror.List{gqlerror.Errorf(
-			"the query is %d bytes long, more than the maximum of %d", len(req.Query), h.cfg.MaxQueryBytes)}}
-	}
 	start := graphql.Now()
 	ctx = graphql.StartOperationTrace(ctx)
 	params := &graphql.RawParams{
 		Query: req.Query, OperationName: req.OperationName, Variables: req.Variables,
 		ReadTime: graphql.TraceTiming{Start: start, End: start},
 	}
-	op, errs := h.exec.CreateOperationContext(ctx, params)
+	sctx, doc := stage(ctx)
+	op, errs := h.exec.CreateOperationContext(sctx, params)
 	if errs != nil {
 		return &graphql.Response{Errors: errs}
 	}
+	h.cache.commit(doc) // parsed, validated and within every bound
 	responses, ctx := h.exec.DispatchOperation(ctx, op)
 	resp := responses(ctx)
 	// VDK's REST wrapper answers the value of the only root field (data.jobs becomes

@@ -36,6 +36,7 @@ type env struct {
 	dbURL string
 	store *store.Store
 	stmts *statementCounter
+	gql   *graphapi.Handler
 }
 
 type options struct {
@@ -68,7 +69,7 @@ func newEnv(t testing.TB, opts ...func(*options)) *env {
 	h := httpapi.New(httpapi.Config{JobsQuery: gql}, svc, o.cfg.Logger)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &env{t: t, url: srv.URL, dbURL: dbURL, store: st, stmts: counter}
+	return &env{t: t, url: srv.URL, dbURL: dbURL, store: st, stmts: counter, gql: gql}
 }
 
 func cmpOr(a, b string) string {

@@ -11,7 +11,6 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
 
-	"github.com/datajobs/datajobs/internal/auth"
 	"github.com/datajobs/datajobs/internal/graphapi/gql"
 	"github.com/datajobs/datajobs/internal/job"
 )
@@ -36,7 +35,9 @@ func (q *resolver) Jobs(ctx context.Context, pageNumber, pageSize *int32, preds 
 	if err != nil {
 		return nil, err
 	}
-	filter.Visible = visibleTo(ctx)
+	if filter.Visible, err = q.h.visibleTo(ctx); err != nil {
+		return nil, err
+	}
 	sel := selectedFields(ctx)
 	if s := strings.TrimSpace(deref(search)); s != "" {
 		filter.Search = s
@@ -291,7 +292,9 @@ func (h *Handler) executionsQuery(ctx context.Context, args executionsArgs, nest
 		return job.ExecutionsQuery{}, err
 	}
 	q := job.ExecutionsQuery{Offset: (number - 1) * size, Limit: size}
-	q.Filter.Visible = visibleTo(ctx)
+	if q.Filter.Visible, err = h.visibleTo(ctx); err != nil {
+		return job.ExecutionsQuery{}, err
+	}
 	if f := args.Filter; f != nil {
 		q.Filter.StartTimeGte, q.Filter.EndTimeGte = f.StartTimeGte.Ptr(), f.EndTimeGte.Ptr()
 		q.Filter.StartTimeLte, q.Filter.EndTimeLte = f.StartTimeLte.Ptr(), f.EndTimeLte.Ptr()
@@ -318,20 +321,6 @@ func (h *Handler) executionsQuery(ctx context.Context, args executionsArgs, nest
 }
 
 // strings1 flattens a nullable list of nullable strings, dropping the nulls.
-// visibleTo is what the caller of ctx may see: its teams, every team for an admin, and
-// nothing when the request carries no caller.
-func visibleTo(ctx context.Context) job.Visibility {
-	id, ok := auth.FromContext(ctx)
-	switch {
-	case !ok:
-		return job.Visibility{}
-	case id.Admin:
-		return job.AllTeams
-	default:
-		return job.Visibility{Teams: id.Teams}
-	}
-}
-
 func strings1(l []*string) []string {
 	if l == nil {
 		return nil

@@ -180,19 +180,21 @@ func (a *api) getProperties(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("ETag", service.PropertiesETag(props))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(props)
 	return nil
 }
 
-// setProperties is PUT .../properties: a full replace, 204.
+// setProperties is PUT .../properties: a full replace, 204. An If-Match header
+// (optional) must name the current properties' ETag, else 412 and nothing changes.
 func (a *api) setProperties(w http.ResponseWriter, r *http.Request) error {
 	team, name := jobOf(r)
 	body, err := a.body(w, r)
 	if err != nil {
 		return err
 	}
-	if err := a.svc.SetProperties(r.Context(), team, name, body); err != nil {
+	if err := a.svc.ReplaceProperties(r.Context(), team, name, body, service.IfMatch(r.Header.Get("If-Match"))); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/service"
 )
 
 // jobResponse is VDK's DataJob.
@@ -95,11 +96,14 @@ func (a *api) getJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	w.Header().Set("ETag", service.JobETag(j))
 	writeJSON(w, http.StatusOK, toJobResponse(j))
 	return nil
 }
 
-// updateJob is PUT .../jobs/{job}: a full replace of the job's configuration, 200.
+// updateJob is PUT .../jobs/{job}: a full replace of the job's configuration, 200. An
+// If-Match header (optional: VDK's clients send none) must name the job's current ETag,
+// else 412 and nothing changes.
 func (a *api) updateJob(w http.ResponseWriter, r *http.Request) error {
 	team, name := jobOf(r)
 	body, err := a.body(w, r)
@@ -110,9 +114,11 @@ func (a *api) updateJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, err := a.svc.UpdateJob(r.Context(), team, name, j); err != nil {
+	updated, err := a.svc.UpdateJob(r.Context(), team, name, j, service.IfMatch(r.Header.Get("If-Match")))
+	if err != nil {
 		return err
 	}
+	w.Header().Set("ETag", service.JobETag(updated))
 	w.WriteHeader(http.StatusOK)
 	return nil
 }

@@ -77,7 +77,7 @@ func newEnv(t testing.TB, opts ...func(*options)) *env {
 	cfg := o.api
 	cfg.JobsQuery, cfg.Auth, cfg.Webhook = o.jobsQuery, o.auth, o.webhook
 	if o.graphql {
-		cfg.JobsQuery, err = graphapi.New(graphapi.Config{Logger: slog.New(slog.DiscardHandler)}, svc)
+		cfg.JobsQuery, err = graphapi.New(graphapi.Config{Logger: slog.New(slog.DiscardHandler), Webhook: o.webhook}, svc)
 		require.NoError(t, err)
 	}
 	h := httpapi.New(cfg, svc, logger)

@@ -21,6 +21,7 @@ const (
 	KindUnauthenticated                      // no valid bearer token: 401
 	KindForbidden                            // the caller may not act on the team: 403
 	KindUnsupportedMediaType                 // a body of a content type the endpoint does not take: 415
+	KindPreconditionFailed                   // an If-Match that names another version: 412
 )
 
 // HTTPStatus is the status a kind is answered with, by the REST API and the console alike:
@@ -47,6 +48,8 @@ func (k Kind) HTTPStatus() int {
 		return http.StatusForbidden
 	case KindUnsupportedMediaType:
 		return http.StatusUnsupportedMediaType
+	case KindPreconditionFailed:
+		return http.StatusPreconditionFailed
 	default:
 		return http.StatusInternalServerError
 	}
@@ -214,5 +217,18 @@ func UnsupportedMediaType(got, want string) *Error {
 		Why:             fmt.Sprintf("It must be %s, but was %q.", want, got),
 		Consequences:    "The request was not processed and nothing was changed.",
 		Countermeasures: "Send the body with Content-Type: " + want + ".",
+	}
+}
+
+// PreconditionFailed reports a write whose If-Match names a version of what (the job
+// "x", its properties) other than the current one: someone changed it since the client
+// read it.
+func PreconditionFailed(what, current string) *Error {
+	return &Error{
+		Kind:            KindPreconditionFailed,
+		What:            fmt.Sprintf("%s changed since the version the request names in If-Match.", what),
+		Why:             fmt.Sprintf("Its current version (ETag) is %s.", current),
+		Consequences:    "The request was not processed and nothing was changed.",
+		Countermeasures: "Read it again (GET), apply the change to what it is now, and retry with the new ETag in If-Match (or without If-Match to overwrite).",
 	}
 }

@@ -132,12 +132,14 @@ var platformPodReasons = []string{"Evicted", "NodeLost", "Shutdown", "Terminated
 // imagePullReasons are container waiting reasons of an image that cannot be pulled.
 var imagePullReasons = []string{"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
 
-// ObserveExecution derives an execution's status from its Job and pods. The container's
-// termination message (vdk-core's JSON) wins when there is one; otherwise a deadline or
-// an out-of-memory kill is the user's error, as is a non-zero exit; an image that cannot
-// be pulled for longer than pullGrace, an eviction or a lost node are the platform's. A
-// Job never reads as succeeded unless Kubernetes says it completed, or its one pod
-// succeeded (exit 0, as the kubelet reports it).
+// ObserveExecution derives an execution's status from its Job and pods, the one place
+// that does. What Kubernetes saw decides first: a deadline or an out-of-memory kill is the
+// user's error, as is a non-zero exit; an image that cannot be pulled for longer than
+// pullGrace, an eviction or a lost node are the platform's. The container's termination
+// message (vdk-core's JSON, which the job's own code controls) may then only make the
+// outcome worse, never better: a Failed condition, a non-zero exit or an OOM kill stays a
+// failure whatever the message says (invariant 7). A Job never reads as succeeded unless
+// Kubernetes says it completed, or its one pod succeeded (exit 0, as the kubelet reports it).
 func ObserveExecution(j *batchv1.Job, pods []*corev1.Pod, now time.Time, pullGrace time.Duration) Observation {
 	o := Observation{Status: job.ExecSubmitted, Pod: LatestPod(pods)}
 	if j.Status.StartTime != nil {
@@ -154,15 +156,7 @@ func ObserveExecution(j *batchv1.Job, pods []*corev1.Pod, now time.Time, pullGra
 			end = now
 		}
 		o.End = &end
-		if status, msg, ok := terminationStatus(o.Pod); ok {
-			o.Status, o.Message = status, msg
-			return o
-		}
-		if complete != nil || failed == nil {
-			o.Status = job.ExecSucceeded
-			return o
-		}
-		o.Status, o.Message = failure(j, failed, pods, o.Pod)
+		o.Status, o.Message = finalStatus(j, failed, pods, o.Pod)
 		return o
 	}
 	if o.Pod == nil {
@@ -223,7 +217,40 @@ func jobFinished(j *batchv1.Job) (complete, failed *batchv1.JobCondition) {
 	return complete, failed
 }
 
-// failure explains a failed Job without a termination message.
+// finalStatus is the outcome of a finished Job: what Kubernetes says, made worse by the
+// termination message when that reports worse (a "success" written by a container that was
+// killed changes nothing). Of two failures of the same status both explanations are kept.
+func finalStatus(j *batchv1.Job, failed *batchv1.JobCondition, pods []*corev1.Pod, last *corev1.Pod) (job.ExecutionStatus, string) {
+	status, msg := job.ExecSucceeded, ""
+	switch t := mainTerminated(last); {
+	case failed != nil:
+		status, msg = failure(j, failed, pods, last)
+	case t != nil && (t.ExitCode != 0 || t.Reason == "OOMKilled"):
+		// Complete, yet the last attempt's container was killed or failed: never a success.
+		status, msg = killed(t, last)
+	}
+	ts, tmsg, ok := terminationStatus(last)
+	switch {
+	case !ok || severity[ts] < severity[status]:
+		return status, msg
+	case severity[ts] > severity[status]:
+		return ts, tmsg
+	default:
+		return status, strings.TrimSpace(tmsg + " " + msg)
+	}
+}
+
+// severity orders final statuses from the best outcome to the worst; the worse of what
+// Kubernetes saw and what the container reported stands.
+var severity = map[job.ExecutionStatus]int{
+	job.ExecSucceeded:     0,
+	job.ExecSkipped:       1,
+	job.ExecCancelled:     2,
+	job.ExecUserError:     3,
+	job.ExecPlatformError: 4,
+}
+
+// failure explains a failed Job from what Kubernetes saw.
 func failure(j *batchv1.Job, cond *batchv1.JobCondition, pods []*corev1.Pod, last *corev1.Pod) (job.ExecutionStatus, string) {
 	if cond.Reason == batchv1.JobReasonDeadlineExceeded {
 		limit := "its time limit"
@@ -233,19 +260,13 @@ func failure(j *batchv1.Job, cond *batchv1.JobCondition, pods []*corev1.Pod, las
 		return job.ExecUserError, "The execution ran longer than " + limit + " and was stopped."
 	}
 	if t := mainTerminated(last); t != nil && t.Reason == "OOMKilled" {
-		limit := ""
-		if c := mainContainer(last); c != nil {
-			if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
-				limit = " of " + q.String()
-			}
-		}
-		return job.ExecUserError, "The execution ran out of memory: it was killed for exceeding its memory limit" + limit + ". Lower its memory use or raise its memory limit."
+		return killed(t, last)
 	}
 	if reason, ok := platformFailure(last); ok {
 		return job.ExecPlatformError, fmt.Sprintf("The execution's pod was stopped by the platform (%s). %d attempt(s) failed.", reason, j.Status.Failed)
 	}
 	if t := mainTerminated(last); t != nil && t.ExitCode != 0 {
-		return job.ExecUserError, fmt.Sprintf("The data job exited with code %d (%s).", t.ExitCode, t.Reason)
+		return killed(t, last)
 	}
 	// Every attempt failed for a reason other than the job's exit code.
 	for _, p := range pods {
@@ -254,6 +275,20 @@ func failure(j *batchv1.Job, cond *batchv1.JobCondition, pods []*corev1.Pod, las
 		}
 	}
 	return job.ExecPlatformError, fmt.Sprintf("Kubernetes failed the Job: %s: %s", cond.Reason, cond.Message)
+}
+
+// killed explains a main container that was OOM-killed or exited non-zero: the user's error.
+func killed(t *corev1.ContainerStateTerminated, p *corev1.Pod) (job.ExecutionStatus, string) {
+	if t.Reason != "OOMKilled" {
+		return job.ExecUserError, fmt.Sprintf("The data job exited with code %d (%s).", t.ExitCode, t.Reason)
+	}
+	limit := ""
+	if c := mainContainer(p); c != nil {
+		if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
+			limit = " of " + q.String()
+		}
+	}
+	return job.ExecUserError, "The execution ran out of memory: it was killed for exceeding its memory limit" + limit + ". Lower its memory use or raise its memory limit."
 }
 
 // platformFailure reports a pod that failed because of the platform: evicted, its node

@@ -106,6 +106,33 @@ func TestObserveExecutionGivesTheTrueOutcome(t *testing.T) {
 			[]*corev1.Pod{evicted},
 			t0, job.ExecPlatformError, "The execution's pod was stopped by the platform (Evicted). 0 attempt(s) failed.",
 		},
+		// Attack (issue 22, item 5): the job's own code writes {"status":"success"} as its
+		// termination message, then is killed; the message must not turn the kill into a success.
+		{
+			"a deadline is not made a success by the container's message", execJob(cond(batchv1.JobFailed, "DeadlineExceeded")),
+			[]*corev1.Pod{pod(corev1.PodFailed, terminated(137, "Error", `{"status": "success", "vdk_version": "0.3.1"}`))},
+			t0, job.ExecUserError, "The execution ran longer than its time limit of 10m0s (activeDeadlineSeconds) and was stopped.",
+		},
+		{
+			"an OOM kill is not made a success by the container's message", execJob(cond(batchv1.JobFailed, "BackoffLimitExceeded")),
+			[]*corev1.Pod{pod(corev1.PodFailed, terminated(137, "OOMKilled", `{"status": "success"}`))},
+			t0, job.ExecUserError, "The execution ran out of memory: it was killed for exceeding its memory limit of 1000Mi. Lower its memory use or raise its memory limit.",
+		},
+		{
+			"a non-zero exit is not made a success or a skip by the container's message", execJob(cond(batchv1.JobFailed, "BackoffLimitExceeded")),
+			[]*corev1.Pod{pod(corev1.PodFailed, terminated(2, "Error", `skipped`))},
+			t0, job.ExecUserError, "The data job exited with code 2 (Error).",
+		},
+		{
+			"a complete Job whose last container was OOM-killed is not a success", execJob(cond(batchv1.JobComplete, "")),
+			[]*corev1.Pod{pod(corev1.PodFailed, terminated(137, "OOMKilled", `{"status": "success"}`))},
+			t0, job.ExecUserError, "The execution ran out of memory: it was killed for exceeding its memory limit of 1000Mi. Lower its memory use or raise its memory limit.",
+		},
+		{
+			"a failure the message reports as the same kind keeps both explanations", execJob(cond(batchv1.JobFailed, "BackoffLimitExceeded")),
+			[]*corev1.Pod{pod(corev1.PodFailed, terminated(1, "Error", `{"status": "User error", "vdk_version": "0.3.1"}`))},
+			t0, job.ExecUserError, "User error (vdk 0.3.1) The data job exited with code 1 (Error).",
+		},
 		{"a one-completion Job's succeeded pod succeeded before the Job controller says so", execJob(), []*corev1.Pod{pod(corev1.PodSucceeded, terminated(0, "Completed", ""))}, t0, job.ExecSucceeded, ""},
 		{
 			"the termination message of a succeeded pod wins before completion too", execJob(),

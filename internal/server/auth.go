@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/datajobs/datajobs/internal/auth"
@@ -42,12 +43,18 @@ func buildAuth(ctx context.Context, cfg Config) (httpapi.Authenticator, httpapi.
 	var authn httpapi.Authenticator
 	switch cfg.Auth.Mode {
 	case AuthOIDC:
+		if cfg.Auth.OIDC.Logger == nil {
+			cfg.Auth.OIDC.Logger = cfg.Logger
+		}
 		o, err := auth.NewOIDC(cfg.Auth.OIDC)
 		if err != nil {
 			return nil, nil, err
 		}
 		authn = o
 	case AuthNone:
+		if !loopback(cfg.Listen) {
+			return nil, nil, fmt.Errorf("auth mode none trusts every caller as an admin of every team, so it is refused on --listen %q, which is not a loopback address: listen on 127.0.0.1 or [::1], or use --auth-mode oidc", cfg.Listen)
+		}
 		cfg.Logger.WarnContext(ctx, "auth_mode_none",
 			"detail", "every caller is trusted as an admin of every team; use only on a trusted loopback address")
 	default:
@@ -61,4 +68,19 @@ func buildAuth(ctx context.Context, cfg Config) (httpapi.Authenticator, httpapi.
 		return nil, nil, err
 	}
 	return authn, wh, nil
+}
+
+// loopback reports whether the listen address host:port accepts connections only from
+// this machine: an IP of the loopback range or "localhost". An empty host (":8092")
+// listens on every interface.
+func loopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"sync"
 	"time"
@@ -24,6 +25,11 @@ type health struct {
 	kube     *kubeProbe
 	sync     func() syncState
 	safety   syncSafety
+	// log receives the readiness checks' failures (nil: none are logged).
+	log *slog.Logger
+
+	mu        sync.Mutex
+	lastCheck map[string]string // check → its last error text ("" when it passed)
 }
 
 // syncState is the synchronizer's part of the /healthz detail.
@@ -37,11 +43,23 @@ type syncState struct {
 	Refusals *synchronizer.Safety `json:"refusals,omitempty"`
 }
 
+// The listeners' probes. The public ones say which dependency fails, never its error
+// text: that names hosts, ports and users of the database and the apiserver, which is
+// the admin listener's and the logs' business. The admin ones carry the text.
+func (h *health) publicLive(w http.ResponseWriter, r *http.Request)  { h.live(w, r, false) }
+func (h *health) adminLive(w http.ResponseWriter, r *http.Request)   { h.live(w, r, true) }
+func (h *health) publicReady(w http.ResponseWriter, r *http.Request) { h.ready(w, r, false) }
+func (h *health) adminReady(w http.ResponseWriter, r *http.Request)  { h.ready(w, r, true) }
+
 // live says that the process serves HTTP, always with 200: restarting it would not fix a
 // dependency. Its detail says what this replica knows of Kubernetes (from the background
-// probe, so the answer is immediate) and of its synchronizer.
-func (h *health) live(w http.ResponseWriter, _ *http.Request) {
+// probe, so the answer is immediate) and of its synchronizer; withErrors, the error
+// texts (the admin listener) or only "unavailable" (the public one).
+func (h *health) live(w http.ResponseWriter, _ *http.Request, withErrors bool) {
 	kube, checked := h.kube.status()
+	if !withErrors && kube != "ok" && !checked.IsZero() {
+		kube = unavailable
+	}
 	st := h.sync()
 	st.Refusals = h.safety.detail()
 	detail := map[string]any{"kubernetes": kube, "sync": st}
@@ -51,9 +69,14 @@ func (h *health) live(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "detail": detail})
 }
 
-// ready checks the database and the migrations in parallel and names each failing one, so
-// an operator reading a 503 knows where to look.
-func (h *health) ready(w http.ResponseWriter, r *http.Request) {
+// unavailable is what a public probe says of a failing dependency.
+const unavailable = "unavailable"
+
+// ready checks the database (on a connection of its own: see store.Store.Ping) and the
+// migrations in parallel and names each failing one, so an operator reading a 503 knows
+// where to look; withErrors it also says why (the admin listener). A failure is logged
+// when a check's answer changes, not on every probe.
+func (h *health) ready(w http.ResponseWriter, r *http.Request, withErrors bool) {
 	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 	defer cancel()
 	checks := map[string]func(context.Context) error{
@@ -73,14 +96,19 @@ func (h *health) ready(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
 	for name, check := range checks {
 		wg.Go(func() {
+			err := check(ctx)
 			res := "ok"
-			if err := check(ctx); err != nil {
+			switch {
+			case err != nil && withErrors:
 				res = err.Error()
+			case err != nil:
+				res = unavailable
 			}
+			h.logChange(ctx, name, err)
 			mu.Lock()
 			defer mu.Unlock()
 			results[name] = res
-			if res != "ok" {
+			if err != nil {
 				status = http.StatusServiceUnavailable
 			}
 		})
@@ -91,9 +119,33 @@ func (h *health) ready(w http.ResponseWriter, r *http.Request) {
 		body["sync"] = d
 	}
 	if status != http.StatusOK {
-		body["status"] = "unavailable"
+		body["status"] = unavailable
 	}
 	writeJSON(w, status, body)
+}
+
+// logChange logs a readiness check whose answer differs from its previous one: the error
+// text of a failure goes to the logs, where the public probe does not show it.
+func (h *health) logChange(ctx context.Context, check string, err error) {
+	text := ""
+	if err != nil {
+		text = err.Error()
+	}
+	h.mu.Lock()
+	if h.lastCheck == nil {
+		h.lastCheck = map[string]string{}
+	}
+	prev, seen := h.lastCheck[check]
+	h.lastCheck[check] = text
+	h.mu.Unlock()
+	switch {
+	case check == "migrations": // pending at every start: not a failure to report
+	case seen && prev == text:
+	case err != nil && h.log != nil:
+		h.log.WarnContext(ctx, "readiness_check_failed", "check", check, "error", err)
+	case seen && h.log != nil:
+		h.log.InfoContext(ctx, "readiness_check_recovered", "check", check)
+	}
 }
 
 var errMigrationsPending = errors.New("database migrations have not been applied yet")

@@ -25,4 +25,10 @@ type RequestLimits struct {
 	GraphQLTimeout time.Duration
 	// DisableGraphQLIntrospection refuses __schema and __type queries (default: allowed).
 	DisableGraphQLIntrospection bool
+	// GraphQLMaxQueryBytes caps a GraphQL document; a longer one is refused before it is
+	// parsed (default 8 KiB).
+	GraphQLMaxQueryBytes int
+	// MaxConcurrentGraphQL caps the GraphQL queries in progress, parsing included; more
+	// answer 429 with Retry-After (default 8).
+	MaxConcurrentGraphQL int
 }

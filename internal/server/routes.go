@@ -16,7 +16,7 @@ type route struct {
 // (nil when off; then / too leads to it) and the REST API (with the GraphQL query) for every other path. The
 // authorization test walks every one of them (authz_test.go).
 func publicRoutes(h *health, console, api http.Handler) []route {
-	routes := []route{{"GET /healthz", http.HandlerFunc(h.live)}, {"GET /readyz", http.HandlerFunc(h.ready)}, {"/", api}}
+	routes := []route{{"GET /healthz", http.HandlerFunc(h.publicLive)}, {"GET /readyz", http.HandlerFunc(h.publicReady)}, {"/", api}}
 	if console != nil {
 		// "/" is where a person types the address: it leads to the console.
 		routes = append(routes, route{ui.Prefix, console}, route{"GET /{$}", http.RedirectHandler(ui.Prefix, http.StatusFound)})
@@ -28,8 +28,8 @@ func publicRoutes(h *health, console, api http.Handler) []route {
 // public port.
 func adminRoutes(h *health, metrics, syncPlan http.Handler) []route {
 	return []route{
-		{"GET /healthz", http.HandlerFunc(h.live)},
-		{"GET /readyz", http.HandlerFunc(h.ready)},
+		{"GET /healthz", http.HandlerFunc(h.adminLive)},
+		{"GET /readyz", http.HandlerFunc(h.adminReady)},
 		{"GET /metrics", metrics},
 		{"GET /data-jobs/debug/sync-plan", syncPlan},
 	}

@@ -95,6 +95,8 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 	jobsQuery, err := graphapi.New(graphapi.Config{
 		DefaultResources: svc.Config().Resources.Default, Logger: cfg.Logger,
 		Timeout: cfg.Requests.GraphQLTimeout, DisableIntrospection: cfg.Requests.DisableGraphQLIntrospection,
+		MaxQueryBytes: cfg.Requests.GraphQLMaxQueryBytes, MaxConcurrent: cfg.Requests.MaxConcurrentGraphQL,
+		Webhook: authz,
 	}, svc)
 	if err != nil {
 		return nil, err
@@ -104,7 +106,7 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 		return nil, err
 	}
 	a = &app{cfg: cfg, db: db, sync: syncUnit, migrated: make(chan struct{}), kubeProbe: newKubeProbe(cluster.Ping, 10*time.Second, registry)}
-	health := &health{db: db, migrated: a.migrated, kube: a.kubeProbe, sync: syncUnit.state}
+	health := &health{db: db, migrated: a.migrated, kube: a.kubeProbe, sync: syncUnit.state, log: cfg.Logger}
 	health.safety.syncer.Store(syncUnit.syncer)
 
 	console, err := consoleHandler(ctx, cfg, svc, authn, authz, syncUnit.syncer)

@@ -311,8 +311,11 @@ func TestReadinessStaysUpWhileTheAPIServerIsDown(t *testing.T) {
 		return live.Detail.Kubernetes != "not checked yet"
 	}, 30*time.Second, 50*time.Millisecond)
 	require.Equal(t, "ok", live.Status)
-	require.Contains(t, live.Detail.Kubernetes, "kubernetes api server readyz", "the detail names Kubernetes and its error")
+	require.Equal(t, "unavailable", live.Detail.Kubernetes, "the public detail names Kubernetes, not its error")
 	require.Equal(t, "on", live.Detail.Sync.Mode)
+	_, body = get(t, admin+"/healthz")
+	require.NoError(t, json.Unmarshal([]byte(body), &live))
+	require.Contains(t, live.Detail.Kubernetes, "kubernetes api server readyz", "the admin listener's detail has the error")
 
 	_, metrics := get(t, admin+"/metrics")
 	require.Contains(t, metrics, "datajobs_kubernetes_reachable 0")

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/datajobs/datajobs/internal/job"
@@ -168,9 +169,17 @@ func (s *Service) GetProperties(ctx context.Context, team, name string) ([]byte,
 // SetProperties replaces the properties of the job name of team; props must be a JSON
 // object.
 func (s *Service) SetProperties(ctx context.Context, team, name string, props []byte) error {
+	return s.ReplaceProperties(ctx, team, name, props, "")
+}
+
+// ReplaceProperties is SetProperties with a precondition: ifMatch, when not empty, must
+// name the current PropertiesETag, checked under the job's lock.
+func (s *Service) ReplaceProperties(ctx context.Context, team, name string, props []byte, ifMatch IfMatch) error {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(props, &obj); err != nil || obj == nil {
 		return job.Invalid("properties", "a JSON object", "not one")
 	}
-	return s.store.SetProperties(ctx, team, name, props)
+	return s.store.SetProperties(ctx, team, name, props, func(cur []byte) error {
+		return ifMatch.check(fmt.Sprintf("The properties of data job %q", name), PropertiesETag(cur))
+	})
 }

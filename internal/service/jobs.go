@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 
 	"github.com/datajobs/datajobs/internal/job"
@@ -37,7 +38,9 @@ func (s *Service) GetJob(ctx context.Context, team, name string) (job.Job, error
 // when given, must be the job's team: moving a job is ChangeTeam. The deployment is left
 // as it is (VDK's PUT cleared its enabled flag). A change that can affect the CronJob
 // bumps the generation and notifies the synchronizer; a description alone does not.
-func (s *Service) UpdateJob(ctx context.Context, team, name string, j job.Job) (job.Job, error) {
+// ifMatch, when not empty, must name the job's current JobETag, checked under the row's
+// lock, so that two clients editing one job cannot silently overwrite each other.
+func (s *Service) UpdateJob(ctx context.Context, team, name string, j job.Job, ifMatch IfMatch) (job.Job, error) {
 	if j.Name == "" {
 		j.Name = name
 	}
@@ -52,6 +55,9 @@ func (s *Service) UpdateJob(ctx context.Context, team, name string, j job.Job) (
 		return job.Job{}, err
 	}
 	return s.store.UpdateJob(ctx, team, name, func(cur job.Job) (job.Job, bool, error) {
+		if err := ifMatch.check(fmt.Sprintf("The data job %q", name), JobETag(cur)); err != nil {
+			return job.Job{}, false, err
+		}
 		if j.Team != cur.Team {
 			e := job.Invalid("team", "the job's team ("+cur.Team+")", quote(j.Team))
 			e.Countermeasures = "Leave team out or equal to the current team; to move the job use PUT .../jobs/{job_name}/team/{new_team}."

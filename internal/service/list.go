@@ -35,6 +35,11 @@ func (s *Service) ExecutionsPage(ctx context.Context, q job.ExecutionsQuery) (jo
 	return s.store.Executions(ctx, q)
 }
 
+// Teams returns the teams that own at least one job, sorted.
+func (s *Service) Teams(ctx context.Context) ([]string, error) {
+	return s.store.Teams(ctx)
+}
+
 // ExecutionsOfJobs reads a page of executions of each of the jobs names, in one statement.
 func (s *Service) ExecutionsOfJobs(ctx context.Context, names []string, q job.ExecutionsQuery) (map[string][]job.Execution, error) {
 	return s.store.ExecutionsOfJobs(ctx, names, q)

@@ -14,12 +14,15 @@ type Store interface {
 	DeleteJob(ctx context.Context, team, name string) error
 	ListJobs(ctx context.Context, r job.ListRequest, nextRuns map[string]int64) (job.ListPage, error)
 	JobSchedules(ctx context.Context, r job.ListRequest) ([]string, error)
+	Teams(ctx context.Context) ([]string, error)
 
 	GetDeploymentState(ctx context.Context, team, name string) (job.JobState, error)
 	ChangeDeployment(ctx context.Context, team, name string, change job.DeploymentUpdate) (job.Deployment, error)
 	DeleteDeployment(ctx context.Context, team, name string) error
 	GetProperties(ctx context.Context, team, name string) ([]byte, error)
-	SetProperties(ctx context.Context, team, name string, props []byte) error
+	// SetProperties calls check with the current properties under the job's lock; an
+	// error of check leaves them as they are.
+	SetProperties(ctx context.Context, team, name string, props []byte, check func(cur []byte) error) error
 
 	StartExecution(ctx context.Context, team, name string, build job.ExecutionStart) (job.Execution, error)
 	ListJobExecutions(ctx context.Context, team, name string, statuses []string) ([]job.Execution, error)

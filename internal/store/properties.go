@@ -20,22 +20,29 @@ WHERE j.name = $1 AND j.team = $2`
 }
 
 // SetProperties replaces the properties of the job name of team with props, a JSON
-// object. Properties do not affect the CronJob: no generation bump, no notification.
-// They are deleted with their job (cascade), so a re-created job starts without any.
-func (s *Store) SetProperties(ctx context.Context, team, name string, props []byte) error {
-	const q = `
-INSERT INTO job_properties (job_name, properties_json)
-SELECT j.name, $3::jsonb FROM data_job j WHERE j.name = $1 AND j.team = $2
+// object, once check accepted the current ones (an If-Match precondition): both under the
+// job's row lock, so no write comes between the check and the replace. Properties do not
+// affect the CronJob: no generation bump, no notification. They are deleted with their
+// job (cascade), so a re-created job starts without any.
+func (s *Store) SetProperties(ctx context.Context, team, name string, props []byte, check func(cur []byte) error) error {
+	return s.InTx(ctx, func(tx Tx) error {
+		if _, err := lockJob(ctx, tx, team, name); err != nil {
+			return err
+		}
+		var cur string
+		err := tx.QueryRow(ctx, `SELECT COALESCE((SELECT properties_json::text FROM job_properties WHERE job_name = $1), '{}')`, name).Scan(&cur)
+		if err != nil {
+			return fmt.Errorf("read properties of %s: %w", name, err)
+		}
+		if err := check([]byte(cur)); err != nil {
+			return err
+		}
+		const q = `
+INSERT INTO job_properties (job_name, properties_json) VALUES ($1, $2::jsonb)
 ON CONFLICT (job_name) DO UPDATE SET properties_json = excluded.properties_json`
-	tag, err := s.pool.Exec(ctx, q, name, team, string(props))
-	if sqlState(err) == "23503" { // a foreign key violation: the job was deleted meanwhile
-		return job.JobNotFound(team, name)
-	}
-	if err != nil {
-		return writeError(fmt.Sprintf("set properties of %s", name), err)
-	}
-	if tag.RowsAffected() == 0 {
-		return job.JobNotFound(team, name)
-	}
-	return nil
+		if _, err := tx.Exec(ctx, q, name, string(props)); err != nil {
+			return writeError(fmt.Sprintf("set properties of %s", name), err)
+		}
+		return nil
+	})
 }

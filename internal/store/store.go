@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,6 +27,12 @@ type Store struct {
 	pool   *pgxpool.Pool
 	quotas TeamQuotas
 	leases *pgxpool.Pool
+	// probe is one connection of its own for Ping: readiness must not wait behind the
+	// API's queries for a connection of a saturated main pool, or every replica would
+	// leave its Service at once under load.
+	probe *pgxpool.Pool
+	// probeFailed is set while Ping fails: the main pool's connections may then be dead.
+	probeFailed atomic.Bool
 	// listenKeepalive is how long a LISTEN connection waits for a notification before it
 	// checks that the server still answers.
 	listenKeepalive time.Duration
@@ -36,7 +43,8 @@ type Config struct {
 	// URL is a PostgreSQL connection URL or key=value string. Required.
 	URL string
 	// MaxConns caps the main pool (default: pgx's, the larger of 4 and the number of
-	// CPUs). The lease pool (2 connections) and the LISTEN connection come on top.
+	// CPUs). The lease pool (2 connections), the probe's connection and the LISTEN
+	// connection come on top.
 	MaxConns int32
 	// StatementTimeout bounds every statement of the main pool (PostgreSQL's
 	// statement_timeout; default 0: none). Migrations run without it.
@@ -67,6 +75,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	lc := pc.Copy()
 	lc.MaxConns, lc.MinConns = 2, 0
+	prc := pc.Copy()
+	prc.MaxConns, prc.MinConns = 1, 0
 	if cfg.StatementTimeout > 0 {
 		pc.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(cfg.StatementTimeout.Milliseconds(), 10)
 	}
@@ -79,19 +89,33 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open lease pool: %w", redact(err))
 	}
-	return &Store{pool: pool, leases: leases, quotas: cfg.Quotas, listenKeepalive: cmp.Or(cfg.ListenKeepalive, 30*time.Second)}, nil
+	probe, err := pgxpool.NewWithConfig(ctx, prc)
+	if err != nil {
+		pool.Close()
+		leases.Close()
+		return nil, fmt.Errorf("open probe pool: %w", redact(err))
+	}
+	return &Store{pool: pool, leases: leases, probe: probe, quotas: cfg.Quotas, listenKeepalive: cmp.Or(cfg.ListenKeepalive, 30*time.Second)}, nil
 }
 
-// Close closes every connection of both pools.
+// Close closes every connection of the pools.
 func (s *Store) Close() {
 	s.pool.Close()
 	s.leases.Close()
+	s.probe.Close()
 }
 
-// Ping checks that the database answers.
+// Ping checks that the database answers, on the store's probe connection (not the main
+// pool): a pool saturated by API load is not a database that is down. When it answers
+// again after a failed Ping, the main pool's connections are reset: those of before the
+// outage (a restart terminated them) would otherwise fail the next requests one by one.
 func (s *Store) Ping(ctx context.Context) error {
-	if err := s.pool.Ping(ctx); err != nil {
+	if err := s.probe.Ping(ctx); err != nil {
+		s.probeFailed.Store(true)
 		return translate(fmt.Errorf("ping database: %w", err))
+	}
+	if s.probeFailed.Swap(false) {
+		s.pool.Reset()
 	}
 	return nil
 }

@@ -173,6 +173,14 @@ func (p *OIDCProvider) UserRefreshToken(t testing.TB, username string, teams ...
 	if teams == nil {
 		teams = []string{}
 	}
+	return p.UserLoginWithGroups(t, username, teams)
+}
+
+// UserLoginWithGroups is UserRefreshToken with the access token's groups claim exactly as
+// given: a list, or a string (as some providers send it), for the tests of how the teams
+// claim is read.
+func (p *OIDCProvider) UserLoginWithGroups(t testing.TB, username string, groups any) UserLogin {
+	t.Helper()
 	const redirect = "http://127.0.0.1:1/callback"
 	var c struct {
 		ID string `json:"client_id"`
@@ -221,7 +229,7 @@ func (p *OIDCProvider) UserRefreshToken(t testing.TB, username string, teams ...
 		map[string]any{
 			"grant_scope":                 []string{"openid", "offline_access"},
 			"grant_access_token_audience": []string{Audience},
-			"session":                     map[string]any{"access_token": map[string]any{"groups": teams, "username": username}},
+			"session":                     map[string]any{"access_token": map[string]any{"groups": groups, "username": username}},
 		}, &accepted)
 	loc = follow(accepted.RedirectTo)
 	code := loc.Query().Get("code")
