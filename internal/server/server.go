@@ -106,7 +106,7 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 	health := &health{db: db, migrated: a.migrated, kube: a.kubeProbe, sync: syncUnit.state}
 	health.safety.syncer.Store(syncUnit.syncer)
 
-	console, err := consoleHandler(ctx, cfg, svc, authn, authz, syncUnit.syncer)
+	console, err := consoleHandler(ctx, cfg, svc, db, authn, authz, syncUnit.syncer)
 	if err != nil {
 		return nil, err
 	}
@@ -254,7 +254,7 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 	}
 	syncer := synchronizer.New(synchronizer.Config{
 		Build:              builds,
-		Render:             kube.RenderConfig{Namespace: cfg.Namespace, ImageRegistry: cfg.ImageRegistry, Resources: cfg.Resources},
+		Render:             kube.RenderConfig{Namespace: cfg.Namespace, ImageRegistry: cfg.ImageRegistry, Resources: cfg.Resources, EphemeralStorageLimitBytes: cfg.JobEphemeralStorageBytes},
 		Workers:            cfg.SyncWorkers,
 		ResyncInterval:     cfg.ResyncInterval,
 		DryRun:             cfg.SyncMode == SyncDryRun,

@@ -40,7 +40,10 @@ func newEnv(t *testing.T, oidc bool) *env {
 	svc, err := service.New(service.Config{}, st)
 	require.NoError(t, err)
 	e := &env{store: st, svc: svc}
-	var cfg ui.Config
+	mux := http.NewServeMux()
+	srv := httptest.NewUnstartedServer(mux)
+	e.url = "http://" + srv.Listener.Addr().String()
+	cfg := ui.Config{Sessions: st, PublicURL: e.url}
 	// Unique per run: Hydra keeps its clients across runs of a test (-count > 1).
 	clientID := "console-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")) + "-" + strconv.FormatUint(rand.Uint64(), 36)
 	if oidc {
@@ -57,13 +60,11 @@ func newEnv(t *testing.T, oidc bool) *env {
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	e.console, err = ui.New(cfg, svc)
 	require.NoError(t, err)
-	mux := http.NewServeMux()
 	mux.Handle(ui.Prefix, e.console)
-	srv := httptest.NewServer(mux)
+	srv.Start()
 	t.Cleanup(srv.Close)
-	e.url = srv.URL
 	if oidc {
-		e.provider.NewBrowserClient(t, clientID, srv.URL+"/ui/callback")
+		e.provider.NewBrowserClient(t, clientID, e.url+"/ui/callback")
 	}
 
 	ctx := t.Context()
