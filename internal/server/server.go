@@ -113,6 +113,9 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 	api := httpapi.New(httpapi.Config{
 		JobsQuery: jobsQuery, Auth: authn, Webhook: authz,
 		MaxConcurrentUploads: cfg.Requests.MaxConcurrentUploads, MaxConcurrentDownloads: cfg.Requests.MaxConcurrentDownloads,
+		MaxUploadsPerCaller: cfg.Requests.MaxUploadsPerCaller, MaxDownloadsPerCaller: cfg.Requests.MaxDownloadsPerCaller,
+		MaxConcurrentLogReads: cfg.Requests.MaxConcurrentLogReads, MaxLogReadsPerCaller: cfg.Requests.MaxLogReadsPerCaller,
+		LogTailLines: cfg.Requests.LogTailLines, MinTransferRate: cfg.Requests.MinTransferRate,
 		RequestTimeout: cfg.Requests.RequestTimeout, TransferTimeout: cfg.Requests.TransferTimeout,
 		Metrics: httpapi.NewMetrics(registry),
 	}, svc, cfg.Logger)

@@ -257,7 +257,10 @@ type logsData struct {
 	All     bool
 	AllURL  string
 	Running bool
-	Err     string
+	// Poll is whether the panel polls: only the tail of a running execution's log, so an
+	// open tab reads logTailLines lines a second, never the whole log.
+	Poll bool
+	Err  string
 }
 
 // executionPage is one execution and its logs.
@@ -289,9 +292,9 @@ func (c *Console) logs(r *http.Request, e job.Execution, all bool) logsData {
 	team, name := r.PathValue("team"), r.PathValue("job")
 	base := jobURL(team, name) + "/executions/" + url.PathEscape(e.ID)
 	d := logsData{Href: base + "/logs", All: all, AllURL: base + "?all=1", Status: e.Status, Running: !finished(e.Status)}
+	d.Poll = d.Running && !all
 	tail := logTailLines
 	if all {
-		d.Href += "?all=1"
 		tail = 0
 	}
 	text, err := c.svc.ExecutionLogs(r.Context(), team, name, e.ID, tail)
