@@ -224,16 +224,15 @@ func TestEveryServeFlagIsReachableThroughValues(t *testing.T) {
 // Issue 22, item 3: without GOMEMLIMIT the Go runtime does not know the container's
 // memory limit, so garbage it could have collected pushes the replica (the leader among
 // them) over the limit and the kernel kills it. The chart sets it to goMemLimitPercent of
-// resources.limits.memory in each quantity form, and leaves it out without a limit.
+// resources.limits.memory in each quantity form, and none when the share is 0.
 func TestGOMEMLIMITFollowsTheMemoryLimit(t *testing.T) {
 	t.Parallel()
 	for name, tc := range map[string]struct{ values, want string }{
-		"binary units":    {"resources: {limits: {memory: 2Gi}}", "1717986918"},
-		"decimal units":   {"resources: {limits: {memory: 1G}}", "800000000"},
-		"bytes":           {"resources: {limits: {memory: 1000}}", "800"},
-		"another share":   {"resources: {limits: {memory: 1Gi}}\ngoMemLimitPercent: 90", "966367641"},
-		"no memory limit": {"resources: {requests: {memory: 1Gi}}", ""},
-		"turned off":      {"goMemLimitPercent: 0", ""},
+		"binary units":  {"resources: {limits: {memory: 2Gi}}", "1717986918"},
+		"decimal units": {"resources: {limits: {memory: 1G}}", "800000000"},
+		"bytes":         {"resources: {limits: {memory: 1000}}", "800"},
+		"another share": {"resources: {limits: {memory: 1Gi}}\ngoMemLimitPercent: 90", "966367641"},
+		"turned off":    {"goMemLimitPercent: 0", ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			vals := values(t, "database: {existingSecret: db}\nauth: {mode: none}\n"+tc.values)

@@ -70,11 +70,14 @@ func TestDefaultInstallFencesJobPodsInTheirOwnNamespace(t *testing.T) {
 	_, err = admin.CoreV1().Pods(jobs).Create(t.Context(), &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "escape"},
 		Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{Name: "x", Image: "x", SecurityContext: &corev1.SecurityContext{Privileged: new(true)}}},
-			Volumes:    []corev1.Volume{{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}},
+			// (The test apiserver refuses privileged containers of its own: --allow-privileged=false.)
+			Containers: []corev1.Container{{Name: "x", Image: "x", SecurityContext: &corev1.SecurityContext{
+				Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"SYS_ADMIN"}},
+			}}},
+			Volumes: []corev1.Volume{{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}},
 		},
 	}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-	require.True(t, apierrors.IsForbidden(err), "a privileged pod with the node's root in the jobs namespace: %v", err)
+	require.True(t, apierrors.IsForbidden(err), "a root pod with SYS_ADMIN and the node's root in the jobs namespace: %v", err)
 	require.ErrorContains(t, err, "restricted")
 	_, err = admin.BatchV1().CronJobs(jobs).Create(t.Context(), cj, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -166,9 +169,8 @@ func TestAdmissionPolicyAdmitsOnlyRenderedJobsFromTheServiceAccount(t *testing.T
 		"the node's disk": {func(p *corev1.PodTemplateSpec) {
 			p.Spec.Volumes = []corev1.Volume{{Name: "h", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
 		}, "hostPath"},
-		"the host network":     {func(p *corev1.PodTemplateSpec) { p.Spec.HostNetwork = true }, "host's network"},
-		"the host PID space":   {func(p *corev1.PodTemplateSpec) { p.Spec.HostPID = true }, "host's network, PID"},
-		"a privileged process": {func(p *corev1.PodTemplateSpec) { p.Spec.Containers[0].SecurityContext.Privileged = new(true) }, "unprivileged"},
+		"the host network":   {func(p *corev1.PodTemplateSpec) { p.Spec.HostNetwork = true }, "host's network"},
+		"the host PID space": {func(p *corev1.PodTemplateSpec) { p.Spec.HostPID = true }, "host's network, PID"},
 		"an added capability": {func(p *corev1.PodTemplateSpec) {
 			p.Spec.Containers[0].SecurityContext.Capabilities.Add = []corev1.Capability{"NET_ADMIN"}
 		}, "unprivileged"},
@@ -178,8 +180,10 @@ func TestAdmissionPolicyAdmitsOnlyRenderedJobsFromTheServiceAccount(t *testing.T
 		"a host port": {func(p *corev1.PodTemplateSpec) {
 			p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: 80}}
 		}, "unprivileged"},
-		"a privileged init container": {func(p *corev1.PodTemplateSpec) {
-			p.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "x", SecurityContext: &corev1.SecurityContext{Privileged: new(true)}}}
+		// (Privileged containers are refused by the test apiserver itself, --allow-privileged=false;
+		// the policy refuses them where the apiserver allows them.)
+		"an init container that may escalate": {func(p *corev1.PodTemplateSpec) {
+			p.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "x", SecurityContext: &corev1.SecurityContext{}}}
 		}, "unprivileged"},
 		"a pod outside the NetworkPolicy": {func(p *corev1.PodTemplateSpec) { delete(p.Labels, kube.LabelJob) }, "datajobs.io/job"},
 	} {
