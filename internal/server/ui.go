@@ -31,8 +31,8 @@ type UIConfig struct {
 	// PublicURL is the console's external base URL, for the sign-in redirect; required
 	// with OIDCClientID (the redirect is never made from the request's Host).
 	PublicURL string
-	// SessionKey seals the session cookies; the same on every replica (default: random
-	// per process).
+	// SessionKey seals the login cookie (and the session cookie of auth mode none); the
+	// same on every replica (default: random per process).
 	SessionKey string
 }
 

@@ -87,9 +87,9 @@ type Config struct {
 	Login Authenticator
 	// Webhook, when set, is asked about every request, as for the REST API.
 	Webhook Authorizer
-	// SessionKey encrypts and authenticates the session cookie; every replica behind one
-	// address needs the same one. Any length: it is hashed into an AES-256 key (default:
-	// random, so sessions end when the process does).
+	// SessionKey encrypts and authenticates the login cookie (a sign-in under way) and,
+	// in auth mode none, the session cookie; every replica behind one address needs the
+	// same one. Any length: it is hashed into an AES-256 key (default: random per process).
 	SessionKey []byte
 	// SessionMaxAge caps a session, whatever its token's expiry (default 12h).
 	SessionMaxAge time.Duration
