@@ -86,8 +86,9 @@ type install struct {
 	adminPort int
 }
 
-// installRBAC renders the chart with auth mode none (the API is not under test here) and
-// a prune guard that lets one orphan go, creates its ServiceAccount, Role (changed by
+// installRBAC renders the chart with auth mode none (the API is not under test here), a
+// prune guard that lets one orphan go, job versions deployed without a registry look-up
+// (the tests deploy versions no registry holds), creates its ServiceAccount, Role (changed by
 // edit, when not nil) and RoleBinding, and mints a token for the ServiceAccount.
 func installRBAC(t *testing.T, edit func(*rbacv1.Role)) *install {
 	t.Helper()
@@ -99,7 +100,7 @@ auth: {mode: none}
 service: {targetPort: %d}
 adminService: {targetPort: %d}
 logFormat: text
-config: {prune-max-fraction: 1, max-cpu: "200"}
+config: {prune-max-fraction: 1, max-cpu: "200", verify-prebuilt-images: false}
 `, in.jobs, in.apiPort, in.adminPort)))
 	in.objs = objs
 	admin := testenv.Clientset(t)
