@@ -17,6 +17,7 @@ import (
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/service"
+	"github.com/datajobs/datajobs/internal/slots"
 )
 
 // Config configures the API handler.
@@ -45,6 +46,9 @@ type Config struct {
 	// the apiserver from the kubelet.
 	MaxConcurrentLogReads int
 	MaxLogReadsPerCaller  int
+	// LogReads, when set, are the log-read slots to use instead (shared with the console;
+	// see NewLogReadSlots); the two fields above are then unused.
+	LogReads *slots.Slots
 	// LogTailLines is how many lines of a log the logs endpoint answers when the request
 	// sets no tail_lines (default 1000); tail_lines <= 0 asks for all that is kept.
 	LogTailLines int
@@ -72,9 +76,9 @@ type api struct {
 	cfg       Config
 	svc       *service.Service
 	logger    *slog.Logger
-	uploads   *slots
-	downloads *slots
-	logReads  *slots
+	uploads   *slots.Slots
+	downloads *slots.Slots
+	logReads  *slots.Slots
 }
 
 // New returns the handler of every /data-jobs/... path. The server mounts it next to its
@@ -88,8 +92,9 @@ func New(cfg Config, svc *service.Service, logger *slog.Logger) http.Handler {
 	cfg.MaxConcurrentDownloads = cmp.Or(max(cfg.MaxConcurrentDownloads, 0), 16)
 	cfg.MaxUploadsPerCaller = cmp.Or(max(cfg.MaxUploadsPerCaller, 0), 2)
 	cfg.MaxDownloadsPerCaller = cmp.Or(max(cfg.MaxDownloadsPerCaller, 0), 4)
-	cfg.MaxConcurrentLogReads = cmp.Or(max(cfg.MaxConcurrentLogReads, 0), 16)
-	cfg.MaxLogReadsPerCaller = cmp.Or(max(cfg.MaxLogReadsPerCaller, 0), 4)
+	if cfg.LogReads == nil {
+		cfg.LogReads = NewLogReadSlots(cfg.MaxConcurrentLogReads, cfg.MaxLogReadsPerCaller)
+	}
 	cfg.LogTailLines = cmp.Or(max(cfg.LogTailLines, 0), 1000)
 	cfg.MinTransferRate = cmp.Or(cfg.MinTransferRate, 16<<10)
 	cfg.MinTransferGrace = cmp.Or(max(cfg.MinTransferGrace, 0), 10*time.Second)
@@ -97,12 +102,11 @@ func New(cfg Config, svc *service.Service, logger *slog.Logger) http.Handler {
 	cfg.TransferTimeout = cmp.Or(max(cfg.TransferTimeout, 0), 5*time.Minute)
 	a := &api{
 		cfg: cfg, svc: svc, logger: logger,
-		uploads: newSlots("sources uploads", "--max-concurrent-uploads", cfg.MaxConcurrentUploads,
+		uploads: slots.New("sources uploads", "--max-concurrent-uploads", cfg.MaxConcurrentUploads,
 			"--max-concurrent-uploads-per-caller", cfg.MaxUploadsPerCaller),
-		downloads: newSlots("sources downloads", "--max-concurrent-downloads", cfg.MaxConcurrentDownloads,
+		downloads: slots.New("sources downloads", "--max-concurrent-downloads", cfg.MaxConcurrentDownloads,
 			"--max-concurrent-downloads-per-caller", cfg.MaxDownloadsPerCaller),
-		logReads: newSlots("execution log reads", "--max-concurrent-log-reads", cfg.MaxConcurrentLogReads,
-			"--max-concurrent-log-reads-per-caller", cfg.MaxLogReadsPerCaller),
+		logReads: cfg.LogReads,
 	}
 	return a.middleware(a.routes())
 }

@@ -1,15 +1,14 @@
 package httpapi
 
 import (
-	"fmt"
+	"cmp"
 	"net"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/datajobs/datajobs/internal/auth"
-	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/slots"
 )
 
 // deadlines bounds the time to read the request and write the answer from now on. The
@@ -22,63 +21,13 @@ func deadlines(w http.ResponseWriter, d time.Duration) {
 	_ = rc.SetWriteDeadline(at)
 }
 
-// slots admits a bounded number of requests of one kind at once, and a smaller number
-// per caller, and refuses the others at once, with 429 and Retry-After, rather than
-// queueing them: a queued upload holds its body in memory all the same, and without the
-// per-caller bound a few clients (slow ones above all) could hold every slot.
-type slots struct {
-	what       string // the requests, for the error body: "sources uploads"
-	flag       string // the flag that sets the global bound, for the error body
-	callerFlag string // the flag that sets the per-caller bound
-	free       chan struct{}
-	perCaller  int
-
-	mu   sync.Mutex
-	held map[string]int // slots held per caller
+// NewLogReadSlots returns the slots of execution log reads, with the defaults of
+// Config.MaxConcurrentLogReads and MaxLogReadsPerCaller; the server shares them with the
+// console, which reads the same logs.
+func NewLogReadSlots(n, perCaller int) *slots.Slots {
+	return slots.New("execution log reads", "--max-concurrent-log-reads", cmp.Or(max(n, 0), 16),
+		"--max-concurrent-log-reads-per-caller", cmp.Or(max(perCaller, 0), 4))
 }
-
-func newSlots(what, flag string, n int, callerFlag string, perCaller int) *slots {
-	return &slots{
-		what: what, flag: flag, callerFlag: callerFlag, free: make(chan struct{}, n),
-		perCaller: min(perCaller, n), held: map[string]int{},
-	}
-}
-
-// acquire takes a slot for caller, or says why it cannot.
-func (s *slots) acquire(caller string) (release func(), err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.held[caller] >= s.perCaller {
-		return nil, s.busy(fmt.Sprintf("This server runs at most %d %s of one caller at once (%s).", s.perCaller, s.what, s.callerFlag))
-	}
-	select {
-	case s.free <- struct{}{}:
-	default:
-		return nil, s.busy(fmt.Sprintf("This server runs at most %d %s at once (%s).", cap(s.free), s.what, s.flag))
-	}
-	s.held[caller]++
-	return func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.held[caller]--; s.held[caller] == 0 {
-			delete(s.held, caller)
-		}
-		<-s.free
-	}, nil
-}
-
-func (s *slots) busy(why string) error {
-	return &job.Error{
-		Kind:            job.KindBusy,
-		What:            fmt.Sprintf("Too many %s are in progress.", s.what),
-		Why:             why,
-		Consequences:    "The request was not processed and nothing was changed.",
-		Countermeasures: fmt.Sprintf("Retry in %d seconds.", retryAfter),
-	}
-}
-
-// retryAfter is what a refused client is told to wait, in seconds.
-const retryAfter = 5
 
 // callerKey is who holds a slot: the verified username, else (auth mode none, where the
 // name is the client's word) the client's address.
@@ -94,11 +43,11 @@ func callerKey(r *http.Request) string {
 }
 
 // limit runs h when a slot is free for the caller and answers 429 otherwise.
-func (a *api) limit(s *slots, h handler) handler {
+func (a *api) limit(s *slots.Slots, h handler) handler {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		release, err := s.acquire(callerKey(r))
+		release, err := s.Acquire(callerKey(r))
 		if err != nil {
-			w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+			w.Header().Set("Retry-After", strconv.Itoa(slots.RetryAfter))
 			return err
 		}
 		defer release()

@@ -106,7 +106,8 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 	health := &health{db: db, migrated: a.migrated, kube: a.kubeProbe, sync: syncUnit.state}
 	health.safety.syncer.Store(syncUnit.syncer)
 
-	console, err := consoleHandler(ctx, cfg, svc, db, authn, authz, syncUnit.syncer)
+	logReads := httpapi.NewLogReadSlots(cfg.Requests.MaxConcurrentLogReads, cfg.Requests.MaxLogReadsPerCaller)
+	console, err := consoleHandler(ctx, cfg, svc, db, logReads, authn, authz, syncUnit.syncer)
 	if err != nil {
 		return nil, err
 	}
@@ -114,8 +115,7 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 		JobsQuery: jobsQuery, Auth: authn, Webhook: authz,
 		MaxConcurrentUploads: cfg.Requests.MaxConcurrentUploads, MaxConcurrentDownloads: cfg.Requests.MaxConcurrentDownloads,
 		MaxUploadsPerCaller: cfg.Requests.MaxUploadsPerCaller, MaxDownloadsPerCaller: cfg.Requests.MaxDownloadsPerCaller,
-		MaxConcurrentLogReads: cfg.Requests.MaxConcurrentLogReads, MaxLogReadsPerCaller: cfg.Requests.MaxLogReadsPerCaller,
-		LogTailLines: cfg.Requests.LogTailLines, MinTransferRate: cfg.Requests.MinTransferRate,
+		LogReads: logReads, LogTailLines: cfg.Requests.LogTailLines, MinTransferRate: cfg.Requests.MinTransferRate,
 		RequestTimeout: cfg.Requests.RequestTimeout, TransferTimeout: cfg.Requests.TransferTimeout,
 		Metrics: httpapi.NewMetrics(registry),
 	}, svc, cfg.Logger)

@@ -34,3 +34,25 @@ func TestTheConsolePollsOnlyTheTailOfARunningLog(t *testing.T) {
 	assert.Nil(t, poll.FindStringSubmatch(r.body), "the whole log is not polled")
 	assert.Contains(t, r.body, "reload for more")
 }
+
+// Issue 22: the console read logs outside the REST API's log-read slots, so a console tab
+// was a way around their bound. Its reads take the same slots: with the caller's share
+// held (here by a REST read of the same user in flight), the panel says so instead of
+// reading, and reads again once the slot is free.
+func TestConsoleLogReadsShareTheAPIsSlots(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	execs, err := e.svc.ListExecutions(t.Context(), "team-b", "job-of-b", nil)
+	require.NoError(t, err)
+	part := "/ui/teams/team-b/jobs/job-of-b/executions/" + execs[0].ID + "/logs"
+	b := e.browser(t)
+	release, err := e.logReads.Acquire("user:console") // who the console is in auth mode none
+	require.NoError(t, err)
+	r := b.get(part)
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	assert.Contains(t, r.body, "Too many execution log reads")
+	release()
+	r = b.get(part)
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	assert.NotContains(t, r.body, "Too many execution log reads")
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/datajobs/datajobs/internal/auth"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/service"
+	"github.com/datajobs/datajobs/internal/slots"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/testenv"
 	"github.com/datajobs/datajobs/internal/ui"
@@ -31,6 +32,7 @@ type env struct {
 	store    *store.Store
 	svc      *service.Service
 	console  *ui.Console
+	logReads *slots.Slots // shared with the REST API in the server
 	provider *testenv.OIDCProvider // nil in auth mode none
 }
 
@@ -58,6 +60,8 @@ func newEnv(t *testing.T, oidc bool) *env {
 		cfg.Login = login
 	}
 	cfg.Logger = slog.New(slog.DiscardHandler)
+	e.logReads = slots.New("execution log reads", "--max-concurrent-log-reads", 4, "--max-concurrent-log-reads-per-caller", 1)
+	cfg.LogReads = e.logReads
 	e.console, err = ui.New(cfg, svc)
 	require.NoError(t, err)
 	mux.Handle(ui.Prefix, e.console)

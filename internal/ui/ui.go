@@ -26,6 +26,7 @@ import (
 	"github.com/datajobs/datajobs/internal/auth"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/service"
+	"github.com/datajobs/datajobs/internal/slots"
 	"github.com/datajobs/datajobs/internal/store"
 )
 
@@ -101,6 +102,8 @@ type Config struct {
 	// required with Login; https unless its host is a loopback address. An https URL
 	// (or a request over TLS) gives Secure, __Host- cookies.
 	PublicURL string
+	// LogReads bounds the console's log reads, shared with the REST API's (default: none).
+	LogReads *slots.Slots
 	// PageSize is the number of jobs per page (default 50).
 	PageSize int
 	// Plans gives the synchronizer's latest plan of a job (default: none known).
