@@ -40,8 +40,9 @@ func TestChartLintsClean(t *testing.T) {
 }
 
 // The default install: 2 replicas with the probes, security settings, spread and grace
-// period of the issue, a PodDisruptionBudget, the Role in the jobs namespace, two Services,
-// and every object accepted by the apiserver.
+// period of the issue, a PodDisruptionBudget, the Role in the jobs namespace (a namespace
+// of its own), two Services, GOMEMLIMIT under the memory limit, and every object accepted
+// by the apiserver.
 func TestDefaultValuesRenderAnInstallTheAPIServerAccepts(t *testing.T) {
 	t.Parallel()
 	ns := testenv.Namespace(t)
@@ -75,22 +76,26 @@ func TestDefaultValuesRenderAnInstallTheAPIServerAccepts(t *testing.T) {
 	}
 	require.Equal(t, "[$(POD_IP)]:8093", env["DATAJOBS_ADMIN_LISTEN"].Value, "the admin listener is on the pod IP, for Prometheus")
 	require.Equal(t, "datajobs-database", env["DATAJOBS_DATABASE_URL"].ValueFrom.SecretKeyRef.Name)
-	require.Equal(t, ns, env["DATAJOBS_NAMESPACE"].Value, "CronJobs go to the release namespace by default")
+	require.Equal(t, ns+"-jobs", env["DATAJOBS_NAMESPACE"].Value, "CronJobs go to a namespace of their own by default")
+	require.Equal(t, "858993459", env["GOMEMLIMIT"].Value, "80 % of the 1Gi memory limit")
 
 	pdb := into[policyv1.PodDisruptionBudget](t, find(t, objs, "PodDisruptionBudget", ""))
 	require.Equal(t, intstr.FromInt32(1), *pdb.Spec.MinAvailable)
 	role := into[rbacv1.Role](t, find(t, objs, "Role", ""))
-	require.Equal(t, ns, role.Namespace)
+	require.Equal(t, ns+"-jobs", role.Namespace)
 	find(t, objs, "Service", "dj-datajobs")
 	admin := into[corev1.Service](t, find(t, objs, "Service", "dj-datajobs-admin"))
 	require.Equal(t, intstr.FromString("admin"), admin.Spec.Ports[0].TargetPort)
 	hook := find(t, objs, "Pod", "dj-datajobs-test-readyz")
 	require.Equal(t, "test", hook.GetAnnotations()["helm.sh/hook"])
 	require.Contains(t, strings.Join(into[corev1.Pod](t, hook).Spec.Containers[0].Command, " "), "/readyz")
-	for _, kind := range []string{"ClusterRole", "ClusterRoleBinding", "ServiceMonitor", "PrometheusRule", "NetworkPolicy", "Ingress"} {
+	for _, kind := range []string{"ClusterRole", "ClusterRoleBinding", "ServiceMonitor", "PrometheusRule", "Ingress"} {
 		for _, o := range objs {
 			require.NotEqual(t, kind, o.GetKind(), "not rendered by default")
 		}
+	}
+	for _, o := range objs {
+		require.False(t, o.GetKind() == "NetworkPolicy" && o.GetNamespace() == ns, "the service's own NetworkPolicy is not rendered by default")
 	}
 }
 
@@ -133,7 +138,7 @@ func TestDocumentedCombinationsAreAcceptedByTheAPIServer(t *testing.T) {
 					require.Contains(t, string(text), alert)
 				}
 				find(t, objs, "ServiceMonitor", "")
-				find(t, objs, "NetworkPolicy", "")
+				find(t, objs, "NetworkPolicy", "dj-datajobs")
 				find(t, objs, "Ingress", "")
 			},
 		},
@@ -214,4 +219,33 @@ func TestEveryServeFlagIsReachableThroughValues(t *testing.T) {
 	for _, f := range cli.ServeEnv() {
 		require.True(t, set[f.Env], "--%s (%s) is not reachable from values", f.Name, f.Env)
 	}
+}
+
+// Issue 22, item 3: without GOMEMLIMIT the Go runtime does not know the container's
+// memory limit, so garbage it could have collected pushes the replica (the leader among
+// them) over the limit and the kernel kills it. The chart sets it to goMemLimitPercent of
+// resources.limits.memory in each quantity form, and none when the share is 0.
+func TestGOMEMLIMITFollowsTheMemoryLimit(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct{ values, want string }{
+		"binary units":  {"resources: {limits: {memory: 2Gi}}", "1717986918"},
+		"decimal units": {"resources: {limits: {memory: 1G}}", "800000000"},
+		"bytes":         {"resources: {limits: {memory: 1000}}", "800"},
+		"another share": {"resources: {limits: {memory: 1Gi}}\ngoMemLimitPercent: 90", "966367641"},
+		"turned off":    {"goMemLimitPercent: 0", ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			vals := values(t, "database: {existingSecret: db}\nauth: {mode: none}\n"+tc.values)
+			d := into[appsv1.Deployment](t, find(t, render(t, "default", vals), "Deployment", ""))
+			got := ""
+			for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+				if e.Name == "GOMEMLIMIT" {
+					got = e.Value
+				}
+			}
+			require.Equal(t, tc.want, got)
+		})
+	}
+	_, err := renderErr("default", values(t, "database: {existingSecret: db}\nauth: {mode: none}\nresources: {limits: {memory: 1.5Gi}}"))
+	require.ErrorContains(t, err, "resources.limits.memory")
 }

@@ -47,7 +47,11 @@ func pendingPod(t *testing.T, admin kubernetes.Interface, ns, id string) {
 		ObjectMeta: metav1.ObjectMeta{Name: id + "-zzzzz", Labels: map[string]string{kube.LabelJobName: id}},
 		Spec: corev1.PodSpec{
 			NodeSelector: map[string]string{"deploytest/no-such-node": "true"},
-			Containers:   []corev1.Container{{Name: "main", Image: "registry.local/none:v1"}},
+			// Restricted, as the jobs namespace may enforce.
+			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: new(true), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			Containers: []corev1.Container{{Name: "main", Image: "registry.local/none:v1", SecurityContext: &corev1.SecurityContext{
+				AllowPrivilegeEscalation: new(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			}}},
 		},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -60,6 +64,7 @@ func pendingPod(t *testing.T, admin kubernetes.Interface, ns, id string) {
 func TestChartRoleIsEnoughForEverythingServeDoes(t *testing.T) {
 	t.Parallel()
 	in := installRBAC(t, nil)
+	in.fence(t) // and all of it passes the jobs namespace's Pod Security level and admission policy
 	s := in.serve(t)
 	admin := testenv.Clientset(t)
 	ns := in.jobs

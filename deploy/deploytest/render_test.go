@@ -18,7 +18,9 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
 	"helm.sh/helm/v3/pkg/releaseutil"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -184,6 +186,23 @@ func applyCRDs(ctx context.Context, cfg *rest.Config) error {
 	return nil
 }
 
+// ensureNamespace creates a namespace the chart renders when it does not exist yet (and
+// deletes it at the end), so that the objects in it can be dry-run applied: a dry run of
+// the Namespace itself stores nothing.
+func ensureNamespace(t *testing.T, o *unstructured.Unstructured) {
+	t.Helper()
+	ns := &corev1.Namespace{}
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, ns))
+	cs := testenv.Clientset(t)
+	ctx := context.WithoutCancel(t.Context())
+	_, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return
+	}
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{}) })
+}
+
 // dryRunApply sends every object to the apiserver as a server-side apply with dryRun=All:
 // admission and validation run, nothing is stored.
 func dryRunApply(t *testing.T, objs []*unstructured.Unstructured) {
@@ -194,6 +213,11 @@ func dryRunApply(t *testing.T, objs []*unstructured.Unstructured) {
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
 	dyn, err := dynamic.NewForConfig(cfg)
 	require.NoError(t, err)
+	for _, o := range objs {
+		if o.GetKind() == "Namespace" {
+			ensureNamespace(t, o)
+		}
+	}
 	for _, o := range objs {
 		gvk := o.GroupVersionKind()
 		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -22,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -72,8 +74,10 @@ var binary = sync.OnceValues(func() (string, error) {
 // RBAC created for real in the test cluster (minus the Role rule dropped, when >= 0).
 type install struct {
 	release, jobs string
-	deployment    *appsv1.Deployment
-	role          *rbacv1.Role
+	// objs are the rendered objects of the chart.
+	objs       []*unstructured.Unstructured
+	deployment *appsv1.Deployment
+	role       *rbacv1.Role
 	// kubeconfig uses only a token of the chart's ServiceAccount.
 	kubeconfig string
 	// client is a client with that token.
@@ -82,8 +86,9 @@ type install struct {
 	adminPort int
 }
 
-// installRBAC renders the chart with auth mode none (the API is not under test here) and
-// a prune guard that lets one orphan go, creates its ServiceAccount, Role (changed by
+// installRBAC renders the chart with auth mode none (the API is not under test here), a
+// prune guard that lets one orphan go, job versions deployed without a registry look-up
+// (the tests deploy versions no registry holds), creates its ServiceAccount, Role (changed by
 // edit, when not nil) and RoleBinding, and mints a token for the ServiceAccount.
 func installRBAC(t *testing.T, edit func(*rbacv1.Role)) *install {
 	t.Helper()
@@ -95,8 +100,9 @@ auth: {mode: none}
 service: {targetPort: %d}
 adminService: {targetPort: %d}
 logFormat: text
-config: {prune-max-fraction: 1, max-cpu: "200"}
+config: {prune-max-fraction: 1, max-cpu: "200", verify-prebuilt-images: false}
 `, in.jobs, in.apiPort, in.adminPort)))
+	in.objs = objs
 	admin := testenv.Clientset(t)
 	ctx := t.Context()
 	sa := into[corev1.ServiceAccount](t, find(t, objs, "ServiceAccount", ""))
@@ -135,6 +141,20 @@ config: {prune-max-fraction: 1, max-cpu: "200"}
 	in.client, err = kubernetes.NewForConfig(restCfg)
 	require.NoError(t, err)
 	return in
+}
+
+// fence puts the jobs namespace behind the chart's fence: the Pod Security labels of the
+// rendered Namespace and the admission policy, for real.
+func (in *install) fence(t *testing.T) {
+	t.Helper()
+	ns := into[corev1.Namespace](t, find(t, in.objs, "Namespace", in.jobs))
+	admin := testenv.Clientset(t)
+	live, err := admin.CoreV1().Namespaces().Get(t.Context(), in.jobs, metav1.GetOptions{})
+	require.NoError(t, err)
+	maps.Copy(live.Labels, ns.Labels)
+	_, err = admin.CoreV1().Namespaces().Update(t.Context(), live, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	installAdmissionPolicy(t, in.objs, in.client, in.jobs)
 }
 
 // service is one `datajobs serve` process configured like the chart's pod.

@@ -41,6 +41,10 @@ func newImportCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			ephemeral, err := res.ephemeralStorageBytes()
+			if err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			db, err := openStore(ctx, databaseURL)
 			if err != nil {
@@ -56,7 +60,7 @@ func newImportCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cfg.Render = kube.RenderConfig{Namespace: namespace, ImageRegistry: registry, Resources: bounds}
+			cfg.Render = kube.RenderConfig{Namespace: namespace, ImageRegistry: registry, Resources: bounds, EphemeralStorageLimitBytes: ephemeral}
 			cfg.Logger = log
 			bar := newProgress(g.stdout, "importing")
 			cfg.Progress = bar.update

@@ -44,7 +44,10 @@ func newServeCommand(g *globals) serveCommand {
 		c.Auth.Mode = server.AuthMode(authMode)
 		c.Logger = log
 		c.Version = Version
-		c.Resources, err = res.bounds()
+		if c.Resources, err = res.bounds(); err != nil {
+			return c, err
+		}
+		c.JobEphemeralStorageBytes, err = res.ephemeralStorageBytes()
 		return c, err
 	}
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -106,6 +109,7 @@ func localURL(addr net.Addr) string {
 type resourceFlags struct {
 	cpuRequest, cpuLimit, memRequest, memLimit string
 	maxCPU, maxMemory                          string
+	ephemeralStorage                           string
 }
 
 func (r *resourceFlags) register(f interface {
@@ -119,6 +123,16 @@ func (r *resourceFlags) register(f interface {
 	f.StringVar(&r.memLimit, "default-memory-limit", job.MemoryQuantity(d.MemoryLimitBytes), "memory limit of deployments that set none")
 	f.StringVar(&r.maxCPU, "max-cpu", job.CPUQuantity(m.CPULimitMillis), "largest CPU request or limit a deployment may set")
 	f.StringVar(&r.maxMemory, "max-memory", job.MemoryQuantity(m.MemoryLimitBytes), "largest memory request or limit a deployment may set")
+	f.StringVar(&r.ephemeralStorage, "job-ephemeral-storage-limit", job.MemoryQuantity(kube.DefaultEphemeralStorageLimitBytes), "ephemeral-storage limit of every job container (its disk: past it the kubelet evicts the pod)")
+}
+
+// ephemeralStorageBytes is --job-ephemeral-storage-limit in bytes.
+func (r *resourceFlags) ephemeralStorageBytes() (int64, error) {
+	v, err := job.MemoryFromQuantity("job-ephemeral-storage-limit", r.ephemeralStorage)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("--job-ephemeral-storage-limit %q: must be a positive Kubernetes quantity", r.ephemeralStorage)
+	}
+	return v, nil
 }
 
 func (r *resourceFlags) bounds() (b job.ResourceBounds, err error) {

@@ -78,6 +78,12 @@ func registerBuildFlags(f *pflag.FlagSet, cfg *server.Config) {
 func registerRequestFlags(f *pflag.FlagSet, cfg *server.Config, v *serveFlagVars) {
 	f.IntVar(&cfg.Requests.MaxConcurrentUploads, "max-concurrent-uploads", 4, "sources uploads in progress at once; more answer 429")
 	f.IntVar(&cfg.Requests.MaxConcurrentDownloads, "max-concurrent-downloads", 16, "sources downloads in progress at once; more answer 429")
+	f.IntVar(&cfg.Requests.MaxUploadsPerCaller, "max-concurrent-uploads-per-caller", 2, "sources uploads one caller may have in progress at once; more answer 429")
+	f.IntVar(&cfg.Requests.MaxDownloadsPerCaller, "max-concurrent-downloads-per-caller", 4, "sources downloads one caller may have in progress at once; more answer 429")
+	f.IntVar(&cfg.Requests.MaxConcurrentLogReads, "max-concurrent-log-reads", 16, "execution log reads in progress at once; more answer 429")
+	f.IntVar(&cfg.Requests.MaxLogReadsPerCaller, "max-concurrent-log-reads-per-caller", 4, "execution log reads one caller may have in progress at once; more answer 429")
+	f.IntVar(&cfg.Requests.LogTailLines, "log-tail-lines", 1000, "lines of an execution's log answered when the request sets no tail_lines")
+	f.Int64Var(&cfg.Requests.MinTransferRate, "min-transfer-rate", 16<<10, "slowest a sources upload or download may go after its first 10 s, in bytes per second (negative: no minimum)")
 	f.DurationVar(&cfg.Requests.RequestTimeout, "request-timeout", time.Minute, "time to read a request and write its answer")
 	f.DurationVar(&cfg.Requests.TransferTimeout, "transfer-timeout", 5*time.Minute, "time to read a sources upload or write a download")
 	f.IntVar(&cfg.Requests.MaxJobsPerTeam, "max-jobs-per-team", 0, "data jobs a team may have (0: no limit); more answer 409")
@@ -110,7 +116,7 @@ func registerUIFlags(f *pflag.FlagSet, cfg *server.Config) {
 	f.StringVar(&cfg.UI.OIDCClientSecret, "ui-oidc-client-secret", "", "secret of that client (empty: a public client; the flow uses PKCE either way)")
 	f.StringVar(&cfg.UI.OIDCIssuerURL, "ui-oidc-issuer-url", "", "issuer the console signs people in with (default: the first --oidc-issuer-url)")
 	f.StringSliceVar(&cfg.UI.OIDCScopes, "ui-oidc-scopes", []string{"openid"}, "scopes the console asks for at sign-in")
-	f.StringVar(&cfg.UI.PublicURL, "ui-public-url", "", "external base URL of the console, e.g. https://datajobs.example.com (default: from each request)")
+	f.StringVar(&cfg.UI.PublicURL, "ui-public-url", "", "external base URL of the console, e.g. https://datajobs.example.com (required with --ui-oidc-client-id: the sign-in redirect is made from it, never from the request's Host)")
 	f.StringVar(&cfg.UI.SessionKey, "ui-session-key", "", "secret sealing the console's session cookies, the same on every replica (default: random per process; use the environment variable)")
 }
 

@@ -46,6 +46,10 @@ func newSyncCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			ephemeral, err := res.ephemeralStorageBytes()
+			if err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			db, err := openStore(ctx, databaseURL)
 			if err != nil {
@@ -57,7 +61,7 @@ func newSyncCommand(g *globals) *cobra.Command {
 				return err
 			}
 			syncer := synchronizer.New(synchronizer.Config{
-				Render: kube.RenderConfig{Namespace: namespace, ImageRegistry: registry, Resources: bounds},
+				Render: kube.RenderConfig{Namespace: namespace, ImageRegistry: registry, Resources: bounds, EphemeralStorageLimitBytes: ephemeral},
 				DryRun: dryRun, Logger: log,
 				PruneMaxFraction: pruneMaxFraction, AllowMassPrune: allowMassPrune, AcceptConfigChange: acceptConfigChange,
 			}, db, cluster.Client, nil)

@@ -179,6 +179,9 @@ func (e *Env) ensureFakeNode(ctx context.Context, kwokPort int) error {
 		corev1.ResourceCPU:    resource.MustParse("64"),
 		corev1.ResourceMemory: resource.MustParse("256Gi"),
 		corev1.ResourcePods:   resource.MustParse("500"),
+		// Job pods carry an ephemeral-storage limit (and so a request): without capacity
+		// the scheduler finds the fake node "Insufficient ephemeral-storage".
+		corev1.ResourceEphemeralStorage: resource.MustParse("2Ti"),
 	}
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{

@@ -18,6 +18,9 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	if errors.As(err, &tooLarge) {
 		return nil, bodyTooLarge(limit)
 	}
+	if job.KindOf(err) != 0 { // a paced body that was too slow says so itself
+		return nil, err
+	}
 	if err != nil {
 		return nil, malformedBody(err)
 	}

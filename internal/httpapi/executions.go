@@ -158,10 +158,11 @@ type logsResponse struct {
 	Logs string `json:"logs"`
 }
 
-// executionLogs is GET .../executions/{execution_id}/logs?tail_lines=N.
+// executionLogs is GET .../executions/{execution_id}/logs?tail_lines=N: the last N lines
+// (LogTailLines without tail_lines, all that is kept for N <= 0), in a log-read slot.
 func (a *api) executionLogs(w http.ResponseWriter, r *http.Request) error {
 	team, name, id := executionOf(r)
-	tail := 0
+	tail := a.cfg.LogTailLines
 	if v := r.URL.Query().Get("tail_lines"); v != "" {
 		var err error
 		if tail, err = strconv.Atoi(v); err != nil {

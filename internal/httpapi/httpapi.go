@@ -17,6 +17,7 @@ import (
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/service"
+	"github.com/datajobs/datajobs/internal/slots"
 )
 
 // Config configures the API handler.
@@ -35,6 +36,27 @@ type Config struct {
 	// (defaults 4 and 16: an upload holds its archive in memory, a download a 1 MiB chunk).
 	MaxConcurrentUploads   int
 	MaxConcurrentDownloads int
+	// MaxUploadsPerCaller and MaxDownloadsPerCaller cap what one caller (a verified
+	// username, else a client address) holds of those (defaults 2 and 4), so a few
+	// clients cannot hold every slot.
+	MaxUploadsPerCaller   int
+	MaxDownloadsPerCaller int
+	// MaxConcurrentLogReads caps the execution log reads in progress, MaxLogReadsPerCaller
+	// one caller's share (defaults 16 and 4): a live read streams the pod's log through
+	// the apiserver from the kubelet.
+	MaxConcurrentLogReads int
+	MaxLogReadsPerCaller  int
+	// LogReads, when set, are the log-read slots to use instead (shared with the console;
+	// see NewLogReadSlots); the two fields above are then unused.
+	LogReads *slots.Slots
+	// LogTailLines is how many lines of a log the logs endpoint answers when the request
+	// sets no tail_lines (default 1000); tail_lines <= 0 asks for all that is kept.
+	LogTailLines int
+	// MinTransferRate is the slowest a sources upload or download may go, in bytes per
+	// second, after its first MinTransferGrace (defaults 16 KiB/s and 10s; a negative
+	// rate: no minimum). Below it the connection is closed and its slot freed.
+	MinTransferRate  int64
+	MinTransferGrace time.Duration
 	// RequestTimeout bounds reading a request and writing its answer (default 1m);
 	// TransferTimeout does for sources uploads and downloads (default 5m).
 	RequestTimeout  time.Duration
@@ -54,8 +76,9 @@ type api struct {
 	cfg       Config
 	svc       *service.Service
 	logger    *slog.Logger
-	uploads   *slots
-	downloads *slots
+	uploads   *slots.Slots
+	downloads *slots.Slots
+	logReads  *slots.Slots
 }
 
 // New returns the handler of every /data-jobs/... path. The server mounts it next to its
@@ -67,12 +90,23 @@ func New(cfg Config, svc *service.Service, logger *slog.Logger) http.Handler {
 	}
 	cfg.MaxConcurrentUploads = cmp.Or(max(cfg.MaxConcurrentUploads, 0), 4)
 	cfg.MaxConcurrentDownloads = cmp.Or(max(cfg.MaxConcurrentDownloads, 0), 16)
+	cfg.MaxUploadsPerCaller = cmp.Or(max(cfg.MaxUploadsPerCaller, 0), 2)
+	cfg.MaxDownloadsPerCaller = cmp.Or(max(cfg.MaxDownloadsPerCaller, 0), 4)
+	if cfg.LogReads == nil {
+		cfg.LogReads = NewLogReadSlots(cfg.MaxConcurrentLogReads, cfg.MaxLogReadsPerCaller)
+	}
+	cfg.LogTailLines = cmp.Or(max(cfg.LogTailLines, 0), 1000)
+	cfg.MinTransferRate = cmp.Or(cfg.MinTransferRate, 16<<10)
+	cfg.MinTransferGrace = cmp.Or(max(cfg.MinTransferGrace, 0), 10*time.Second)
 	cfg.RequestTimeout = cmp.Or(max(cfg.RequestTimeout, 0), time.Minute)
 	cfg.TransferTimeout = cmp.Or(max(cfg.TransferTimeout, 0), 5*time.Minute)
 	a := &api{
 		cfg: cfg, svc: svc, logger: logger,
-		uploads:   newSlots("sources uploads", "--max-concurrent-uploads", cfg.MaxConcurrentUploads),
-		downloads: newSlots("sources downloads", "--max-concurrent-downloads", cfg.MaxConcurrentDownloads),
+		uploads: slots.New("sources uploads", "--max-concurrent-uploads", cfg.MaxConcurrentUploads,
+			"--max-concurrent-uploads-per-caller", cfg.MaxUploadsPerCaller),
+		downloads: slots.New("sources downloads", "--max-concurrent-downloads", cfg.MaxConcurrentDownloads,
+			"--max-concurrent-downloads-per-caller", cfg.MaxDownloadsPerCaller),
+		logReads: cfg.LogReads,
 	}
 	return a.middleware(a.routes())
 }
@@ -118,7 +152,7 @@ func (a *api) routes() *router {
 	rt.handleFunc("POST "+dep+"/executions", memberOfTeam, a.startExecution)
 	rt.handleFunc("GET "+execution, memberOfTeam, a.getExecution)
 	rt.handleFunc("DELETE "+execution, memberOfTeam, a.cancelExecution)
-	rt.handleFunc("GET "+execution+"/logs", memberOfTeam, a.executionLogs)
+	rt.handleFunc("GET "+execution+"/logs", memberOfTeam, a.limit(a.logReads, a.executionLogs))
 
 	// Endpoints of features that later releases bring.
 	later := []struct {

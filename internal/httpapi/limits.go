@@ -1,12 +1,14 @@
 package httpapi
 
 import (
-	"fmt"
+	"cmp"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
 
-	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/auth"
+	"github.com/datajobs/datajobs/internal/slots"
 )
 
 // deadlines bounds the time to read the request and write the answer from now on. The
@@ -19,38 +21,36 @@ func deadlines(w http.ResponseWriter, d time.Duration) {
 	_ = rc.SetWriteDeadline(at)
 }
 
-// slots admits a bounded number of requests of one kind at once and refuses the others
-// at once, with 429 and Retry-After, rather than queueing them: a queued upload holds its
-// body in memory all the same.
-type slots struct {
-	what string // the requests, for the error body: "sources uploads"
-	flag string // the flag that sets n, for the error body
-	free chan struct{}
+// NewLogReadSlots returns the slots of execution log reads, with the defaults of
+// Config.MaxConcurrentLogReads and MaxLogReadsPerCaller; the server shares them with the
+// console, which reads the same logs.
+func NewLogReadSlots(n, perCaller int) *slots.Slots {
+	return slots.New("execution log reads", "--max-concurrent-log-reads", cmp.Or(max(n, 0), 16),
+		"--max-concurrent-log-reads-per-caller", cmp.Or(max(perCaller, 0), 4))
 }
 
-func newSlots(what, flag string, n int) *slots {
-	return &slots{what: what, flag: flag, free: make(chan struct{}, n)}
+// callerKey is who holds a slot: the verified username, else (auth mode none, where the
+// name is the client's word) the client's address.
+func callerKey(r *http.Request) string {
+	if id, ok := auth.FromContext(r.Context()); ok && id.Verified {
+		return "user:" + id.Username
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return "addr:" + host
 }
 
-// retryAfter is what a refused client is told to wait, in seconds.
-const retryAfter = 5
-
-// limit runs h when a slot is free and answers 429 otherwise.
-func (a *api) limit(s *slots, h handler) handler {
+// limit runs h when a slot is free for the caller and answers 429 otherwise.
+func (a *api) limit(s *slots.Slots, h handler) handler {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		select {
-		case s.free <- struct{}{}:
-			defer func() { <-s.free }()
-			return h(w, r)
-		default:
-			w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
-			return &job.Error{
-				Kind:            job.KindBusy,
-				What:            fmt.Sprintf("Too many %s are in progress.", s.what),
-				Why:             fmt.Sprintf("This server runs at most %d %s at once (%s).", cap(s.free), s.what, s.flag),
-				Consequences:    "The request was not processed and nothing was changed.",
-				Countermeasures: fmt.Sprintf("Retry in %d seconds.", retryAfter),
-			}
+		release, err := s.Acquire(callerKey(r))
+		if err != nil {
+			w.Header().Set("Retry-After", strconv.Itoa(slots.RetryAfter))
+			return err
 		}
+		defer release()
+		return h(w, r)
 	}
 }

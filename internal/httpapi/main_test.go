@@ -46,6 +46,8 @@ type options struct {
 	auth      httpapi.Authenticator
 	webhook   httpapi.Authorizer
 	graphql   bool // serve the GraphQL jobs query (graphapi) from the store
+	// logs reads the logs of running executions (default none: only stored copies).
+	logs service.LogReader
 	// statementTimeout is the API store's PostgreSQL statement timeout (0: none).
 	statementTimeout time.Duration
 }
@@ -67,6 +69,7 @@ func newEnv(t testing.TB, opts ...func(*options)) *env {
 		DefaultPythonVersion:    "3.11",
 		APIVersion:              "datajobs/test",
 		Sources:                 o.sources,
+		Logs:                    o.logs,
 		Resources: job.ResourceBounds{
 			Max: job.Resources{CPURequestMillis: 4000, CPULimitMillis: 8000, MemoryRequestBytes: 8 << 30, MemoryLimitBytes: 16 << 30},
 		},

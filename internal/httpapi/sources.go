@@ -17,6 +17,7 @@ type versionResponse struct {
 // of JSON bodies.
 func (a *api) uploadSources(w http.ResponseWriter, r *http.Request) error {
 	deadlines(w, a.cfg.TransferTimeout)
+	r.Body = a.newPace(w).reader(r.Body)
 	team, name := jobOf(r)
 	body, err := readBody(w, r, a.svc.Config().Sources.MaxArchiveBytes)
 	if err != nil {
@@ -46,7 +47,7 @@ func (a *api) downloadSources(w http.ResponseWriter, r *http.Request) error {
 	h.Set("Content-Length", strconv.FormatInt(src.Size, 10))
 	h.Set("ETag", `"`+src.Version+`"`)
 	w.WriteHeader(http.StatusOK)
-	if _, err := io.Copy(w, src); err != nil && r.Context().Err() == nil {
+	if _, err := io.Copy(a.newPace(w).writer(w), src); err != nil && r.Context().Err() == nil {
 		// The status is sent: the client sees a body shorter than its Content-Length.
 		a.logger.WarnContext(r.Context(), "sources_download_failed", "op_id", opID(r.Context()), "job", name, "error", err)
 	}

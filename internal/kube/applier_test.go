@@ -190,8 +190,8 @@ func TestApplyRepairsHandEdits(t *testing.T) {
 			container(cj).Env = append(container(cj).Env, corev1.EnvVar{Name: "EXTRA", Value: "1"})
 		}, "env differs"},
 		{"an added resource limit", func(cj *batchv1.CronJob) {
-			container(cj).Resources.Limits[corev1.ResourceEphemeralStorage] = resource.MustParse("1Gi")
-		}, `f:ephemeral-storage is set by field manager "kubectl-edit"`},
+			container(cj).Resources.Limits[neverRendered] = resource.MustParse("1")
+		}, `f:example.com/widgets is set by field manager "kubectl-edit"`},
 		{"an added node selector", func(cj *batchv1.CronJob) {
 			cj.Spec.JobTemplate.Spec.Template.Spec.NodeSelector = map[string]string{"disk": "ssd"}
 		}, `f:nodeSelector`},
@@ -224,7 +224,7 @@ func TestApplyRepairsHandEdits(t *testing.T) {
 			require.Equal(t, "kept", live.Labels["example.com/hand"], "labels datajobs does not render are left alone")
 			require.Equal(t, rendered.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Env, container(live).Env)
 			require.Nil(t, live.Spec.JobTemplate.Spec.Template.Spec.NodeSelector)
-			require.NotContains(t, container(live).Resources.Limits, corev1.ResourceEphemeralStorage)
+			require.NotContains(t, container(live).Resources.Limits, neverRendered)
 
 			// The repaired object is managed as if freshly applied: unchanged applies write
 			// nothing, and later changes still remove what datajobs stops rendering.

@@ -122,12 +122,12 @@ func TestDrifted(t *testing.T) {
 			"metadata.annotations.datajobs.io/job-version differs",
 		},
 		{"a field we never render, set by hand, has drifted", func(live *batchv1.CronJob) {
-			container(live).Resources.Limits["ephemeral-storage"] = resource.MustParse("1Gi")
+			container(live).Resources.Limits[neverRendered] = resource.MustParse("1")
 			live.ManagedFields = append(live.ManagedFields, metav1.ManagedFieldsEntry{
 				Manager: "kubectl-edit", Operation: metav1.ManagedFieldsOperationUpdate,
-				FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:jobTemplate":{"f:spec":{"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"sales-ingest\"}":{"f:resources":{"f:limits":{"f:ephemeral-storage":{}}}}}}}}}}}`),
+				FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:jobTemplate":{"f:spec":{"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"sales-ingest\"}":{"f:resources":{"f:limits":{"f:example.com/widgets":{}}}}}}}}}}}`),
 			})
-		}, true, `f:spec/f:jobTemplate/f:spec/f:template/f:spec/f:containers/k:{"name":"sales-ingest"}/f:resources/f:limits/f:ephemeral-storage is set by field manager "kubectl-edit"`},
+		}, true, `f:spec/f:jobTemplate/f:spec/f:template/f:spec/f:containers/k:{"name":"sales-ingest"}/f:resources/f:limits/f:example.com/widgets is set by field manager "kubectl-edit"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -153,3 +153,7 @@ func TestDriftedMissing(t *testing.T) {
 func container(cj *batchv1.CronJob) *corev1.Container {
 	return &cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0]
 }
+
+// neverRendered is a resource datajobs never renders (an extended resource), for the
+// tests of fields someone else adds.
+const neverRendered corev1.ResourceName = "example.com/widgets"

@@ -130,7 +130,16 @@ type RenderConfig struct {
 	RunAsUser  int64
 	RunAsGroup int64
 	FSGroup    int64
+	// EphemeralStorageLimitBytes is the job container's ephemeral-storage limit (its
+	// writable layer, logs and emptyDirs). Default 2 GiB: a job that fills the node's disk
+	// would evict every other pod on it; past its limit the kubelet evicts the job's pod
+	// alone. The apiserver sets the request to the same value, so the scheduler places the
+	// pod where that much disk is free.
+	EphemeralStorageLimitBytes int64 `json:",omitempty"`
 }
+
+// DefaultEphemeralStorageLimitBytes is RenderConfig.EphemeralStorageLimitBytes' default.
+const DefaultEphemeralStorageLimitBytes = 2 << 30
 
 // WithDefaults returns the config with every zero field set to its default. Render calls
 // it; callers that need the effective resources (for the actual deployment row) use
@@ -150,6 +159,7 @@ func (c RenderConfig) WithDefaults() RenderConfig {
 	c.RunAsUser = cmp.Or(c.RunAsUser, 1000)
 	c.RunAsGroup = cmp.Or(c.RunAsGroup, 1000)
 	c.FSGroup = cmp.Or(c.FSGroup, 1000)
+	c.EphemeralStorageLimitBytes = cmp.Or(c.EphemeralStorageLimitBytes, DefaultEphemeralStorageLimitBytes)
 	return c
 }
 
@@ -224,7 +234,10 @@ func Render(j job.Job, d job.Deployment, cfg RenderConfig) (*batchv1.CronJob, st
 						Spec: corev1.PodSpec{
 							RestartPolicy:                corev1.RestartPolicyNever,
 							AutomountServiceAccountToken: new(false),
-							ImagePullSecrets:             pullSecrets,
+							// No *_SERVICE_HOST/_PORT variables of every Service in the
+							// namespace: they map the platform for a job that has no use for it.
+							EnableServiceLinks: new(false),
+							ImagePullSecrets:   pullSecrets,
 							SecurityContext: &corev1.PodSecurityContext{
 								RunAsNonRoot:   new(true),
 								RunAsUser:      &cfg.RunAsUser,
@@ -243,8 +256,9 @@ func Render(j job.Job, d job.Deployment, cfg RenderConfig) (*batchv1.CronJob, st
 										corev1.ResourceMemory: memory(res.MemoryRequestBytes),
 									},
 									Limits: corev1.ResourceList{
-										corev1.ResourceCPU:    cpu(res.CPULimitMillis),
-										corev1.ResourceMemory: memory(res.MemoryLimitBytes),
+										corev1.ResourceCPU:              cpu(res.CPULimitMillis),
+										corev1.ResourceMemory:           memory(res.MemoryLimitBytes),
+										corev1.ResourceEphemeralStorage: memory(cfg.EphemeralStorageLimitBytes),
 									},
 								},
 								SecurityContext: &corev1.SecurityContext{
@@ -340,6 +354,11 @@ func canonical(q *resource.Quantity) resource.Quantity {
 func (c RenderConfig) Fingerprint() string {
 	c = c.WithDefaults()
 	c.Installation = ""
+	if c.EphemeralStorageLimitBytes == DefaultEphemeralStorageLimitBytes {
+		// Left out at its default, so that the fingerprint of an installation from before
+		// the field existed stays the same and an upgrade passes the configuration guard.
+		c.EphemeralStorageLimitBytes = 0
+	}
 	b, err := json.Marshal(c)
 	if err != nil {
 		panic("kube: marshal render config: " + err.Error()) // plain data always marshals

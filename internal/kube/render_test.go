@@ -111,6 +111,8 @@ func TestRenderFullDeployment(t *testing.T) {
 	ps := pt.Spec
 	require.Equal(t, corev1.RestartPolicyNever, ps.RestartPolicy)
 	require.False(t, *ps.AutomountServiceAccountToken)
+	require.NotNil(t, ps.EnableServiceLinks)
+	require.False(t, *ps.EnableServiceLinks)
 	require.Equal(t, []corev1.LocalObjectReference{{Name: "pull-a"}, {Name: "pull-b"}}, ps.ImagePullSecrets)
 	require.Equal(t, &corev1.PodSecurityContext{
 		RunAsNonRoot:   new(true),
@@ -138,7 +140,7 @@ func TestRenderFullDeployment(t *testing.T) {
 	requireQuantity(t, "256Mi", c.Resources.Requests[corev1.ResourceMemory])
 	requireQuantity(t, "1G", c.Resources.Limits[corev1.ResourceMemory])
 	require.Len(t, c.Resources.Requests, 2)
-	require.Len(t, c.Resources.Limits, 2)
+	require.Len(t, c.Resources.Limits, 3)
 
 	require.Equal(t, []corev1.EnvVar{
 		{Name: "DATA_JOB_NAME", Value: "sales-ingest"},
@@ -235,6 +237,24 @@ func TestRenderDoesNotKeepPointersIntoInputs(t *testing.T) {
 	require.Equal(t, "UTC", *b.Spec.TimeZone)
 }
 
+// Issue 22: a job pod must not learn the platform's addresses from the environment
+// (enableServiceLinks puts HOST/PORT variables of every Service of the namespace, the
+// service's admin Service among them, into each container), and must not be able to fill
+// the node's disk (without an ephemeral-storage limit the kubelet evicts other pods
+// first). Both hold by default and the limit follows the configuration.
+func TestRenderedPodHasNoServiceLinksAndADiskLimit(t *testing.T) {
+	t.Parallel()
+	cj, _ := Render(testJob(), testDeployment(), testConfig())
+	ps := cj.Spec.JobTemplate.Spec.Template.Spec
+	require.Equal(t, new(false), ps.EnableServiceLinks, "a job pod gets no Service environment variables")
+	requireQuantity(t, "2Gi", ps.Containers[0].Resources.Limits[corev1.ResourceEphemeralStorage])
+
+	cfg := testConfig()
+	cfg.EphemeralStorageLimitBytes = 10 << 30
+	cj, _ = Render(testJob(), testDeployment(), cfg)
+	requireQuantity(t, "10Gi", cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceEphemeralStorage])
+}
+
 func TestHashIsStable(t *testing.T) {
 	t.Parallel()
 	_, want := Render(testJob(), testDeployment(), testConfig())
@@ -245,8 +265,9 @@ func TestHashIsStable(t *testing.T) {
 		require.Equal(t, want, Hash(cj))
 	}
 	// Fixed, so that a change of the rendering (which redeploys every job once) is a
-	// deliberate decision: update this value and say so in the release notes.
-	require.Equal(t, "ab973e4b7c5c2efb8fa12f20fa8752a0180ab462148492d484dd37cd23486866", want)
+	// deliberate decision: update this value and say so in the release notes. (Changed by
+	// issue 22: enableServiceLinks false and the ephemeral-storage limit.)
+	require.Equal(t, "122e9961ffcc7084dede2b109dd6674454cdcf6e816f32d25d09ed11613b9f04", want)
 }
 
 func TestHashCoversEveryRenderedField(t *testing.T) {
@@ -309,6 +330,7 @@ func TestHashCoversEveryRenderedField(t *testing.T) {
 		{"run as user changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { c.RunAsUser = 2000 }, true},
 		{"run as group changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { c.RunAsGroup = 2000 }, true},
 		{"fs group changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { c.FSGroup = 2000 }, true},
+		{"ephemeral storage limit changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { c.EphemeralStorageLimitBytes = 1 << 30 }, true},
 
 		{"nothing changed leaves it", func(j *job.Job, d *job.Deployment, c *RenderConfig) {}, false},
 		{"deployed by leaves it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { d.DeployedBy = "bob" }, false},
@@ -344,4 +366,20 @@ func TestHashCoversEveryRenderedField(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The ephemeral-storage limit is part of the rendering configuration, but at its default
+// it leaves the fingerprint that of a release before it: an upgrade that changes nothing
+// else passes the synchronizer's configuration guard (--accept-config-change) instead of
+// stopping every installation's sync. Another limit changes the fingerprint. The pinned
+// values are those of main before the field existed.
+func TestFingerprintAtTheDefaultEphemeralLimitIsThatOfEarlierReleases(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "610a97ee94c0e184", testConfig().Fingerprint())
+	require.Equal(t, "da5fb600eecb4ef7", RenderConfig{}.Fingerprint())
+	cfg := testConfig()
+	cfg.EphemeralStorageLimitBytes = DefaultEphemeralStorageLimitBytes
+	require.Equal(t, "610a97ee94c0e184", cfg.Fingerprint())
+	cfg.EphemeralStorageLimitBytes = 10 << 30
+	require.NotEqual(t, "610a97ee94c0e184", cfg.Fingerprint())
 }

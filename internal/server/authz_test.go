@@ -120,12 +120,14 @@ func TestEveryRouteIsAuthenticatedAndKeepsTeamsApart(t *testing.T) {
 	t.Parallel()
 	p := testenv.OIDC(t)
 	clientID := fmt.Sprintf("console-authz-%d", time.Now().UnixNano()) // the provider outlives the test
+	addr := testenv.FreeAddr(t)
 	base, _, _ := serve(t, server.Config{
+		Listen:      addr,
 		DatabaseURL: testenv.DatabaseURL(t), SyncMode: server.SyncOff,
 		Auth: server.AuthConfig{Mode: server.AuthOIDC, OIDC: auth.OIDCConfig{
 			IssuerURLs: []string{p.IssuerURL}, Audience: testenv.Audience, UsernameClaim: "username", AdminTeams: []string{"platform"},
 		}},
-		UI: server.UIConfig{OIDCClientID: clientID},
+		UI: server.UIConfig{OIDCClientID: clientID, PublicURL: "http://" + addr},
 	})
 	p.NewBrowserClient(t, clientID, base+"/ui/callback")
 	require.Eventually(t, func() bool { code, _ := get(t, base+"/readyz"); return code == http.StatusOK }, 30*time.Second, 50*time.Millisecond)

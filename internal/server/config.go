@@ -56,6 +56,9 @@ type Config struct {
 	DefaultPythonVersion string
 	// Resources are the default and maximum job resources (zero fields: job.DefaultResources).
 	Resources job.ResourceBounds
+	// JobEphemeralStorageBytes is the ephemeral-storage limit of every job container
+	// (default kube.DefaultEphemeralStorageLimitBytes, 2 GiB).
+	JobEphemeralStorageBytes int64
 	// Sources bounds uploaded job sources (defaults: 50 MiB archives, 200 MiB
 	// uncompressed, 10,000 files, 50 versions kept per job).
 	Sources service.SourcesConfig

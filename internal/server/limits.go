@@ -11,6 +11,19 @@ type RequestLimits struct {
 	// MaxConcurrentDownloads caps the sources downloads in progress (default 16: a
 	// download holds a 1 MiB chunk).
 	MaxConcurrentDownloads int
+	// MaxUploadsPerCaller and MaxDownloadsPerCaller cap one caller's share of those
+	// (defaults 2 and 4).
+	MaxUploadsPerCaller   int
+	MaxDownloadsPerCaller int
+	// MaxConcurrentLogReads caps the execution log reads in progress (default 16),
+	// MaxLogReadsPerCaller one caller's share (default 4).
+	MaxConcurrentLogReads int
+	MaxLogReadsPerCaller  int
+	// LogTailLines is the tail of a log answered without tail_lines (default 1000).
+	LogTailLines int
+	// MinTransferRate is the slowest a sources transfer may go after its first 10 s, in
+	// bytes per second (default 16 KiB/s; negative: no minimum).
+	MinTransferRate int64
 	// RequestTimeout bounds reading a request and writing its answer (default 1m).
 	RequestTimeout time.Duration
 	// TransferTimeout bounds reading a sources upload or writing a download (default 5m).

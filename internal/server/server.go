@@ -109,13 +109,16 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 	health := &health{db: db, migrated: a.migrated, kube: a.kubeProbe, sync: syncUnit.state, log: cfg.Logger}
 	health.safety.syncer.Store(syncUnit.syncer)
 
-	console, err := consoleHandler(ctx, cfg, svc, authn, authz, syncUnit.syncer)
+	logReads := httpapi.NewLogReadSlots(cfg.Requests.MaxConcurrentLogReads, cfg.Requests.MaxLogReadsPerCaller)
+	console, err := consoleHandler(ctx, cfg, svc, db, logReads, authn, authz, syncUnit.syncer)
 	if err != nil {
 		return nil, err
 	}
 	api := httpapi.New(httpapi.Config{
 		JobsQuery: jobsQuery, Auth: authn, Webhook: authz,
 		MaxConcurrentUploads: cfg.Requests.MaxConcurrentUploads, MaxConcurrentDownloads: cfg.Requests.MaxConcurrentDownloads,
+		MaxUploadsPerCaller: cfg.Requests.MaxUploadsPerCaller, MaxDownloadsPerCaller: cfg.Requests.MaxDownloadsPerCaller,
+		LogReads: logReads, LogTailLines: cfg.Requests.LogTailLines, MinTransferRate: cfg.Requests.MinTransferRate,
 		RequestTimeout: cfg.Requests.RequestTimeout, TransferTimeout: cfg.Requests.TransferTimeout,
 		Metrics: httpapi.NewMetrics(registry),
 	}, svc, cfg.Logger)
@@ -254,7 +257,7 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 	}
 	syncer := synchronizer.New(synchronizer.Config{
 		Build:              builds,
-		Render:             kube.RenderConfig{Namespace: cfg.Namespace, ImageRegistry: cfg.ImageRegistry, Resources: cfg.Resources},
+		Render:             kube.RenderConfig{Namespace: cfg.Namespace, ImageRegistry: cfg.ImageRegistry, Resources: cfg.Resources, EphemeralStorageLimitBytes: cfg.JobEphemeralStorageBytes},
 		Workers:            cfg.SyncWorkers,
 		ResyncInterval:     cfg.ResyncInterval,
 		DryRun:             cfg.SyncMode == SyncDryRun,

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -28,7 +29,7 @@ func TestMain(m *testing.M) { testenv.Main(m, testenv.WithKubernetes(), testenv.
 // admin listener. It serves in auth mode none unless cfg says otherwise.
 func serve(t *testing.T, cfg server.Config) (string, func(), string) {
 	t.Helper()
-	cfg.Listen, cfg.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Listen, cfg.AdminListen = cmp.Or(cfg.Listen, "127.0.0.1:0"), "127.0.0.1:0"
 	if cfg.Auth.Mode == "" {
 		cfg.Auth.Mode = server.AuthNone
 	}

@@ -9,6 +9,8 @@ import (
 	"github.com/datajobs/datajobs/internal/auth"
 	"github.com/datajobs/datajobs/internal/httpapi"
 	"github.com/datajobs/datajobs/internal/service"
+	"github.com/datajobs/datajobs/internal/slots"
+	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/synchronizer"
 	"github.com/datajobs/datajobs/internal/ui"
 )
@@ -27,23 +29,23 @@ type UIConfig struct {
 	OIDCIssuerURL string
 	// OIDCScopes are asked for at sign-in (default "openid").
 	OIDCScopes []string
-	// PublicURL is the console's external base URL, for the sign-in redirect (default:
-	// from the request).
+	// PublicURL is the console's external base URL, for the sign-in redirect; required
+	// with OIDCClientID (the redirect is never made from the request's Host).
 	PublicURL string
-	// SessionKey seals the session cookies; the same on every replica (default: random
-	// per process).
+	// SessionKey seals the login cookie (and the session cookie of auth mode none); the
+	// same on every replica (default: random per process).
 	SessionKey string
 }
 
 // consoleHandler builds the web console on the same service, store and authorization
 // as the REST API; nil when it is off.
-func consoleHandler(ctx context.Context, cfg Config, svc *service.Service, authn httpapi.Authenticator, authz httpapi.Authorizer, syncer *synchronizer.Synchronizer) (http.Handler, error) {
+func consoleHandler(ctx context.Context, cfg Config, svc *service.Service, db *store.Store, logReads *slots.Slots, authn httpapi.Authenticator, authz httpapi.Authorizer, syncer *synchronizer.Synchronizer) (http.Handler, error) {
 	if cfg.UI.Disabled {
 		return nil, nil
 	}
 	c := ui.Config{
 		SessionKey: []byte(cfg.UI.SessionKey), PublicURL: cfg.UI.PublicURL, Logger: cfg.Logger,
-		Plans: latestPlan(syncer),
+		Plans: latestPlan(syncer), Sessions: db, LogReads: logReads,
 	}
 	if authz != nil {
 		c.Webhook = authz

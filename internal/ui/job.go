@@ -257,7 +257,10 @@ type logsData struct {
 	All     bool
 	AllURL  string
 	Running bool
-	Err     string
+	// Poll is whether the panel polls: only the tail of a running execution's log, so an
+	// open tab reads logTailLines lines a second, never the whole log.
+	Poll bool
+	Err  string
 }
 
 // executionPage is one execution and its logs.
@@ -269,30 +272,40 @@ func (c *Console) executionPage(w http.ResponseWriter, r *http.Request, s sessio
 	}
 	d := executionData{
 		Team: team, Name: name, JobHref: jobURL(team, name), Execution: c.executionRow(team, name, e),
-		End: c.when(e.EndTime), Logs: c.logs(r, e, r.URL.Query().Get("all") == "1"), CSRF: s.CSRF,
+		End: c.when(e.EndTime), Logs: c.logs(r, s, e, r.URL.Query().Get("all") == "1"), CSRF: s.CSRF,
 	}
 	c.renderPage(w, r, http.StatusOK, "execution", page{Title: id, Session: s, Nav: "jobs", Body: d})
 	return nil
 }
 
 // logsPart is the log of an execution, polled while it runs.
-func (c *Console) logsPart(w http.ResponseWriter, r *http.Request, _ session) error {
+func (c *Console) logsPart(w http.ResponseWriter, r *http.Request, s session) error {
 	e, err := c.svc.GetExecution(r.Context(), r.PathValue("team"), r.PathValue("job"), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	c.render(w, r, http.StatusOK, "logs", c.logs(r, e, r.URL.Query().Get("all") == "1"))
+	c.render(w, r, http.StatusOK, "logs", c.logs(r, s, e, r.URL.Query().Get("all") == "1"))
 	return nil
 }
 
-func (c *Console) logs(r *http.Request, e job.Execution, all bool) logsData {
+// logs reads an execution's log in one of the log-read slots the REST API uses too, so
+// the console is no way around their bound.
+func (c *Console) logs(r *http.Request, s session, e job.Execution, all bool) logsData {
 	team, name := r.PathValue("team"), r.PathValue("job")
 	base := jobURL(team, name) + "/executions/" + url.PathEscape(e.ID)
 	d := logsData{Href: base + "/logs", All: all, AllURL: base + "?all=1", Status: e.Status, Running: !finished(e.Status)}
+	d.Poll = d.Running && !all
 	tail := logTailLines
 	if all {
-		d.Href += "?all=1"
 		tail = 0
+	}
+	if c.cfg.LogReads != nil {
+		release, err := c.cfg.LogReads.Acquire("user:" + s.User)
+		if err != nil {
+			d.Err = errorText(err)
+			return d
+		}
+		defer release()
 	}
 	text, err := c.svc.ExecutionLogs(r.Context(), team, name, e.ID, tail)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/datajobs/datajobs/internal/auth"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/service"
+	"github.com/datajobs/datajobs/internal/slots"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/testenv"
 	"github.com/datajobs/datajobs/internal/ui"
@@ -31,6 +32,7 @@ type env struct {
 	store    *store.Store
 	svc      *service.Service
 	console  *ui.Console
+	logReads *slots.Slots // shared with the REST API in the server
 	provider *testenv.OIDCProvider // nil in auth mode none
 }
 
@@ -40,7 +42,10 @@ func newEnv(t *testing.T, oidc bool) *env {
 	svc, err := service.New(service.Config{}, st)
 	require.NoError(t, err)
 	e := &env{store: st, svc: svc}
-	var cfg ui.Config
+	mux := http.NewServeMux()
+	srv := httptest.NewUnstartedServer(mux)
+	e.url = "http://" + srv.Listener.Addr().String()
+	cfg := ui.Config{Sessions: st, PublicURL: e.url}
 	// Unique per run: Hydra keeps its clients across runs of a test (-count > 1).
 	clientID := "console-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")) + "-" + strconv.FormatUint(rand.Uint64(), 36)
 	if oidc {
@@ -55,15 +60,15 @@ func newEnv(t *testing.T, oidc bool) *env {
 		cfg.Login = login
 	}
 	cfg.Logger = slog.New(slog.DiscardHandler)
+	e.logReads = slots.New("execution log reads", "--max-concurrent-log-reads", 4, "--max-concurrent-log-reads-per-caller", 1)
+	cfg.LogReads = e.logReads
 	e.console, err = ui.New(cfg, svc)
 	require.NoError(t, err)
-	mux := http.NewServeMux()
 	mux.Handle(ui.Prefix, e.console)
-	srv := httptest.NewServer(mux)
+	srv.Start()
 	t.Cleanup(srv.Close)
-	e.url = srv.URL
 	if oidc {
-		e.provider.NewBrowserClient(t, clientID, srv.URL+"/ui/callback")
+		e.provider.NewBrowserClient(t, clientID, e.url+"/ui/callback")
 	}
 
 	ctx := t.Context()

@@ -16,15 +16,23 @@ import (
 
 	"github.com/datajobs/datajobs/internal/auth"
 	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/store"
 )
 
-// The console's cookies. The session holds who signed in (as the REST API's token
-// verifier saw them) and the CSRF token; the login cookie holds the state and PKCE
-// verifier of a sign-in under way. Both are sealed with AES-GCM: the browser can neither
-// read nor change them, and no token of the identity provider is kept at all.
+// The console's cookies. In auth mode oidc the session cookie holds only a random id: the
+// session itself (who signed in, as the REST API's token verifier saw them, and the CSRF
+// token) is a row of the database (Config.Sessions), so sign-out ends it on every replica
+// at once. In auth mode none, where everyone is an admin, the session (its CSRF token) is
+// sealed into the cookie. The login cookie holds the state and PKCE verifier of a sign-in
+// under way, sealed with AES-GCM: the browser can neither read nor change it. No token of
+// the identity provider is kept at all. Over TLS the names carry the __Host- prefix: the
+// browser then accepts them only with Secure, path / and no Domain, so no other host of
+// the domain (a sibling subdomain, a plain-HTTP origin) can set or overwrite them.
 const (
 	sessionCookie = "datajobs_console"
 	loginCookie   = "datajobs_console_login"
+	// hostPrefix is the cookie name prefix browsers bind to one secure origin.
+	hostPrefix = "__Host-"
 	// noAuthUser is who changes things in auth mode none (recorded as deployed_by).
 	noAuthUser = "console"
 	// csrfHeader carries the CSRF token of htmx requests; forms send the csrf field.
@@ -104,10 +112,37 @@ func (c *cookieCodec) open(name, value string, v any) error {
 	return json.Unmarshal(plain, v)
 }
 
-// secure reports whether cookies get the Secure attribute: when the console is reached
-// over TLS.
+// secure reports whether cookies get the Secure attribute and the __Host- prefix: when
+// the console is reached over TLS.
 func (c *Console) secure(r *http.Request) bool {
 	return strings.HasPrefix(c.cfg.PublicURL, "https://") || r.TLS != nil
+}
+
+// cookie is the name and path a console cookie has on the wire: __Host- names at path /
+// over TLS, plain names at the console's path otherwise.
+func (c *Console) cookie(r *http.Request, name string) (wire, path string) {
+	if c.secure(r) {
+		return hostPrefix + name, "/"
+	}
+	return name, Prefix
+}
+
+// readCookie is the value of the console cookie name, "" without one.
+func (c *Console) readCookie(r *http.Request, name string) string {
+	wire, _ := c.cookie(r, name)
+	ck, err := r.Cookie(wire)
+	if err != nil {
+		return ""
+	}
+	return ck.Value
+}
+
+func (c *Console) writeCookie(w http.ResponseWriter, r *http.Request, name, value string, expires time.Time) {
+	wire, path := c.cookie(r, name)
+	http.SetCookie(w, &http.Cookie{
+		Name: wire, Value: value, Path: path, Expires: expires, MaxAge: int(time.Until(expires).Seconds()),
+		Secure: c.secure(r), HttpOnly: true, SameSite: http.SameSiteLaxMode,
+	})
 }
 
 func (c *Console) setCookie(w http.ResponseWriter, r *http.Request, name string, v any, expires time.Time) error {
@@ -115,30 +150,55 @@ func (c *Console) setCookie(w http.ResponseWriter, r *http.Request, name string,
 	if err != nil {
 		return err
 	}
-	http.SetCookie(w, &http.Cookie{
-		Name: name, Value: value, Path: Prefix, Expires: expires, MaxAge: int(time.Until(expires).Seconds()),
-		Secure: c.secure(r), HttpOnly: true, SameSite: http.SameSiteLaxMode,
-	})
+	c.writeCookie(w, r, name, value, expires)
 	return nil
 }
 
 func (c *Console) clearCookie(w http.ResponseWriter, r *http.Request, name string) {
-	http.SetCookie(w, &http.Cookie{Name: name, Path: Prefix, MaxAge: -1, Secure: c.secure(r), HttpOnly: true, SameSite: http.SameSiteLaxMode})
+	wire, path := c.cookie(r, name)
+	http.SetCookie(w, &http.Cookie{Name: wire, Path: path, MaxAge: -1, Secure: c.secure(r), HttpOnly: true, SameSite: http.SameSiteLaxMode})
+}
+
+// idHash is what the database keeps of a session id.
+func idHash(id string) []byte {
+	h := sha256.Sum256([]byte(id))
+	return h[:]
+}
+
+// current is the request's session, if any: in auth mode oidc the database row its
+// cookie names (none when the row is gone: signed out, expired); in auth mode none the
+// sealed cookie.
+func (c *Console) current(r *http.Request) (session, bool) {
+	v := c.readCookie(r, sessionCookie)
+	if v == "" {
+		return session{}, false
+	}
+	if c.cfg.Login == nil {
+		var s session
+		ok := c.cookies.open(sessionCookie, v, &s) == nil && c.cfg.Now().Unix() < s.Expires
+		return s, ok
+	}
+	row, err := c.cfg.Sessions.ConsoleSessionByID(r.Context(), idHash(v))
+	if err != nil {
+		if !errors.Is(err, store.ErrNoConsoleSession) {
+			c.cfg.Logger.ErrorContext(r.Context(), "ui_session_read_failed", "error", err)
+		}
+		return session{}, false
+	}
+	return session{
+		User: row.Username, Teams: row.Teams, Admin: row.Admin, Verified: row.Verified,
+		Expires: row.ExpiresAt.Unix(), CSRF: row.CSRF,
+	}, true
 }
 
 // session returns the request's session. In auth mode none a browser without one gets
 // one at once: an admin, as every REST caller is in that mode.
 func (c *Console) session(w http.ResponseWriter, r *http.Request) (session, bool) {
-	now := c.cfg.Now()
-	var s session
-	if ck, err := r.Cookie(sessionCookie); err == nil && c.cookies.open(sessionCookie, ck.Value, &s) == nil && now.Unix() < s.Expires {
-		return s, true
+	if s, ok := c.current(r); ok || c.cfg.Login != nil {
+		return s, ok
 	}
-	if c.cfg.Login != nil {
-		return session{}, false
-	}
-	exp := now.Add(c.cfg.SessionMaxAge)
-	s = session{User: noAuthUser, Admin: true, Expires: exp.Unix(), CSRF: rand.Text()}
+	exp := c.cfg.Now().Add(c.cfg.SessionMaxAge)
+	s := session{User: noAuthUser, Admin: true, Expires: exp.Unix(), CSRF: rand.Text()}
 	if err := c.setCookie(w, r, sessionCookie, s, exp); err != nil {
 		return session{}, false
 	}
@@ -167,17 +227,12 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// redirectURL is where the identity provider sends the browser back.
-func (c *Console) redirectURL(r *http.Request) string {
-	base := c.cfg.PublicURL
-	if base == "" {
-		scheme := "http"
-		if r.TLS != nil {
-			scheme = "https"
-		}
-		base = scheme + "://" + r.Host
-	}
-	return base + Prefix + "callback"
+// redirectURL is where the identity provider sends the browser back: always under
+// --ui-public-url (New requires it with a Login), never a URL made from the request's Host
+// header, which the client chooses: a sign-in started through a forged Host would send
+// the authorization code to that host.
+func (c *Console) redirectURL() string {
+	return c.cfg.PublicURL + Prefix + "callback"
 }
 
 // safeReturn keeps a return path on the console: never another site.
@@ -198,7 +253,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request, _ session) error
 		State: rand.Text(), Verifier: rand.Text() + rand.Text(), Return: safeReturn(r.URL.Query().Get("return")),
 		Expires: c.cfg.Now().Add(10 * time.Minute).Unix(),
 	}
-	to, err := c.cfg.Login.AuthCodeURL(r.Context(), c.redirectURL(r), st.State, st.Verifier)
+	to, err := c.cfg.Login.AuthCodeURL(r.Context(), c.redirectURL(), st.State, st.Verifier)
 	if err != nil {
 		return err
 	}
@@ -219,9 +274,9 @@ func (c *Console) callback(w http.ResponseWriter, r *http.Request, _ session) er
 	}
 	now := c.cfg.Now()
 	var st loginState
-	ck, err := r.Cookie(loginCookie)
+	ck := c.readCookie(r, loginCookie)
 	q := r.URL.Query()
-	if err != nil || c.cookies.open(loginCookie, ck.Value, &st) != nil || now.Unix() >= st.Expires ||
+	if ck == "" || c.cookies.open(loginCookie, ck, &st) != nil || now.Unix() >= st.Expires ||
 		subtle.ConstantTimeCompare([]byte(q.Get("state")), []byte(st.State)) != 1 {
 		return job.Unauthenticated("The sign-in did not start in this browser, or took longer than 10 minutes; sign in again.")
 	}
@@ -229,7 +284,7 @@ func (c *Console) callback(w http.ResponseWriter, r *http.Request, _ session) er
 	if e := q.Get("error"); e != "" {
 		return job.Unauthenticated("The identity provider did not sign you in: " + e + ": " + q.Get("error_description"))
 	}
-	id, expiry, err := c.cfg.Login.Exchange(r.Context(), c.redirectURL(r), q.Get("code"), st.Verifier)
+	id, expiry, err := c.cfg.Login.Exchange(r.Context(), c.redirectURL(), q.Get("code"), st.Verifier)
 	if err != nil {
 		return err
 	}
@@ -237,20 +292,30 @@ func (c *Console) callback(w http.ResponseWriter, r *http.Request, _ session) er
 	if !expiry.IsZero() && expiry.Before(exp) {
 		exp = expiry
 	}
-	s := session{User: id.Username, Teams: id.Teams, Admin: id.Admin, Verified: id.Verified, Expires: exp.Unix(), CSRF: rand.Text()}
-	if err := c.setCookie(w, r, sessionCookie, s, exp); err != nil {
+	sid := rand.Text() + rand.Text() // 260 random bits
+	err = c.cfg.Sessions.CreateConsoleSession(r.Context(), store.ConsoleSession{
+		IDHash: idHash(sid), Username: id.Username, Teams: id.Teams, Admin: id.Admin, Verified: id.Verified,
+		CSRF: rand.Text(), ExpiresAt: exp,
+	})
+	if err != nil {
 		return err
 	}
+	c.writeCookie(w, r, sessionCookie, sid, exp)
 	http.Redirect(w, r, st.Return, http.StatusSeeOther)
 	return nil
 }
 
-// logout ends the session in this browser (the identity provider's own session is left
-// alone).
+// logout ends the session (the identity provider's own session is left alone): in auth
+// mode oidc its row is deleted, so the cookie, and any copy of it, signs nobody in on any
+// replica from now on.
 func (c *Console) logout(w http.ResponseWriter, r *http.Request, _ session) error {
-	var s session
-	if ck, err := r.Cookie(sessionCookie); err == nil && c.cookies.open(sessionCookie, ck.Value, &s) == nil && !s.checkCSRF(r) {
+	if s, ok := c.current(r); ok && !s.checkCSRF(r) {
 		return job.Forbidden(s.User, "", "The sign-out form's security token is missing or stale.")
+	}
+	if id := c.readCookie(r, sessionCookie); id != "" && c.cfg.Login != nil {
+		if err := c.cfg.Sessions.DeleteConsoleSession(r.Context(), idHash(id)); err != nil {
+			return err
+		}
 	}
 	c.clearCookie(w, r, sessionCookie)
 	c.renderPage(w, r, http.StatusOK, "signedout", page{Title: "Signed out"})

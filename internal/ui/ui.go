@@ -3,7 +3,7 @@
 // plan, executions and logs, and the actions of the REST API (enable, disable, run,
 // cancel, delete the deployment, edit properties). It reads and acts through the same
 // service layer and team authorization as the REST API, and keeps people signed in with
-// an encrypted session cookie (see session.go). Pages update themselves by polling
+// a session cookie naming a server-side session (see session.go). Pages update themselves by polling
 // fragments with ETags (htmx, vendored in static/).
 package ui
 
@@ -14,15 +14,20 @@ import (
 	"embed"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
 	"github.com/datajobs/datajobs/internal/auth"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/service"
+	"github.com/datajobs/datajobs/internal/slots"
+	"github.com/datajobs/datajobs/internal/store"
 )
 
 //go:embed static templates
@@ -83,16 +88,22 @@ type Config struct {
 	Login Authenticator
 	// Webhook, when set, is asked about every request, as for the REST API.
 	Webhook Authorizer
-	// SessionKey encrypts and authenticates the session cookie; every replica behind one
-	// address needs the same one. Any length: it is hashed into an AES-256 key (default:
-	// random, so sessions end when the process does).
+	// SessionKey encrypts and authenticates the login cookie (a sign-in under way) and,
+	// in auth mode none, the session cookie; every replica behind one address needs the
+	// same one. Any length: it is hashed into an AES-256 key (default: random per process).
 	SessionKey []byte
 	// SessionMaxAge caps a session, whatever its token's expiry (default 12h).
 	SessionMaxAge time.Duration
-	// PublicURL is the console's external base URL (e.g. https://datajobs.example.com),
-	// used for the sign-in redirect and to decide on Secure cookies (default: from the
-	// request: https when it came over TLS).
+	// Sessions keeps the sessions of auth mode oidc (*store.Store implements it); required
+	// with Login.
+	Sessions Sessions
+	// PublicURL is the console's external base URL (e.g. https://datajobs.example.com):
+	// the sign-in redirect is made from it, never from the request's Host, so it is
+	// required with Login; https unless its host is a loopback address. An https URL
+	// (or a request over TLS) gives Secure, __Host- cookies.
 	PublicURL string
+	// LogReads bounds the console's log reads, shared with the REST API's (default: none).
+	LogReads *slots.Slots
 	// PageSize is the number of jobs per page (default 50).
 	PageSize int
 	// Plans gives the synchronizer's latest plan of a job (default: none known).
@@ -101,6 +112,36 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives the console's error lines (default slog.Default()).
 	Logger *slog.Logger
+}
+
+// Sessions stores the console's sessions of auth mode oidc (migration 0014).
+type Sessions interface {
+	CreateConsoleSession(ctx context.Context, s store.ConsoleSession) error
+	ConsoleSessionByID(ctx context.Context, idHash []byte) (store.ConsoleSession, error)
+	DeleteConsoleSession(ctx context.Context, idHash []byte) error
+}
+
+// checkPublicURL refuses a console sign-in that would not come back to a fixed, safe
+// address.
+func checkPublicURL(raw string) error {
+	u, err := url.Parse(raw)
+	switch {
+	case raw == "":
+		return errors.New("the console's sign-in needs --ui-public-url (its external base URL, e.g. https://datajobs.example.com): the redirect URI is never made from the request's Host header")
+	case err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "":
+		return fmt.Errorf("--ui-public-url %q: must be a scheme and host only, e.g. https://datajobs.example.com", raw)
+	case u.Scheme == "http" && !loopback(u.Hostname()):
+		return fmt.Errorf("--ui-public-url %q: must be https (plain http only on a loopback address): the sign-in sends an authorization code there", raw)
+	}
+	return nil
+}
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Console is the web console's handler.
@@ -128,6 +169,14 @@ func New(cfg Config, svc Service) (*Console, error) {
 		cfg.Plans = func(string) (Plan, bool) { return Plan{}, false }
 	}
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	if cfg.Login != nil {
+		if err := checkPublicURL(cfg.PublicURL); err != nil {
+			return nil, err
+		}
+		if cfg.Sessions == nil {
+			return nil, errors.New("ui: a console with sign-in needs a session store")
+		}
+	}
 	if len(cfg.SessionKey) == 0 {
 		cfg.SessionKey = []byte(rand.Text() + rand.Text())
 	}

@@ -151,7 +151,7 @@ func TestActionsGoThroughTheServiceWithCSRF(t *testing.T) {
 	assert.Error(t, err, "the deployment is gone (no synchronizer: no actual row either)")
 }
 
-func TestSignInWithPKCEMakesASealedSession(t *testing.T) {
+func TestSignInWithPKCEMakesAServerSideSession(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, true)
 	b := e.browser(t)
@@ -174,7 +174,7 @@ func TestSignInWithPKCEMakesASealedSession(t *testing.T) {
 	assert.Contains(t, page, "job-of-a")
 	assert.NotContains(t, page, "job-of-b")
 
-	// A forged session cookie is no session.
+	// A forged session cookie (an id the database does not know) is no session.
 	forged := e.browser(t)
 	u := must(url.Parse(e.url + "/ui/"))
 	forged.client.Jar.SetCookies(u, []*http.Cookie{{Name: "datajobs_console", Value: "eyJ1IjoibWFsbG9yeSIsImEiOnRydWV9"}})

@@ -45,9 +45,31 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 {{- end }}
 
-{{/* The namespace of the CronJobs, Jobs and Pods of data jobs: the release's unless set. */}}
+{{/* The namespace of the CronJobs, Jobs and Pods of data jobs: <release namespace>-jobs unless set. */}}
 {{- define "datajobs.jobsNamespace" -}}
-{{- default .Release.Namespace .Values.jobsNamespace }}
+{{- default (printf "%s-jobs" .Release.Namespace | trunc 63 | trimSuffix "-") .Values.jobsNamespace }}
+{{- end }}
+
+{{/* The name of the cluster-wide objects of this release (admission policy, binding). */}}
+{{- define "datajobs.clusterName" -}}
+{{- printf "%s.%s" .Release.Namespace (include "datajobs.fullname" .) }}
+{{- end }}
+
+{{/* A memory quantity of values (1Gi, 512M, 1073741824) in bytes. */}}
+{{- define "datajobs.bytes" -}}
+{{- $q := toString . }}
+{{- $units := dict "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 "k" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000 }}
+{{- $n := regexFind "^[0-9]+" $q }}
+{{- $unit := trimPrefix $n $q }}
+{{- if not $n }}
+{{- fail (printf "resources.limits.memory %q: a whole number of bytes, Ki, Mi, Gi, Ti, k, M, G or T" $q) }}
+{{- else if eq $unit "" }}
+{{- $n }}
+{{- else if hasKey $units $unit }}
+{{- mul (int64 $n) (get $units $unit) }}
+{{- else }}
+{{- fail (printf "resources.limits.memory %q: a whole number of bytes, Ki, Mi, Gi, Ti, k, M, G or T" $q) }}
+{{- end }}
 {{- end }}
 
 {{- define "datajobs.image" -}}
