@@ -59,8 +59,10 @@ func helpFlags(t *testing.T, command string) []string {
 	return flags
 }
 
-var codeSpan = regexp.MustCompile("`([^`\n]+)`")
-var docFlag = regexp.MustCompile(`(?:^|[\s(=\[/])--([a-z][a-z0-9-]*[a-z0-9])`)
+var (
+	codeSpan = regexp.MustCompile("`([^`\n]+)`")
+	docFlag  = regexp.MustCompile(`(?:^|[\s(=\[/])--([a-z][a-z0-9-]*[a-z0-9])`)
+)
 
 // documented returns the flags named in code spans of the markdown file, each with a line.
 func documented(t *testing.T, path string) map[string]int {

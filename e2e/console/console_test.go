@@ -320,8 +320,10 @@ func serve(t *testing.T, dbURL, kubeconfig, ns, addr string, args ...string) {
 	bin, err := testenv.Binary()
 	require.NoError(t, err)
 	// The jobs deploy tags nobody pushed: images unchecked (--verify-prebuilt-images=false).
-	serve := []string{"serve", "--listen", addr, "--admin-listen", testenv.FreeAddr(t), "--namespace", ns, "--log-format", "text",
-		"--verify-prebuilt-images=false"}
+	serve := []string{
+		"serve", "--listen", addr, "--admin-listen", testenv.FreeAddr(t), "--namespace", ns, "--log-format", "text",
+		"--verify-prebuilt-images=false",
+	}
 	env := append(os.Environ(), "DATAJOBS_DATABASE_URL="+dbURL, "DATAJOBS_KUBECONFIG="+kubeconfig)
 	testenv.Start(t, bin, append(serve, args...), env, "http://"+addr+"/readyz")
 }

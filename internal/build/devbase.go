@@ -228,7 +228,7 @@ func PushLayout(ctx context.Context, dir, ref string) (string, error) {
 	}
 	m, err := idx.IndexManifest()
 	if err != nil || len(m.Manifests) != 1 {
-		return "", fmt.Errorf("oci layout %s: want exactly one image (%v)", dir, err)
+		return "", fmt.Errorf("oci layout %s: want exactly one image: %w", dir, err)
 	}
 	img, err := idx.Image(m.Manifests[0].Digest)
 	if err != nil {

@@ -6,10 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -202,44 +199,4 @@ func readAll(f ziparchive.File, limit int64) ([]byte, error) {
 	}
 	defer rc.Close()
 	return io.ReadAll(rc)
-}
-
-// dirEntries lists the tree under dir as entries under root (no leading slash).
-func dirEntries(dir, root string) ([]entry, error) {
-	var entries []entry
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil || rel == "." {
-			return err
-		}
-		name := root + "/" + filepath.ToSlash(rel)
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case d.IsDir():
-			entries = append(entries, entry{name: name, dir: true, mode: 0o755})
-		case d.Type()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			entries = append(entries, entry{name: name, link: target, mode: 0o777})
-		case d.Type().IsRegular():
-			mode := int64(0o644)
-			if info.Mode()&0o111 != 0 {
-				mode = 0o755
-			}
-			entries = append(entries, entry{name: name, mode: mode, size: info.Size(), open: func() (io.ReadCloser, error) { return os.Open(p) }})
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return withParents(entries, root), nil
 }

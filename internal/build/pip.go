@@ -83,7 +83,7 @@ func (c PipConfig) pipCommand(ctx context.Context) ([]string, error) {
 	out, err := exec.CommandContext(ctx, "python3", "-c", "import sys; print(sys.executable)").Output()
 	exe := strings.TrimSpace(string(out))
 	if err != nil || !filepath.IsAbs(exe) {
-		return nil, fmt.Errorf("find python3 for pip: %v %q", err, exe)
+		return nil, fmt.Errorf("find python3 for pip %q: %w", exe, err)
 	}
 	return []string{exe, "-m", "pip"}, nil
 }

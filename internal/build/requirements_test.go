@@ -20,8 +20,10 @@ func TestParseRequirementsAcceptsRequirementsByNameAndRewritesThem(t *testing.T)
 		{"extras", "requests[socks, security]==2.31.0", "requests[socks,security]==2.31.0"},
 		{"wildcards, local versions, epochs, compatible and arbitrary equality", "a==1.*,!=1.2+local,~=1.1,>=1!0.5", "a==1.*,!=1.2+local,~=1.1,>=1!0.5"},
 		{"arbitrary equality", "a===1.0", "a===1.0"},
-		{"a marker, in a normal form", `numpy>=1.26; python_version>='3.9' and (sys_platform == "linux" or platform_machine=='x86_64')`,
-			`numpy>=1.26 ; python_version >= "3.9" and (sys_platform == "linux" or platform_machine == "x86_64")`},
+		{
+			"a marker, in a normal form", `numpy>=1.26; python_version>='3.9' and (sys_platform == "linux" or platform_machine=='x86_64')`,
+			`numpy>=1.26 ; python_version >= "3.9" and (sys_platform == "linux" or platform_machine == "x86_64")`,
+		},
 		{"in and not in", `a; "linux" in sys_platform and os_name not in "nt java"`, `a ; "linux" in sys_platform and os_name not in "nt java"`},
 		{"a trailing comment", "tinypkg==1.0  # the pin", "tinypkg==1.0"},
 		{"a CRLF line end", "tinypkg\r", "tinypkg"},

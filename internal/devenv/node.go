@@ -141,7 +141,7 @@ func (e *Env) startNode(ctx context.Context, cfg Config, p ports, keys pki) erro
 		ready: func(ctx context.Context) error {
 			node, err := cs.CoreV1().Nodes().Get(ctx, RealNodeName, metav1.GetOptions{})
 			if err != nil || !nodeReady(node) {
-				return fmt.Errorf("node %s not Ready yet (%v); containerd's log: %s", RealNodeName, err, filepath.Join(files.logs, "containerd.log"))
+				return fmt.Errorf("node %s not Ready yet; containerd's log: %s: %w", RealNodeName, filepath.Join(files.logs, "containerd.log"), err)
 			}
 			return nil
 		},

@@ -184,8 +184,6 @@ func Render(j job.Job, d job.Deployment, cfg RenderConfig) (*batchv1.CronJob, st
 			return cj, h
 		}
 	}
-	res := cfg.Resources.Effective(d.Resources)
-
 	lbls := labelsOf(j, cfg)
 	versions := map[string]string{
 		AnnotationJobVersion:    d.JobVersion,
@@ -198,13 +196,6 @@ func Render(j job.Job, d job.Deployment, cfg RenderConfig) (*batchv1.CronJob, st
 	if schedule == "" {
 		schedule = NeverSchedule
 		annotations[AnnotationUnscheduled] = "true"
-	}
-
-	var pullSecrets []corev1.LocalObjectReference
-	for _, s := range cfg.ImagePullSecrets {
-		if s != "" {
-			pullSecrets = append(pullSecrets, corev1.LocalObjectReference{Name: s})
-		}
 	}
 
 	cj := &batchv1.CronJob{
@@ -231,42 +222,7 @@ func Render(j job.Job, d job.Deployment, cfg RenderConfig) (*batchv1.CronJob, st
 					TTLSecondsAfterFinished: &cfg.TTLSecondsAfterFinished,
 					Template: corev1.PodTemplateSpec{
 						ObjectMeta: metav1.ObjectMeta{Labels: maps.Clone(lbls)},
-						Spec: corev1.PodSpec{
-							RestartPolicy:                corev1.RestartPolicyNever,
-							AutomountServiceAccountToken: new(false),
-							// No *_SERVICE_HOST/_PORT variables of every Service in the
-							// namespace: they map the platform for a job that has no use for it.
-							EnableServiceLinks: new(false),
-							ImagePullSecrets:   pullSecrets,
-							SecurityContext: &corev1.PodSecurityContext{
-								RunAsNonRoot:   new(true),
-								RunAsUser:      &cfg.RunAsUser,
-								RunAsGroup:     &cfg.RunAsGroup,
-								FSGroup:        &cfg.FSGroup,
-								SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-							},
-							Containers: []corev1.Container{{
-								Name:            j.Name,
-								Image:           cmp.Or(d.Image, Image(cfg.ImageRegistry, j.Name, d.JobVersion)),
-								ImagePullPolicy: cfg.ImagePullPolicy,
-								Env:             env(j, d),
-								Resources: corev1.ResourceRequirements{
-									Requests: corev1.ResourceList{
-										corev1.ResourceCPU:    cpu(res.CPURequestMillis),
-										corev1.ResourceMemory: memory(res.MemoryRequestBytes),
-									},
-									Limits: corev1.ResourceList{
-										corev1.ResourceCPU:              cpu(res.CPULimitMillis),
-										corev1.ResourceMemory:           memory(res.MemoryLimitBytes),
-										corev1.ResourceEphemeralStorage: memory(cfg.EphemeralStorageLimitBytes),
-									},
-								},
-								SecurityContext: &corev1.SecurityContext{
-									AllowPrivilegeEscalation: new(false),
-									Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-								},
-							}},
-						},
+						Spec:       podSpec(j, d, cfg),
 					},
 				},
 			},
@@ -275,6 +231,54 @@ func Render(j job.Job, d job.Deployment, cfg RenderConfig) (*batchv1.CronJob, st
 	h := Hash(cj)
 	cj.Annotations[AnnotationHash] = h
 	return cj, h
+}
+
+// podSpec is the pod of every run of job j: non-root, no token, no service links, the
+// deployment's resources within the configured bounds.
+func podSpec(j job.Job, d job.Deployment, cfg RenderConfig) corev1.PodSpec {
+	res := cfg.Resources.Effective(d.Resources)
+	var pullSecrets []corev1.LocalObjectReference
+	for _, s := range cfg.ImagePullSecrets {
+		if s != "" {
+			pullSecrets = append(pullSecrets, corev1.LocalObjectReference{Name: s})
+		}
+	}
+	return corev1.PodSpec{
+		RestartPolicy:                corev1.RestartPolicyNever,
+		AutomountServiceAccountToken: new(false),
+		// No *_SERVICE_HOST/_PORT variables of every Service in the
+		// namespace: they map the platform for a job that has no use for it.
+		EnableServiceLinks: new(false),
+		ImagePullSecrets:   pullSecrets,
+		SecurityContext: &corev1.PodSecurityContext{
+			RunAsNonRoot:   new(true),
+			RunAsUser:      &cfg.RunAsUser,
+			RunAsGroup:     &cfg.RunAsGroup,
+			FSGroup:        &cfg.FSGroup,
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+		Containers: []corev1.Container{{
+			Name:            j.Name,
+			Image:           cmp.Or(d.Image, Image(cfg.ImageRegistry, j.Name, d.JobVersion)),
+			ImagePullPolicy: cfg.ImagePullPolicy,
+			Env:             env(j, d),
+			Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{
+					corev1.ResourceCPU:    cpu(res.CPURequestMillis),
+					corev1.ResourceMemory: memory(res.MemoryRequestBytes),
+				},
+				Limits: corev1.ResourceList{
+					corev1.ResourceCPU:              cpu(res.CPULimitMillis),
+					corev1.ResourceMemory:           memory(res.MemoryLimitBytes),
+					corev1.ResourceEphemeralStorage: memory(cfg.EphemeralStorageLimitBytes),
+				},
+			},
+			SecurityContext: &corev1.SecurityContext{
+				AllowPrivilegeEscalation: new(false),
+				Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			},
+		}},
+	}
 }
 
 // labelsOf are the labels of every object rendered for job j.

@@ -78,8 +78,10 @@ func (s *Synchronizer) newBuildStage(t *term) *buildStage {
 		cfg.Metrics = NewBuildMetrics(nil)
 	}
 	backoff := newBuildBackoff(s.cfg.RetryBase, s.cfg.RetryMax)
-	return &buildStage{t: t, cfg: cfg, metrics: cfg.Metrics, backoff: backoff,
-		queue: newWorkQueue(cfg.Metrics.queue, backoff, s.log, "job", "build_failed")}
+	return &buildStage{
+		t: t, cfg: cfg, metrics: cfg.Metrics, backoff: backoff,
+		queue: newWorkQueue(cfg.Metrics.queue, backoff, s.log, "job", "build_failed"),
+	}
 }
 
 // start runs the build workers under wg until ctx ends; stop drains them.

@@ -70,6 +70,7 @@ func (q *workQueue) safely(ctx context.Context, key string, reconcile func(conte
 	defer func() {
 		if r := recover(); r != nil {
 			q.metrics.panics.Inc()
+			//nolint:sloglint // a constant of each queue, fixed where it is made (docs/architecture.md names them)
 			q.log.ErrorContext(ctx, q.metrics.subject+"_panic", q.keyName, key, "panic", r, "stack", string(debug.Stack()))
 			res, err = result{}, fmt.Errorf("reconcile %s: panic: %v", key, r)
 		}
@@ -90,6 +91,7 @@ func (q *workQueue) finish(ctx context.Context, key string, res result, err erro
 	case err != nil:
 		q.metrics.result("error")
 		if q.failed != "" {
+			//nolint:sloglint // a constant of each queue, fixed where it is made
 			q.log.WarnContext(ctx, q.failed, q.keyName, key, "error", err)
 		}
 		q.AddRateLimited(key)

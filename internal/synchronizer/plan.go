@@ -107,27 +107,7 @@ func plan(st job.SyncState, live *batchv1.CronJob, cfg kube.RenderConfig, memo *
 		return planUnmanaged(p, cfg)
 	}
 	if st.Job == nil || st.Desired == nil {
-		switch {
-		case live != nil && live.DeletionTimestamp != nil:
-			p.Action, p.Reason = ActionWait, "CronJob is being deleted"
-		// An orphan is a CronJob of which the database has no record at all, the only kind
-		// the prune guard may hold back. One whose job UID an intent holds was written for a
-		// job deleted before its applied row could be recorded: a delete the database asked
-		// for (invariants 8 and 10).
-		case live != nil && st.Job == nil && st.Actual == nil && !st.Intended(live.Labels[kube.LabelJobUID]):
-			p.Action, p.Reason = ActionOrphan, "CronJob of this installation without a data job"
-		case live != nil && st.Job == nil && st.Actual == nil:
-			p.Action, p.Reason = ActionDelete, "data job deleted while its CronJob was written"
-		case live != nil && st.Job == nil:
-			p.Action, p.Reason = ActionDelete, "data job deleted"
-		case live != nil:
-			p.Action, p.Reason = ActionDelete, "deployment deleted"
-		case st.Actual != nil:
-			p.Action, p.Reason = ActionDelete, "CronJob gone; forget the actual deployment"
-		case len(st.Intents) > 0:
-			p.Action, p.Reason = ActionDelete, "CronJob gone; forget the intent to write it"
-		}
-		return p
+		return planGone(p, live)
 	}
 	if st.Build != nil && st.Build.Hold != "" {
 		p.Action, p.Reason = ActionHold, st.Build.Hold // build.go: the CronJob keeps its image meanwhile
@@ -154,22 +134,58 @@ func plan(st job.SyncState, live *batchv1.CronJob, cfg kube.RenderConfig, memo *
 	case untouched(st, live, p.Rendered, p.Hash):
 		p.Reason = "up to date (CronJob generation as recorded)"
 	default:
-		drifted, why := kube.Drifted(live, p.Rendered)
-		switch {
-		case !drifted && !recorded(st, p.Hash):
-			p.Action, p.Reason = ActionRecord, "CronJob up to date; database behind"
-		case !drifted:
-			p.Reason = "up to date"
-		case live.Annotations[kube.AnnotationHash] == p.Hash:
-			p.Action, p.Reason = ActionRepair, "edited outside datajobs: "+why
-		case onlyEnabledDiffers(*j, *d, cfg, live):
-			p.Action, p.Reason = ActionResume, "enabled"
-			if !d.Enabled {
-				p.Action, p.Reason = ActionSuspend, "disabled"
-			}
-		default:
-			p.Action, p.Reason = ActionUpdate, why
+		p = planDrift(p, cfg)
+	}
+	return p
+}
+
+// planGone plans a name whose data job or desired deployment is gone: the CronJob, the
+// actual row or the intent left behind is deleted, unless the CronJob is an orphan.
+func planGone(p Plan, live *batchv1.CronJob) Plan {
+	st := p.State
+	switch {
+	case live != nil && live.DeletionTimestamp != nil:
+		p.Action, p.Reason = ActionWait, "CronJob is being deleted"
+	// An orphan is a CronJob of which the database has no record at all, the only kind
+	// the prune guard may hold back. One whose job UID an intent holds was written for a
+	// job deleted before its applied row could be recorded: a delete the database asked
+	// for (invariants 8 and 10).
+	case live != nil && st.Job == nil && st.Actual == nil && !st.Intended(live.Labels[kube.LabelJobUID]):
+		p.Action, p.Reason = ActionOrphan, "CronJob of this installation without a data job"
+	case live != nil && st.Job == nil && st.Actual == nil:
+		p.Action, p.Reason = ActionDelete, "data job deleted while its CronJob was written"
+	case live != nil && st.Job == nil:
+		p.Action, p.Reason = ActionDelete, "data job deleted"
+	case live != nil:
+		p.Action, p.Reason = ActionDelete, "deployment deleted"
+	case st.Actual != nil:
+		p.Action, p.Reason = ActionDelete, "CronJob gone; forget the actual deployment"
+	case len(st.Intents) > 0:
+		p.Action, p.Reason = ActionDelete, "CronJob gone; forget the intent to write it"
+	}
+	return p
+}
+
+// planDrift plans a live CronJob of the current incarnation that may differ from its
+// rendering: record, repair, suspend or resume, update, or nothing.
+func planDrift(p Plan, cfg kube.RenderConfig) Plan {
+	st := p.State
+	j, d := st.Job, st.Desired
+	drifted, why := kube.Drifted(p.Live, p.Rendered)
+	switch {
+	case !drifted && !recorded(st, p.Hash):
+		p.Action, p.Reason = ActionRecord, "CronJob up to date; database behind"
+	case !drifted:
+		p.Reason = "up to date"
+	case p.Live.Annotations[kube.AnnotationHash] == p.Hash:
+		p.Action, p.Reason = ActionRepair, "edited outside datajobs: "+why
+	case onlyEnabledDiffers(*j, *d, cfg, p.Live):
+		p.Action, p.Reason = ActionResume, "enabled"
+		if !d.Enabled {
+			p.Action, p.Reason = ActionSuspend, "disabled"
 		}
+	default:
+		p.Action, p.Reason = ActionUpdate, why
 	}
 	return p
 }

@@ -32,7 +32,7 @@ type env struct {
 	store    *store.Store
 	svc      *service.Service
 	console  *ui.Console
-	logReads *slots.Slots // shared with the REST API in the server
+	logReads *slots.Slots          // shared with the REST API in the server
 	provider *testenv.OIDCProvider // nil in auth mode none
 }
 
