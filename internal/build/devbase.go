@@ -132,20 +132,18 @@ func ImageFromDirs(scratch string, config v1.Config, dirs ...string) (v1.Image, 
 			return nil, err
 		}
 	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", runtime.GOARCH
-	cf.Created = v1.Time{Time: Epoch}
-	cf.Config.Entrypoint, cf.Config.Env = config.Entrypoint, config.Env
-	return mutate.ConfigFile(img, cf)
+	return withConfig(img, func(c *v1.Config) { c.Entrypoint, c.Env = config.Entrypoint, config.Env })
 }
 
 // withBaseConfig gives a base image its platform (containerd matches it against the
 // node's) and the environment of a python image.
 func withBaseConfig(img v1.Image) (v1.Image, error) {
+	return withConfig(img, func(c *v1.Config) { c.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"} })
+}
+
+// withConfig gives img what every image assembled here has (linux on this architecture,
+// created at Epoch, so that the digest depends on the content only), then set's changes.
+func withConfig(img v1.Image, set func(*v1.Config)) (v1.Image, error) {
 	cf, err := img.ConfigFile()
 	if err != nil {
 		return nil, err
@@ -153,7 +151,7 @@ func withBaseConfig(img v1.Image) (v1.Image, error) {
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture = "linux", runtime.GOARCH
 	cf.Created = v1.Time{Time: Epoch}
-	cf.Config.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}
+	set(&cf.Config)
 	return mutate.ConfigFile(img, cf)
 }
 
