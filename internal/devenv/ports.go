@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"net"
 	"os"
 	"strconv"
+	"strings"
 )
 
 // ports are the loopback ports of the environment. They are saved in the state folder and
@@ -75,15 +77,49 @@ func (p *ports) assign() error {
 	return nil
 }
 
-// freePort asks the kernel for a free loopback port. Another process may take it before
-// the child binds it; the window is small and a failed start says so.
+// freePort picks a free loopback port below the kernel's ephemeral range, so that the
+// port stays free until the child binds it: a port the kernel handed out (":0") is in that
+// range, and so is the local port of every outgoing connection, which under a loaded test
+// run took a scheduler's port in the seconds between the pick and the bind ("bind: address
+// already in use"). Another environment picking at random from the same range is the only
+// remaining contender; the pick checks the port is free, and a failed start says so.
 func freePort() (int, error) {
+	low := ephemeralLow()
+	for range 100 {
+		port := belowEphemeralFloor + rand.IntN(low-belowEphemeralFloor)
+		if portFree(port) {
+			return port, nil
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("find a free port: %w", err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// belowEphemeralFloor is the lowest port freePort picks: above the well-known and most
+// registered services' ports.
+const belowEphemeralFloor = 20000
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux's default 32768
+// when it cannot be read, or when the range leaves too little room below it).
+func ephemeralLow() int {
+	const linuxDefault = 32768
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return linuxDefault
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) == 0 {
+		return linuxDefault
+	}
+	low, err := strconv.Atoi(fields[0])
+	if err != nil || low < belowEphemeralFloor+1000 {
+		return linuxDefault
+	}
+	return low
 }
 
 func portFree(port int) bool {
