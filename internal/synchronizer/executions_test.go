@@ -317,18 +317,6 @@ func TestSuccessAndAScheduledRunThroughKwokAndTheCronJobController(t *testing.T)
 	require.Equal(t, sched.ID, last, "the scheduled run ended last")
 }
 
-func jobConditions(j *batchv1.Job) (complete, failed bool) {
-	for _, c := range j.Status.Conditions {
-		if c.Status == corev1.ConditionTrue && c.Type == batchv1.JobComplete {
-			complete = true
-		}
-		if c.Status == corev1.ConditionTrue && c.Type == batchv1.JobFailed {
-			failed = true
-		}
-	}
-	return complete, failed
-}
-
 // job waits for the execution's Job and returns it.
 func (f *execFixture) job(id string) *batchv1.Job {
 	f.t.Helper()
