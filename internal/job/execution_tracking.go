@@ -38,7 +38,10 @@ type TrackedExecution struct {
 	// Args is the JSON object of a manual start's arguments, or nil.
 	Args            []byte
 	CancelRequested bool
-	StartTime       *time.Time
+	// CancelMessage is the message of a cancel the job's delete, deployment delete or
+	// team change asked for; empty for a user's cancel.
+	CancelMessage string
+	StartTime     *time.Time
 	// JobCreated is set once the leader created the Kubernetes Job of a manual start.
 	JobCreated bool
 }

@@ -108,8 +108,8 @@ RETURNING status_generation, last_sync_at`
 }
 
 // DeleteDeployment deletes the desired deployment of the job name of team, bumps the job
-// generation and notifies the synchronizer, which deletes the CronJob and then the actual
-// row. Deleting a deployment whose deletion is already under way (no desired row, an
+// generation, asks for the cancel of its submitted and running executions and notifies
+// the synchronizer, which deletes the CronJob and then the actual row. Deleting a deployment whose deletion is already under way (no desired row, an
 // actual row left) succeeds and changes nothing; with neither, it is not found.
 func (s *Store) DeleteDeployment(ctx context.Context, team, name string) error {
 	return s.InTx(ctx, func(tx Tx) error {
@@ -125,6 +125,9 @@ func (s *Store) DeleteDeployment(ctx context.Context, team, name string) error {
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM desired_data_job_deployment WHERE data_job_name = $1`, name); err != nil {
 			return fmt.Errorf("delete deployment of %s: %w", name, err)
+		}
+		if err := cancelJobExecutions(ctx, tx, st.Job.UID, MsgDeploymentDeleted); err != nil {
+			return err
 		}
 		return bumpGeneration(ctx, tx, name)
 	})

@@ -32,8 +32,11 @@ func executionDest(e *job.Execution) []any {
 }
 
 // executionsFrom is the FROM and WHERE of the executions f lets through, with the
-// conditions extra; data_job j is joined when f or the caller (needJob) needs it.
-func executionsFrom(b *sqlBuilder, f job.ExecutionFilter, needJob bool, extra ...string) string {
+// conditions extra. current keeps only the executions of jobs that exist, of their
+// current incarnation (a job's own lists: a same-name job created after a delete sees none
+// of the old runs); without it the rows of deleted jobs' runs are read too, until
+// retention removes them (DESIGN.md invariant 11).
+func executionsFrom(b *sqlBuilder, f job.ExecutionFilter, current bool, extra ...string) string {
 	conds := extra
 	times := []struct {
 		col, op string
@@ -56,16 +59,14 @@ func executionsFrom(b *sqlBuilder, f job.ExecutionFilter, needJob bool, extra ..
 		conds = append(conds, "e.job_name = ANY("+b.arg(f.JobNameIn)+"::text[])")
 	}
 	if len(f.TeamNameIn) > 0 {
-		conds = append(conds, "j.team = ANY("+b.arg(f.TeamNameIn)+"::text[])")
-		needJob = true
+		conds = append(conds, "e.team = ANY("+b.arg(f.TeamNameIn)+"::text[])")
 	}
-	if c := b.visible(f.Visible, "j.team"); c != "" {
+	if c := b.visible(f.Visible, "e.team"); c != "" {
 		conds = append(conds, c)
-		needJob = true
 	}
 	from := "\nFROM data_job_execution e"
-	if needJob {
-		from += "\nJOIN data_job j ON j.name = e.job_name"
+	if current {
+		from += "\nJOIN data_job j ON j.name = e.job_name AND j.uid = e.job_uid"
 	}
 	if len(conds) > 0 {
 		from += "\nWHERE " + strings.Join(conds, " AND ")
@@ -73,11 +74,11 @@ func executionsFrom(b *sqlBuilder, f job.ExecutionFilter, needJob bool, extra ..
 	return from
 }
 
-// executionOrder is the ORDER BY list of q; it reports whether it needs data_job j.
-func executionOrder(q job.ExecutionsQuery) (string, bool) {
+// executionOrder is the ORDER BY list of q.
+func executionOrder(q job.ExecutionsQuery) string {
 	cols := map[job.ExecutionField]string{
 		job.ExecByStartTime: "e.start_time", job.ExecByEndTime: "e.end_time", job.ExecByID: "e.id", job.ExecByJobName: "e.job_name",
-		job.ExecByTeam: "j.team", job.ExecByStatus: "e.status", job.ExecByType: "e.type", job.ExecByMessage: "e.message",
+		job.ExecByTeam: "e.team", job.ExecByStatus: "e.status", job.ExecByType: "e.type", job.ExecByMessage: "e.message",
 		job.ExecByOpID: "e.op_id", job.ExecByStartedBy: "e.started_by", job.ExecByJobVersion: "e.job_version",
 		job.ExecByJobSchedule: "e.job_schedule", job.ExecByVDKVersion: "e.vdk_version",
 		job.ExecByDeployedDate: "e.last_deployed_date", job.ExecByDeployedBy: "e.last_deployed_by",
@@ -95,10 +96,10 @@ func executionOrder(q job.ExecutionsQuery) (string, bool) {
 		dir = " DESC"
 	}
 	if field == job.ExecByID {
-		return col + dir, false
+		return col + dir
 	}
 	// The id breaks ties, in the same direction.
-	return col + dir + " NULLS LAST, e.id" + dir, field == job.ExecByTeam
+	return col + dir + " NULLS LAST, e.id" + dir
 }
 
 // Executions reads a page of executions across jobs, with the total when asked, in one
@@ -114,9 +115,8 @@ func (s *Store) Executions(ctx context.Context, q job.ExecutionsQuery) (job.Exec
 		batch.Queue("SELECT count(*)"+executionsFrom(b, q.Filter, false), b.args...).QueryRow(func(row pgx.Row) error { return row.Scan(&page.Total) })
 	}
 	b := &sqlBuilder{}
-	order, orderNeedsJob := executionOrder(q)
-	sql := "SELECT " + executionColumns + executionsFrom(b, q.Filter, orderNeedsJob) +
-		"\nORDER BY " + order + "\nLIMIT " + b.arg(q.Limit) + " OFFSET " + b.arg(q.Offset)
+	sql := "SELECT " + executionColumns + executionsFrom(b, q.Filter, false) +
+		"\nORDER BY " + executionOrder(q) + "\nLIMIT " + b.arg(q.Limit) + " OFFSET " + b.arg(q.Offset)
 	batch.Queue(sql, b.args...).Query(func(rows pgx.Rows) error {
 		var err error
 		page.Rows, err = pgx.CollectRows(rows, scanExecution)
@@ -138,10 +138,9 @@ func (s *Store) ExecutionsOfJobs(ctx context.Context, names []string, q job.Exec
 		return map[string][]job.Execution{}, nil
 	}
 	b := &sqlBuilder{}
-	order, orderNeedsJob := executionOrder(q)
 	sql := `SELECT * FROM (
-	SELECT ` + executionColumns + `, row_number() OVER (PARTITION BY e.job_name ORDER BY ` + order + `) AS rn` +
-		executionsFrom(b, q.Filter, orderNeedsJob, "e.job_name = ANY("+b.arg(names)+"::text[])") + `
+	SELECT ` + executionColumns + `, row_number() OVER (PARTITION BY e.job_name ORDER BY ` + executionOrder(q) + `) AS rn` +
+		executionsFrom(b, q.Filter, true, "e.job_name = ANY("+b.arg(names)+"::text[])") + `
 ) x WHERE rn > ` + b.arg(q.Offset) + ` AND rn <= ` + b.arg(q.Offset+q.Limit) + `
 ORDER BY job_name, rn`
 	rows, err := s.pool.Query(ctx, sql, b.args...)
@@ -167,9 +166,10 @@ ORDER BY job_name, rn`
 // ExecutionCounts counts the executions of each of the jobs names, in one statement.
 // Jobs without executions are absent.
 func (s *Store) ExecutionCounts(ctx context.Context, names []string) (map[string]job.ExecutionCount, error) {
-	const q = `SELECT job_name, count(*) FILTER (WHERE status = 'succeeded'),
+	const q = `SELECT e.job_name, count(*) FILTER (WHERE status = 'succeeded'),
 	count(*) FILTER (WHERE status IN ('user_error', 'platform_error'))
-FROM data_job_execution WHERE job_name = ANY($1::text[]) GROUP BY job_name`
+FROM data_job_execution e JOIN data_job j ON j.name = e.job_name AND j.uid = e.job_uid
+WHERE e.job_name = ANY($1::text[]) GROUP BY e.job_name`
 	if len(names) == 0 {
 		return map[string]job.ExecutionCount{}, nil
 	}
@@ -190,7 +190,7 @@ FROM data_job_execution WHERE job_name = ANY($1::text[]) GROUP BY job_name`
 // started ones first of all), with one of statuses when any are given. A job that does not
 // exist in team is not found.
 func (s *Store) ListJobExecutions(ctx context.Context, team, name string, statuses []string) ([]job.Execution, error) {
-	const q = `SELECT ` + executionColumns + ` FROM data_job_execution e JOIN data_job j ON j.name = e.job_name
+	const q = `SELECT ` + executionColumns + ` FROM data_job_execution e JOIN data_job j ON j.name = e.job_name AND j.uid = e.job_uid
 WHERE j.name = $1 AND j.team = $2 AND (cardinality($3::text[]) = 0 OR e.status = ANY($3::text[]))
 ORDER BY e.start_time DESC NULLS FIRST, e.id DESC`
 	rows, err := s.pool.Query(ctx, q, name, team, nonNil(statuses))

@@ -30,7 +30,9 @@ func (s *Store) StartExecution(ctx context.Context, team, name string, build job
 			return err
 		}
 		var active string
-		err = tx.QueryRow(ctx, `SELECT id FROM data_job_execution WHERE job_name = $1 AND status IN `+activeStatuses+` LIMIT 1`, name).Scan(&active)
+		// Of this incarnation: a deleted job's run still being cancelled is not the new job's.
+		err = tx.QueryRow(ctx, `SELECT id FROM data_job_execution WHERE job_name = $1 AND job_uid = $2::uuid AND status IN `+activeStatuses+` LIMIT 1`,
+			name, st.Job.UID).Scan(&active)
 		if err == nil {
 			return job.ExecutionActive(name, active)
 		}
@@ -90,9 +92,11 @@ ON CONFLICT (id) DO NOTHING`
 	return "", fmt.Errorf("insert execution of %s: no free id after %s", j.Name, n.ID)
 }
 
-// jobExecution selects the execution $1 of the job $2 of team $3 (executionColumns).
-const jobExecution = `SELECT ` + executionColumns + ` FROM data_job_execution e JOIN data_job j ON j.name = e.job_name
-WHERE e.id = $1 AND e.job_name = $2 AND j.team = $3`
+// jobExecution selects the execution $1 of the job $2 of team $3 (executionColumns). It
+// answers for the run of a deleted job too, until retention removes it, so that a user
+// sees what the delete stopped (DESIGN.md invariant 11): the id names one run.
+const jobExecution = `SELECT ` + executionColumns + ` FROM data_job_execution e
+WHERE e.id = $1 AND e.job_name = $2 AND e.team = $3`
 
 // GetJobExecution reads the execution id of the job name of team; an execution of
 // another job or team is not found.
@@ -145,12 +149,12 @@ func (s *Store) ExecutionLog(ctx context.Context, team, name, id string) (job.Ex
 // Tracking, by the synchronizer leader.
 
 const trackedColumns = `id, job_name, COALESCE(job_uid::text, ''), type, status, op_id, started_by, args,
-	cancel_requested_at IS NOT NULL, start_time, job_created_at IS NOT NULL`
+	cancel_requested_at IS NOT NULL, cancel_message, start_time, job_created_at IS NOT NULL`
 
 func scanTracked(row pgx.CollectableRow) (job.TrackedExecution, error) {
 	var e job.TrackedExecution
 	err := row.Scan(&e.ID, &e.JobName, &e.JobUID, &e.Type, &e.Status, &e.OpID, &e.StartedBy, &e.Args,
-		&e.CancelRequested, &e.StartTime, &e.JobCreated)
+		&e.CancelRequested, &e.CancelMessage, &e.StartTime, &e.JobCreated)
 	return e, err
 }
 
@@ -183,8 +187,9 @@ WHERE id = $1 AND status = 'submitted' AND job_created_at IS NULL AND `+syncLeas
 // statement: it inserts the row of a run not yet recorded (with the applied deployment as
 // its snapshot) or updates a submitted or running one, and with a final status also keeps
 // the log (when given) and sets the job row's last execution. It writes only while the
-// writer's term holds the lease, only rows whose job row is still the incarnation JobUID,
-// and never over a final status or an identical one. wrote[i] tells whether us[i] was
+// writer's term holds the lease, only rows of the incarnation JobUID (a new row only while
+// the job row is that incarnation: the row of a deleted job's run still ends), and never
+// over a final status or an identical one. wrote[i] tells whether us[i] was
 // written.
 func (s *Store) RecordExecutions(ctx context.Context, fence job.Fence, us []job.ExecutionUpdate) (wrote []bool, err error) {
 	q := `WITH u AS (
@@ -193,7 +198,10 @@ func (s *Store) RecordExecutions(ctx context.Context, fence job.Fence, us []job.
 		AS u(id, job_name, job_uid, type, status, message, op_id, start_time, end_time, started_by, final, logs, truncated)
 	WHERE ` + syncLeaseHeld("$14") + `
 ), j AS (
-	SELECT u.* FROM u JOIN data_job j ON j.name = u.job_name AND j.uid = u.job_uid
+	-- A run is new only while its job incarnation exists; the row of one whose job was
+	-- deleted since still ends (cancelled, or what its Job showed before the cancel).
+	SELECT u.* FROM u WHERE EXISTS (SELECT 1 FROM data_job j WHERE j.name = u.job_name AND j.uid = u.job_uid)
+		OR EXISTS (SELECT 1 FROM data_job_execution x WHERE x.id = u.id AND x.job_uid = u.job_uid)
 ), up AS (
 	INSERT INTO data_job_execution AS e (id, job_name, job_uid, type, status, message, op_id, start_time, end_time,
 		started_by, job_version, job_schedule, vdk_version, job_python_version,
@@ -283,7 +291,7 @@ WHERE e.id = ANY($1) AND e.status NOT IN `+activeStatuses+`
 func (s *Store) DeleteExpiredExecutions(ctx context.Context, fence job.Fence, r job.Retention) (int, error) {
 	q := `DELETE FROM data_job_execution WHERE id IN (
 	SELECT id FROM (
-		SELECT id, end_time, row_number() OVER (PARTITION BY job_name ORDER BY end_time DESC NULLS LAST, id DESC) AS rn
+		SELECT id, end_time, row_number() OVER (PARTITION BY job_name, job_uid ORDER BY end_time DESC NULLS LAST, id DESC) AS rn
 		FROM data_job_execution WHERE status NOT IN ` + activeStatuses + `
 	) x WHERE rn > $1 OR end_time < now() - $2::interval
 	LIMIT $3
@@ -299,4 +307,40 @@ func (s *Store) DeleteExpiredExecutions(ctx context.Context, fence job.Fence, r 
 			return total, nil
 		}
 	}
+}
+
+// The messages of the cancels a job's change asks for (DESIGN.md invariant 11).
+const (
+	MsgJobDeleted        = "the data job was deleted"
+	MsgDeploymentDeleted = "the deployment of the data job was deleted"
+	MsgJobMoved          = "the data job was moved to another team"
+)
+
+// cancelJobExecutions asks the leader to cancel every submitted and running execution of
+// the job incarnation uid, with message as the cancelled status's message, and notifies it
+// of each at commit. A cancel asked already keeps its message.
+func cancelJobExecutions(ctx context.Context, tx Tx, uid, message string) error {
+	rows, _ := tx.Query(ctx, `UPDATE data_job_execution SET cancel_requested_at = now(), cancel_message = $2
+WHERE job_uid = $1::uuid AND status IN `+activeStatuses+` AND cancel_requested_at IS NULL
+RETURNING id`, uid, message)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return writeError("cancel executions of job "+uid, err)
+	}
+	for _, id := range ids {
+		if err := notify(ctx, tx, ExecutionsChannel, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// moveJobExecutions moves the executions of the job incarnation uid to team with their
+// job, and asks for the cancel of those still running: they run with the old team's
+// credentials and cannot be moved.
+func moveJobExecutions(ctx context.Context, tx Tx, uid, team string) error {
+	if _, err := tx.Exec(ctx, `UPDATE data_job_execution SET team = $2 WHERE job_uid = $1::uuid`, uid, team); err != nil {
+		return writeError("move executions of job "+uid, err)
+	}
+	return cancelJobExecutions(ctx, tx, uid, MsgJobMoved)
 }

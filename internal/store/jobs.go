@@ -139,22 +139,28 @@ func (s *Store) UpdateJob(ctx context.Context, team, name string, update job.Job
 		if out, err = updateJob(ctx, tx, next, bump); err != nil {
 			return writeError(fmt.Sprintf("update job %s", name), err)
 		}
-		return nil
+		if next.Team == cur.Team {
+			return nil
+		}
+		return moveJobExecutions(ctx, tx, cur.UID, next.Team)
 	})
 	return out, err
 }
 
 // DeleteJob deletes the job name of team with its desired deployment and properties (by
-// cascade) in one transaction, and notifies the synchronizer. The actual deployment row
-// stays: the synchronizer deletes the CronJob, then the row (asynchronous deletion).
+// cascade) in one transaction, asks for the cancel of its submitted and running
+// executions, and notifies the synchronizer. The actual deployment row and the execution
+// rows stay: the synchronizer deletes the CronJob, then the row (asynchronous deletion),
+// and cancels the executions, whose rows retention removes.
 func (s *Store) DeleteJob(ctx context.Context, team, name string) error {
 	return s.InTx(ctx, func(tx Tx) error {
-		tag, err := tx.Exec(ctx, `DELETE FROM data_job WHERE name = $1 AND team = $2`, name, team)
+		var uid string
+		err := tx.QueryRow(ctx, `DELETE FROM data_job WHERE name = $1 AND team = $2 RETURNING uid::text`, name, team).Scan(&uid)
 		if err != nil {
-			return fmt.Errorf("delete job %s: %w", name, err)
+			return rowError(err, job.JobNotFound(team, name), "delete job "+name)
 		}
-		if tag.RowsAffected() == 0 {
-			return job.JobNotFound(team, name)
+		if err := cancelJobExecutions(ctx, tx, uid, MsgJobDeleted); err != nil {
+			return err
 		}
 		return notify(ctx, tx, DesiredChannel, name)
 	})

@@ -1,11 +1,9 @@
 package store_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/datajobs/datajobs/internal/job"
@@ -103,35 +101,6 @@ func TestJobsPageRefusesQueriesItCannotAnswer(t *testing.T) {
 	require.Error(t, err)
 	_, err = st.ListJobs(t.Context(), job.ListRequest{Limit: 1, Sort: []job.SortKey{{Field: job.FieldNextRun}}}, nil)
 	require.ErrorContains(t, err, "next runs of the schedules are required")
-}
-
-func TestExecutionsGoWithTheirJob(t *testing.T) {
-	t.Parallel()
-	u := testenv.DatabaseURL(t)
-	st, err := store.Open(t.Context(), store.Config{URL: u})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	ctx := t.Context()
-	createJob(t, st, "team-a", "runner-job", "")
-	conn, err := pgx.Connect(ctx, u)
-	require.NoError(t, err)
-	defer conn.Close(context.WithoutCancel(ctx))
-	_, err = conn.Exec(ctx, `INSERT INTO data_job_execution (id, job_name, type, status, op_id, start_time)
-		VALUES ('runner-job-1', 'runner-job', 'manual', 'running', 'op', now())`)
-	require.NoError(t, err)
-
-	execs, err := st.ListJobExecutions(ctx, "team-a", "runner-job", nil)
-	require.NoError(t, err)
-	require.Len(t, execs, 1)
-	_, err = st.ListJobExecutions(ctx, "team-b", "runner-job", nil)
-	require.Equal(t, job.KindNotFound, job.KindOf(err))
-
-	require.NoError(t, st.DeleteJob(ctx, "team-a", "runner-job"))
-	var n int
-	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM data_job_execution`).Scan(&n))
-	require.Zero(t, n)
-	_, err = st.ListJobExecutions(ctx, "team-a", "runner-job", nil)
-	require.Equal(t, job.KindNotFound, job.KindOf(err))
 }
 
 func TestJobsAndExecutionsPagesShowOnlyTheVisibleTeams(t *testing.T) {

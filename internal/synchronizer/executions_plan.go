@@ -1,6 +1,7 @@
 package synchronizer
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -104,7 +105,7 @@ func planExecution(row *job.TrackedExecution, live, last *batchv1.Job, pods []*c
 		return p.then("final, and its Job ended", execNone)
 	case row != nil && row.CancelRequested:
 		if live == nil {
-			p.Update = job.ExecutionUpdate{Status: job.ExecCancelled, Message: msgCancelled, EndTime: &now}
+			p.Update = job.ExecutionUpdate{Status: job.ExecCancelled, Message: cmp.Or(row.CancelMessage, msgCancelled), EndTime: &now}
 			return p.then("cancel requested and its Job is gone", execRecordLost)
 		}
 		if o, _ := observe(live); ended(o) {

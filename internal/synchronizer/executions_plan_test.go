@@ -251,3 +251,16 @@ func TestPlanExecutionForgetsAFinalExecutionWhoseJobIsGone(t *testing.T) {
 	require.True(t, p.Forget)
 	require.Equal(t, []execAction{execNone}, p.Steps)
 }
+
+// A cancel a job's delete asked for ends with the delete's message, a user's with the
+// cancel's (DESIGN.md invariant 11: a user sees why the run was stopped).
+func TestPlanExecutionRecordsTheMessageOfTheCancelThatWasAsked(t *testing.T) {
+	t.Parallel()
+	for msg, want := range map[string]string{"": msgCancelled, "the data job was deleted": "the data job was deleted"} {
+		row := execRow(job.ExecRunning, func(r *job.TrackedExecution) { r.CancelRequested, r.CancelMessage = true, msg })
+		p := planExecution(row, nil, nil, nil, planNow, planGrace)
+		require.Equal(t, []execAction{execRecordLost}, p.Steps, p.Reason)
+		require.Equal(t, job.ExecCancelled, p.Update.Status)
+		require.Equal(t, want, p.Update.Message)
+	}
+}

@@ -317,54 +317,6 @@ func TestSuccessAndAScheduledRunThroughKwokAndTheCronJobController(t *testing.T)
 	require.Equal(t, sched.ID, last, "the scheduled run ended last")
 }
 
-func TestARunOfAnOlderIncarnationIsNeverAttachedToTheNewJob(t *testing.T) {
-	f := newExecFixture(t)
-	f.heldJob("same-name")
-	f.startExecutions()
-	old := f.run("same-name", "")
-	oldPod := f.pod(old)
-	f.kubelet(oldPod, corev1.PodRunning, running(), "")
-	f.status("same-name", old, job.ExecRunning)
-
-	// The job is deleted and created again; the old run goes on in the cluster.
-	require.NoError(t, f.svc.DeleteJob(t.Context(), team, "same-name"))
-	require.NoError(t, f.client.BatchV1().CronJobs(f.ns).Delete(t.Context(), "same-name", metav1.DeleteOptions{PropagationPolicy: ptr(metav1.DeletePropagationOrphan)}))
-	require.Eventually(t, func() bool {
-		_, err := f.client.BatchV1().CronJobs(f.ns).Get(t.Context(), "same-name", metav1.GetOptions{})
-		return apierrors.IsNotFound(err)
-	}, 30*time.Second, 20*time.Millisecond)
-	f.heldJob("same-name")
-
-	f.kubelet(oldPod, corev1.PodSucceeded, exited(0, "Completed", ""), "")
-	require.Eventually(t, func() bool {
-		j, err := f.client.BatchV1().Jobs(f.ns).Get(t.Context(), old, metav1.GetOptions{})
-		require.NoError(t, err)
-		c, _ := jobConditions(j)
-		return c
-	}, 30*time.Second, 20*time.Millisecond, "the old Job completes")
-
-	// A run of the new job goes through the tracker after the old Job's completion.
-	fresh := f.run("same-name", "")
-	f.kubelet(f.pod(fresh), corev1.PodRunning, running(), "")
-	f.status("same-name", fresh, job.ExecRunning)
-	execs, err := f.svc.ListExecutions(t.Context(), team, "same-name", nil)
-	require.NoError(t, err)
-	require.Len(t, execs, 1)
-	require.Equal(t, fresh, execs[0].ID)
-}
-
-func jobConditions(j *batchv1.Job) (complete, failed bool) {
-	for _, c := range j.Status.Conditions {
-		if c.Status == corev1.ConditionTrue && c.Type == batchv1.JobComplete {
-			complete = true
-		}
-		if c.Status == corev1.ConditionTrue && c.Type == batchv1.JobFailed {
-			failed = true
-		}
-	}
-	return complete, failed
-}
-
 // job waits for the execution's Job and returns it.
 func (f *execFixture) job(id string) *batchv1.Job {
 	f.t.Helper()

@@ -1,6 +1,7 @@
 package synchronizer
 
 import (
+	"cmp"
 	"context"
 
 	"github.com/datajobs/datajobs/internal/job"
@@ -80,6 +81,7 @@ func (t *execTerm) wrote(row *job.TrackedExecution, u job.ExecutionUpdate) {
 	t.mu.Lock()
 	if cur, ok := t.rows[u.ID]; ok {
 		r.CancelRequested = r.CancelRequested || cur.CancelRequested
+		r.CancelMessage = cmp.Or(r.CancelMessage, cur.CancelMessage)
 	}
 	t.rows[u.ID] = r
 	t.mu.Unlock()
