@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/testenv"
@@ -64,12 +65,16 @@ func applyOver(ctx context.Context, client kubernetes.Interface, a *Applier, cj 
 }
 
 // edit changes the live CronJob the way `kubectl edit` does: a full update by another
-// field manager.
+// field manager, tried again on a conflict as a person would (the CronJob controller may
+// write the object between the read and the update: a Conflict seen under load).
 func (c cluster) edit(t *testing.T, name string, change func(*batchv1.CronJob)) {
 	t.Helper()
-	cj := c.get(t, name)
-	change(cj)
-	_, err := c.client.BatchV1().CronJobs(c.ns).Update(t.Context(), cj, metav1.UpdateOptions{FieldManager: "kubectl-edit"})
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cj := c.get(t, name)
+		change(cj)
+		_, err := c.client.BatchV1().CronJobs(c.ns).Update(t.Context(), cj, metav1.UpdateOptions{FieldManager: "kubectl-edit"})
+		return err
+	})
 	require.NoError(t, err)
 }
 
