@@ -131,23 +131,10 @@ func TestAnUploadSlowerThanTheMinimumRateLosesItsSlot(t *testing.T) {
 func TestADownloadThatFallsBelowTheMinimumRateEnds(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, withAPI(httpapi.Config{MinTransferRate: 1 << 20, MinTransferGrace: time.Second}))
-	path := e.createJob("team-a", "my-job")
-	e.sql(`INSERT INTO data_job_source (job_name, version_sha, archive, size_bytes) VALUES ('my-job', 'v1', $1, $2)`,
-		make([]byte, 32<<20), 32<<20)
-	resp, err := e.client.Get(e.url + path + "/sources")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
+	resp := e.startUnreadDownload(t)
 	// The handler returns (and frees its slot) although the client has not read: the
 	// request is logged then, long before the 5 minute transfer timeout.
-	require.Eventually(t, func() bool {
-		for _, l := range e.logs.lines(t) {
-			if l["msg"] == "http_request" && l["pattern"] == "GET /data-jobs/for-team/{team}/jobs/{job}/sources" {
-				return true
-			}
-		}
-		return false
-	}, time.Minute, 20*time.Millisecond, "the download is cut for its rate, not at the transfer timeout")
+	require.Eventually(t, e.downloadLogged(t), time.Minute, 20*time.Millisecond, "the download is cut for its rate, not at the transfer timeout")
 	n, err := io.Copy(io.Discard, resp.Body)
 	require.Error(t, err, "the body is cut short")
 	require.Less(t, n, int64(32<<20))

@@ -97,25 +97,10 @@ func TestADownloadThatTheClientDoesNotReadEndsAtItsDeadline(t *testing.T) {
 	// Long enough for the response to start on a loaded machine (the deadline covers the
 	// database read before the headers too), far shorter than the test's patience.
 	e := newEnv(t, withAPI(httpapi.Config{TransferTimeout: 2 * time.Second}))
-	path := e.createJob("team-a", "my-job")
-	// More than the socket buffers hold, stored directly: the upload has the same deadline.
-	e.sql(`INSERT INTO data_job_source (job_name, version_sha, archive, size_bytes) VALUES ('my-job', 'v1', $1, $2)`,
-		make([]byte, 32<<20), 32<<20)
-
-	resp, err := e.client.Get(e.url + path + "/sources")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
+	resp := e.startUnreadDownload(t)
 	// The handler returns once its write deadline has passed, although the client has not
 	// read: the request is logged then.
-	require.Eventually(t, func() bool {
-		for _, l := range e.logs.lines(t) {
-			if l["msg"] == "http_request" && l["pattern"] == "GET /data-jobs/for-team/{team}/jobs/{job}/sources" {
-				return true
-			}
-		}
-		return false
-	}, time.Minute, 20*time.Millisecond)
+	require.Eventually(t, e.downloadLogged(t), time.Minute, 20*time.Millisecond)
 	n, err := io.Copy(io.Discard, resp.Body)
 	require.Error(t, err, "the body is cut short")
 	require.Less(t, n, int64(32<<20))
@@ -153,4 +138,31 @@ func TestAStatementPastTheDatabaseTimeoutIsA503ThatChangesNothing(t *testing.T) 
 	require.Equal(t, "d", got.Description, "the timed-out update changed nothing")
 	r = e.do(http.MethodPut, path, update)
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+}
+
+// startUnreadDownload starts the download of a sources archive larger than the socket
+// buffers hold (stored directly, so no upload shares its deadline) and does not read it.
+func (e *env) startUnreadDownload(t *testing.T) *http.Response {
+	t.Helper()
+	path := e.createJob("team-a", "my-job")
+	e.sql(`INSERT INTO data_job_source (job_name, version_sha, archive, size_bytes) VALUES ('my-job', 'v1', $1, $2)`,
+		make([]byte, 32<<20), 32<<20)
+	resp, err := e.client.Get(e.url + path + "/sources")
+	require.NoError(t, err)
+	t.Cleanup(func() { resp.Body.Close() })
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	return resp
+}
+
+// downloadLogged reports whether a sources download's request has been logged: its
+// handler has returned.
+func (e *env) downloadLogged(t *testing.T) func() bool {
+	return func() bool {
+		for _, l := range e.logs.lines(t) {
+			if l["msg"] == "http_request" && l["pattern"] == "GET /data-jobs/for-team/{team}/jobs/{job}/sources" {
+				return true
+			}
+		}
+		return false
+	}
 }

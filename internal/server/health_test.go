@@ -65,14 +65,7 @@ func TestReadinessDoesNotWaitForASaturatedPool(t *testing.T) {
 
 	// A transaction of the test holds the job table: the reads below each hold a pool
 	// connection until it ends.
-	conn, err := pgx.Connect(t.Context(), url)
-	require.NoError(t, err)
-	defer conn.Close(context.Background())
-	tx, err := conn.Begin(t.Context())
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(context.Background()) }()
-	_, err = tx.Exec(t.Context(), `LOCK TABLE data_job IN ACCESS EXCLUSIVE MODE`)
-	require.NoError(t, err)
+	holdJobTable(t, url)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	for i := range 4 {

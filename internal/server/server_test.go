@@ -355,14 +355,7 @@ func TestShutdownCancelsRequestsThatOutliveTheGracePeriod(t *testing.T) {
 	require.Eventually(t, func() bool { code, _ := get(t, base+"/readyz"); return code == http.StatusOK }, 30*time.Second, 50*time.Millisecond)
 
 	// A transaction of the test holds the job table, so a request that reads a job waits.
-	conn, err := pgx.Connect(t.Context(), url)
-	require.NoError(t, err)
-	defer conn.Close(context.Background())
-	tx, err := conn.Begin(t.Context())
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(context.Background()) }()
-	_, err = tx.Exec(t.Context(), `LOCK TABLE data_job IN ACCESS EXCLUSIVE MODE`)
-	require.NoError(t, err)
+	tx := holdJobTable(t, url)
 
 	answered := make(chan int, 1)
 	go func() {
@@ -392,4 +385,20 @@ func TestShutdownCancelsRequestsThatOutliveTheGracePeriod(t *testing.T) {
 	}
 	code := <-answered
 	require.NotEqual(t, http.StatusOK, code, "the stuck request did not complete")
+}
+
+// holdJobTable locks the data_job table in a transaction of the test until it ends: every
+// request that reads a job waits meanwhile, holding a connection of the service's pool.
+// The transaction is returned for the test's own reads while it holds the lock.
+func holdJobTable(t *testing.T, url string) pgx.Tx {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	tx, err := conn.Begin(t.Context())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	_, err = tx.Exec(t.Context(), `LOCK TABLE data_job IN ACCESS EXCLUSIVE MODE`)
+	require.NoError(t, err)
+	return tx
 }
