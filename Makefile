@@ -29,10 +29,14 @@ $(GOLANGCI_LINT):
 	GOBIN=$(CURDIR)/.cache/tools/gobin go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	mv .cache/tools/gobin/golangci-lint $(GOLANGCI_LINT)
 
+# Every module of hack/modules.sh (the nested test modules too), with the root's .golangci.yml.
 lint: $(GOLANGCI_LINT)
-	$(GOLANGCI_LINT) run ./...
+	@set -e; for m in $$(bash hack/modules.sh); do \
+		echo "lint: $$m"; (cd $$m && $(CURDIR)/$(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml ./...); \
+	done
 
-# Known vulnerabilities in the code the binary calls (govulncheck, pinned). It needs the Go
+# Known vulnerabilities in the code the binary calls (govulncheck, pinned): the main module
+# only, whose graph is the binary's (the test-only dependencies live in nested modules). It needs the Go
 # vulnerability database at https://vuln.go.dev: where that is unreachable (an offline
 # sandbox), it says so in one line and checks nothing, rather than failing or passing quietly.
 GOVULNCHECK_VERSION := v1.9.0
