@@ -6,6 +6,10 @@
 //     client limits, in the same run;
 //   - noop: a pass over N synced jobs, fresh and warm: Kubernetes and database writes,
 //     time and allocations;
+//   - memory: the Go heap an informer cache of N synced CronJobs holds, whole and with
+//     kube.Trim (the leader's transform), and a synchronizer term's heap and RSS;
+//   - sustained: N changes per second for a while (-rates, -sustain) through the service
+//     with the synchronizer live, next to plain client-go patches at the same rate;
 //   - latency: PATCH enabled through the service until the CronJob's suspend is seen
 //     changed by a watch, with the synchronizer running live;
 //   - failover: two `datajobs serve` processes; the leader is frozen, changes are written,
@@ -75,7 +79,7 @@ func run() error {
 	flag.StringVar(&sizes, "n", "1000,10000", "converge: numbers of deployments")
 	flag.IntVar(&repeat, "repeat", 3, "converge: runs per size up to 1000")
 	repeatLarge := flag.Int("repeat-large", 1, "converge: runs per size above 1000")
-	flag.IntVar(&noopN, "noop-n", 10000, "noop and latency: number of synced jobs (reuses converge's last fleet when sizes match)")
+	flag.IntVar(&noopN, "noop-n", 10000, "noop, memory and latency: number of synced jobs (reuses converge's last fleet when sizes match)")
 	flag.IntVar(&changes, "changes", 200, "latency: number of changes")
 	flag.IntVar(&latencyJobs, "latency-jobs", 0, "latency: number of jobs the changes cycle through (default: a different job for each change); 1 toggles one job back and forth, as a user would")
 	flag.IntVar(&failoverN, "failover-n", 1000, "failover: number of pending deployments")
@@ -84,6 +88,8 @@ func run() error {
 	flag.StringVar(&outDir, "out", "", "folder for logs and CPU profiles (default: a new temporary folder)")
 	flag.StringVar(&datajobsBin, "datajobs", ".cache/bin/datajobs", "failover: the datajobs binary to serve with")
 	variants := flag.String("floor-variants", "", `converge: extra floor runs, comma-separated: "get" (a GET before each apply, as the synchronizer's create does), "get+watch" (and an informer on the namespace)`)
+	rates := flag.String("rates", "10,50,200", "sustained: changes per second, one run each")
+	sustainFor := flag.Duration("sustain", 5*time.Minute, "sustained: how long each rate is driven")
 	flag.DurationVar(&timeout, "timeout", 25*time.Minute, "stop everything after this long")
 	flag.Parse()
 
@@ -156,6 +162,10 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	rateList, err := parseInts(*rates)
+	if err != nil {
+		return err
+	}
 	var kept *fleet // the last converge fleet, reused by noop and latency
 	defer func() {
 		if kept != nil {
@@ -177,7 +187,7 @@ func run() error {
 			if err != nil {
 				return fmt.Errorf("converge: %w", err)
 			}
-		case "noop", "latency":
+		case "noop", "latency", "memory", "sustained":
 			if kept == nil || len(kept.names) != noopN {
 				if kept != nil {
 					kept.drop()
@@ -187,9 +197,14 @@ func run() error {
 					return fmt.Errorf("%s: %w", sc, err)
 				}
 			}
-			if sc == "noop" {
+			switch sc {
+			case "noop":
 				err = b.noop(ctx, kept)
-			} else {
+			case "memory":
+				err = b.memory(ctx, kept)
+			case "sustained":
+				err = b.sustained(ctx, kept, rateList, *sustainFor)
+			default:
 				err = b.latency(ctx, kept, changes, latencyJobs)
 			}
 			if err != nil {

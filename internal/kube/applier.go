@@ -116,8 +116,19 @@ func (a *Applier) Apply(ctx context.Context, live, cj *batchv1.CronJob) (*batchv
 // managedFields record as an Update operation, to its server-side apply manager, so that
 // an apply removes whatever datajobs stops rendering. It is client-go's csaupgrade: one
 // JSON patch, conditioned on live's resourceVersion, the first time an object the Applier
-// created is changed; nothing when there is nothing to hand over.
+// created is changed; nothing when there is nothing to hand over. A live object from an
+// informer cache whose managedFields Trim dropped is read again first: the patch replaces
+// the whole list and must be computed from it. It stays conditioned on live's
+// resourceVersion, so an object changed since the caller saw it is not written.
 func (a *Applier) ownCreated(ctx context.Context, live *batchv1.CronJob) (*batchv1.CronJob, error) {
+	if managedFieldsTrimmed(live.ManagedFields) {
+		cur, err := a.cronJobs().Get(ctx, live.Name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		cur.ResourceVersion = live.ResourceVersion
+		live = cur
+	}
 	patch, err := csaupgrade.UpgradeManagedFieldsPatch(live, sets.New(FieldManager), FieldManager)
 	if err != nil || patch == nil {
 		return live, err

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
@@ -154,8 +155,33 @@ func TestObserveExecutionGivesTheTrueOutcome(t *testing.T) {
 			require.Equal(t, tt.status, o.Status)
 			require.Equal(t, tt.message, o.Message)
 			require.Equal(t, tt.status.Final(), o.End != nil, "a final status has an end time")
+
+			// The tracker observes what its informer cache keeps (kube.Trim): the outcome
+			// must not change because the cache dropped a field ObserveExecution reads.
+			trimmed := kube.ObserveExecution(trim(t, tt.job), trimAll(t, tt.pods), tt.now, 5*time.Minute)
+			require.Equal(t, o.Status, trimmed.Status)
+			require.Equal(t, o.Message, trimmed.Message)
+			require.Equal(t, o.End, trimmed.End)
+			require.Equal(t, o.Abandon, trimmed.Abandon)
+			require.Equal(t, o.RecheckAfter, trimmed.RecheckAfter)
 		})
 	}
+}
+
+// trim returns what an informer cache with kube.Trim keeps of a copy of obj.
+func trim[T interface{ DeepCopyObject() runtime.Object }](t *testing.T, obj T) T {
+	t.Helper()
+	out, err := kube.Trim(obj.DeepCopyObject())
+	require.NoError(t, err)
+	return out.(T)
+}
+
+func trimAll(t *testing.T, pods []*corev1.Pod) []*corev1.Pod {
+	out := make([]*corev1.Pod, len(pods))
+	for i, p := range pods {
+		out[i] = trim(t, p)
+	}
+	return out
 }
 
 func TestObserveExecutionAsksToRecheckWhenTheImageGraceEnds(t *testing.T) {

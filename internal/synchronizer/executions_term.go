@@ -25,7 +25,8 @@ const podsByJobIndex = "job-name"
 // waits for their caches; stop ends them.
 func (x *Executions) startTerm(ctx context.Context, epoch int64) (*execTerm, func(), error) {
 	factory := informers.NewSharedInformerFactoryWithOptions(x.client, 0, informers.WithNamespace(x.cfg.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = kube.ManagedSelector().String() }))
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = kube.ManagedSelector().String() }),
+		informers.WithTransform(kube.Trim)) // only what ObserveExecution and the tracker read
 	jobInformer := factory.Batch().V1().Jobs()
 	podInformer := factory.Core().V1().Pods()
 	if err := podInformer.Informer().AddIndexers(cache.Indexers{podsByJobIndex: func(obj any) ([]string, error) {

@@ -9,13 +9,19 @@ func (s *Synchronizer) recordPlan(p Plan) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lastPlan == nil {
-		s.lastPlan = map[string]Plan{}
+		s.lastPlan = map[string]PlannedJob{}
 	}
 	if p.Action == ActionUnchanged && p.Live == nil && p.State.Job == nil {
 		delete(s.lastPlan, p.Name)
 		return
 	}
-	s.lastPlan[p.Name] = p
+	// Only what LatestPlans shows is kept: a whole Plan holds its rendered CronJob, the
+	// state read and the cached live object, some KiB per job held for every job.
+	pj := PlannedJob{Job: p.Name, Action: p.Action, Reason: p.Reason}
+	if p.State.Job != nil {
+		pj.Generation = p.State.Job.Generation
+	}
+	s.lastPlan[p.Name] = pj
 }
 
 // PlannedJob is the latest plan of one job, as the debug endpoint shows it.
@@ -32,11 +38,7 @@ func (s *Synchronizer) LatestPlans() []PlannedJob {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]PlannedJob, 0, len(s.lastPlan))
-	for _, p := range s.lastPlan {
-		pj := PlannedJob{Job: p.Name, Action: p.Action, Reason: p.Reason}
-		if p.State.Job != nil {
-			pj.Generation = p.State.Job.Generation
-		}
+	for _, pj := range s.lastPlan {
 		out = append(out, pj)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Job < out[j].Job })

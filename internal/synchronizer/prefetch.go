@@ -9,11 +9,12 @@ import (
 )
 
 // A full pass reads every row in one go and queues the names that need work. For a name it
-// queues for a create (no CronJob yet), the reconcile that follows takes the pass's plan
-// (the state it read and the CronJob it rendered) instead of reading and rendering again,
-// once, and only while the cache still shows no CronJob of that name: a mass converge (a
-// new cluster, an import, a restore) then costs a create per job, not a database round
-// trip, a second rendering and a create. It is as fresh as a read at
+// queues for a create (no CronJob yet), the reconcile that follows takes the state that
+// pass read instead of reading it again, once, and only while the cache still shows no
+// CronJob of that name: a mass converge (a new cluster, an import, a restore) then costs
+// a rendering and a create per job, not a database round trip too. (The rendering is not
+// kept from the pass: held for every queued job it would be the largest part of the
+// leader's memory during such a converge.) It is as fresh as a read at
 // dequeue time would be for the database's part, because every change of desired state
 // sends a NOTIFY in its transaction: a notification drops the name's prefetched state,
 // and a pass does not prefetch a name notified after it began reading. Jobs whose image
@@ -53,11 +54,16 @@ func (t *term) prefetch(p Plan, since int64) {
 	if t.notified[p.Name] > since {
 		return
 	}
+	// The rendered CronJob is not kept: a mass converge queues a create for every job,
+	// and their renderings, some KiB each, would all be held until the queue drains.
+	// prefetchedPlan renders again, from the same state.
+	p.Rendered, p.Hash = nil, ""
 	t.prefetched[p.Name] = p
 }
 
-// prefetchedPlan returns the create a pass planned for name, if any and the cache still
-// shows no CronJob of that name; it is taken once.
+// prefetchedPlan returns the create a pass planned for name, planned again from the
+// state that pass read, if any and the cache still shows no CronJob of that name; it is
+// taken once.
 func (t *term) prefetchedPlan(name string) (Plan, bool, error) {
 	t.prefetchMu.Lock()
 	p, ok := t.prefetched[name]
@@ -67,7 +73,12 @@ func (t *term) prefetchedPlan(name string) (Plan, bool, error) {
 		return Plan{}, false, nil
 	}
 	live, err := t.live(name)
-	return p, err == nil && live == nil, err
+	if err != nil || live != nil {
+		return Plan{}, false, err
+	}
+	// plan is pure, and without a live CronJob it consults no memo: this is the plan
+	// the pass made.
+	return plan(p.State, nil, t.render, nil), true, nil
 }
 
 // load reads the state of name from the database and its live CronJob from the cache.

@@ -126,7 +126,7 @@ type Synchronizer struct {
 
 	mu       sync.Mutex
 	verified map[string]verified
-	lastPlan map[string]Plan
+	lastPlan map[string]PlannedJob
 	// prune is the mass-prune guard's verdict of the latest full pass.
 	prune pruneVerdict
 	// configRefused says why the latest term refused its configuration ("": it did not).
@@ -263,7 +263,9 @@ func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(
 	// The informer sees every CronJob of the namespace, not only managed ones: the plan must
 	// know an unmanaged CronJob that holds a job's name (to leave it alone, or to adopt the
 	// one an import recorded). It acts only on managed ones and that single adoptee.
-	factory := informers.NewSharedInformerFactoryWithOptions(s.client, 0, informers.WithNamespace(s.cfg.Render.Namespace))
+	// kube.Trim keeps of each CronJob only what the plan reads.
+	factory := informers.NewSharedInformerFactoryWithOptions(s.client, 0, informers.WithNamespace(s.cfg.Render.Namespace),
+		informers.WithTransform(kube.Trim))
 	informer := factory.Batch().V1().CronJobs()
 	queue := newWorkQueue(s.metrics.queue, exponential(s.cfg.RetryBase, s.cfg.RetryMax), s.log, "job", "")
 	t := &term{

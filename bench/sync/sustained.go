@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/datajobs/datajobs/bench/internal/stats"
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/synchronizer"
+)
+
+// sustainedRun is the outcome of one rate: latencies of the changes seen, how many were
+// made and seen, and the CPU meanwhile.
+type sustainedRun struct {
+	made, seen int
+	lat        []time.Duration
+	cpu        cpuReport
+	// took is from the first change to the last one seen.
+	took time.Duration
+}
+
+// sustained drives changes at each rate for d, open loop (a change every 1/rate, whatever
+// the previous ones' fate), each flipping a different job's enabled flag, and measures
+// change → CronJob seen by a watch: through the service with a synchronizer running live
+// on the fleet, and, as the floor, with plain client-go patches of the CronJobs' suspend
+// on the same apiserver at the same rate.
+func (b *bench) sustained(ctx context.Context, f *fleet, rates []int, d time.Duration) error {
+	b.printf("## sustained changes (%s per rate, over %d synced jobs)\n\n", d, len(f.names))
+	b.printf("| rate | path | changes made | seen ≤ 10 s | achieved rate | p50 | p99 | max | CPU |\n|---|---|---|---|---|---|---|---|---|\n")
+	reg := prometheus.NewRegistry()
+	obs := newObservedStore(f.db, 0)
+	cs, err := b.clientset(ctx, nil)
+	if err != nil {
+		return err
+	}
+	s := synchronizer.New(synchronizer.Config{
+		Render: f.render, Workers: b.workers, Logger: slog.New(slog.DiscardHandler), Metrics: synchronizer.NewMetrics(reg),
+	}, obs, cs, nil)
+	// run starts a term of s and waits until it is idle; the function it returns ends it.
+	run := func() (func(), error) {
+		runCtx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = s.Run(runCtx, f.epoch) })
+		stop := func() { cancel(); wg.Wait() }
+		if _, err := waitIdle(ctx, reg, obs); err != nil {
+			stop()
+			return nil, err
+		}
+		return stop, nil
+	}
+	stop, err := run()
+	if err != nil {
+		return err
+	}
+	defer func() { stop() }() // the latest term's
+	enabled := map[string]bool{}
+	next := 0
+	pick := func() (string, bool) { // a different job each change, round the fleet
+		name := f.names[next%len(f.names)]
+		next++
+		was, ok := enabled[name]
+		if !ok {
+			was = true
+		}
+		enabled[name] = !was
+		return name, !was
+	}
+	// The floor flips the CronJob away from what the database says, without changing it:
+	// the synchronizer started again afterwards repairs them.
+	pickFloor := func() (string, bool) {
+		name := f.names[next%len(f.names)]
+		next++
+		was, ok := enabled[name]
+		if !ok {
+			was = true
+		}
+		return name, !was
+	}
+	for _, rate := range rates {
+		via := func(ctx context.Context, name string, want bool) error {
+			_, err := f.svc.PatchDeployment(ctx, team, name, job.DeploymentChange{Enabled: &want}, "bench")
+			return err
+		}
+		res, err := b.drive(ctx, f, rate, d, fmt.Sprintf("sustained-%d", rate), pick, via)
+		if err != nil {
+			return err
+		}
+		b.printf("%s", res.row(rate, "service + synchronizer", d))
+		floor := func(ctx context.Context, name string, want bool) error {
+			patch := fmt.Sprintf(`{"spec":{"suspend":%v}}`, !want)
+			_, err := b.admin.BatchV1().CronJobs(f.ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "bench-floor"})
+			return err
+		}
+		stop() // the floor writes the CronJobs itself: no synchronizer to repair them
+		stop = func() {}
+		res, err = b.drive(ctx, f, rate, d, fmt.Sprintf("sustained-floor-%d", rate), pickFloor, floor)
+		if err != nil {
+			return err
+		}
+		b.printf("%s", res.row(rate, "floor: client-go patch", d))
+		if stop, err = run(); err != nil { // it repairs the floor's patches first
+			return err
+		}
+	}
+	b.printf("\nCPU is of the whole run of one row (this process drives the changes and runs the synchronizer).\n\n")
+	return nil
+}
+
+func (r sustainedRun) row(rate int, path string, d time.Duration) string {
+	p := stats.Percentiles(r.lat, 50, 99, 100)
+	return fmt.Sprintf("| %d/s | %s | %d | %d | %.1f/s | %s | %s | %s | %s |\n", rate, path, r.made, r.seen,
+		float64(r.seen)/r.took.Seconds(), ms(p[0]), ms(p[1]), ms(p[2]), r.cpu)
+}
+
+// drive makes rate changes a second for d with change, each picked by pick, and waits up
+// to 10 s for each to be seen by a watch on the namespace (suspend == !enabled).
+func (b *bench) drive(ctx context.Context, f *fleet, rate int, d time.Duration, profile string,
+	pick func() (string, bool), change func(context.Context, string, bool) error,
+) (sustainedRun, error) {
+	var run sustainedRun
+	list, err := b.admin.BatchV1().CronJobs(f.ns).List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		return run, err
+	}
+	w, err := b.admin.BatchV1().CronJobs(f.ns).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		return run, err
+	}
+	defer w.Stop()
+	type key struct {
+		name    string
+		suspend bool
+	}
+	var mu sync.Mutex
+	pending := map[key]time.Time{}
+	c0 := b.cpu.sample()
+	start := time.Now()
+	var watching sync.WaitGroup
+	watching.Go(func() {
+		for ev := range w.ResultChan() {
+			cj, ok := ev.Object.(*batchv1.CronJob)
+			if ev.Type != watch.Modified || !ok || cj.Spec.Suspend == nil {
+				continue
+			}
+			k := key{cj.Name, *cj.Spec.Suspend}
+			mu.Lock()
+			if t0, ok := pending[k]; ok {
+				run.lat = append(run.lat, time.Since(t0))
+				run.took = time.Since(start)
+				delete(pending, k)
+			}
+			mu.Unlock()
+		}
+	})
+	err = b.profile(profile, func() error {
+		var calls sync.WaitGroup
+		defer calls.Wait()
+		tick := time.NewTicker(time.Second / time.Duration(rate))
+		defer tick.Stop()
+		for time.Since(start) < d {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-tick.C:
+			}
+			name, want := pick()
+			mu.Lock()
+			pending[key{name, !want}] = time.Now()
+			mu.Unlock()
+			run.made++
+			calls.Go(func() {
+				if err := change(ctx, name, want); err != nil {
+					b.log.WarnContext(ctx, "sustained_change_failed", "job", name, "error", err)
+				}
+			})
+		}
+		return nil
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		mu.Lock()
+		left := len(pending)
+		mu.Unlock()
+		if left == 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	run.cpu = c0.to(b.cpu.sample())
+	w.Stop()
+	watching.Wait()
+	run.seen = len(run.lat)
+	return run, err
+}

@@ -1,0 +1,86 @@
+package kube
+
+import (
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Trim is the transform of every informer of the leader (the synchronizer's CronJobs, the
+// execution tracker's Jobs and pods): it keeps of each object what they read and drops the
+// rest before the object enters the cache, the one place that decides it. At 100,000
+// CronJobs whole objects kept the leader at several GiB; what is left is a few KiB each.
+//   - CronJob: the status (the synchronizer never reads it; the CronJob controller rewrites
+//     it on every run) and the managedFields, unless another field manager owns a field
+//     (then Drifted's last rule needs them all) — when datajobs still has fields to hand
+//     over to its server-side apply manager, one marker entry says so, and the Applier reads
+//     the object's managedFields from the apiserver then (ownCreated);
+//   - Job: managedFields and the pod template (ObserveExecution reads the Job's status,
+//     completions, success policy and deadline, the tracker its metadata);
+//   - Pod: everything ObserveExecution and the log reader do not read (trimPod).
+//
+// It changes objects in place, as client-go allows for a transform, and is idempotent.
+func Trim(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *batchv1.CronJob:
+		o.ManagedFields = trimManagedFields(o.ManagedFields)
+		o.Status = batchv1.CronJobStatus{}
+	case *batchv1.Job:
+		o.ManagedFields = nil
+		o.Spec.Template = corev1.PodTemplateSpec{}
+	case *corev1.Pod:
+		return trimPod(o), nil
+	}
+	return obj, nil
+}
+
+// trimManagedFields keeps managedFields whole when a manager other than datajobs owns a
+// field of the object itself (not a subresource), and otherwise only says whether datajobs
+// still has an Update entry to hand over (handOverMarker), or nothing.
+func trimManagedFields(mfs []metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEntry {
+	handOver := false
+	for _, mf := range mfs {
+		switch {
+		case mf.Subresource != "":
+		case mf.Manager != FieldManager:
+			return mfs
+		case mf.Operation == metav1.ManagedFieldsOperationUpdate:
+			handOver = true
+		}
+	}
+	if handOver {
+		return []metav1.ManagedFieldsEntry{{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate}}
+	}
+	return nil
+}
+
+// managedFieldsTrimmed reports whether Trim replaced the object's managedFields by its
+// marker: an entry without fields, which the apiserver never returns.
+func managedFieldsTrimmed(mfs []metav1.ManagedFieldsEntry) bool {
+	for _, mf := range mfs {
+		if mf.FieldsV1 == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// trimPod keeps what ObserveExecution, controlledBy and the log reader read: the metadata
+// (without managedFields and annotations), each container's name, image and resources,
+// and the phase, reason, message, conditions and container states of the status.
+func trimPod(p *corev1.Pod) *corev1.Pod {
+	out := &corev1.Pod{ObjectMeta: p.ObjectMeta}
+	out.ManagedFields, out.Annotations = nil, nil
+	out.Spec.Containers = make([]corev1.Container, len(p.Spec.Containers))
+	for i, c := range p.Spec.Containers {
+		out.Spec.Containers[i] = corev1.Container{Name: c.Name, Image: c.Image, Resources: c.Resources}
+	}
+	out.Status = corev1.PodStatus{
+		Phase: p.Status.Phase, Reason: p.Status.Reason, Message: p.Status.Message, Conditions: p.Status.Conditions,
+		ContainerStatuses: make([]corev1.ContainerStatus, len(p.Status.ContainerStatuses)),
+	}
+	for i, s := range p.Status.ContainerStatuses {
+		out.Status.ContainerStatuses[i] = corev1.ContainerStatus{Name: s.Name, State: s.State, LastTerminationState: s.LastTerminationState}
+	}
+	return out
+}

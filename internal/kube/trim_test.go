@@ -1,0 +1,136 @@
+package kube
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// cached is what the leader's informer cache keeps of the CronJob name now (Trim).
+func (c cluster) cached(t *testing.T, name string) *batchv1.CronJob {
+	t.Helper()
+	out, err := Trim(c.get(t, name))
+	require.NoError(t, err)
+	return out.(*batchv1.CronJob)
+}
+
+// The synchronizer plans from trimmed CronJobs: a cache that dropped managedFields must not
+// hide a field someone else added (Drifted's last rule), nor invent drift.
+func TestTrimmedCronJobShowsTheSameDrift(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	tests := []struct {
+		name string
+		edit func(*batchv1.CronJob)
+	}{
+		{"no edit", nil},
+		{"a changed schedule", func(cj *batchv1.CronJob) { cj.Spec.Schedule = "* * * * *" }},
+		{"an added resource limit, owned by another manager", func(cj *batchv1.CronJob) {
+			container(cj).Resources.Limits[neverRendered] = resource.MustParse("1")
+		}},
+		{"a label added by hand", func(cj *batchv1.CronJob) { cj.Labels["example.com/hand"] = "kept" }},
+	}
+	for i, tt := range tests {
+		for _, created := range []bool{true, false} {
+			j := testJob()
+			j.Name = j.Name + string(rune('a'+i))
+			if !created {
+				j.Name += "-applied"
+			}
+			rendered, _ := Render(j, testDeployment(), c.cfg)
+			_, err := c.applier.Apply(t.Context(), nil, rendered)
+			require.NoError(t, err)
+			if !created { // applied over: datajobs' fields are its apply manager's
+				_, err = c.apply(t.Context(), rendered)
+				require.NoError(t, err)
+			}
+			if tt.edit != nil {
+				c.edit(t, j.Name, tt.edit)
+			}
+			full := c.get(t, j.Name)
+			wantDrift, wantReason := Drifted(full, rendered)
+			cached := c.cached(t, j.Name)
+			drift, reason := Drifted(cached, rendered)
+			require.Equal(t, wantDrift, drift, "%s (created only: %v)", tt.name, created)
+			require.Equal(t, wantReason, reason, "%s (created only: %v)", tt.name, created)
+			require.Empty(t, cached.Status.LastScheduleTime)
+			require.LessOrEqual(t, len(cached.ManagedFields), len(full.ManagedFields))
+		}
+	}
+}
+
+// A CronJob datajobs created and never applied over holds its fields as an Update entry,
+// which the Applier hands over to its apply manager before the first apply; from the
+// trimmed cache it must read them from the apiserver, or an apply would leave behind the
+// fields datajobs stops rendering (the unscheduled annotation here).
+func TestApplyFromTheTrimmedCacheRemovesFields(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	d := testDeployment()
+	d.Schedule = ""
+	unscheduled, _ := Render(testJob(), d, c.cfg)
+	_, err := c.applier.Apply(t.Context(), nil, unscheduled)
+	require.NoError(t, err)
+	cached := c.cached(t, unscheduled.Name)
+	require.True(t, managedFieldsTrimmed(cached.ManagedFields), "a created CronJob is cached with the hand-over marker")
+
+	d.Schedule = "5 4 * * *"
+	scheduled, _ := Render(testJob(), d, c.cfg)
+	_, err = c.applier.Apply(t.Context(), cached, scheduled)
+	require.NoError(t, err)
+	live := c.get(t, scheduled.Name)
+	require.NotContains(t, live.Annotations, AnnotationUnscheduled)
+	drift, reason := Drifted(live, scheduled)
+	require.False(t, drift, reason)
+	require.Nil(t, c.cached(t, scheduled.Name).ManagedFields, "once handed over, nothing of managedFields is cached")
+	for _, mf := range live.ManagedFields {
+		require.NotNil(t, mf.FieldsV1, "the apiserver keeps every manager's fields: %s", mf.Manager)
+	}
+}
+
+// A trimmed cached CronJob that is stale (someone wrote the object since) is refused like
+// any stale view: the read of the managedFields does not make the write unconditional.
+func TestApplyFromAStaleTrimmedViewIsRefused(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	d := testDeployment()
+	rendered, _ := Render(testJob(), d, c.cfg)
+	_, err := c.applier.Apply(t.Context(), nil, rendered)
+	require.NoError(t, err)
+	seen := c.cached(t, rendered.Name)
+	c.edit(t, rendered.Name, func(cj *batchv1.CronJob) { cj.Labels["example.com/hand"] = "edited" })
+
+	d.Schedule = "9 9 * * *"
+	changed, _ := Render(testJob(), d, c.cfg)
+	_, err = c.applier.Apply(t.Context(), seen, changed)
+	require.True(t, apierrors.IsConflict(err), err)
+	require.Equal(t, rendered.Spec.Schedule, c.get(t, rendered.Name).Spec.Schedule, "nothing written")
+}
+
+// Trim is idempotent (client-go may hand it an object it already transformed) and keeps
+// of a pod what ObserveExecution and the log reader read.
+func TestTrimIsIdempotentAndKeepsWhatIsRead(t *testing.T) {
+	p := &corev1.Pod{Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "main", Image: "reg/x:1", Env: []corev1.EnvVar{{Name: "A", Value: "1"}}}},
+		Volumes:    []corev1.Volume{{Name: "v"}},
+	}}
+	p.Name, p.Namespace, p.Labels = "x-1-abc", "ns", map[string]string{LabelJobName: "x-1"}
+	p.Status.Phase = corev1.PodRunning
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", ImageID: "sha", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+	once, err := Trim(p)
+	require.NoError(t, err)
+	twice, err := Trim(once)
+	require.NoError(t, err)
+	require.Equal(t, once, twice)
+	got := twice.(*corev1.Pod)
+	require.Equal(t, "x-1", got.Labels[LabelJobName])
+	require.Equal(t, "main", mainContainer(got).Name)
+	require.Equal(t, "reg/x:1", mainContainer(got).Image)
+	require.True(t, ran(got))
+	require.Empty(t, got.Spec.Volumes)
+	require.Empty(t, mainContainer(got).Env)
+}
