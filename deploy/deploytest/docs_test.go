@@ -28,6 +28,8 @@ var dedicated = map[string]string{
 	"base-image":          "`builder.baseImages`",
 	"database-url":        "`database.existingSecret`, `database.secretKey`",
 	"image-registry":      "`builder.imageRegistry`",
+	"job-api-url":         "`jobPods.apiURL`",
+	"job-service-account": "`jobPods.serviceAccountName`",
 	"kubeconfig":          "the in-cluster config (`extraEnv` to override)",
 	"listen":              "`service.targetPort`",
 	"log-format":          "`logFormat`",

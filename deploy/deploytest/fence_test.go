@@ -55,7 +55,12 @@ func TestDefaultInstallFencesJobPodsInTheirOwnNamespace(t *testing.T) {
 	require.Equal(t, jobs, np.Namespace)
 	require.ElementsMatch(t, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}, np.Spec.PolicyTypes)
 	require.Empty(t, np.Spec.Ingress, "no connection into a job pod")
-	require.Empty(t, np.Spec.Egress, "no connection out of a job pod until the operator opens one")
+	// Out of a job pod: only to the API port of the datajobs pods (a job reads its own
+	// properties there), until the operator opens more.
+	require.Len(t, np.Spec.Egress, 1)
+	require.Equal(t, int32(8092), np.Spec.Egress[0].Ports[0].Port.IntVal)
+	require.Equal(t, release, np.Spec.Egress[0].To[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"])
+	require.Equal(t, "datajobs", np.Spec.Egress[0].To[0].PodSelector.MatchLabels["app.kubernetes.io/name"])
 	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
 	require.NoError(t, err)
 	cj := renderedCronJob(jobs)
@@ -81,6 +86,11 @@ func TestDefaultInstallFencesJobPodsInTheirOwnNamespace(t *testing.T) {
 	require.ErrorContains(t, err, "restricted")
 	_, err = admin.BatchV1().CronJobs(jobs).Create(t.Context(), cj, metav1.CreateOptions{})
 	require.NoError(t, err)
+	// The jobs' ServiceAccount (the chart's), without which no job pod is admitted.
+	jobSA := into[corev1.ServiceAccount](t, find(t, objs, "ServiceAccount", kube.DefaultJobServiceAccount))
+	require.Equal(t, jobs, jobSA.Namespace)
+	_, err = admin.CoreV1().ServiceAccounts(jobs).Create(t.Context(), jobSA, metav1.CreateOptions{})
+	require.NoError(t, err)
 	job := kube.ExecutionJob(cj, kube.ManualExecution{ID: "fence-job-1", OpID: "op"})
 	job.OwnerReferences = nil
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "fence-job-1-pod", Labels: job.Spec.Template.Labels}, Spec: job.Spec.Template.Spec}
@@ -100,9 +110,9 @@ jobPods:
       - to: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: kube-system}}}]
         ports: [{port: 53, protocol: UDP}]`))
 	np := into[networkingv1.NetworkPolicy](t, find(t, objs, "NetworkPolicy", "dj-datajobs-jobs"))
-	require.Len(t, np.Spec.Egress, 1)
-	require.Equal(t, int32(53), np.Spec.Egress[0].Ports[0].Port.IntVal)
-	require.Equal(t, "kube-system", np.Spec.Egress[0].To[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"])
+	require.Len(t, np.Spec.Egress, 2, "the API port, then the operator's rules")
+	require.Equal(t, int32(53), np.Spec.Egress[1].Ports[0].Port.IntVal)
+	require.Equal(t, "kube-system", np.Spec.Egress[1].To[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"])
 
 	objs = render(t, "default", values(t, "database: {existingSecret: db}\nauth: {mode: none}\njobsNamespace: default\njobPods: {networkPolicy: {enabled: false}, admissionPolicy: {enabled: false}}"))
 	for _, o := range objs {
@@ -132,10 +142,12 @@ func installAdmissionPolicy(t *testing.T, objs []*unstructured.Unstructured, sa 
 	})
 	probe := kube.ExecutionJob(renderedCronJob(jobs), kube.ManualExecution{ID: "policy-probe"})
 	probe.OwnerReferences = nil
-	probe.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: "h", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
+	// Added beside the job's token volume: a Job without the volume its mount names is
+	// invalid before any policy runs.
+	probe.Spec.Template.Spec.Volumes = append(probe.Spec.Template.Spec.Volumes, corev1.Volume{Name: "h", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}})
 	require.Eventually(t, func() bool {
 		_, err := sa.BatchV1().Jobs(jobs).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		return apierrors.IsForbidden(err) || apierrors.IsInvalid(err)
+		return apierrors.IsForbidden(err)
 	}, time.Minute, tick, "the admission policy takes effect")
 }
 
@@ -163,11 +175,16 @@ func TestAdmissionPolicyAdmitsOnlyRenderedJobsFromTheServiceAccount(t *testing.T
 		edit func(*corev1.PodTemplateSpec)
 		want string
 	}{
-		"another ServiceAccount's token": {func(p *corev1.PodTemplateSpec) { p.Spec.ServiceAccountName = "powerful" }, "default ServiceAccount"},
-		"the deprecated serviceAccount":  {func(p *corev1.PodTemplateSpec) { p.Spec.DeprecatedServiceAccount = "powerful" }, "default ServiceAccount"},
-		"a mounted token":                {func(p *corev1.PodTemplateSpec) { p.Spec.AutomountServiceAccountToken = new(true) }, "automountServiceAccountToken"},
+		"another ServiceAccount's token": {func(p *corev1.PodTemplateSpec) { p.Spec.ServiceAccountName = "powerful" }, "jobs' ServiceAccount"},
+		"the deprecated serviceAccount": {func(p *corev1.PodTemplateSpec) {
+			p.Spec.ServiceAccountName, p.Spec.DeprecatedServiceAccount = "", "powerful" // (serviceAccountName, when set, overrides it)
+		}, "jobs' ServiceAccount"},
+		"a token for the Kubernetes API": {func(p *corev1.PodTemplateSpec) {
+			p.Spec.Volumes[0].Projected.Sources[0].ServiceAccountToken.Audience = "https://kubernetes.default.svc"
+		}, "audience datajobs"},
+		"a mounted token": {func(p *corev1.PodTemplateSpec) { p.Spec.AutomountServiceAccountToken = new(true) }, "automountServiceAccountToken"},
 		"the node's disk": {func(p *corev1.PodTemplateSpec) {
-			p.Spec.Volumes = []corev1.Volume{{Name: "h", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "h", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}})
 		}, "hostPath"},
 		"the host network":   {func(p *corev1.PodTemplateSpec) { p.Spec.HostNetwork = true }, "host's network"},
 		"the host PID space": {func(p *corev1.PodTemplateSpec) { p.Spec.HostPID = true }, "host's network, PID"},
@@ -206,7 +223,7 @@ func TestAdmissionPolicyAdmitsOnlyRenderedJobsFromTheServiceAccount(t *testing.T
 	require.NoError(t, err)
 	created.Spec.JobTemplate.Spec.Template.Spec.ServiceAccountName = "powerful"
 	_, err = in.client.BatchV1().CronJobs(in.jobs).Update(ctx, created, metav1.UpdateOptions{})
-	require.ErrorContains(t, err, "default ServiceAccount")
+	require.ErrorContains(t, err, "jobs' ServiceAccount")
 
 	// The policy binds the service's token only: an administrator (or the CronJob
 	// controller) is not matched by it.

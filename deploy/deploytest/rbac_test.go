@@ -215,6 +215,8 @@ func TestEveryVerbOfTheChartRoleIsNeeded(t *testing.T) {
 		"jobs list":      informer("list", "jobs"),
 		"jobs watch":     informer("watch", "jobs"),
 		"pods watch":     informer("watch", "pods"),
+		// Whether the job pods' ServiceAccount exists, at the start of a term.
+		"serviceaccounts get": informer("get", "serviceaccounts"),
 		"pods list": func(t *testing.T, e env) { // the logs API looks up the execution's pods
 			id := started(t, e.s, e.admin, e.ns)
 			code, body := e.s.do(t, http.MethodGet, team+"/jobs/sales-report/executions/"+id+"/logs", "")

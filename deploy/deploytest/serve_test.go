@@ -30,6 +30,7 @@ import (
 
 	"github.com/datajobs/datajobs/internal/devenv"
 	"github.com/datajobs/datajobs/internal/image"
+	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/testenv"
 )
 
@@ -105,14 +106,18 @@ config: {prune-max-fraction: 1, max-cpu: "200", verify-prebuilt-images: false}
 	in.objs = objs
 	admin := testenv.Clientset(t)
 	ctx := t.Context()
-	sa := into[corev1.ServiceAccount](t, find(t, objs, "ServiceAccount", ""))
 	in.role = into[rbacv1.Role](t, find(t, objs, "Role", ""))
 	rb := into[rbacv1.RoleBinding](t, find(t, objs, "RoleBinding", ""))
 	in.deployment = into[appsv1.Deployment](t, find(t, objs, "Deployment", ""))
+	sa := into[corev1.ServiceAccount](t, find(t, objs, "ServiceAccount", in.deployment.Spec.Template.Spec.ServiceAccountName))
+	// The job pods' ServiceAccount, in the jobs namespace: the apiserver admits no job pod without it.
+	jobSA := into[corev1.ServiceAccount](t, find(t, objs, "ServiceAccount", kube.DefaultJobServiceAccount))
 	if edit != nil {
 		edit(in.role)
 	}
 	_, err := admin.CoreV1().ServiceAccounts(in.release).Create(ctx, sa, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = admin.CoreV1().ServiceAccounts(in.jobs).Create(ctx, jobSA, metav1.CreateOptions{})
 	require.NoError(t, err)
 	_, err = admin.RbacV1().Roles(in.jobs).Create(ctx, in.role, metav1.CreateOptions{})
 	require.NoError(t, err)

@@ -22,10 +22,24 @@ type Identity struct {
 	// Verified is true when a token proved the identity (auth mode oidc); then nothing
 	// the request says (a header, a body's deployed_by) may replace Username.
 	Verified bool
+	// Job is set when the caller is a running data job, proved by its pod's
+	// ServiceAccount token (internal/jobidentity): it may act on its own deployment's
+	// properties and secrets only, whatever Teams and Admin say (both are empty).
+	Job *JobCaller
+}
+
+// JobCaller is the data job a job token was bound to, read from its pod's labels.
+type JobCaller struct {
+	Team, Name, UID string
+	// Pod is the name of the pod the token is bound to.
+	Pod string
 }
 
 // MemberOf reports whether the caller may act on team's jobs.
 func (id Identity) MemberOf(team string) bool {
+	if id.Job != nil {
+		return false // a job acts on its own job only (httpapi's rule for it)
+	}
 	return id.Admin || slices.Contains(id.Teams, team)
 }
 

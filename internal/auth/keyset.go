@@ -22,7 +22,9 @@ import (
 // signature does not verify is refused without a fetch (a forgery, not a rotation), and
 // concurrent requests share one fetch.
 type keySet struct {
-	url         string
+	url string
+	// fetch returns the key set document; default: GET url with client.
+	fetch       func(ctx context.Context) ([]byte, error)
 	client      *http.Client
 	now         func() time.Time
 	minInterval time.Duration
@@ -40,7 +42,9 @@ type keySet struct {
 const maxUnknownKeys = 10_000
 
 func newKeySet(url string, client *http.Client, now func() time.Time, minInterval time.Duration) *keySet {
-	return &keySet{url: url, client: client, now: now, minInterval: minInterval, unknown: map[string]time.Time{}}
+	s := &keySet{url: url, client: client, now: now, minInterval: minInterval, unknown: map[string]time.Time{}}
+	s.fetch = s.get
+	return s
 }
 
 // VerifySignature implements oidc.KeySet: it returns the payload of a JWS signed by one
@@ -192,8 +196,21 @@ func (s *keySet) fetchLocked(ctx context.Context) error {
 // download gets and decodes the key set. It does not depend on a request's context: a
 // caller that gives up leaves it to finish for the others.
 func (s *keySet) download() ([]jose.JSONWebKey, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.client.Timeout)
+	timeout := 10 * time.Second
+	if s.client != nil && s.client.Timeout > 0 {
+		timeout = s.client.Timeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	body, err := s.fetch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return decodeKeySet(s.url, body)
+}
+
+// get is the default fetch: GET url.
+func (s *keySet) get(ctx context.Context) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
 	if err != nil {
 		return nil, fmt.Errorf("fetch key set %s: %w", s.url, err)
@@ -210,11 +227,16 @@ func (s *keySet) download() ([]jose.JSONWebKey, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("fetch key set %s: status %d", s.url, resp.StatusCode)
 	}
+	return body, nil
+}
+
+// decodeKeySet keeps the public signing keys of a JWKS document.
+func decodeKeySet(url string, body []byte) ([]jose.JSONWebKey, error) {
 	var raw struct {
 		Keys []json.RawMessage `json:"keys"`
 	}
 	if err := json.Unmarshal(body, &raw); err != nil {
-		return nil, fmt.Errorf("decode key set %s: %w", s.url, err)
+		return nil, fmt.Errorf("decode key set %s: %w", url, err)
 	}
 	var keys []jose.JSONWebKey
 	for _, r := range raw.Keys {

@@ -47,6 +47,7 @@ func newServeCommand(g *globals) serveCommand {
 		if c.Resources, err = res.bounds(); err != nil {
 			return c, err
 		}
+		c.JobAPIURL, c.JobServiceAccount = res.jobAPIURL, res.jobServiceAccount
 		c.JobEphemeralStorageBytes, err = res.ephemeralStorageBytes()
 		return c, err
 	}
@@ -110,6 +111,9 @@ type resourceFlags struct {
 	cpuRequest, cpuLimit, memRequest, memLimit string
 	maxCPU, maxMemory                          string
 	ephemeralStorage                           string
+	// jobAPIURL and jobServiceAccount are the job pods' identity (kube.RenderConfig):
+	// they change the rendered pods, so every command that renders takes them.
+	jobAPIURL, jobServiceAccount string
 }
 
 func (r *resourceFlags) register(f interface {
@@ -124,6 +128,8 @@ func (r *resourceFlags) register(f interface {
 	f.StringVar(&r.maxCPU, "max-cpu", job.CPUQuantity(m.CPULimitMillis), "largest CPU request or limit a deployment may set")
 	f.StringVar(&r.maxMemory, "max-memory", job.MemoryQuantity(m.MemoryLimitBytes), "largest memory request or limit a deployment may set")
 	f.StringVar(&r.ephemeralStorage, "job-ephemeral-storage-limit", job.MemoryQuantity(kube.DefaultEphemeralStorageLimitBytes), "ephemeral-storage limit of every job container (its disk: past it the kubelet evicts the pod)")
+	f.StringVar(&r.jobAPIURL, "job-api-url", "", "URL of this API as job pods reach it, given to them as VDK_CONTROL_SERVICE_REST_API_URL (default: none)")
+	f.StringVar(&r.jobServiceAccount, "job-service-account", kube.DefaultJobServiceAccount, "ServiceAccount of the job pods, without RBAC permissions: its projected token is the job's identity to the API")
 }
 
 // ephemeralStorageBytes is --job-ephemeral-storage-limit in bytes.

@@ -27,6 +27,14 @@ type Authorizer interface {
 	Authorize(ctx context.Context, req auth.WebhookRequest) error
 }
 
+// JobAuthenticator authenticates running data jobs by their pod's token;
+// jobidentity.Verifier implements it.
+type JobAuthenticator interface {
+	// Owns reports whether r carries a job token (only Authenticate may judge it).
+	Owns(r *http.Request) bool
+	Authenticator
+}
+
 // rule is how a route is authorized: the path parameters naming the teams the caller
 // must belong to, all of them. Every route has one (router.handle takes it), and a
 // request whose route has none is refused, so a new route cannot skip the check.
@@ -34,6 +42,9 @@ type rule struct {
 	// teamParams name path parameters holding teams; empty means any authenticated
 	// caller.
 	teamParams []string
+	// theJob lets a data job's own token through (auth.Identity.Job) when the path's
+	// {team} and {job} are that job's; every other route refuses job callers.
+	theJob bool
 }
 
 // The rules of the routes.
@@ -41,6 +52,9 @@ var (
 	// memberOfTeam: the caller belongs to the path's {team}. GraphQL queries are also
 	// filtered by the caller's teams inside their SQL.
 	memberOfTeam = rule{teamParams: []string{"team"}}
+	// memberOfTeamOrTheJob: a member of {team}, or the running job {job} itself (its
+	// properties and secrets: what vdk-core's job_input reads and writes at run time).
+	memberOfTeamOrTheJob = rule{teamParams: []string{"team"}, theJob: true}
 	// memberOfBothTeams: moving a job needs both the old and the new team.
 	memberOfBothTeams = rule{teamParams: []string{"team", "new_team"}}
 	// anyCaller: a route that names no team (authentication only).
@@ -122,6 +136,9 @@ func Patterns(cfg Config) []string {
 // authenticate returns the caller: from the token in auth mode oidc; in mode none an
 // admin named by X-Datajobs-User.
 func (a *api) authenticate(r *http.Request) (auth.Identity, error) {
+	if a.cfg.Jobs != nil && a.cfg.Jobs.Owns(r) {
+		return a.cfg.Jobs.Authenticate(r)
+	}
 	if a.cfg.Auth == nil {
 		return auth.Identity{Username: r.Header.Get(userHeader), Admin: true}, nil
 	}
@@ -131,10 +148,8 @@ func (a *api) authenticate(r *http.Request) (auth.Identity, error) {
 // authorize checks the caller against the route's rule, then asks the webhook if there
 // is one.
 func (a *api) authorize(r *http.Request, id auth.Identity, rt route) error {
-	for _, p := range rt.rule.teamParams {
-		if team := r.PathValue(p); !id.MemberOf(team) {
-			return job.Forbidden(id.Username, team, "The caller is not a member of team "+team+".")
-		}
+	if err := a.authorizeTeams(r, id, rt); err != nil {
+		return err
 	}
 	if a.cfg.Webhook == nil {
 		return nil
@@ -153,6 +168,29 @@ func (a *api) authorize(r *http.Request, id auth.Identity, rt route) error {
 		RequestedResourceNewTeam: r.PathValue("new_team"),
 		RequestedPermission:      permission,
 	})
+}
+
+// authorizeTeams checks the route's rule: the caller belongs to every team it names, or
+// is the job the path names on a route that lets it through.
+func (a *api) authorizeTeams(r *http.Request, id auth.Identity, rt route) error {
+	if id.Job != nil {
+		return authorizeJob(r, id, rt)
+	}
+	for _, p := range rt.rule.teamParams {
+		if team := r.PathValue(p); !id.MemberOf(team) {
+			return job.Forbidden(id.Username, team, "The caller is not a member of team "+team+".")
+		}
+	}
+	return nil
+}
+
+// authorizeJob lets a job caller act only on its own job, on routes that allow it.
+func authorizeJob(r *http.Request, id auth.Identity, rt route) error {
+	team, name := r.PathValue("team"), r.PathValue("job")
+	if rt.rule.theJob && team == id.Job.Team && name == id.Job.Name {
+		return nil
+	}
+	return job.Forbidden(id.Username, team, "A data job's token reads its own deployment's properties and secrets and writes its own properties, nothing else.")
 }
 
 // checkBodyType refuses a body whose media type the route does not take (415): a

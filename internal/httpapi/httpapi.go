@@ -69,6 +69,9 @@ type Config struct {
 	Auth Authenticator
 	// Webhook, when set, is asked about every authenticated request after the team check.
 	Webhook Authorizer
+	// Jobs authenticates the tokens of running data jobs (internal/jobidentity), in
+	// every auth mode: a job is never an admin. Nil: job tokens are not accepted.
+	Jobs JobAuthenticator
 }
 
 // api holds what the handlers share.
@@ -132,8 +135,8 @@ func (a *api) routes() *router {
 	rt.handleFunc("PATCH "+dep, memberOfTeam, a.patchDeployment)
 	rt.handleFunc("DELETE "+dep, memberOfTeam, a.deleteDeployment)
 
-	rt.handleFunc("GET "+dep+"/properties", memberOfTeam, a.getProperties)
-	rt.handleFunc("PUT "+dep+"/properties", memberOfTeam, a.setProperties)
+	rt.handleFunc("GET "+dep+"/properties", memberOfTeamOrTheJob, a.getProperties)
+	rt.handleFunc("PUT "+dep+"/properties", memberOfTeamOrTheJob, a.setProperties)
 
 	// The VDK client uploads the zip as application/octet-stream.
 	rt.handleFunc("POST "+jobPath+"/sources", memberOfTeam, a.limit(a.uploads, a.uploadSources),

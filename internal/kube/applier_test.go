@@ -185,7 +185,7 @@ func TestApplyRepairsHandEdits(t *testing.T) {
 	}{
 		{"a changed schedule", func(cj *batchv1.CronJob) { cj.Spec.Schedule = "* * * * *" }, "spec.schedule differs"},
 		{"a changed image", func(cj *batchv1.CronJob) { container(cj).Image = "evil:latest" }, "image differs"},
-		{"a changed env var", func(cj *batchv1.CronJob) { container(cj).Env[0].Value = "other" }, "env[DATA_JOB_NAME].value differs"},
+		{"a changed env var", func(cj *batchv1.CronJob) { container(cj).Env[0].Value = "other" }, "env[DATAJOBS_DEPLOYMENT_ID].value differs"},
 		{"a resumed cronjob", func(cj *batchv1.CronJob) { cj.Spec.Suspend = new(true) }, "spec.suspend differs"},
 		{"a removed time zone", func(cj *batchv1.CronJob) { cj.Spec.TimeZone = nil }, "spec.timeZone differs"},
 		{"a changed memory limit", func(cj *batchv1.CronJob) {

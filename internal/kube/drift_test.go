@@ -101,7 +101,7 @@ func TestDrifted(t *testing.T) {
 		},
 		{
 			"an edited env var has drifted", func(live *batchv1.CronJob) { container(live).Env[0].Value = "x" }, true,
-			"containers[sales-ingest].env[DATA_JOB_NAME].value differs",
+			"containers[sales-ingest].env[DATAJOBS_DEPLOYMENT_ID].value differs",
 		},
 		{"an added env var has drifted", func(live *batchv1.CronJob) {
 			container(live).Env = append(container(live).Env, corev1.EnvVar{Name: "ZZZ", Value: "1"})

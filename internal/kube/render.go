@@ -136,6 +136,12 @@ type RenderConfig struct {
 	// alone. The apiserver sets the request to the same value, so the scheduler places the
 	// pod where that much disk is free.
 	EphemeralStorageLimitBytes int64 `json:",omitempty"`
+	// JobServiceAccount is the job pods' ServiceAccount, whose projected token proves
+	// the job's identity to the API (identity.go). Default DefaultJobServiceAccount.
+	JobServiceAccount string `json:",omitempty"`
+	// JobAPIURL is the API's URL as job pods reach it, set as
+	// VDK_CONTROL_SERVICE_REST_API_URL. Empty sets no variable.
+	JobAPIURL string `json:",omitempty"`
 }
 
 // DefaultEphemeralStorageLimitBytes is RenderConfig.EphemeralStorageLimitBytes' default.
@@ -160,6 +166,7 @@ func (c RenderConfig) WithDefaults() RenderConfig {
 	c.RunAsGroup = cmp.Or(c.RunAsGroup, 1000)
 	c.FSGroup = cmp.Or(c.FSGroup, 1000)
 	c.EphemeralStorageLimitBytes = cmp.Or(c.EphemeralStorageLimitBytes, DefaultEphemeralStorageLimitBytes)
+	c.JobServiceAccount = cmp.Or(c.JobServiceAccount, DefaultJobServiceAccount)
 	return c
 }
 
@@ -233,8 +240,9 @@ func Render(j job.Job, d job.Deployment, cfg RenderConfig) (*batchv1.CronJob, st
 	return cj, h
 }
 
-// podSpec is the pod of every run of job j: non-root, no token, no service links, the
-// deployment's resources within the configured bounds.
+// podSpec is the pod of every run of job j: non-root, no Kubernetes API token (only the
+// job's own identity token, identity.go), no service links, the deployment's resources
+// within the configured bounds.
 func podSpec(j job.Job, d job.Deployment, cfg RenderConfig) corev1.PodSpec {
 	res := cfg.Resources.Effective(d.Resources)
 	var pullSecrets []corev1.LocalObjectReference
@@ -243,7 +251,7 @@ func podSpec(j job.Job, d job.Deployment, cfg RenderConfig) corev1.PodSpec {
 			pullSecrets = append(pullSecrets, corev1.LocalObjectReference{Name: s})
 		}
 	}
-	return corev1.PodSpec{
+	spec := corev1.PodSpec{
 		RestartPolicy:                corev1.RestartPolicyNever,
 		AutomountServiceAccountToken: new(false),
 		// No *_SERVICE_HOST/_PORT variables of every Service in the
@@ -279,6 +287,8 @@ func podSpec(j job.Job, d job.Deployment, cfg RenderConfig) corev1.PodSpec {
 			},
 		}},
 	}
+	withJobIdentity(&spec, j, cfg)
+	return spec
 }
 
 // labelsOf are the labels of every object rendered for job j.
@@ -332,8 +342,13 @@ func env(j job.Job, d job.Deployment) []corev1.EnvVar {
 	if j.DBDefaultType != "" {
 		vars = append(vars, corev1.EnvVar{Name: EnvDBDefaultType, Value: j.DBDefaultType})
 	}
-	slices.SortFunc(vars, func(a, b corev1.EnvVar) int { return strings.Compare(a.Name, b.Name) })
+	sortEnv(vars)
 	return vars
+}
+
+// sortEnv sorts variables by name, so that the rendering (and its hash) is canonical.
+func sortEnv(vars []corev1.EnvVar) {
+	slices.SortFunc(vars, func(a, b corev1.EnvVar) int { return strings.Compare(a.Name, b.Name) })
 }
 
 // cpu and memory build quantities in the form the apiserver stores: it parses the string
@@ -362,6 +377,9 @@ func (c RenderConfig) Fingerprint() string {
 		// Left out at its default, so that the fingerprint of an installation from before
 		// the field existed stays the same and an upgrade passes the configuration guard.
 		c.EphemeralStorageLimitBytes = 0
+	}
+	if c.JobServiceAccount == DefaultJobServiceAccount {
+		c.JobServiceAccount = "" // likewise
 	}
 	b, err := json.Marshal(c)
 	if err != nil {

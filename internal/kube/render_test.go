@@ -1,6 +1,8 @@
 package kube
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,8 +124,15 @@ func TestRenderFullDeployment(t *testing.T) {
 		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 	}, ps.SecurityContext)
 	require.Empty(t, ps.InitContainers)
-	require.Empty(t, ps.Volumes)
+	// The job's identity: a token of its own ServiceAccount for datajobs only, no other.
+	require.Equal(t, "datajobs-job", ps.ServiceAccountName)
+	require.Equal(t, []corev1.Volume{{Name: "datajobs-token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+			Audience: "datajobs", ExpirationSeconds: new(int64(600)), Path: "token",
+		}}},
+	}}}}, ps.Volumes)
 	require.Len(t, ps.Containers, 1)
+	require.Equal(t, []corev1.VolumeMount{{Name: "datajobs-token", MountPath: "/var/run/secrets/datajobs.io", ReadOnly: true}}, ps.Containers[0].VolumeMounts)
 
 	c := ps.Containers[0]
 	require.Equal(t, "sales-ingest", c.Name)
@@ -143,6 +152,8 @@ func TestRenderFullDeployment(t *testing.T) {
 	require.Len(t, c.Resources.Limits, 3)
 
 	require.Equal(t, []corev1.EnvVar{
+		{Name: "DATAJOBS_DEPLOYMENT_ID", Value: "sales-ingest"},
+		{Name: "DATAJOBS_TOKEN_FILE", Value: "/var/run/secrets/datajobs.io/token"},
 		{Name: "DATA_JOB_NAME", Value: "sales-ingest"},
 		{Name: "DATA_JOB_PYTHON_VERSION", Value: "3.11"},
 		{Name: "DATA_JOB_VDK_VERSION", Value: "0.3.1"},
@@ -266,8 +277,9 @@ func TestHashIsStable(t *testing.T) {
 	}
 	// Fixed, so that a change of the rendering (which redeploys every job once) is a
 	// deliberate decision: update this value and say so in the release notes. (Changed by
-	// issue 22: enableServiceLinks false and the ephemeral-storage limit.)
-	require.Equal(t, "122e9961ffcc7084dede2b109dd6674454cdcf6e816f32d25d09ed11613b9f04", want)
+	// issue 22: enableServiceLinks false and the ephemeral-storage limit; issue 26: the
+	// job's ServiceAccount, its token volume and DATAJOBS_* variables.)
+	require.Equal(t, "ac3ff2d738808dc67316faae39d98215e110b8c92e09fb7413eb4ee8267dd549", want)
 }
 
 func TestHashCoversEveryRenderedField(t *testing.T) {
@@ -382,4 +394,23 @@ func TestFingerprintAtTheDefaultEphemeralLimitIsThatOfEarlierReleases(t *testing
 	require.Equal(t, "610a97ee94c0e184", cfg.Fingerprint())
 	cfg.EphemeralStorageLimitBytes = 10 << 30
 	require.NotEqual(t, "610a97ee94c0e184", cfg.Fingerprint())
+}
+
+// TestJobAPIURLReachesThePodAndTheDefaultsKeepTheFingerprint guards the upgrade: the job
+// identity's defaults leave the rendering configuration's fingerprint as it was (a new
+// leader would otherwise refuse to sync), while a set --job-api-url is a real change of
+// the rendering, given to the pod as the variable vdk's clients read.
+func TestJobAPIURLReachesThePodAndTheDefaultsKeepTheFingerprint(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	withDefault := cfg
+	withDefault.JobServiceAccount = DefaultJobServiceAccount
+	require.Equal(t, cfg.Fingerprint(), withDefault.Fingerprint())
+
+	cfg.JobAPIURL = "http://datajobs.datajobs.svc:8092"
+	require.NotEqual(t, withDefault.Fingerprint(), cfg.Fingerprint())
+	cj, _ := Render(testJob(), testDeployment(), cfg)
+	env := cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Env
+	require.Contains(t, env, corev1.EnvVar{Name: "VDK_CONTROL_SERVICE_REST_API_URL", Value: "http://datajobs.datajobs.svc:8092"})
+	require.True(t, slices.IsSortedFunc(env, func(a, b corev1.EnvVar) int { return strings.Compare(a.Name, b.Name) }))
 }

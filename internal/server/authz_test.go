@@ -120,10 +120,10 @@ func TestEveryRouteIsAuthenticatedAndKeepsTeamsApart(t *testing.T) {
 	t.Parallel()
 	p := testenv.OIDC(t)
 	clientID := fmt.Sprintf("console-authz-%d", time.Now().UnixNano()) // the provider outlives the test
-	addr := testenv.FreeAddr(t)
+	addr, dbURL, ns := testenv.FreeAddr(t), testenv.DatabaseURL(t), testenv.Namespace(t)
 	base, _, _ := serve(t, server.Config{
-		Listen:      addr,
-		DatabaseURL: testenv.DatabaseURL(t), SyncMode: server.SyncOff,
+		Listen: addr, Namespace: ns,
+		DatabaseURL: dbURL, SyncMode: server.SyncOff,
 		Auth: server.AuthConfig{Mode: server.AuthOIDC, OIDC: auth.OIDCConfig{
 			IssuerURLs: []string{p.IssuerURL}, Audience: testenv.Audience, UsernameClaim: "username", AdminTeams: []string{"platform"},
 		}},
@@ -272,6 +272,7 @@ func TestEveryRouteIsAuthenticatedAndKeepsTeamsApart(t *testing.T) {
 		require.Equal(t, http.StatusOK, r.status, r.body)
 		assert.Contains(t, r.body, "secret plans of b")
 	}
+	checkJobCaller(t, c, dbURL, ns, patterns, fill)
 }
 
 // caller makes requests to the server: with a bearer token as API clients do, or with a

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/datajobs/datajobs/internal/job"
@@ -59,6 +60,12 @@ type Config struct {
 	// JobEphemeralStorageBytes is the ephemeral-storage limit of every job container
 	// (default kube.DefaultEphemeralStorageLimitBytes, 2 GiB).
 	JobEphemeralStorageBytes int64
+	// JobAPIURL is the API's URL as job pods reach it, given to them as
+	// VDK_CONTROL_SERVICE_REST_API_URL (default none: jobs are not told).
+	JobAPIURL string
+	// JobServiceAccount is the job pods' ServiceAccount, whose projected token is the
+	// job's identity (default kube.DefaultJobServiceAccount).
+	JobServiceAccount string
 	// Sources bounds uploaded job sources (defaults: 50 MiB archives, 200 MiB
 	// uncompressed, 10,000 files, 50 versions kept per job).
 	Sources service.SourcesConfig
@@ -141,6 +148,8 @@ func (c Config) withDefaults() (_ Config, err error) {
 		return c, fmt.Errorf("sync mode %q: must be on, dry-run or off", c.SyncMode)
 	case !slices.Contains(c.SupportedPythonVersions, c.DefaultPythonVersion):
 		return c, fmt.Errorf("default python version %q is not among the supported versions %v", c.DefaultPythonVersion, c.SupportedPythonVersions)
+	case c.JobAPIURL != "" && !strings.HasPrefix(c.JobAPIURL, "http://") && !strings.HasPrefix(c.JobAPIURL, "https://"):
+		return c, fmt.Errorf("job api url %q: must be an http(s) URL (--job-api-url)", c.JobAPIURL)
 	case c.SyncWorkers < 1:
 		return c, fmt.Errorf("sync workers must be at least 1, not %d", c.SyncWorkers)
 	}

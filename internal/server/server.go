@@ -16,6 +16,7 @@ import (
 	"github.com/datajobs/datajobs/internal/backoff"
 	"github.com/datajobs/datajobs/internal/graphapi"
 	"github.com/datajobs/datajobs/internal/httpapi"
+	"github.com/datajobs/datajobs/internal/jobidentity"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/leader"
 	"github.com/datajobs/datajobs/internal/service"
@@ -50,6 +51,7 @@ type app struct {
 	admin     http.Handler
 	kubeProbe *kubeProbe
 	sync      synchronizerUnit
+	jobs      *jobidentity.Verifier
 	// migrated is closed once the schema is there (readiness waits for it).
 	migrated chan struct{}
 }
@@ -105,7 +107,11 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 	if err != nil {
 		return nil, err
 	}
-	a = &app{cfg: cfg, db: db, sync: syncUnit, migrated: make(chan struct{}), kubeProbe: newKubeProbe(cluster.Ping, 10*time.Second, registry)}
+	jobs, err := newJobIdentity(cfg, cluster, db)
+	if err != nil {
+		return nil, err
+	}
+	a = &app{cfg: cfg, db: db, sync: syncUnit, jobs: jobs, migrated: make(chan struct{}), kubeProbe: newKubeProbe(cluster.Ping, 10*time.Second, registry)}
 	health := &health{db: db, migrated: a.migrated, kube: a.kubeProbe, sync: syncUnit.state, log: cfg.Logger}
 	health.safety.syncer.Store(syncUnit.syncer)
 
@@ -115,7 +121,7 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 		return nil, err
 	}
 	api := httpapi.New(httpapi.Config{
-		JobsQuery: jobsQuery, Auth: authn, Webhook: authz,
+		JobsQuery: jobsQuery, Auth: authn, Webhook: authz, Jobs: jobs,
 		MaxConcurrentUploads: cfg.Requests.MaxConcurrentUploads, MaxConcurrentDownloads: cfg.Requests.MaxConcurrentDownloads,
 		MaxUploadsPerCaller: cfg.Requests.MaxUploadsPerCaller, MaxDownloadsPerCaller: cfg.Requests.MaxDownloadsPerCaller,
 		LogReads: logReads, LogTailLines: cfg.Requests.LogTailLines, MinTransferRate: cfg.Requests.MinTransferRate,
@@ -171,6 +177,7 @@ func (a *app) serve(ctx context.Context, ready chan<- net.Addr) error {
 		})
 	}
 	wg.Go(func() { a.kubeProbe.run(background) })
+	wg.Go(func() { a.jobs.Run(background) })
 	// Migrations are retried until the database answers: the process stays up and
 	// reports itself not ready meanwhile, instead of crash-looping. The synchronizer
 	// starts once the schema is there.
@@ -256,8 +263,9 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 		return synchronizerUnit{}, err
 	}
 	syncer := synchronizer.New(synchronizer.Config{
-		Build:              builds,
-		Render:             kube.RenderConfig{Namespace: cfg.Namespace, ImageRegistry: cfg.ImageRegistry, Resources: cfg.Resources, EphemeralStorageLimitBytes: cfg.JobEphemeralStorageBytes},
+		Build: builds,
+		Render: kube.RenderConfig{Namespace: cfg.Namespace, ImageRegistry: cfg.ImageRegistry, Resources: cfg.Resources, EphemeralStorageLimitBytes: cfg.JobEphemeralStorageBytes,
+			JobServiceAccount: cfg.JobServiceAccount, JobAPIURL: cfg.JobAPIURL},
 		Workers:            cfg.SyncWorkers,
 		ResyncInterval:     cfg.ResyncInterval,
 		DryRun:             cfg.SyncMode == SyncDryRun,

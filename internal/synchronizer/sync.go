@@ -259,6 +259,7 @@ func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(
 	if err := s.checkConfig(ctx, epoch, render); err != nil {
 		return nil, nil, err
 	}
+	s.ensureJobServiceAccount(ctx, render)
 
 	// The informer sees every CronJob of the namespace, not only managed ones: the plan must
 	// know an unmanaged CronJob that holds a job's name (to leave it alone, or to adopt the
