@@ -59,6 +59,9 @@ type Config struct {
 	// DefaultResources fill the resources a deployment leaves unset, as the REST API
 	// shows them (pass service.Config().Resources.Default). Zero fields show as 0.
 	DefaultResources job.Resources
+	// MaxExecutionTimeout is the installation's bound of timeout_seconds (see
+	// job.DefaultTimeout): below 12 h it is the timeout shown of a policy that sets none.
+	MaxExecutionTimeout time.Duration
 	// SourceURLTemplate makes config.sourceUrl: {job} and {team} are replaced, e.g.
 	// "https://git.example.com/data-jobs/tree/main/{job}". Empty: sourceUrl is null.
 	SourceURLTemplate string

@@ -294,3 +294,21 @@ func (t typeRef) named() string {
 	}
 	return ""
 }
+
+// TestDeploymentsShowTheirRunPolicy guards the run policy in GraphQL: what a deployment
+// set, with the defaults (today's behaviour) for what it did not.
+func TestDeploymentsShowTheirRunPolicy(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.createJob(jobSpec{team: "team-a", name: "policy-job", schedule: "0 * * * *"})
+	e.deploy("team-a", "policy-job", `{"job_version":"v1","retries":0,"time_zone":"Europe/Sofia","catch_up":3}`)
+	r := e.query(`{ jobs { content { jobName deployments { runPolicy {
+		retries timeoutSeconds concurrencyPolicy timeZone startingDeadlineSeconds catchUp } } } } }`, "")
+	content := r.page(t).Content
+	require.Len(t, content, 1)
+	dep := content[0]["deployments"].([]any)[0].(map[string]any)
+	require.Equal(t, map[string]any{
+		"retries": 0.0, "timeoutSeconds": 43200.0, "concurrencyPolicy": "Forbid", "timeZone": "Europe/Sofia",
+		"startingDeadlineSeconds": 1800.0, "catchUp": 3.0,
+	}, dep["runPolicy"])
+}

@@ -74,6 +74,7 @@ func (l *loader) toDataJob(out *gql.DataJob, row *job.Listed) {
 	dep.Enabled, dep.JobVersion, dep.JobPythonVersion, dep.VdkVersion = d.Enabled, d.JobVersion, d.PythonVersion, d.VDKVersion
 	dep.LastDeployedDate, dep.LastDeployedBy = formatTime(d.DeployedDate), d.DeployedBy
 	dep.Resources = toResources(d.Resources)
+	dep.RunPolicy = toRunPolicy(d.Policy.Effective(job.DefaultTimeout(l.h.cfg.MaxExecutionTimeout)))
 	dep.Schedule = l.schedule(d.Schedule, l.deploymentNextRun)
 	dep.Status = vdkStatus(job.SyncStatus(dep.SyncStatus), dep.Message)
 	if s := row.LastExecution.Status; s != "" {
@@ -190,3 +191,12 @@ func mibPtr(b int64) *int32 {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// toRunPolicy is an effective run policy in GraphQL's 32-bit integers.
+func toRunPolicy(p job.RunPolicy) gql.DataJobRunPolicy {
+	clamp := func(v int64) int32 { return int32(min(v, math.MaxInt32)) }
+	return gql.DataJobRunPolicy{
+		Retries: *p.Retries, TimeoutSeconds: clamp(p.TimeoutSeconds), ConcurrencyPolicy: p.ConcurrencyPolicy,
+		TimeZone: p.TimeZone, StartingDeadlineSeconds: clamp(p.StartingDeadlineSeconds), CatchUp: int32(p.CatchUp),
+	}
+}

@@ -118,6 +118,7 @@ type deploymentRequest struct {
 	DeployedBy    string            `json:"deployed_by"`
 	Schedule      *scheduleRequest  `json:"schedule"`
 	Resources     *resourcesRequest `json:"resources"`
+	policyRequest
 }
 
 type resourcesRequest struct {
@@ -166,6 +167,7 @@ func decodeDeployment(body []byte) (job.DeploymentChange, string, error) {
 		VDKVersion:    req.VDKVersion,
 		PythonVersion: req.PythonVersion,
 		Enabled:       req.Enabled,
+		Policy:        req.change(),
 	}
 	if req.Schedule != nil {
 		c.Schedule = req.Schedule.ScheduleCron

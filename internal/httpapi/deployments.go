@@ -28,6 +28,7 @@ type deploymentResponse struct {
 	Contacts         contactsBody      `json:"contacts"`
 	LastDeployedDate time.Time         `json:"last_deployed_date"`
 	LastDeployedBy   string            `json:"last_deployed_by"`
+	policyResponse
 
 	Status            job.SyncStatus  `json:"status"`
 	Message           string          `json:"message"`
@@ -82,6 +83,7 @@ func toDeploymentResponse(v service.DeploymentView) deploymentResponse {
 		Contacts:          toContacts(v.Job.Contacts),
 		LastDeployedDate:  d.DeployedDate,
 		LastDeployedBy:    d.DeployedBy,
+		policyResponse:    toPolicy(d.Policy),
 		Status:            v.Status,
 		Message:           v.Message,
 		DesiredGeneration: v.DesiredGeneration,

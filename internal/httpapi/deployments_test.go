@@ -53,7 +53,9 @@ func TestDeployStoresTheCompleteDesiredDeployment(t *testing.T) {
 			"notified_on_job_success": []any{}, "notified_on_job_deploy": []any{"a@example.com"},
 		},
 		"last_deployed_by": "alice",
-		"status":           "pending", "message": "", "desired_generation": 2.0, "applied_generation": 0.0,
+		"retries":          3.0, "timeout_seconds": 43200.0, "concurrency_policy": "Forbid", "time_zone": "UTC",
+		"starting_deadline_seconds": 1800.0, "catch_up": 0.0,
+		"status": "pending", "message": "", "desired_generation": 2.0, "applied_generation": 0.0,
 		"last_sync_at": nil, "actual": nil,
 	}, d)
 

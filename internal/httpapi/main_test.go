@@ -70,6 +70,7 @@ func newEnv(t testing.TB, opts ...func(*options)) *env {
 		APIVersion:              "datajobs/test",
 		Sources:                 o.sources,
 		Logs:                    o.logs,
+		MaxExecutionTimeout:     24 * time.Hour,
 		Resources: job.ResourceBounds{
 			Max: job.Resources{CPURequestMillis: 4000, CPULimitMillis: 8000, MemoryRequestBytes: 8 << 30, MemoryLimitBytes: 16 << 30},
 		},

@@ -115,6 +115,7 @@ type DeploymentChange struct {
 	Schedule      *string
 	Enabled       *bool
 	Resources     Resources
+	Policy        PolicyChange
 }
 
 // Validate checks every field the change gives, on its own. Checks across fields that
@@ -184,6 +185,7 @@ func (c DeploymentChange) ApplyTo(d Deployment) Deployment {
 	if c.Enabled != nil {
 		d.Enabled = *c.Enabled
 	}
+	d.Policy = c.Policy.ApplyTo(d.Policy)
 	pick := func(v, cur int64) int64 {
 		if v != 0 {
 			return v

@@ -95,6 +95,8 @@ type Deployment struct {
 	Schedule  string
 	Resources Resources
 	Enabled   bool
+	// Policy is how its runs are run (retries, timeout, concurrency, time zone, ...).
+	Policy RunPolicy
 	// Adopted is set for a deployment imported from a CronJob that datajobs did not create:
 	// its spec is kept as it was, so adopting it changes nothing but labels and annotations.
 	Adopted *Adoption
@@ -168,5 +170,5 @@ func (c Contacts) Same(o Contacts) bool {
 // is a no-op: no write, no new generation, no work for the synchronizer.
 func (d Deployment) SameConfig(o Deployment) bool {
 	return d.JobVersion == o.JobVersion && d.VDKVersion == o.VDKVersion && d.PythonVersion == o.PythonVersion &&
-		d.Schedule == o.Schedule && d.Resources == o.Resources && d.Enabled == o.Enabled
+		d.Schedule == o.Schedule && d.Resources == o.Resources && d.Enabled == o.Enabled && d.Policy.Same(o.Policy)
 }

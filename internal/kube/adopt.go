@@ -35,6 +35,7 @@ func renderAdopted(j job.Job, d job.Deployment, cfg RenderConfig) (*batchv1.Cron
 		annotations[AnnotationUnscheduled] = "true"
 	}
 	spec.Suspend = new(!d.Enabled)
+	applyPolicy(&spec, d.Policy)
 	if c := jobContainer(&spec.JobTemplate.Spec.Template.Spec, j.Name); c != nil {
 		c.Image = withTag(c.Image, d.JobVersion)
 		setQuantity(&c.Resources.Requests, corev1.ResourceCPU, d.Resources.CPURequestMillis, cpu)

@@ -154,13 +154,13 @@ func (c RenderConfig) WithDefaults() RenderConfig {
 	c.Namespace = cmp.Or(c.Namespace, "datajobs")
 	c.Resources = c.Resources.WithDefaults()
 	c.ImagePullPolicy = cmp.Or(c.ImagePullPolicy, corev1.PullIfNotPresent)
-	c.TimeZone = cmp.Or(c.TimeZone, "UTC")
-	c.ConcurrencyPolicy = cmp.Or(c.ConcurrencyPolicy, batchv1.ForbidConcurrent)
-	c.StartingDeadlineSeconds = cmp.Or(c.StartingDeadlineSeconds, 1800)
+	c.TimeZone = cmp.Or(c.TimeZone, job.DefaultTimeZone)
+	c.ConcurrencyPolicy = cmp.Or(c.ConcurrencyPolicy, batchv1.ConcurrencyPolicy(job.DefaultConcurrencyPolicy))
+	c.StartingDeadlineSeconds = cmp.Or(c.StartingDeadlineSeconds, job.DefaultStartingDeadlineSeconds)
 	c.SuccessfulJobsHistoryLimit = cmp.Or(c.SuccessfulJobsHistoryLimit, 1)
 	c.FailedJobsHistoryLimit = cmp.Or(c.FailedJobsHistoryLimit, 2)
-	c.ActiveDeadlineSeconds = cmp.Or(c.ActiveDeadlineSeconds, 43200)
-	c.BackoffLimit = cmp.Or(c.BackoffLimit, 3)
+	c.ActiveDeadlineSeconds = cmp.Or(c.ActiveDeadlineSeconds, job.DefaultTimeoutSeconds)
+	c.BackoffLimit = cmp.Or(c.BackoffLimit, job.DefaultRetries)
 	c.TTLSecondsAfterFinished = cmp.Or(c.TTLSecondsAfterFinished, 600)
 	c.RunAsUser = cmp.Or(c.RunAsUser, 1000)
 	c.RunAsGroup = cmp.Or(c.RunAsGroup, 1000)
@@ -235,9 +235,30 @@ func Render(j job.Job, d job.Deployment, cfg RenderConfig) (*batchv1.CronJob, st
 			},
 		},
 	}
+	applyPolicy(&cj.Spec, d.Policy)
 	h := Hash(cj)
 	cj.Annotations[AnnotationHash] = h
 	return cj, h
+}
+
+// applyPolicy sets what the deployment's run policy sets on a rendered spec; an unset
+// field keeps the platform default (or, on an adopted CronJob, what it had).
+func applyPolicy(s *batchv1.CronJobSpec, p job.RunPolicy) {
+	if p.Retries != nil {
+		s.JobTemplate.Spec.BackoffLimit = new(*p.Retries)
+	}
+	if p.TimeoutSeconds > 0 {
+		s.JobTemplate.Spec.ActiveDeadlineSeconds = new(p.TimeoutSeconds)
+	}
+	if p.ConcurrencyPolicy != "" {
+		s.ConcurrencyPolicy = batchv1.ConcurrencyPolicy(p.ConcurrencyPolicy)
+	}
+	if p.TimeZone != "" {
+		s.TimeZone = new(p.TimeZone)
+	}
+	if p.StartingDeadlineSeconds > 0 {
+		s.StartingDeadlineSeconds = new(p.StartingDeadlineSeconds)
+	}
 }
 
 // podSpec is the pod of every run of job j: non-root, no Kubernetes API token (only the

@@ -344,6 +344,14 @@ func TestHashCoversEveryRenderedField(t *testing.T) {
 		{"fs group changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { c.FSGroup = 2000 }, true},
 		{"ephemeral storage limit changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { c.EphemeralStorageLimitBytes = 1 << 30 }, true},
 
+		{"policy retries change it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { d.Policy.Retries = new(int32(0)) }, true},
+		{"policy retries equal to the default leave it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { d.Policy.Retries = new(int32(3)) }, false},
+		{"policy timeout changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { d.Policy.TimeoutSeconds = 60 }, true},
+		{"policy concurrency changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { d.Policy.ConcurrencyPolicy = "Allow" }, true},
+		{"policy time zone changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { d.Policy.TimeZone = "Asia/Tokyo" }, true},
+		{"policy starting deadline changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { d.Policy.StartingDeadlineSeconds = 60 }, true},
+		{"policy catch-up leaves it (the leader's, not the CronJob's)", func(j *job.Job, d *job.Deployment, c *RenderConfig) { d.Policy.CatchUp = 2 }, false},
+
 		{"nothing changed leaves it", func(j *job.Job, d *job.Deployment, c *RenderConfig) {}, false},
 		{"deployed by leaves it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { d.DeployedBy = "bob" }, false},
 		{"deployed date leaves it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { d.DeployedDate = time.Now() }, false},
@@ -413,4 +421,21 @@ func TestJobAPIURLReachesThePodAndTheDefaultsKeepTheFingerprint(t *testing.T) {
 	env := cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Env
 	require.Contains(t, env, corev1.EnvVar{Name: "VDK_CONTROL_SERVICE_REST_API_URL", Value: "http://datajobs.datajobs.svc:8092"})
 	require.True(t, slices.IsSortedFunc(env, func(a, b corev1.EnvVar) int { return strings.Compare(a.Name, b.Name) }))
+}
+
+// A deployment's run policy replaces the platform defaults in the CronJob and its Job
+// template: without it every job would still run with 3 retries, 12 h, Forbid and UTC.
+func TestRenderAppliesTheRunPolicy(t *testing.T) {
+	d := testDeployment()
+	d.Policy = job.RunPolicy{
+		Retries: new(int32(0)), TimeoutSeconds: 90, ConcurrencyPolicy: "Replace",
+		TimeZone: "America/New_York", StartingDeadlineSeconds: 120,
+	}
+	cj, _ := Render(testJob(), d, testConfig())
+	s := cj.Spec
+	require.Equal(t, int32(0), *s.JobTemplate.Spec.BackoffLimit)
+	require.Equal(t, int64(90), *s.JobTemplate.Spec.ActiveDeadlineSeconds)
+	require.Equal(t, batchv1.ReplaceConcurrent, s.ConcurrencyPolicy)
+	require.Equal(t, "America/New_York", *s.TimeZone)
+	require.Equal(t, int64(120), *s.StartingDeadlineSeconds)
 }

@@ -132,6 +132,7 @@ func (c Config) withDefaults() (_ Config, err error) {
 	c.Resources = c.Resources.WithDefaults()
 	c.LeaseDuration = cmp.Or(c.LeaseDuration, 10*time.Second)
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 20*time.Second)
+	c.Executions.MaxTimeout = cmp.Or(c.Executions.MaxTimeout, 24*time.Hour)
 	c.Version = cmp.Or(c.Version, "dev")
 	c.Safety.DBStatementTimeout = cmp.Or(c.Safety.DBStatementTimeout, 30*time.Second)
 	c.Logger = cmp.Or(c.Logger, slog.Default())

@@ -29,6 +29,9 @@ type ExecutionsConfig struct {
 	ImagePullGrace time.Duration
 	// LogsURLTemplate renders logs_url (default none).
 	LogsURLTemplate string
+	// MaxTimeout bounds a deployment's timeout_seconds (default 24h); below 12 h it is
+	// also the timeout of runs whose policy sets none.
+	MaxTimeout time.Duration
 }
 
 // newExecutions builds the leader's execution stage.

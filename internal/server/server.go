@@ -16,6 +16,7 @@ import (
 	"github.com/datajobs/datajobs/internal/backoff"
 	"github.com/datajobs/datajobs/internal/graphapi"
 	"github.com/datajobs/datajobs/internal/httpapi"
+	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/jobidentity"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/leader"
@@ -89,13 +90,14 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 		APIVersion:              "datajobs/" + cfg.Version,
 		Sources:                 cfg.Sources,
 		LogsURLTemplate:         cfg.Executions.LogsURLTemplate,
+		MaxExecutionTimeout:     cfg.Executions.MaxTimeout,
 		Logs:                    logReader(cfg, cluster),
 	}, db)
 	if err != nil {
 		return nil, err
 	}
 	jobsQuery, err := graphapi.New(graphapi.Config{
-		DefaultResources: svc.Config().Resources.Default, Logger: cfg.Logger,
+		DefaultResources: svc.Config().Resources.Default, Logger: cfg.Logger, MaxExecutionTimeout: cfg.Executions.MaxTimeout,
 		Timeout: cfg.Requests.GraphQLTimeout, DisableIntrospection: cfg.Requests.DisableGraphQLIntrospection,
 		MaxQueryBytes: cfg.Requests.GraphQLMaxQueryBytes, MaxConcurrent: cfg.Requests.MaxConcurrentGraphQL,
 		Webhook: authz,
@@ -265,7 +267,7 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 	syncer := synchronizer.New(synchronizer.Config{
 		Build: builds,
 		Render: kube.RenderConfig{Namespace: cfg.Namespace, ImageRegistry: cfg.ImageRegistry, Resources: cfg.Resources, EphemeralStorageLimitBytes: cfg.JobEphemeralStorageBytes,
-			JobServiceAccount: cfg.JobServiceAccount, JobAPIURL: cfg.JobAPIURL},
+			JobServiceAccount: cfg.JobServiceAccount, JobAPIURL: cfg.JobAPIURL, ActiveDeadlineSeconds: job.DefaultTimeout(cfg.Executions.MaxTimeout)},
 		Workers:            cfg.SyncWorkers,
 		ResyncInterval:     cfg.ResyncInterval,
 		DryRun:             cfg.SyncMode == SyncDryRun,

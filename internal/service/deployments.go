@@ -68,6 +68,7 @@ func (s *Service) view(j job.Job, desired *job.Deployment, actual *job.ActualDep
 	case desired != nil:
 		v.Deployment = *desired
 		v.Deployment.Resources = s.cfg.Resources.Effective(desired.Resources)
+		v.Deployment.Policy = desired.Policy.Effective(job.DefaultTimeout(s.cfg.MaxExecutionTimeout))
 		v.LastSyncAt = desired.LastSyncAt
 		v.Status, v.Message = desired.Status, desired.Message
 		// A result recorded for an older generation says nothing about the current one.
@@ -79,6 +80,7 @@ func (s *Service) view(j job.Job, desired *job.Deployment, actual *job.ActualDep
 			JobName: j.Name, JobVersion: actual.JobVersion, VDKVersion: actual.VDKVersion,
 			PythonVersion: actual.PythonVersion, Schedule: actual.Schedule, Resources: actual.Resources,
 			Enabled: actual.Enabled, DeployedBy: actual.DeployedBy, DeployedDate: actual.DeployedDate,
+			Policy: job.RunPolicy{}.Effective(job.DefaultTimeout(s.cfg.MaxExecutionTimeout)),
 		}
 		v.Status = job.StatusDeleting
 	default:
@@ -155,6 +157,9 @@ func (s *Service) checkChange(c job.DeploymentChange, user string) (job.Deployme
 // least its request once the defaults fill the unset ones.
 func (s *Service) finish(d job.Deployment, user string) (job.Deployment, error) {
 	if err := s.cfg.Resources.Validate(d.Resources); err != nil {
+		return job.Deployment{}, err
+	}
+	if err := d.Policy.Validate(s.cfg.MaxExecutionTimeout); err != nil {
 		return job.Deployment{}, err
 	}
 	d.DeployedBy, d.DeployedDate = user, s.now()

@@ -26,6 +26,9 @@ type Config struct {
 	// effective values) and the maxima a request may ask for. Zero fields take
 	// job.DefaultResources.
 	Resources job.ResourceBounds
+	// MaxExecutionTimeout bounds a deployment's timeout_seconds (zero: no bound); below
+	// 12 h it is also the timeout of a run whose policy sets none.
+	MaxExecutionTimeout time.Duration
 	// Sources bounds uploaded job sources; zero fields take defaults (see SourcesConfig).
 	Sources SourcesConfig
 	// APIVersion is reported by GET .../info (default "datajobs").

@@ -87,8 +87,8 @@ func upsertDesired(ctx context.Context, tx Tx, d *job.Deployment) error {
 INSERT INTO desired_data_job_deployment AS d (data_job_name, git_commit_sha, vdk_version,
 	python_version, schedule, resources_cpu_request_millis, resources_cpu_limit_millis,
 	resources_memory_request_bytes, resources_memory_limit_bytes, enabled, last_deployed_by,
-	last_deployed_date, status, message)
-VALUES ($1, $2, $3, $4, $5, NULLIF($6::bigint, 0), NULLIF($7::bigint, 0), NULLIF($8::bigint, 0), NULLIF($9::bigint, 0), $10, $11, $12, 'pending', '')
+	last_deployed_date, status, message, run_policy)
+VALUES ($1, $2, $3, $4, $5, NULLIF($6::bigint, 0), NULLIF($7::bigint, 0), NULLIF($8::bigint, 0), NULLIF($9::bigint, 0), $10, $11, $12, 'pending', '', $13::jsonb)
 ON CONFLICT (data_job_name) DO UPDATE SET git_commit_sha = excluded.git_commit_sha,
 	vdk_version = excluded.vdk_version, python_version = excluded.python_version,
 	schedule = excluded.schedule,
@@ -97,13 +97,14 @@ ON CONFLICT (data_job_name) DO UPDATE SET git_commit_sha = excluded.git_commit_s
 	resources_memory_request_bytes = excluded.resources_memory_request_bytes,
 	resources_memory_limit_bytes = excluded.resources_memory_limit_bytes,
 	enabled = excluded.enabled, last_deployed_by = excluded.last_deployed_by,
-	last_deployed_date = excluded.last_deployed_date, status = 'pending', message = ''
+	last_deployed_date = excluded.last_deployed_date, status = 'pending', message = '',
+	run_policy = excluded.run_policy
 RETURNING status_generation, last_sync_at`
 	r := d.Resources
 	d.Status, d.Message = job.StatusPending, ""
 	return tx.QueryRow(ctx, q, d.JobName, d.JobVersion, d.VDKVersion, d.PythonVersion, d.Schedule,
 		r.CPURequestMillis, r.CPULimitMillis, r.MemoryRequestBytes, r.MemoryLimitBytes,
-		d.Enabled, d.DeployedBy, d.DeployedDate,
+		d.Enabled, d.DeployedBy, d.DeployedDate, d.Policy,
 	).Scan(&d.StatusGeneration, &d.LastSyncAt)
 }
 

@@ -279,6 +279,20 @@ type DataJobDeployment {
     appliedGeneration: Int!
     # When the synchronizer last looked at this deployment, if ever.
     lastSyncTime: String
+    # How its runs are run, defaults filled in (a datajobs extension; docs/api.md).
+    runPolicy: DataJobRunPolicy!
+}
+
+# A deployment's run policy (datajobs extension): retries of a failed run, its timeout,
+# the CronJob's concurrency policy, time zone and starting deadline, and how many runs
+# missed in an outage are started late.
+type DataJobRunPolicy {
+    retries: Int!
+    timeoutSeconds: Int!
+    concurrencyPolicy: String!
+    timeZone: String!
+    startingDeadlineSeconds: Int!
+    catchUp: Int!
 }
 
 enum DataJobDeploymentStatus {
@@ -449,6 +463,8 @@ func (ec *executionContext) childFields_DataJobDeployment(ctx context.Context, f
 		return ec.fieldContext_DataJobDeployment_appliedGeneration(ctx, field)
 	case "lastSyncTime":
 		return ec.fieldContext_DataJobDeployment_lastSyncTime(ctx, field)
+	case "runPolicy":
+		return ec.fieldContext_DataJobDeployment_runPolicy(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type DataJobDeployment", field.Name)
 }
@@ -571,6 +587,24 @@ func (ec *executionContext) childFields_DataJobResources(ctx context.Context, fi
 		return ec.fieldContext_DataJobResources_netBandwitdthLimit(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type DataJobResources", field.Name)
+}
+
+func (ec *executionContext) childFields_DataJobRunPolicy(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "retries":
+		return ec.fieldContext_DataJobRunPolicy_retries(ctx, field)
+	case "timeoutSeconds":
+		return ec.fieldContext_DataJobRunPolicy_timeoutSeconds(ctx, field)
+	case "concurrencyPolicy":
+		return ec.fieldContext_DataJobRunPolicy_concurrencyPolicy(ctx, field)
+	case "timeZone":
+		return ec.fieldContext_DataJobRunPolicy_timeZone(ctx, field)
+	case "startingDeadlineSeconds":
+		return ec.fieldContext_DataJobRunPolicy_startingDeadlineSeconds(ctx, field)
+	case "catchUp":
+		return ec.fieldContext_DataJobRunPolicy_catchUp(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type DataJobRunPolicy", field.Name)
 }
 
 func (ec *executionContext) childFields_DataJobSchedule(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1905,6 +1939,38 @@ func (ec *executionContext) fieldContext_DataJobDeployment_lastSyncTime(_ contex
 	return graphql.NewScalarFieldContext("DataJobDeployment", field, false, false, "String")
 }
 
+func (ec *executionContext) _DataJobDeployment_runPolicy(ctx context.Context, field graphql.CollectedField, obj *DataJobDeployment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DataJobDeployment_runPolicy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RunPolicy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v DataJobRunPolicy) graphql.Marshaler {
+			return ec.marshalNDataJobRunPolicy2githubᚗcomᚋdatajobsᚋdatajobsᚋinternalᚋgraphapiᚋgqlᚐDataJobRunPolicy(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DataJobDeployment_runPolicy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "DataJobDeployment",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_DataJobRunPolicy(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _DataJobExecution_id(ctx context.Context, field graphql.CollectedField, obj *DataJobExecution) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2983,6 +3049,144 @@ func (ec *executionContext) _DataJobResources_netBandwitdthLimit(ctx context.Con
 }
 func (ec *executionContext) fieldContext_DataJobResources_netBandwitdthLimit(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("DataJobResources", field, false, false, "Int")
+}
+
+func (ec *executionContext) _DataJobRunPolicy_retries(ctx context.Context, field graphql.CollectedField, obj *DataJobRunPolicy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DataJobRunPolicy_retries(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Retries, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int32) graphql.Marshaler {
+			return ec.marshalNInt2int32(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DataJobRunPolicy_retries(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DataJobRunPolicy", field, false, false, "Int")
+}
+
+func (ec *executionContext) _DataJobRunPolicy_timeoutSeconds(ctx context.Context, field graphql.CollectedField, obj *DataJobRunPolicy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DataJobRunPolicy_timeoutSeconds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TimeoutSeconds, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int32) graphql.Marshaler {
+			return ec.marshalNInt2int32(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DataJobRunPolicy_timeoutSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DataJobRunPolicy", field, false, false, "Int")
+}
+
+func (ec *executionContext) _DataJobRunPolicy_concurrencyPolicy(ctx context.Context, field graphql.CollectedField, obj *DataJobRunPolicy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DataJobRunPolicy_concurrencyPolicy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ConcurrencyPolicy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DataJobRunPolicy_concurrencyPolicy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DataJobRunPolicy", field, false, false, "String")
+}
+
+func (ec *executionContext) _DataJobRunPolicy_timeZone(ctx context.Context, field graphql.CollectedField, obj *DataJobRunPolicy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DataJobRunPolicy_timeZone(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TimeZone, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DataJobRunPolicy_timeZone(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DataJobRunPolicy", field, false, false, "String")
+}
+
+func (ec *executionContext) _DataJobRunPolicy_startingDeadlineSeconds(ctx context.Context, field graphql.CollectedField, obj *DataJobRunPolicy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DataJobRunPolicy_startingDeadlineSeconds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StartingDeadlineSeconds, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int32) graphql.Marshaler {
+			return ec.marshalNInt2int32(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DataJobRunPolicy_startingDeadlineSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DataJobRunPolicy", field, false, false, "Int")
+}
+
+func (ec *executionContext) _DataJobRunPolicy_catchUp(ctx context.Context, field graphql.CollectedField, obj *DataJobRunPolicy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DataJobRunPolicy_catchUp(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CatchUp, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int32) graphql.Marshaler {
+			return ec.marshalNInt2int32(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DataJobRunPolicy_catchUp(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DataJobRunPolicy", field, false, false, "Int")
 }
 
 func (ec *executionContext) _DataJobSchedule_scheduleCron(ctx context.Context, field graphql.CollectedField, obj *DataJobSchedule) (ret graphql.Marshaler) {
@@ -4763,6 +4967,11 @@ func (ec *executionContext) _DataJobDeployment(ctx context.Context, sel ast.Sele
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "runPolicy":
+			out.Values[i] = ec._DataJobDeployment_runPolicy(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -5126,6 +5335,64 @@ func (ec *executionContext) _DataJobResources(ctx context.Context, sel ast.Selec
 		case "netBandwitdthLimit":
 			out.Values[i] = ec._DataJobResources_netBandwitdthLimit(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var dataJobRunPolicyImplementors = []string{"DataJobRunPolicy"}
+
+func (ec *executionContext) _DataJobRunPolicy(ctx context.Context, sel ast.SelectionSet, obj *DataJobRunPolicy) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, dataJobRunPolicyImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("DataJobRunPolicy")
+		case "retries":
+			out.Values[i] = ec._DataJobRunPolicy_retries(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "timeoutSeconds":
+			out.Values[i] = ec._DataJobRunPolicy_timeoutSeconds(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "concurrencyPolicy":
+			out.Values[i] = ec._DataJobRunPolicy_concurrencyPolicy(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "timeZone":
+			out.Values[i] = ec._DataJobRunPolicy_timeZone(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "startingDeadlineSeconds":
+			out.Values[i] = ec._DataJobRunPolicy_startingDeadlineSeconds(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "catchUp":
+			out.Values[i] = ec._DataJobRunPolicy_catchUp(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -5751,6 +6018,10 @@ func (ec *executionContext) marshalNDataJobPage2ᚖgithubᚗcomᚋdatajobsᚋdat
 
 func (ec *executionContext) marshalNDataJobResources2githubᚗcomᚋdatajobsᚋdatajobsᚋinternalᚋgraphapiᚋgqlᚐDataJobResources(ctx context.Context, sel ast.SelectionSet, v DataJobResources) graphql.Marshaler {
 	return ec._DataJobResources(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNDataJobRunPolicy2githubᚗcomᚋdatajobsᚋdatajobsᚋinternalᚋgraphapiᚋgqlᚐDataJobRunPolicy(ctx context.Context, sel ast.SelectionSet, v DataJobRunPolicy) graphql.Marshaler {
+	return ec._DataJobRunPolicy(ctx, sel, &v)
 }
 
 func (ec *executionContext) marshalNDataJobSchedule2githubᚗcomᚋdatajobsᚋdatajobsᚋinternalᚋgraphapiᚋgqlᚐDataJobSchedule(ctx context.Context, sel ast.SelectionSet, v DataJobSchedule) graphql.Marshaler {

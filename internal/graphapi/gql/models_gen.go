@@ -49,6 +49,7 @@ type DataJobDeployment struct {
 	DesiredGeneration     int32               `json:"desiredGeneration"`
 	AppliedGeneration     int32               `json:"appliedGeneration"`
 	LastSyncTime          *string             `json:"lastSyncTime,omitempty"`
+	RunPolicy             DataJobRunPolicy    `json:"runPolicy"`
 	Page                  any                 `json:"-"`
 }
 
@@ -125,6 +126,15 @@ type DataJobResources struct {
 	EmpheralStorageLimit  *int32  `json:"empheralStorageLimit,omitempty"`
 	EmpheralSorageRequest *int32  `json:"empheralSorageRequest,omitempty"`
 	NetBandwitdthLimit    *int32  `json:"netBandwitdthLimit,omitempty"`
+}
+
+type DataJobRunPolicy struct {
+	Retries                 int32  `json:"retries"`
+	TimeoutSeconds          int32  `json:"timeoutSeconds"`
+	ConcurrencyPolicy       string `json:"concurrencyPolicy"`
+	TimeZone                string `json:"timeZone"`
+	StartingDeadlineSeconds int32  `json:"startingDeadlineSeconds"`
+	CatchUp                 int32  `json:"catchUp"`
 }
 
 type DataJobSchedule struct {

@@ -1,0 +1,80 @@
+package httpapi_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// policyOf is the run policy fields of a deployment as GET shows them.
+func policyOf(d map[string]any) map[string]any {
+	out := map[string]any{}
+	for _, k := range []string{"retries", "timeout_seconds", "concurrency_policy", "time_zone", "starting_deadline_seconds", "catch_up"} {
+		out[k] = d[k]
+	}
+	return out
+}
+
+// TestRunPolicyRoundTripsAndAVDKRedeployKeepsIt guards the run policy extension: every
+// field set is stored and shown (defaults filled in before), a PATCH changes only what it
+// gives, and a VDK client's POST, which never sends these fields, does not reset them.
+func TestRunPolicyRoundTripsAndAVDKRedeployKeepsIt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	path := e.createJob("team-a", "my-job")
+	e.deploy(path, `{"job_version":"v1"}`)
+	require.Equal(t, map[string]any{
+		"retries": 3.0, "timeout_seconds": 43200.0, "concurrency_policy": "Forbid", "time_zone": "UTC",
+		"starting_deadline_seconds": 1800.0, "catch_up": 0.0,
+	}, policyOf(e.deployment(path)), "the defaults are today's behaviour")
+
+	e.deploy(path, `{"retries":0,"timeout_seconds":90,"concurrency_policy":"Allow","time_zone":"Europe/Sofia","starting_deadline_seconds":60,"catch_up":2}`)
+	want := map[string]any{
+		"retries": 0.0, "timeout_seconds": 90.0, "concurrency_policy": "Allow", "time_zone": "Europe/Sofia",
+		"starting_deadline_seconds": 60.0, "catch_up": 2.0,
+	}
+	require.Equal(t, want, policyOf(e.deployment(path)))
+
+	e.deploy(path, `{"job_version":"v2","mode":"release"}`) // what vdk deploy sends
+	require.Equal(t, want, policyOf(e.deployment(path)), "a VDK redeploy keeps the policy")
+
+	r := e.do("PATCH", path+"/deployments/release", `{"retries":5,"concurrency_policy":"Replace"}`)
+	require.Equal(t, http.StatusAccepted, r.status, "%s", r.body)
+	want["retries"], want["concurrency_policy"] = 5.0, "Replace"
+	require.Equal(t, want, policyOf(e.deployment(path)))
+	require.Equal(t, "v2", e.deployment(path)["job_version"])
+}
+
+// TestRunPolicyValidationFailuresAreClear400s guards each bound with a VDK error body
+// naming the field, and that a refused request changes nothing.
+func TestRunPolicyValidationFailuresAreClear400s(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	path := e.createJob("team-a", "my-job")
+	e.deploy(path, `{"job_version":"v1"}`)
+	before := e.deployment(path)
+	tests := []struct{ name, body, field string }{
+		{"negative retries", `{"retries":-1}`, "retries"},
+		{"too many retries", `{"retries":11}`, "retries"},
+		{"a negative timeout", `{"timeout_seconds":-5}`, "timeout_seconds"},
+		{"a timeout over --max-execution-timeout", `{"timeout_seconds":86401}`, "timeout_seconds"},
+		{"an unknown concurrency policy", `{"concurrency_policy":"forbid"}`, "concurrency_policy"},
+		{"an unknown time zone", `{"time_zone":"Mars/Olympus_Mons"}`, "time_zone"},
+		{"the local time zone", `{"time_zone":"Local"}`, "time_zone"},
+		{"a starting deadline under 10 s", `{"starting_deadline_seconds":5}`, "starting_deadline_seconds"},
+		{"a negative catch-up", `{"catch_up":-1}`, "catch_up"},
+		{"a catch-up over the bound", `{"catch_up":11}`, "catch_up"},
+		{"retries of the wrong type", `{"retries":"3"}`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := e.do("PATCH", path+"/deployments/release", tt.body)
+			require.Equal(t, http.StatusBadRequest, r.status, "%s", r.body)
+			body := r.vdkError(t)
+			require.Contains(t, body["what"], tt.field)
+		})
+	}
+	require.Equal(t, before, e.deployment(path))
+}
