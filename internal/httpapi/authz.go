@@ -120,7 +120,7 @@ func (a *api) guard(rt route, h http.Handler) http.Handler {
 			a.writeError(w, r, err)
 			return
 		}
-		h.ServeHTTP(w, r)
+		a.audited(rt, w, r, h)
 	})
 }
 

@@ -135,6 +135,10 @@ func (a *api) routes() *router {
 	rt.handleFunc("PATCH "+dep, memberOfTeam, a.patchDeployment)
 	rt.handleFunc("DELETE "+dep, memberOfTeam, a.deleteDeployment)
 
+	rt.handleFunc("GET "+dep+"/revisions", memberOfTeam, a.listRevisions)
+	rt.handleFunc("POST "+dep+"/revisions/{revision}/rollback", memberOfTeam, a.rollback)
+	rt.handleFunc("GET "+team+"/audit", memberOfTeam, a.audit)
+
 	rt.handleFunc("GET "+dep+"/properties", memberOfTeamOrTheJob, a.getProperties)
 	rt.handleFunc("PUT "+dep+"/properties", memberOfTeamOrTheJob, a.setProperties)
 
@@ -191,6 +195,7 @@ func (a *api) postJobs(w http.ResponseWriter, r *http.Request) error {
 			JobName json.RawMessage `json:"job_name"`
 		}
 		if json.Unmarshal(body, &probe) == nil && probe.Query != nil && probe.JobName == nil {
+			markRead(r.Context()) // a query, not a write
 			a.cfg.JobsQuery.ServeHTTP(w, r)
 			return nil
 		}

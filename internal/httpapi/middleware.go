@@ -77,6 +77,8 @@ func (a *api) middleware(rt *router) http.Handler {
 			return
 		}
 		r = r.WithContext(auth.NewContext(r.Context(), caller))
+		// Who changes what: the revisions of the change name this caller and op id.
+		r = r.WithContext(job.WithActor(r.Context(), job.Actor{User: a.user(r, ""), OpID: id}))
 		_, pattern := mux.Handler(r)
 		if pattern == "" {
 			a.unrouted(rec, r, mux)

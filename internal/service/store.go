@@ -33,6 +33,11 @@ type Store interface {
 	ExecutionsOfJobs(ctx context.Context, names []string, q job.ExecutionsQuery) (map[string][]job.Execution, error)
 	ExecutionCounts(ctx context.Context, names []string) (map[string]job.ExecutionCount, error)
 
+	Revisions(ctx context.Context, team, name string, before, limit int) (job.RevisionsPage, error)
+	RollbackDeployment(ctx context.Context, team, name string, n int, change func(j job.Job, cur *job.Deployment, target job.Deployment) (job.Deployment, error)) (job.Deployment, error)
+	RecordAudit(ctx context.Context, e job.AuditEntry) error
+	Audit(ctx context.Context, team string, before int64, limit int) (job.AuditPage, error)
+
 	SaveSources(ctx context.Context, team, name string, src job.Sources, keep int) error
 	OpenSources(ctx context.Context, team, name, version string) (*job.SourcesReader, error)
 	DeleteSources(ctx context.Context, team, name string) error

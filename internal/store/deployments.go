@@ -55,14 +55,28 @@ func lockState(ctx context.Context, tx Tx, team, name string) (job.JobState, err
 // configuration as it is (job.Deployment.SameConfig) writes nothing and returns the
 // current deployment: an unchanged redeploy costs no write anywhere, unless the deployment
 // failed on a user error (e.g. its image build): then the redeploy is the user's retry.
+//
+// The change is recorded as the job's next revision (deploy), in the same transaction.
 func (s *Store) ChangeDeployment(ctx context.Context, team, name string, change job.DeploymentUpdate) (job.Deployment, error) {
+	return s.changeDeployment(ctx, team, name, func(_ context.Context, _ Tx, st job.JobState) (job.Deployment, int, error) {
+		d, err := change(st.Job, st.Desired)
+		return d, 0, err
+	})
+}
+
+// deploymentChange computes the next desired deployment from the locked state, inside the
+// change's transaction; rollbackOf names the revision it restores (0: not a rollback).
+type deploymentChange func(ctx context.Context, tx Tx, st job.JobState) (next job.Deployment, rollbackOf int, err error)
+
+// changeDeployment is ChangeDeployment and RollbackDeployment.
+func (s *Store) changeDeployment(ctx context.Context, team, name string, change deploymentChange) (job.Deployment, error) {
 	var out job.Deployment
 	err := s.InTx(ctx, func(tx Tx) error {
 		st, err := lockState(ctx, tx, team, name)
 		if err != nil {
 			return err
 		}
-		next, err := change(st.Job, st.Desired)
+		next, rollbackOf, err := change(ctx, tx, st)
 		if err != nil {
 			return err
 		}
@@ -75,6 +89,13 @@ func (s *Store) ChangeDeployment(ctx context.Context, team, name string, change 
 			return writeError(fmt.Sprintf("write deployment of %s", name), err)
 		}
 		out = next
+		kind := job.RevisionDeploy
+		if rollbackOf != 0 {
+			kind = job.RevisionRollback
+		}
+		if err := revisionOf(ctx, tx, kind, rollbackOf, st.Job, st.Desired, st.Job, &next); err != nil {
+			return err
+		}
 		return bumpGeneration(ctx, tx, name)
 	})
 	return out, err
@@ -128,6 +149,9 @@ func (s *Store) DeleteDeployment(ctx context.Context, team, name string) error {
 			return fmt.Errorf("delete deployment of %s: %w", name, err)
 		}
 		if err := cancelJobExecutions(ctx, tx, st.Job.UID, MsgDeploymentDeleted); err != nil {
+			return err
+		}
+		if err := revisionOf(ctx, tx, job.RevisionUndeploy, 0, st.Job, st.Desired, st.Job, nil); err != nil {
 			return err
 		}
 		return bumpGeneration(ctx, tx, name)

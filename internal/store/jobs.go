@@ -53,7 +53,7 @@ func (s *Store) CreateJob(ctx context.Context, j job.Job) (job.Job, error) {
 		if err != nil {
 			return writeError(fmt.Sprintf("create job %s", j.Name), err)
 		}
-		return nil
+		return revisionOf(ctx, tx, job.RevisionCreate, 0, job.Job{}, nil, out, nil)
 	})
 	return out, err
 }
@@ -122,10 +122,11 @@ func (s *Store) GetJob(ctx context.Context, team, name string) (job.Job, error) 
 func (s *Store) UpdateJob(ctx context.Context, team, name string, update job.JobUpdate) (job.Job, error) {
 	var out job.Job
 	err := s.InTx(ctx, func(tx Tx) error {
-		cur, err := lockJob(ctx, tx, team, name)
+		st, err := lockState(ctx, tx, team, name)
 		if err != nil {
 			return err
 		}
+		cur := st.Job
 		next, bump, err := update(cur)
 		if err != nil {
 			return err
@@ -138,6 +139,9 @@ func (s *Store) UpdateJob(ctx context.Context, team, name string, update job.Job
 		next.Name = name
 		if out, err = updateJob(ctx, tx, next, bump); err != nil {
 			return writeError(fmt.Sprintf("update job %s", name), err)
+		}
+		if err := revisionOf(ctx, tx, job.RevisionUpdate, 0, cur, st.Desired, out, st.Desired); err != nil {
+			return err
 		}
 		if next.Team == cur.Team {
 			return nil

@@ -52,6 +52,7 @@ type Service interface {
 	GetExecution(ctx context.Context, team, name, id string) (job.Execution, error)
 	CancelExecution(ctx context.Context, team, name, id, caller string) (job.Execution, error)
 	ExecutionLogs(ctx context.Context, team, name, id string, tailLines int) (string, error)
+	RecordAudit(ctx context.Context, e job.AuditEntry) error
 }
 
 // Plan is the synchronizer's latest decision for one job.
@@ -297,7 +298,7 @@ func (c *Console) guard(rl rule, h handlerFunc) http.Handler {
 			c.fail(w, r, err)
 			return
 		}
-		c.finish(w, r, h(w, r, s))
+		c.finish(w, r, c.audited(w, r, s, h))
 	})
 }
 
