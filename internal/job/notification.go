@@ -51,6 +51,9 @@ type DeliveryOutcome struct {
 	// Attempted counts the attempt (false: postponed by the rate limit, not tried).
 	Attempted     bool
 	NextAttemptAt time.Time
+	// At is when the attempt ended (the dispatcher's clock): the delivery time of a
+	// delivered one, which the rate limit's window counts.
+	At time.Time
 }
 
 // OutboxStats are the outbox's gauges.

@@ -31,17 +31,17 @@ func (s *Store) UnexpandedEvents(ctx context.Context, limit int) ([]job.Notifica
 	return out, rowError(err, nil, "read unexpanded notification events")
 }
 
-// ExpandEvents writes the deliveries of events ids (targets, possibly none) and marks the
-// events expanded, in one statement, while fence's term holds the lease. It reports
+// ExpandEvents writes the deliveries of events ids (targets, possibly none), due at now,
+// and marks the events expanded, in one statement, while fence's term holds the lease. It reports
 // whether it wrote (false: the term is over).
-func (s *Store) ExpandEvents(ctx context.Context, fence job.Fence, ids []int64, targets []job.NotificationTarget) (bool, error) {
+func (s *Store) ExpandEvents(ctx context.Context, fence job.Fence, now time.Time, ids []int64, targets []job.NotificationTarget) (bool, error) {
 	if len(ids) == 0 {
 		return true, nil
 	}
 	q := `WITH ok AS (SELECT 1 WHERE ` + syncLeaseHeld("$5") + `),
 ins AS (
-	INSERT INTO notification_delivery (event_id, channel, recipient)
-	SELECT t.* FROM unnest($2::bigint[], $3::text[], $4::text[]) AS t(event_id, channel, recipient), ok
+	INSERT INTO notification_delivery (event_id, channel, recipient, next_attempt_at)
+	SELECT t.*, $6::timestamptz FROM unnest($2::bigint[], $3::text[], $4::text[]) AS t(event_id, channel, recipient), ok
 	ON CONFLICT DO NOTHING
 )
 UPDATE notification_event SET expanded_at = now() FROM ok WHERE id = ANY($1::bigint[]) AND expanded_at IS NULL`
@@ -49,7 +49,7 @@ UPDATE notification_event SET expanded_at = now() FROM ok WHERE id = ANY($1::big
 	if len(targets) == 0 {
 		args = []any{[]int64{}, []string{}, []string{}}
 	}
-	tag, err := s.pool.Exec(ctx, q, append([]any{ids}, append(args, fence.Epoch)...)...)
+	tag, err := s.pool.Exec(ctx, q, append([]any{ids}, append(args, fence.Epoch, now)...)...)
 	if err != nil {
 		return false, translate(fmt.Errorf("expand %d notification events: %w", len(ids), err))
 	}
@@ -85,15 +85,19 @@ func (s *Store) RecordDeliveries(ctx context.Context, fence job.Fence, outs []jo
 	}
 	q := `UPDATE notification_delivery d SET state = o.state, message_id = o.message_id, last_error = o.error,
 	attempts = d.attempts + CASE WHEN o.attempted THEN 1 ELSE 0 END, next_attempt_at = o.next_attempt_at,
-	delivered_at = CASE WHEN o.state = 'delivered' THEN now() END
-FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bool[], $8::timestamptz[])
-	AS o(event_id, channel, recipient, state, message_id, error, attempted, next_attempt_at)
+	delivered_at = CASE WHEN o.state = 'delivered' THEN o.at END
+FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bool[], $8::timestamptz[], $10::timestamptz[])
+	AS o(event_id, channel, recipient, state, message_id, error, attempted, next_attempt_at, at)
 WHERE d.event_id = o.event_id AND d.channel = o.channel AND d.recipient = o.recipient AND d.state = 'pending'
 	AND ` + syncLeaseHeld("$9")
 	args := columns(outs, func(o job.DeliveryOutcome) []any {
 		return []any{o.EventID, o.Channel, o.Recipient, o.State, o.MessageID, o.Error, o.Attempted, o.NextAttemptAt}
 	})
-	tag, err := s.pool.Exec(ctx, q, append(args, fence.Epoch)...)
+	at := make([]time.Time, len(outs))
+	for i, o := range outs {
+		at[i] = o.At
+	}
+	tag, err := s.pool.Exec(ctx, q, append(args, fence.Epoch, at)...)
 	if err != nil {
 		return 0, translate(fmt.Errorf("record %d notification deliveries: %w", len(outs), err))
 	}
