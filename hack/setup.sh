@@ -28,6 +28,7 @@ fi
 
 bash hack/k8s-bins/build.sh
 bash hack/registry/build.sh
+bash hack/mailpit/build.sh # Mailpit, the SMTP server of the tests and dev mode (notifications)
 bash hack/hydra/build.sh # Ory Hydra, the OIDC provider of the tests (internal/devenv/hydra.go)
 bash hack/node-bins/build.sh # the real node's containerd, runc, CNI and pause (internal/devenv/node.go)
 bash hack/base-image/build.sh # python 3.11 + vdk-core, the dev and test base image

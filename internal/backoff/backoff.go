@@ -39,3 +39,14 @@ func (b *Backoff) Wait(ctx context.Context) bool {
 
 // Reset starts again from Base: the operation succeeded for a while.
 func (b *Backoff) Reset() { b.next = b.base }
+
+// Delay is the wait before retry attempt (1 for the first retry) of something retried on
+// a schedule kept elsewhere (a row's next attempt time): base doubled per attempt, at
+// most max.
+func Delay(base, max time.Duration, attempt int) time.Duration {
+	d := base
+	for i := 1; i < attempt && d < max; i++ {
+		d *= 2
+	}
+	return min(d, max)
+}

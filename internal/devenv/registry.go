@@ -38,26 +38,34 @@ func RegistryBinary() string {
 // EnsureRegistryBinary builds the registry with hack/registry/build.sh (instant when its
 // stamp matches) and returns its path. Concurrent callers wait on a file lock.
 func EnsureRegistryBinary(ctx context.Context, repoRoot string, progress io.Writer) (string, error) {
-	bin := filepath.Join(repoRoot, registryBinRepo)
+	return ensureBuilt(ctx, repoRoot, registryScript, registryBinRepo, progress)
+}
+
+// ensureBuilt runs the stamped build script (instant when its stamp matches) of the
+// binary at binRel in repoRoot and returns the binary's path. Concurrent callers wait on
+// a file lock.
+func ensureBuilt(ctx context.Context, repoRoot, script, binRel string, progress io.Writer) (string, error) {
+	bin := filepath.Join(repoRoot, binRel)
+	name := filepath.Base(bin)
 	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
-		return "", fmt.Errorf("ensure registry binary: %w", err)
+		return "", fmt.Errorf("ensure %s binary: %w", name, err)
 	}
 	lock, err := os.OpenFile(filepath.Dir(bin)+".lock", os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
-		return "", fmt.Errorf("ensure registry binary: %w", err)
+		return "", fmt.Errorf("ensure %s binary: %w", name, err)
 	}
 	defer lock.Close()
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return "", fmt.Errorf("ensure registry binary: lock: %w", err)
+		return "", fmt.Errorf("ensure %s binary: lock: %w", name, err)
 	}
 	if progress == nil {
 		progress = io.Discard
 	}
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(repoRoot, registryScript))
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(repoRoot, script))
 	cmd.Dir = repoRoot
 	cmd.Stdout, cmd.Stderr = progress, progress
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("build the registry with %s: %w", registryScript, err)
+		return "", fmt.Errorf("build %s with %s: %w", name, script, err)
 	}
 	return bin, nil
 }

@@ -189,14 +189,15 @@ WHERE id = $1 AND status = 'submitted' AND job_created_at IS NULL AND `+syncLeas
 // the log (when given) and sets the job row's last execution. It writes only while the
 // writer's term holds the lease, only rows of the incarnation JobUID (a new row only while
 // the job row is that incarnation: the row of a deleted job's run still ends), and never
-// over a final status or an identical one. wrote[i] tells whether us[i] was
-// written.
+// over a final status or an identical one. A final status also records its
+// execution_finished event in the outbox (executionFinishedEvents), with the end of the
+// log. wrote[i] tells whether us[i] was written.
 func (s *Store) RecordExecutions(ctx context.Context, fence job.Fence, us []job.ExecutionUpdate) (wrote []bool, err error) {
 	q := `WITH u AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
-		$8::timestamptz[], $9::timestamptz[], $10::text[], $11::bool[], $12::text[], $13::bool[])
-		AS u(id, job_name, job_uid, type, status, message, op_id, start_time, end_time, started_by, final, logs, truncated)
-	WHERE ` + syncLeaseHeld("$14") + `
+		$8::timestamptz[], $9::timestamptz[], $10::text[], $11::bool[], $12::text[], $13::bool[], $14::text[])
+		AS u(id, job_name, job_uid, type, status, message, op_id, start_time, end_time, started_by, final, logs, truncated, log_tail)
+	WHERE ` + syncLeaseHeld("$15") + `
 ), j AS (
 	-- A run is new only while its job incarnation exists; the row of one whose job was
 	-- deleted since still ends (cancelled, or what its Job showed before the cancel).
@@ -217,7 +218,8 @@ func (s *Store) RecordExecutions(ctx context.Context, fence job.Fence, us []job.
 		start_time = COALESCE(e.start_time, EXCLUDED.start_time), end_time = EXCLUDED.end_time
 	WHERE e.job_uid = EXCLUDED.job_uid AND e.status IN ` + activeStatuses + `
 		AND (e.status, e.message, e.end_time) IS DISTINCT FROM (EXCLUDED.status, EXCLUDED.message, EXCLUDED.end_time)
-	RETURNING e.id, e.job_name, e.job_uid, e.status, e.start_time, e.end_time
+	RETURNING e.id, e.job_name, e.job_uid, e.status, e.start_time, e.end_time, e.type, e.message, e.started_by
+), events AS (` + executionFinishedEvents + `
 ), lg AS (
 	INSERT INTO data_job_execution_log (execution_id, logs, truncated)
 	SELECT up.id, j.logs, j.truncated FROM up JOIN j ON j.id = up.id WHERE j.final AND j.logs IS NOT NULL
@@ -234,13 +236,15 @@ func (s *Store) RecordExecutions(ctx context.Context, fence job.Fence, us []job.
 )
 SELECT id FROM up`
 	args := columns(us, func(u job.ExecutionUpdate) []any {
-		var logs *string
+		var logs, tail *string
 		if u.Log != nil {
 			logs = &u.Log.Logs
+			t := job.LogTail(u.Log.Logs, job.NotificationLogLines, job.NotificationLogBytes)
+			tail = &t
 		}
 		return []any{
 			u.ID, u.JobName, u.JobUID, u.Type, string(u.Status), u.Message, u.OpID,
-			u.StartTime, u.EndTime, u.StartedBy, u.Status.Final(), logs, u.Log != nil && u.Log.Truncated,
+			u.StartTime, u.EndTime, u.StartedBy, u.Status.Final(), logs, u.Log != nil && u.Log.Truncated, tail,
 		}
 	})
 	rows, _ := s.pool.Query(ctx, q, append(args, fence.Epoch)...)

@@ -169,7 +169,8 @@ func actualDest(a *job.ActualDeployment) []any {
 // columns of actualValues) and marks their deployments synced, in one statement, for the
 // rows whose job still has the incarnation and generation they were applied for, while
 // term $19 holds the lease (LeaseHeldCondition, evaluated once for the whole statement).
-// It returns the names it wrote. The intents of those names end with it: Kubernetes
+// It returns the names it wrote. A row that brings its generation to synced for the first
+// time records a deploy_succeeded event in the outbox (deploySucceededEvents). The intents of those names end with it: Kubernetes
 // confirmed that the name's one CronJob is the recorded one, so no CronJob of an intent
 // of that name (an older incarnation's included) can still exist, and the actual row now
 // knows this one.
@@ -179,11 +180,13 @@ var recordAppliedAll = `WITH input AS (
 		$16::timestamptz[], $17::bigint[], $18::text[]) AS i(` + actualColumns + `)
 ),
 ok AS (
-	SELECT i.* FROM input i
+	SELECT i.*, d.status AS prior_status, d.status_generation AS prior_generation,
+		j.team AS job_team, j.notified_on_job_deploy AS deploy_contacts FROM input i
 	JOIN data_job j ON j.name = i.data_job_name AND j.uid = i.job_uid AND j.generation = i.generation
 	JOIN desired_data_job_deployment d ON d.data_job_name = j.name
 	WHERE ` + syncLeaseHeld("$19") + `
 ),
+events AS (` + deploySucceededEvents + `),
 up AS (
 	INSERT INTO actual_data_job_deployment (` + actualColumns + `)
 	SELECT ` + actualColumns + ` FROM ok ORDER BY data_job_name
@@ -281,15 +284,21 @@ func (s *Store) RecordIntents(ctx context.Context, fence job.Fence, is []job.Int
 
 // RecordUnappliedStatus records the status of generation gen of a job that is not (yet)
 // applied, with the message the user sees, if gen is still current: building while its
-// image is built, user_error or platform_error when the build or the apply failed.
+// image is built, user_error or platform_error when the build or the apply failed. The
+// first failure of a generation with a status records a deploy_failed event in the
+// outbox, in the same statement (deployFailedEvent).
 func (s *Store) RecordUnappliedStatus(ctx context.Context, fence job.Fence, name, uid string, gen int64, status job.SyncStatus, message string) (bool, error) {
-	q := `UPDATE desired_data_job_deployment SET status = $5, message = $6, status_generation = $3, last_sync_at = now()
-WHERE data_job_name = $1 AND ` + currentDesired("$4") + ` AND (status, message, status_generation) IS DISTINCT FROM ($5, $6, $3)`
-	tag, err := s.pool.Exec(ctx, q, name, uid, gen, fence.Epoch, string(status), message)
-	if err != nil {
+	q := `WITH up AS (
+	UPDATE desired_data_job_deployment SET status = $5, message = $6, status_generation = $3, last_sync_at = now()
+	WHERE data_job_name = $1 AND ` + currentDesired("$4") + ` AND (status, message, status_generation) IS DISTINCT FROM ($5, $6, $3)
+	RETURNING data_job_name
+), events AS (` + deployFailedEvent + `)
+SELECT count(*) FROM up`
+	var n int
+	if err := s.pool.QueryRow(ctx, q, name, uid, gen, fence.Epoch, string(status), message).Scan(&n); err != nil {
 		return false, translate(fmt.Errorf("record status of deployment %s: %w", name, err))
 	}
-	return tag.RowsAffected() > 0, nil
+	return n > 0, nil
 }
 
 // DeleteActual forgets incarnation uid of a name once its CronJob is confirmed gone: its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -211,6 +212,7 @@ func TestABatchedRowWhoseJobMovedOnIsNotRecordedAndTheOthersLand(t *testing.T) {
 	// their rows share the next batch with the others.
 	var newGeneration, newIncarnation string
 	changed := make(chan error, 2)
+	var moved atomic.Int32 // the moves done (changed is read by the test meanwhile)
 	var mu sync.Mutex
 	applied := map[string]bool{}
 	f.applier.afterApply = func(cj *batchv1.CronJob) {
@@ -234,6 +236,7 @@ func TestABatchedRowWhoseJobMovedOnIsNotRecordedAndTheOthersLand(t *testing.T) {
 		switch cj.Name {
 		case gen:
 			_, err := f.svc.Deploy(ctx, team, cj.Name, job.DeploymentChange{JobVersion: ptr("v2")}, "carol")
+			moved.Add(1)
 			changed <- err
 		case inc:
 			err := f.svc.DeleteJob(ctx, team, cj.Name)
@@ -243,10 +246,18 @@ func TestABatchedRowWhoseJobMovedOnIsNotRecordedAndTheOthersLand(t *testing.T) {
 			if err == nil {
 				_, err = f.svc.Deploy(ctx, team, cj.Name, job.DeploymentChange{JobVersion: ptr("v3")}, "carol")
 			}
+			moved.Add(1)
 			changed <- err
 		}
 	}
+	// The first write lasts until every CronJob exists and both jobs have moved on, so
+	// the moved rows are handed over while it is in flight however long the moves take.
 	f.holdUntil(spy, len(names))
+	untilCronJobs := spy.hold
+	spy.hold = func() {
+		untilCronJobs()
+		f.eventually(func() bool { return moved.Load() == 2 }, "both jobs moved on")
+	}
 	f.start()
 	require.NoError(t, <-changed)
 	require.NoError(t, <-changed)

@@ -1,0 +1,63 @@
+// Package notify delivers the notifications outbox (docs/notifications.md): a dispatcher,
+// run by the synchronizer's leader, expands each event into one delivery per recipient,
+// hands each to its channel (e-mail, webhooks) with an idempotency key, retries failures
+// with exponential backoff up to a maximum age, stops at permanent refusals, and turns a
+// recipient's flood into a digest. Every write is fenced by the leader's term.
+package notify
+
+import (
+	"context"
+	"errors"
+
+	"github.com/datajobs/datajobs/internal/job"
+)
+
+// The channels the dispatcher knows.
+const (
+	ChannelEmail   = "email"
+	ChannelWebhook = "webhook"
+)
+
+// Channel is a transport: it delivers one message to one recipient, or says why not.
+type Channel interface {
+	// Deliver hands d to the transport. It returns nil once the transport accepted it
+	// (the SMTP server queued it, the webhook answered 2xx), an error marked Permanent
+	// when retrying cannot help (the recipient does not exist), else a retryable error.
+	// Delivering the same d.ID twice must show its recipient one message (the e-mail's
+	// Message-ID, the webhook-id).
+	Deliver(ctx context.Context, d Delivery) error
+}
+
+// Delivery is one message to one recipient: one event, or a digest of several.
+type Delivery struct {
+	// ID is the idempotency key: the same for every attempt of the same message.
+	ID                 string
+	Channel, Recipient string
+	// Subject and Text are the message for people (rendered by the dispatcher).
+	Subject, Text string
+	// Events are what it tells: one, or more for a digest.
+	Events []job.NotificationEvent
+}
+
+// Digest says whether the delivery carries more than one event.
+func (d Delivery) Digest() bool { return len(d.Events) > 1 }
+
+// permanent marks an error that retrying cannot fix.
+type permanent struct{ err error }
+
+func (p permanent) Error() string { return p.err.Error() }
+func (p permanent) Unwrap() error { return p.err }
+
+// Permanent marks err as permanent: the delivery is not retried.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanent{err}
+}
+
+// IsPermanent says whether err, or an error it wraps, was marked Permanent.
+func IsPermanent(err error) bool {
+	var p permanent
+	return errors.As(err, &p)
+}

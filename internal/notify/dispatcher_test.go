@@ -1,0 +1,177 @@
+package notify_test
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/datajobs/datajobs/internal/devenv"
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/notify"
+	"github.com/datajobs/datajobs/internal/notify/email"
+	"github.com/datajobs/datajobs/internal/store"
+	"github.com/datajobs/datajobs/internal/testenv"
+)
+
+// fixture is a database with the synchronizer's lease held, one job, a real Mailpit and
+// a dispatcher whose clock the test moves.
+type fixture struct {
+	t     *testing.T
+	db    *store.Store
+	mail  *devenv.Mailpit
+	fence job.Fence
+	job   job.Job
+	d     *notify.Dispatcher
+
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFixture(t *testing.T, limit notify.RateLimit, allowed string, contacts job.Contacts) *fixture {
+	t.Helper()
+	f := &fixture{t: t, db: testenv.Store(t), mail: testenv.StartMailpit(t, allowed), now: time.Now()}
+	ctx := t.Context()
+	epoch, ok, err := f.db.TryAcquireLease(ctx, store.SyncLeaseName, "leader", time.Hour)
+	require.NoError(t, err)
+	require.True(t, ok)
+	f.fence = job.Fence{Epoch: epoch}
+	f.job, err = f.db.CreateJob(ctx, job.Job{Name: "nightly-load", Team: "team-a", Contacts: contacts, EnableExecutionNotifications: true})
+	require.NoError(t, err)
+	sender, err := email.New(email.Config{URL: "smtp://" + f.mail.SMTPAddr, From: "datajobs@example.com"})
+	require.NoError(t, err)
+	f.d = notify.New(notify.Config{
+		Channels: map[string]notify.Channel{notify.ChannelEmail: sender}, RateLimit: limit,
+		ConsoleURL: "https://datajobs.example.com", RetryBase: time.Second, RetryMax: time.Minute,
+		Now: func() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.now },
+	}, f.db)
+	return f
+}
+
+func (f *fixture) advance(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = f.now.Add(d)
+}
+
+func (f *fixture) pass() {
+	f.t.Helper()
+	require.NoError(f.t, f.d.Pass(f.t.Context(), f.fence))
+}
+
+// finish records a final status of a new run of the job, as the execution tracker does.
+func (f *fixture) finish(id string, status job.ExecutionStatus, message, logs string) {
+	f.t.Helper()
+	start := time.Now().Add(-time.Minute).UTC().Truncate(time.Second)
+	end := start.Add(42 * time.Second)
+	wrote, err := f.db.RecordExecutions(f.t.Context(), f.fence, []job.ExecutionUpdate{{
+		ID: id, JobName: f.job.Name, JobUID: f.job.UID, Type: job.ExecScheduled, OpID: id,
+		Status: status, Message: message, StartTime: &start, EndTime: &end, Log: &job.StoredLog{Logs: logs},
+	}})
+	require.NoError(f.t, err)
+	require.True(f.t, wrote[0])
+}
+
+func (f *fixture) mails() []testenv.Mail { return testenv.Mails(f.t, f.mail.HTTPAddr) }
+
+// A run ending user_error is one mail to the user-error contacts, with the message, the
+// last lines of its log and a console link; delivering again (the next pass, a new
+// leader's pass) sends no second mail. A deposed leader's pass sends nothing.
+func TestAUserErrorRunIsOneMailWithItsMessageAndLogLines(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, notify.RateLimit{}, "", job.Contacts{NotifiedOnJobFailureUserError: []string{"Dev@Example.com"}})
+	var logs strings.Builder
+	for i := range 50 {
+		logs.WriteString("step " + strings.Repeat("x", i%3) + " line-" + string(rune('A'+i%26)) + "\n")
+	}
+	logs.WriteString("ValueError: the input table is empty\n")
+	f.finish("nightly-load-1", job.ExecUserError, "the job failed: exit code 1", logs.String())
+
+	require.NoError(t, f.d.Pass(t.Context(), job.Fence{Epoch: f.fence.Epoch - 1}))
+	require.Empty(t, f.mails(), "a deposed term delivers nothing")
+
+	f.pass()
+	f.pass()
+	f.pass()
+	mails := f.mails()
+	require.Len(t, mails, 1)
+	m := mails[0]
+	require.Equal(t, "dev@example.com", m.To[0].Address)
+	require.Contains(t, m.Subject, "nightly-load")
+	require.Contains(t, m.Subject, "user_error")
+	require.Contains(t, m.Text, "the job failed: exit code 1")
+	require.Contains(t, m.Text, "ValueError: the input table is empty")
+	require.Contains(t, m.Text, "Duration:      42s")
+	require.Contains(t, m.Text, "https://datajobs.example.com/ui/teams/team-a/jobs/nightly-load")
+	require.NotContains(t, m.Text, "line-A\n", "only the last 20 lines, not the first")
+}
+
+// SMTP down: the delivery waits and is retried with backoff, the dispatcher says it is
+// failing; once the server is back the mail arrives, once.
+func TestMailIsDeliveredOnceAfterTheSMTPServerWasDown(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, notify.RateLimit{}, "", job.Contacts{NotifiedOnJobSuccess: []string{"team@example.com"}})
+	require.NoError(t, f.mail.Stop())
+	f.finish("nightly-load-1", job.ExecSucceeded, "", "ok\n")
+	f.pass()
+	require.Contains(t, f.d.Failing(), notify.ChannelEmail)
+	f.advance(30 * time.Second)
+	f.pass() // still down
+	require.NoError(t, f.mail.Start(t.Context()))
+	f.pass() // not due yet: the backoff doubled
+	require.Empty(t, f.mails())
+	f.advance(time.Minute)
+	f.pass()
+	f.advance(time.Hour)
+	f.pass()
+	require.Len(t, f.mails(), 1)
+	require.Empty(t, f.d.Failing())
+}
+
+// A recipient the server refuses permanently is not retried; the others get their mail.
+func TestAPermanentBounceIsNotRetried(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, notify.RateLimit{}, "^ok@example\\.com$", job.Contacts{NotifiedOnJobSuccess: []string{"ok@example.com", "gone@example.com"}})
+	f.finish("nightly-load-1", job.ExecSucceeded, "", "ok\n")
+	for range 3 {
+		f.pass()
+		f.advance(time.Hour)
+	}
+	mails := f.mails()
+	require.Len(t, mails, 1)
+	require.Equal(t, "ok@example.com", mails[0].To[0].Address)
+	_, deliveries, err := f.db.JobNotifications(t.Context(), "team-a", "nightly-load", 10)
+	require.NoError(t, err)
+	states := map[string]string{}
+	for _, ds := range deliveries {
+		for _, d := range ds {
+			states[d.Recipient] = d.State + "/" + string(rune('0'+d.Attempts))
+		}
+	}
+	require.Equal(t, map[string]string{"ok@example.com": "delivered/1", "gone@example.com": "bounced/1"}, states)
+}
+
+// A job failing every minute for ten minutes sends a bounded number of mails: the first
+// ones under the rate limit, and in the next window as many again, the last of them a
+// digest of the rest (at most Messages mails per Window, whatever the failure rate).
+func TestAJobFailingEveryMinuteSendsADigestNotAMailPerRun(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, notify.RateLimit{Messages: 3, Window: time.Hour}, "", job.Contacts{NotifiedOnJobFailurePlatformError: []string{"oncall@example.com"}})
+	for i := range 10 {
+		f.finish("nightly-load-"+string(rune('a'+i)), job.ExecPlatformError, "node lost", "")
+		f.pass()
+		f.advance(time.Minute)
+	}
+	require.Len(t, f.mails(), 3, "three mails under the limit, the other seven wait")
+	f.advance(time.Hour)
+	f.pass()
+	mails := f.mails()
+	require.Len(t, mails, 6, "the next window's three: two runs of their own and a digest of the other five")
+	require.Contains(t, mails[0].Subject, "digest: 5 notifications")
+	require.Equal(t, 5, strings.Count(mails[0].Text, "=== [datajobs] nightly-load: execution"))
+	f.advance(24 * time.Hour)
+	f.pass()
+	require.Len(t, f.mails(), 6, "nothing is sent twice")
+}

@@ -1,0 +1,119 @@
+package notify
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/datajobs/datajobs/internal/job"
+)
+
+// payload is the union of the events' details (see the CTEs of internal/store/outbox.go).
+type payload struct {
+	Status       string     `json:"status"`
+	Message      string     `json:"message"`
+	Generation   int64      `json:"generation"`
+	JobVersion   string     `json:"job_version"`
+	DeployedBy   string     `json:"deployed_by"`
+	ExecutionID  string     `json:"execution_id"`
+	Type         string     `json:"type"`
+	StartedBy    string     `json:"started_by"`
+	StartTime    *time.Time `json:"start_time"`
+	EndTime      *time.Time `json:"end_time"`
+	Duration     int64      `json:"duration_seconds"`
+	LogTail      string     `json:"log_tail"`
+	ScheduleTime *time.Time `json:"schedule_time"`
+	DelayMinutes int        `json:"delay_minutes"`
+}
+
+// renderer writes the messages people read; consoleURL is --ui-public-url ("" when there
+// is no console to link to).
+type renderer struct{ consoleURL string }
+
+// jobLink is the console page of the event's job, or "".
+func (r renderer) jobLink(e job.NotificationEvent) string {
+	if r.consoleURL == "" {
+		return ""
+	}
+	return strings.TrimRight(r.consoleURL, "/") + "/ui/teams/" + url.PathEscape(e.Team) + "/jobs/" + url.PathEscape(e.JobName)
+}
+
+// subject is one line that says what happened.
+func (r renderer) subject(e job.NotificationEvent) string {
+	var p payload
+	_ = json.Unmarshal(e.Payload, &p) // a payload the store wrote; a missing field reads empty
+	switch e.Kind {
+	case "deploy_succeeded":
+		return fmt.Sprintf("[datajobs] %s deployed (version %s)", e.JobName, p.JobVersion)
+	case "deploy_failed":
+		return fmt.Sprintf("[datajobs] %s: deployment failed (%s)", e.JobName, p.Status)
+	case "execution_finished":
+		return fmt.Sprintf("[datajobs] %s: execution %s %s", e.JobName, p.ExecutionID, p.Status)
+	case "job_late":
+		return fmt.Sprintf("[datajobs] %s is late: no run %d minutes after its schedule", e.JobName, p.DelayMinutes)
+	case "job_recovered":
+		return fmt.Sprintf("[datajobs] %s recovered: it runs again", e.JobName)
+	}
+	return fmt.Sprintf("[datajobs] %s: %s", e.JobName, e.Kind)
+}
+
+// body is the event's text: what, on which job, why, and where to look.
+func (r renderer) body(e job.NotificationEvent) string {
+	var p payload
+	_ = json.Unmarshal(e.Payload, &p)
+	var b strings.Builder
+	line := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(&b, "%-14s %s\n", k+":", v)
+		}
+	}
+	line("Job", e.JobName)
+	line("Team", e.Team)
+	line("Event", e.Kind)
+	line("Status", p.Status)
+	line("Execution", p.ExecutionID)
+	line("Type", p.Type)
+	line("Started by", p.StartedBy)
+	line("Start", timeText(p.StartTime))
+	line("End", timeText(p.EndTime))
+	if p.EndTime != nil {
+		line("Duration", (time.Duration(p.Duration) * time.Second).String())
+	}
+	line("Schedule time", timeText(p.ScheduleTime))
+	line("Job version", p.JobVersion)
+	line("Deployed by", p.DeployedBy)
+	line("Console", r.jobLink(e))
+	if p.Message != "" {
+		fmt.Fprintf(&b, "\n%s\n", p.Message)
+	}
+	if p.LogTail != "" {
+		fmt.Fprintf(&b, "\nLast lines of the log:\n%s\n", p.LogTail)
+	}
+	return b.String()
+}
+
+func timeText(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// delivery renders the message of events (one, or a digest) to a recipient.
+func (r renderer) delivery(id, channel, recipient string, events []job.NotificationEvent) Delivery {
+	d := Delivery{ID: id, Channel: channel, Recipient: recipient, Events: events}
+	if len(events) == 1 {
+		d.Subject, d.Text = r.subject(events[0]), r.body(events[0])
+		return d
+	}
+	d.Subject = fmt.Sprintf("[datajobs] digest: %d notifications", len(events))
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d notifications came faster than this address's rate limit; here they are together.\n", len(events))
+	for _, e := range events {
+		fmt.Fprintf(&b, "\n=== %s\n%s", r.subject(e), r.body(e))
+	}
+	d.Text = b.String()
+	return d
+}

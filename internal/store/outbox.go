@@ -1,0 +1,62 @@
+package store
+
+// The outbox of notifications (issue 25, docs/notifications.md): events are inserted by
+// the statement that records their cause, as a CTE of it, so an event exists exactly when
+// its state change committed. Each event's key names its cause; ON CONFLICT DO NOTHING
+// makes a second write of the same cause (a resync, a failover, a retry that ends the
+// same way) no event at all.
+
+// Event kinds, the kind column of notification_event.
+const (
+	EventDeploySucceeded   = "deploy_succeeded"
+	EventDeployFailed      = "deploy_failed"
+	EventExecutionFinished = "execution_finished"
+	EventJobLate           = "job_late"
+	EventJobRecovered      = "job_recovered"
+)
+
+// deploySucceededEvents is the CTE body of recordAppliedAll that records, for each row of
+// ok whose generation was not synced before (a person's deploy or change: a resync or a
+// failover re-applies a synced generation and finds it synced), a deploy_succeeded event
+// to the job's deploy contacts.
+const deploySucceededEvents = `INSERT INTO notification_event (key, kind, job_name, team, recipients, payload)
+	SELECT 'deploy:' || ok.job_uid || ':' || ok.generation || ':synced', '` + EventDeploySucceeded + `',
+		ok.data_job_name, ok.job_team, ok.deploy_contacts,
+		jsonb_build_object('status', 'synced', 'generation', ok.generation, 'job_version', ok.git_commit_sha,
+			'deployed_by', ok.last_deployed_by, 'enabled', ok.enabled, 'schedule', ok.schedule)
+	FROM ok WHERE (ok.prior_status, ok.prior_generation) IS DISTINCT FROM ('synced', ok.generation)
+	ORDER BY ok.data_job_name
+	ON CONFLICT (key) DO NOTHING`
+
+// deployFailedEvent is the CTE body of RecordUnappliedStatus ($1 name, $3 generation, $5
+// status, $6 message; CTE up holds the row it wrote) that records a deploy_failed event
+// when the status is a failure. Its key is the generation and the status: a retry that
+// fails the same way again notifies nobody.
+const deployFailedEvent = `INSERT INTO notification_event (key, kind, job_name, team, recipients, payload)
+	SELECT 'deploy:' || j.uid || ':' || $3::bigint || ':' || $5::text, '` + EventDeployFailed + `',
+		j.name, j.team, j.notified_on_job_deploy,
+		jsonb_build_object('status', $5::text, 'message', $6::text, 'generation', $3::bigint,
+			'job_version', d.git_commit_sha, 'deployed_by', d.last_deployed_by)
+	FROM up JOIN data_job j ON j.name = up.data_job_name JOIN desired_data_job_deployment d ON d.data_job_name = j.name
+	WHERE $5::text IN ('user_error', 'platform_error')
+	ON CONFLICT (key) DO NOTHING`
+
+// executionFinishedEvents is the CTE body of RecordExecutions that records an
+// execution_finished event for each final status it wrote (CTE up, with the update's
+// columns in j), when the job's enable_execution_notifications is on, to the contacts of
+// the outcome (VDK's: success, user error, platform error; cancelled goes to the deploy
+// contacts). A final status is written once (never over a final one), so is its event.
+const executionFinishedEvents = `INSERT INTO notification_event (key, kind, job_name, team, recipients, payload)
+	SELECT 'execution:' || up.id || ':finished', '` + EventExecutionFinished + `', up.job_name, d.team,
+		CASE up.status WHEN 'succeeded' THEN d.notified_on_job_success
+			WHEN 'user_error' THEN d.notified_on_job_failure_user_error
+			WHEN 'platform_error' THEN d.notified_on_job_failure_platform_error
+			ELSE d.notified_on_job_deploy END,
+		jsonb_build_object('execution_id', up.id, 'status', up.status, 'type', up.type, 'message', up.message,
+			'started_by', up.started_by, 'start_time', up.start_time, 'end_time', up.end_time,
+			'duration_seconds', GREATEST(0, EXTRACT(EPOCH FROM up.end_time - up.start_time))::bigint,
+			'log_tail', COALESCE(j.log_tail, ''))
+	FROM up JOIN j ON j.id = up.id JOIN data_job d ON d.name = up.job_name AND d.uid = up.job_uid
+	WHERE j.final AND d.enable_execution_notifications AND up.status IN ('succeeded', 'user_error', 'platform_error', 'cancelled')
+	ORDER BY up.id
+	ON CONFLICT (key) DO NOTHING`
