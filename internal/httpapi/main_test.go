@@ -50,6 +50,8 @@ type options struct {
 	logs service.LogReader
 	// statementTimeout is the API store's PostgreSQL statement timeout (0: none).
 	statementTimeout time.Duration
+	// webhookAllowPrivate accepts team webhook URLs on private addresses.
+	webhookAllowPrivate bool
 }
 
 func newEnv(t testing.TB, opts ...func(*options)) *env {
@@ -70,6 +72,7 @@ func newEnv(t testing.TB, opts ...func(*options)) *env {
 		APIVersion:              "datajobs/test",
 		Sources:                 o.sources,
 		Logs:                    o.logs,
+		WebhookAllowPrivate:     o.webhookAllowPrivate,
 		Resources: job.ResourceBounds{
 			Max: job.Resources{CPURequestMillis: 4000, CPULimitMillis: 8000, MemoryRequestBytes: 8 << 30, MemoryLimitBytes: 16 << 30},
 		},

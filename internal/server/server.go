@@ -88,6 +88,7 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 		Sources:                 cfg.Sources,
 		LogsURLTemplate:         cfg.Executions.LogsURLTemplate,
 		Logs:                    logReader(cfg, cluster),
+		WebhookAllowPrivate:     cfg.NotificationWebhookAllowPrivate,
 	}, db)
 	if err != nil {
 		return nil, err
