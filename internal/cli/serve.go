@@ -70,6 +70,8 @@ func newServeCommand(g *globals) serveCommand {
 		// dev serves on loopback (dev's --listen), without login (auth mode none).
 		c.Listen, c.AdminListen = devListen(ctx)
 		c.Auth.Mode = server.AuthNone
+		// dev's webhook receivers run on the same machine.
+		c.NotificationWebhookAllowPrivate = true
 		cluster, err := kube.Connect(ctx, kube.ClusterConfig{Kubeconfig: kubeconfig})
 		if err != nil {
 			return err

@@ -127,5 +127,6 @@ func registerSafetyFlags(f *pflag.FlagSet, cfg *server.Config) {
 	f.BoolVar(&cfg.Safety.AllowMassPrune, "allow-mass-prune", false, "lift the --prune-max-fraction guard: delete every orphaned CronJob of this installation, however many")
 	f.Int32Var(&cfg.Safety.DBMaxConns, "db-max-conns", 0, "connections of the main database pool (API and synchronizer; default: the larger of 4 and the number of CPUs); the leader lease and LISTEN have their own")
 	f.DurationVar(&cfg.Safety.DBStatementTimeout, "db-statement-timeout", 30*time.Second, "longest a database statement of the main pool may run")
+	f.BoolVar(&cfg.NotificationWebhookAllowPrivate, "notification-webhook-allow-private", false, "let notification webhooks reach loopback, link-local and private addresses (refused by default, checked when each connection is made: a team's webhook must not reach the installation's own network)")
 	f.BoolVar(&cfg.Safety.AcceptConfigChange, "accept-config-change", false, "sync although the rendering configuration (namespace, image registry, resource defaults) differs from the one the previous leader synced with, and make it the recorded one")
 }

@@ -160,6 +160,7 @@ func (a *api) routes() *router {
 	rt.handleFunc("GET "+execution, memberOfTeam, a.getExecution)
 	rt.handleFunc("DELETE "+execution, memberOfTeam, a.cancelExecution)
 	rt.handleFunc("GET "+execution+"/logs", memberOfTeam, a.limit(a.logReads, a.executionLogs))
+	a.webhookRoutes(rt, team)
 
 	// Endpoints of features that later releases bring.
 	later := []struct {

@@ -50,6 +50,8 @@ type options struct {
 	logs service.LogReader
 	// statementTimeout is the API store's PostgreSQL statement timeout (0: none).
 	statementTimeout time.Duration
+	// webhookAllowPrivate accepts team webhook URLs on private addresses.
+	webhookAllowPrivate bool
 }
 
 func newEnv(t testing.TB, opts ...func(*options)) *env {
@@ -71,6 +73,7 @@ func newEnv(t testing.TB, opts ...func(*options)) *env {
 		Sources:                 o.sources,
 		Logs:                    o.logs,
 		MaxExecutionTimeout:     24 * time.Hour,
+		WebhookAllowPrivate:     o.webhookAllowPrivate,
 		Resources: job.ResourceBounds{
 			Max: job.Resources{CPURequestMillis: 4000, CPULimitMillis: 8000, MemoryRequestBytes: 8 << 30, MemoryLimitBytes: 16 << 30},
 		},

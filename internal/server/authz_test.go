@@ -71,6 +71,11 @@ var routeCases = map[string]routeCase{
 	"POST /data-jobs/for-team/{team}/jobs/{job}/sources":                                                   {body: "PK\x05\x06" + strings.Repeat("\x00", 18), contentType: "application/octet-stream"},
 	"GET /data-jobs/for-team/{team}/jobs/{job}/sources":                                                    {},
 	"DELETE /data-jobs/for-team/{team}/jobs/{job}/sources":                                                 {},
+	"GET /data-jobs/for-team/{team}/webhooks":                                                              {},
+	"POST /data-jobs/for-team/{team}/webhooks":                                                             {body: `{"name":"planted","url":"https://evil.example.com/"}`},
+	"GET /data-jobs/for-team/{team}/webhooks/{webhook_id}":                                                 {},
+	"PUT /data-jobs/for-team/{team}/webhooks/{webhook_id}":                                                 {body: `{"url":"https://evil.example.com/","rotate_secret":true}`},
+	"DELETE /data-jobs/for-team/{team}/webhooks/{webhook_id}":                                              {},
 	"GET /data-jobs/teams/{team}/oauth-credentials":                                                        {},
 	"PUT /data-jobs/teams/{team}/oauth-credentials":                                                        {body: `{"clientId":"x","clientSecret":"y"}`},
 	"GET /data-jobs/teams/{team}/oauth-credentials/client-id":                                              {},
@@ -148,10 +153,14 @@ func TestEveryRouteIsAuthenticatedAndKeepsTeamsApart(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal([]byte(c.must(tokB, "POST", "/data-jobs/for-team/team-b/jobs/job-of-b/deployments/release/executions", `{}`, http.StatusAccepted)), &exec))
 	require.NotEmpty(t, exec.ID)
+	var hook struct {
+		ID string `json:"id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(c.must(tokB, "POST", "/data-jobs/for-team/team-b/webhooks", `{"name":"hook-of-b","url":"https://hooks.example.com/of-b"}`, http.StatusCreated)), &hook))
 	fill := func(pattern, team string) (method, path string) {
 		method, path, _ = strings.Cut(pattern, " ")
 		return method, strings.NewReplacer("{$}", "", "{team}", team, "{job}", "job-of-b", "{deployment_id}", "release",
-			"{execution_id}", exec.ID, "{id}", exec.ID, "{new_team}", "team-a", "{revision}", "1").Replace(path)
+			"{execution_id}", exec.ID, "{id}", exec.ID, "{new_team}", "team-a", "{revision}", "1", "{webhook_id}", hook.ID).Replace(path)
 	}
 	// stateOfB is everything a caller of team-b can read about its job.
 	stateOfB := func() []string {
@@ -159,7 +168,7 @@ func TestEveryRouteIsAuthenticatedAndKeepsTeamsApart(t *testing.T) {
 		for _, p := range []string{"", "/deployments/release", "/deployments/release/properties", "/sources", "/executions"} {
 			out = append(out, c.must(tokB, "GET", "/data-jobs/for-team/team-b/jobs/job-of-b"+p, "", http.StatusOK))
 		}
-		return out
+		return append(out, c.must(tokB, "GET", "/data-jobs/for-team/team-b/webhooks", "", http.StatusOK))
 	}
 	before := stateOfB()
 
@@ -174,7 +183,7 @@ func TestEveryRouteIsAuthenticatedAndKeepsTeamsApart(t *testing.T) {
 			assert.NotContains(t, body, `"actor":"bot-b"`, "team-a's audit log shows a write of team-b")
 			return
 		}
-		for _, secret := range []string{"job-of-b", "secret plans of b", "of-b", "v1-of-b"} {
+		for _, secret := range []string{"job-of-b", "secret plans of b", "of-b", "v1-of-b", "hook-of-b"} {
 			if strings.Contains(body, secret) && !strings.Contains(path, secret) {
 				t.Errorf("%s %s shows %q of team-b", method, path, secret)
 			}

@@ -96,6 +96,11 @@ type Config struct {
 
 	// UI is the web console at /ui/ (ui.go, docs/ui.md).
 	UI UIConfig
+
+	// NotificationWebhookAllowPrivate lets notification webhooks (a team's, created through
+	// the API, and the sender's connections) reach loopback, link-local and private
+	// addresses (default false: refused; `datajobs dev` sets it).
+	NotificationWebhookAllowPrivate bool
 }
 
 // SafetyConfig holds the synchronizer's guards against a wrong database or configuration.

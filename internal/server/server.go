@@ -92,6 +92,7 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 		LogsURLTemplate:         cfg.Executions.LogsURLTemplate,
 		MaxExecutionTimeout:     cfg.Executions.MaxTimeout,
 		Logs:                    logReader(cfg, cluster),
+		WebhookAllowPrivate:     cfg.NotificationWebhookAllowPrivate,
 	}, db)
 	if err != nil {
 		return nil, err

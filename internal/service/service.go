@@ -43,6 +43,10 @@ type Config struct {
 	// Logs reads the logs of running executions from the cluster (default nil: only the
 	// logs stored at the end of an execution are served).
 	Logs LogReader
+
+	// WebhookAllowPrivate accepts team webhook URLs on loopback, link-local and private
+	// addresses (--notification-webhook-allow-private; default false: refused with 400).
+	WebhookAllowPrivate bool
 }
 
 // Service runs the use cases of data jobs and their deployments.

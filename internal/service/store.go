@@ -41,4 +41,10 @@ type Store interface {
 	SaveSources(ctx context.Context, team, name string, src job.Sources, keep int) error
 	OpenSources(ctx context.Context, team, name, version string) (*job.SourcesReader, error)
 	DeleteSources(ctx context.Context, team, name string) error
+
+	CreateTeamWebhook(ctx context.Context, w job.TeamWebhook) (job.TeamWebhook, error)
+	TeamWebhooks(ctx context.Context, team string) ([]job.TeamWebhook, error)
+	TeamWebhook(ctx context.Context, team, id string) (job.TeamWebhook, error)
+	UpdateTeamWebhook(ctx context.Context, team, id, by string, ch job.TeamWebhookChange, secret []byte) (job.TeamWebhook, error)
+	DeleteTeamWebhook(ctx context.Context, team, id string) error
 }

@@ -1,0 +1,143 @@
+package service
+
+import (
+	"context"
+	"slices"
+
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/notify/webhook"
+)
+
+// Teams' notification webhooks (issue 25). The secret is made here, never given by a
+// caller: it is answered once, by the create or the rotation that made it.
+
+const (
+	maxWebhookNameLen = 100
+	maxWebhookURLLen  = 2048
+)
+
+// TeamWebhooks lists team's webhooks, without their secrets.
+func (s *Service) TeamWebhooks(ctx context.Context, team string) ([]job.TeamWebhook, error) {
+	if job.ValidateTeam(team) != nil {
+		return nil, nil
+	}
+	ws, err := s.store.TeamWebhooks(ctx, team)
+	for i := range ws {
+		ws[i].Secret = nil
+	}
+	return ws, err
+}
+
+// TeamWebhook returns one of team's webhooks, without its secret.
+func (s *Service) TeamWebhook(ctx context.Context, team, id string) (job.TeamWebhook, error) {
+	if err := checkWebhookPath(team, id); err != nil {
+		return job.TeamWebhook{}, err
+	}
+	w, err := s.store.TeamWebhook(ctx, team, id)
+	w.Secret = nil
+	return w, err
+}
+
+// CreateTeamWebhook makes a webhook of team with a new secret, which the result holds.
+func (s *Service) CreateTeamWebhook(ctx context.Context, team, by string, ch job.TeamWebhookChange) (job.TeamWebhook, error) {
+	if err := job.ValidateTeam(team); err != nil {
+		return job.TeamWebhook{}, err
+	}
+	if ch.Name == nil {
+		return job.TeamWebhook{}, job.Invalid("name", "given", "absent")
+	}
+	if ch.URL == nil {
+		return job.TeamWebhook{}, job.Invalid("url", "given", "absent")
+	}
+	if ch.Format == nil {
+		ch.Format = new(webhook.FormatStandard)
+	}
+	if ch.Events == nil {
+		ch.Events = new(slices.Clone(job.WebhookEvents))
+	}
+	if err := s.validateWebhookChange(&ch); err != nil {
+		return job.TeamWebhook{}, err
+	}
+	secret, err := webhook.GenerateSecret()
+	if err != nil {
+		return job.TeamWebhook{}, err
+	}
+	return s.store.CreateTeamWebhook(ctx, job.TeamWebhook{
+		Team: team, Name: *ch.Name, URL: *ch.URL, Format: *ch.Format, Events: *ch.Events,
+		Secret: secret, CreatedBy: by,
+	})
+}
+
+// UpdateTeamWebhook changes what ch gives of one of team's webhooks; with RotateSecret a
+// new secret replaces the old at once, and the result holds it (else no secret).
+func (s *Service) UpdateTeamWebhook(ctx context.Context, team, id, by string, ch job.TeamWebhookChange) (job.TeamWebhook, error) {
+	if err := checkWebhookPath(team, id); err != nil {
+		return job.TeamWebhook{}, err
+	}
+	if err := s.validateWebhookChange(&ch); err != nil {
+		return job.TeamWebhook{}, err
+	}
+	var secret []byte
+	if ch.RotateSecret {
+		var err error
+		if secret, err = webhook.GenerateSecret(); err != nil {
+			return job.TeamWebhook{}, err
+		}
+	}
+	w, err := s.store.UpdateTeamWebhook(ctx, team, id, by, ch, secret)
+	if !ch.RotateSecret {
+		w.Secret = nil
+	}
+	return w, err
+}
+
+// DeleteTeamWebhook deletes one of team's webhooks.
+func (s *Service) DeleteTeamWebhook(ctx context.Context, team, id string) error {
+	if err := checkWebhookPath(team, id); err != nil {
+		return err
+	}
+	return s.store.DeleteTeamWebhook(ctx, team, id)
+}
+
+// checkWebhookPath answers a team or id that no webhook can have as not found, without
+// asking the database.
+func checkWebhookPath(team, id string) error {
+	if job.ValidateTeam(team) != nil || !job.ValidWebhookID(id) {
+		return job.WebhookNotFound(team, id)
+	}
+	return nil
+}
+
+// validateWebhookChange checks the fields ch gives, and sorts its events.
+func (s *Service) validateWebhookChange(ch *job.TeamWebhookChange) error {
+	if ch.Name != nil {
+		if *ch.Name == "" {
+			return job.Invalid("name", "non-empty", `""`)
+		}
+		if err := job.ValidateText("name", *ch.Name, maxWebhookNameLen); err != nil {
+			return err
+		}
+	}
+	if ch.URL != nil {
+		if err := job.ValidateText("url", *ch.URL, maxWebhookURLLen); err != nil {
+			return err
+		}
+		if _, err := webhook.ParseURL(*ch.URL, s.cfg.WebhookAllowPrivate); err != nil {
+			e := job.Invalid("url", "", "")
+			e.Why = "It must be an http:// or https:// URL of a receiver outside the installation's network, but " + err.Error() + "."
+			e.Countermeasures = "Give the URL of a receiver reachable from the internet. An operator can allow private addresses with --notification-webhook-allow-private."
+			return e
+		}
+	}
+	if ch.Format != nil && *ch.Format != webhook.FormatStandard && *ch.Format != webhook.FormatSlack {
+		return job.Invalid("format", `"standard" or "slack"`, *ch.Format)
+	}
+	if ch.Events != nil {
+		events, err := job.ValidateWebhookEvents(*ch.Events)
+		if err != nil {
+			return err
+		}
+		ch.Events = &events
+	}
+	return nil
+}

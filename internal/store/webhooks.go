@@ -1,0 +1,114 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/datajobs/datajobs/internal/job"
+)
+
+// Teams' notification webhooks (migration 0017). Every read and write names the team: an
+// id of another team's webhook is not found, the same as an id nobody has. Ids are UUIDs:
+// callers check an id's form first (job.ValidWebhookID), so a malformed one is not found
+// without asking the database.
+
+const webhookColumns = `id::text, team, name, url, format, events, secret_key_id, secret_sealed,
+	created_by, created_at, updated_by, updated_at`
+
+func scanWebhook(row pgx.Row) (job.TeamWebhook, error) {
+	var w job.TeamWebhook
+	err := row.Scan(&w.ID, &w.Team, &w.Name, &w.URL, &w.Format, &w.Events, &w.SecretKeyID, &w.Secret,
+		&w.CreatedBy, &w.CreatedAt, &w.UpdatedBy, &w.UpdatedAt)
+	return w, err
+}
+
+// CreateTeamWebhook stores a new webhook of w.Team (w.CreatedBy making it) and returns it
+// with its id. A name the team has already is a conflict, and so is a team with
+// job.MaxTeamWebhooks webhooks.
+func (s *Store) CreateTeamWebhook(ctx context.Context, w job.TeamWebhook) (job.TeamWebhook, error) {
+	var out job.TeamWebhook
+	err := s.InTx(ctx, func(tx Tx) error {
+		over, err := overQuota(ctx, tx, w.Team, job.MaxTeamWebhooks, `SELECT count(*) + 1 FROM team_webhook WHERE team = $1`)
+		if err != nil {
+			return translate(err)
+		}
+		if over {
+			return job.TeamWebhooksQuota(w.Team)
+		}
+		out, err = scanWebhook(tx.QueryRow(ctx, `
+INSERT INTO team_webhook (team, name, url, format, events, secret_key_id, secret_sealed, created_by, updated_by)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)
+RETURNING `+webhookColumns, w.Team, w.Name, w.URL, w.Format, w.Events, w.SecretKeyID, w.Secret, w.CreatedBy))
+		if sqlState(err) == "23505" { // unique violation
+			return job.WebhookNameTaken(w.Team, w.Name)
+		}
+		if err != nil {
+			return writeError(fmt.Sprintf("create webhook %s of team %s", w.Name, w.Team), err)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// TeamWebhooks returns team's webhooks, secrets included, by name: what the dispatcher
+// sends a team's events to, and what the API lists (without the secrets).
+func (s *Store) TeamWebhooks(ctx context.Context, team string) ([]job.TeamWebhook, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+webhookColumns+` FROM team_webhook WHERE team = $1 ORDER BY name`, team)
+	if err != nil {
+		return nil, translate(fmt.Errorf("list webhooks of team %s: %w", team, err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (job.TeamWebhook, error) { return scanWebhook(r) })
+	if err != nil {
+		return nil, translate(fmt.Errorf("list webhooks of team %s: %w", team, err))
+	}
+	return out, nil
+}
+
+// TeamWebhook returns one of team's webhooks, or job.WebhookNotFound.
+func (s *Store) TeamWebhook(ctx context.Context, team, id string) (job.TeamWebhook, error) {
+	w, err := scanWebhook(s.pool.QueryRow(ctx, `SELECT `+webhookColumns+` FROM team_webhook
+		WHERE team = $1 AND id = $2::uuid`, team, id))
+	return w, rowError(err, job.WebhookNotFound(team, id), "read webhook "+id)
+}
+
+// UpdateTeamWebhook changes the fields ch gives of one of team's webhooks (by making the
+// change) and, when secret is not nil, its secret: in one statement, so two changes of
+// different fields both hold. An unknown id is job.WebhookNotFound.
+func (s *Store) UpdateTeamWebhook(ctx context.Context, team, id, by string, ch job.TeamWebhookChange, secret []byte) (job.TeamWebhook, error) {
+	var events []string
+	if ch.Events != nil {
+		events = *ch.Events
+	}
+	var name string
+	if ch.Name != nil {
+		name = *ch.Name
+	}
+	out, err := scanWebhook(s.pool.QueryRow(ctx, `
+UPDATE team_webhook SET name = coalesce($3, name), url = coalesce($4, url), format = coalesce($5, format),
+	events = coalesce($6, events), secret_sealed = coalesce($7, secret_sealed),
+	secret_key_id = CASE WHEN $7::bytea IS NULL THEN secret_key_id ELSE '' END,
+	updated_by = $8, updated_at = now()
+WHERE team = $1 AND id = $2::uuid
+RETURNING `+webhookColumns, team, id, ch.Name, ch.URL, ch.Format, events, secret, by))
+	if sqlState(err) == "23505" { // unique violation
+		return job.TeamWebhook{}, job.WebhookNameTaken(team, name)
+	}
+	if err != nil && sqlState(err) != "" {
+		return job.TeamWebhook{}, writeError("update webhook "+id, err)
+	}
+	return out, rowError(err, job.WebhookNotFound(team, id), "update webhook "+id)
+}
+
+// DeleteTeamWebhook deletes one of team's webhooks, or answers job.WebhookNotFound.
+func (s *Store) DeleteTeamWebhook(ctx context.Context, team, id string) error {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM team_webhook WHERE team = $1 AND id = $2::uuid`, team, id)
+	if err != nil {
+		return translate(fmt.Errorf("delete webhook %s: %w", id, err))
+	}
+	if tag.RowsAffected() == 0 {
+		return job.WebhookNotFound(team, id)
+	}
+	return nil
+}
