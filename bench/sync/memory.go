@@ -50,6 +50,11 @@ func (b *bench) memory(ctx context.Context, f *fleet) error {
 	}
 	b.printf("| synchronizer term, idle after its first pass (this process: also the benchmark's store and clients) | %s (RSS %s) | %.1f KiB |\n",
 		mib(heap), mib(rss), float64(heap)/1024/float64(n))
+	if size, err := b.etcdSize(ctx); err == nil {
+		b.printf("\netcd's database (the apiserver's apiserver_storage_size_bytes) holds %s with these %d CronJobs: %.1f KiB each at most, against etcd's default 2 GiB quota (the environment sets none)\n", mib(size), n, float64(size)/1024/float64(n))
+	} else {
+		b.printf("\netcd's size unknown: %v\n", err)
+	}
 	if trimmed > 0 {
 		b.printf("\nthe cache's heap with kube.Trim is %.2fx that of whole objects\n\n", float64(trimmed)/float64(whole))
 	}
@@ -147,3 +152,19 @@ func processRSS(pid int) (uint64, error) {
 }
 
 func mib(n uint64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+// etcdSize is the size of the apiserver's etcd database, from its own metrics.
+func (b *bench) etcdSize(ctx context.Context) (uint64, error) {
+	raw, err := b.admin.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		if strings.HasPrefix(line, "apiserver_storage_size_bytes{") {
+			f := strings.Fields(line)
+			v, err := strconv.ParseFloat(f[len(f)-1], 64)
+			return uint64(v), err
+		}
+	}
+	return 0, fmt.Errorf("no apiserver_storage_size_bytes in the apiserver's metrics")
+}
