@@ -56,7 +56,7 @@ func renderedFields(cj *batchv1.CronJob) any {
 			Annotations map[string]string `json:"annotations,omitempty"`
 		} `json:"metadata"`
 		Spec batchv1.CronJobSpec `json:"spec"`
-	}{Spec: cj.Spec}
+	}{Spec: LiveSpec(cj)}
 	v.Metadata.Labels = cj.Labels
 	v.Metadata.Annotations = annotations
 	b, err := json.Marshal(v)

@@ -15,6 +15,7 @@ import (
 //     (then Drifted's last rule needs them all) — when datajobs still has fields to hand
 //     over to its server-side apply manager, one marker entry says so, and the Applier reads
 //     the object's managedFields from the apiserver then (ownCreated);
+//     The spec is kept encoded (encodeSpec): read it with LiveSpec;
 //   - Job: managedFields and the pod template (ObserveExecution reads the Job's status,
 //     completions, success policy and deadline, the tracker its metadata);
 //   - Pod: everything ObserveExecution and the log reader do not read (trimPod).
@@ -25,6 +26,7 @@ func Trim(obj any) (any, error) {
 	case *batchv1.CronJob:
 		o.ManagedFields = trimManagedFields(o.ManagedFields)
 		o.Status = batchv1.CronJobStatus{}
+		encodeSpec(o)
 	case *batchv1.Job:
 		o.ManagedFields = nil
 		o.Spec.Template = corev1.PodTemplateSpec{}
@@ -83,4 +85,45 @@ func trimPod(p *corev1.Pod) *corev1.Pod {
 		out.Status.ContainerStatuses[i] = corev1.ContainerStatus{Name: s.Name, State: s.State, LastTerminationState: s.LastTerminationState}
 	}
 	return out
+}
+
+// annotationCachedSpec carries, on a CronJob in a cache of Trim only, its spec in the
+// API's protobuf encoding; the spec itself is then empty. Decoded, a CronJob's spec (its
+// containers, resource lists and the templates' label maps) is most of what a cached
+// CronJob weighs, some 6 KiB; encoded it is a fraction of that, and the synchronizer
+// reads it only where it compares it (Drifted, the adoption check), for few jobs of a
+// pass. The key is never written to the apiserver: the Applier sends rendered objects
+// and the apiserver's own, never a cached one.
+const annotationCachedSpec = "datajobs.io/cached-spec"
+
+// encodeSpec moves cj's spec into annotationCachedSpec (once: Trim is idempotent). A spec
+// that does not encode, which a decoded one always does, stays as it is.
+func encodeSpec(cj *batchv1.CronJob) {
+	if _, done := cj.Annotations[annotationCachedSpec]; done {
+		return
+	}
+	b, err := cj.Spec.Marshal()
+	if err != nil {
+		return
+	}
+	if cj.Annotations == nil {
+		cj.Annotations = map[string]string{}
+	}
+	cj.Annotations[annotationCachedSpec] = string(b)
+	cj.Spec = batchv1.CronJobSpec{}
+}
+
+// LiveSpec is the spec of a live CronJob: decoded from annotationCachedSpec when cj comes
+// from a cache of Trim, cj.Spec otherwise. Every reader of a cached CronJob's spec goes
+// through it.
+func LiveSpec(cj *batchv1.CronJob) batchv1.CronJobSpec {
+	raw, ok := cj.Annotations[annotationCachedSpec]
+	if !ok {
+		return cj.Spec
+	}
+	var spec batchv1.CronJobSpec
+	if err := spec.Unmarshal([]byte(raw)); err != nil {
+		panic("kube: decode a cached cronjob spec: " + err.Error()) // encodeSpec wrote it
+	}
+	return spec
 }

@@ -134,3 +134,21 @@ func TestTrimIsIdempotentAndKeepsWhatIsRead(t *testing.T) {
 	require.Empty(t, got.Spec.Volumes)
 	require.Empty(t, mainContainer(got).Env)
 }
+
+// A cached CronJob carries its spec encoded: LiveSpec gives back exactly what the
+// apiserver returned, and Trim of a trimmed object changes nothing more.
+func TestTrimmedCronJobKeepsItsSpecEncoded(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	rendered, _ := Render(testJob(), testDeployment(), c.cfg)
+	_, err := c.applier.Apply(t.Context(), nil, rendered)
+	require.NoError(t, err)
+	full := c.get(t, rendered.Name)
+	cached := c.cached(t, rendered.Name)
+	require.Empty(t, cached.Spec.Schedule, "the decoded spec is not kept")
+	require.Equal(t, full.Spec, LiveSpec(cached))
+	require.Equal(t, full.Spec, LiveSpec(full))
+	again, err := Trim(cached.DeepCopy())
+	require.NoError(t, err)
+	require.Equal(t, cached, again)
+}

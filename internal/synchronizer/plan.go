@@ -254,12 +254,13 @@ func planUnmanaged(p Plan, cfg kube.RenderConfig) Plan {
 	p.Rendered, p.Hash = kube.Render(*st.Job, *st.Desired, cfg)
 	if a := st.Desired.Adopted; a != nil && string(live.UID) == a.CronJobUID {
 		var imported batchv1.CronJobSpec
-		if err := json.Unmarshal(a.Spec, &imported); err != nil || !apiequality.Semantic.DeepEqual(live.Spec, imported) {
+		liveSpec := kube.LiveSpec(live)
+		if err := json.Unmarshal(a.Spec, &imported); err != nil || !apiequality.Semantic.DeepEqual(liveSpec, imported) {
 			// Someone changed it since the import: adopting would overwrite that change.
 			p.Action, p.Reason = ActionConflict, "the CronJob changed since it was imported; run datajobs import --overwrite"
 			return p
 		}
-		if !apiequality.Semantic.DeepEqual(live.Spec, p.Rendered.Spec) {
+		if !apiequality.Semantic.DeepEqual(liveSpec, p.Rendered.Spec) {
 			p.Action, p.Reason = ActionUpdate, "adopt the imported CronJob with the deployment changes made since the import"
 			return p
 		}
