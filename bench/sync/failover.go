@@ -167,6 +167,8 @@ func (b *bench) failover(ctx context.Context, n int) error {
 	if err := f.createJobs(ctx, names, 8); err != nil {
 		return err
 	}
+	leaderRSS, _ := processRSS(a.cmd.Process.Pid)
+	followerRSS, _ := processRSS(bproc.cmd.Process.Pid)
 	_, epochA, _, err := f.db.LeaseHolder(ctx, store.SyncLeaseName)
 	if err != nil {
 		return err
@@ -248,6 +250,9 @@ func (b *bench) failover(ctx context.Context, n int) error {
 		"Apply part: %s from the takeover to all %d synced (%.0f deployments/s), at client QPS/burst %s.\n",
 		secs(tLead.Sub(tStop)), secs(tLead.Sub(tKill)), secs(expires.Sub(tStop)), secs(tSynced.Sub(tLead)), n,
 		float64(n)/tSynced.Sub(tLead).Seconds(), b.limits)
+	newLeaderRSS, _ := processRSS(bproc.cmd.Process.Pid)
+	b.printf("\nRSS with %d jobs and no deployment: leader %s, follower %s; the follower once leader with %d CronJobs: %s.\n",
+		n, mib(leaderRSS), mib(followerRSS), n, mib(newLeaderRSS))
 	b.printf("\nCPU during the apply part: %s\n\n", cpu)
 	return nil
 }
