@@ -51,7 +51,7 @@ func startService(t *testing.T, wheels string) *service {
 	addr, adminAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	args := []string{
 		"serve", "--listen", addr, "--admin-listen", adminAddr, "--auth-mode", "none",
-		"--namespace", ns, "--log-format", "text", "--job-api-url", "http://" + addr,
+		"--namespace", ns, "--log-format", "text",
 		"--image-registry", os.Getenv(envRegistry) + "/" + ns, "--registry-insecure",
 		"--base-image", "3.11=" + os.Getenv(envPythonBase), "--pip-find-links", index.URL + "/",
 		// Small requests: a 2-core node runs the suite's pods side by side.
