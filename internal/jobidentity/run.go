@@ -21,14 +21,14 @@ import (
 // deleted pod's token is refused as soon as the watch sees the delete, while the pod
 // costs no apiserver request per token.
 func (v *Verifier) Run(ctx context.Context) {
-	tokens, ok := retry(ctx, v, "job_identity_discovery_failed", v.discover)
+	tokens, ok := retry(ctx, v, "read the ServiceAccount issuer", v.discover)
 	if !ok {
 		return
 	}
 	v.mu.Lock()
 	v.tokens = tokens
 	v.mu.Unlock()
-	installation, ok := retry(ctx, v, "job_identity_installation_unread", v.cfg.Installation)
+	installation, ok := retry(ctx, v, "read the installation id", v.cfg.Installation)
 	if !ok {
 		return
 	}
@@ -56,8 +56,8 @@ func (v *Verifier) Run(ctx context.Context) {
 	v.mu.Unlock()
 }
 
-// retry calls f until it succeeds or ctx ends, logging each failure.
-func retry[T any](ctx context.Context, v *Verifier, event string, f func(context.Context) (T, error)) (T, bool) {
+// retry calls f until it succeeds or ctx ends, logging each failure of step.
+func retry[T any](ctx context.Context, v *Verifier, step string, f func(context.Context) (T, error)) (T, bool) {
 	b := backoff.New(500*time.Millisecond, 30*time.Second)
 	for {
 		t, err := f(ctx)
@@ -67,7 +67,8 @@ func retry[T any](ctx context.Context, v *Verifier, event string, f func(context
 		if ctx.Err() != nil {
 			return t, false
 		}
-		v.cfg.Logger.WarnContext(ctx, event, "error", err, "retry_in", b.Next())
+		v.cfg.Logger.WarnContext(ctx, "job_identity_not_ready", "step", step, "error", err, "retry_in", b.Next(),
+			"detail", "job tokens are refused until it succeeds")
 		if !b.Wait(ctx) {
 			return t, false
 		}

@@ -34,7 +34,12 @@ func BenchmarkPropertiesByJobTokenVsPersonToken(b *testing.B) {
 			Auth: server.AuthConfig{Mode: server.AuthOIDC, OIDC: auth.OIDCConfig{IssuerURLs: []string{p.IssuerURL}, Audience: testenv.Audience, UsernameClaim: "username"}},
 		}, nil)
 	}()
-	b.Cleanup(func() { cancel(); <-done })
+	b.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Error(err)
+		}
+	})
 	base := "http://" + addr
 	person := p.ClientToken(b, "bench-bob", "team-b")
 	client := &http.Client{}
@@ -58,7 +63,9 @@ func BenchmarkPropertiesByJobTokenVsPersonToken(b *testing.B) {
 			}
 		}
 	}
-	waitFor("the server starts", func() bool { return do(person, "POST", "/data-jobs/for-team/team-b/jobs", `{"job_name":"bench-job","description":"d"}`) == http.StatusCreated })
+	waitFor("the server starts", func() bool {
+		return do(person, "POST", "/data-jobs/for-team/team-b/jobs", `{"job_name":"bench-job","description":"d"}`) == http.StatusCreated
+	})
 	props := "/data-jobs/for-team/team-b/jobs/bench-job/deployments/bench-job/properties"
 	if c := do(person, "PUT", props, `{"db":"warehouse","batch":100}`); c != http.StatusNoContent {
 		b.Fatalf("PUT properties: %d", c)

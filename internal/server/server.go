@@ -267,8 +267,10 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 	}
 	syncer := synchronizer.New(synchronizer.Config{
 		Build: builds,
-		Render: kube.RenderConfig{Namespace: cfg.Namespace, ImageRegistry: cfg.ImageRegistry, Resources: cfg.Resources, EphemeralStorageLimitBytes: cfg.JobEphemeralStorageBytes,
-			JobServiceAccount: cfg.JobServiceAccount, JobAPIURL: cfg.JobAPIURL, ActiveDeadlineSeconds: job.DefaultTimeout(cfg.Executions.MaxTimeout)},
+		Render: kube.RenderConfig{
+			Namespace: cfg.Namespace, ImageRegistry: cfg.ImageRegistry, Resources: cfg.Resources, EphemeralStorageLimitBytes: cfg.JobEphemeralStorageBytes,
+			JobServiceAccount: cfg.JobServiceAccount, JobAPIURL: cfg.JobAPIURL, ActiveDeadlineSeconds: job.DefaultTimeout(cfg.Executions.MaxTimeout),
+		},
 		Workers:            cfg.SyncWorkers,
 		ResyncInterval:     cfg.ResyncInterval,
 		DryRun:             cfg.SyncMode == SyncDryRun,
