@@ -192,6 +192,24 @@ func TestConsoleInABrowser(t *testing.T) {
 	b.waitFor(fmt.Sprintf(`document.querySelector('#logs').innerText.includes(%q)`, devenv.DefaultPodLogLine), "the pod's log line")
 	b.shot(shots, "execution")
 
+	// The team's webhooks: one added (its secret shown once), then deleted behind the
+	// confirmation.
+	b.do(chromedp.Navigate(base + "/ui/teams/team-a/webhooks"))
+	b.do(chromedp.WaitVisible(chromedp.CSS("form.stack")))
+	require.Contains(t, b.text("main"), "No webhooks")
+	b.do(chromedp.SendKeys(chromedp.CSS("#hook-name"), "on-call"))
+	b.do(chromedp.SendKeys(chromedp.CSS("#hook-url"), "https://hooks.example.com/datajobs"))
+	b.do(chromedp.Click(chromedp.CSS(`form.stack button[type="submit"]`)))
+	b.do(chromedp.WaitVisible(chromedp.CSS("#new-secret")))
+	require.Regexp(t, `^whsec_[A-Za-z0-9+/]+=*$`, strings.TrimSpace(b.text("#new-secret pre")))
+	require.Contains(t, b.text("#webhooks"), "https://hooks.example.com/datajobs")
+	b.shot(shots, "webhooks-added")
+	b.do(chromedp.Click(chromedp.CSS(`#webhooks button.danger`)))
+	b.do(chromedp.WaitVisible(chromedp.CSS("dialog#confirm")))
+	require.Contains(t, b.text("dialog#confirm"), "Delete the webhook on-call?")
+	b.do(chromedp.Click(chromedp.CSS(`dialog#confirm button[value="ok"]`)))
+	b.waitFor(`document.querySelector('#webhooks') === null && document.querySelector('#new-secret') === null && document.body.innerText.includes('No webhooks')`, "the webhook deleted, the secret gone")
+
 	// Team isolation: team-b's job is refused by address, and no search finds it.
 	b.do(chromedp.Navigate(base + "/ui/teams/team-b/jobs/payroll-of-b"))
 	b.do(chromedp.WaitVisible(chromedp.CSS(".alert.error")))
@@ -277,14 +295,20 @@ func (b *browser) do(a chromedp.Action[chromedp.Void]) {
 }
 
 // waitFor waits until the JavaScript expression is true in the page, across a
-// navigation (which ends the page's JavaScript context under a poll).
+// navigation (which ends the page's JavaScript context under a poll: "Cannot find context
+// with specified id", or "Inspected target navigated or closed" when the page navigates
+// itself, as htmx does on HX-Redirect).
 func (b *browser) waitFor(expr, what string) {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, 2*time.Minute)
 	defer cancel()
 	for {
 		_, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(100*time.Millisecond)))
-		if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "context") {
+		if err == nil {
+			return
+		}
+		navigated := strings.Contains(err.Error(), "context") || strings.Contains(err.Error(), "navigated")
+		if ctx.Err() != nil || !navigated {
 			require.NoError(b.t, err, "waiting for %s", what)
 			return
 		}

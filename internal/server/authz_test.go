@@ -33,6 +33,7 @@ type routeCase struct {
 	public            bool // no caller needed: the probes, the console's assets and sign-in
 	anyCaller         bool // a REST route that names no team: authentication only
 	filtered          bool // any caller, only its teams' rows: the jobs query, the console's list
+	ownTeam           bool // a console page of a team (not of a job): under the caller's own team it answers
 }
 
 // routeCases covers every route of the public listener: the probes, the REST API (with
@@ -97,6 +98,9 @@ var routeCases = map[string]routeCase{
 	"POST /ui/teams/{team}/jobs/{job}/delete-deployment":      {},
 	"POST /ui/teams/{team}/jobs/{job}/properties":             {},
 	"POST /ui/teams/{team}/jobs/{job}/executions/{id}/cancel": {},
+	"GET /ui/teams/{team}/webhooks":                           {ownTeam: true},
+	"POST /ui/teams/{team}/webhooks":                          {ownTeam: true},
+	"POST /ui/teams/{team}/webhooks/{id}/delete":              {},
 }
 
 // routes are the patterns the public listener serves, the routers mounted on it expanded:
@@ -224,6 +228,8 @@ func TestEveryRouteIsAuthenticatedAndKeepsTeamsApart(t *testing.T) {
 					require.Equal(t, http.StatusOK, r.status)
 				case team == "team-b":
 					assert.Equal(t, http.StatusForbidden, r.status, "%s %s", method, path)
+				case rc.ownTeam:
+					assert.Less(t, r.status, 500, "%s %s: %s", method, path, r.body)
 				default:
 					assert.Equal(t, http.StatusNotFound, r.status, "%s %s: %s", method, path, r.body)
 				}

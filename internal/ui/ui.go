@@ -53,6 +53,9 @@ type Service interface {
 	CancelExecution(ctx context.Context, team, name, id, caller string) (job.Execution, error)
 	ExecutionLogs(ctx context.Context, team, name, id string, tailLines int) (string, error)
 	RecordAudit(ctx context.Context, e job.AuditEntry) error
+	TeamWebhooks(ctx context.Context, team string) ([]job.TeamWebhook, error)
+	CreateTeamWebhook(ctx context.Context, team, by string, ch job.TeamWebhookChange) (job.TeamWebhook, error)
+	DeleteTeamWebhook(ctx context.Context, team, id string) error
 }
 
 // Plan is the synchronizer's latest decision for one job.
@@ -215,6 +218,7 @@ func (c *Console) register() {
 	const jobPath = Prefix + "teams/{team}/jobs/{job}"
 	const restJob = "/data-jobs/for-team/{team}/jobs/{job}"
 	const restDep = restJob + "/deployments/{job}"
+	const restHooks = "/data-jobs/for-team/{team}/webhooks"
 	routes := []struct {
 		pattern string
 		rule    rule
@@ -238,6 +242,10 @@ func (c *Console) register() {
 		{"POST " + jobPath + "/delete-deployment", rule{team: true, rest: "DELETE " + restDep}, c.deleteDeployment},
 		{"POST " + jobPath + "/properties", rule{team: true, rest: "PUT " + restDep + "/properties"}, c.setProperties},
 		{"POST " + jobPath + "/executions/{id}/cancel", rule{team: true, rest: "DELETE " + restJob + "/executions/{id}"}, c.cancel},
+
+		{"GET " + Prefix + "teams/{team}/webhooks", rule{team: true, rest: "GET " + restHooks}, c.webhooksPage},
+		{"POST " + Prefix + "teams/{team}/webhooks", rule{team: true, rest: "POST " + restHooks}, c.addWebhook},
+		{"POST " + Prefix + "teams/{team}/webhooks/{id}/delete", rule{team: true, rest: "DELETE " + restHooks + "/{id}"}, c.deleteWebhook},
 	}
 	for _, r := range routes {
 		c.mux.Handle(r.pattern, c.guard(r.rule, r.h))
