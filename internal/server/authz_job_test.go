@@ -21,6 +21,7 @@ import (
 var jobMay = map[string]int{
 	"GET /data-jobs/for-team/{team}/jobs/{job}/deployments/{deployment_id}/properties": http.StatusOK,
 	"PUT /data-jobs/for-team/{team}/jobs/{job}/deployments/{deployment_id}/properties": http.StatusNoContent,
+	"GET /data-jobs/for-team/{team}/jobs/{job}/deployments/{deployment_id}/secrets":    http.StatusOK,
 }
 
 // checkJobCaller is the job-token column of the all-routes test: the apiserver's token
