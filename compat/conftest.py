@@ -199,10 +199,13 @@ def serve(environment, tmp_path_factory, request, *auth_args):
     svc.kubectl("create", "namespace", namespace)
     port = free_port()
     svc.url = f"http://127.0.0.1:{port}"
+    # The keyring that encrypts secrets (docs/operations.md): one new key per service.
+    key_file = tmp_path_factory.mktemp("keys") / "secrets-keys.json"
+    subprocess.run([DATAJOBS, "secrets", "add-key", "--secrets-key-file", str(key_file)], check=True, capture_output=True)
     with open(svc.log, "w") as log:
         proc = subprocess.Popen(
             [DATAJOBS, "serve", "--listen", f"127.0.0.1:{port}", "--admin-listen", "127.0.0.1:0",
-             *auth_args, "--database-url", svc.database_url,
+             *auth_args, "--database-url", svc.database_url, "--secrets-key-file", str(key_file),
              "--kubeconfig", svc.kubeconfig, "--namespace", namespace, "--log-format", "text", *builder_flags(svc)],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 

@@ -186,6 +186,23 @@ def test_properties(vdk, service):
     assert vdk("properties", "-n", name, "-t", team, "--list", "-o", "json").json() == {}
 
 
+def test_secrets(vdk, service):
+    # The pinned vdkcli has `secrets`: the values it sets are read back through the API,
+    # and the database holds them encrypted only.
+    name, team = "compat-secrets", "compat-team"
+    vdk("create", "-n", name, "-t", team, "--cloud")
+    vdk("secrets", "-n", name, "-t", team, "--set", "db-password", "pw-9f2c41", "--set", "token", "tk-77aa10")
+    assert vdk("secrets", "-n", name, "-t", team, "--list", "-o", "json").json() == {"db-password": "pw-9f2c41", "token": "tk-77aa10"}
+    assert vdk("secrets", "-n", name, "-t", team, "--get", "token", "-o", "json").json() == {"token": "tk-77aa10"}
+    stored = service.query("SELECT s.secrets::text AS s FROM job_secrets s JOIN data_job j ON j.uid = s.job_uid WHERE j.name = %s", name)
+    assert len(stored) == 1 and "pw-9f2c41" not in stored[0]["s"] and "pw-9f2c41".encode().hex() not in stored[0]["s"]
+
+    vdk("secrets", "-n", name, "-t", team, "--delete", "db-password")
+    assert vdk("secrets", "-n", name, "-t", team, "--list", "-o", "json").json() == {"token": "tk-77aa10"}
+    r = vdk("secrets", "-n", "compat-missing", "-t", team, "--list", code=2)
+    assert "was not found" in r.output
+
+
 def test_errors_reach_the_user_as_vdk_error_bodies(vdk, service, job_dir):
     # A missing job: the sources upload answers 404 with datajobs' body, which the
     # client prints as what/why.

@@ -128,6 +128,7 @@ func TestDocumentedCombinationsAreAcceptedByTheAPIServer(t *testing.T) {
 				require.Equal(t, jobs, env["DATAJOBS_NAMESPACE"])
 				require.Equal(t, "3.11=registry.example.com/python-vdk:3.11,3.12=registry.example.com/python-vdk:3.12", env["DATAJOBS_BASE_IMAGE"])
 				require.Equal(t, "/etc/datajobs/registry/config.json", env["DATAJOBS_REGISTRY_AUTH_FILE"])
+				require.Equal(t, "/etc/datajobs/secrets/keys.json", env["DATAJOBS_SECRETS_KEY_FILE"], "the keyring Secret is mounted as the key file")
 				require.Equal(t, "https://a.example.com/simple,https://b.example.com/simple", env["DATAJOBS_PIP_EXTRA_INDEX_URL"])
 				require.Equal(t, "16", env["DATAJOBS_SYNC_WORKERS"])
 				require.Contains(t, d.Spec.Template.Spec.Containers[0].Image, "@sha256:")

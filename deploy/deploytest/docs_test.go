@@ -40,6 +40,7 @@ var dedicated = map[string]string{
 	"oidc-teams-claim":    "`auth.oidc.teamsClaim`",
 	"oidc-username-claim": "`auth.oidc.usernameClaim`",
 	"registry-auth-file":  "`builder.registryCredentials.existingSecret`",
+	"secrets-key-file":    "`secrets.existingSecret`, `secrets.secretKey`",
 }
 
 // flagSchema is the JSON schema of a config value for a flag of that pflag type.

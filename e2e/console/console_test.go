@@ -71,7 +71,8 @@ func TestConsoleInABrowser(t *testing.T) {
 	p.NewBrowserClient(t, clientID, base+"/ui/callback")
 	serve(t, dbURL, kubeconfig, ns, addr,
 		"--auth-mode", "oidc", "--oidc-issuer-url", p.IssuerURL, "--oidc-username-claim", "username",
-		"--ui-oidc-client-id", clientID, "--ui-public-url", base, "--resync-interval", "30s")
+		"--ui-oidc-client-id", clientID, "--ui-public-url", base, "--resync-interval", "30s",
+		"--secrets-key-file", testenv.SecretsKeyFile(t))
 
 	// Jobs of team-a (some deployed) and one of team-b, made through the REST API.
 	tokA, tokB := p.ClientToken(t, "bot-a", "team-a"), p.ClientToken(t, "bot-b", "team-b")

@@ -102,6 +102,9 @@ func runDevCommand(cmd *cobra.Command, serve ServeFunc, fl devFlags) (err error)
 		return err
 	}
 	if !fl.envOnly {
+		if ctx, err = withDevSecrets(ctx, env.StateDir); err != nil {
+			return err
+		}
 		return serve(withDevListen(ctx, fl.listen, fl.adminListen), env.DatabaseURL, env.Kubeconfig, out)
 	}
 	if fl.envFile != "" {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -72,6 +73,7 @@ func newServeCommand(g *globals) serveCommand {
 		c.Auth.Mode = server.AuthNone
 		// dev's webhook receivers run on the same machine.
 		c.NotificationWebhookAllowPrivate = true
+		c.Secrets.KeyFile = cmp.Or(c.Secrets.KeyFile, devSecretsKeyFile(ctx))
 		cluster, err := kube.Connect(ctx, kube.ClusterConfig{Kubeconfig: kubeconfig})
 		if err != nil {
 			return err

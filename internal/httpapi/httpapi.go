@@ -12,7 +12,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/datajobs/datajobs/internal/job"
@@ -72,6 +71,8 @@ type Config struct {
 	// Jobs authenticates the tokens of running data jobs (internal/jobidentity), in
 	// every auth mode: a job is never an admin. Nil: job tokens are not accepted.
 	Jobs JobAuthenticator
+	// Secrets serves the secrets and team OAuth credentials endpoints; nil answers 501.
+	Secrets *service.Secrets
 }
 
 // api holds what the handlers share.
@@ -162,22 +163,16 @@ func (a *api) routes() *router {
 	rt.handleFunc("GET "+execution+"/logs", memberOfTeam, a.limit(a.logReads, a.executionLogs))
 	a.webhookRoutes(rt, team)
 
-	// Endpoints of features that later releases bring.
-	later := []struct {
-		feature, methods, path string
-		rule                   rule
-	}{
-		{"secrets", "GET PUT", dep + "/secrets", memberOfTeam},
-		{"keytab", "GET", jobPath + "/keytab", memberOfTeam},
-		{"oauth credentials", "GET PUT", "/data-jobs/teams/{team}/oauth-credentials", memberOfTeam},
-		{"oauth credentials", "GET", "/data-jobs/teams/{team}/oauth-credentials/client-id", memberOfTeam},
-		{"oauth credentials", "POST", "/data-jobs/oauth-credentials/client-ids", anyCaller},
-	}
-	for _, l := range later {
-		for _, m := range strings.Fields(l.methods) {
-			rt.handle(m+" "+l.path, l.rule, a.notImplemented(l.feature))
-		}
-	}
+	// Secrets and team OAuth credentials (secrets.go); without Config.Secrets they answer
+	// 501 naming --secrets-key-file.
+	rt.handleFunc("GET "+dep+"/secrets", memberOfTeamOrTheJob, a.getSecrets)
+	rt.handleFunc("PUT "+dep+"/secrets", memberOfTeam, a.setSecrets)
+	const oauth = "/data-jobs/teams/{team}/oauth-credentials"
+	rt.handleFunc("GET "+oauth, memberOfTeam, a.getTeamOAuth)
+	rt.handleFunc("PUT "+oauth, memberOfTeam, a.putTeamOAuth)
+	rt.handleFunc("GET "+oauth+"/client-id", memberOfTeam, a.getTeamClientID)
+	rt.handleFunc("POST /data-jobs/oauth-credentials/client-ids", anyCaller, a.teamsOfClientIDs)
+	rt.handleFunc("GET "+jobPath+"/keytab", memberOfTeam, a.keytabGone)
 	return rt
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/datajobs/datajobs/internal/graphapi"
 	"github.com/datajobs/datajobs/internal/httpapi"
 	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/secrets"
 	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/testenv"
@@ -35,6 +36,8 @@ type env struct {
 	store  *store.Store
 	logs   *syncBuffer
 	client *http.Client
+	// keyFile is the keyring file of the API's secrets (secrets_test.go rotates it).
+	keyFile string
 }
 
 type options struct {
@@ -52,6 +55,8 @@ type options struct {
 	statementTimeout time.Duration
 	// webhookAllowPrivate accepts team webhook URLs on private addresses.
 	webhookAllowPrivate bool
+	// maxSecretsBytes caps a job's secrets (0: the default 1 MiB).
+	maxSecretsBytes int
 }
 
 func newEnv(t testing.TB, opts ...func(*options)) *env {
@@ -87,6 +92,10 @@ func newEnv(t testing.TB, opts ...func(*options)) *env {
 		cfg.JobsQuery, err = graphapi.New(graphapi.Config{Logger: slog.New(slog.DiscardHandler), Webhook: o.webhook}, svc)
 		require.NoError(t, err)
 	}
+	keyFile := testenv.SecretsKeyFile(t)
+	keys, err := secrets.LoadKeyring(keyFile)
+	require.NoError(t, err)
+	cfg.Secrets = service.NewSecrets(apiStore, keys, o.maxSecretsBytes)
 	h := httpapi.New(cfg, svc, logger)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -97,7 +106,7 @@ func newEnv(t testing.TB, opts ...func(*options)) *env {
 			t.Logf("server logs:\n%s", logs.buf.String())
 		}
 	})
-	return &env{t: t, url: srv.URL, dbURL: dbURL, store: st, logs: logs, client: srv.Client()}
+	return &env{t: t, url: srv.URL, dbURL: dbURL, store: st, logs: logs, client: srv.Client(), keyFile: keyFile}
 }
 
 func openStore(t testing.TB, url string) *store.Store {

@@ -21,6 +21,7 @@ import (
 var jobMay = map[string]int{
 	"GET /data-jobs/for-team/{team}/jobs/{job}/deployments/{deployment_id}/properties": http.StatusOK,
 	"PUT /data-jobs/for-team/{team}/jobs/{job}/deployments/{deployment_id}/properties": http.StatusNoContent,
+	"GET /data-jobs/for-team/{team}/jobs/{job}/deployments/{deployment_id}/secrets":    http.StatusOK,
 }
 
 // checkJobCaller is the job-token column of the all-routes test: the apiserver's token
@@ -74,6 +75,8 @@ func checkJobCaller(t *testing.T, c *caller, dbURL, ns string, patterns []string
 	r := c.do(tok, "GET", "/data-jobs/for-team/team-a/jobs/job-of-a/deployments/job-of-a/properties", "")
 	assert.Equal(t, http.StatusForbidden, r.status, "another job's properties: %s", r.body)
 	assert.JSONEq(t, `{"secret":"stolen"}`, c.must(tok, "GET", props, "", http.StatusOK), "the job wrote its own properties")
+	assert.JSONEq(t, `{"password":"of-b"}`, c.must(tok, "GET", "/data-jobs/for-team/team-b/jobs/job-of-b/deployments/release/secrets", "", http.StatusOK),
+		"the job reads its own secrets (and may not write them: 403 above)")
 
 	require.NoError(t, kc.CoreV1().Pods(ns).Delete(t.Context(), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))}))
 	require.Eventually(t, func() bool { return c.do(tok, "GET", props, "").status == http.StatusUnauthorized },

@@ -139,7 +139,8 @@ func TestEveryRouteIsAuthenticatedAndKeepsTeamsApart(t *testing.T) {
 		Auth: server.AuthConfig{Mode: server.AuthOIDC, OIDC: auth.OIDCConfig{
 			IssuerURLs: []string{p.IssuerURL}, Audience: testenv.Audience, UsernameClaim: "username", AdminTeams: []string{"platform"},
 		}},
-		UI: server.UIConfig{OIDCClientID: clientID, PublicURL: "http://" + addr},
+		UI:      server.UIConfig{OIDCClientID: clientID, PublicURL: "http://" + addr},
+		Secrets: server.SecretsConfig{KeyFile: testenv.SecretsKeyFile(t)},
 	})
 	p.NewBrowserClient(t, clientID, base+"/ui/callback")
 	require.Eventually(t, func() bool { code, _ := get(t, base+"/readyz"); return code == http.StatusOK }, 30*time.Second, 50*time.Millisecond)
@@ -151,6 +152,8 @@ func TestEveryRouteIsAuthenticatedAndKeepsTeamsApart(t *testing.T) {
 	c.must(tokB, "POST", "/data-jobs/for-team/team-b/jobs", `{"job_name":"job-of-b","description":"secret plans of b","config":{"schedule":{"schedule_cron":"15 10 * * *"}}}`, http.StatusCreated)
 	c.must(tokB, "POST", "/data-jobs/for-team/team-b/jobs/job-of-b/deployments", `{"job_version":"v1-of-b","enabled":true}`, http.StatusAccepted)
 	c.must(tokB, "PUT", "/data-jobs/for-team/team-b/jobs/job-of-b/deployments/release/properties", `{"secret":"of-b"}`, http.StatusNoContent)
+	c.must(tokB, "PUT", "/data-jobs/for-team/team-b/jobs/job-of-b/deployments/release/secrets", `{"password":"of-b"}`, http.StatusAccepted)
+	c.must(tokB, "PUT", "/data-jobs/teams/team-b/oauth-credentials", `{"clientId":"client-of-b","clientSecret":"of-b"}`, http.StatusAccepted)
 	c.must(tokB, "POST", "/data-jobs/for-team/team-b/jobs/job-of-b/sources", sources(t), http.StatusOK, "Content-Type", "application/octet-stream")
 	var exec struct {
 		ID string `json:"id"`
@@ -169,9 +172,10 @@ func TestEveryRouteIsAuthenticatedAndKeepsTeamsApart(t *testing.T) {
 	// stateOfB is everything a caller of team-b can read about its job.
 	stateOfB := func() []string {
 		var out []string
-		for _, p := range []string{"", "/deployments/release", "/deployments/release/properties", "/sources", "/executions"} {
+		for _, p := range []string{"", "/deployments/release", "/deployments/release/properties", "/deployments/release/secrets", "/sources", "/executions"} {
 			out = append(out, c.must(tokB, "GET", "/data-jobs/for-team/team-b/jobs/job-of-b"+p, "", http.StatusOK))
 		}
+		out = append(out, c.must(tokB, "GET", "/data-jobs/teams/team-b/oauth-credentials", "", http.StatusOK))
 		return append(out, c.must(tokB, "GET", "/data-jobs/for-team/team-b/webhooks", "", http.StatusOK))
 	}
 	before := stateOfB()

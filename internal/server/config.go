@@ -101,6 +101,8 @@ type Config struct {
 	// the API, and the sender's connections) reach loopback, link-local and private
 	// addresses (default false: refused; `datajobs dev` sets it).
 	NotificationWebhookAllowPrivate bool
+	// Secrets configures job secrets and team OAuth credentials (secrets.go).
+	Secrets SecretsConfig
 }
 
 // SafetyConfig holds the synchronizer's guards against a wrong database or configuration.

@@ -53,6 +53,7 @@ type app struct {
 	kubeProbe *kubeProbe
 	sync      synchronizerUnit
 	jobs      *jobidentity.Verifier
+	secrets   *service.Secrets
 	// migrated is closed once the schema is there (readiness waits for it).
 	migrated chan struct{}
 }
@@ -97,6 +98,10 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 	if err != nil {
 		return nil, err
 	}
+	secretsSvc, err := buildSecrets(cfg, db)
+	if err != nil {
+		return nil, err
+	}
 	jobsQuery, err := graphapi.New(graphapi.Config{
 		DefaultResources: svc.Config().Resources.Default, Logger: cfg.Logger, MaxExecutionTimeout: cfg.Executions.MaxTimeout,
 		Timeout: cfg.Requests.GraphQLTimeout, DisableIntrospection: cfg.Requests.DisableGraphQLIntrospection,
@@ -114,7 +119,7 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 	if err != nil {
 		return nil, err
 	}
-	a = &app{cfg: cfg, db: db, sync: syncUnit, jobs: jobs, migrated: make(chan struct{}), kubeProbe: newKubeProbe(cluster.Ping, 10*time.Second, registry)}
+	a = &app{cfg: cfg, db: db, sync: syncUnit, jobs: jobs, secrets: secretsSvc, migrated: make(chan struct{}), kubeProbe: newKubeProbe(cluster.Ping, 10*time.Second, registry)}
 	health := &health{db: db, migrated: a.migrated, kube: a.kubeProbe, sync: syncUnit.state, log: cfg.Logger}
 	health.safety.syncer.Store(syncUnit.syncer)
 
@@ -129,7 +134,7 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 		MaxUploadsPerCaller: cfg.Requests.MaxUploadsPerCaller, MaxDownloadsPerCaller: cfg.Requests.MaxDownloadsPerCaller,
 		LogReads: logReads, LogTailLines: cfg.Requests.LogTailLines, MinTransferRate: cfg.Requests.MinTransferRate,
 		RequestTimeout: cfg.Requests.RequestTimeout, TransferTimeout: cfg.Requests.TransferTimeout,
-		Metrics: httpapi.NewMetrics(registry),
+		Metrics: httpapi.NewMetrics(registry), Secrets: secretsSvc,
 	}, svc, cfg.Logger)
 	a.public = mux(publicRoutes(health, console, api))
 	a.admin = mux(adminRoutes(health, promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}),
@@ -171,7 +176,7 @@ func (a *app) serve(ctx context.Context, ready chan<- net.Addr) error {
 	background, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
-	serveErr := make(chan error, 2)
+	serveErr := make(chan error, 3)
 	for s, l := range map[*http.Server]net.Listener{srv: ln, adminSrv: adminLn} {
 		wg.Go(func() {
 			if err := s.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -186,6 +191,11 @@ func (a *app) serve(ctx context.Context, ready chan<- net.Addr) error {
 	// starts once the schema is there.
 	wg.Go(func() {
 		if err := migrateWithRetry(background, a.db, cfg); err != nil {
+			return
+		}
+		// A database whose secrets this key file cannot open is refused, not served.
+		if err := a.secrets.CheckKeys(background); err != nil {
+			serveErr <- err
 			return
 		}
 		close(a.migrated)

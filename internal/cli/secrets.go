@@ -1,0 +1,81 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/datajobs/datajobs/internal/secrets"
+	"github.com/datajobs/datajobs/internal/server"
+	"github.com/datajobs/datajobs/internal/service"
+)
+
+// registerSecretsFlags: job secrets and team OAuth credentials (issue 26, docs/operations.md).
+func registerSecretsFlags(f *pflag.FlagSet, cfg *server.Config) {
+	f.StringVar(&cfg.Secrets.KeyFile, "secrets-key-file", "", "keyring file whose newest key encrypts the data keys of secrets (required in auth mode oidc; `datajobs secrets add-key` makes one)")
+	f.IntVar(&cfg.Secrets.MaxBytes, "max-secrets-bytes", service.DefaultMaxSecretsBytes, "largest serialized secrets object of one job; more get 413")
+}
+
+// newSecretsCommand is `datajobs secrets`: the keyring's keys and their rotation.
+func newSecretsCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "secrets", Short: "Manage the keys that encrypt secrets (docs/operations.md)", Args: cobra.NoArgs}
+	cmd.AddCommand(newSecretsAddKeyCommand(g), newSecretsRotateCommand(g))
+	return cmd
+}
+
+func newSecretsAddKeyCommand(g *globals) *cobra.Command {
+	var keyFile string
+	cmd := &cobra.Command{
+		Use:   "add-key",
+		Short: "Append a new random key to the keyring file (created, mode 0600, if missing); it becomes the newest",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if keyFile == "" {
+				return fmt.Errorf("--secrets-key-file is required")
+			}
+			id, err := secrets.AddKey(keyFile)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "added key %s to %s; run `datajobs secrets rotate` to re-encrypt the data keys under it\n", id, keyFile)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&keyFile, "secrets-key-file", "", "keyring file (required)")
+	return cmd
+}
+
+func newSecretsRotateCommand(g *globals) *cobra.Command {
+	var keyFile, databaseURL string
+	cmd := &cobra.Command{
+		Use:   "rotate",
+		Short: "Re-encrypt every data key under the keyring file's newest key, online",
+		Long: "Re-encrypts every data key (of job secrets and team OAuth credentials) under the newest key of the keyring file, one row at a time, while the service runs. " +
+			"Once it reports success, no data key depends on an older key: remove the older keys from the file (docs/operations.md).",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if keyFile == "" {
+				return fmt.Errorf("--secrets-key-file is required")
+			}
+			keys, err := secrets.LoadKeyring(keyFile)
+			if err != nil {
+				return err
+			}
+			db, err := openStore(cmd.Context(), databaseURL)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			n, err := service.NewSecrets(db, keys, 0).Rotate(cmd.Context())
+			if err != nil {
+				return fmt.Errorf("rotate (%d data keys re-encrypted before the failure): %w", n, err)
+			}
+			fmt.Fprintf(g.stdout, "re-encrypted %d data keys under key %s\n", n, keys.Newest())
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&keyFile, "secrets-key-file", "", "keyring file (required)")
+	cmd.Flags().StringVar(&databaseURL, "database-url", "", "PostgreSQL connection URL (required)")
+	return cmd
+}

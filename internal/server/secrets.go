@@ -1,0 +1,36 @@
+package server
+
+import (
+	"errors"
+
+	"github.com/datajobs/datajobs/internal/secrets"
+	"github.com/datajobs/datajobs/internal/service"
+	"github.com/datajobs/datajobs/internal/store"
+)
+
+// SecretsConfig configures job secrets and team OAuth credentials (docs/operations.md).
+type SecretsConfig struct {
+	// KeyFile is the keyring file whose keys wrap the data keys of secrets
+	// (--secrets-key-file). Required in auth mode oidc; without it (auth mode none) the
+	// secrets endpoints answer 501.
+	KeyFile string
+	// MaxBytes caps a job's secrets, serialized (--max-secrets-bytes, default 1 MiB as VDK).
+	MaxBytes int
+}
+
+// buildSecrets loads the keyring and returns the secrets use cases. A server that checks
+// callers (auth mode oidc) refuses to start without a key file: its secrets would have
+// nothing to encrypt them.
+func buildSecrets(cfg Config, db *store.Store) (*service.Secrets, error) {
+	if cfg.Secrets.KeyFile == "" {
+		if cfg.Auth.Mode == AuthOIDC {
+			return nil, errors.New("the secrets key file is required in auth mode oidc (--secrets-key-file or DATAJOBS_SECRETS_KEY_FILE; create one with `datajobs secrets add-key --secrets-key-file FILE`, docs/operations.md)")
+		}
+		return service.NewSecrets(db, nil, cfg.Secrets.MaxBytes), nil
+	}
+	keys, err := secrets.LoadKeyring(cfg.Secrets.KeyFile)
+	if err != nil {
+		return nil, err
+	}
+	return service.NewSecrets(db, keys, cfg.Secrets.MaxBytes), nil
+}

@@ -1,0 +1,154 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/secrets"
+)
+
+// TeamOAuthChannel is the NOTIFY channel of team OAuth credential changes (the payload is
+// the team): the synchronizer writes the team's Kubernetes Secret.
+const TeamOAuthChannel = "datajobs_team_oauth"
+
+// JobSecrets returns the UID of the job name of team and the envelope of its secrets, nil
+// when none were ever set.
+func (s *Store) JobSecrets(ctx context.Context, team, name string) (string, *secrets.Envelope, error) {
+	const q = `
+SELECT j.uid::text, s.key_id, s.data_key, s.secrets
+FROM data_job j LEFT JOIN job_secrets s ON s.job_uid = j.uid
+WHERE j.name = $1 AND j.team = $2`
+	var uid string
+	var keyID *string
+	var env secrets.Envelope
+	err := s.pool.QueryRow(ctx, q, name, team).Scan(&uid, &keyID, &env.WrappedKey, &env.Sealed)
+	if err != nil {
+		return "", nil, rowError(err, job.JobNotFound(team, name), "get secrets of "+name)
+	}
+	if keyID == nil {
+		return uid, nil, nil
+	}
+	env.KeyID = *keyID
+	return uid, &env, nil
+}
+
+// ReplaceJobSecrets replaces the secrets of the job name of team with what seal returns,
+// given the job's UID and its current envelope (nil when none): both under the job's row
+// lock, so two replaces never interleave. Secrets do not affect the CronJob: no generation
+// bump, no notification.
+func (s *Store) ReplaceJobSecrets(ctx context.Context, team, name, by string, seal func(uid string, cur *secrets.Envelope) (secrets.Envelope, error)) error {
+	return s.InTx(ctx, func(tx Tx) error {
+		j, err := lockJob(ctx, tx, team, name)
+		if err != nil {
+			return err
+		}
+		var cur *secrets.Envelope
+		var env secrets.Envelope
+		err = tx.QueryRow(ctx, `SELECT key_id, data_key, secrets FROM job_secrets WHERE job_uid = $1`, j.UID).Scan(&env.KeyID, &env.WrappedKey, &env.Sealed)
+		switch {
+		case err == nil:
+			cur = &env
+		case !errors.Is(err, pgx.ErrNoRows):
+			return fmt.Errorf("read secrets of %s: %w", name, err)
+		}
+		next, err := seal(j.UID, cur)
+		if err != nil {
+			return err
+		}
+		const q = `
+INSERT INTO job_secrets (job_uid, key_id, data_key, secrets, updated_by) VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (job_uid) DO UPDATE SET key_id = excluded.key_id, data_key = excluded.data_key,
+	secrets = excluded.secrets, updated_by = excluded.updated_by, updated_at = now()`
+		if _, err := tx.Exec(ctx, q, j.UID, next.KeyID, next.WrappedKey, next.Sealed, by); err != nil {
+			return writeError("set secrets of "+name, err)
+		}
+		return nil
+	})
+}
+
+// envelopeTables are the tables that hold envelopes: the owner's expression, the key
+// column, the sealed column. They are constants, never input: the only SQL here built
+// with Sprintf, so that rotation and the start-up check are written once for both.
+var envelopeTables = []struct{ table, owner, key, sealed string }{
+	{"job_secrets", `'job:' || job_uid::text`, "job_uid", "secrets"},
+	{"team_oauth_credentials", `'team:' || team`, "team", "client_secret"},
+}
+
+// EnvelopeSamples returns one envelope of every keyring key id the database uses, so that
+// the start-up can check that the keyring opens them all.
+func (s *Store) EnvelopeSamples(ctx context.Context) ([]secrets.Owned, error) {
+	var out []secrets.Owned
+	for _, t := range envelopeTables {
+		q := fmt.Sprintf(`SELECT DISTINCT ON (key_id) %s, key_id, data_key, %s FROM %s ORDER BY key_id`, t.owner, t.sealed, t.table)
+		rows, err := s.pool.Query(ctx, q)
+		if err != nil {
+			return nil, fmt.Errorf("read the key ids of %s: %w", t.table, err)
+		}
+		envs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (secrets.Owned, error) {
+			var e secrets.Owned
+			return e, r.Scan(&e.Owner, &e.KeyID, &e.WrappedKey, &e.Sealed)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read the key ids of %s: %w", t.table, err)
+		}
+		out = append(out, envs...)
+	}
+	return out, nil
+}
+
+// RewrapEnvelopes gives every envelope whose key id is not newest to rewrap, one row per
+// transaction under the row's lock (a concurrent replace waits for it, and the API stays
+// up), and stores what rewrap returns. It returns how many it rewrapped.
+func (s *Store) RewrapEnvelopes(ctx context.Context, newest string, rewrap func(secrets.Owned) (secrets.Envelope, error)) (int, error) {
+	n := 0
+	for _, t := range envelopeTables {
+		rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT %s::text FROM %s WHERE key_id <> $1`, t.key, t.table), newest)
+		if err != nil {
+			return n, fmt.Errorf("list the data keys of %s: %w", t.table, err)
+		}
+		keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return n, fmt.Errorf("list the data keys of %s: %w", t.table, err)
+		}
+		for _, key := range keys {
+			done, err := s.rewrapOne(ctx, t.table, t.owner, t.key, t.sealed, key, newest, rewrap)
+			if err != nil {
+				return n, err
+			}
+			if done {
+				n++
+			}
+		}
+	}
+	return n, nil
+}
+
+func (s *Store) rewrapOne(ctx context.Context, table, owner, keyCol, sealedCol, key, newest string, rewrap func(secrets.Owned) (secrets.Envelope, error)) (bool, error) {
+	done := false
+	err := s.InTx(ctx, func(tx Tx) error {
+		var e secrets.Owned
+		q := fmt.Sprintf(`SELECT %s, key_id, data_key, %s FROM %s WHERE %s = $1 AND key_id <> $2 FOR UPDATE`, owner, sealedCol, table, keyCol)
+		err := tx.QueryRow(ctx, q, key, newest).Scan(&e.Owner, &e.KeyID, &e.WrappedKey, &e.Sealed)
+		if errors.Is(err, pgx.ErrNoRows) { // deleted, or rewrapped by another writer since
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read a data key of %s: %w", table, err)
+		}
+		next, err := rewrap(e)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", table, e.Owner, err)
+		}
+		q = fmt.Sprintf(`UPDATE %s SET key_id = $2, data_key = $3 WHERE %s = $1`, table, keyCol)
+		if _, err := tx.Exec(ctx, q, key, next.KeyID, next.WrappedKey); err != nil {
+			return fmt.Errorf("write a data key of %s: %w", table, err)
+		}
+		done = true
+		return nil
+	})
+	return done, err
+}
