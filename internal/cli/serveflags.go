@@ -28,6 +28,7 @@ func registerServeFlags(f *pflag.FlagSet, cfg *server.Config, v *serveFlagVars) 
 	registerAuthFlags(f, cfg, v)
 	registerUIFlags(f, cfg)
 	registerSafetyFlags(f, cfg)
+	registerNotificationFlags(f, cfg)
 }
 
 // registerCoreFlags: the service: listeners, database, cluster, synchronizer, python versions and sources.

@@ -101,6 +101,10 @@ type Config struct {
 	// the API, and the sender's connections) reach loopback, link-local and private
 	// addresses (default false: refused; `datajobs dev` sets it).
 	NotificationWebhookAllowPrivate bool
+
+	// Notifications configures e-mail delivery of the notifications outbox (notify.go,
+	// docs/notifications.md).
+	Notifications NotificationsConfig
 }
 
 // SafetyConfig holds the synchronizer's guards against a wrong database or configuration.
