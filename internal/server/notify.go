@@ -11,6 +11,7 @@ import (
 
 	"github.com/datajobs/datajobs/internal/notify"
 	"github.com/datajobs/datajobs/internal/notify/email"
+	"github.com/datajobs/datajobs/internal/notify/webhook"
 	"github.com/datajobs/datajobs/internal/store"
 )
 
@@ -31,6 +32,11 @@ type NotificationsConfig struct {
 	RateLimit int
 	// RateWindow is the rate limit's period (default 1h).
 	RateWindow time.Duration
+	// WebhookURL is the platform-wide webhook every event goes to (default none).
+	WebhookURL string
+	// WebhookSecretFile holds its Standard Webhooks secret, "whsec_<base64>" (required
+	// with WebhookURL).
+	WebhookSecretFile string
 }
 
 // newDispatcher builds the leader's notification dispatcher, with the channels the
@@ -53,11 +59,41 @@ func newDispatcher(cfg Config, db *store.Store, reg prometheus.Registerer) (*not
 		}
 		channels[notify.ChannelEmail] = sender
 	}
+	hooks, err := newWebhooks(cfg, db)
+	if err != nil {
+		return nil, err
+	}
+	channels[notify.ChannelWebhook] = hooks
 	return notify.New(notify.Config{
-		Channels: channels, MaxAge: n.MaxAge,
+		Channels: channels, Targets: hooks.Targets, MaxAge: n.MaxAge,
 		RateLimit:  notify.RateLimit{Messages: n.RateLimit, Window: n.RateWindow},
 		ConsoleURL: cfg.UI.PublicURL, Logger: cfg.Logger, Metrics: notify.NewMetrics(reg),
 	}, db), nil
+}
+
+// newWebhooks builds the webhook channel: the teams' webhooks and the platform-wide one.
+func newWebhooks(cfg Config, db *store.Store) (*notify.Webhooks, error) {
+	n := cfg.Notifications
+	w := &notify.Webhooks{Sender: webhook.NewSender(webhook.Config{AllowPrivate: cfg.NotificationWebhookAllowPrivate}), Store: db}
+	if n.WebhookURL == "" {
+		return w, nil
+	}
+	if n.WebhookSecretFile == "" {
+		return nil, fmt.Errorf("--notification-webhook-url needs --notification-webhook-secret-file (its Standard Webhooks signing secret)")
+	}
+	b, err := os.ReadFile(n.WebhookSecretFile)
+	if err != nil {
+		return nil, fmt.Errorf("notification webhook secret file: %w", err)
+	}
+	secret, err := notify.ParseSecret(string(b))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := webhook.ParseURL(n.WebhookURL, cfg.NotificationWebhookAllowPrivate); err != nil {
+		return nil, fmt.Errorf("--notification-webhook-url: %w", err)
+	}
+	w.Platform = webhook.Endpoint{URL: n.WebhookURL, Secret: secret, Format: webhook.FormatStandard}
+	return w, nil
 }
 
 // notificationsState is the notifications' part of the /healthz detail: the channels
