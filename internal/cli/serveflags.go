@@ -29,6 +29,7 @@ func registerServeFlags(f *pflag.FlagSet, cfg *server.Config, v *serveFlagVars) 
 	registerUIFlags(f, cfg)
 	registerSafetyFlags(f, cfg)
 	registerSecretsFlags(f, cfg)
+	registerNotificationFlags(f, cfg)
 }
 
 // registerCoreFlags: the service: listeners, database, cluster, synchronizer, python versions and sources.

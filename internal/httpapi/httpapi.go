@@ -148,6 +148,7 @@ func (a *api) routes() *router {
 		"application/octet-stream", "application/zip", "application/x-zip-compressed")
 	rt.handleFunc("GET "+jobPath+"/sources", memberOfTeam, a.limit(a.downloads, a.downloadSources))
 	rt.handleFunc("DELETE "+jobPath+"/sources", memberOfTeam, a.deleteSources)
+	rt.handleFunc("GET "+jobPath+"/notifications", memberOfTeam, a.listNotifications)
 
 	if a.cfg.JobsQuery != nil {
 		rt.handle("GET "+team+"/jobs", callersTeamsOnly, a.cfg.JobsQuery)

@@ -12,6 +12,7 @@ import (
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/notify"
 	"github.com/datajobs/datajobs/internal/notify/email"
+	"github.com/datajobs/datajobs/internal/notify/webhook"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/testenv"
 )
@@ -174,4 +175,36 @@ func TestAJobFailingEveryMinuteSendsADigestNotAMailPerRun(t *testing.T) {
 	f.advance(24 * time.Hour)
 	f.pass()
 	require.Len(t, f.mails(), 6, "nothing is sent twice")
+}
+
+// A team's webhook answering 500 and then 200 gets the event twice under one webhook-id,
+// each signature verified by a receiver using the Standard Webhooks library, and never a
+// third time once it answered 200.
+func TestAWebhookAnswering500Then200GetsTheEventOnceSigned(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, notify.RateLimit{}, "", job.Contacts{})
+	key, err := webhook.GenerateSecret()
+	require.NoError(t, err)
+	url, received := testenv.StartWebhookReceiver(t, webhook.EncodeSecret(key), "500,200")
+	_, err = f.db.CreateTeamWebhook(t.Context(), job.TeamWebhook{
+		Team: "team-a", Name: "ops", URL: url, Format: webhook.FormatStandard, Events: job.WebhookEvents, Secret: key, CreatedBy: "me",
+	})
+	require.NoError(t, err)
+	hooks := &notify.Webhooks{Sender: webhook.NewSender(webhook.Config{AllowPrivate: true}), Store: f.db}
+	f.d = notify.New(notify.Config{
+		Channels: map[string]notify.Channel{notify.ChannelWebhook: hooks}, Targets: hooks.Targets,
+		RetryBase: time.Second, Now: func() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.now },
+	}, f.db)
+	f.finish("nightly-load-1", job.ExecUserError, "exit 1", "boom\n")
+	for range 4 {
+		f.pass()
+		f.advance(time.Minute)
+	}
+	got := received()
+	require.Len(t, got, 2)
+	require.Equal(t, []int{500, 200}, []int{got[0].Status, got[1].Status})
+	require.True(t, got[0].Verified && got[1].Verified, "signed as Standard Webhooks specify: %+v", got)
+	require.Equal(t, got[0].ID, got[1].ID, "one webhook-id for both attempts")
+	require.Contains(t, got[1].Body, `"execution_user_error"`)
+	require.Contains(t, got[1].Body, `"nightly-load"`)
 }

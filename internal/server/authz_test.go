@@ -72,6 +72,7 @@ var routeCases = map[string]routeCase{
 	"POST /data-jobs/for-team/{team}/jobs/{job}/sources":                                                   {body: "PK\x05\x06" + strings.Repeat("\x00", 18), contentType: "application/octet-stream"},
 	"GET /data-jobs/for-team/{team}/jobs/{job}/sources":                                                    {},
 	"DELETE /data-jobs/for-team/{team}/jobs/{job}/sources":                                                 {},
+	"GET /data-jobs/for-team/{team}/jobs/{job}/notifications":                                              {},
 	"GET /data-jobs/for-team/{team}/webhooks":                                                              {},
 	"POST /data-jobs/for-team/{team}/webhooks":                                                             {body: `{"name":"planted","url":"https://evil.example.com/"}`},
 	"GET /data-jobs/for-team/{team}/webhooks/{webhook_id}":                                                 {},

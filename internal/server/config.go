@@ -103,6 +103,10 @@ type Config struct {
 	NotificationWebhookAllowPrivate bool
 	// Secrets configures job secrets and team OAuth credentials (secrets.go).
 	Secrets SecretsConfig
+
+	// Notifications configures e-mail delivery of the notifications outbox (notify.go,
+	// docs/notifications.md).
+	Notifications NotificationsConfig
 }
 
 // SafetyConfig holds the synchronizer's guards against a wrong database or configuration.

@@ -52,17 +52,22 @@ func logReader(cfg Config, cluster *kube.Cluster) *kube.LogReader {
 	return kube.NewLogReader(cluster.Client, cfg.Namespace, kube.LogConfig{MaxBytes: cmp.Or(cfg.Executions.LogBytes, synchronizer.DefaultExecutionLogBytes) * 4})
 }
 
-// leaderStages runs the synchronizer and, when not nil, the execution stage for one
-// leadership term, and returns when both have stopped (the first error ends the term).
-func leaderStages(ctx context.Context, epoch int64, syncer *synchronizer.Synchronizer, execs *synchronizer.Executions) error {
-	if execs == nil {
+// leaderStages runs the synchronizer and, when not nil, the execution stage, and the
+// other stages (the notification dispatcher), for one leadership term, and returns when
+// all have stopped (the first error ends the term).
+func leaderStages(ctx context.Context, epoch int64, syncer *synchronizer.Synchronizer, execs *synchronizer.Executions, others ...func(context.Context, int64) error) error {
+	stages := append([]func(context.Context, int64) error{syncer.Run}, others...)
+	if execs != nil {
+		stages = append(stages, execs.Run)
+	}
+	if len(stages) == 1 {
 		return syncer.Run(ctx, epoch)
 	}
-	// The first to return ends the term for both.
+	// The first to return ends the term for all.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var g errgroup.Group
-	for _, run := range []func(context.Context, int64) error{syncer.Run, execs.Run} {
+	for _, run := range stages {
 		g.Go(func() error {
 			defer cancel()
 			return run(ctx, epoch)

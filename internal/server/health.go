@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/datajobs/datajobs/internal/notify"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/synchronizer"
 )
@@ -25,6 +26,8 @@ type health struct {
 	kube     *kubeProbe
 	sync     func() syncState
 	safety   syncSafety
+	// notify is the notification dispatcher (nil when this process has none).
+	notify *notify.Dispatcher
 	// log receives the readiness checks' failures (nil: none are logged).
 	log *slog.Logger
 
@@ -63,6 +66,10 @@ func (h *health) live(w http.ResponseWriter, _ *http.Request, withErrors bool) {
 	st := h.sync()
 	st.Refusals = h.safety.detail()
 	detail := map[string]any{"kubernetes": kube, "sync": st}
+	if failing := notificationsState(h.notify, withErrors); len(failing) > 0 {
+		// The channels whose last delivery failed (the leader's: only it delivers).
+		detail["notifications_failing"] = failing
+	}
 	if !checked.IsZero() {
 		detail["kubernetes_checked_at"] = checked.UTC().Format(time.RFC3339)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/datajobs/datajobs/internal/jobidentity"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/leader"
+	"github.com/datajobs/datajobs/internal/notify"
 	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/synchronizer"
@@ -120,7 +121,7 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 		return nil, err
 	}
 	a = &app{cfg: cfg, db: db, sync: syncUnit, jobs: jobs, secrets: secretsSvc, migrated: make(chan struct{}), kubeProbe: newKubeProbe(cluster.Ping, 10*time.Second, registry)}
-	health := &health{db: db, migrated: a.migrated, kube: a.kubeProbe, sync: syncUnit.state, log: cfg.Logger}
+	health := &health{db: db, migrated: a.migrated, kube: a.kubeProbe, sync: syncUnit.state, notify: syncUnit.notify, log: cfg.Logger}
 	health.safety.syncer.Store(syncUnit.syncer)
 
 	logReads := httpapi.NewLogReadSlots(cfg.Requests.MaxConcurrentLogReads, cfg.Requests.MaxLogReadsPerCaller)
@@ -261,6 +262,8 @@ type synchronizerUnit struct {
 	syncer *synchronizer.Synchronizer
 	// state is its part of the /healthz detail.
 	state func() syncState
+	// notify is the leader's notification dispatcher, nil unless the mode is on.
+	notify *notify.Dispatcher
 }
 
 // newSynchronizer returns what runs the synchronizer in this process until ctx ends: under
@@ -291,14 +294,22 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 		Logger:             cfg.Logger,
 		Metrics:            synchronizer.NewMetrics(reg),
 	}, db, cluster.Client, nil)
-	var execs *synchronizer.Executions
+	var (
+		execs      *synchronizer.Executions
+		others     []func(context.Context, int64) error
+		dispatcher *notify.Dispatcher
+	)
 	if cfg.SyncMode == SyncOn {
 		execs = newExecutions(cfg, db, cluster, reg)
+		if dispatcher, err = newDispatcher(cfg, db, reg); err != nil {
+			return synchronizerUnit{}, err
+		}
+		others = append(others, runDispatcher(dispatcher))
 	}
 	run := func(ctx context.Context, epoch int64) {
 		b := backoff.New(time.Second, 30*time.Second)
 		for ctx.Err() == nil {
-			err := leaderStages(ctx, epoch, syncer, execs)
+			err := leaderStages(ctx, epoch, syncer, execs, others...)
 			if ctx.Err() != nil {
 				return
 			}
@@ -334,7 +345,7 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 				cfg.Logger.WarnContext(ctx, "leader_release_failed", "error", err)
 			}
 		},
-		syncer: syncer,
-		state:  func() syncState { return syncState{Mode: cfg.SyncMode, Leader: elector.IsLeader()} },
+		syncer: syncer, notify: dispatcher,
+		state: func() syncState { return syncState{Mode: cfg.SyncMode, Leader: elector.IsLeader()} },
 	}, nil
 }

@@ -10,6 +10,7 @@ import (
 type Store interface {
 	CreateJob(ctx context.Context, j job.Job) (job.Job, error)
 	GetJob(ctx context.Context, team, name string) (job.Job, error)
+	JobNotifications(ctx context.Context, team, name string, limit int) ([]job.NotificationEvent, map[int64][]job.NotificationDelivery, error)
 	UpdateJob(ctx context.Context, team, name string, update job.JobUpdate) (job.Job, error)
 	DeleteJob(ctx context.Context, team, name string) error
 	ListJobs(ctx context.Context, r job.ListRequest, nextRuns map[string]int64) (job.ListPage, error)

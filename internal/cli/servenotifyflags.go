@@ -1,0 +1,23 @@
+package cli
+
+import (
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/datajobs/datajobs/internal/server"
+)
+
+// registerNotificationFlags: e-mail notifications of deploys and runs (issue 25,
+// docs/notifications.md).
+func registerNotificationFlags(f *pflag.FlagSet, cfg *server.Config) {
+	n := &cfg.Notifications
+	f.StringVar(&n.SMTPURL, "smtp-url", "", "mail server of the notifications, smtp://[user[:password]@]host[:port] (STARTTLS when offered) or smtps://… (implicit TLS); empty: no e-mail is sent")
+	f.StringVar(&n.SMTPPasswordFile, "smtp-password-file", "", "file holding the SMTP password (replaces the URL's; keeps it out of the process listing)")
+	f.StringVar(&n.SMTPFrom, "smtp-from", "", "sender address of the notification mails (required with --smtp-url)")
+	f.DurationVar(&n.MaxAge, "notification-max-age", 24*time.Hour, "how long a notification is retried before it is marked failed")
+	f.IntVar(&n.RateLimit, "notification-rate-limit", 10, "most e-mails per recipient per --notification-rate-window; more go as one digest (negative: no limit)")
+	f.DurationVar(&n.RateWindow, "notification-rate-window", time.Hour, "period of --notification-rate-limit")
+	f.StringVar(&n.WebhookURL, "notification-webhook-url", "", "platform-wide webhook every notification event goes to (Standard Webhooks, signed)")
+	f.StringVar(&n.WebhookSecretFile, "notification-webhook-secret-file", "", "file holding that webhook's signing secret, whsec_<base64> (required with --notification-webhook-url)")
+}

@@ -1,0 +1,120 @@
+package notify
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/notify/webhook"
+)
+
+// The webhook channel's recipients: a team webhook by id, or the platform-wide one.
+const (
+	teamWebhookPrefix = "team-webhook:"
+	platformWebhook   = "platform"
+)
+
+// WebhookStore reads a team's webhooks (internal/store).
+type WebhookStore interface {
+	TeamWebhooks(ctx context.Context, team string) ([]job.TeamWebhook, error)
+}
+
+// Webhooks is the webhook channel: every event goes to each of its team's webhooks that
+// wants it, and to the platform-wide webhook when one is configured.
+type Webhooks struct {
+	Sender *webhook.Sender
+	Store  WebhookStore
+	// Platform is the platform-wide webhook (--notification-webhook-url); URL "" for none.
+	Platform webhook.Endpoint
+}
+
+// ParseSecret reads a Standard Webhooks secret, "whsec_<base64>" (the prefix optional).
+func ParseSecret(s string) ([]byte, error) {
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(strings.TrimSpace(s), "whsec_"))
+	if err != nil {
+		return nil, fmt.Errorf("webhook secret: %w", err)
+	}
+	return key, nil
+}
+
+// Targets are the webhook recipients of e (Config.Targets).
+func (w *Webhooks) Targets(ctx context.Context, e job.NotificationEvent) ([]job.NotificationTarget, error) {
+	var out []job.NotificationTarget
+	if w.Platform.URL != "" {
+		out = append(out, job.NotificationTarget{Channel: ChannelWebhook, Recipient: platformWebhook})
+	}
+	hooks, err := w.Store.TeamWebhooks(ctx, e.Team)
+	if err != nil {
+		return nil, err
+	}
+	status := statusOf(e)
+	for _, h := range hooks {
+		if h.Wants(e.Kind, status) {
+			out = append(out, job.NotificationTarget{Channel: ChannelWebhook, Recipient: teamWebhookPrefix + h.ID})
+		}
+	}
+	return out, nil
+}
+
+// Deliver sends d (one event: the rate limit and its digests are e-mail's) to its webhook.
+// A team webhook deleted since the event is a permanent failure.
+func (w *Webhooks) Deliver(ctx context.Context, d Delivery) error {
+	e := d.Events[0]
+	endpoint, err := w.endpoint(ctx, e.Team, d.Recipient)
+	if err != nil {
+		return err
+	}
+	data, err := webhookData(e)
+	if err != nil {
+		return Permanent(err)
+	}
+	err = w.Sender.Send(ctx, endpoint, webhook.Message{
+		ID: d.ID, Type: job.WebhookEventOf(e.Kind, statusOf(e)), Timestamp: e.CreatedAt, Payload: data, Text: d.Subject + "\n\n" + d.Text,
+	})
+	if webhook.IsPermanent(err) {
+		return Permanent(err)
+	}
+	return err
+}
+
+func (w *Webhooks) endpoint(ctx context.Context, team, recipient string) (webhook.Endpoint, error) {
+	if recipient == platformWebhook {
+		return w.Platform, nil
+	}
+	id := strings.TrimPrefix(recipient, teamWebhookPrefix)
+	hooks, err := w.Store.TeamWebhooks(ctx, team)
+	if err != nil {
+		return webhook.Endpoint{}, err
+	}
+	for _, h := range hooks {
+		if h.ID == id {
+			if h.SecretKeyID != "" {
+				return webhook.Endpoint{}, fmt.Errorf("webhook %s: its secret is encrypted with key %s, which this dispatcher cannot read", h.Name, h.SecretKeyID)
+			}
+			return webhook.Endpoint{URL: h.URL, Secret: h.Secret, Format: h.Format}, nil
+		}
+	}
+	return webhook.Endpoint{}, Permanent(fmt.Errorf("webhook %s of team %s was deleted", id, team))
+}
+
+// statusOf is the status in an event's payload ("" when it has none).
+func statusOf(e job.NotificationEvent) string {
+	var p struct {
+		Status string `json:"status"`
+	}
+	_ = json.Unmarshal(e.Payload, &p)
+	return p.Status
+}
+
+// webhookData is the body's data: the event's payload with its job, team and kind.
+func webhookData(e job.NotificationEvent) (json.RawMessage, error) {
+	data := map[string]any{}
+	if err := json.Unmarshal(e.Payload, &data); err != nil {
+		return nil, fmt.Errorf("event %d payload: %w", e.ID, err)
+	}
+	data["job_name"], data["team"], data["event"] = e.JobName, e.Team, e.Kind
+	return json.Marshal(data)
+}
