@@ -131,4 +131,5 @@ func registerSafetyFlags(f *pflag.FlagSet, cfg *server.Config) {
 	f.DurationVar(&cfg.Safety.DBStatementTimeout, "db-statement-timeout", 30*time.Second, "longest a database statement of the main pool may run")
 	f.BoolVar(&cfg.NotificationWebhookAllowPrivate, "notification-webhook-allow-private", false, "let notification webhooks reach loopback, link-local and private addresses (refused by default, checked when each connection is made: a team's webhook must not reach the installation's own network)")
 	f.BoolVar(&cfg.Safety.AcceptConfigChange, "accept-config-change", false, "sync although the rendering configuration (namespace, image registry, resource defaults) differs from the one the previous leader synced with, and make it the recorded one")
+	f.BoolVar(&cfg.Safety.AcceptRestore, "accept-restore", false, "sync although live CronJobs of this installation are newer than the database (restored from an older backup): roll them back to the database and re-stamp them; check with --sync-mode dry-run first")
 }

@@ -23,6 +23,7 @@ func newSyncCommand(g *globals) *cobra.Command {
 		res                                          resourceFlags
 		pruneMaxFraction                             float64
 		allowMassPrune, acceptConfigChange           bool
+		acceptRestore                                bool
 	)
 	cmd := &cobra.Command{
 		Use:   "sync --once [--dry-run]",
@@ -65,6 +66,7 @@ func newSyncCommand(g *globals) *cobra.Command {
 					JobAPIURL: res.jobAPIURL, JobServiceAccount: res.jobServiceAccount},
 				DryRun: dryRun, Logger: log,
 				PruneMaxFraction: pruneMaxFraction, AllowMassPrune: allowMassPrune, AcceptConfigChange: acceptConfigChange,
+				AcceptRestore: acceptRestore,
 			}, db, cluster.Client, nil)
 			rep, err := runOnce(ctx, db, syncer, dryRun)
 			if err != nil {
@@ -76,6 +78,9 @@ func newSyncCommand(g *globals) *cobra.Command {
 			}
 			if r := rep.PruneRefusal; r != nil {
 				return fmt.Errorf("refused to prune %d orphaned CronJobs", r.Orphans)
+			}
+			if r := rep.RestoreRefusal; r != nil && !dryRun {
+				return fmt.Errorf("refused to sync: %d CronJobs are newer than the database", r.Newer)
 			}
 			return nil
 		},
@@ -91,6 +96,7 @@ func newSyncCommand(g *globals) *cobra.Command {
 	f.Float64Var(&pruneMaxFraction, "prune-max-fraction", 0.2, "largest share of this installation's CronJobs the pass deletes as orphans; above it, and on a database without any job, none is deleted")
 	f.BoolVar(&allowMassPrune, "allow-mass-prune", false, "lift the --prune-max-fraction guard")
 	f.BoolVar(&acceptConfigChange, "accept-config-change", false, "run although the rendering configuration differs from the one the serving leader synced with, and make it the recorded one")
+	f.BoolVar(&acceptRestore, "accept-restore", false, "run although live CronJobs are newer than the database (restored from an older backup), and re-stamp them")
 	return cmd
 }
 
@@ -158,5 +164,8 @@ func printReport(g *globals, rep synchronizer.Report, dryRun bool) {
 	fmt.Fprintln(g.stdout)
 	if r := rep.PruneRefusal; r != nil {
 		fmt.Fprintf(g.stdout, "prune refused: %s\n", r.Reason)
+	}
+	if r := rep.RestoreRefusal; r != nil {
+		fmt.Fprintf(g.stdout, "%s\n", r.Reason)
 	}
 }

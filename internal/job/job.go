@@ -35,8 +35,12 @@ type Job struct {
 	NotificationDelayPeriodMinutes int
 	// Generation is bumped by every change that can affect the rendered CronJob.
 	Generation int64
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	// Revision is the database's revision of the job's rendering: a value of one
+	// sequence, drawn anew with each generation (store migration 0015). The CronJob
+	// carries it, so that a live CronJob newer than its row betrays a restored database.
+	Revision  int64
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // Contacts are the notification recipients of a job.

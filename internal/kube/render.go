@@ -186,6 +186,7 @@ func Render(j job.Job, d job.Deployment, cfg RenderConfig) (*batchv1.CronJob, st
 	cfg = cfg.WithDefaults()
 	if d.Adopted != nil {
 		if cj, ok := renderAdopted(j, d, cfg); ok {
+			stampRevision(cj, j)
 			h := Hash(cj)
 			cj.Annotations[AnnotationHash] = h
 			return cj, h
@@ -236,6 +237,7 @@ func Render(j job.Job, d job.Deployment, cfg RenderConfig) (*batchv1.CronJob, st
 		},
 	}
 	applyPolicy(&cj.Spec, d.Policy)
+	stampRevision(cj, j)
 	h := Hash(cj)
 	cj.Annotations[AnnotationHash] = h
 	return cj, h

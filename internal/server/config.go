@@ -126,6 +126,9 @@ type SafetyConfig struct {
 	// AcceptConfigChange lets the synchronizer sync with a rendering configuration that
 	// differs from the previous leader's (default false: it refuses and says so).
 	AcceptConfigChange bool
+	// AcceptRestore lifts the restore guard: the synchronizer syncs although live CronJobs
+	// are newer than the database (default false: it writes nothing and says so).
+	AcceptRestore bool
 }
 
 // withDefaults fills every unset field and validates the result.

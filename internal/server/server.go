@@ -290,6 +290,7 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 		PruneMaxFraction:   cfg.Safety.PruneMaxFraction,
 		AllowMassPrune:     cfg.Safety.AllowMassPrune,
 		AcceptConfigChange: cfg.Safety.AcceptConfigChange,
+		AcceptRestore:      cfg.Safety.AcceptRestore,
 		StepDownAfter:      stepDownAfter(cfg),
 		Logger:             cfg.Logger,
 		Metrics:            synchronizer.NewMetrics(reg),

@@ -23,7 +23,7 @@ const jobColumns = `j.name, j.uid::text, j.team, j.description, j.schedule, j.db
 	j.notified_on_job_failure_user_error, j.notified_on_job_failure_platform_error,
 	j.notified_on_job_success, j.notified_on_job_deploy,
 	j.generate_keytab, j.enable_execution_notifications, j.notification_delay_period_minutes,
-	j.generation, j.created_at, j.updated_at`
+	j.generation, j.revision, j.created_at, j.updated_at`
 
 // jobDest returns the scan destinations of jobColumns into j.
 func jobDest(j *job.Job) []any {
@@ -32,7 +32,7 @@ func jobDest(j *job.Job) []any {
 		&j.Contacts.NotifiedOnJobFailureUserError, &j.Contacts.NotifiedOnJobFailurePlatformError,
 		&j.Contacts.NotifiedOnJobSuccess, &j.Contacts.NotifiedOnJobDeploy,
 		&j.GenerateKeytab, &j.EnableExecutionNotifications, &j.NotificationDelayPeriodMinutes,
-		&j.Generation, &j.CreatedAt, &j.UpdatedAt,
+		&j.Generation, &j.Revision, &j.CreatedAt, &j.UpdatedAt,
 	}
 }
 

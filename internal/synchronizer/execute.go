@@ -47,8 +47,8 @@ func (t *term) execute(ctx context.Context, p Plan) (result, error) {
 	case ActionHold:
 		s.metrics.reconciled(string(p.Action), nil)
 		return result{terminal: true}, nil
-	case ActionKeep:
-		// The pass that refused the prune logged it; the next pass decides again.
+	case ActionKeep, ActionRefuse:
+		// The pass that refused the prune or the restore logged it; the next pass decides again.
 		s.metrics.reconciled(string(p.Action), nil)
 		return result{terminal: true}, nil
 	case ActionWait:

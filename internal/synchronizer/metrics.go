@@ -20,6 +20,8 @@ type Metrics struct {
 	plannedActions *prometheus.GaugeVec
 	pruneRefused   prometheus.Gauge
 	orphansKept    prometheus.Gauge
+	restoreRefused prometheus.Gauge
+	restoreNewer   prometheus.Gauge
 	// queue is the sync queue's, with the panics of reconciles (datajobs_sync_panics_total).
 	queue *queueMetrics
 }
@@ -56,13 +58,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		orphansKept: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "datajobs_sync_orphans_kept", Help: "Orphaned CronJobs the last full pass kept because deleting them would be a mass prune.",
 		}),
+		restoreRefused: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "datajobs_sync_restore_refused", Help: "1 while the synchronizer writes nothing because live CronJobs are newer than the database (restored from an older backup; see --accept-restore), else 0.",
+		}),
+		restoreNewer: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "datajobs_sync_restore_newer_cronjobs", Help: "CronJobs of this installation the last full pass found newer than the database (their revision is above their row's or above any the database issued).",
+		}),
 		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "datajobs_sync_lag_seconds", Help: "Time from a desired change being committed to its CronJob write.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.passes, m.passDuration, m.reconciles, m.driftRepairs, m.orphansRemoved, m.deployments, m.lag, m.plannedActions, m.pruneRefused, m.orphansKept)
+		reg.MustRegister(m.passes, m.passDuration, m.reconciles, m.driftRepairs, m.orphansRemoved, m.deployments, m.lag, m.plannedActions, m.pruneRefused, m.orphansKept, m.restoreRefused, m.restoreNewer)
 		reg.MustRegister(m.queue.collectors()...)
 	}
 	return m
@@ -116,4 +124,14 @@ func (m *Metrics) pruneGuarded(r *PruneRefusal) {
 	}
 	m.pruneRefused.Set(1)
 	m.orphansKept.Set(float64(r.Orphans))
+}
+
+// restoreGuarded exports the restore guard's state after a pass: refused (1 until the
+// process ends) and the CronJobs this pass found newer than the database.
+func (m *Metrics) restoreGuarded(r *RestoreRefusal, newer int) {
+	m.restoreRefused.Set(0)
+	if r != nil {
+		m.restoreRefused.Set(1)
+	}
+	m.restoreNewer.Set(float64(newer))
 }

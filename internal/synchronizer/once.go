@@ -11,6 +11,8 @@ type Report struct {
 	Errors map[string]error
 	// PruneRefusal is set when the pass kept orphans rather than mass-prune them.
 	PruneRefusal *PruneRefusal
+	// RestoreRefusal is set when the database looks restored from an older backup (restore.go).
+	RestoreRefusal *RestoreRefusal
 }
 
 // Summary counts the plans by action.
@@ -37,7 +39,7 @@ func (s *Synchronizer) RunOnce(ctx context.Context, epoch int64) (Report, error)
 		return Report{}, err
 	}
 	sort.Slice(plans, func(i, j int) bool { return plans[i].Name < plans[j].Name })
-	rep := Report{Plans: plans, Errors: map[string]error{}, PruneRefusal: s.PruneRefusal()}
+	rep := Report{Plans: plans, Errors: map[string]error{}, PruneRefusal: s.PruneRefusal(), RestoreRefusal: s.restoreRefusal()}
 	for _, p := range plans {
 		if _, err := t.execute(ctx, p); err != nil {
 			rep.Errors[p.Name] = err

@@ -26,6 +26,7 @@ const (
 	ActionDelete    Action = "delete"    // the deployment or job was deleted
 	ActionOrphan    Action = "orphan"    // a CronJob of this installation no row in the database knows of
 	ActionKeep      Action = "keep"      // an orphan kept: pruning it would be a mass prune (see Config.PruneMaxFraction)
+	ActionRefuse    Action = "refuse"    // nothing written: the database looks restored from an older backup (restore.go)
 	ActionWait      Action = "wait"      // the CronJob is being deleted: wait until it is gone
 	ActionHold      Action = "hold"      // Kubernetes rejected this generation: wait for a change
 	ActionConflict  Action = "conflict"  // a CronJob datajobs does not manage has the name: left alone
@@ -35,13 +36,13 @@ const (
 // Actions lists every action, in a stable order for summaries.
 var Actions = []Action{
 	ActionCreate, ActionUpdate, ActionSuspend, ActionResume, ActionRepair, ActionReplace, ActionAdopt,
-	ActionRecord, ActionDelete, ActionOrphan, ActionKeep, ActionWait, ActionHold, ActionConflict, ActionUnchanged,
+	ActionRecord, ActionDelete, ActionOrphan, ActionKeep, ActionRefuse, ActionWait, ActionHold, ActionConflict, ActionUnchanged,
 }
 
 // writesKubernetes reports whether the action changes the cluster.
 func (a Action) writesKubernetes() bool {
 	switch a {
-	case ActionRecord, ActionKeep, ActionWait, ActionHold, ActionConflict, ActionUnchanged:
+	case ActionRecord, ActionKeep, ActionRefuse, ActionWait, ActionHold, ActionConflict, ActionUnchanged:
 		return false
 	}
 	return true
@@ -228,6 +229,9 @@ func subsetOf(want, got map[string]string) bool {
 // to with the opposite enabled flag: the change is a suspend or a resume.
 func onlyEnabledDiffers(j job.Job, d job.Deployment, cfg kube.RenderConfig, live *batchv1.CronJob) bool {
 	d.Enabled = !d.Enabled
+	// The live CronJob was rendered from an earlier revision of the row (none before
+	// migration 0015): only the enabled flag and the revision may differ.
+	j.Revision, _ = kube.Revision(live)
 	_, flipped := kube.Render(j, d, cfg)
 	return live.Annotations[kube.AnnotationHash] == flipped
 }

@@ -92,13 +92,16 @@ type Safety struct {
 	PruneRefused *PruneRefusal `json:"prune_refused,omitempty"`
 	// ConfigRefused says why the synchronizer refuses to sync with its configuration.
 	ConfigRefused string `json:"config_refused,omitempty"`
+	// RestoreRefused is set once a pass found the database older than the cluster
+	// (restore.go): nothing is written until the replica restarts with --accept-restore.
+	RestoreRefused *RestoreRefusal `json:"restore_refused,omitempty"`
 }
 
 // Safety returns what the synchronizer refuses to do now; the zero value when nothing.
 func (s *Synchronizer) Safety() Safety {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Safety{PruneRefused: s.prune.refusal, ConfigRefused: s.configRefused}
+	return Safety{PruneRefused: s.prune.refusal, ConfigRefused: s.configRefused, RestoreRefused: s.restore}
 }
 
 // ErrConfigChanged is returned by Run and RunOnce when the rendering configuration differs

@@ -44,6 +44,8 @@ type Store interface {
 	DeleteActual(ctx context.Context, fence job.Fence, name, uid string) (bool, error)
 	CountDeploymentsByStatus(ctx context.Context) (map[job.SyncStatus]int, error)
 	InstallationID(ctx context.Context) (string, error)
+	IssuedRevision(ctx context.Context) (int64, error)
+	AdvanceRevision(ctx context.Context, fence job.Fence, rev int64) (bool, error)
 	LeaseConfigFingerprint(ctx context.Context, name string) (string, error)
 	SetLeaseConfigFingerprint(ctx context.Context, name string, epoch int64, fingerprint string) (bool, error)
 	Listen(ctx context.Context, channel string, ready func(), notify func(payload string)) error
@@ -76,6 +78,9 @@ type Config struct {
 	// its own the one recorded. Without it such a leader refuses to sync, so that two
 	// replicas (or a sync --once) with different flags never flip the CronJobs back and forth.
 	AcceptConfigChange bool
+	// AcceptRestore lifts the restore guard (restore.go): the database is taken as it is
+	// although live CronJobs are newer than it, and the next pass re-stamps them.
+	AcceptRestore bool
 	// Workers reconcile that many jobs in parallel (default 8).
 	Workers int
 	// ResyncInterval is the period of the full pass that catches anything missed (default 5m).
@@ -131,6 +136,8 @@ type Synchronizer struct {
 	prune pruneVerdict
 	// configRefused says why the latest term refused its configuration ("": it did not).
 	configRefused string
+	// restore is the restore guard's refusal (restore.go), kept until the process ends.
+	restore *RestoreRefusal
 }
 
 // New builds a synchronizer over the database and the cluster's client.
@@ -360,6 +367,7 @@ func (t *term) reconcile(ctx context.Context, name string) (result, error) {
 		}
 		p = plan(t.prepare(st), live, t.render, t.s.memo(name))
 	}
+	p = t.guardRestoreOne(p)
 	if p.Action == ActionOrphan {
 		switch v := t.s.pruneVerdict(); {
 		case v.refusal != nil:
@@ -391,6 +399,11 @@ func (t *term) live(name string) (*batchv1.CronJob, error) {
 func (t *term) pass(ctx context.Context) ([]Plan, error) {
 	start := time.Now()
 	since := t.beginPass()
+	// The restore guard compares CronJobs listed before the states are loaded (restore.go).
+	earlier, err := t.lister.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("resync: list cronjobs from cache: %w", err)
+	}
 	states, err := t.s.db.LoadAllSyncStates(ctx)
 	if err != nil {
 		t.s.metrics.passDone(start, err)
@@ -408,13 +421,17 @@ func (t *term) pass(ctx context.Context) ([]Plan, error) {
 		}
 	}
 	plans, ownedCount := planAll(states, lives, t.render, t.s.memo)
+	if err := t.guardRestore(ctx, plans, earlier, states); err != nil {
+		t.s.metrics.passDone(start, err)
+		return nil, err
+	}
 	t.s.guardPrune(ctx, plans, jobs, ownedCount)
 	t.s.metrics.planned(plans)
 	t.intendCreates(ctx, plans)
 	queued := 0
 	for _, p := range plans {
 		t.s.recordPlan(p)
-		if p.Action != ActionUnchanged && p.Action != ActionHold && p.Action != ActionKeep {
+		if p.Action != ActionUnchanged && p.Action != ActionHold && p.Action != ActionKeep && p.Action != ActionRefuse {
 			t.prefetch(p, since)
 			t.queue.Add(p.Name)
 			queued++
