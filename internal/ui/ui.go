@@ -53,6 +53,8 @@ type Service interface {
 	CancelExecution(ctx context.Context, team, name, id, caller string) (job.Execution, error)
 	ExecutionLogs(ctx context.Context, team, name, id string, tailLines int) (string, error)
 	RecordAudit(ctx context.Context, e job.AuditEntry) error
+	Revisions(ctx context.Context, team, name string, before, limit int) (job.RevisionsPage, error)
+	RollbackDeployment(ctx context.Context, team, name string, n int, user string) (job.Deployment, error)
 }
 
 // Plan is the synchronizer's latest decision for one job.
@@ -237,6 +239,7 @@ func (c *Console) register() {
 		{"POST " + jobPath + "/run", rule{team: true, rest: "POST " + restDep + "/executions"}, c.run},
 		{"POST " + jobPath + "/delete-deployment", rule{team: true, rest: "DELETE " + restDep}, c.deleteDeployment},
 		{"POST " + jobPath + "/properties", rule{team: true, rest: "PUT " + restDep + "/properties"}, c.setProperties},
+		{"POST " + jobPath + "/revisions/{id}/rollback", rule{team: true, rest: "POST " + restDep + "/revisions/{id}/rollback"}, c.rollback},
 		{"POST " + jobPath + "/executions/{id}/cancel", rule{team: true, rest: "DELETE " + restJob + "/executions/{id}"}, c.cancel},
 	}
 	for _, r := range routes {
