@@ -3,8 +3,8 @@ package ui
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"html/template"
+	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
