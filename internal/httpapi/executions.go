@@ -26,6 +26,12 @@ type executionResponse struct {
 	Message    string                      `json:"message"`
 	OpID       string                      `json:"op_id"`
 	Deployment executionDeploymentResponse `json:"deployment"`
+	// Extensions VDK clients ignore: a manual start's arguments (null: none), and how a
+	// final execution ended (the main container's exit code, null when it never exited,
+	// and Kubernetes' reason).
+	Args              json.RawMessage `json:"args"`
+	ExitCode          *int32          `json:"exit_code"`
+	TerminationReason string          `json:"termination_reason"`
 }
 
 // executionDeploymentResponse is the snapshot of the deployment an execution ran, with
@@ -48,6 +54,7 @@ func (a *api) toExecutionResponse(team string, e job.Execution) executionRespons
 		ID: e.ID, JobName: e.JobName, Status: e.Status, Type: e.Type,
 		StartTime: e.StartTime, EndTime: e.EndTime, StartedBy: e.StartedBy, LogsURL: a.svc.LogsURL(team, e),
 		Message: e.Message, OpID: e.OpID,
+		Args: argsJSON(e.Args), ExitCode: e.ExitCode, TerminationReason: e.TerminationReason,
 		Deployment: executionDeploymentResponse{
 			ID: "release", Mode: "release", Enabled: true,
 			VDKVersion: e.VDKVersion, JobVersion: e.JobVersion, PythonVersion: e.PythonVersion,
@@ -175,4 +182,12 @@ func (a *api) executionLogs(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, logsResponse{Logs: logs})
 	return nil
+}
+
+// argsJSON is an execution's stored arguments, null when there are none.
+func argsJSON(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return json.RawMessage("null")
+	}
+	return b
 }

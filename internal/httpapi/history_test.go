@@ -107,8 +107,8 @@ func TestRollbackDeploysTheRevisionsSpec(t *testing.T) {
 	t.Parallel()
 	e := newAuthEnv(t)
 	a := "/data-jobs/for-team/team-a/jobs/job-of-a"
-	e.deploy(a, `{"job_version":"v1","schedule":{"schedule_cron":"0 * * * *"},"resources":{"memory_limit":1024}}`, bearer(e.tokA)...)
-	r := e.do("PATCH", a+"/deployments/release", `{"job_version":"v2","enabled":false,"schedule":{"schedule_cron":"30 2 * * *"},"resources":{"memory_limit":2048}}`, bearer(e.tokA)...)
+	e.deploy(a, `{"job_version":"v1","schedule":{"schedule_cron":"0 * * * *"},"resources":{"memory_limit":1024},"retries":1,"time_zone":"Europe/Sofia"}`, bearer(e.tokA)...)
+	r := e.do("PATCH", a+"/deployments/release", `{"job_version":"v2","enabled":false,"schedule":{"schedule_cron":"30 2 * * *"},"resources":{"memory_limit":2048},"retries":5,"time_zone":"UTC"}`, bearer(e.tokA)...)
 	require.Equal(t, http.StatusAccepted, r.status, "%s", r.body)
 
 	r = e.do("POST", a+"/deployments/release/revisions/2/rollback", "", append(bearer(e.tokA), "X-OPID", "op-rollback")...)
@@ -125,12 +125,16 @@ func TestRollbackDeploysTheRevisionsSpec(t *testing.T) {
 		Resources struct {
 			MemoryLimit int `json:"memory_limit"`
 		} `json:"resources"`
+		Retries  int    `json:"retries"`
+		TimeZone string `json:"time_zone"`
 	}
 	r.json(t, &d)
 	require.Equal(t, "v1", d.JobVersion)
 	require.True(t, d.Enabled)
 	require.Equal(t, "0 * * * *", d.Schedule.Cron)
 	require.Equal(t, 1024, d.Resources.MemoryLimit)
+	require.Equal(t, 1, d.Retries, "the run policy is part of the spec")
+	require.Equal(t, "Europe/Sofia", d.TimeZone)
 	require.Equal(t, "bot-a", d.DeployedBy)
 
 	rb := e.revisions(e.tokA, a, "").Revisions[0]
@@ -141,6 +145,7 @@ func TestRollbackDeploysTheRevisionsSpec(t *testing.T) {
 	require.Equal(t, "op-rollback", rb.OpID)
 	require.Equal(t, `"v2" -> "v1"`, diffOf(rb)["deployment.job_version"])
 	require.Equal(t, `false -> true`, diffOf(rb)["deployment.enabled"])
+	require.Equal(t, `5 -> 1`, diffOf(rb)["deployment.policy.retries"])
 
 	// Revision 1 is the job's creation: nothing to deploy. Revision 99 does not exist.
 	r = e.do("POST", a+"/deployments/release/revisions/1/rollback", "", bearer(e.tokA)...)

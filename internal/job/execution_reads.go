@@ -22,6 +22,11 @@ type Execution struct {
 	Resources          Resources // zero fields: unknown
 	DeployedDate       *time.Time
 	DeployedBy         string
+	// Args is the JSON object of a manual start's arguments, or nil.
+	Args []byte
+	// ExitCode and TerminationReason are those of a final status (see ExecutionUpdate).
+	ExitCode          *int32
+	TerminationReason string
 }
 
 // ExecutionField is what executions are ordered by.

@@ -56,6 +56,12 @@ type ExecutionUpdate struct {
 	Status                ExecutionStatus
 	Message               string
 	StartTime, EndTime    *time.Time
+	// ExitCode is the main container's exit code of a final status (nil: it never
+	// exited, e.g. a Job that never got a pod); TerminationReason is why it ended as
+	// Kubernetes says it (DeadlineExceeded, BackoffLimitExceeded, OOMKilled, Error,
+	// Completed, ...).
+	ExitCode          *int32
+	TerminationReason string
 	// Log, with a final status, is the end of the execution's log to keep.
 	Log *StoredLog
 }

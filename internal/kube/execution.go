@@ -102,6 +102,12 @@ type Observation struct {
 	Message string
 	// Start is when the Job started; End when it reached its final state.
 	Start, End *time.Time
+	// ExitCode is the exit code of the latest pod's main container once the execution is
+	// final (nil: it never exited); Reason is why it ended: the container's (Completed,
+	// Error, OOMKilled), or the Job's failure reason when the Job hit its deadline or no
+	// container ended (DeadlineExceeded, BackoffLimitExceeded, ...).
+	ExitCode *int32
+	Reason   string
 	// Pod is the execution's latest pod (nil when it has none): its log is the execution's.
 	Pod *corev1.Pod
 	// RecheckAfter > 0 asks to look again then even without an event (a grace period runs).
@@ -157,6 +163,7 @@ func ObserveExecution(j *batchv1.Job, pods []*corev1.Pod, now time.Time, pullGra
 		}
 		o.End = &end
 		o.Status, o.Message = finalStatus(j, failed, pods, o.Pod)
+		o.ExitCode, o.Reason = termination(failed, o.Pod)
 		return o
 	}
 	if o.Pod == nil {
@@ -177,6 +184,22 @@ func ObserveExecution(j *batchv1.Job, pods []*corev1.Pod, now time.Time, pullGra
 		o.Status = job.ExecRunning
 	}
 	return o
+}
+
+// termination is the exit code and the reason of a finished execution (see Observation).
+func termination(failed *batchv1.JobCondition, p *corev1.Pod) (*int32, string) {
+	var code *int32
+	reason := ""
+	if t := mainTerminated(p); t != nil {
+		c := t.ExitCode
+		code, reason = &c, t.Reason
+	}
+	// The Job's reason when it says more than the container's: a deadline stops a
+	// container that did nothing wrong, and a Job can fail without any container exit.
+	if failed != nil && failed.Reason != "" && (reason == "" || failed.Reason == batchv1.JobReasonDeadlineExceeded) {
+		reason = failed.Reason
+	}
+	return code, reason
 }
 
 // podFinishedTheJob reports a pod whose success is already the Job's, and when it ended:

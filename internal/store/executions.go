@@ -195,9 +195,11 @@ WHERE id = $1 AND status = 'submitted' AND job_created_at IS NULL AND `+syncLeas
 func (s *Store) RecordExecutions(ctx context.Context, fence job.Fence, us []job.ExecutionUpdate) (wrote []bool, err error) {
 	q := `WITH u AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
-		$8::timestamptz[], $9::timestamptz[], $10::text[], $11::bool[], $12::text[], $13::bool[], $14::text[])
-		AS u(id, job_name, job_uid, type, status, message, op_id, start_time, end_time, started_by, final, logs, truncated, log_tail)
-	WHERE ` + syncLeaseHeld("$15") + `
+		$8::timestamptz[], $9::timestamptz[], $10::text[], $11::bool[], $12::text[], $13::bool[], $14::text[],
+		$15::integer[], $16::text[])
+		AS u(id, job_name, job_uid, type, status, message, op_id, start_time, end_time, started_by, final, logs, truncated, log_tail,
+			exit_code, termination_reason)
+	WHERE ` + syncLeaseHeld("$17") + `
 ), j AS (
 	-- A run is new only while its job incarnation exists; the row of one whose job was
 	-- deleted since still ends (cancelled, or what its Job showed before the cancel).
@@ -207,15 +209,17 @@ func (s *Store) RecordExecutions(ctx context.Context, fence job.Fence, us []job.
 	INSERT INTO data_job_execution AS e (id, job_name, job_uid, type, status, message, op_id, start_time, end_time,
 		started_by, job_version, job_schedule, vdk_version, job_python_version,
 		resources_cpu_request_millis, resources_cpu_limit_millis, resources_memory_request_bytes,
-		resources_memory_limit_bytes, last_deployed_date, last_deployed_by)
+		resources_memory_limit_bytes, last_deployed_date, last_deployed_by, exit_code, termination_reason)
 	SELECT j.id, j.job_name, j.job_uid, j.type, j.status, j.message, j.op_id,
 		date_trunc('second', COALESCE(j.start_time, now())), date_trunc('second', j.end_time), j.started_by,
 		COALESCE(a.git_commit_sha, ''), COALESCE(a.schedule, ''), COALESCE(a.vdk_version, ''), COALESCE(a.python_version, ''),
 		a.resources_cpu_request_millis, a.resources_cpu_limit_millis, a.resources_memory_request_bytes,
-		a.resources_memory_limit_bytes, a.last_deployed_date, COALESCE(a.last_deployed_by, '')
+		a.resources_memory_limit_bytes, a.last_deployed_date, COALESCE(a.last_deployed_by, ''),
+		j.exit_code, j.termination_reason
 	FROM j LEFT JOIN actual_data_job_deployment a ON a.data_job_name = j.job_name AND a.job_uid = j.job_uid
 	ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, message = EXCLUDED.message,
-		start_time = COALESCE(e.start_time, EXCLUDED.start_time), end_time = EXCLUDED.end_time
+		start_time = COALESCE(e.start_time, EXCLUDED.start_time), end_time = EXCLUDED.end_time,
+		exit_code = EXCLUDED.exit_code, termination_reason = EXCLUDED.termination_reason
 	WHERE e.job_uid = EXCLUDED.job_uid AND e.status IN ` + activeStatuses + `
 		AND (e.status, e.message, e.end_time) IS DISTINCT FROM (EXCLUDED.status, EXCLUDED.message, EXCLUDED.end_time)
 	RETURNING e.id, e.job_name, e.job_uid, e.status, e.start_time, e.end_time, e.type, e.message, e.started_by
@@ -245,6 +249,7 @@ SELECT id FROM up`
 		return []any{
 			u.ID, u.JobName, u.JobUID, u.Type, string(u.Status), u.Message, u.OpID,
 			u.StartTime, u.EndTime, u.StartedBy, u.Status.Final(), logs, u.Log != nil && u.Log.Truncated, tail,
+			u.ExitCode, u.TerminationReason,
 		}
 	})
 	rows, _ := s.pool.Query(ctx, q, append(args, fence.Epoch)...)

@@ -141,7 +141,10 @@ func (p execPlan) outcome(j *batchv1.Job, o kube.Observation, reason string) exe
 		p.Settled = true
 		return p.then("the row already says "+string(o.Status), execNone)
 	}
-	p.Update = job.ExecutionUpdate{Status: o.Status, Message: o.Message, StartTime: o.Start, EndTime: o.End}
+	p.Update = job.ExecutionUpdate{
+		Status: o.Status, Message: o.Message, StartTime: o.Start, EndTime: o.End,
+		ExitCode: o.ExitCode, TerminationReason: o.Reason,
+	}
 	steps := []execAction{execRecordOutcome}
 	if o.Status.Final() && o.Pod != nil {
 		p.Pod = o.Pod // its log is kept next; meanwhile the API reads it from the pod

@@ -185,11 +185,13 @@ func TestTrueOutcomesOfFailedPods(t *testing.T) {
 		state   corev1.ContainerState
 		status  job.ExecutionStatus
 		message string
+		code    int32
+		reason  string
 	}{
-		{"msg-user-error", exited(1, "Error", `{"status": "User error", "vdk_version": "0.3.1"}`), job.ExecUserError, "User error (vdk 0.3.1)"},
-		{"msg-platform-error", exited(1, "Error", `{"status": "Platform error", "vdk_version": "0.3.1"}`), job.ExecPlatformError, "Platform error (vdk 0.3.1)"},
-		{"oom-killed", exited(137, "OOMKilled", ""), job.ExecUserError, "out of memory"},
-		{"exit-no-message", exited(2, "Error", ""), job.ExecUserError, "exited with code 2"},
+		{"msg-user-error", exited(1, "Error", `{"status": "User error", "vdk_version": "0.3.1"}`), job.ExecUserError, "User error (vdk 0.3.1)", 1, "Error"},
+		{"msg-platform-error", exited(1, "Error", `{"status": "Platform error", "vdk_version": "0.3.1"}`), job.ExecPlatformError, "Platform error (vdk 0.3.1)", 1, "Error"},
+		{"oom-killed", exited(137, "OOMKilled", ""), job.ExecUserError, "out of memory", 137, "OOMKilled"},
+		{"exit-no-message", exited(2, "Error", ""), job.ExecUserError, "exited with code 2", 2, "Error"},
 	} {
 		// Not subtests: the fixture's helpers fail the parent test.
 		f.heldJob(tt.name)
@@ -201,6 +203,10 @@ func TestTrueOutcomesOfFailedPods(t *testing.T) {
 		e := f.status(tt.name, id, tt.status)
 		require.Contains(t, e.Message, tt.message, tt.name)
 		require.NotNil(t, e.EndTime, tt.name)
+		// The console shows how it ended: the exit code and Kubernetes' reason.
+		require.NotNil(t, e.ExitCode, tt.name)
+		require.Equal(t, tt.code, *e.ExitCode, tt.name)
+		require.Equal(t, tt.reason, e.TerminationReason, tt.name)
 	}
 }
 
@@ -221,6 +227,7 @@ func TestDeadlineExceededIsAUserError(t *testing.T) {
 	f.kubelet(f.pod(id), corev1.PodRunning, running(), "")
 	e := f.status("deadline-job", id, job.ExecUserError)
 	require.Contains(t, e.Message, "longer than its time limit of 1s")
+	require.Equal(t, "DeadlineExceeded", e.TerminationReason)
 }
 
 func TestImagePullFailurePastTheGraceIsAPlatformErrorAndStopsTheJob(t *testing.T) {

@@ -3,11 +3,11 @@ package ui
 import (
 	"errors"
 	"fmt"
+	"html/template"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/datajobs/datajobs/internal/job"
 )
@@ -26,7 +26,10 @@ type jobData struct {
 	Properties       string
 	PropertiesErr    string
 	Executions       executionsData
-	CSRF             string
+	Revisions        revisionsData
+	// Chart is the SVG of the latest runs' durations and outcomes ("" without runs).
+	Chart template.HTML
+	CSRF  string
 }
 
 type contactRow struct {
@@ -68,6 +71,9 @@ type executionRow struct {
 	Start                                               *when
 	Duration                                            string
 	Running                                             bool
+	// Args is a manual start's arguments, indented JSON ("" without any); ExitCode and
+	// Reason say how a final run ended ("" when unknown).
+	Args, ExitCode, Reason string
 }
 
 type executionsData struct {
@@ -98,8 +104,17 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request, s session) err
 	if err != nil {
 		return err
 	}
+	revs, err := c.revisions(r, s, team, name)
+	if err != nil {
+		return err
+	}
+	all, err := c.svc.ListExecutions(ctx, team, name, nil)
+	if err != nil {
+		return err
+	}
 	d := jobData{
 		Team: team, Name: name, Href: jobURL(team, name), Job: j, Deployment: dep, Executions: execs, CSRF: s.CSRF,
+		Revisions: revs, Chart: runChart(all),
 		Contacts: []contactRow{
 			{"On user error", j.Contacts.NotifiedOnJobFailureUserError},
 			{"On platform error", j.Contacts.NotifiedOnJobFailurePlatformError},
@@ -224,14 +239,21 @@ func (c *Console) executionRow(team, name string, e job.Execution) executionRow 
 	row := executionRow{
 		ID: e.ID, Href: jobURL(team, name) + "/executions/" + url.PathEscape(e.ID), Type: e.Type, Status: e.Status,
 		StartedBy: e.StartedBy, Message: e.Message, Version: e.JobVersion, Start: c.when(e.StartTime), Running: !finished(e.Status),
+		Reason: e.TerminationReason,
+	}
+	if len(e.Args) > 0 {
+		row.Args = prettyJSON(e.Args)
+	}
+	if e.ExitCode != nil {
+		row.ExitCode = strconv.Itoa(int(*e.ExitCode))
 	}
 	if e.StartTime != nil {
 		end := c.cfg.Now()
 		if e.EndTime != nil {
 			end = *e.EndTime
 		}
-		if end.After(*e.StartTime) {
-			row.Duration = span(end.Sub(*e.StartTime).Round(time.Second))
+		if !end.Before(*e.StartTime) {
+			row.Duration = duration(end.Sub(*e.StartTime))
 		}
 	}
 	return row

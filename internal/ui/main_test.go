@@ -29,6 +29,7 @@ func TestMain(m *testing.M) { testenv.Main(m, testenv.WithOIDC()) }
 // deployed job of team-b (with properties and an execution).
 type env struct {
 	url      string
+	dbURL    string // the database, for writing rows as the leader would
 	store    *store.Store
 	svc      *service.Service
 	console  *ui.Console
@@ -38,10 +39,13 @@ type env struct {
 
 func newEnv(t *testing.T, oidc bool) *env {
 	t.Helper()
-	st := testenv.Store(t)
+	dbURL := testenv.DatabaseURL(t)
+	st, err := store.Open(t.Context(), store.Config{URL: dbURL})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
 	svc, err := service.New(service.Config{}, st)
 	require.NoError(t, err)
-	e := &env{store: st, svc: svc}
+	e := &env{store: st, svc: svc, dbURL: dbURL}
 	mux := http.NewServeMux()
 	srv := httptest.NewUnstartedServer(mux)
 	e.url = "http://" + srv.Listener.Addr().String()

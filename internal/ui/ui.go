@@ -56,6 +56,8 @@ type Service interface {
 	TeamWebhooks(ctx context.Context, team string) ([]job.TeamWebhook, error)
 	CreateTeamWebhook(ctx context.Context, team, by string, ch job.TeamWebhookChange) (job.TeamWebhook, error)
 	DeleteTeamWebhook(ctx context.Context, team, id string) error
+	Revisions(ctx context.Context, team, name string, before, limit int) (job.RevisionsPage, error)
+	RollbackDeployment(ctx context.Context, team, name string, n int, user string) (job.Deployment, error)
 }
 
 // Plan is the synchronizer's latest decision for one job.
@@ -241,6 +243,7 @@ func (c *Console) register() {
 		{"POST " + jobPath + "/run", rule{team: true, rest: "POST " + restDep + "/executions"}, c.run},
 		{"POST " + jobPath + "/delete-deployment", rule{team: true, rest: "DELETE " + restDep}, c.deleteDeployment},
 		{"POST " + jobPath + "/properties", rule{team: true, rest: "PUT " + restDep + "/properties"}, c.setProperties},
+		{"POST " + jobPath + "/revisions/{id}/rollback", rule{team: true, rest: "POST " + restDep + "/revisions/{id}/rollback"}, c.rollback},
 		{"POST " + jobPath + "/executions/{id}/cancel", rule{team: true, rest: "DELETE " + restJob + "/executions/{id}"}, c.cancel},
 
 		{"GET " + Prefix + "teams/{team}/webhooks", rule{team: true, rest: "GET " + restHooks}, c.webhooksPage},

@@ -43,3 +43,10 @@ CREATE TRIGGER audit_log_append_only BEFORE UPDATE OR DELETE ON audit_log
     FOR EACH ROW EXECUTE FUNCTION audit_log_refuse_change();
 CREATE TRIGGER audit_log_no_truncate BEFORE TRUNCATE ON audit_log
     FOR EACH STATEMENT EXECUTE FUNCTION audit_log_refuse_change();
+
+-- What an execution's end was (issue 27, the console): the main container's exit code and
+-- the reason Kubernetes gives (DeadlineExceeded, BackoffLimitExceeded, OOMKilled, Error,
+-- Completed, ...). NULL and '' for runs recorded before, or that never ran a container.
+ALTER TABLE data_job_execution
+    ADD COLUMN exit_code          integer,
+    ADD COLUMN termination_reason text NOT NULL DEFAULT '';
