@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -202,8 +203,17 @@ func wheel(t *testing.T, pkg, version string) string {
 func (s *service) ctx() context.Context { return context.Background() }
 
 // setMemoryLimit deploys the job's current version again with a memory limit of mib MiB
-// (the VDK client has no resource flags) and waits until its CronJob carries it.
+// (the VDK client has no resource flags) and no retries, and waits until its CronJob
+// carries it.
 func (s *service) setMemoryLimit(name string, mib int64) error {
+	return s.redeploy(name, fmt.Sprintf(`"retries":0,"resources":{"memory_request":%d,"memory_limit":%d}`, mib/2, mib), func(cj *batchv1.CronJob) bool {
+		return cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Resources.Limits.Memory().Value() == mib<<20
+	})
+}
+
+// redeploy deploys the job's current version again with the body fields fields (a run
+// policy, resources) and waits until its CronJob shows applied(cj).
+func (s *service) redeploy(name, fields string, applied func(*batchv1.CronJob) bool) error {
 	path := s.base + "/data-jobs/for-team/" + team + "/jobs/" + name + "/deployments"
 	resp, err := http.Get(path + "/production")
 	if err != nil {
@@ -217,7 +227,7 @@ func (s *service) setMemoryLimit(name string, mib int64) error {
 	if err != nil {
 		return err
 	}
-	body := fmt.Sprintf(`{"job_version":%q,"enabled":true,"resources":{"memory_request":%d,"memory_limit":%d}}`, d.JobVersion, mib/2, mib)
+	body := fmt.Sprintf(`{"job_version":%q,"enabled":true,%s}`, d.JobVersion, fields)
 	resp, err = http.Post(path, "application/json", strings.NewReader(body))
 	if err != nil {
 		return err
@@ -229,14 +239,20 @@ func (s *service) setMemoryLimit(name string, mib int64) error {
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
 		cj, err := s.kube.BatchV1().CronJobs(s.ns).Get(s.ctx(), name, metav1.GetOptions{})
-		if err == nil {
-			if q := cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Resources.Limits.Memory(); q.Value() == mib<<20 {
-				return nil
-			}
+		if err == nil && applied(cj) {
+			return nil
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	return fmt.Errorf("the CronJob of %s does not carry the memory limit %dMi", name, mib)
+	return fmt.Errorf("the CronJob of %s does not carry %s", name, fields)
+}
+
+// withRetries is redeploy's check of a backoff limit.
+func withRetries(n int32) func(*batchv1.CronJob) bool {
+	return func(cj *batchv1.CronJob) bool {
+		b := cj.Spec.JobTemplate.Spec.BackoffLimit
+		return b != nil && *b == n
+	}
 }
 
 // executionOrZero reads an execution, or returns a zero one while it is not recorded.

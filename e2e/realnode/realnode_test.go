@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/datajobs/datajobs/internal/devenv"
 )
@@ -74,6 +73,8 @@ func TestARaisingStepIsAUserErrorWithVdkCoresOwnStatus(t *testing.T) {
 	s := startService(t, t.TempDir())
 	const name = "rn-raise"
 	s.deploy(t, name, map[string]string{"10_raise.py": "def run(job_input):\n    raise ValueError('realnode-boom')\n"})
+	// No retries: with the default 3 the test waited out three back-offs (~90 s).
+	require.NoError(t, s.redeploy(name, `"retries":0`, withRetries(0)))
 	id := s.start(t, name)
 	e := s.waitStatus(t, name, id, 4*time.Minute, "succeeded", "user_error", "platform_error")
 	require.Equal(t, "user_error", e.Status, "%+v", e)
@@ -120,22 +121,24 @@ func TestAStepPastItsMemoryLimitIsOOMKilledAndAUserError(t *testing.T) {
 }
 
 // TestAStepPastTheDeadlineIsStoppedAndAUserError guards the time limit: a step that sleeps
-// past its Job's activeDeadlineSeconds is stopped and recorded as the product documents
-// (docs/api.md: user_error, "ran longer than its time limit").
+// past its deployment's timeout_seconds (the Job's activeDeadlineSeconds) is stopped and
+// recorded as the product documents (docs/api.md: user_error, "ran longer than its time
+// limit"), at the timeout and not at the end of its sleep.
 func TestAStepPastTheDeadlineIsStoppedAndAUserError(t *testing.T) {
 	t.Parallel()
 	s := startService(t, t.TempDir())
 	const name = "rn-sleep"
 	s.deploy(t, name, map[string]string{"10_sleep.py": "import time\n\ndef run(job_input):\n    print('sleeping', flush=True)\n    time.sleep(600)\n"})
+	require.NoError(t, s.redeploy(name, `"retries":0,"timeout_seconds":20`, func(cj *batchv1.CronJob) bool {
+		d := cj.Spec.JobTemplate.Spec.ActiveDeadlineSeconds
+		return d != nil && *d == 20
+	}))
 	id := s.start(t, name)
-	s.waitStatus(t, name, id, 2*time.Minute, "running")
-	// The deadline, shortened on the running Job (the service renders 12 hours).
-	_, err := s.kube.BatchV1().Jobs(s.ns).Patch(t.Context(), id, types.MergePatchType,
-		[]byte(`{"spec":{"activeDeadlineSeconds":5}}`), metav1.PatchOptions{})
-	require.NoError(t, err)
+	start := time.Now()
 	e := s.waitStatus(t, name, id, 2*time.Minute, "succeeded", "user_error", "platform_error", "cancelled")
 	require.Equal(t, "user_error", e.Status, "%+v", e)
 	assert.Contains(t, e.Message, "ran longer than its time limit")
+	assert.Less(t, time.Since(start), 90*time.Second, "stopped at its timeout, not at the end of the sleep")
 	require.Eventually(t, func() bool { return len(s.pods(t, id)) == 0 || !running(s, id) }, time.Minute, 200*time.Millisecond, "the container is stopped")
 }
 

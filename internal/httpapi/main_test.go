@@ -223,6 +223,15 @@ func (e *env) generation(name string) int64 {
 	return g
 }
 
+// query reads one row of a query on the test database into dest.
+func (e *env) query(query string, args []any, dest ...any) {
+	e.t.Helper()
+	conn, err := pgx.Connect(e.t.Context(), e.dbURL)
+	require.NoError(e.t, err)
+	defer conn.Close(context.WithoutCancel(e.t.Context()))
+	require.NoError(e.t, conn.QueryRow(e.t.Context(), query, args...).Scan(dest...))
+}
+
 // syncBuffer is a log sink safe for concurrent handlers.
 type syncBuffer struct {
 	mu  sync.Mutex

@@ -78,3 +78,30 @@ func TestRunPolicyValidationFailuresAreClear400s(t *testing.T) {
 	}
 	require.Equal(t, before, e.deployment(path))
 }
+
+// TestConcurrencyPolicyDecidesASecondManualStart guards the policy for runs started
+// through the API, as the CronJob controller applies it to scheduled ones: Allow starts a
+// second run beside the first, Replace starts it and asks for the first one's cancel
+// (Forbid, the default, is TestSecondStartWhileOneIsUnderWayIs409).
+func TestConcurrencyPolicyDecidesASecondManualStart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	path := e.createJob("team-a", "my-job")
+	e.deploy(path, `{"job_version":"v1","concurrency_policy":"Allow"}`)
+	require.Equal(t, http.StatusAccepted, e.startExecution(path, `{}`).status)
+	e.sql(`UPDATE data_job_execution SET status = 'running'`)
+	require.Equal(t, http.StatusAccepted, e.startExecution(path, `{}`).status, "Allow runs two at once")
+	e.sql(`UPDATE data_job_execution SET status = 'running'`)
+
+	r := e.do("PATCH", path+"/deployments/release", `{"concurrency_policy":"Replace"}`)
+	require.Equal(t, http.StatusAccepted, r.status, "%s", r.body)
+	r = e.startExecution(path, `{}`)
+	require.Equal(t, http.StatusAccepted, r.status, "%s", r.body)
+	var started map[string]any
+	r.json(t, &started)
+	var replaced, kept int
+	e.query(`SELECT count(*) FILTER (WHERE cancel_requested_at IS NOT NULL AND cancel_message LIKE '%Replace%'),
+		count(*) FILTER (WHERE cancel_requested_at IS NULL AND id = $1) FROM data_job_execution`, []any{started["id"]}, &replaced, &kept)
+	require.Equal(t, 2, replaced, "both running runs are asked to stop")
+	require.Equal(t, 1, kept, "the new run is not")
+}

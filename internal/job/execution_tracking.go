@@ -17,6 +17,14 @@ type NewExecution struct {
 	// Snapshot is the deployment the execution runs, effective resources filled in.
 	Snapshot Deployment
 	Start    time.Time
+	// Type is ExecManual (the zero value) or, for a missed run started late, ExecScheduled.
+	Type string
+	// LogicalTime is the schedule time a catch-up or backfill run stands for, or nil.
+	LogicalTime *time.Time
+	// BackfillID is the backfill the run belongs to (0: none); RerunOf the execution a
+	// re-run repeats ("" : none).
+	BackfillID int64
+	RerunOf    string
 }
 
 // ExecutionStart builds the execution to insert from the locked job and its deployments;
@@ -44,7 +52,14 @@ type TrackedExecution struct {
 	StartTime     *time.Time
 	// JobCreated is set once the leader created the Kubernetes Job of a manual start.
 	JobCreated bool
+	// LogicalTime is the schedule time of a catch-up or backfill run: the leader creates
+	// its Job as it does a manual start's.
+	LogicalTime *time.Time
 }
+
+// StartedByLeader reports whether the leader creates the execution's Job (a manual start,
+// a catch-up or a backfill run) rather than the CronJob controller.
+func (e TrackedExecution) StartedByLeader() bool { return e.Type == ExecManual || e.LogicalTime != nil }
 
 // ExecutionUpdate is one status of an execution as the leader observed it.
 type ExecutionUpdate struct {

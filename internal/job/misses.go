@@ -1,6 +1,10 @@
 package job
 
-import "time"
+import (
+	"cmp"
+	"fmt"
+	"time"
+)
 
 // ScheduleWatch is a deployed, enabled, scheduled job incarnation whose schedule times the
 // leader accounts for: each one started by the CronJob controller, started late
@@ -25,4 +29,24 @@ type MissedRuns struct {
 	Skipped []ExecutionUpdate
 	CatchUp []NewExecution
 	Until   time.Time
+}
+
+// ScheduleTimes returns the times schedule fires in (after, until], read in time zone tz
+// (empty: UTC) as the CronJob controller reads it, at most max of them (the earliest).
+func ScheduleTimes(schedule, tz string, after, until time.Time, max int) ([]time.Time, error) {
+	sch, err := cronParser.Parse("CRON_TZ=" + cmp.Or(tz, DefaultTimeZone) + " " + schedule)
+	if err != nil {
+		return nil, err
+	}
+	var out []time.Time
+	for t := sch.Next(after); !t.IsZero() && !t.After(until) && len(out) < max; t = sch.Next(t) {
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// ScheduledRunID is the name the CronJob controller gives the Job of the run scheduled at
+// t (and so its execution id): the CronJob's name and t in minutes since the epoch.
+func ScheduledRunID(cronJob string, t time.Time) string {
+	return fmt.Sprintf("%s-%d", cronJob, t.Unix()/60)
 }

@@ -44,7 +44,15 @@ type ManualExecution struct {
 	StartedBy string
 	// Args is the JSON object of arguments, or nil; passed as `--arguments '<json>'`.
 	Args []byte
+	// Type is the execution type annotated on the Job (default job.ExecManual).
+	Type string
+	// LogicalTime, when set, is the schedule time a catch-up or backfill run stands for,
+	// given to the job as EnvLogicalTime (RFC 3339, UTC).
+	LogicalTime *time.Time
 }
+
+// EnvLogicalTime is the environment variable of a run's logical (schedule) time.
+const EnvLogicalTime = "DATAJOBS_LOGICAL_TIME"
 
 // ExecutionJob is the Job of a manual execution, made from the CronJob's job template as
 // `kubectl create job --from=cronjob/<name>` does (the CronJob owns it, so it goes with
@@ -61,7 +69,7 @@ func ExecutionJob(cj *batchv1.CronJob, e ManualExecution) *batchv1.Job {
 	annotations["cronjob.kubernetes.io/instantiate"] = "manual"
 	annotations[AnnotationOpID] = e.OpID
 	annotations[AnnotationStartedBy] = e.StartedBy
-	annotations[AnnotationExecutionType] = job.ExecManual
+	annotations[AnnotationExecutionType] = cmp.Or(e.Type, job.ExecManual)
 	j := &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -80,6 +88,9 @@ func ExecutionJob(cj *batchv1.CronJob, e ManualExecution) *batchv1.Job {
 	if cs := j.Spec.Template.Spec.Containers; len(cs) > 0 {
 		c := &cs[0]
 		c.Env = append(c.Env, corev1.EnvVar{Name: EnvOpID, Value: e.OpID})
+		if e.LogicalTime != nil {
+			c.Env = append(c.Env, corev1.EnvVar{Name: EnvLogicalTime, Value: e.LogicalTime.UTC().Format(time.RFC3339)})
+		}
 		if len(e.Args) > 0 {
 			if n := len(c.Command); n > 0 && strings.Contains(c.Command[n-1], "vdk run") {
 				c.Command[n-1] += " --arguments " + shellQuote(string(e.Args))

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,15 +30,8 @@ func (s *Store) StartExecution(ctx context.Context, team, name string, build job
 		if err != nil {
 			return err
 		}
-		var active string
-		// Of this incarnation: a deleted job's run still being cancelled is not the new job's.
-		err = tx.QueryRow(ctx, `SELECT id FROM data_job_execution WHERE job_name = $1 AND job_uid = $2::uuid AND status IN `+activeStatuses+` LIMIT 1`,
-			name, st.Job.UID).Scan(&active)
-		if err == nil {
-			return job.ExecutionActive(name, active)
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("check executions of %s: %w", name, err)
+		if err := admitStart(ctx, tx, st); err != nil {
+			return err
 		}
 		n, err := build(st)
 		if err != nil {
@@ -57,6 +51,34 @@ func (s *Store) StartExecution(ctx context.Context, team, name string, build job
 	return out, err
 }
 
+// admitStart applies the deployment's concurrency policy to a manual start, as the
+// CronJob controller does to a scheduled one: Forbid (the default, VDK's behaviour)
+// refuses it while another execution of the job incarnation is submitted or running,
+// Allow lets it run beside them, Replace asks for their cancel.
+func admitStart(ctx context.Context, tx Tx, st job.JobState) error {
+	var policy string
+	if st.Desired != nil {
+		policy = st.Desired.Policy.ConcurrencyPolicy
+	}
+	switch policy {
+	case "Allow":
+		return nil
+	case "Replace":
+		return cancelJobExecutions(ctx, tx, st.Job.UID, MsgReplaced)
+	}
+	var active string
+	// Of this incarnation: a deleted job's run still being cancelled is not the new job's.
+	err := tx.QueryRow(ctx, `SELECT id FROM data_job_execution WHERE job_name = $1 AND job_uid = $2::uuid AND status IN `+activeStatuses+` LIMIT 1`,
+		st.Job.Name, st.Job.UID).Scan(&active)
+	if err == nil {
+		return job.ExecutionActive(st.Job.Name, active)
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("check executions of %s: %w", st.Job.Name, err)
+	}
+	return nil
+}
+
 // insertExecution inserts a submitted manual execution under the first free id from n.ID
 // on (the job's lock is held, so only a scheduled run's Job name can be in the way).
 //
@@ -68,8 +90,9 @@ func insertExecution(ctx context.Context, tx Tx, j job.Job, n job.NewExecution) 
 	const q = `INSERT INTO data_job_execution (id, job_name, job_uid, type, status, op_id, start_time,
 	started_by, args, job_version, job_schedule, vdk_version, job_python_version,
 	resources_cpu_request_millis, resources_cpu_limit_millis, resources_memory_request_bytes,
-	resources_memory_limit_bytes, last_deployed_date, last_deployed_by)
-VALUES ($1, $2, $3::uuid, 'manual', 'submitted', $4, date_trunc('second', $5::timestamptz), $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+	resources_memory_limit_bytes, last_deployed_date, last_deployed_by, logical_time, backfill_id, rerun_of)
+VALUES ($1, $2, $3::uuid, $18, 'submitted', $4, date_trunc('second', $5::timestamptz), $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
+	$19, NULLIF($20::bigint, 0), NULLIF($21, ''))
 ON CONFLICT (id) DO NOTHING`
 	base, prefix := n.Start.Unix(), j.Name+"-"
 	d, r := n.Snapshot, n.Snapshot.Resources
@@ -81,7 +104,7 @@ ON CONFLICT (id) DO NOTHING`
 		tag, err := tx.Exec(ctx, q, id, j.Name, j.UID, n.OpID, n.Start, n.StartedBy, n.Args,
 			d.JobVersion, d.Schedule, d.VDKVersion, d.PythonVersion,
 			r.CPURequestMillis, r.CPULimitMillis, r.MemoryRequestBytes, r.MemoryLimitBytes,
-			d.DeployedDate, d.DeployedBy)
+			d.DeployedDate, d.DeployedBy, cmp.Or(n.Type, job.ExecManual), n.LogicalTime, n.BackfillID, n.RerunOf)
 		if err != nil {
 			return "", writeError("insert execution of "+j.Name, err)
 		}
@@ -149,12 +172,12 @@ func (s *Store) ExecutionLog(ctx context.Context, team, name, id string) (job.Ex
 // Tracking, by the synchronizer leader.
 
 const trackedColumns = `id, job_name, COALESCE(job_uid::text, ''), type, status, op_id, started_by, args,
-	cancel_requested_at IS NOT NULL, cancel_message, start_time, job_created_at IS NOT NULL`
+	cancel_requested_at IS NOT NULL, cancel_message, start_time, job_created_at IS NOT NULL, logical_time`
 
 func scanTracked(row pgx.CollectableRow) (job.TrackedExecution, error) {
 	var e job.TrackedExecution
 	err := row.Scan(&e.ID, &e.JobName, &e.JobUID, &e.Type, &e.Status, &e.OpID, &e.StartedBy, &e.Args,
-		&e.CancelRequested, &e.CancelMessage, &e.StartTime, &e.JobCreated)
+		&e.CancelRequested, &e.CancelMessage, &e.StartTime, &e.JobCreated, &e.LogicalTime)
 	return e, err
 }
 
@@ -323,6 +346,7 @@ const (
 	MsgJobDeleted        = "the data job was deleted"
 	MsgDeploymentDeleted = "the deployment of the data job was deleted"
 	MsgJobMoved          = "the data job was moved to another team"
+	MsgReplaced          = "a new run replaced it (concurrency policy Replace)"
 )
 
 // cancelJobExecutions asks the leader to cancel every submitted and running execution of

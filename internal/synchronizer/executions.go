@@ -28,6 +28,9 @@ type ExecutionStore interface {
 	FinalWithoutLog(ctx context.Context, ids []string) ([]string, error)
 	DeleteExpiredExecutions(ctx context.Context, fence job.Fence, r job.Retention) (int, error)
 	Listen(ctx context.Context, channel string, ready func(), notify func(payload string)) error
+	ScheduleWatches(ctx context.Context) ([]job.ScheduleWatch, error)
+	ExistingExecutions(ctx context.Context, ids []string) (map[string]bool, error)
+	RecordMissedRuns(ctx context.Context, fence job.Fence, m job.MissedRuns) error
 }
 
 // The defaults of ExecutionConfig, which the flags of `datajobs serve` use too.
@@ -42,6 +45,7 @@ const (
 	DefaultExecutionsMaxAge     = 14 * 24 * time.Hour
 	DefaultRetentionBatch       = 500
 	DefaultRetentionInterval    = 10 * time.Minute
+	DefaultMissedRunsInterval   = 30 * time.Second
 )
 
 // ExecutionConfig configures the execution tracker.
@@ -68,6 +72,9 @@ type ExecutionConfig struct {
 	// deleted 500 at a time); RetentionInterval is the period of the cleanup (default 10m).
 	Retention         job.Retention
 	RetentionInterval time.Duration
+	// MissedRunsInterval is the period of the check for missed schedule times (default
+	// 30s; misses.go).
+	MissedRunsInterval time.Duration
 	// Logger receives the tracker's logs (default slog.Default()).
 	Logger *slog.Logger
 	// Metrics records telemetry (default: registered nowhere).
@@ -88,6 +95,7 @@ func (c ExecutionConfig) withDefaults() ExecutionConfig {
 	c.Retention.MaxAge = cmp.Or(c.Retention.MaxAge, DefaultExecutionsMaxAge)
 	c.Retention.Batch = cmp.Or(c.Retention.Batch, DefaultRetentionBatch)
 	c.RetentionInterval = cmp.Or(c.RetentionInterval, DefaultRetentionInterval)
+	c.MissedRunsInterval = cmp.Or(c.MissedRunsInterval, DefaultMissedRunsInterval)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.Metrics == nil {
 		c.Metrics = NewExecutionMetrics(nil)
@@ -189,6 +197,7 @@ func (x *Executions) Run(ctx context.Context, epoch int64) error {
 	wg.Go(func() { runQueue(ctx, t.logQueue, x.cfg.LogWorkers, t.keepLog) })
 	wg.Go(func() { every(ctx, x.cfg.ResyncInterval, func() bool { t.queue.Add(resyncKey); return true }) })
 	wg.Go(func() { every(ctx, x.cfg.RetentionInterval, func() bool { t.cleanup(ctx); return true }) })
+	wg.Go(func() { every(ctx, x.cfg.MissedRunsInterval, func() bool { t.checkMisses(ctx); return true }) })
 	<-ctx.Done()
 	return nil
 }

@@ -94,7 +94,9 @@ func (t *execTerm) record(ctx context.Context, row *job.TrackedExecution, live *
 // execution a platform error.
 func (t *execTerm) create(ctx context.Context, p execPlan) error {
 	row := p.Row
-	err := t.x.jobs.Start(ctx, row.JobName, row.JobUID, kube.ManualExecution{ID: row.ID, OpID: row.OpID, StartedBy: row.StartedBy, Args: row.Args})
+	err := t.x.jobs.Start(ctx, row.JobName, row.JobUID, kube.ManualExecution{
+		ID: row.ID, OpID: row.OpID, StartedBy: row.StartedBy, Args: row.Args, Type: row.Type, LogicalTime: row.LogicalTime,
+	})
 	if errors.Is(err, kube.ErrNoCronJob) {
 		if now := p.Now; row.StartTime != nil && now.Sub(*row.StartTime) >= t.x.cfg.StartTimeout {
 			return t.record(ctx, row, nil, job.ExecutionUpdate{

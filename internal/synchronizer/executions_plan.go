@@ -117,8 +117,8 @@ func planExecution(row *job.TrackedExecution, live, last *batchv1.Job, pods []*c
 		return p.then("its Job is being deleted: the delete event brings it back", execNone)
 	case live == nil && row == nil:
 		return p.then("no row and no Job", execNone)
-	case live == nil && row.Type == job.ExecManual && row.Status == job.ExecSubmitted && !row.JobCreated:
-		return p.then("a manual start whose Job was never created", execCreate)
+	case live == nil && row.StartedByLeader() && row.Status == job.ExecSubmitted && !row.JobCreated:
+		return p.then("a manual start (or catch-up or backfill run) whose Job was never created", execCreate)
 	case live == nil:
 		p.Update = job.ExecutionUpdate{
 			Status: job.ExecPlatformError, EndTime: &now,

@@ -47,6 +47,7 @@ func newExecFixture(t *testing.T) *execFixture {
 func (f *execFixture) startExecutions() {
 	x := synchronizer.NewExecutions(synchronizer.ExecutionConfig{
 		Namespace: f.ns, ResyncInterval: time.Hour, ImagePullGrace: 2 * time.Second, StartTimeout: time.Hour,
+		MissedRunsInterval: 300 * time.Millisecond,
 	}, f.db, f.client)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
