@@ -25,7 +25,7 @@ var commands = []string{"serve", "dev", "sync", "import", "release", "migrate"}
 // flags of datajobs. A flag in neither list fails the test.
 var foreign = map[string][]string{
 	"vdkcli":                   {"all", "arguments", "cancel", "cloud", "delete", "delete-all-job-properties", "disable", "enable", "get", "job-version", "list", "local", "logs", "remove", "rest-api-url", "set", "show", "start", "update", "vdk-version", "yes"},
-	"kubectl":                  {"force", "from", "from-literal"},
+	"kubectl":                  {"force", "from", "from-file", "from-literal"},
 	"helm":                     {"set"},
 	"pip":                      {"extra-index-url", "find-links", "hash", "index-url", "isolated", "no-binary", "no-build-isolation", "no-compile", "only-binary", "target"},
 	"pip-compile":              {"generate-hashes"},

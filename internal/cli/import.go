@@ -60,8 +60,10 @@ func newImportCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cfg.Render = kube.RenderConfig{Namespace: namespace, ImageRegistry: registry, Resources: bounds, EphemeralStorageLimitBytes: ephemeral,
-				JobAPIURL: res.jobAPIURL, JobServiceAccount: res.jobServiceAccount}
+			cfg.Render = kube.RenderConfig{
+				Namespace: namespace, ImageRegistry: registry, Resources: bounds, EphemeralStorageLimitBytes: ephemeral,
+				JobAPIURL: res.jobAPIURL, JobServiceAccount: res.jobServiceAccount,
+			}
 			cfg.Logger = log
 			bar := newProgress(g.stdout, "importing")
 			cfg.Progress = bar.update

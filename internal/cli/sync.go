@@ -62,8 +62,10 @@ func newSyncCommand(g *globals) *cobra.Command {
 				return err
 			}
 			syncer := synchronizer.New(synchronizer.Config{
-				Render: kube.RenderConfig{Namespace: namespace, ImageRegistry: registry, Resources: bounds, EphemeralStorageLimitBytes: ephemeral,
-					JobAPIURL: res.jobAPIURL, JobServiceAccount: res.jobServiceAccount},
+				Render: kube.RenderConfig{
+					Namespace: namespace, ImageRegistry: registry, Resources: bounds, EphemeralStorageLimitBytes: ephemeral,
+					JobAPIURL: res.jobAPIURL, JobServiceAccount: res.jobServiceAccount,
+				},
 				DryRun: dryRun, Logger: log,
 				PruneMaxFraction: pruneMaxFraction, AllowMassPrune: allowMassPrune, AcceptConfigChange: acceptConfigChange,
 				AcceptRestore: acceptRestore,

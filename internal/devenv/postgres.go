@@ -66,11 +66,7 @@ func StartPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Port == 0 {
-		if cfg.Port, err = freePort(); err != nil {
-			return nil, err
-		}
-	}
+	pickPort := cfg.Port == 0
 	cred, err := postgresCredential()
 	if err != nil {
 		return nil, err
@@ -97,31 +93,59 @@ func StartPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 		}
 	}
 
+	server := postgresServer{binDir: binDir, base: base, dataDir: dataDir, runDir: runDir, logPath: logPath, cred: cred, fast: cfg.Fast, logger: logger}
+	// A picked port can be taken by another environment picking at the same moment (a
+	// .ci/run saw "could not bind IPv4 address: Address already in use" with three test
+	// binaries starting environments at once): a start that lost its port tries another.
+	for attempt := 1; ; attempt++ {
+		port := cfg.Port
+		if pickPort {
+			if port, err = freePort(); err != nil {
+				return nil, err
+			}
+		}
+		pg, err := server.start(ctx, port)
+		if err == nil || !pickPort || attempt == 3 || !strings.Contains(err.Error(), "Address already in use") {
+			return pg, err
+		}
+	}
+}
+
+// postgresServer is what one start of the server needs.
+type postgresServer struct {
+	binDir, base, dataDir, runDir, logPath string
+	cred                                   *syscall.Credential
+	fast                                   bool
+	logger                                 *slog.Logger
+}
+
+// start starts the server on port and waits until it serves.
+func (s postgresServer) start(ctx context.Context, port int) (*Postgres, error) {
 	args := []string{
-		"-D", dataDir, "-p", strconv.Itoa(cfg.Port), "-c", "listen_addresses=127.0.0.1",
+		"-D", s.dataDir, "-p", strconv.Itoa(port), "-c", "listen_addresses=127.0.0.1",
 		"-c", "max_connections=300",
 	}
 	// A Unix socket path is limited to 107 bytes; without one, TCP alone serves.
-	if len(runDir) < 80 {
-		args = append(args, "-k", runDir)
+	if len(s.runDir) < 80 {
+		args = append(args, "-k", s.runDir)
 	} else {
 		args = append(args, "-k", "")
 	}
-	if cfg.Fast {
+	if s.fast {
 		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
 	}
-	pg := &Postgres{Port: cfg.Port, DataDir: dataDir}
-	pg.Process = newProcess("postgres", logPath, processSpec{
-		path: filepath.Join(binDir, "postgres"),
+	pg := &Postgres{Port: port, DataDir: s.dataDir}
+	pg.Process = newProcess("postgres", s.logPath, processSpec{
+		path: filepath.Join(s.binDir, "postgres"),
 		args: args,
-		dir:  base,
-		cred: cred,
+		dir:  s.base,
+		cred: s.cred,
 		// SIGINT is PostgreSQL's "fast" shutdown: it does not wait for clients to leave.
 		stopSignal: syscall.SIGINT,
 		ready: func(ctx context.Context) error {
 			return ensureDatabase(ctx, pg.URL("postgres"), DatabaseName)
 		},
-	}, logger)
+	}, s.logger)
 	if err := pg.Start(ctx); err != nil {
 		return nil, err
 	}

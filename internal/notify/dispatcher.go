@@ -204,8 +204,10 @@ func (d *Dispatcher) plan(ctx context.Context, due []job.NotificationDelivery, n
 		msgs = append(msgs, ms...)
 		if !until.IsZero() {
 			for _, dl := range groups[k] {
-				postponed = append(postponed, job.DeliveryOutcome{NotificationTarget: dl.NotificationTarget,
-					State: job.DeliveryPending, Error: dl.LastError, NextAttemptAt: until, At: now})
+				postponed = append(postponed, job.DeliveryOutcome{
+					NotificationTarget: dl.NotificationTarget,
+					State:              job.DeliveryPending, Error: dl.LastError, NextAttemptAt: until, At: now,
+				})
 			}
 		}
 	}

@@ -149,7 +149,7 @@ func (s *Secrets) CheckKeys(ctx context.Context) error {
 	if s.keys == nil {
 		return fmt.Errorf("the database holds secrets whose data keys are wrapped under the keys %q, and no --secrets-key-file is configured: start with the key file these secrets were written with (docs/operations.md)", missing)
 	}
-	return fmt.Errorf("the secrets key file %s opens none of the data keys wrapped under the keys %q (%v): this database was written with another key file; start with that key file, or add its keys to this one (docs/operations.md)", s.keys.Path(), missing, cause)
+	return fmt.Errorf("the secrets key file %s opens none of the data keys wrapped under the keys %q (%w): this database was written with another key file; start with that key file, or add its keys to this one (docs/operations.md)", s.keys.Path(), missing, cause)
 }
 
 // Rotate re-wraps every data key under the keyring's newest key, online: each row in its

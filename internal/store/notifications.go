@@ -61,8 +61,10 @@ const deliveryColumns = `d.event_id, d.channel, d.recipient, d.state, d.attempts
 
 func scanDelivery(r pgx.CollectableRow) (job.NotificationDelivery, error) {
 	var d job.NotificationDelivery
-	dest := append([]any{&d.EventID, &d.Channel, &d.Recipient, &d.State, &d.Attempts, &d.NextAttemptAt,
-		&d.LastError, &d.MessageID, &d.DeliveredAt}, eventDest(&d.Event)...)
+	dest := append([]any{
+		&d.EventID, &d.Channel, &d.Recipient, &d.State, &d.Attempts, &d.NextAttemptAt,
+		&d.LastError, &d.MessageID, &d.DeliveredAt,
+	}, eventDest(&d.Event)...)
 	return d, r.Scan(dest...)
 }
 

@@ -2,7 +2,6 @@ package synchronizer_test
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -61,7 +60,7 @@ func TestMissedScheduleTimesAreSkippedRowsAndTheLatestAreCaughtUp(t *testing.T) 
 			return err == nil && e.Status == string(job.ExecSkipped)
 		}, "the missed run "+id+" is a skipped row")
 		e := f.execution(name, id)
-		require.True(t, strings.Contains(e.Message, "starting deadline of 10 s"), e.Message)
+		require.Contains(t, e.Message, "starting deadline of 10 s")
 		_, err := f.client.BatchV1().Jobs(f.ns).Get(t.Context(), id, metav1.GetOptions{})
 		require.Error(t, err, "a skipped run has no Job")
 	}
