@@ -38,11 +38,15 @@ func (a *api) listNotifications(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := make([]notificationResponse, 0, len(events))
 	for _, e := range events {
-		n := notificationResponse{ID: e.ID, Event: e.Kind, CreatedAt: e.CreatedAt, Details: e.Payload,
-			Recipients: append([]string{}, e.Recipients...), Deliveries: []deliveryResponse{}}
+		n := notificationResponse{
+			ID: e.ID, Event: e.Kind, CreatedAt: e.CreatedAt, Details: e.Payload,
+			Recipients: append([]string{}, e.Recipients...), Deliveries: []deliveryResponse{},
+		}
 		for _, d := range deliveries[e.ID] {
-			dr := deliveryResponse{Channel: d.Channel, Recipient: d.Recipient, State: d.State, Attempts: d.Attempts,
-				LastError: d.LastError, DeliveredAt: d.DeliveredAt}
+			dr := deliveryResponse{
+				Channel: d.Channel, Recipient: d.Recipient, State: d.State, Attempts: d.Attempts,
+				LastError: d.LastError, DeliveredAt: d.DeliveredAt,
+			}
 			if d.State == "pending" {
 				next := d.NextAttemptAt
 				dr.NextAttempt = &next

@@ -27,8 +27,10 @@ func TestATeamWebhookIsAddedWithItsSecretShownOnceAndDeleted(t *testing.T) {
 	assert.Contains(t, b.get("/ui/teams/team-b/jobs/job-of-b").body, `href="/ui/teams/team-b/webhooks"`, "the job page leads to it")
 	token := testenv.CSRFToken(t, page.body)
 
-	r := b.do(http.MethodPost, "/ui/teams/team-b/webhooks", url.Values{"csrf": {token}, "name": {"on-call"},
-		"url": {"https://hooks.example.com/b"}, "format": {"slack"}, "events": {"deploy_failed", "execution_user_error"}})
+	r := b.do(http.MethodPost, "/ui/teams/team-b/webhooks", url.Values{
+		"csrf": {token}, "name": {"on-call"},
+		"url": {"https://hooks.example.com/b"}, "format": {"slack"}, "events": {"deploy_failed", "execution_user_error"},
+	})
 	require.Equal(t, http.StatusOK, r.status, r.body)
 	hooks, err := e.store.TeamWebhooks(t.Context(), "team-b")
 	require.NoError(t, err)
@@ -44,8 +46,10 @@ func TestATeamWebhookIsAddedWithItsSecretShownOnceAndDeleted(t *testing.T) {
 	assert.Contains(t, page.body, "https://hooks.example.com/b")
 	assert.NotContains(t, html.UnescapeString(page.body), strings.TrimPrefix(secret, "whsec_"), "shown once only")
 
-	r = b.do(http.MethodPost, "/ui/teams/team-b/webhooks", url.Values{"csrf": {token}, "name": {"metadata"},
-		"url": {"http://169.254.169.254/latest/meta-data/"}, "events": {"deploy_failed"}})
+	r = b.do(http.MethodPost, "/ui/teams/team-b/webhooks", url.Values{
+		"csrf": {token}, "name": {"metadata"},
+		"url": {"http://169.254.169.254/latest/meta-data/"}, "events": {"deploy_failed"},
+	})
 	assert.Equal(t, http.StatusBadRequest, r.status)
 	assert.Contains(t, r.body, "loopback, link-local or private address")
 
