@@ -1,22 +1,7 @@
 #!/usr/bin/env bash
-# Builds the pinned Ory Hydra (the OAuth2/OIDC server of the tests and of dev mode) from
-# the Go module proxy into an ignored cache folder, in one line with its time. Skips all
-# work when the stamp (go.sum, this script and the Go version) matches, so a warm run
-# takes well under a second; a cold one takes several minutes on 2 cores.
+# Builds the pinned Ory Hydra, the OIDC server of the tests and dev mode (module in this folder),
+# into .cache/hydra-bin or $HYDRA_BIN_DIR; hack/gobin.sh says how it is built and stamped.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-. "$here/../lib.sh"
-out=${HYDRA_BIN_DIR:-$here/../../.cache/hydra-bin}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
-stamp=$(stamp_of "$here/go.sum" "$here/build.sh")
-if up_to_date "$out" "$stamp" hydra; then
-  exit 0
-fi
-echo "building Ory Hydra into $out (cold: several minutes, warm: seconds)" >&2
-tmp=$(mktemp -d "$out/.build.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-cd "$here"
-step hydra go build -ldflags "-s -w" -o "$tmp/hydra" github.com/ory/hydra/v2
-mv -f "$tmp/hydra" "$out/hydra"
-echo "$stamp" > "$out/.stamp"
+. "$here/../gobin.sh"
+build_pinned_go_binary "$here" hydra "${HYDRA_BIN_DIR:-$here/../../.cache/hydra-bin}" github.com/ory/hydra/v2 "Ory Hydra"
