@@ -199,7 +199,9 @@ func (x *Executions) Run(ctx context.Context, epoch int64) error {
 	wg.Go(func() { runQueue(ctx, t.logQueue, x.cfg.LogWorkers, t.keepLog) })
 	wg.Go(func() { every(ctx, x.cfg.ResyncInterval, func() bool { t.queue.Add(resyncKey); return true }) })
 	wg.Go(func() { every(ctx, x.cfg.RetentionInterval, func() bool { t.cleanup(ctx); return true }) })
-	wg.Go(func() { every(ctx, x.cfg.MissedRunsInterval, func() bool { t.checkMisses(ctx); t.checkLateness(ctx); return true }) })
+	wg.Go(func() {
+		every(ctx, x.cfg.MissedRunsInterval, func() bool { t.checkMisses(ctx); t.checkLateness(ctx); return true })
+	})
 	<-ctx.Done()
 	return nil
 }
