@@ -26,3 +26,16 @@ type LateStart struct {
 	UID    string
 	Anchor time.Time
 }
+
+// VDKJobGauges is what VDK's alerting gauges say of one job (taurus_datajob_info,
+// taurus_datajob_notification_delay, taurus_datajob_termination_status).
+type VDKJobGauges struct {
+	Name, Team                   string
+	EnableExecutionNotifications bool
+	Contacts                     Contacts
+	DelayMinutes                 int
+	// LastExecutionID and LastStatus are the job's latest execution that is not skipped
+	// (VDK never records a skipped one as the termination status), "" when none.
+	LastExecutionID string
+	LastStatus      ExecutionStatus
+}
