@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -46,15 +45,21 @@ func TestVDKJobMetricsAreScrapedWithVDKsNamesLabelsAndValues(t *testing.T) {
 	start := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
 	end, later := start.Add(time.Minute), start.Add(30*time.Minute)
 	_, err = db.RecordExecutions(ctx, job.Fence{Epoch: epoch}, []job.ExecutionUpdate{
-		{ID: "loud-job-1", JobName: "loud-job", JobUID: loud.UID, Type: job.ExecScheduled, OpID: "op-1",
-			Status: job.ExecUserError, StartTime: &start, EndTime: &end},
-		{ID: "loud-job-2", JobName: "loud-job", JobUID: loud.UID, Type: job.ExecScheduled, OpID: "op-2",
-			Status: job.ExecSkipped, StartTime: &later, EndTime: &later},
+		{
+			ID: "loud-job-1", JobName: "loud-job", JobUID: loud.UID, Type: job.ExecScheduled, OpID: "op-1",
+			Status: job.ExecUserError, StartTime: &start, EndTime: &end,
+		},
+		{
+			ID: "loud-job-2", JobName: "loud-job", JobUID: loud.UID, Type: job.ExecScheduled, OpID: "op-2",
+			Status: job.ExecSkipped, StartTime: &later, EndTime: &later,
+		},
 	})
 	require.NoError(t, err)
 
-	_, _, admin := serve(t, server.Config{DatabaseURL: url, SyncMode: server.SyncOff,
-		Notifications: server.NotificationsConfig{VDKJobMetrics: true}})
+	_, _, admin := serve(t, server.Config{
+		DatabaseURL: url, SyncMode: server.SyncOff,
+		Notifications: server.NotificationsConfig{VDKJobMetrics: true},
+	})
 	code, body := get(t, admin+"/metrics")
 	require.Equal(t, http.StatusOK, code)
 	for _, want := range []string{
@@ -74,5 +79,5 @@ func TestVDKJobMetricsAreScrapedWithVDKsNamesLabelsAndValues(t *testing.T) {
 	_, _, plain := serve(t, server.Config{DatabaseURL: url, SyncMode: server.SyncOff})
 	_, body = get(t, plain+"/metrics")
 	require.NotContains(t, body, "taurus_", "off by default")
-	require.True(t, strings.Contains(body, "go_goroutines"), "the scrape itself worked")
+	require.Contains(t, body, "go_goroutines", "the scrape itself worked")
 }
