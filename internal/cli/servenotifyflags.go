@@ -20,4 +20,5 @@ func registerNotificationFlags(f *pflag.FlagSet, cfg *server.Config) {
 	f.DurationVar(&n.RateWindow, "notification-rate-window", time.Hour, "period of --notification-rate-limit")
 	f.StringVar(&n.WebhookURL, "notification-webhook-url", "", "platform-wide webhook every notification event goes to (Standard Webhooks, signed)")
 	f.StringVar(&n.WebhookSecretFile, "notification-webhook-secret-file", "", "file holding that webhook's signing secret, whsec_<base64> (required with --notification-webhook-url)")
+	f.BoolVar(&n.VDKJobMetrics, "vdk-job-metrics", false, "export VDK's per-job alerting gauges on /metrics (taurus_datajob_info, taurus_datajob_notification_delay, taurus_datajob_termination_status) for Alertmanager rules written for VDK; off by default: they label series by job")
 }

@@ -26,6 +26,11 @@ type payload struct {
 	LogTail      string     `json:"log_tail"`
 	ScheduleTime *time.Time `json:"schedule_time"`
 	DelayMinutes int        `json:"delay_minutes"`
+	// Lateness is "start" (no run started) or "run" (still running); LateMinutes is how
+	// long after the schedule time (or the run's start) the event was written.
+	Lateness     string     `json:"lateness"`
+	LateMinutes  int        `json:"late_minutes"`
+	RunStartTime *time.Time `json:"run_start_time"`
 }
 
 // renderer writes the messages people read; consoleURL is --ui-public-url ("" when there
@@ -51,10 +56,8 @@ func (r renderer) subject(e job.NotificationEvent) string {
 		return fmt.Sprintf("[datajobs] %s: deployment failed (%s)", e.JobName, p.Status)
 	case "execution_finished":
 		return fmt.Sprintf("[datajobs] %s: execution %s %s", e.JobName, p.ExecutionID, p.Status)
-	case "job_late":
-		return fmt.Sprintf("[datajobs] %s is late: no run %d minutes after its schedule", e.JobName, p.DelayMinutes)
-	case "job_recovered":
-		return fmt.Sprintf("[datajobs] %s recovered: it runs again", e.JobName)
+	case "job_late", "job_recovered":
+		return lateSubject(e, p)
 	}
 	return fmt.Sprintf("[datajobs] %s: %s", e.JobName, e.Kind)
 }
@@ -82,11 +85,19 @@ func (r renderer) body(e job.NotificationEvent) string {
 		line("Duration", (time.Duration(p.Duration) * time.Second).String())
 	}
 	line("Schedule time", timeText(p.ScheduleTime))
+	line("Run started", timeText(p.RunStartTime))
+	if p.Lateness != "" {
+		line("Late by", minutes(p.LateMinutes))
+		line("Allowed delay", minutes(p.DelayMinutes))
+	}
 	line("Job version", p.JobVersion)
 	line("Deployed by", p.DeployedBy)
 	line("Console", r.jobLink(e))
 	if p.Message != "" {
 		fmt.Fprintf(&b, "\n%s\n", p.Message)
+	}
+	if e.Kind == "job_late" {
+		fmt.Fprintf(&b, "\n%s\n", lateExplanation(p))
 	}
 	if p.LogTail != "" {
 		fmt.Fprintf(&b, "\nLast lines of the log:\n%s\n", p.LogTail)

@@ -37,6 +37,9 @@ type NotificationsConfig struct {
 	// WebhookSecretFile holds its Standard Webhooks secret, "whsec_<base64>" (required
 	// with WebhookURL).
 	WebhookSecretFile string
+	// VDKJobMetrics exports VDK's per-job alerting gauges (taurus_datajob_info and its
+	// kin, internal/vdkmetrics) on /metrics (default false: they label series by job).
+	VDKJobMetrics bool
 }
 
 // newDispatcher builds the leader's notification dispatcher, with the channels the

@@ -24,6 +24,7 @@ import (
 	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/synchronizer"
+	"github.com/datajobs/datajobs/internal/vdkmetrics"
 )
 
 // Run serves datajobs until ctx ends, then shuts down gracefully: the HTTP servers stop
@@ -84,6 +85,9 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if cfg.Notifications.VDKJobMetrics {
+		registry.MustRegister(vdkmetrics.New(db, vdkmetrics.Config{Logger: cfg.Logger}))
+	}
 
 	svc, err := service.New(service.Config{
 		SupportedPythonVersions: cfg.SupportedPythonVersions,

@@ -31,6 +31,8 @@ type ExecutionStore interface {
 	ScheduleWatches(ctx context.Context) ([]job.ScheduleWatch, error)
 	ExistingExecutions(ctx context.Context, ids []string) (map[string]bool, error)
 	RecordMissedRuns(ctx context.Context, fence job.Fence, m job.MissedRuns) error
+	LatenessWatches(ctx context.Context) ([]job.LatenessWatch, error)
+	RecordLateness(ctx context.Context, fence job.Fence, now time.Time, starts []job.LateStart) error
 }
 
 // The defaults of ExecutionConfig, which the flags of `datajobs serve` use too.
@@ -197,7 +199,9 @@ func (x *Executions) Run(ctx context.Context, epoch int64) error {
 	wg.Go(func() { runQueue(ctx, t.logQueue, x.cfg.LogWorkers, t.keepLog) })
 	wg.Go(func() { every(ctx, x.cfg.ResyncInterval, func() bool { t.queue.Add(resyncKey); return true }) })
 	wg.Go(func() { every(ctx, x.cfg.RetentionInterval, func() bool { t.cleanup(ctx); return true }) })
-	wg.Go(func() { every(ctx, x.cfg.MissedRunsInterval, func() bool { t.checkMisses(ctx); return true }) })
+	wg.Go(func() {
+		every(ctx, x.cfg.MissedRunsInterval, func() bool { t.checkMisses(ctx); t.checkLateness(ctx); return true })
+	})
 	<-ctx.Done()
 	return nil
 }
