@@ -13,6 +13,7 @@ import (
 	"github.com/datajobs/datajobs/internal/notify"
 	"github.com/datajobs/datajobs/internal/notify/email"
 	"github.com/datajobs/datajobs/internal/notify/webhook"
+	"github.com/datajobs/datajobs/internal/secrets"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/testenv"
 )
@@ -186,19 +187,22 @@ func TestAJobFailingEveryMinuteSendsADigestNotAMailPerRun(t *testing.T) {
 }
 
 // A team's webhook answering 500 and then 200 gets the event twice under one webhook-id,
-// each signature verified by a receiver using the Standard Webhooks library, and never a
-// third time once it answered 200.
+// each signature verified by a receiver using the Standard Webhooks library (with the
+// secret the dispatcher opened from its sealed envelope), and never a third time once it
+// answered 200.
 func TestAWebhookAnswering500Then200GetsTheEventOnceSigned(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, notify.RateLimit{}, "", job.Contacts{})
 	key, err := webhook.GenerateSecret()
 	require.NoError(t, err)
 	url, received := testenv.StartWebhookReceiver(t, webhook.EncodeSecret(key), "500,200")
-	_, err = f.db.CreateTeamWebhook(t.Context(), job.TeamWebhook{
-		Team: "team-a", Name: "ops", URL: url, Format: webhook.FormatStandard, Events: job.WebhookEvents, Secret: key, CreatedBy: "me",
-	})
+	keys, err := secrets.LoadKeyring(testenv.SecretsKeyFile(t))
 	require.NoError(t, err)
-	hooks := &notify.Webhooks{Sender: webhook.NewSender(webhook.Config{AllowPrivate: true}), Store: f.db}
+	_, err = f.db.CreateTeamWebhook(t.Context(), job.TeamWebhook{
+		Team: "team-a", Name: "ops", URL: url, Format: webhook.FormatStandard, Events: job.WebhookEvents, CreatedBy: "me",
+	}, func(id string) (secrets.Envelope, error) { return keys.Seal(secrets.WebhookOwner(id), key) })
+	require.NoError(t, err)
+	hooks := &notify.Webhooks{Sender: webhook.NewSender(webhook.Config{AllowPrivate: true}), Store: f.db, Keys: keys}
 	f.d = notify.New(notify.Config{
 		Channels: map[string]notify.Channel{notify.ChannelWebhook: hooks}, Targets: hooks.Targets,
 		RetryBase: time.Second, Now: func() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.now },

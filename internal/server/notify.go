@@ -74,7 +74,11 @@ func newDispatcher(cfg Config, db *store.Store, reg prometheus.Registerer) (*not
 // newWebhooks builds the webhook channel: the teams' webhooks and the platform-wide one.
 func newWebhooks(cfg Config, db *store.Store) (*notify.Webhooks, error) {
 	n := cfg.Notifications
-	w := &notify.Webhooks{Sender: webhook.NewSender(webhook.Config{AllowPrivate: cfg.NotificationWebhookAllowPrivate}), Store: db}
+	keys, err := loadKeyring(cfg)
+	if err != nil {
+		return nil, err
+	}
+	w := &notify.Webhooks{Sender: webhook.NewSender(webhook.Config{AllowPrivate: cfg.NotificationWebhookAllowPrivate}), Store: db, Keys: keys}
 	if n.WebhookURL == "" {
 		return w, nil
 	}

@@ -85,6 +85,10 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
+	keys, err := loadKeyring(cfg)
+	if err != nil {
+		return nil, err
+	}
 	svc, err := service.New(service.Config{
 		SupportedPythonVersions: cfg.SupportedPythonVersions,
 		DefaultPythonVersion:    cfg.DefaultPythonVersion,
@@ -95,11 +99,12 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 		MaxExecutionTimeout:     cfg.Executions.MaxTimeout,
 		Logs:                    logReader(cfg, cluster),
 		WebhookAllowPrivate:     cfg.NotificationWebhookAllowPrivate,
+		Keys:                    keys,
 	}, db)
 	if err != nil {
 		return nil, err
 	}
-	secretsSvc, err := buildSecrets(cfg, db)
+	secretsSvc, err := buildSecrets(cfg, db, keys)
 	if err != nil {
 		return nil, err
 	}
