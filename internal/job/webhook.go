@@ -21,9 +21,9 @@ type TeamWebhook struct {
 	// the key that wraps its data key SecretWrappedKey), or, with SecretKeyID "" (no key
 	// ring configured when it was written), the key itself. The service and the
 	// dispatcher open it (notify.OpenWebhookSecret); the API answers it only once, open.
-	Secret           []byte
-	SecretKeyID      string
-	SecretWrappedKey []byte
+	Secret               []byte
+	SecretKeyID          string
+	SecretWrappedKey     []byte
 	CreatedBy, UpdatedBy string
 	CreatedAt, UpdatedAt time.Time
 }
