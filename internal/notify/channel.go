@@ -8,6 +8,7 @@ package notify
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/datajobs/datajobs/internal/job"
 )
@@ -60,4 +61,32 @@ func Permanent(err error) error {
 func IsPermanent(err error) bool {
 	var p permanent
 	return errors.As(err, &p)
+}
+
+// later marks an error with the wait the transport asked for before the next attempt.
+type later struct {
+	err   error
+	after time.Duration
+}
+
+func (l later) Error() string { return l.err.Error() }
+func (l later) Unwrap() error { return l.err }
+
+// RetryAfter marks err with the wait the transport asked for (a webhook's Retry-After on
+// 429 or 503): the dispatcher tries again no sooner than after, instead of its own
+// backoff, and no later than the event's maximum age. A wait of 0 leaves err as it is.
+func RetryAfter(err error, after time.Duration) error {
+	if err == nil || after <= 0 {
+		return err
+	}
+	return later{err, after}
+}
+
+// retryAfterOf is the wait err was marked with, 0 if none.
+func retryAfterOf(err error) time.Duration {
+	var l later
+	if errors.As(err, &l) {
+		return l.after
+	}
+	return 0
 }

@@ -262,7 +262,7 @@ func (d *Dispatcher) deliver(ctx context.Context, fence job.Fence, m message) {
 			o.State, o.Error = job.DeliveryFailed, err.Error()
 		default:
 			o.State, o.Error = job.DeliveryPending, err.Error()
-			o.NextAttemptAt = now.Add(backoff.Delay(d.cfg.RetryBase, d.cfg.RetryMax, dl.Attempts+1))
+			o.NextAttemptAt = d.nextAttempt(now, dl, err)
 		}
 		outs[i], result = o, o.State
 	}
@@ -275,6 +275,21 @@ func (d *Dispatcher) deliver(ctx context.Context, fence job.Fence, m message) {
 		d.cfg.Logger.WarnContext(ctx, "notification_record_failed", "message_id", id, "error", werr)
 	}
 	d.count(outs, "")
+}
+
+// nextAttempt is when a delivery that failed at now is tried again: after the wait the
+// transport asked for (Retry-After), else after the exponential backoff, and never after
+// the event's maximum age, when it gets its last attempt.
+func (d *Dispatcher) nextAttempt(now time.Time, dl job.NotificationDelivery, err error) time.Time {
+	wait := retryAfterOf(err)
+	if wait == 0 {
+		wait = backoff.Delay(d.cfg.RetryBase, d.cfg.RetryMax, dl.Attempts+1)
+	}
+	next := now.Add(wait)
+	if deadline := dl.Event.CreatedAt.Add(d.cfg.MaxAge); next.After(deadline) {
+		next = deadline
+	}
+	return next
 }
 
 func (d *Dispatcher) setFailing(channel string, err error) {

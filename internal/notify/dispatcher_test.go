@@ -12,8 +12,6 @@ import (
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/notify"
 	"github.com/datajobs/datajobs/internal/notify/email"
-	"github.com/datajobs/datajobs/internal/notify/webhook"
-	"github.com/datajobs/datajobs/internal/secrets"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/testenv"
 )
@@ -193,20 +191,7 @@ func TestAJobFailingEveryMinuteSendsADigestNotAMailPerRun(t *testing.T) {
 func TestAWebhookAnswering500Then200GetsTheEventOnceSigned(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, notify.RateLimit{}, "", job.Contacts{})
-	key, err := webhook.GenerateSecret()
-	require.NoError(t, err)
-	url, received := testenv.StartWebhookReceiver(t, webhook.EncodeSecret(key), "500,200")
-	keys, err := secrets.LoadKeyring(testenv.SecretsKeyFile(t))
-	require.NoError(t, err)
-	_, err = f.db.CreateTeamWebhook(t.Context(), job.TeamWebhook{
-		Team: "team-a", Name: "ops", URL: url, Format: webhook.FormatStandard, Events: job.WebhookEvents, CreatedBy: "me",
-	}, func(id string) (secrets.Envelope, error) { return keys.Seal(secrets.WebhookOwner(id), key) })
-	require.NoError(t, err)
-	hooks := &notify.Webhooks{Sender: webhook.NewSender(webhook.Config{AllowPrivate: true}), Store: f.db, Keys: keys}
-	f.d = notify.New(notify.Config{
-		Channels: map[string]notify.Channel{notify.ChannelWebhook: hooks}, Targets: hooks.Targets,
-		RetryBase: time.Second, Now: func() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.now },
-	}, f.db)
+	received := f.withWebhook("500,200", 0)
 	f.finish("nightly-load-1", job.ExecUserError, "exit 1", "boom\n")
 	for range 4 {
 		f.pass()

@@ -97,7 +97,7 @@ func (w *Webhooks) Deliver(ctx context.Context, d Delivery) error {
 	if webhook.IsPermanent(err) {
 		return Permanent(err)
 	}
-	return err
+	return RetryAfter(err, webhook.RetryAfter(err))
 }
 
 func (w *Webhooks) endpoint(ctx context.Context, team, recipient string) (webhook.Endpoint, error) {
