@@ -43,8 +43,12 @@ type Delivery struct {
 // Digest says whether the delivery carries more than one event.
 func (d Delivery) Digest() bool { return len(d.Events) > 1 }
 
-// permanent marks an error that retrying cannot fix.
-type permanent struct{ err error }
+// permanent marks an error that retrying cannot fix; recipient says the recipient itself
+// was refused (its server does not take it), which suppresses it (Config.SuppressFor).
+type permanent struct {
+	err       error
+	recipient bool
+}
 
 func (p permanent) Error() string { return p.err.Error() }
 func (p permanent) Unwrap() error { return p.err }
@@ -54,7 +58,23 @@ func Permanent(err error) error {
 	if err == nil {
 		return nil
 	}
-	return permanent{err}
+	return permanent{err: err}
+}
+
+// RecipientRefused marks err as the recipient's server refusing it for good (an SMTP 5xx
+// to RCPT TO): the delivery is not retried, and the recipient is sent nothing more for
+// Config.SuppressFor, each delivery to it meanwhile marked suppressed.
+func RecipientRefused(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanent{err: err, recipient: true}
+}
+
+// isRecipientRefused says whether err, or an error it wraps, was marked RecipientRefused.
+func isRecipientRefused(err error) bool {
+	var p permanent
+	return errors.As(err, &p) && p.recipient
 }
 
 // IsPermanent says whether err, or an error it wraps, was marked Permanent.

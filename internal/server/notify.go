@@ -37,6 +37,12 @@ type NotificationsConfig struct {
 	// WebhookSecretFile holds its Standard Webhooks secret, "whsec_<base64>" (required
 	// with WebhookURL).
 	WebhookSecretFile string
+	// Retention is how long finished events are kept before the leader deletes them
+	// (default 30 days; negative: forever).
+	Retention time.Duration
+	// SuppressionPeriod is how long a recipient refused for good is sent nothing (default
+	// 7 days; negative: until removed with `datajobs notifications unsuppress`).
+	SuppressionPeriod time.Duration
 }
 
 // newDispatcher builds the leader's notification dispatcher, with the channels the
@@ -68,6 +74,7 @@ func newDispatcher(cfg Config, db *store.Store, reg prometheus.Registerer) (*not
 		Channels: channels, Targets: hooks.Targets, MaxAge: n.MaxAge,
 		RateLimit:  notify.RateLimit{Messages: n.RateLimit, Window: n.RateWindow},
 		ConsoleURL: cfg.UI.PublicURL, Logger: cfg.Logger, Metrics: notify.NewMetrics(reg),
+		Retention: n.Retention, SuppressFor: n.SuppressionPeriod,
 	}, db), nil
 }
 
