@@ -69,7 +69,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 
 	serve := newServeCommand(g)
 	root.AddCommand(serve.command, newMigrateCommand(g), newSyncCommand(g), newVersionCommand(g), newDevCommand(serve.run))
-	root.AddCommand(newImportCommand(g), newReleaseCommand(g), newSecretsCommand(g))
+	root.AddCommand(newImportCommand(g), newReleaseCommand(g), newSecretsCommand(g), newNotificationsCommand(g))
 	return root
 }
 

@@ -71,7 +71,11 @@ func newEnv(t testing.TB, opts ...func(*options)) *env {
 	if o.storeURL != "" || o.quotas != (store.TeamQuotas{}) || o.statementTimeout != 0 {
 		apiStore = openStoreWith(t, store.Config{URL: cmp.Or(o.storeURL, dbURL), Quotas: o.quotas, StatementTimeout: o.statementTimeout})
 	}
+	keyFile := testenv.SecretsKeyFile(t)
+	keys, err := secrets.LoadKeyring(keyFile)
+	require.NoError(t, err)
 	svc, err := service.New(service.Config{
+		Keys:                    keys,
 		SupportedPythonVersions: []string{"3.9", "3.11"},
 		DefaultPythonVersion:    "3.11",
 		APIVersion:              "datajobs/test",
@@ -92,9 +96,6 @@ func newEnv(t testing.TB, opts ...func(*options)) *env {
 		cfg.JobsQuery, err = graphapi.New(graphapi.Config{Logger: slog.New(slog.DiscardHandler), Webhook: o.webhook}, svc)
 		require.NoError(t, err)
 	}
-	keyFile := testenv.SecretsKeyFile(t)
-	keys, err := secrets.LoadKeyring(keyFile)
-	require.NoError(t, err)
 	cfg.Secrets = service.NewSecrets(apiStore, keys, o.maxSecretsBytes)
 	h := httpapi.New(cfg, svc, logger)
 	srv := httptest.NewServer(h)

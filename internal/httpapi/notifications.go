@@ -18,7 +18,8 @@ type notificationResponse struct {
 }
 
 // deliveryResponse is one recipient's delivery: pending (retried), delivered, failed
-// (given up at --notification-max-age) or bounced (refused permanently).
+// (given up at --notification-max-age), bounced (refused permanently) or suppressed (not
+// sent: the recipient bounced before).
 type deliveryResponse struct {
 	Channel     string     `json:"channel"`
 	Recipient   string     `json:"recipient"`

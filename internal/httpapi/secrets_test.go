@@ -2,6 +2,8 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"net/http"
 	"net/url"
 	"os"
@@ -12,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/secrets"
 	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/testenv"
@@ -127,8 +130,9 @@ func TestSecretsOfAMissingJobAre404(t *testing.T) {
 }
 
 // TestSecretValuesAreInNoDumpLogOrGraphQLAnswer: the database holds ciphertext only (a
-// full pg_dump does not contain the value), and neither the logs nor the GraphQL jobs
-// query show it.
+// full pg_dump does not contain the value, nor a team webhook's signing secret, in
+// base64 or as the hex of its bytes), and neither the logs nor the GraphQL jobs query
+// show it.
 func TestSecretValuesAreInNoDumpLogOrGraphQLAnswer(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(o *options) { o.graphql = true })
@@ -145,9 +149,14 @@ func TestSecretValuesAreInNoDumpLogOrGraphQLAnswer(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 	require.Contains(t, string(r.body), "secret-job")
 
+	hook := e.createWebhook("team-a")
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(hook.Secret, "whsec_"))
+	require.NoError(t, err)
+
 	dump := testenv.PgDump(t, e.dbURL)
 	require.Contains(t, dump, "job_secrets", "the dump is of the database that holds them")
-	for _, v := range []string{value, clientSecret} {
+	require.Contains(t, dump, hook.ID, "the dump holds the webhook's row")
+	for _, v := range []string{value, clientSecret, strings.TrimPrefix(hook.Secret, "whsec_"), hex.EncodeToString(raw)} {
 		assert.NotContains(t, dump, v, "pg_dump")
 		assert.NotContains(t, e.logs.String(), v, "the logs")
 		assert.NotContains(t, string(r.body), v, "GraphQL")
@@ -210,6 +219,16 @@ func TestRotateReencryptsEveryDataKeySoTheOldKeyCanBeRemoved(t *testing.T) {
 	e.putSecrets(b, `{"k":"of-b"}`)
 	r := e.do("PUT", "/data-jobs/teams/team-a/oauth-credentials", `{"clientId":"client-a","clientSecret":"s-a"}`)
 	require.Equal(t, http.StatusAccepted, r.status, "%s", r.body)
+	sealed := e.createWebhook("team-a")
+	// A webhook made while no key file was configured holds its secret open: the
+	// rotation seals it.
+	noKeys, err := service.New(service.Config{}, e.store)
+	require.NoError(t, err)
+	open, err := noKeys.CreateTeamWebhook(t.Context(), "team-b", "me", job.TeamWebhookChange{
+		Name: new("before-keys"), URL: new("https://hooks.example.com/b"),
+	})
+	require.NoError(t, err)
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM team_webhook WHERE secret_key_id = ''`))
 	oldFile, err := os.ReadFile(e.keyFile)
 	require.NoError(t, err)
 
@@ -219,8 +238,9 @@ func TestRotateReencryptsEveryDataKeySoTheOldKeyCanBeRemoved(t *testing.T) {
 	require.NoError(t, err)
 	n, err := service.NewSecrets(e.store, keys, 0).Rotate(t.Context())
 	require.NoError(t, err)
-	assert.Equal(t, 3, n, "two jobs' data keys and one team's")
+	assert.Equal(t, 5, n, "two jobs' data keys, one team's and two webhooks'")
 	assert.Equal(t, 0, e.count(`SELECT count(*) FROM job_secrets WHERE key_id <> $1`, newID))
+	assert.Equal(t, 0, e.count(`SELECT count(*) FROM team_webhook WHERE secret_key_id <> $1`, newID))
 	n, err = service.NewSecrets(e.store, keys, 0).Rotate(t.Context())
 	require.NoError(t, err)
 	assert.Zero(t, n, "a second rotation has nothing left to do")
@@ -232,6 +252,8 @@ func TestRotateReencryptsEveryDataKeySoTheOldKeyCanBeRemoved(t *testing.T) {
 	r = e.do("GET", "/data-jobs/teams/team-a/oauth-credentials", "")
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 	assert.Contains(t, string(r.body), `"clientSecret":"s-a"`)
+	assert.Equal(t, sealed.Secret, "whsec_"+base64.StdEncoding.EncodeToString(openedSecret(t, e, "team-a", sealed.ID)), "the sealed webhook secret opens with the new key alone")
+	assert.Equal(t, open.Secret, openedSecret(t, e, "team-b", open.ID), "the open one was sealed, unchanged")
 
 	// Start-up with the old file alone (the new key lost) is refused, naming the key.
 	require.NoError(t, os.WriteFile(e.keyFile, oldFile, 0o600))

@@ -13,6 +13,8 @@ import (
 
 	"github.com/datajobs/datajobs/internal/auth"
 	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/notify"
+	"github.com/datajobs/datajobs/internal/secrets"
 	"github.com/datajobs/datajobs/internal/testenv"
 )
 
@@ -128,14 +130,37 @@ func sortedEvents() []string {
 	return out
 }
 
-// storedSecret is the secret the store gives the dispatcher for webhook id of team-b.
+// createWebhook makes a webhook of team as the caller of e (auth mode none) and returns
+// the answer, its secret included.
+func (e *env) createWebhook(team string) webhook {
+	e.t.Helper()
+	r := e.do("POST", "/data-jobs/for-team/"+team+"/webhooks", `{"name":"ops","url":"https://hooks.example.com/datajobs"}`)
+	require.Equal(e.t, http.StatusCreated, r.status, "%s", r.body)
+	var w webhook
+	r.json(e.t, &w)
+	require.NotEmpty(e.t, w.Secret)
+	return w
+}
+
+// storedSecret is the secret the dispatcher signs with for webhook id of team-b: the
+// store's, opened with the key file.
 func storedSecret(t *testing.T, e *hooksEnv, id string) []byte {
 	t.Helper()
-	hooks, err := e.store.TeamWebhooks(t.Context(), "team-b")
+	return openedSecret(t, e.env, "team-b", id)
+}
+
+func openedSecret(t *testing.T, e *env, team, id string) []byte {
+	t.Helper()
+	hooks, err := e.store.TeamWebhooks(t.Context(), team)
+	require.NoError(t, err)
+	keys, err := secrets.LoadKeyring(e.keyFile)
 	require.NoError(t, err)
 	for _, h := range hooks {
 		if h.ID == id {
-			return h.Secret
+			require.NotEmpty(t, h.SecretKeyID, "sealed with the key file")
+			secret, err := notify.OpenWebhookSecret(keys, h)
+			require.NoError(t, err)
+			return secret
 		}
 	}
 	t.Fatalf("webhook %s not in the store", id)

@@ -23,7 +23,20 @@ const (
 	DeliveryDelivered = "delivered" // accepted by the transport (the SMTP server, the webhook)
 	DeliveryFailed    = "failed"    // retried until the maximum age, never accepted
 	DeliveryBounced   = "bounced"   // refused permanently by the transport; not retried
+	// DeliverySuppressed: not attempted, its recipient bounced before and is suppressed
+	// (Suppression); not retried.
+	DeliverySuppressed = "suppressed"
 )
+
+// Suppression is a recipient the dispatcher sends nothing to: its server refused it
+// permanently (an SMTP 5xx to RCPT TO) on the delivery of event EventID.
+type Suppression struct {
+	Channel, Recipient, Reason string
+	EventID                    int64
+	// At is when it bounced; Until when the suppression ends (nil: when it is removed).
+	At    time.Time
+	Until *time.Time
+}
 
 // NotificationTarget is one recipient of an event on one channel.
 type NotificationTarget struct {

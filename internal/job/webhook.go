@@ -17,10 +17,13 @@ type TeamWebhook struct {
 	Format string
 	// Events are the webhook events it receives (WebhookEvents), sorted.
 	Events []string
-	Secret []byte
-	// SecretKeyID names the key that encrypts Secret at rest ("" until the secrets key
-	// ring is configured: then it is stored as it is).
+	// Secret is the HMAC key as stored: sealed by the secrets key ring (SecretKeyID names
+	// the key that wraps its data key SecretWrappedKey), or, with SecretKeyID "" (no key
+	// ring configured when it was written), the key itself. The service and the
+	// dispatcher open it (notify.OpenWebhookSecret); the API answers it only once, open.
+	Secret               []byte
 	SecretKeyID          string
+	SecretWrappedKey     []byte
 	CreatedBy, UpdatedBy string
 	CreatedAt, UpdatedAt time.Time
 }

@@ -8,6 +8,7 @@ package notify
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/datajobs/datajobs/internal/job"
 )
@@ -42,8 +43,12 @@ type Delivery struct {
 // Digest says whether the delivery carries more than one event.
 func (d Delivery) Digest() bool { return len(d.Events) > 1 }
 
-// permanent marks an error that retrying cannot fix.
-type permanent struct{ err error }
+// permanent marks an error that retrying cannot fix; recipient says the recipient itself
+// was refused (its server does not take it), which suppresses it (Config.SuppressFor).
+type permanent struct {
+	err       error
+	recipient bool
+}
 
 func (p permanent) Error() string { return p.err.Error() }
 func (p permanent) Unwrap() error { return p.err }
@@ -53,11 +58,55 @@ func Permanent(err error) error {
 	if err == nil {
 		return nil
 	}
-	return permanent{err}
+	return permanent{err: err}
+}
+
+// RecipientRefused marks err as the recipient's server refusing it for good (an SMTP 5xx
+// to RCPT TO): the delivery is not retried, and the recipient is sent nothing more for
+// Config.SuppressFor, each delivery to it meanwhile marked suppressed.
+func RecipientRefused(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanent{err: err, recipient: true}
+}
+
+// isRecipientRefused says whether err, or an error it wraps, was marked RecipientRefused.
+func isRecipientRefused(err error) bool {
+	var p permanent
+	return errors.As(err, &p) && p.recipient
 }
 
 // IsPermanent says whether err, or an error it wraps, was marked Permanent.
 func IsPermanent(err error) bool {
 	var p permanent
 	return errors.As(err, &p)
+}
+
+// later marks an error with the wait the transport asked for before the next attempt.
+type later struct {
+	err   error
+	after time.Duration
+}
+
+func (l later) Error() string { return l.err.Error() }
+func (l later) Unwrap() error { return l.err }
+
+// RetryAfter marks err with the wait the transport asked for (a webhook's Retry-After on
+// 429 or 503): the dispatcher tries again no sooner than after, instead of its own
+// backoff, and no later than the event's maximum age. A wait of 0 leaves err as it is.
+func RetryAfter(err error, after time.Duration) error {
+	if err == nil || after <= 0 {
+		return err
+	}
+	return later{err, after}
+}
+
+// retryAfterOf is the wait err was marked with, 0 if none.
+func retryAfterOf(err error) time.Duration {
+	var l later
+	if errors.As(err, &l) {
+		return l.after
+	}
+	return 0
 }

@@ -20,6 +20,9 @@ type Store interface {
 	RecordDeliveries(ctx context.Context, fence job.Fence, outs []job.DeliveryOutcome) (int, error)
 	MessagesSent(ctx context.Context, channel string, recipients []string, since time.Time) (map[string][]time.Time, error)
 	OutboxStats(ctx context.Context) (job.OutboxStats, error)
+	SuppressRecipients(ctx context.Context, fence job.Fence, sups []job.Suppression) error
+	SuppressedRecipients(ctx context.Context, channel string, recipients []string, now time.Time) (map[string]job.Suppression, error)
+	PruneNotifications(ctx context.Context, fence job.Fence, before time.Time, limit int) (int, error)
 }
 
 // Config configures a Dispatcher.
@@ -44,6 +47,17 @@ type Config struct {
 	// ConsoleURL is the console's external base URL (--ui-public-url) the messages link
 	// to; empty: no link.
 	ConsoleURL string
+	// SuppressFor is how long a recipient refused for good (RecipientRefused) is sent
+	// nothing (--notification-suppression-period, default 7 days; negative: until an
+	// operator removes it).
+	SuppressFor time.Duration
+	// Retention is how long finished events are kept, with their deliveries, before the
+	// leader deletes them (--notification-retention, default 30 days; negative: forever).
+	Retention time.Duration
+	// PruneEvery is how often the retention runs (default 1m); each run deletes in
+	// batches of PruneBatch (default 1000) rows, at most PruneBatches (default 10).
+	PruneEvery               time.Duration
+	PruneBatch, PruneBatches int
 	// Now is the clock (default time.Now).
 	Now     func() time.Time
 	Logger  *slog.Logger
@@ -58,6 +72,8 @@ type Dispatcher struct {
 
 	mu      sync.Mutex
 	failing map[string]string // channel → the last error, while its last attempt failed
+
+	prunedAt time.Time // when the retention last ran (Pass's goroutine only)
 }
 
 // New returns a dispatcher of db's outbox.
@@ -69,6 +85,11 @@ func New(cfg Config, db Store) *Dispatcher {
 	cfg.Workers = cmp.Or(cfg.Workers, 8)
 	cfg.RateLimit.Messages = cmp.Or(cfg.RateLimit.Messages, 10)
 	cfg.RateLimit.Window = cmp.Or(cfg.RateLimit.Window, time.Hour)
+	cfg.SuppressFor = cmp.Or(cfg.SuppressFor, 7*24*time.Hour)
+	cfg.Retention = cmp.Or(cfg.Retention, 30*24*time.Hour)
+	cfg.PruneEvery = cmp.Or(cfg.PruneEvery, time.Minute)
+	cfg.PruneBatch = cmp.Or(cfg.PruneBatch, 1000)
+	cfg.PruneBatches = cmp.Or(cfg.PruneBatches, 10)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -117,6 +138,10 @@ func (d *Dispatcher) Pass(ctx context.Context, fence job.Fence) error {
 	if err != nil {
 		return err
 	}
+	due, err = d.suppressed(ctx, fence, due, now)
+	if err != nil {
+		return err
+	}
 	msgs, postponed, err := d.plan(ctx, due, now)
 	if err != nil {
 		return err
@@ -126,6 +151,9 @@ func (d *Dispatcher) Pass(ctx context.Context, fence job.Fence) error {
 	}
 	d.count(postponed, "postponed")
 	d.send(ctx, fence, msgs)
+	if err := d.prune(ctx, fence); err != nil {
+		return err
+	}
 	return d.observe(ctx)
 }
 
@@ -262,11 +290,14 @@ func (d *Dispatcher) deliver(ctx context.Context, fence job.Fence, m message) {
 			o.State, o.Error = job.DeliveryFailed, err.Error()
 		default:
 			o.State, o.Error = job.DeliveryPending, err.Error()
-			o.NextAttemptAt = now.Add(backoff.Delay(d.cfg.RetryBase, d.cfg.RetryMax, dl.Attempts+1))
+			o.NextAttemptAt = d.nextAttempt(now, dl, err)
 		}
 		outs[i], result = o, o.State
 	}
 	d.setFailing(m.channel, err)
+	if isRecipientRefused(err) {
+		d.suppress(ctx, fence, m, err, now)
+	}
 	if err != nil {
 		d.cfg.Logger.WarnContext(ctx, "notification_delivery_failed", "channel", m.channel, "message_id", id,
 			"events", len(events), "result", result, "error", err)
@@ -275,6 +306,21 @@ func (d *Dispatcher) deliver(ctx context.Context, fence job.Fence, m message) {
 		d.cfg.Logger.WarnContext(ctx, "notification_record_failed", "message_id", id, "error", werr)
 	}
 	d.count(outs, "")
+}
+
+// nextAttempt is when a delivery that failed at now is tried again: after the wait the
+// transport asked for (Retry-After), else after the exponential backoff, and never after
+// the event's maximum age, when it gets its last attempt.
+func (d *Dispatcher) nextAttempt(now time.Time, dl job.NotificationDelivery, err error) time.Time {
+	wait := retryAfterOf(err)
+	if wait == 0 {
+		wait = backoff.Delay(d.cfg.RetryBase, d.cfg.RetryMax, dl.Attempts+1)
+	}
+	next := now.Add(wait)
+	if deadline := dl.Event.CreatedAt.Add(d.cfg.MaxAge); next.After(deadline) {
+		next = deadline
+	}
+	return next
 }
 
 func (d *Dispatcher) setFailing(channel string, err error) {

@@ -12,7 +12,6 @@ import (
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/notify"
 	"github.com/datajobs/datajobs/internal/notify/email"
-	"github.com/datajobs/datajobs/internal/notify/webhook"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/testenv"
 )
@@ -21,6 +20,7 @@ import (
 // a dispatcher whose clock the test moves.
 type fixture struct {
 	t     *testing.T
+	dbURL string
 	db    *store.Store
 	mail  *devenv.Mailpit
 	fence job.Fence
@@ -33,22 +33,37 @@ type fixture struct {
 
 func newFixture(t *testing.T, limit notify.RateLimit, allowed string, contacts job.Contacts) *fixture {
 	t.Helper()
-	f := &fixture{t: t, db: testenv.Store(t), mail: testenv.StartMailpit(t, allowed), now: time.Now()}
+	f := &fixture{t: t, dbURL: testenv.DatabaseURL(t), mail: testenv.StartMailpit(t, allowed), now: time.Now()}
 	ctx := t.Context()
+	db, err := store.Open(ctx, store.Config{URL: f.dbURL})
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
+	f.db = db
 	epoch, ok, err := f.db.TryAcquireLease(ctx, store.SyncLeaseName, "leader", time.Hour)
 	require.NoError(t, err)
 	require.True(t, ok)
 	f.fence = job.Fence{Epoch: epoch}
 	f.job, err = f.db.CreateJob(ctx, job.Job{Name: "nightly-load", Team: "team-a", Contacts: contacts, EnableExecutionNotifications: true})
 	require.NoError(t, err)
-	sender, err := email.New(email.Config{URL: "smtp://" + f.mail.SMTPAddr, From: "datajobs@example.com"})
-	require.NoError(t, err)
-	f.d = notify.New(notify.Config{
-		Channels: map[string]notify.Channel{notify.ChannelEmail: sender}, RateLimit: limit,
+	f.mailTo(f.mail, func(c *notify.Config) { c.RateLimit = limit })
+	return f
+}
+
+// mailTo makes the fixture's dispatcher send e-mail to mail, with its configuration
+// changed by opts.
+func (f *fixture) mailTo(mail *devenv.Mailpit, opts ...func(*notify.Config)) {
+	f.t.Helper()
+	sender, err := email.New(email.Config{URL: "smtp://" + mail.SMTPAddr, From: "datajobs@example.com"})
+	require.NoError(f.t, err)
+	cfg := notify.Config{
+		Channels:   map[string]notify.Channel{notify.ChannelEmail: sender},
 		ConsoleURL: "https://datajobs.example.com", RetryBase: time.Second, RetryMax: time.Minute,
 		Now: func() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.now },
-	}, f.db)
-	return f
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	f.d = notify.New(cfg, f.db)
 }
 
 func (f *fixture) advance(d time.Duration) {
@@ -186,23 +201,13 @@ func TestAJobFailingEveryMinuteSendsADigestNotAMailPerRun(t *testing.T) {
 }
 
 // A team's webhook answering 500 and then 200 gets the event twice under one webhook-id,
-// each signature verified by a receiver using the Standard Webhooks library, and never a
-// third time once it answered 200.
+// each signature verified by a receiver using the Standard Webhooks library (with the
+// secret the dispatcher opened from its sealed envelope), and never a third time once it
+// answered 200.
 func TestAWebhookAnswering500Then200GetsTheEventOnceSigned(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, notify.RateLimit{}, "", job.Contacts{})
-	key, err := webhook.GenerateSecret()
-	require.NoError(t, err)
-	url, received := testenv.StartWebhookReceiver(t, webhook.EncodeSecret(key), "500,200")
-	_, err = f.db.CreateTeamWebhook(t.Context(), job.TeamWebhook{
-		Team: "team-a", Name: "ops", URL: url, Format: webhook.FormatStandard, Events: job.WebhookEvents, Secret: key, CreatedBy: "me",
-	})
-	require.NoError(t, err)
-	hooks := &notify.Webhooks{Sender: webhook.NewSender(webhook.Config{AllowPrivate: true}), Store: f.db}
-	f.d = notify.New(notify.Config{
-		Channels: map[string]notify.Channel{notify.ChannelWebhook: hooks}, Targets: hooks.Targets,
-		RetryBase: time.Second, Now: func() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.now },
-	}, f.db)
+	received := f.withWebhook("500,200", 0)
 	f.finish("nightly-load-1", job.ExecUserError, "exit 1", "boom\n")
 	for range 4 {
 		f.pass()

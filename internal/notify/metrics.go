@@ -16,7 +16,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "datajobs_notifications_total",
-			Help: "Notification deliveries by channel and result: delivered, retried (a retryable failure), failed (given up at --notification-max-age), bounced (refused permanently), postponed (held for a digest by the rate limit).",
+			Help: "Notification deliveries by channel and result: delivered, retried (a retryable failure), failed (given up at --notification-max-age), bounced (refused permanently), suppressed (not sent: the recipient bounced before), postponed (held for a digest by the rate limit).",
 		}, []string{"channel", "result"}),
 		depth: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "datajobs_notifications_outbox_depth", Help: "Notification deliveries (and events not yet expanded into deliveries) not yet accepted by their transport.",

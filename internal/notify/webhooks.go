@@ -9,6 +9,7 @@ import (
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/notify/webhook"
+	"github.com/datajobs/datajobs/internal/secrets"
 )
 
 // The webhook channel's recipients: a team webhook by id, or the platform-wide one.
@@ -29,6 +30,25 @@ type Webhooks struct {
 	Store  WebhookStore
 	// Platform is the platform-wide webhook (--notification-webhook-url); URL "" for none.
 	Platform webhook.Endpoint
+	// Keys opens the team webhooks' sealed secrets (--secrets-key-file); nil: only
+	// secrets stored open can be read.
+	Keys *secrets.Keyring
+}
+
+// OpenWebhookSecret returns the HMAC key of h, opened with keys when it is sealed (a
+// secret stored open, key id "", is returned as it is).
+func OpenWebhookSecret(keys *secrets.Keyring, h job.TeamWebhook) ([]byte, error) {
+	if h.SecretKeyID == "" {
+		return h.Secret, nil
+	}
+	if keys == nil {
+		return nil, fmt.Errorf("webhook %s: its secret is sealed under key %s and no --secrets-key-file is configured", h.Name, h.SecretKeyID)
+	}
+	secret, err := keys.Open(secrets.WebhookOwner(h.ID), secrets.Envelope{KeyID: h.SecretKeyID, WrappedKey: h.SecretWrappedKey, Sealed: h.Secret})
+	if err != nil {
+		return nil, fmt.Errorf("webhook %s: %w", h.Name, err)
+	}
+	return secret, nil
 }
 
 // ParseSecret reads a Standard Webhooks secret, "whsec_<base64>" (the prefix optional).
@@ -77,7 +97,7 @@ func (w *Webhooks) Deliver(ctx context.Context, d Delivery) error {
 	if webhook.IsPermanent(err) {
 		return Permanent(err)
 	}
-	return err
+	return RetryAfter(err, webhook.RetryAfter(err))
 }
 
 func (w *Webhooks) endpoint(ctx context.Context, team, recipient string) (webhook.Endpoint, error) {
@@ -91,10 +111,11 @@ func (w *Webhooks) endpoint(ctx context.Context, team, recipient string) (webhoo
 	}
 	for _, h := range hooks {
 		if h.ID == id {
-			if h.SecretKeyID != "" {
-				return webhook.Endpoint{}, fmt.Errorf("webhook %s: its secret is encrypted with key %s, which this dispatcher cannot read", h.Name, h.SecretKeyID)
+			secret, err := OpenWebhookSecret(w.Keys, h)
+			if err != nil { // retried: the key file may be restored, or a replica have it
+				return webhook.Endpoint{}, err
 			}
-			return webhook.Endpoint{URL: h.URL, Secret: h.Secret, Format: h.Format}, nil
+			return webhook.Endpoint{URL: h.URL, Secret: secret, Format: h.Format}, nil
 		}
 	}
 	return webhook.Endpoint{}, Permanent(fmt.Errorf("webhook %s of team %s was deleted", id, team))

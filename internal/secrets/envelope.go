@@ -156,6 +156,10 @@ func gcm(key []byte) (cipher.AEAD, error) {
 // UID) never opens them.
 func JobOwner(uid string) string { return "job:" + uid }
 
+// WebhookOwner is the owner of a team webhook's signing secret: its id, so that a secret
+// copied to another webhook's row does not open.
+func WebhookOwner(id string) string { return "webhook:" + id }
+
 // TeamOwner is the owner of a team's OAuth credentials.
 func TeamOwner(team string) string { return "team:" + team }
 

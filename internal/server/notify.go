@@ -40,6 +40,12 @@ type NotificationsConfig struct {
 	// VDKJobMetrics exports VDK's per-job alerting gauges (taurus_datajob_info and its
 	// kin, internal/vdkmetrics) on /metrics (default false: they label series by job).
 	VDKJobMetrics bool
+	// Retention is how long finished events are kept before the leader deletes them
+	// (default 30 days; negative: forever).
+	Retention time.Duration
+	// SuppressionPeriod is how long a recipient refused for good is sent nothing (default
+	// 7 days; negative: until removed with `datajobs notifications unsuppress`).
+	SuppressionPeriod time.Duration
 }
 
 // newDispatcher builds the leader's notification dispatcher, with the channels the
@@ -71,13 +77,18 @@ func newDispatcher(cfg Config, db *store.Store, reg prometheus.Registerer) (*not
 		Channels: channels, Targets: hooks.Targets, MaxAge: n.MaxAge,
 		RateLimit:  notify.RateLimit{Messages: n.RateLimit, Window: n.RateWindow},
 		ConsoleURL: cfg.UI.PublicURL, Logger: cfg.Logger, Metrics: notify.NewMetrics(reg),
+		Retention: n.Retention, SuppressFor: n.SuppressionPeriod,
 	}, db), nil
 }
 
 // newWebhooks builds the webhook channel: the teams' webhooks and the platform-wide one.
 func newWebhooks(cfg Config, db *store.Store) (*notify.Webhooks, error) {
 	n := cfg.Notifications
-	w := &notify.Webhooks{Sender: webhook.NewSender(webhook.Config{AllowPrivate: cfg.NotificationWebhookAllowPrivate}), Store: db}
+	keys, err := loadKeyring(cfg)
+	if err != nil {
+		return nil, err
+	}
+	w := &notify.Webhooks{Sender: webhook.NewSender(webhook.Config{AllowPrivate: cfg.NotificationWebhookAllowPrivate}), Store: db, Keys: keys}
 	if n.WebhookURL == "" {
 		return w, nil
 	}

@@ -18,19 +18,22 @@ type SecretsConfig struct {
 	MaxBytes int
 }
 
-// buildSecrets loads the keyring and returns the secrets use cases. A server that checks
+// buildSecrets returns the secrets use cases with keys (loadKeyring). A server that checks
 // callers (auth mode oidc) refuses to start without a key file: its secrets would have
 // nothing to encrypt them.
-func buildSecrets(cfg Config, db *store.Store) (*service.Secrets, error) {
-	if cfg.Secrets.KeyFile == "" {
-		if cfg.Auth.Mode == AuthOIDC {
-			return nil, errors.New("the secrets key file is required in auth mode oidc (--secrets-key-file or DATAJOBS_SECRETS_KEY_FILE; create one with `datajobs secrets add-key --secrets-key-file FILE`, docs/operations.md)")
-		}
-		return service.NewSecrets(db, nil, cfg.Secrets.MaxBytes), nil
-	}
-	keys, err := secrets.LoadKeyring(cfg.Secrets.KeyFile)
-	if err != nil {
-		return nil, err
+func buildSecrets(cfg Config, db *store.Store, keys *secrets.Keyring) (*service.Secrets, error) {
+	if keys == nil && cfg.Auth.Mode == AuthOIDC {
+		return nil, errors.New("the secrets key file is required in auth mode oidc (--secrets-key-file or DATAJOBS_SECRETS_KEY_FILE; create one with `datajobs secrets add-key --secrets-key-file FILE`, docs/operations.md)")
 	}
 	return service.NewSecrets(db, keys, cfg.Secrets.MaxBytes), nil
+}
+
+// loadKeyring loads the secrets key file, nil when none is configured. The service (team
+// webhook secrets) and the dispatcher load their own: a keyring reads the file again when
+// it changes, so each sees a key added for a rotation.
+func loadKeyring(cfg Config) (*secrets.Keyring, error) {
+	if cfg.Secrets.KeyFile == "" {
+		return nil, nil
+	}
+	return secrets.LoadKeyring(cfg.Secrets.KeyFile)
 }

@@ -89,6 +89,10 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 		registry.MustRegister(vdkmetrics.New(db, vdkmetrics.Config{Logger: cfg.Logger}))
 	}
 
+	keys, err := loadKeyring(cfg)
+	if err != nil {
+		return nil, err
+	}
 	svc, err := service.New(service.Config{
 		SupportedPythonVersions: cfg.SupportedPythonVersions,
 		DefaultPythonVersion:    cfg.DefaultPythonVersion,
@@ -99,11 +103,12 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 		MaxExecutionTimeout:     cfg.Executions.MaxTimeout,
 		Logs:                    logReader(cfg, cluster),
 		WebhookAllowPrivate:     cfg.NotificationWebhookAllowPrivate,
+		Keys:                    keys,
 	}, db)
 	if err != nil {
 		return nil, err
 	}
-	secretsSvc, err := buildSecrets(cfg, db)
+	secretsSvc, err := buildSecrets(cfg, db, keys)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/secrets"
 )
 
 // Config configures the service.
@@ -47,6 +48,9 @@ type Config struct {
 	// WebhookAllowPrivate accepts team webhook URLs on loopback, link-local and private
 	// addresses (--notification-webhook-allow-private; default false: refused with 400).
 	WebhookAllowPrivate bool
+	// Keys seals team webhook secrets (--secrets-key-file); nil: they are stored open, as
+	// in auth mode none without a key file (docs/webhooks.md).
+	Keys *secrets.Keyring
 }
 
 // Service runs the use cases of data jobs and their deployments.

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/secrets"
 )
 
 // Store is what the use cases read and write (store.Store implements it).
@@ -43,9 +44,9 @@ type Store interface {
 	OpenSources(ctx context.Context, team, name, version string) (*job.SourcesReader, error)
 	DeleteSources(ctx context.Context, team, name string) error
 
-	CreateTeamWebhook(ctx context.Context, w job.TeamWebhook) (job.TeamWebhook, error)
+	CreateTeamWebhook(ctx context.Context, w job.TeamWebhook, seal func(id string) (secrets.Envelope, error)) (job.TeamWebhook, error)
 	TeamWebhooks(ctx context.Context, team string) ([]job.TeamWebhook, error)
 	TeamWebhook(ctx context.Context, team, id string) (job.TeamWebhook, error)
-	UpdateTeamWebhook(ctx context.Context, team, id, by string, ch job.TeamWebhookChange, secret []byte) (job.TeamWebhook, error)
+	UpdateTeamWebhook(ctx context.Context, team, id, by string, ch job.TeamWebhookChange, secret *secrets.Envelope) (job.TeamWebhook, error)
 	DeleteTeamWebhook(ctx context.Context, team, id string) error
 }

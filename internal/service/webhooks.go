@@ -6,6 +6,7 @@ import (
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/notify/webhook"
+	"github.com/datajobs/datajobs/internal/secrets"
 )
 
 // Teams' notification webhooks (issue 25). The secret is made here, never given by a
@@ -23,7 +24,7 @@ func (s *Service) TeamWebhooks(ctx context.Context, team string) ([]job.TeamWebh
 	}
 	ws, err := s.store.TeamWebhooks(ctx, team)
 	for i := range ws {
-		ws[i].Secret = nil
+		ws[i].Secret, ws[i].SecretWrappedKey = nil, nil
 	}
 	return ws, err
 }
@@ -34,7 +35,7 @@ func (s *Service) TeamWebhook(ctx context.Context, team, id string) (job.TeamWeb
 		return job.TeamWebhook{}, err
 	}
 	w, err := s.store.TeamWebhook(ctx, team, id)
-	w.Secret = nil
+	w.Secret, w.SecretWrappedKey = nil, nil
 	return w, err
 }
 
@@ -62,10 +63,11 @@ func (s *Service) CreateTeamWebhook(ctx context.Context, team, by string, ch job
 	if err != nil {
 		return job.TeamWebhook{}, err
 	}
-	return s.store.CreateTeamWebhook(ctx, job.TeamWebhook{
-		Team: team, Name: *ch.Name, URL: *ch.URL, Format: *ch.Format, Events: *ch.Events,
-		Secret: secret, CreatedBy: by,
-	})
+	w, err := s.store.CreateTeamWebhook(ctx, job.TeamWebhook{
+		Team: team, Name: *ch.Name, URL: *ch.URL, Format: *ch.Format, Events: *ch.Events, CreatedBy: by,
+	}, func(id string) (secrets.Envelope, error) { return s.sealWebhookSecret(id, secret) })
+	w.Secret, w.SecretWrappedKey = secret, nil
+	return w, err
 }
 
 // UpdateTeamWebhook changes what ch gives of one of team's webhooks; with RotateSecret a
@@ -77,18 +79,34 @@ func (s *Service) UpdateTeamWebhook(ctx context.Context, team, id, by string, ch
 	if err := s.validateWebhookChange(&ch); err != nil {
 		return job.TeamWebhook{}, err
 	}
-	var secret []byte
+	var (
+		secret []byte
+		env    *secrets.Envelope
+	)
 	if ch.RotateSecret {
 		var err error
 		if secret, err = webhook.GenerateSecret(); err != nil {
 			return job.TeamWebhook{}, err
 		}
+		sealed, err := s.sealWebhookSecret(id, secret)
+		if err != nil {
+			return job.TeamWebhook{}, err
+		}
+		env = &sealed
 	}
-	w, err := s.store.UpdateTeamWebhook(ctx, team, id, by, ch, secret)
-	if !ch.RotateSecret {
-		w.Secret = nil
-	}
+	w, err := s.store.UpdateTeamWebhook(ctx, team, id, by, ch, env)
+	w.Secret, w.SecretWrappedKey = secret, nil
 	return w, err
+}
+
+// sealWebhookSecret seals the secret of webhook id with the key ring; with none
+// configured, it is stored open (key id "") and `datajobs secrets rotate` seals it once
+// a key file is.
+func (s *Service) sealWebhookSecret(id string, secret []byte) (secrets.Envelope, error) {
+	if s.cfg.Keys == nil {
+		return secrets.Envelope{Sealed: secret}, nil
+	}
+	return s.cfg.Keys.Seal(secrets.WebhookOwner(id), secret)
 }
 
 // DeleteTeamWebhook deletes one of team's webhooks.

@@ -70,12 +70,19 @@ ON CONFLICT (job_uid) DO UPDATE SET key_id = excluded.key_id, data_key = exclude
 	})
 }
 
-// envelopeTables are the tables that hold envelopes: the owner's expression, the key
-// column, the sealed column. They are constants, never input: the only SQL here built
-// with Sprintf, so that rotation and the start-up check are written once for both.
-var envelopeTables = []struct{ table, owner, key, sealed string }{
-	{"job_secrets", `'job:' || job_uid::text`, "job_uid", "secrets"},
-	{"team_oauth_credentials", `'team:' || team`, "team", "client_secret"},
+// envelopeTable is a table that holds envelopes: the owner's expression (as
+// secrets.JobOwner and its kin make it), the row's key column, the columns of the key id,
+// the wrapped data key and the sealed value. They are constants, never input: the only
+// SQL here built with Sprintf, so that rotation and the start-up check are written once
+// for all of them.
+type envelopeTable struct{ table, owner, key, keyID, dataKey, sealed string }
+
+var envelopeTables = []envelopeTable{
+	{"job_secrets", `'job:' || job_uid::text`, "job_uid", "key_id", "data_key", "secrets"},
+	{"team_oauth_credentials", `'team:' || team`, "team", "key_id", "data_key", "client_secret"},
+	// A team webhook's secret written while no key ring was configured has key id '': it
+	// is no envelope to check, and a rotation seals it.
+	{"team_webhook", `'webhook:' || id::text`, "id", "secret_key_id", "secret_wrapped_key", "secret_sealed"},
 }
 
 // EnvelopeSamples returns one envelope of every keyring key id the database uses, so that
@@ -83,7 +90,8 @@ var envelopeTables = []struct{ table, owner, key, sealed string }{
 func (s *Store) EnvelopeSamples(ctx context.Context) ([]secrets.Owned, error) {
 	var out []secrets.Owned
 	for _, t := range envelopeTables {
-		q := fmt.Sprintf(`SELECT DISTINCT ON (key_id) %s, key_id, data_key, %s FROM %s ORDER BY key_id`, t.owner, t.sealed, t.table)
+		q := fmt.Sprintf(`SELECT DISTINCT ON (%[3]s) %[1]s, %[3]s, %[4]s, %[2]s FROM %[5]s WHERE %[3]s <> '' ORDER BY %[3]s`,
+			t.owner, t.sealed, t.keyID, t.dataKey, t.table)
 		rows, err := s.pool.Query(ctx, q)
 		if err != nil {
 			return nil, fmt.Errorf("read the key ids of %s: %w", t.table, err)
@@ -102,11 +110,12 @@ func (s *Store) EnvelopeSamples(ctx context.Context) ([]secrets.Owned, error) {
 
 // RewrapEnvelopes gives every envelope whose key id is not newest to rewrap, one row per
 // transaction under the row's lock (a concurrent replace waits for it, and the API stays
-// up), and stores what rewrap returns. It returns how many it rewrapped.
+// up), and stores what rewrap returns (a new wrapped data key; for a webhook secret
+// stored open, key id "", its first envelope). It returns how many it rewrapped.
 func (s *Store) RewrapEnvelopes(ctx context.Context, newest string, rewrap func(secrets.Owned) (secrets.Envelope, error)) (int, error) {
 	n := 0
 	for _, t := range envelopeTables {
-		rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT %s::text FROM %s WHERE key_id <> $1`, t.key, t.table), newest)
+		rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT %s::text FROM %s WHERE %s <> $1`, t.key, t.table, t.keyID), newest)
 		if err != nil {
 			return n, fmt.Errorf("list the data keys of %s: %w", t.table, err)
 		}
@@ -115,7 +124,7 @@ func (s *Store) RewrapEnvelopes(ctx context.Context, newest string, rewrap func(
 			return n, fmt.Errorf("list the data keys of %s: %w", t.table, err)
 		}
 		for _, key := range keys {
-			done, err := s.rewrapOne(ctx, t.table, t.owner, t.key, t.sealed, key, newest, rewrap)
+			done, err := s.rewrapOne(ctx, t, key, newest, rewrap)
 			if err != nil {
 				return n, err
 			}
@@ -127,25 +136,26 @@ func (s *Store) RewrapEnvelopes(ctx context.Context, newest string, rewrap func(
 	return n, nil
 }
 
-func (s *Store) rewrapOne(ctx context.Context, table, owner, keyCol, sealedCol, key, newest string, rewrap func(secrets.Owned) (secrets.Envelope, error)) (bool, error) {
+func (s *Store) rewrapOne(ctx context.Context, t envelopeTable, key, newest string, rewrap func(secrets.Owned) (secrets.Envelope, error)) (bool, error) {
 	done := false
 	err := s.InTx(ctx, func(tx Tx) error {
 		var e secrets.Owned
-		q := fmt.Sprintf(`SELECT %s, key_id, data_key, %s FROM %s WHERE %s = $1 AND key_id <> $2 FOR UPDATE`, owner, sealedCol, table, keyCol)
+		q := fmt.Sprintf(`SELECT %s, %s, coalesce(%s, ''), %s FROM %s WHERE %s = $1 AND %s <> $2 FOR UPDATE`,
+			t.owner, t.keyID, t.dataKey, t.sealed, t.table, t.key, t.keyID)
 		err := tx.QueryRow(ctx, q, key, newest).Scan(&e.Owner, &e.KeyID, &e.WrappedKey, &e.Sealed)
 		if errors.Is(err, pgx.ErrNoRows) { // deleted, or rewrapped by another writer since
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("read a data key of %s: %w", table, err)
+			return fmt.Errorf("read a data key of %s: %w", t.table, err)
 		}
 		next, err := rewrap(e)
 		if err != nil {
-			return fmt.Errorf("%s %s: %w", table, e.Owner, err)
+			return fmt.Errorf("%s %s: %w", t.table, e.Owner, err)
 		}
-		q = fmt.Sprintf(`UPDATE %s SET key_id = $2, data_key = $3 WHERE %s = $1`, table, keyCol)
-		if _, err := tx.Exec(ctx, q, key, next.KeyID, next.WrappedKey); err != nil {
-			return fmt.Errorf("write a data key of %s: %w", table, err)
+		q = fmt.Sprintf(`UPDATE %s SET %s = $2, %s = $3, %s = $4 WHERE %s = $1`, t.table, t.keyID, t.dataKey, t.sealed, t.key)
+		if _, err := tx.Exec(ctx, q, key, next.KeyID, next.WrappedKey, next.Sealed); err != nil {
+			return fmt.Errorf("write a data key of %s: %w", t.table, err)
 		}
 		done = true
 		return nil

@@ -7,27 +7,29 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/secrets"
 )
 
 // Teams' notification webhooks (migration 0017). Every read and write names the team: an
 // id of another team's webhook is not found, the same as an id nobody has. Ids are UUIDs:
 // callers check an id's form first (job.ValidWebhookID), so a malformed one is not found
-// without asking the database.
+// without asking the database. The secret is stored as the service sealed it (an envelope
+// of internal/secrets, bound to the webhook's id): the store never sees it open.
 
-const webhookColumns = `id::text, team, name, url, format, events, secret_key_id, secret_sealed,
+const webhookColumns = `id::text, team, name, url, format, events, secret_key_id, secret_wrapped_key, secret_sealed,
 	created_by, created_at, updated_by, updated_at`
 
 func scanWebhook(row pgx.Row) (job.TeamWebhook, error) {
 	var w job.TeamWebhook
-	err := row.Scan(&w.ID, &w.Team, &w.Name, &w.URL, &w.Format, &w.Events, &w.SecretKeyID, &w.Secret,
+	err := row.Scan(&w.ID, &w.Team, &w.Name, &w.URL, &w.Format, &w.Events, &w.SecretKeyID, &w.SecretWrappedKey, &w.Secret,
 		&w.CreatedBy, &w.CreatedAt, &w.UpdatedBy, &w.UpdatedAt)
 	return w, err
 }
 
-// CreateTeamWebhook stores a new webhook of w.Team (w.CreatedBy making it) and returns it
-// with its id. A name the team has already is a conflict, and so is a team with
-// job.MaxTeamWebhooks webhooks.
-func (s *Store) CreateTeamWebhook(ctx context.Context, w job.TeamWebhook) (job.TeamWebhook, error) {
+// CreateTeamWebhook stores a new webhook of w.Team (w.CreatedBy making it) with the
+// secret seal returns for its new id, and returns it. A name the team has already is a
+// conflict, and so is a team with job.MaxTeamWebhooks webhooks.
+func (s *Store) CreateTeamWebhook(ctx context.Context, w job.TeamWebhook, seal func(id string) (secrets.Envelope, error)) (job.TeamWebhook, error) {
 	var out job.TeamWebhook
 	err := s.InTx(ctx, func(tx Tx) error {
 		over, err := overQuota(ctx, tx, w.Team, job.MaxTeamWebhooks, `SELECT count(*) + 1 FROM team_webhook WHERE team = $1`)
@@ -37,10 +39,18 @@ func (s *Store) CreateTeamWebhook(ctx context.Context, w job.TeamWebhook) (job.T
 		if over {
 			return job.TeamWebhooksQuota(w.Team)
 		}
+		var id string
+		if err := tx.QueryRow(ctx, `SELECT gen_random_uuid()::text`).Scan(&id); err != nil {
+			return translate(err)
+		}
+		env, err := seal(id)
+		if err != nil {
+			return err
+		}
 		out, err = scanWebhook(tx.QueryRow(ctx, `
-INSERT INTO team_webhook (team, name, url, format, events, secret_key_id, secret_sealed, created_by, updated_by)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)
-RETURNING `+webhookColumns, w.Team, w.Name, w.URL, w.Format, w.Events, w.SecretKeyID, w.Secret, w.CreatedBy))
+INSERT INTO team_webhook (id, team, name, url, format, events, secret_key_id, secret_wrapped_key, secret_sealed, created_by, updated_by)
+VALUES ($1::uuid, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)
+RETURNING `+webhookColumns, id, w.Team, w.Name, w.URL, w.Format, w.Events, env.KeyID, env.WrappedKey, env.Sealed, w.CreatedBy))
 		if sqlState(err) == "23505" { // unique violation
 			return job.WebhookNameTaken(w.Team, w.Name)
 		}
@@ -74,9 +84,14 @@ func (s *Store) TeamWebhook(ctx context.Context, team, id string) (job.TeamWebho
 }
 
 // UpdateTeamWebhook changes the fields ch gives of one of team's webhooks (by making the
-// change) and, when secret is not nil, its secret: in one statement, so two changes of
-// different fields both hold. An unknown id is job.WebhookNotFound.
-func (s *Store) UpdateTeamWebhook(ctx context.Context, team, id, by string, ch job.TeamWebhookChange, secret []byte) (job.TeamWebhook, error) {
+// change) and, when secret is not nil, its sealed secret: in one statement, so two changes
+// of different fields both hold. An unknown id is job.WebhookNotFound.
+func (s *Store) UpdateTeamWebhook(ctx context.Context, team, id, by string, ch job.TeamWebhookChange, secret *secrets.Envelope) (job.TeamWebhook, error) {
+	var sealed, wrapped []byte
+	var keyID *string
+	if secret != nil {
+		sealed, wrapped, keyID = secret.Sealed, secret.WrappedKey, &secret.KeyID
+	}
 	var events []string
 	if ch.Events != nil {
 		events = *ch.Events
@@ -88,10 +103,11 @@ func (s *Store) UpdateTeamWebhook(ctx context.Context, team, id, by string, ch j
 	out, err := scanWebhook(s.pool.QueryRow(ctx, `
 UPDATE team_webhook SET name = coalesce($3, name), url = coalesce($4, url), format = coalesce($5, format),
 	events = coalesce($6, events), secret_sealed = coalesce($7, secret_sealed),
-	secret_key_id = CASE WHEN $7::bytea IS NULL THEN secret_key_id ELSE '' END,
+	secret_key_id = coalesce($9, secret_key_id),
+	secret_wrapped_key = CASE WHEN $7::bytea IS NULL THEN secret_wrapped_key ELSE $10 END,
 	updated_by = $8, updated_at = now()
 WHERE team = $1 AND id = $2::uuid
-RETURNING `+webhookColumns, team, id, ch.Name, ch.URL, ch.Format, events, secret, by))
+RETURNING `+webhookColumns, team, id, ch.Name, ch.URL, ch.Format, events, sealed, by, keyID, wrapped))
 	if sqlState(err) == "23505" { // unique violation
 		return job.TeamWebhook{}, job.WebhookNameTaken(team, name)
 	}

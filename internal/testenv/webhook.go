@@ -23,7 +23,8 @@ type WebhookRequest struct {
 // StartWebhookReceiver starts a real HTTP receiver (internal/notify/webhook/testdata/
 // receiver.py) that verifies signatures with the Standard Webhooks library from PyPI, not
 // with the sender's code, and answers correctly signed requests with statuses in turn
-// (comma-separated, the last repeating). It returns the URL to post to and a function
+// (comma-separated, the last repeating; "429:120" and "503:date+600" add a Retry-After of
+// seconds or of an HTTP date so far ahead). It returns the URL to post to and a function
 // that lists what it received; it is stopped when t ends.
 func StartWebhookReceiver(t testing.TB, secret, statuses string) (string, func() []WebhookRequest) {
 	t.Helper()

@@ -80,8 +80,9 @@ func New(cfg Config) (*Sender, error) {
 	return s, nil
 }
 
-// Deliver sends d as one mail. A recipient the server refuses with a 5xx reply, or an
-// address that does not parse, is a permanent failure; anything else is retried.
+// Deliver sends d as one mail. A recipient the server refuses with a 5xx reply is refused
+// for good (notify.RecipientRefused: suppressed for a while), an address that does not
+// parse a permanent failure; anything else is retried.
 func (s *Sender) Deliver(ctx context.Context, d notify.Delivery) error {
 	to, err := mail.ParseAddress(d.Recipient)
 	if err != nil {
@@ -104,7 +105,7 @@ func (s *Sender) Deliver(ctx context.Context, d notify.Delivery) error {
 	if err := c.Rcpt(to.Address); err != nil {
 		var tp *textproto.Error
 		if errors.As(err, &tp) && tp.Code >= 500 {
-			return notify.Permanent(fmt.Errorf("smtp RCPT TO %s: %w", to.Address, err))
+			return notify.RecipientRefused(fmt.Errorf("smtp RCPT TO %s: %w", to.Address, err))
 		}
 		return fmt.Errorf("smtp RCPT TO %s: %w", to.Address, err)
 	}

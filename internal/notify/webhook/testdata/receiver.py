@@ -7,22 +7,31 @@ the sender's code, so a signing bug cannot hide behind a verifier that shares it
 Usage: python receiver.py SECRET STATUSES
   SECRET    the endpoint's secret, "whsec_<base64>"
   STATUSES  comma-separated answers to give to correctly signed requests, in order; the
-            last repeats (e.g. "500,200"). A request whose signature does not verify is
-            answered 401 and counts as no attempt.
+            last repeats (e.g. "500,200"). An answer may ask for a wait with Retry-After:
+            "429:120" (seconds), "503:date+600" (an HTTP date 600 s from now). A request
+            whose signature does not verify is answered 401 and counts as no attempt.
 It listens on 127.0.0.1 on a free port and prints "listening http://127.0.0.1:PORT" first.
 GET /received answers the JSON list of what came: {id, verified, error, body, status}.
 """
 
+import email.utils
 import json
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from standardwebhooks import Webhook
 
 
+def parse(answer):
+    """An answer of STATUSES: (status, the Retry-After wait or "")."""
+    status, _, wait = answer.partition(":")
+    return int(status), wait
+
+
 def main():
-    secret, statuses = sys.argv[1], [int(s) for s in sys.argv[2].split(",")]
+    secret, statuses = sys.argv[1], [parse(s) for s in sys.argv[2].split(",")]
     hook = Webhook(secret)
     received = []
     lock = threading.Lock()
@@ -39,12 +48,16 @@ def main():
             with lock:
                 if record["verified"]:
                     answered = sum(1 for r in received if r["verified"])
-                    status = statuses[min(answered, len(statuses) - 1)]
+                    status, wait = statuses[min(answered, len(statuses) - 1)]
                 else:
-                    status = 401
+                    status, wait = 401, ""
                 record["status"] = status
                 received.append(record)
             self.send_response(status)
+            if wait.startswith("date+"):
+                self.send_header("Retry-After", email.utils.formatdate(time.time() + int(wait[5:]), usegmt=True))
+            elif wait:
+                self.send_header("Retry-After", wait)
             self.send_header("Content-Length", "0")
             self.end_headers()
 

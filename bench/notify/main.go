@@ -1,0 +1,355 @@
+// Command notify benchmarks the notifications outbox (issue 25, docs/notifications.md)
+// against a real PostgreSQL, kube-apiserver and Mailpit (the environment of
+// `hack/with-env.sh`, plus a Mailpit of its own):
+//
+//   - deploys: -jobs jobs, each with contacts of its own, are deployed and a synchronizer
+//     pass applies them: the outbox rows it writes per deploy (expected 1: one event);
+//   - no-op: a second pass over the synced fleet: the outbox rows it writes (expected 0);
+//   - outcomes: one execution of each job finishes at once (one tracker statement, as its
+//     group commit writes them), with the dispatcher running at its default settings: the
+//     outbox rows per outcome (expected 1), and the time from the statement's commit to
+//     each mail accepted by Mailpit (its receive time; p50, p99, max).
+//
+// It reads DATAJOBS_TEST_DATABASE_URL and DATAJOBS_TEST_KUBECONFIG:
+//
+//	bash hack/with-env.sh .cache/bin/datajobs go run ./bench/notify
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5" //nolint:depguard // the benchmark counts outbox rows
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/datajobs/datajobs/bench/internal/stats"
+	"github.com/datajobs/datajobs/internal/devenv"
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/kube"
+	"github.com/datajobs/datajobs/internal/notify"
+	"github.com/datajobs/datajobs/internal/notify/email"
+	"github.com/datajobs/datajobs/internal/service"
+	"github.com/datajobs/datajobs/internal/store"
+	"github.com/datajobs/datajobs/internal/synchronizer"
+)
+
+const team = "bench"
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/notify:", err)
+		os.Exit(1)
+	}
+}
+
+type env struct {
+	db     *store.Store
+	svc    *service.Service
+	conn   *pgx.Conn
+	client kubernetes.Interface
+	ns     string
+	epoch  int64
+	mail   *devenv.Mailpit
+	log    *slog.Logger
+}
+
+func run() error {
+	jobs := flag.Int("jobs", 1000, "jobs deployed, and executions finishing at once (one per job)")
+	flag.Parse()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	admin, kubeconfig := os.Getenv("DATAJOBS_TEST_DATABASE_URL"), os.Getenv("DATAJOBS_TEST_KUBECONFIG")
+	if admin == "" || kubeconfig == "" {
+		return errors.New("DATAJOBS_TEST_DATABASE_URL and DATAJOBS_TEST_KUBECONFIG are required (run under hack/with-env.sh)")
+	}
+	e, cleanup, err := setup(ctx, admin, kubeconfig)
+	defer cleanup()
+	if err != nil {
+		return err
+	}
+	names, err := e.createAndDeploy(ctx, *jobs)
+	if err != nil {
+		return err
+	}
+
+	// Deploys, then a no-op pass.
+	s := synchronizer.New(synchronizer.Config{
+		Render:         kube.RenderConfig{Namespace: e.ns, ImageRegistry: "registry.local/datajobs"},
+		ResyncInterval: time.Hour, Logger: slog.New(slog.DiscardHandler),
+	}, e.db, e.client, nil)
+	before := e.outboxRows(ctx)
+	if rep, err := s.RunOnce(ctx, e.epoch); err != nil || len(rep.Errors) > 0 {
+		return fmt.Errorf("sync the deploys: %v %w", rep.Errors, err)
+	}
+	deployed := e.outboxRows(ctx)
+	fmt.Printf("deploys: %d jobs applied by one pass: %s\n", len(names), deployed.minus(before).per(len(names), "deploy"))
+	if rep, err := s.RunOnce(ctx, e.epoch); err != nil || len(rep.Errors) > 0 {
+		return fmt.Errorf("the no-op pass: %v %w", rep.Errors, err)
+	}
+	noop := e.outboxRows(ctx)
+	fmt.Printf("no-op pass over %d synced jobs: %s\n", len(names), noop.minus(deployed).per(len(names), "job"))
+
+	// The dispatcher, at its default settings, delivers the deploy mails first (untimed).
+	stop, err := e.dispatch(ctx)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	if _, err := e.waitMails(ctx, len(names)); err != nil {
+		return fmt.Errorf("the deploy mails: %w", err)
+	}
+
+	// Every job's run finishes at once.
+	noop = e.outboxRows(ctx) // with the deploy mails' deliveries
+	updates := make([]job.ExecutionUpdate, len(names))
+	end := time.Now().UTC().Truncate(time.Second)
+	start := end.Add(-time.Minute)
+	for i, n := range names {
+		updates[i] = job.ExecutionUpdate{
+			ID: n.name + "-run-1", JobName: n.name, JobUID: n.uid, Type: job.ExecScheduled, OpID: n.name + "-run-1",
+			Status: job.ExecSucceeded, StartTime: &start, EndTime: &end, Log: &job.StoredLog{Logs: "done\n"},
+		}
+	}
+	if _, err := e.db.RecordExecutions(ctx, job.Fence{Epoch: e.epoch}, updates); err != nil {
+		return err
+	}
+	committed := time.Now()
+	mails, err := e.waitMails(ctx, 2*len(names))
+	if err != nil {
+		return fmt.Errorf("the outcome mails: %w", err)
+	}
+	fmt.Printf("outcomes: %d executions finished in one tracker statement, then delivered: %s\n",
+		len(names), e.outboxRows(ctx).minus(noop).per(len(names), "outcome"))
+	var lat []time.Duration
+	for _, m := range mails {
+		if strings.Contains(m.Subject, "succeeded") && strings.Contains(m.Subject, "execution") {
+			lat = append(lat, m.Created.Sub(committed))
+		}
+	}
+	if len(lat) != len(names) {
+		return fmt.Errorf("%d outcome mails, want %d", len(lat), len(names))
+	}
+	p := stats.Percentiles(lat, 50, 99, 100)
+	r := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+	fmt.Printf("outcome committed -> mail accepted by Mailpit, %d at once: p50 %s, p99 %s, max %s\n", len(lat), r(p[0]), r(p[1]), r(p[2]))
+	return nil
+}
+
+type named struct{ name, uid string }
+
+// createAndDeploy creates n jobs, each with contacts of its own (so that no recipient's
+// rate limit is in play) and execution notifications on, and deploys each, 8 at a time.
+func (e *env) createAndDeploy(ctx context.Context, n int) ([]named, error) {
+	out := make([]named, n)
+	work := make(chan int)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	version := "v1"
+	for range 8 {
+		wg.Go(func() {
+			for i := range work {
+				name := fmt.Sprintf("bench-job-%05d", i)
+				contact := []string{name + "@example.com"}
+				j, err := e.svc.CreateJob(ctx, team, job.Job{
+					Name: name, Team: team, Schedule: "0 3 1 1 *", EnableExecutionNotifications: true,
+					Contacts: job.Contacts{NotifiedOnJobDeploy: contact, NotifiedOnJobSuccess: contact},
+				})
+				if err == nil {
+					_, err = e.svc.Deploy(ctx, team, name, job.DeploymentChange{JobVersion: &version}, "bench")
+				}
+				if err != nil {
+					errs <- err
+					continue
+				}
+				out[i] = named{name, j.UID}
+			}
+		})
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// dispatch runs the leader's dispatcher, at its default settings, until stop.
+func (e *env) dispatch(ctx context.Context) (func(), error) {
+	sender, err := email.New(email.Config{URL: "smtp://" + e.mail.SMTPAddr, From: "datajobs@example.com"})
+	if err != nil {
+		return nil, err
+	}
+	d := notify.New(notify.Config{Channels: map[string]notify.Channel{notify.ChannelEmail: sender}, Logger: e.log}, e.db)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = d.Run(ctx, e.epoch)
+	}()
+	return func() { cancel(); <-done }, nil
+}
+
+// rows are the row counts of the outbox's two tables.
+type rows struct{ events, deliveries int }
+
+func (r rows) minus(o rows) rows { return rows{r.events - o.events, r.deliveries - o.deliveries} }
+
+func (r rows) per(n int, what string) string {
+	return fmt.Sprintf("%d event rows (%.3f per %s), %d delivery rows (%.3f per %s)",
+		r.events, float64(r.events)/float64(n), what, r.deliveries, float64(r.deliveries)/float64(n), what)
+}
+
+// outboxRows counts the rows of both outbox tables.
+func (e *env) outboxRows(ctx context.Context) rows {
+	var r rows
+	if err := e.conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM notification_event), (SELECT count(*) FROM notification_delivery)`).Scan(&r.events, &r.deliveries); err != nil {
+		panic(err)
+	}
+	return r
+}
+
+// mailpitMessage is a message of Mailpit's list.
+type mailpitMessage struct {
+	Subject string    `json:"Subject"`
+	Created time.Time `json:"Created"`
+}
+
+// waitMails polls Mailpit until it holds want messages (10 minutes at most), and returns
+// them.
+func (e *env) waitMails(ctx context.Context, want int) ([]mailpitMessage, error) {
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		var list struct {
+			Total    int              `json:"total"`
+			Messages []mailpitMessage `json:"messages"`
+		}
+		if err := getJSON(ctx, "http://"+e.mail.HTTPAddr+"/api/v1/messages?limit=1", &list); err != nil {
+			return nil, err
+		}
+		if list.Total >= want {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("Mailpit holds %d messages after 10 minutes, want %d", list.Total, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var out []mailpitMessage
+	for start := 0; start < want; start += 1000 {
+		var page struct {
+			Messages []mailpitMessage `json:"messages"`
+		}
+		if err := getJSON(ctx, fmt.Sprintf("http://%s/api/v1/messages?start=%d&limit=1000", e.mail.HTTPAddr, start), &page); err != nil {
+			return nil, err
+		}
+		out = append(out, page.Messages...)
+	}
+	return out, nil
+}
+
+func getJSON(ctx context.Context, u string, into any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return json.NewDecoder(resp.Body).Decode(into)
+}
+
+func setup(ctx context.Context, admin, kubeconfig string) (*env, func(), error) {
+	name := "bench_notify_" + randomHex(5)
+	var cleanups []func()
+	cleanup := func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+	}
+	if err := devenv.CreateDatabase(ctx, admin, name, ""); err != nil {
+		return nil, cleanup, err
+	}
+	cleanups = append(cleanups, func() { _ = devenv.DropDatabase(context.Background(), admin, name) })
+	u, _ := url.Parse(admin)
+	u.Path = "/" + name
+	e := &env{ns: "bench-notify-" + randomHex(4), log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	var err error
+	if e.db, err = store.Open(ctx, store.Config{URL: u.String(), MaxConns: 16}); err != nil {
+		return nil, cleanup, err
+	}
+	cleanups = append(cleanups, e.db.Close)
+	if _, err := e.db.Migrate(ctx); err != nil {
+		return nil, cleanup, err
+	}
+	if e.svc, err = service.New(service.Config{SupportedPythonVersions: []string{"3.11"}}, e.db); err != nil {
+		return nil, cleanup, err
+	}
+	if e.conn, err = pgx.Connect(ctx, u.String()); err != nil {
+		return nil, cleanup, err
+	}
+	cleanups = append(cleanups, func() { e.conn.Close(context.Background()) })
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, cleanup, err
+	}
+	rc.QPS, rc.Burst = 2000, 4000
+	if e.client, err = kubernetes.NewForConfig(rc); err != nil {
+		return nil, cleanup, err
+	}
+	if _, err := e.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}, metav1.CreateOptions{}); err != nil {
+		return nil, cleanup, err
+	}
+	cleanups = append(cleanups, func() {
+		_ = e.client.CoreV1().Namespaces().Delete(context.Background(), e.ns, metav1.DeleteOptions{})
+	})
+	epoch, ok, err := e.db.TryAcquireLease(ctx, store.SyncLeaseName, "bench", time.Hour)
+	if err != nil || !ok {
+		return nil, cleanup, fmt.Errorf("lease: %v %w", ok, err)
+	}
+	e.epoch = epoch
+	root, err := devenv.RepoRoot()
+	if err != nil {
+		return nil, cleanup, err
+	}
+	bin, err := devenv.EnsureMailpitBinary(ctx, root, os.Stderr)
+	if err != nil {
+		return nil, cleanup, err
+	}
+	dir, err := os.MkdirTemp("", "bench-notify-mailpit-")
+	if err != nil {
+		return nil, cleanup, err
+	}
+	cleanups = append(cleanups, func() { _ = os.RemoveAll(dir) })
+	if e.mail, err = devenv.StartMailpit(ctx, devenv.MailpitConfig{Bin: bin, Dir: dir, LogPath: dir + "/mailpit.log"}); err != nil {
+		return nil, cleanup, err
+	}
+	cleanups = append(cleanups, func() { _ = e.mail.Stop() })
+	return e, cleanup, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
