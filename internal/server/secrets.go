@@ -28,9 +28,18 @@ func buildSecrets(cfg Config, db *store.Store) (*service.Secrets, error) {
 		}
 		return service.NewSecrets(db, nil, cfg.Secrets.MaxBytes), nil
 	}
-	keys, err := secrets.LoadKeyring(cfg.Secrets.KeyFile)
+	keys, err := loadKeyring(cfg)
 	if err != nil {
 		return nil, err
 	}
 	return service.NewSecrets(db, keys, cfg.Secrets.MaxBytes), nil
+}
+
+// loadKeyring loads the keyring file of cfg, nil without one: the API's and the
+// synchronizer's (which opens the teams' OAuth client secrets for their job pods).
+func loadKeyring(cfg Config) (*secrets.Keyring, error) {
+	if cfg.Secrets.KeyFile == "" {
+		return nil, nil
+	}
+	return secrets.LoadKeyring(cfg.Secrets.KeyFile)
 }

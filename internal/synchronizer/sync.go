@@ -31,6 +31,7 @@ import (
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/leader"
+	"github.com/datajobs/datajobs/internal/secrets"
 	"github.com/datajobs/datajobs/internal/store"
 )
 
@@ -49,6 +50,7 @@ type Store interface {
 	LeaseConfigFingerprint(ctx context.Context, name string) (string, error)
 	SetLeaseConfigFingerprint(ctx context.Context, name string, epoch int64, fingerprint string) (bool, error)
 	Listen(ctx context.Context, channel string, ready func(), notify func(payload string)) error
+	DeliveredTeamOAuth(ctx context.Context) ([]secrets.TeamOAuth, error)
 }
 
 // Applier is what the synchronizer writes to Kubernetes (implemented by *kube.Applier,
@@ -103,6 +105,11 @@ type Config struct {
 	// confirmed (record.go; default 500). They are group commits: a row is written at once
 	// when no write is in flight, with the rows that arrived during the previous one otherwise.
 	RecordBatch int
+	// TeamOAuthKeys opens the teams' OAuth client secrets (the keyring of
+	// --secrets-key-file) for the Secrets their job pods read (teamsecret.go). Nil: no
+	// team Secret is written or deleted (CronJobs of teams with credentials still refer
+	// to theirs).
+	TeamOAuthKeys *secrets.Keyring
 }
 
 func (c Config) withDefaults() Config {
@@ -158,6 +165,7 @@ type term struct {
 	lister batchlisters.CronJobNamespaceLister
 	queue  *workQueue
 	builds *buildStage // nil without a builder
+	teams  *teamSecrets // nil without TeamOAuthKeys
 	// records writes the rows of applied CronJobs in batches; nil in a single pass
 	// (RunOnce), which writes each at once.
 	records *recorder
@@ -214,6 +222,9 @@ func (s *Synchronizer) Run(ctx context.Context, epoch int64) error {
 		t.records.stop()
 	}()
 	wg.Go(func() { t.listen(ctx) })
+	if t.teams != nil {
+		wg.Go(func() { t.listenTeamOAuth(ctx) })
+	}
 	t.queue.Add(resyncKey) // a first pass at once, then every ResyncInterval
 	wg.Go(func() { every(ctx, s.cfg.ResyncInterval, func() bool { t.queue.Add(resyncKey); return true }) })
 	<-ctx.Done()
@@ -309,7 +320,9 @@ func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(
 	}
 	informerCtx, cancel := context.WithCancel(ctx)
 	factory.Start(informerCtx.Done())
+	stopTeams := t.startTeamSecrets(ctx)
 	stop := func() {
+		stopTeams()
 		cancel()
 		factory.Shutdown()
 	}
@@ -352,9 +365,12 @@ const resyncKey = "#resync"
 
 // reconcile handles one queue item: a job name, or a full pass.
 func (t *term) reconcile(ctx context.Context, name string) (result, error) {
-	if name == resyncKey {
+	switch name {
+	case resyncKey:
 		_, err := t.pass(ctx)
 		return result{}, err
+	case teamSecretsKey:
+		return t.reconcileTeamSecrets(ctx)
 	}
 	p, ok, err := t.prefetchedPlan(name)
 	if err != nil {
@@ -378,6 +394,7 @@ func (t *term) reconcile(ctx context.Context, name string) (result, error) {
 			return result{}, nil
 		}
 	}
+	t.teamSecretsAfter(p)
 	return t.execute(ctx, p)
 }
 
@@ -438,6 +455,9 @@ func (t *term) pass(ctx context.Context) ([]Plan, error) {
 		} else {
 			t.s.rememberUnchanged(p)
 		}
+	}
+	if t.teams != nil {
+		t.queue.Add(teamSecretsKey) // a team's first or last deployed job needs or frees its Secret
 	}
 	t.s.updateStatusGauge(ctx)
 	t.s.metrics.passDone(start, nil)
