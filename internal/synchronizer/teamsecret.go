@@ -283,6 +283,8 @@ func (t *term) executeTeamSecret(ctx context.Context, p teamSecretPlan) error {
 	}
 	t.s.metrics.teamSecret(p.Action, err)
 	if err != nil {
+		// The sync queue logs no failure of its own: the reconcile does (retried with backoff).
+		log.WarnContext(ctx, "team_oauth_secret_failed", "error", err)
 		return fmt.Errorf("%s team oauth secret %s: %w", p.Action, p.Name, err)
 	}
 	log.InfoContext(ctx, "team_oauth_secret_written")
