@@ -39,7 +39,7 @@ func BenchmarkJobTokenVsPersonToken(b *testing.B) {
 		done <- server.Run(ctx, server.Config{
 			Listen: addr, AdminListen: "127.0.0.1:0", DatabaseURL: dbURL, Namespace: ns, Kubeconfig: testenv.Kubeconfig(b), SyncMode: server.SyncOff,
 			Secrets: server.SecretsConfig{KeyFile: keyFile},
-			Auth: server.AuthConfig{Mode: server.AuthOIDC, OIDC: auth.OIDCConfig{IssuerURLs: []string{p.IssuerURL}, Audience: testenv.Audience, UsernameClaim: "username"}},
+			Auth:    server.AuthConfig{Mode: server.AuthOIDC, OIDC: auth.OIDCConfig{IssuerURLs: []string{p.IssuerURL}, Audience: testenv.Audience, UsernameClaim: "username"}},
 		}, nil)
 	}()
 	b.Cleanup(func() {

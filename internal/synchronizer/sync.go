@@ -164,7 +164,7 @@ type term struct {
 	render kube.RenderConfig
 	lister batchlisters.CronJobNamespaceLister
 	queue  *workQueue
-	builds *buildStage // nil without a builder
+	builds *buildStage  // nil without a builder
 	teams  *teamSecrets // nil without TeamOAuthKeys
 	// records writes the rows of applied CronJobs in batches; nil in a single pass
 	// (RunOnce), which writes each at once.
