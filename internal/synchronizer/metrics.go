@@ -1,6 +1,7 @@
 package synchronizer
 
 import (
+	"context"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -142,4 +143,13 @@ func (m *Metrics) restoreGuarded(r *RestoreRefusal, newer int) {
 		m.restoreRefused.Set(1)
 	}
 	m.restoreNewer.Set(float64(newer))
+}
+
+func (s *Synchronizer) updateStatusGauge(ctx context.Context) {
+	counts, err := s.db.CountDeploymentsByStatus(ctx)
+	if err != nil {
+		s.log.WarnContext(ctx, "count_deployments_failed", "error", err)
+		return
+	}
+	s.metrics.deploymentsByStatus(counts)
 }

@@ -32,7 +32,6 @@ import (
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/leader"
 	"github.com/datajobs/datajobs/internal/secrets"
-	"github.com/datajobs/datajobs/internal/store"
 )
 
 // Store is what the synchronizer reads from and writes to the database.
@@ -336,24 +335,6 @@ func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(
 	return t, stop, nil
 }
 
-// listen enqueues every job named in a NOTIFY from the API, reconnecting after a drop
-// with backoff. Each (re)connection triggers a full pass, for what it may have missed.
-func (t *term) listen(ctx context.Context) {
-	listenLoop(ctx, t.s.db, store.DesiredChannel, t.s.cfg.RetryBase, t.s.log, func(first bool) {
-		if !first {
-			t.s.log.InfoContext(ctx, "listen_reconnected")
-		}
-		// A change committed before LISTEN was in place sent a NOTIFY nobody heard:
-		// a pass now covers it, the first time too (the term's first pass may have
-		// read the database before this connection listened). The queue merges it
-		// with a pass still waiting.
-		t.queue.Add(resyncKey)
-	}, func(name string) {
-		t.notify(name)
-		t.queue.Add(name)
-	})
-}
-
 // finish ends the reconcile of a name handed over to the term's recorder, once its row
 // is written (workQueue.finish).
 func (t *term) finish(ctx context.Context, name string, res result, err error) {
@@ -501,15 +482,6 @@ func planAll(states map[string]job.SyncState, lives []*batchv1.CronJob, cfg kube
 	}
 	wg.Wait()
 	return plans, ownedCount
-}
-
-func (s *Synchronizer) updateStatusGauge(ctx context.Context) {
-	counts, err := s.db.CountDeploymentsByStatus(ctx)
-	if err != nil {
-		s.log.WarnContext(ctx, "count_deployments_failed", "error", err)
-		return
-	}
-	s.metrics.deploymentsByStatus(counts)
 }
 
 // opID is a short random id that ties together the log lines of one reconcile.
