@@ -223,8 +223,10 @@ func planTeamSecrets(want map[string]*corev1.Secret, lives []*corev1.Secret, ins
 		if live.Labels[kube.LabelInstallation] != installation || live.DeletionTimestamp != nil {
 			continue // another installation's, or already going
 		}
-		p := teamSecretPlan{Team: live.Labels[kube.LabelTeam], Name: name, Live: live, Action: ActionDelete,
-			Reason: "the team has no OAuth credentials or no deployed job"}
+		p := teamSecretPlan{
+			Team: live.Labels[kube.LabelTeam], Name: name, Live: live, Action: ActionDelete,
+			Reason: "the team has no OAuth credentials or no deployed job",
+		}
 		if referred(p.Team) {
 			p.Action, p.Reason, p.again = ActionKeep, "a CronJob still refers to it; deleted once none does", true
 		}
