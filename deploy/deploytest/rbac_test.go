@@ -109,6 +109,19 @@ func TestChartRoleIsEnoughForEverythingServeDoes(t *testing.T) {
 		return apierrors.IsNotFound(err) || (err == nil && j.DeletionTimestamp != nil)
 	}, patience, tick, "cancel deletes the execution's Job")
 
+	// Team OAuth credentials: their Secret is written, and repaired after a hand edit.
+	s.setTeamCredentials(t, "rbac-s3cret")
+	holds := func(v string) bool {
+		sec := teamSecret(t, admin, ns)
+		return sec != nil && string(sec.Data[kube.EnvTeamClientSecret]) == v
+	}
+	require.Eventually(t, func() bool { return holds("rbac-s3cret") }, patience, tick, "the team's Secret is created")
+	sec := teamSecret(t, admin, ns)
+	sec.Data[kube.EnvTeamClientSecret] = []byte("edited")
+	_, err = admin.CoreV1().Secrets(ns).Update(t.Context(), sec, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return holds("rbac-s3cret") }, patience, tick, "the hand edit is repaired")
+
 	// Disable.
 	s.must(t, http.StatusAccepted, http.MethodPatch, team+"/jobs/sales-report/deployments/production", `{"enabled":false}`)
 	require.Eventually(t, func() bool {
@@ -134,6 +147,8 @@ func TestChartRoleIsEnoughForEverythingServeDoes(t *testing.T) {
 		cj := cronJob(t, admin, ns, "sales-report")
 		return cj == nil || cj.DeletionTimestamp != nil
 	}, patience, tick, "delete deletes the CronJob")
+	require.Eventually(t, func() bool { return teamSecret(t, admin, ns) == nil }, patience, tick,
+		"the team's last deployed job deleted: its Secret is pruned")
 
 	// Nothing outside the jobs namespace, nothing cluster-wide, nothing else inside.
 	ctx := t.Context()
@@ -143,8 +158,10 @@ func TestChartRoleIsEnoughForEverythingServeDoes(t *testing.T) {
 	require.True(t, apierrors.IsForbidden(err), "CronJobs of every namespace: %v", err)
 	_, err = in.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "deploytest-forbidden"}}, metav1.CreateOptions{})
 	require.True(t, apierrors.IsForbidden(err), "a namespace: %v", err)
-	_, err = in.client.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
-	require.True(t, apierrors.IsForbidden(err), "Secrets of the jobs namespace: %v", err)
+	_, err = in.client.CoreV1().Secrets(in.release).List(ctx, metav1.ListOptions{})
+	require.True(t, apierrors.IsForbidden(err), "Secrets of the release namespace (the database's, the keyring's): %v", err)
+	_, err = in.client.CoreV1().Secrets(ns).Get(ctx, "any", metav1.GetOptions{})
+	require.True(t, apierrors.IsForbidden(err), "a Secret of the jobs namespace by name: %v", err)
 	_, err = in.client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "x", Image: "x"}}}}, metav1.CreateOptions{})
 	require.True(t, apierrors.IsForbidden(err), "a Pod in the jobs namespace: %v", err)
 }
@@ -267,6 +284,30 @@ func TestEveryVerbOfTheChartRoleIsNeeded(t *testing.T) {
 			id := started(t, e.s, e.admin, e.ns)
 			require.NoError(t, e.admin.BatchV1().Jobs(e.ns).Delete(t.Context(), id, metav1.DeleteOptions{PropagationPolicy: new(metav1.DeletePropagationBackground)}))
 			forbidden(t, e.s, "get", "jobs")
+		},
+		// The team OAuth Secrets' informer, at the start of the term.
+		"secrets list":  informer("list", "secrets"),
+		"secrets watch": informer("watch", "secrets"),
+		"secrets create": func(t *testing.T, e env) {
+			deployed(t, e.s, e.admin, e.ns)
+			e.s.setTeamCredentials(t, "s1")
+			forbidden(t, e.s, "create", "secrets")
+			require.Nil(t, teamSecret(t, e.admin, e.ns))
+		},
+		"secrets update": func(t *testing.T, e env) { // changed credentials
+			deployed(t, e.s, e.admin, e.ns)
+			e.s.setTeamCredentials(t, "s1")
+			require.Eventually(t, func() bool { return teamSecret(t, e.admin, e.ns) != nil }, patience, tick, "the team's Secret is created")
+			e.s.setTeamCredentials(t, "s2")
+			forbidden(t, e.s, "update", "secrets")
+		},
+		"secrets delete": func(t *testing.T, e env) { // the team's last deployed job deleted
+			e.s.keepDatabaseNonEmpty(t)
+			deployed(t, e.s, e.admin, e.ns)
+			e.s.setTeamCredentials(t, "s1")
+			require.Eventually(t, func() bool { return teamSecret(t, e.admin, e.ns) != nil }, patience, tick, "the team's Secret is created")
+			e.s.must(t, http.StatusOK, http.MethodDelete, team+"/jobs/sales-report", "")
+			forbidden(t, e.s, "delete", "secrets")
 		},
 		"pods/log get": func(t *testing.T, e env) { // the pod is found, its log cannot be read
 			id := started(t, e.s, e.admin, e.ns)

@@ -22,6 +22,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
@@ -31,6 +32,7 @@ import (
 	"github.com/datajobs/datajobs/internal/devenv"
 	"github.com/datajobs/datajobs/internal/image"
 	"github.com/datajobs/datajobs/internal/kube"
+	"github.com/datajobs/datajobs/internal/secrets"
 	"github.com/datajobs/datajobs/internal/testenv"
 )
 
@@ -204,6 +206,12 @@ func (in *install) serve(t *testing.T, extraEnv ...string) *service {
 	// The chart listens on every interface; auth mode none (these tests do not test the
 	// API's authentication) is refused there, so this process listens on loopback only.
 	env = append(env, "DATAJOBS_LISTEN=127.0.0.1:"+strconv.Itoa(in.apiPort))
+	// A keyring of its own, as the chart's secrets.existingSecret mounts one: team OAuth
+	// credentials can then be set, and the synchronizer writes their Secrets.
+	keyFile := filepath.Join(t.TempDir(), "keys.json")
+	_, err = secrets.AddKey(keyFile)
+	require.NoError(t, err)
+	env = append(env, "DATAJOBS_SECRETS_KEY_FILE="+keyFile)
 	env = append(env, extraEnv...)
 	base := "http://127.0.0.1:" + strconv.Itoa(in.apiPort)
 	s := &service{Process: testenv.Start(t, bin, []string{"serve"}, env, base+"/readyz"), base: base}
@@ -260,6 +268,25 @@ func (s *service) deploy(t *testing.T, name, version string) {
 	t.Helper()
 	s.must(t, http.StatusAccepted, http.MethodPost, team+"/jobs/"+name+"/deployments",
 		fmt.Sprintf(`{"job_version":%q,"enabled":true,"resources":{"cpu_request":100,"cpu_limit":100}}`, version))
+}
+
+// setTeamCredentials sets the OAuth credentials of team-a, which the synchronizer puts
+// into the team's Secret for its job pods.
+func (s *service) setTeamCredentials(t *testing.T, clientSecret string) {
+	t.Helper()
+	s.must(t, http.StatusAccepted, http.MethodPut, "/data-jobs/teams/team-a/oauth-credentials",
+		fmt.Sprintf(`{"clientId":"deploytest","clientSecret":%q}`, clientSecret))
+}
+
+// teamSecret is team-a's OAuth Secret in ns, nil when there is none.
+func teamSecret(t *testing.T, c kubernetes.Interface, ns string) *corev1.Secret {
+	t.Helper()
+	s, err := c.CoreV1().Secrets(ns).Get(context.WithoutCancel(t.Context()), kube.TeamOAuthSecretName("team-a"), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	require.NoError(t, err)
+	return s
 }
 
 // startExecution starts the job's deployment and returns the execution ID.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/leader"
+	"github.com/datajobs/datajobs/internal/secrets"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/synchronizer"
 )
@@ -20,6 +21,7 @@ func newSyncCommand(g *globals) *cobra.Command {
 	var (
 		once, dryRun                                 bool
 		databaseURL, kubeconfig, namespace, registry string
+		keyFile                                      string
 		res                                          resourceFlags
 		pruneMaxFraction                             float64
 		allowMassPrune, acceptConfigChange           bool
@@ -61,6 +63,12 @@ func newSyncCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			var keys *secrets.Keyring
+			if keyFile != "" {
+				if keys, err = secrets.LoadKeyring(keyFile); err != nil {
+					return err
+				}
+			}
 			syncer := synchronizer.New(synchronizer.Config{
 				Render: kube.RenderConfig{
 					Namespace: namespace, ImageRegistry: registry, Resources: bounds, EphemeralStorageLimitBytes: ephemeral,
@@ -68,7 +76,7 @@ func newSyncCommand(g *globals) *cobra.Command {
 				},
 				DryRun: dryRun, Logger: log,
 				PruneMaxFraction: pruneMaxFraction, AllowMassPrune: allowMassPrune, AcceptConfigChange: acceptConfigChange,
-				AcceptRestore: acceptRestore,
+				AcceptRestore: acceptRestore, TeamOAuthKeys: keys,
 			}, db, cluster.Client, nil)
 			rep, err := runOnce(ctx, db, syncer, dryRun)
 			if err != nil {
@@ -94,6 +102,7 @@ func newSyncCommand(g *globals) *cobra.Command {
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig path (default: $KUBECONFIG, then the in-cluster config)")
 	f.StringVar(&namespace, "namespace", "datajobs", "namespace of the CronJobs")
 	f.StringVar(&registry, "image-registry", "registry.local/datajobs", "registry of job images: <registry>/<job>:<version>")
+	f.StringVar(&keyFile, "secrets-key-file", "", "keyring file of serve: the pass also writes the teams' OAuth Secrets; without it they are left as they are")
 	res.register(f)
 	f.Float64Var(&pruneMaxFraction, "prune-max-fraction", 0.2, "largest share of this installation's CronJobs the pass deletes as orphans; above it, and on a database without any job, none is deleted")
 	f.BoolVar(&allowMassPrune, "allow-mass-prune", false, "lift the --prune-max-fraction guard")

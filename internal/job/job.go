@@ -38,7 +38,11 @@ type Job struct {
 	// Revision is the database's revision of the job's rendering: a value of one
 	// sequence, drawn anew with each generation (store migration 0015). The CronJob
 	// carries it, so that a live CronJob newer than its row betrays a restored database.
-	Revision  int64
+	Revision int64
+	// TeamOAuth is true when the job's team has OAuth credentials: its pods then read them
+	// from the team's Secret (kube.TeamOAuthSecretName). Only the synchronizer's reads
+	// (store.LoadSyncState) fill it; it is not a column of the job.
+	TeamOAuth bool
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }

@@ -96,6 +96,8 @@ func TestApplyRoundTrips(t *testing.T) {
 			j.Contacts, j.DBDefaultType, d.VDKVersion = job.Contacts{}, "", ""
 		}},
 		{"a macro schedule", func(j *job.Job, d *job.Deployment) { d.Schedule = "@hourly" }},
+		// optional: false must come back as sent, or every pass would re-apply the team's jobs.
+		{"a team with OAuth credentials", func(j *job.Job, d *job.Deployment) { j.TeamOAuth = true }},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -311,6 +311,7 @@ func podSpec(j job.Job, d job.Deployment, cfg RenderConfig) corev1.PodSpec {
 		}},
 	}
 	withJobIdentity(&spec, j, cfg)
+	withTeamOAuth(&spec.Containers[0], j)
 	return spec
 }
 

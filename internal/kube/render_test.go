@@ -293,6 +293,7 @@ func TestHashCoversEveryRenderedField(t *testing.T) {
 		{"job name changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { j.Name = "sales-ingest2" }, true},
 		{"job uid changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { j.UID = "other" }, true},
 		{"team changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { j.Team = "marketing" }, true},
+		{"team credentials change it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { j.TeamOAuth = true }, true},
 		{"db default type changes it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { j.DBDefaultType = "impala" }, true},
 		{"execution notifications change it", func(j *job.Job, d *job.Deployment, c *RenderConfig) { j.EnableExecutionNotifications = false }, true},
 		{"success contacts change it", func(j *job.Job, d *job.Deployment, c *RenderConfig) {

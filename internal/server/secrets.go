@@ -29,8 +29,9 @@ func buildSecrets(cfg Config, db *store.Store, keys *secrets.Keyring) (*service.
 }
 
 // loadKeyring loads the secrets key file, nil when none is configured. The service (team
-// webhook secrets) and the dispatcher load their own: a keyring reads the file again when
-// it changes, so each sees a key added for a rotation.
+// webhook secrets), the dispatcher and the synchronizer (the teams' OAuth client secrets for
+// their job pods) load their own: a keyring reads the file again when it changes, so each
+// sees a key added for a rotation.
 func loadKeyring(cfg Config) (*secrets.Keyring, error) {
 	if cfg.Secrets.KeyFile == "" {
 		return nil, nil

@@ -287,8 +287,12 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 	if err != nil {
 		return synchronizerUnit{}, err
 	}
+	keys, err := loadKeyring(cfg)
+	if err != nil {
+		return synchronizerUnit{}, err
+	}
 	syncer := synchronizer.New(synchronizer.Config{
-		Build: builds,
+		Build: builds, TeamOAuthKeys: keys,
 		Render: kube.RenderConfig{
 			Namespace: cfg.Namespace, ImageRegistry: cfg.ImageRegistry, Resources: cfg.Resources, EphemeralStorageLimitBytes: cfg.JobEphemeralStorageBytes,
 			JobServiceAccount: cfg.JobServiceAccount, JobAPIURL: cfg.JobAPIURL, ActiveDeadlineSeconds: job.DefaultTimeout(cfg.Executions.MaxTimeout),

@@ -72,12 +72,17 @@ func (s *Store) TeamsOfClientIDs(ctx context.Context, ids []string) ([]secrets.T
 	})
 }
 
-// AllTeamOAuth returns the OAuth credentials of every team that has them, for the
-// synchronizer's Secrets.
-func (s *Store) AllTeamOAuth(ctx context.Context) ([]secrets.TeamOAuth, error) {
-	rows, err := s.pool.Query(ctx, `SELECT team, client_id, key_id, data_key, client_secret FROM team_oauth_credentials ORDER BY team`)
+// DeliveredTeamOAuth returns the OAuth credentials of every team that has them and at
+// least one job with a deployment: the teams whose pods the synchronizer gives them (a
+// Secret for a team without deployed jobs would be read by no pod).
+func (s *Store) DeliveredTeamOAuth(ctx context.Context) ([]secrets.TeamOAuth, error) {
+	const q = `
+SELECT o.team, o.client_id, o.key_id, o.data_key, o.client_secret FROM team_oauth_credentials o
+WHERE EXISTS (SELECT 1 FROM data_job j JOIN desired_data_job_deployment d ON d.data_job_name = j.name WHERE j.team = o.team)
+ORDER BY o.team`
+	rows, err := s.pool.Query(ctx, q)
 	if err != nil {
-		return nil, fmt.Errorf("list the oauth credentials: %w", err)
+		return nil, fmt.Errorf("list the delivered oauth credentials: %w", err)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (secrets.TeamOAuth, error) {
 		var o secrets.TeamOAuth

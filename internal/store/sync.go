@@ -14,7 +14,9 @@ import (
 // SyncLeaseName is the leader lease that guards every write of the synchronizer.
 const SyncLeaseName = "synchronizer"
 
-const syncJobQuery = `SELECT ` + jobColumns + `, ` + joinedDesiredColumns + `, d.adopt_cronjob_uid, d.adopted_spec
+// syncJobQuery reads with each job whether its team has OAuth credentials (job.Job.TeamOAuth).
+const syncJobQuery = `SELECT ` + jobColumns + `, ` + joinedDesiredColumns + `, d.adopt_cronjob_uid, d.adopted_spec,
+	EXISTS (SELECT 1 FROM team_oauth_credentials o WHERE o.team = j.team)
 FROM data_job j
 LEFT JOIN desired_data_job_deployment d ON d.data_job_name = j.name`
 
@@ -93,7 +95,7 @@ func scanSyncJob(rows pgx.Rows) (*job.Job, *job.Deployment, error) {
 		adoptUID *string
 		adopted  []byte
 	)
-	dest := append(append(jobDest(&j), r.desiredDest()...), &adoptUID, &adopted)
+	dest := append(append(jobDest(&j), r.desiredDest()...), &adoptUID, &adopted, &j.TeamOAuth)
 	if err := rows.Scan(dest...); err != nil {
 		return nil, nil, err
 	}

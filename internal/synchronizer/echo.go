@@ -80,7 +80,7 @@ func (s *Synchronizer) memo(name string) *verified {
 // while nothing about it changes.
 func (s *Synchronizer) rememberUnchanged(p Plan) {
 	if p.Action == ActionUnchanged && managed(p.Live) && p.State.Job != nil && p.State.Desired != nil {
-		s.remember(p.Name, &verified{uid: p.State.Job.UID, generation: p.State.Job.Generation, resourceVersion: p.Live.ResourceVersion})
+		s.remember(p.Name, &verified{uid: p.State.Job.UID, generation: p.State.Job.Generation, teamOAuth: p.State.Job.TeamOAuth, resourceVersion: p.Live.ResourceVersion})
 	}
 }
 

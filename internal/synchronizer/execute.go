@@ -154,7 +154,7 @@ func (t *term) apply(ctx context.Context, p Plan, finish func(result, error) (re
 			s.remember(p.Name, nil)
 			return t.replan(), nil
 		}
-		s.remember(p.Name, &verified{uid: j.UID, generation: j.Generation, resourceVersion: applied.ResourceVersion})
+		s.remember(p.Name, &verified{uid: j.UID, generation: j.Generation, teamOAuth: j.TeamOAuth, resourceVersion: applied.ResourceVersion})
 		return result{}, nil
 	}
 	if t.records == nil { // a single pass (RunOnce): write it now

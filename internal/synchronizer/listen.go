@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/datajobs/datajobs/internal/backoff"
+	"github.com/datajobs/datajobs/internal/store"
 )
 
 // listener is the database's LISTEN, as the synchronizer and the execution stage use it.
@@ -34,4 +35,22 @@ func listenLoop(ctx context.Context, db listener, channel string, base time.Dura
 			return
 		}
 	}
+}
+
+// listen enqueues every job named in a NOTIFY from the API, reconnecting after a drop
+// with backoff. Each (re)connection triggers a full pass, for what it may have missed.
+func (t *term) listen(ctx context.Context) {
+	listenLoop(ctx, t.s.db, store.DesiredChannel, t.s.cfg.RetryBase, t.s.log, func(first bool) {
+		if !first {
+			t.s.log.InfoContext(ctx, "listen_reconnected")
+		}
+		// A change committed before LISTEN was in place sent a NOTIFY nobody heard:
+		// a pass now covers it, the first time too (the term's first pass may have
+		// read the database before this connection listened). The queue merges it
+		// with a pass still waiting.
+		t.queue.Add(resyncKey)
+	}, func(name string) {
+		t.notify(name)
+		t.queue.Add(name)
+	})
 }

@@ -1,6 +1,7 @@
 package synchronizer
 
 import (
+	"context"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +23,7 @@ type Metrics struct {
 	orphansKept    prometheus.Gauge
 	restoreRefused prometheus.Gauge
 	restoreNewer   prometheus.Gauge
+	teamSecrets    *prometheus.CounterVec
 	// queue is the sync queue's, with the panics of reconciles (datajobs_sync_panics_total).
 	queue *queueMetrics
 }
@@ -64,13 +66,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		restoreNewer: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "datajobs_sync_restore_newer_cronjobs", Help: "CronJobs of this installation the last full pass found newer than the database (their revision is above their row's or above any the database issued).",
 		}),
+		teamSecrets: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "datajobs_sync_team_oauth_secrets_total", Help: "Writes of team OAuth Secrets by action (create, update, delete; conflict: a Secret of the name that is not this installation's, left alone) and result.",
+		}, []string{"action", "result"}),
 		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "datajobs_sync_lag_seconds", Help: "Time from a desired change being committed to its CronJob write.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.passes, m.passDuration, m.reconciles, m.driftRepairs, m.orphansRemoved, m.deployments, m.lag, m.plannedActions, m.pruneRefused, m.orphansKept, m.restoreRefused, m.restoreNewer)
+		reg.MustRegister(m.passes, m.passDuration, m.reconciles, m.driftRepairs, m.orphansRemoved, m.deployments, m.lag, m.plannedActions, m.pruneRefused, m.orphansKept, m.restoreRefused, m.restoreNewer, m.teamSecrets)
 		reg.MustRegister(m.queue.collectors()...)
 	}
 	return m
@@ -78,6 +83,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 func (m *Metrics) reconciled(action string, err error) {
 	m.reconciles.WithLabelValues(action, outcome(err)).Inc()
+}
+
+func (m *Metrics) teamSecret(action Action, err error) {
+	m.teamSecrets.WithLabelValues(string(action), outcome(err)).Inc()
 }
 
 func (m *Metrics) passDone(start time.Time, err error) {
@@ -134,4 +143,13 @@ func (m *Metrics) restoreGuarded(r *RestoreRefusal, newer int) {
 		m.restoreRefused.Set(1)
 	}
 	m.restoreNewer.Set(float64(newer))
+}
+
+func (s *Synchronizer) updateStatusGauge(ctx context.Context) {
+	counts, err := s.db.CountDeploymentsByStatus(ctx)
+	if err != nil {
+		s.log.WarnContext(ctx, "count_deployments_failed", "error", err)
+		return
+	}
+	s.metrics.deploymentsByStatus(counts)
 }

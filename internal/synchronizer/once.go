@@ -45,5 +45,8 @@ func (s *Synchronizer) RunOnce(ctx context.Context, epoch int64) (Report, error)
 			rep.Errors[p.Name] = err
 		}
 	}
+	if err := t.teamSecretsOnce(ctx); err != nil {
+		rep.Errors[teamSecretsKey] = err
+	}
 	return rep, nil
 }

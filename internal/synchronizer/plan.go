@@ -62,11 +62,13 @@ type Plan struct {
 }
 
 // verified remembers, per job name, the state the leader last saw in agreement: the job
-// incarnation and generation, and the live CronJob's resourceVersion. While all three
-// still hold, nothing can have changed, and a resync skips rendering and comparing.
+// incarnation and generation, whether its team had OAuth credentials (which the rendering
+// reads besides the row), and the live CronJob's resourceVersion. While all four still
+// hold, nothing can have changed, and a resync skips rendering and comparing.
 type verified struct {
 	uid             string
 	generation      int64
+	teamOAuth       bool
 	resourceVersion string
 }
 
@@ -116,7 +118,7 @@ func plan(st job.SyncState, live *batchv1.CronJob, cfg kube.RenderConfig, memo *
 	}
 	j, d := st.Job, st.Desired
 	gen := j.Generation
-	if memo != nil && live != nil && inSync(st) && memo.uid == j.UID && memo.generation == gen && memo.resourceVersion == live.ResourceVersion {
+	if memo != nil && live != nil && inSync(st) && memo.uid == j.UID && memo.generation == gen && memo.teamOAuth == j.TeamOAuth && memo.resourceVersion == live.ResourceVersion {
 		p.Reason = "verified"
 		return p
 	}

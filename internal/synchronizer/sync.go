@@ -31,7 +31,7 @@ import (
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/leader"
-	"github.com/datajobs/datajobs/internal/store"
+	"github.com/datajobs/datajobs/internal/secrets"
 )
 
 // Store is what the synchronizer reads from and writes to the database.
@@ -49,6 +49,7 @@ type Store interface {
 	LeaseConfigFingerprint(ctx context.Context, name string) (string, error)
 	SetLeaseConfigFingerprint(ctx context.Context, name string, epoch int64, fingerprint string) (bool, error)
 	Listen(ctx context.Context, channel string, ready func(), notify func(payload string)) error
+	DeliveredTeamOAuth(ctx context.Context) ([]secrets.TeamOAuth, error)
 }
 
 // Applier is what the synchronizer writes to Kubernetes (implemented by *kube.Applier,
@@ -103,6 +104,11 @@ type Config struct {
 	// confirmed (record.go; default 500). They are group commits: a row is written at once
 	// when no write is in flight, with the rows that arrived during the previous one otherwise.
 	RecordBatch int
+	// TeamOAuthKeys opens the teams' OAuth client secrets (the keyring of
+	// --secrets-key-file) for the Secrets their job pods read (teamsecret.go). Nil: no
+	// team Secret is written or deleted (CronJobs of teams with credentials still refer
+	// to theirs).
+	TeamOAuthKeys *secrets.Keyring
 }
 
 func (c Config) withDefaults() Config {
@@ -157,7 +163,8 @@ type term struct {
 	render kube.RenderConfig
 	lister batchlisters.CronJobNamespaceLister
 	queue  *workQueue
-	builds *buildStage // nil without a builder
+	builds *buildStage  // nil without a builder
+	teams  *teamSecrets // nil without TeamOAuthKeys
 	// records writes the rows of applied CronJobs in batches; nil in a single pass
 	// (RunOnce), which writes each at once.
 	records *recorder
@@ -214,6 +221,9 @@ func (s *Synchronizer) Run(ctx context.Context, epoch int64) error {
 		t.records.stop()
 	}()
 	wg.Go(func() { t.listen(ctx) })
+	if t.teams != nil {
+		wg.Go(func() { t.listenTeamOAuth(ctx) })
+	}
 	t.queue.Add(resyncKey) // a first pass at once, then every ResyncInterval
 	wg.Go(func() { every(ctx, s.cfg.ResyncInterval, func() bool { t.queue.Add(resyncKey); return true }) })
 	<-ctx.Done()
@@ -309,7 +319,9 @@ func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(
 	}
 	informerCtx, cancel := context.WithCancel(ctx)
 	factory.Start(informerCtx.Done())
+	stopTeams := t.startTeamSecrets(ctx)
 	stop := func() {
+		stopTeams()
 		cancel()
 		factory.Shutdown()
 	}
@@ -323,24 +335,6 @@ func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(
 	return t, stop, nil
 }
 
-// listen enqueues every job named in a NOTIFY from the API, reconnecting after a drop
-// with backoff. Each (re)connection triggers a full pass, for what it may have missed.
-func (t *term) listen(ctx context.Context) {
-	listenLoop(ctx, t.s.db, store.DesiredChannel, t.s.cfg.RetryBase, t.s.log, func(first bool) {
-		if !first {
-			t.s.log.InfoContext(ctx, "listen_reconnected")
-		}
-		// A change committed before LISTEN was in place sent a NOTIFY nobody heard:
-		// a pass now covers it, the first time too (the term's first pass may have
-		// read the database before this connection listened). The queue merges it
-		// with a pass still waiting.
-		t.queue.Add(resyncKey)
-	}, func(name string) {
-		t.notify(name)
-		t.queue.Add(name)
-	})
-}
-
 // finish ends the reconcile of a name handed over to the term's recorder, once its row
 // is written (workQueue.finish).
 func (t *term) finish(ctx context.Context, name string, res result, err error) {
@@ -352,9 +346,12 @@ const resyncKey = "#resync"
 
 // reconcile handles one queue item: a job name, or a full pass.
 func (t *term) reconcile(ctx context.Context, name string) (result, error) {
-	if name == resyncKey {
+	switch name {
+	case resyncKey:
 		_, err := t.pass(ctx)
 		return result{}, err
+	case teamSecretsKey:
+		return t.reconcileTeamSecrets(ctx)
 	}
 	p, ok, err := t.prefetchedPlan(name)
 	if err != nil {
@@ -378,6 +375,7 @@ func (t *term) reconcile(ctx context.Context, name string) (result, error) {
 			return result{}, nil
 		}
 	}
+	t.teamSecretsAfter(p)
 	return t.execute(ctx, p)
 }
 
@@ -439,6 +437,9 @@ func (t *term) pass(ctx context.Context) ([]Plan, error) {
 			t.s.rememberUnchanged(p)
 		}
 	}
+	if t.teams != nil {
+		t.queue.Add(teamSecretsKey) // a team's first or last deployed job needs or frees its Secret
+	}
 	t.s.updateStatusGauge(ctx)
 	t.s.metrics.passDone(start, nil)
 	t.s.log.InfoContext(ctx, "resync_pass", "jobs", len(plans), "queued", queued, "duration", time.Since(start))
@@ -481,15 +482,6 @@ func planAll(states map[string]job.SyncState, lives []*batchv1.CronJob, cfg kube
 	}
 	wg.Wait()
 	return plans, ownedCount
-}
-
-func (s *Synchronizer) updateStatusGauge(ctx context.Context) {
-	counts, err := s.db.CountDeploymentsByStatus(ctx)
-	if err != nil {
-		s.log.WarnContext(ctx, "count_deployments_failed", "error", err)
-		return
-	}
-	s.metrics.deploymentsByStatus(counts)
 }
 
 // opID is a short random id that ties together the log lines of one reconcile.
