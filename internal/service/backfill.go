@@ -25,25 +25,13 @@ type BackfillRequest struct {
 // range, read in the run policy's time zone as the CronJob controller reads them, at most
 // job.MaxBackfillRuns. The leader starts the runs. The job needs a scheduled deployment.
 func (s *Service) CreateBackfill(ctx context.Context, team, name string, req BackfillRequest, caller string) (job.Backfill, error) {
-	from, to, err := backfillRange(req.From, req.To)
-	if err != nil {
-		return job.Backfill{}, err
-	}
-	parallel := cmp.Or(req.MaxParallel, 1)
-	if parallel < 1 || parallel > job.MaxBackfillParallel {
-		return job.Backfill{}, job.Invalid("max_parallel", fmt.Sprintf("from 1 to %d", job.MaxBackfillParallel), req.MaxParallel)
-	}
-	args, err := job.ValidateArgs(req.Args)
-	if err != nil {
-		return job.Backfill{}, err
-	}
-	if args != nil {
-		var m map[string]any
-		if json.Unmarshal(args, &m) == nil && m["logical_time"] != nil {
-			return job.Backfill{}, job.Invalid("args", "without logical_time (each run gets its own schedule time as logical_time)", string(args))
-		}
-	}
+	// Checked under the job's lock, after the job was found: a job that is not there is a
+	// 404 whatever the body.
 	return s.store.CreateBackfill(ctx, team, name, func(st job.JobState) (job.NewBackfill, error) {
+		n, err := backfillInput(req)
+		if err != nil {
+			return n, err
+		}
 		d := st.Desired
 		if d == nil {
 			return job.NewBackfill{}, job.DeploymentNotFound(name)
@@ -53,20 +41,45 @@ func (s *Service) CreateBackfill(ctx context.Context, team, name string, req Bac
 		}
 		tz := d.Policy.Effective(job.DefaultTimeoutSeconds).TimeZone
 		// ScheduleTimes is of (after, until]: from itself is one of them when it fires then.
-		times, err := job.ScheduleTimes(d.Schedule, tz, from.Add(-time.Nanosecond), to, job.MaxBackfillRuns+1)
+		n.Times, err = job.ScheduleTimes(d.Schedule, tz, n.From.Add(-time.Nanosecond), n.To, job.MaxBackfillRuns+1)
 		if err != nil {
 			return job.NewBackfill{}, job.Invalid("schedule_cron", "a valid cron expression", d.Schedule)
 		}
 		switch {
-		case len(times) == 0:
+		case len(n.Times) == 0:
 			return job.NewBackfill{}, job.Invalid("from and to", fmt.Sprintf("a range holding at least one time of the schedule %q (time zone %s)", d.Schedule, tz),
-				from.Format(time.RFC3339)+" to "+to.Format(time.RFC3339)+", which holds none")
-		case len(times) > job.MaxBackfillRuns:
+				n.From.Format(time.RFC3339)+" to "+n.To.Format(time.RFC3339)+", which holds none")
+		case len(n.Times) > job.MaxBackfillRuns:
 			return job.NewBackfill{}, job.Invalid("from and to", fmt.Sprintf("a range of at most %d schedule times", job.MaxBackfillRuns),
 				fmt.Sprintf("a range of more than %d times of the schedule %q", job.MaxBackfillRuns, d.Schedule))
 		}
-		return job.NewBackfill{From: from, To: to, MaxParallel: parallel, Times: times, Args: args, CreatedBy: caller}, nil
+		n.CreatedBy = caller
+		return n, nil
 	})
+}
+
+// backfillInput checks a backfill request's own fields: the range, max_parallel and the
+// arguments (which may not set logical_time: each run gets its own).
+func backfillInput(req BackfillRequest) (job.NewBackfill, error) {
+	from, to, err := backfillRange(req.From, req.To)
+	if err != nil {
+		return job.NewBackfill{}, err
+	}
+	parallel := cmp.Or(req.MaxParallel, 1)
+	if parallel < 1 || parallel > job.MaxBackfillParallel {
+		return job.NewBackfill{}, job.Invalid("max_parallel", fmt.Sprintf("from 1 to %d", job.MaxBackfillParallel), req.MaxParallel)
+	}
+	args, err := job.ValidateArgs(req.Args)
+	if err != nil {
+		return job.NewBackfill{}, err
+	}
+	if args != nil {
+		var m map[string]any
+		if json.Unmarshal(args, &m) == nil && m["logical_time"] != nil {
+			return job.NewBackfill{}, job.Invalid("args", "without logical_time (each run gets its own schedule time as logical_time)", string(args))
+		}
+	}
+	return job.NewBackfill{From: from, To: to, MaxParallel: parallel, Args: args}, nil
 }
 
 // backfillRange parses a backfill's from and to.

@@ -130,6 +130,14 @@ func TestABackfillRunsEachScheduleTimeOnceAtMostMaxParallelAtOnceAcrossALeaderCh
 		require.NoError(t, err)
 		return got.FinishedAt != nil && got.Progress == job.BackfillProgress{Total: 5, Succeeded: 5}
 	}, "the backfill is finished with 5 succeeded")
+
+	// A re-run of one of them runs its Job with the same arguments and logical time.
+	again, err := f.svc.StartExecution(t.Context(), team, name, service.ExecutionRequest{RerunOf: runs[1].id}, "bob", "op-rerun")
+	require.NoError(t, err)
+	require.Equal(t, runs[1].id, again.RerunOf)
+	c := f.job(again.ID).Spec.Template.Spec.Containers[0]
+	require.Equal(t, []string{"--arguments", fmt.Sprintf(`{"logical_time":%q,"region":"eu"}`, runs[1].logical)}, c.Args)
+	require.Contains(t, c.Env, corev1.EnvVar{Name: kube.EnvLogicalTime, Value: runs[1].logical})
 }
 
 // A cancel stops the rest: the runs under way are cancelled as a delete cancels them (their
