@@ -93,11 +93,25 @@ func TestABackfillRunsEachScheduleTimeOnceAtMostMaxParallelAtOnceAcrossALeaderCh
 	require.NoError(t, err)
 	want := []string{"2026-01-10T14:00:00Z", "2026-01-11T14:00:00Z", "2026-01-12T14:00:00Z", "2026-01-13T14:00:00Z", "2026-01-14T14:00:00Z"}
 
+	// Each run's Job, looked at while it is held (the CronJob's history limit deletes a
+	// finished one): its logical time in the environment.
+	envChecked := map[string]bool{}
+	checkEnv := func(runs []backfillRun) {
+		for _, r := range runs {
+			if !envChecked[r.id] && !job.ExecutionStatus(r.status).Final() {
+				c := f.job(r.id).Spec.Template.Spec.Containers[0]
+				require.Contains(t, c.Env, corev1.EnvVar{Name: kube.EnvLogicalTime, Value: r.logical}, "its logical time in the environment")
+				envChecked[r.id] = true
+			}
+		}
+	}
 	runs := f.waitRuns(b.ID, 2, 2, 2)
 	time.Sleep(time.Second) // the leader has had passes to over-start; waitRuns checks it did not
 	runs = f.waitRuns(b.ID, 2, 2, 2)
+	checkEnv(runs)
 	f.succeed(name, runs[0].id)
 	runs = f.waitRuns(b.ID, 3, 2, 2)
+	checkEnv(runs)
 
 	// A change of leader: a run ends while none watches; the next term records it and
 	// starts the next time, once.
@@ -108,8 +122,10 @@ func TestABackfillRunsEachScheduleTimeOnceAtMostMaxParallelAtOnceAcrossALeaderCh
 	require.Len(t, f.backfillRuns(b.ID), 3)
 	f.startExecutions()
 	runs = f.waitRuns(b.ID, 4, 2, 2)
+	checkEnv(runs)
 	f.succeed(name, runs[2].id)
 	runs = f.waitRuns(b.ID, 5, 2, 2)
+	checkEnv(runs)
 	f.succeed(name, runs[3].id)
 	f.succeed(name, runs[4].id)
 
@@ -121,8 +137,7 @@ func TestABackfillRunsEachScheduleTimeOnceAtMostMaxParallelAtOnceAcrossALeaderCh
 		e := f.execution(name, r.id)
 		require.JSONEq(t, fmt.Sprintf(`{"region":"eu","logical_time":%q}`, r.logical), string(e.Args), "its logical time as an argument")
 		require.Equal(t, b.ID, e.BackfillID)
-		c := f.job(r.id).Spec.Template.Spec.Containers[0]
-		require.Contains(t, c.Env, corev1.EnvVar{Name: kube.EnvLogicalTime, Value: r.logical}, "and in the environment")
+		require.True(t, envChecked[r.id], "the Job of %s was looked at", r.id)
 	}
 	require.Equal(t, want, logical, "one run per schedule time of 09:00 New York, each once")
 	f.eventually(func() bool {
@@ -136,7 +151,9 @@ func TestABackfillRunsEachScheduleTimeOnceAtMostMaxParallelAtOnceAcrossALeaderCh
 	require.NoError(t, err)
 	require.Equal(t, runs[1].id, again.RerunOf)
 	c := f.job(again.ID).Spec.Template.Spec.Containers[0]
-	require.Equal(t, []string{"--arguments", fmt.Sprintf(`{"logical_time":%q,"region":"eu"}`, runs[1].logical)}, c.Args)
+	require.Len(t, c.Args, 2)
+	require.Equal(t, "--arguments", c.Args[0])
+	require.JSONEq(t, fmt.Sprintf(`{"logical_time":%q,"region":"eu"}`, runs[1].logical), c.Args[1], "the same arguments")
 	require.Contains(t, c.Env, corev1.EnvVar{Name: kube.EnvLogicalTime, Value: runs[1].logical})
 }
 
