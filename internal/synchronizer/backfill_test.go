@@ -105,9 +105,9 @@ func TestABackfillRunsEachScheduleTimeOnceAtMostMaxParallelAtOnceAcrossALeaderCh
 			}
 		}
 	}
-	runs := f.waitRuns(b.ID, 2, 2, 2)
+	f.waitRuns(b.ID, 2, 2, 2)
 	time.Sleep(time.Second) // the leader has had passes to over-start; waitRuns checks it did not
-	runs = f.waitRuns(b.ID, 2, 2, 2)
+	runs := f.waitRuns(b.ID, 2, 2, 2)
 	checkEnv(runs)
 	f.succeed(name, runs[0].id)
 	runs = f.waitRuns(b.ID, 3, 2, 2)
