@@ -153,4 +153,13 @@ func TestBadBackfillRequestsAreClear400s(t *testing.T) {
 	var n int
 	e.query(`SELECT count(*) FROM data_job_backfill`, nil, &n)
 	require.Zero(t, n, "nothing recorded")
+
+	// At most 10 backfills of a job are open at once.
+	ok := `{"from":"2026-01-01T00:00:00Z","to":"2026-01-01T00:04:00Z"}`
+	for range 10 {
+		require.Equal(t, http.StatusCreated, e.do("POST", path+"/deployments/release/backfills", ok).status)
+	}
+	r := e.do("POST", path+"/deployments/release/backfills", ok)
+	require.Equal(t, http.StatusConflict, r.status, "%s", r.body)
+	require.Contains(t, r.vdkError(t)["why"], "10 backfills not finished")
 }

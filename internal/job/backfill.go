@@ -16,6 +16,9 @@ const (
 	MaxBackfillRuns = 1000
 	// MaxBackfillParallel bounds a backfill's runs at once (its max_parallel).
 	MaxBackfillParallel = 10
+	// MaxOpenBackfills bounds the backfills of a job not finished yet: each is a step of
+	// the leader after every run that ends.
+	MaxOpenBackfills = 10
 )
 
 // Backfill is a backfill as the API shows it.
@@ -90,6 +93,17 @@ func BackfillNotFound(team, name string, id int64) *Error {
 		Why:             "No backfill with that id belongs to that job and team.",
 		Consequences:    "The request was not processed.",
 		Countermeasures: "List the job's backfills (GET …/deployments/{id}/backfills) to find the right id.",
+	}
+}
+
+// TooManyBackfills reports a backfill asked for while MaxOpenBackfills of the job run.
+func TooManyBackfills(name string) *Error {
+	return &Error{
+		Kind:            KindConflict,
+		What:            fmt.Sprintf("The data job %q cannot be backfilled now.", name),
+		Why:             fmt.Sprintf("It has %d backfills not finished yet, the most a job may have.", MaxOpenBackfills),
+		Consequences:    "No backfill was recorded and no run started.",
+		Countermeasures: "Wait for a backfill to finish, or cancel one (DELETE …/backfills/{id}), and ask again.",
 	}
 }
 

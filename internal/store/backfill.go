@@ -103,6 +103,13 @@ func (s *Store) CreateBackfill(ctx context.Context, team, name string, build job
 		if err != nil {
 			return err
 		}
+		var open int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM data_job_backfill WHERE job_uid = $1::uuid AND finished_at IS NULL`, st.Job.UID).Scan(&open); err != nil {
+			return fmt.Errorf("count backfills of %s: %w", name, err)
+		}
+		if open >= job.MaxOpenBackfills {
+			return job.TooManyBackfills(name)
+		}
 		var id int64
 		err = tx.QueryRow(ctx, `INSERT INTO data_job_backfill (job_name, job_uid, team, from_time, to_time, max_parallel, times, args, created_by)
 VALUES ($1, $2::uuid, $3, $4, $5, $6, $7, $8, $9) RETURNING id`,
