@@ -160,7 +160,7 @@ func TestTheRESTListOfExecutions(t *testing.T) {
 	require.NoError(t, json.Unmarshal(r.body, &execs))
 	require.JSONEq(t, `{"id":"alpha-job-1","job_name":"alpha-job","status":"succeeded","type":"scheduled",
 		"start_time":"`+local(t1)+`","end_time":"`+local(t1.Add(time.Minute))+`","started_by":"scheduler","logs_url":null,
-		"message":"m","op_id":"op-alpha-job-1","args":null,"exit_code":null,"termination_reason":"",
+		"message":"m","op_id":"op-alpha-job-1","args":null,"exit_code":null,"termination_reason":"","logical_time":null,"backfill_id":null,"rerun_of":null,
 		"deployment":{"id":"release","mode":"release","enabled":true,"vdk_version":"0.1","job_version":"v1","python_version":"3.11",
 			"schedule":{"schedule_cron":"0 * * * *"},"resources":{"cpu_request":0.5,"cpu_limit":0,"memory_request":0,"memory_limit":1024},
 			"deployed_by":"deployer","deployed_date":"`+local(t1.Add(-24*time.Hour))+`"}}`, mustJSON(t, execs[1]))

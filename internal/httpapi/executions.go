@@ -32,6 +32,11 @@ type executionResponse struct {
 	Args              json.RawMessage `json:"args"`
 	ExitCode          *int32          `json:"exit_code"`
 	TerminationReason string          `json:"termination_reason"`
+	// What the run was started for: the schedule time a catch-up or backfill run stands
+	// for, its backfill, and the execution it re-runs (null when none).
+	LogicalTime *time.Time `json:"logical_time"`
+	BackfillID  *int64     `json:"backfill_id"`
+	RerunOf     *string    `json:"rerun_of"`
 }
 
 // executionDeploymentResponse is the snapshot of the deployment an execution ran, with
@@ -55,6 +60,7 @@ func (a *api) toExecutionResponse(team string, e job.Execution) executionRespons
 		StartTime: e.StartTime, EndTime: e.EndTime, StartedBy: e.StartedBy, LogsURL: a.svc.LogsURL(team, e),
 		Message: e.Message, OpID: e.OpID,
 		Args: argsJSON(e.Args), ExitCode: e.ExitCode, TerminationReason: e.TerminationReason,
+		LogicalTime: e.LogicalTime, BackfillID: nonZero(e.BackfillID), RerunOf: nonZero(e.RerunOf),
 		Deployment: executionDeploymentResponse{
 			ID: "release", Mode: "release", Enabled: true,
 			VDKVersion: e.VDKVersion, JobVersion: e.JobVersion, PythonVersion: e.PythonVersion,
@@ -112,6 +118,9 @@ func executionLocation(team, name, id string) string {
 type executionRequest struct {
 	StartedBy string          `json:"started_by"`
 	Args      json.RawMessage `json:"args"`
+	// RerunOf (a datajobs extension) starts the run again of an execution of the job, with
+	// its arguments and logical time.
+	RerunOf string `json:"rerun_of"`
 }
 
 // startExecution is POST .../deployments/{id}/executions: 202 with the execution and its
@@ -128,7 +137,7 @@ func (a *api) startExecution(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	e, err := a.svc.StartExecution(r.Context(), team, name,
-		service.ExecutionRequest{Args: req.Args}, a.startedBy(r, req.StartedBy), opID(r.Context()))
+		service.ExecutionRequest{Args: req.Args, RerunOf: req.RerunOf}, a.startedBy(r, req.StartedBy), opID(r.Context()))
 	if err != nil {
 		return err
 	}
@@ -182,6 +191,15 @@ func (a *api) executionLogs(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, logsResponse{Logs: logs})
 	return nil
+}
+
+// nonZero is &v, or nil for the zero value (a JSON null).
+func nonZero[T comparable](v T) *T {
+	var zero T
+	if v == zero {
+		return nil
+	}
+	return &v
 }
 
 // argsJSON is an execution's stored arguments, null when there are none.

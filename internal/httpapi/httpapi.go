@@ -162,6 +162,7 @@ func (a *api) routes() *router {
 	rt.handleFunc("GET "+execution, memberOfTeam, a.getExecution)
 	rt.handleFunc("DELETE "+execution, memberOfTeam, a.cancelExecution)
 	rt.handleFunc("GET "+execution+"/logs", memberOfTeam, a.limit(a.logReads, a.executionLogs))
+	a.backfillRoutes(rt, dep)
 	a.webhookRoutes(rt, team)
 
 	// Secrets and team OAuth credentials (secrets.go); without Config.Secrets they answer

@@ -27,6 +27,11 @@ type Execution struct {
 	// ExitCode and TerminationReason are those of a final status (see ExecutionUpdate).
 	ExitCode          *int32
 	TerminationReason string
+	// LogicalTime is the schedule time a catch-up or backfill run stands for (nil: none);
+	// BackfillID its backfill (0: none); RerunOf the execution it re-runs ("": none).
+	LogicalTime *time.Time
+	BackfillID  int64
+	RerunOf     string
 }
 
 // ExecutionField is what executions are ordered by.

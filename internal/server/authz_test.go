@@ -12,6 +12,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -62,6 +63,10 @@ var routeCases = map[string]routeCase{
 	"POST /data-jobs/for-team/{team}/jobs/{job}/deployments/{deployment_id}/revisions/{revision}/rollback": {},
 	"GET /data-jobs/for-team/{team}/audit":                                                                 {},
 	"POST /data-jobs/for-team/{team}/jobs/{job}/deployments/{deployment_id}/executions":                    {body: `{}`},
+	"POST /data-jobs/for-team/{team}/jobs/{job}/deployments/{deployment_id}/backfills":                     {body: `{"from":"2026-01-01T00:00:00Z","to":"2026-01-05T23:00:00Z"}`},
+	"GET /data-jobs/for-team/{team}/jobs/{job}/deployments/{deployment_id}/backfills":                      {},
+	"GET /data-jobs/for-team/{team}/jobs/{job}/deployments/{deployment_id}/backfills/{backfill_id}":        {},
+	"DELETE /data-jobs/for-team/{team}/jobs/{job}/deployments/{deployment_id}/backfills/{backfill_id}":     {},
 	"GET /data-jobs/for-team/{team}/jobs/{job}/deployments/{deployment_id}/secrets":                        {},
 	"PUT /data-jobs/for-team/{team}/jobs/{job}/deployments/{deployment_id}/secrets":                        {body: `{"k":"v"}`},
 	"GET /data-jobs/for-team/{team}/jobs/{job}/executions":                                                 {},
@@ -99,6 +104,9 @@ var routeCases = map[string]routeCase{
 	"POST /ui/teams/{team}/jobs/{job}/delete-deployment":       {},
 	"POST /ui/teams/{team}/jobs/{job}/properties":              {},
 	"POST /ui/teams/{team}/jobs/{job}/executions/{id}/cancel":  {},
+	"POST /ui/teams/{team}/jobs/{job}/executions/{id}/rerun":   {},
+	"POST /ui/teams/{team}/jobs/{job}/backfills":               {},
+	"POST /ui/teams/{team}/jobs/{job}/backfills/{id}/cancel":   {},
 	"POST /ui/teams/{team}/jobs/{job}/revisions/{id}/rollback": {},
 	"GET /ui/teams/{team}/webhooks":                            {ownTeam: true},
 	"POST /ui/teams/{team}/webhooks":                           {ownTeam: true},
@@ -162,6 +170,11 @@ func TestEveryRouteIsAuthenticatedAndKeepsTeamsApart(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal([]byte(c.must(tokB, "POST", "/data-jobs/for-team/team-b/jobs/job-of-b/deployments/release/executions", `{}`, http.StatusAccepted)), &exec))
 	require.NotEmpty(t, exec.ID)
+	var backfill struct {
+		ID int64 `json:"id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(c.must(tokB, "POST", "/data-jobs/for-team/team-b/jobs/job-of-b/deployments/release/backfills",
+		`{"from":"2026-01-01T00:00:00Z","to":"2026-01-03T23:00:00Z"}`, http.StatusCreated)), &backfill))
 	var hook struct {
 		ID string `json:"id"`
 	}
@@ -169,12 +182,13 @@ func TestEveryRouteIsAuthenticatedAndKeepsTeamsApart(t *testing.T) {
 	fill := func(pattern, team string) (method, path string) {
 		method, path, _ = strings.Cut(pattern, " ")
 		return method, strings.NewReplacer("{$}", "", "{team}", team, "{job}", "job-of-b", "{deployment_id}", "release",
-			"{execution_id}", exec.ID, "{id}", exec.ID, "{new_team}", "team-a", "{revision}", "1", "{webhook_id}", hook.ID).Replace(path)
+			"{execution_id}", exec.ID, "{id}", exec.ID, "{new_team}", "team-a", "{revision}", "1", "{webhook_id}", hook.ID,
+			"{backfill_id}", strconv.FormatInt(backfill.ID, 10)).Replace(path)
 	}
 	// stateOfB is everything a caller of team-b can read about its job.
 	stateOfB := func() []string {
 		var out []string
-		for _, p := range []string{"", "/deployments/release", "/deployments/release/properties", "/deployments/release/secrets", "/sources", "/executions"} {
+		for _, p := range []string{"", "/deployments/release", "/deployments/release/properties", "/deployments/release/secrets", "/sources", "/executions", "/deployments/release/backfills"} {
 			out = append(out, c.must(tokB, "GET", "/data-jobs/for-team/team-b/jobs/job-of-b"+p, "", http.StatusOK))
 		}
 		out = append(out, c.must(tokB, "GET", "/data-jobs/teams/team-b/oauth-credentials", "", http.StatusOK))

@@ -19,6 +19,9 @@ type ExecutionRequest struct {
 	StartedBy string
 	// Args is the raw JSON of the args object, or empty.
 	Args json.RawMessage
+	// RerunOf names an execution of the same job to run again: with its arguments and its
+	// logical time (the request then has no Args of its own).
+	RerunOf string
 }
 
 // StartExecution records a manual execution of the job name of team, submitted, for the
@@ -30,6 +33,16 @@ func (s *Service) StartExecution(ctx context.Context, team, name string, req Exe
 	if err != nil {
 		return job.Execution{}, err
 	}
+	var rerun job.Execution
+	if req.RerunOf != "" {
+		if args != nil {
+			return job.Execution{}, job.Invalid("args", "absent with rerun_of (a re-run takes the arguments of the execution it repeats)", string(req.Args))
+		}
+		if rerun, err = s.store.GetJobExecution(ctx, team, name, req.RerunOf); err != nil {
+			return job.Execution{}, err
+		}
+		args = rerun.Args
+	}
 	startedBy := cmp.Or(req.StartedBy, caller)
 	if err := job.ValidateText("started_by", startedBy, 253); err != nil {
 		return job.Execution{}, err
@@ -39,11 +52,7 @@ func (s *Service) StartExecution(ctx context.Context, team, name string, req Exe
 		var snap job.Deployment
 		switch {
 		case st.Actual != nil:
-			a := st.Actual
-			snap = job.Deployment{
-				JobVersion: a.JobVersion, VDKVersion: a.VDKVersion, PythonVersion: a.PythonVersion,
-				Schedule: a.Schedule, Resources: a.Resources, Enabled: a.Enabled, DeployedBy: a.DeployedBy, DeployedDate: a.DeployedDate,
-			}
+			snap = st.Actual.Snapshot()
 			if st.Desired == nil {
 				return job.NewExecution{}, job.DeploymentNotFound(name) // being deleted
 			}
@@ -58,7 +67,7 @@ func (s *Service) StartExecution(ctx context.Context, team, name string, req Exe
 		}
 		return job.NewExecution{
 			ID: name + "-" + strconv.FormatInt(now.Unix(), 10), OpID: opID, StartedBy: startedBy, Args: args,
-			Snapshot: snap, Start: now,
+			Snapshot: snap, Start: now, LogicalTime: rerun.LogicalTime, RerunOf: rerun.ID,
 		}, nil
 	})
 }

@@ -35,6 +35,11 @@ type Store interface {
 	ExecutionsOfJobs(ctx context.Context, names []string, q job.ExecutionsQuery) (map[string][]job.Execution, error)
 	ExecutionCounts(ctx context.Context, names []string) (map[string]job.ExecutionCount, error)
 
+	CreateBackfill(ctx context.Context, team, name string, build job.BackfillStart) (job.Backfill, error)
+	Backfills(ctx context.Context, team, name string) ([]job.Backfill, error)
+	Backfill(ctx context.Context, team, name string, id int64) (job.Backfill, error)
+	CancelBackfill(ctx context.Context, team, name string, id int64, by string) (job.Backfill, error)
+
 	Revisions(ctx context.Context, team, name string, before, limit int) (job.RevisionsPage, error)
 	RollbackDeployment(ctx context.Context, team, name string, n int, change func(j job.Job, cur *job.Deployment, target job.Deployment) (job.Deployment, error)) (job.Deployment, error)
 	RecordAudit(ctx context.Context, e job.AuditEntry) error

@@ -19,7 +19,8 @@ const executionColumns = `e.id, e.job_name, e.type, e.status, e.message, e.op_id
 	e.started_by, e.job_version, e.job_schedule, e.vdk_version, e.job_python_version,
 	COALESCE(e.resources_cpu_request_millis, 0), COALESCE(e.resources_cpu_limit_millis, 0),
 	COALESCE(e.resources_memory_request_bytes, 0), COALESCE(e.resources_memory_limit_bytes, 0),
-	e.last_deployed_date, e.last_deployed_by, e.args, e.exit_code, e.termination_reason`
+	e.last_deployed_date, e.last_deployed_by, e.args, e.exit_code, e.termination_reason,
+	e.logical_time, COALESCE(e.backfill_id, 0), COALESCE(e.rerun_of, '')`
 
 func executionDest(e *job.Execution) []any {
 	return []any{
@@ -28,6 +29,7 @@ func executionDest(e *job.Execution) []any {
 		&e.Resources.CPURequestMillis, &e.Resources.CPULimitMillis,
 		&e.Resources.MemoryRequestBytes, &e.Resources.MemoryLimitBytes,
 		&e.DeployedDate, &e.DeployedBy, &e.Args, &e.ExitCode, &e.TerminationReason,
+		&e.LogicalTime, &e.BackfillID, &e.RerunOf,
 	}
 }
 

@@ -325,6 +325,8 @@ func (s *Store) DeleteExpiredExecutions(ctx context.Context, fence job.Fence, r 
 	SELECT id FROM (
 		SELECT id, end_time, row_number() OVER (PARTITION BY job_name, job_uid ORDER BY end_time DESC NULLS LAST, id DESC) AS rn
 		FROM data_job_execution WHERE status NOT IN ` + activeStatuses + `
+			-- An open backfill's runs stay until it finished and counted them (backfill.go).
+			AND (backfill_id IS NULL OR backfill_id IN (SELECT id FROM data_job_backfill WHERE finished_at IS NOT NULL))
 	) x WHERE rn > $1 OR end_time < now() - $2::interval
 	LIMIT $3
 ) AND ` + syncLeaseHeld("$4")
@@ -353,12 +355,18 @@ const (
 // the job incarnation uid, with message as the cancelled status's message, and notifies it
 // of each at commit. A cancel asked already keeps its message.
 func cancelJobExecutions(ctx context.Context, tx Tx, uid, message string) error {
+	return cancelExecutions(ctx, tx, `job_uid = $1::uuid`, uid, message)
+}
+
+// cancelExecutions is cancelJobExecutions for the executions where cond (a constant
+// condition on $1, arg) holds.
+func cancelExecutions(ctx context.Context, tx Tx, cond string, arg any, message string) error {
 	rows, _ := tx.Query(ctx, `UPDATE data_job_execution SET cancel_requested_at = now(), cancel_message = $2
-WHERE job_uid = $1::uuid AND status IN `+activeStatuses+` AND cancel_requested_at IS NULL
-RETURNING id`, uid, message)
+WHERE `+cond+` AND status IN `+activeStatuses+` AND cancel_requested_at IS NULL
+RETURNING id`, arg, message)
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return writeError("cancel executions of job "+uid, err)
+		return writeError(fmt.Sprintf("cancel executions (%s, %v)", cond, arg), err)
 	}
 	for _, id := range ids {
 		if err := notify(ctx, tx, ExecutionsChannel, id); err != nil {

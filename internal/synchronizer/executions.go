@@ -33,6 +33,8 @@ type ExecutionStore interface {
 	RecordMissedRuns(ctx context.Context, fence job.Fence, m job.MissedRuns) error
 	LatenessWatches(ctx context.Context) ([]job.LatenessWatch, error)
 	RecordLateness(ctx context.Context, fence job.Fence, now time.Time, starts []job.LateStart) error
+	OpenBackfills(ctx context.Context) ([]int64, error)
+	AdvanceBackfill(ctx context.Context, fence job.Fence, id int64, now time.Time) (started []string, finished bool, err error)
 }
 
 // The defaults of ExecutionConfig, which the flags of `datajobs serve` use too.
@@ -77,6 +79,9 @@ type ExecutionConfig struct {
 	// MissedRunsInterval is the period of the check for missed schedule times (default
 	// 30s; misses.go).
 	MissedRunsInterval time.Duration
+	// BackfillInterval is the period of the backfill pass that needs no signal (default
+	// 10s; backfill.go).
+	BackfillInterval time.Duration
 	// Logger receives the tracker's logs (default slog.Default()).
 	Logger *slog.Logger
 	// Metrics records telemetry (default: registered nowhere).
@@ -98,6 +103,7 @@ func (c ExecutionConfig) withDefaults() ExecutionConfig {
 	c.Retention.Batch = cmp.Or(c.Retention.Batch, DefaultRetentionBatch)
 	c.RetentionInterval = cmp.Or(c.RetentionInterval, DefaultRetentionInterval)
 	c.MissedRunsInterval = cmp.Or(c.MissedRunsInterval, DefaultMissedRunsInterval)
+	c.BackfillInterval = cmp.Or(c.BackfillInterval, DefaultBackfillInterval)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.Metrics == nil {
 		c.Metrics = NewExecutionMetrics(nil)
@@ -163,6 +169,8 @@ type execTerm struct {
 	// no status (executions_logs.go).
 	logQueue *workQueue
 	logPods  map[string]*corev1.Pod
+	// backfill wakes the backfill loop (backfill.go).
+	backfill *backfills
 }
 
 // Run tracks executions until ctx ends, as the leader of term epoch. It first plans every
@@ -202,6 +210,7 @@ func (x *Executions) Run(ctx context.Context, epoch int64) error {
 	wg.Go(func() {
 		every(ctx, x.cfg.MissedRunsInterval, func() bool { t.checkMisses(ctx); t.checkLateness(ctx); return true })
 	})
+	wg.Go(func() { t.runBackfills(ctx) })
 	<-ctx.Done()
 	return nil
 }

@@ -44,7 +44,7 @@ func (x *Executions) startTerm(ctx context.Context, epoch int64) (*execTerm, fun
 		queue: newWorkQueue(m.queue, exponential(200*time.Millisecond, time.Minute), x.log, "execution", "execution_sync_failed"),
 		seen:  map[string]time.Time{}, deleted: map[string]*batchv1.Job{},
 		rows: map[string]job.TrackedExecution{}, stale: map[string]bool{},
-		logPods:  map[string]*corev1.Pod{},
+		logPods: map[string]*corev1.Pod{}, backfill: newBackfills(),
 		logQueue: newWorkQueue(m.logQueue, exponential(time.Second, time.Minute), x.log, "execution", "execution_log_store_failed"),
 	}
 	t.writes = t.newStatusWriter()

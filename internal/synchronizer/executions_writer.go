@@ -69,6 +69,9 @@ func (t *execTerm) writeBatch(ctx context.Context, batch []writeRequest) {
 		}
 		wrote, err := t.x.db.RecordExecutions(ctx, t.fence, us)
 		for i, r := range now {
+			if err == nil && wrote[i] && r.u.Status.Final() {
+				t.backfill.kick() // a run ended: a backfill may start its next
+			}
 			if err != nil {
 				r.done <- writeResult{err: err}
 			} else {

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/datajobs/datajobs/internal/job"
 )
@@ -27,6 +28,7 @@ type jobData struct {
 	PropertiesErr    string
 	Executions       executionsData
 	Revisions        revisionsData
+	Backfills        backfillsData
 	// Chart is the SVG of the latest runs' durations and outcomes ("" without runs).
 	Chart template.HTML
 	CSRF  string
@@ -74,6 +76,9 @@ type executionRow struct {
 	// Args is a manual start's arguments, indented JSON ("" without any); ExitCode and
 	// Reason say how a final run ended ("" when unknown).
 	Args, ExitCode, Reason string
+	// LogicalTime is the schedule time a catch-up or backfill run stands for; RerunOf the
+	// execution a re-run repeats, RerunOfHref its page ("" for none).
+	LogicalTime, RerunOf, RerunOfHref string
 }
 
 type executionsData struct {
@@ -114,7 +119,7 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request, s session) err
 	}
 	d := jobData{
 		Team: team, Name: name, Href: jobURL(team, name), Job: j, Deployment: dep, Executions: execs, CSRF: s.CSRF,
-		Revisions: revs, Chart: runChart(all),
+		Revisions: revs, Chart: runChart(all), Backfills: c.backfills(r, s, team, name),
 		Contacts: []contactRow{
 			{"On user error", j.Contacts.NotifiedOnJobFailureUserError},
 			{"On platform error", j.Contacts.NotifiedOnJobFailurePlatformError},
@@ -239,7 +244,10 @@ func (c *Console) executionRow(team, name string, e job.Execution) executionRow 
 	row := executionRow{
 		ID: e.ID, Href: jobURL(team, name) + "/executions/" + url.PathEscape(e.ID), Type: e.Type, Status: e.Status,
 		StartedBy: e.StartedBy, Message: e.Message, Version: e.JobVersion, Start: c.when(e.StartTime), Running: !finished(e.Status),
-		Reason: e.TerminationReason,
+		Reason: e.TerminationReason, RerunOf: e.RerunOf, RerunOfHref: rerunOf(team, name, e.RerunOf),
+	}
+	if e.LogicalTime != nil {
+		row.LogicalTime = e.LogicalTime.UTC().Format(time.RFC3339)
 	}
 	if len(e.Args) > 0 {
 		row.Args = prettyJSON(e.Args)

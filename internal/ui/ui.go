@@ -58,6 +58,9 @@ type Service interface {
 	DeleteTeamWebhook(ctx context.Context, team, id string) error
 	Revisions(ctx context.Context, team, name string, before, limit int) (job.RevisionsPage, error)
 	RollbackDeployment(ctx context.Context, team, name string, n int, user string) (job.Deployment, error)
+	CreateBackfill(ctx context.Context, team, name string, req service.BackfillRequest, caller string) (job.Backfill, error)
+	Backfills(ctx context.Context, team, name string) ([]job.Backfill, error)
+	CancelBackfill(ctx context.Context, team, name string, id int64, caller string) (job.Backfill, error)
 }
 
 // Plan is the synchronizer's latest decision for one job.
@@ -245,6 +248,9 @@ func (c *Console) register() {
 		{"POST " + jobPath + "/properties", rule{team: true, rest: "PUT " + restDep + "/properties"}, c.setProperties},
 		{"POST " + jobPath + "/revisions/{id}/rollback", rule{team: true, rest: "POST " + restDep + "/revisions/{id}/rollback"}, c.rollback},
 		{"POST " + jobPath + "/executions/{id}/cancel", rule{team: true, rest: "DELETE " + restJob + "/executions/{id}"}, c.cancel},
+		{"POST " + jobPath + "/executions/{id}/rerun", rule{team: true, rest: "POST " + restDep + "/executions"}, c.rerun},
+		{"POST " + jobPath + "/backfills", rule{team: true, rest: "POST " + restDep + "/backfills"}, c.createBackfill},
+		{"POST " + jobPath + "/backfills/{id}/cancel", rule{team: true, rest: "DELETE " + restDep + "/backfills/{id}"}, c.cancelBackfill},
 
 		{"GET " + Prefix + "teams/{team}/webhooks", rule{team: true, rest: "GET " + restHooks}, c.webhooksPage},
 		{"POST " + Prefix + "teams/{team}/webhooks", rule{team: true, rest: "POST " + restHooks}, c.addWebhook},

@@ -1,0 +1,152 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/service"
+)
+
+// Backfills (issue 27), a datajobs extension VDK clients do not know: one run per schedule
+// time of the deployment in a range, started by the leader at most max_parallel at once.
+
+// backfillRoutes adds the backfill routes under the deployment path dep.
+func (a *api) backfillRoutes(rt *router, dep string) {
+	const backfill = "/backfills/{backfill_id}"
+	rt.handleFunc("POST "+dep+"/backfills", memberOfTeam, a.createBackfill)
+	rt.handleFunc("GET "+dep+"/backfills", memberOfTeam, a.listBackfills)
+	rt.handleFunc("GET "+dep+backfill, memberOfTeam, a.getBackfill)
+	rt.handleFunc("DELETE "+dep+backfill, memberOfTeam, a.cancelBackfill)
+}
+
+// backfillRequest is the body of POST …/backfills.
+type backfillRequest struct {
+	From        string          `json:"from"`
+	To          string          `json:"to"`
+	MaxParallel int             `json:"max_parallel"`
+	Args        json.RawMessage `json:"args"`
+}
+
+// backfillResponse is a backfill with its progress.
+type backfillResponse struct {
+	ID          int64            `json:"id"`
+	JobName     string           `json:"job_name"`
+	From        time.Time        `json:"from"`
+	To          time.Time        `json:"to"`
+	MaxParallel int              `json:"max_parallel"`
+	Args        json.RawMessage  `json:"args"`
+	CreatedBy   string           `json:"created_by"`
+	CreatedAt   time.Time        `json:"created_at"`
+	CancelledBy string           `json:"cancelled_by,omitempty"`
+	CancelledAt *time.Time       `json:"cancelled_at"`
+	Message     string           `json:"message,omitempty"`
+	FinishedAt  *time.Time       `json:"finished_at"`
+	Progress    progressResponse `json:"progress"`
+}
+
+type progressResponse struct {
+	Total     int `json:"total"`
+	Pending   int `json:"pending"`
+	Running   int `json:"running"`
+	Succeeded int `json:"succeeded"`
+	Failed    int `json:"failed"`
+	Cancelled int `json:"cancelled"`
+}
+
+func toBackfillResponse(b job.Backfill) backfillResponse {
+	p := b.Progress
+	return backfillResponse{
+		ID: b.ID, JobName: b.JobName, From: b.From, To: b.To, MaxParallel: b.MaxParallel, Args: argsJSON(b.Args),
+		CreatedBy: b.CreatedBy, CreatedAt: b.CreatedAt, CancelledBy: b.CancelledBy, CancelledAt: b.CancelledAt,
+		Message: b.Message, FinishedAt: b.FinishedAt,
+		Progress: progressResponse{
+			Total: p.Total, Pending: p.Pending, Running: p.Running,
+			Succeeded: p.Succeeded, Failed: p.Failed, Cancelled: p.Cancelled,
+		},
+	}
+}
+
+func backfillLocation(team, name string, id int64) string {
+	return jobLocation(team, name) + "/deployments/release/backfills/" + url.PathEscape(strconv.FormatInt(id, 10))
+}
+
+// backfillOf returns the backfill id of the path; one that is not a number is not found.
+func backfillOf(r *http.Request) (team, name string, id int64, err error) {
+	team, name = jobOf(r)
+	id, perr := strconv.ParseInt(r.PathValue("backfill_id"), 10, 64)
+	if perr != nil || id <= 0 {
+		return team, name, 0, job.BackfillNotFound(team, name, id)
+	}
+	return team, name, id, nil
+}
+
+// createBackfill is POST …/deployments/{id}/backfills: 201 with the backfill and its
+// Location. from and to are required.
+func (a *api) createBackfill(w http.ResponseWriter, r *http.Request) error {
+	team, name := jobOf(r)
+	body, err := a.body(w, r)
+	if err != nil {
+		return err
+	}
+	var req backfillRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return err
+	}
+	b, err := a.svc.CreateBackfill(r.Context(), team, name, service.BackfillRequest{
+		From: req.From, To: req.To, MaxParallel: req.MaxParallel, Args: req.Args,
+	}, a.user(r, ""))
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", backfillLocation(team, name, b.ID))
+	writeJSON(w, http.StatusCreated, toBackfillResponse(b))
+	return nil
+}
+
+// listBackfills is GET …/deployments/{id}/backfills: the latest 100, newest first.
+func (a *api) listBackfills(w http.ResponseWriter, r *http.Request) error {
+	team, name := jobOf(r)
+	bs, err := a.svc.Backfills(r.Context(), team, name)
+	if err != nil {
+		return err
+	}
+	out := make([]backfillResponse, 0, len(bs))
+	for _, b := range bs {
+		out = append(out, toBackfillResponse(b))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// getBackfill is GET …/backfills/{backfill_id}.
+func (a *api) getBackfill(w http.ResponseWriter, r *http.Request) error {
+	team, name, id, err := backfillOf(r)
+	if err != nil {
+		return err
+	}
+	b, err := a.svc.Backfill(r.Context(), team, name, id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toBackfillResponse(b))
+	return nil
+}
+
+// cancelBackfill is DELETE …/backfills/{backfill_id}: 200 with the backfill once the
+// cancel is recorded; its runs under way turn cancelled as the leader deletes their Jobs.
+func (a *api) cancelBackfill(w http.ResponseWriter, r *http.Request) error {
+	team, name, id, err := backfillOf(r)
+	if err != nil {
+		return err
+	}
+	b, err := a.svc.CancelBackfill(r.Context(), team, name, id, a.user(r, ""))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toBackfillResponse(b))
+	return nil
+}
