@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"testing"
@@ -10,16 +11,19 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/datajobs/datajobs/internal/devenv"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/testenv"
 )
 
-// logs reads GET .../executions/{id}/logs (with ?tail_lines=tail when tail != "").
-func (r *replica) executionLogs(t *testing.T, name, id, tail string) string {
+// executionLogsResponse reads GET .../executions/{id}/logs (with ?tail_lines=tail when
+// tail != ""): the status and the body.
+func (r *replica) executionLogsResponse(t *testing.T, name, id, tail string) (int, []byte) {
 	t.Helper()
 	url := r.base + "/data-jobs/for-team/team-a/jobs/" + name + "/executions/" + id + "/logs"
 	if tail != "" {
@@ -28,12 +32,59 @@ func (r *replica) executionLogs(t *testing.T, name, id, tail string) string {
 	resp, err := http.Get(url)
 	require.NoError(t, err)
 	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	var body struct {
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, body
+}
+
+// executionLogs reads the log of an execution, which must be answered (200).
+func (r *replica) executionLogs(t *testing.T, name, id, tail string) string {
+	t.Helper()
+	status, body := r.executionLogsResponse(t, name, id, tail)
+	require.Equal(t, http.StatusOK, status, "%s", body)
+	var logs struct {
 		Logs string `json:"logs"`
 	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
-	return body.Logs
+	require.NoError(t, json.Unmarshal(body, &logs))
+	return logs.Logs
+}
+
+// printingExecution starts a manual execution of a new job printer whose pod the test
+// plays the scheduler and the kubelet of (kwok only serves the pod's log, from file), and
+// returns once the API says it runs.
+func printingExecution(t *testing.T) (r *replica, client kubernetes.Interface, id string, pod *corev1.Pod, file, dbURL string) {
+	t.Helper()
+	kubeconfig, ns := testenv.Kubeconfig(t), testenv.Namespace(t)
+	dbURL = testenv.DatabaseURL(t)
+	client = testenv.Clientset(t)
+	// The deployment asks more CPU than the fake node has: its pod waits for the test.
+	r = startReplica(t, dbURL, kubeconfig, ns, "--max-cpu", "200")
+	require.Equal(t, http.StatusCreated, r.do(t, http.MethodPost, "/data-jobs/for-team/team-a/jobs",
+		`{"job_name":"printer","team":"team-a","description":"e2e","config":{"schedule":{"schedule_cron":"0 0 1 1 *"}}}`))
+	require.Equal(t, http.StatusAccepted, r.do(t, http.MethodPost, "/data-jobs/for-team/team-a/jobs/printer/deployments",
+		`{"job_version":"v1","enabled":true,"resources":{"cpu_request":100,"cpu_limit":100}}`))
+	id = r.startExecution(t, "printer")
+
+	require.Eventually(t, func() bool {
+		pods := jobPods(t, client, ns, id)
+		if len(pods) == 0 {
+			return false
+		}
+		pod = &pods[0]
+		return true
+	}, 2*time.Minute, 50*time.Millisecond, "the execution's pod")
+	require.Empty(t, r.executionLogs(t, "printer", id, ""), "a pod not started yet has printed nothing")
+	hands := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, devenv.KwokHandsOffAnnotation, devenv.KwokHandsOffValue)
+	_, err := client.CoreV1().Pods(ns).Patch(t.Context(), pod.Name, types.StrategicMergePatchType, []byte(hands), metav1.PatchOptions{})
+	require.NoError(t, err)
+	require.NoError(t, client.CoreV1().Pods(ns).Bind(t.Context(), &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: ns},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: devenv.FakeNodeName},
+	}, metav1.CreateOptions{}))
+	require.NoError(t, devenv.SetPodStatus(t.Context(), client, pod, corev1.PodRunning, "", running()))
+	require.Eventually(t, func() bool { return r.execution(t, "printer", id).Status == "running" }, time.Minute, 50*time.Millisecond)
+	file = filepath.Join(t.TempDir(), "printer.log")
+	return r, client, id, pod, file, dbURL
 }
 
 // TestLogsOfARunningExecutionThenOfTheFinishedOneAfterItsPodIsGone reads a running
@@ -42,42 +93,13 @@ func (r *replica) executionLogs(t *testing.T, name, id, tail string) string {
 // leader kept once the Job and its pod are deleted.
 func TestLogsOfARunningExecutionThenOfTheFinishedOneAfterItsPodIsGone(t *testing.T) {
 	t.Parallel()
-	dbURL, kubeconfig, ns := testenv.DatabaseURL(t), testenv.Kubeconfig(t), testenv.Namespace(t)
-	client := testenv.Clientset(t)
-	// The deployment asks more CPU than the fake node has: its pod waits for the test,
-	// which plays the scheduler and the kubelet (kwok only serves the pod's log).
-	r := startReplica(t, dbURL, kubeconfig, ns, "--max-cpu", "200")
+	r, client, id, pod, file, dbURL := printingExecution(t)
 	const name = "printer"
-	require.Equal(t, http.StatusCreated, r.do(t, http.MethodPost, "/data-jobs/for-team/team-a/jobs",
-		fmt.Sprintf(`{"job_name":%q,"team":"team-a","description":"e2e","config":{"schedule":{"schedule_cron":"0 0 1 1 *"}}}`, name)))
-	require.Equal(t, http.StatusAccepted, r.do(t, http.MethodPost, "/data-jobs/for-team/team-a/jobs/"+name+"/deployments",
-		`{"job_version":"v1","enabled":true,"resources":{"cpu_request":100,"cpu_limit":100}}`))
-	id := r.startExecution(t, name)
-
-	var pod corev1.Pod
-	require.Eventually(t, func() bool {
-		pods := jobPods(t, client, ns, id)
-		if len(pods) == 0 {
-			return false
-		}
-		pod = pods[0]
-		return true
-	}, 2*time.Minute, 50*time.Millisecond, "the execution's pod")
-	require.Empty(t, r.executionLogs(t, name, id, ""), "a pod not started yet has printed nothing")
-	hands := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, devenv.KwokHandsOffAnnotation, devenv.KwokHandsOffValue)
-	_, err := client.CoreV1().Pods(ns).Patch(t.Context(), pod.Name, types.StrategicMergePatchType, []byte(hands), metav1.PatchOptions{})
-	require.NoError(t, err)
-	require.NoError(t, client.CoreV1().Pods(ns).Bind(t.Context(), &corev1.Binding{
-		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: ns},
-		Target:     corev1.ObjectReference{Kind: "Node", Name: devenv.FakeNodeName},
-	}, metav1.CreateOptions{}))
-	require.NoError(t, devenv.SetPodStatus(t.Context(), client, &pod, corev1.PodRunning, "", running()))
-	require.Eventually(t, func() bool { return r.execution(t, name, id).Status == "running" }, time.Minute, 50*time.Millisecond)
+	ns := pod.Namespace
 
 	// The pod prints; the API answers at once with what it printed so far.
-	file := filepath.Join(t.TempDir(), "printer.log")
 	require.NoError(t, devenv.WriteCRILog(file, time.Now(), "reading input", "42 rows read"))
-	require.NoError(t, devenv.ServePodLog(t.Context(), testenv.RestConfig(t), &pod, file))
+	require.NoError(t, devenv.ServePodLog(t.Context(), testenv.RestConfig(t), pod, file))
 	var got string
 	require.Eventually(t, func() bool {
 		got = r.executionLogs(t, name, id, "")
@@ -90,20 +112,18 @@ func TestLogsOfARunningExecutionThenOfTheFinishedOneAfterItsPodIsGone(t *testing
 
 	// It ends; the leader keeps the end of its log.
 	require.NoError(t, devenv.WriteCRILog(file, time.Now(), "reading input", "42 rows read", "writing output", "done"))
-	require.NoError(t, devenv.SetPodStatus(t.Context(), client, &pod, corev1.PodSucceeded, "", terminated(0, "Completed", "")))
+	require.NoError(t, devenv.SetPodStatus(t.Context(), client, pod, corev1.PodSucceeded, "", terminated(0, "Completed", "")))
 	require.Eventually(t, func() bool { return r.execution(t, name, id).Status == "succeeded" }, time.Minute, 50*time.Millisecond)
 
 	// The leader keeps the log on a queue of its own after the final status (a slow read
-	// delays no status). A .ci/run deleted the Job 90 ms after "succeeded", before that
-	// queue had read the pod, and the API answered "": the TTL (600 s) gives the queue its
-	// time in a cluster, so the test waits for the kept copy as the TTL would. The window
-	// is open for a Job deleted by hand at once (noted on issue 24's log queue).
+	// delays no status): this test waits for the kept copy, as a Job's TTL (600 s) does in
+	// a cluster. A Job deleted before that is the next test's.
 	db, err := store.Open(t.Context(), store.Config{URL: dbURL})
 	require.NoError(t, err)
 	t.Cleanup(db.Close)
 	require.Eventually(t, func() bool {
 		_, kept, err := db.ExecutionLog(t.Context(), "team-a", name, id)
-		return err == nil && kept != nil
+		return err == nil && kept != nil && !kept.Pending
 	}, time.Minute, 50*time.Millisecond, "the leader keeps the finished execution's log")
 
 	// The Job and its pod go (TTL, or by hand), and the file changes: the API serves the copy.
@@ -115,4 +135,49 @@ func TestLogsOfARunningExecutionThenOfTheFinishedOneAfterItsPodIsGone(t *testing
 	unreadable, ok := r.metric("datajobs_execution_logs_unreadable_total")
 	require.True(t, ok)
 	require.Zero(t, unreadable, "the log was read when the execution ended")
+}
+
+// TestTheLogOfAnExecutionWhoseJobIsDeletedTheMomentItFinishesIsNeverAnsweredEmpty deletes
+// the Job and its pod by hand right after the pod succeeded, before the leader's log queue
+// (which reads the log after the final status) can read it. A .ci/run of the test above
+// did this 90 ms after "succeeded" and the API answered {"logs":""}, as if the run had
+// printed nothing. Now the API answers the log when the leader read it in time, and
+// otherwise 410 with a VDK error body saying the log was not kept; never an empty log.
+func TestTheLogOfAnExecutionWhoseJobIsDeletedTheMomentItFinishesIsNeverAnsweredEmpty(t *testing.T) {
+	t.Parallel()
+	r, client, id, pod, file, _ := printingExecution(t)
+	ns := pod.Namespace
+	require.NoError(t, devenv.WriteCRILog(file, time.Now(), "reading input", "done"))
+	require.NoError(t, devenv.ServePodLog(t.Context(), testenv.RestConfig(t), pod, file))
+	require.Eventually(t, func() bool { return r.executionLogs(t, "printer", id, "") == "reading input\ndone\n" },
+		time.Minute, 50*time.Millisecond, "kwok serves the pod's log")
+
+	require.NoError(t, devenv.SetPodStatus(t.Context(), client, pod, corev1.PodSucceeded, "", terminated(0, "Completed", "")))
+	require.NoError(t, client.BatchV1().Jobs(ns).Delete(t.Context(), id, metav1.DeleteOptions{PropagationPolicy: new(metav1.DeletePropagationBackground)}))
+	if err := client.CoreV1().Pods(ns).Delete(t.Context(), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); !apierrors.IsNotFound(err) {
+		require.NoError(t, err) // (the garbage collector may have been first)
+	}
+	require.Eventually(t, func() bool { return len(jobPods(t, client, ns, id)) == 0 }, time.Minute, 50*time.Millisecond, "the pod is gone")
+	require.Eventually(t, func() bool { return r.execution(t, "printer", id).Status == "succeeded" }, time.Minute, 50*time.Millisecond)
+
+	status, body := r.executionLogsResponse(t, "printer", id, "")
+	switch status {
+	case http.StatusOK:
+		t.Log("the leader read the log before the pod went")
+		require.JSONEq(t, `{"logs":"reading input\ndone\n"}`, string(body))
+	case http.StatusGone:
+		t.Log("the pod went before the leader read its log")
+		var e struct{ What, Why, Consequences, Countermeasures string }
+		require.NoError(t, json.Unmarshal(body, &e), "%s", body)
+		require.Contains(t, e.What, "was not kept")
+		require.Contains(t, e.Why, "pod was deleted before datajobs read its log")
+		require.NotEmpty(t, e.Countermeasures)
+		lost, ok := r.metric("datajobs_execution_logs_lost_total")
+		require.True(t, ok)
+		require.InDelta(t, 1, lost, 0, "the leader counts the log it could not keep")
+	default:
+		t.Fatalf("GET logs answered %d %s", status, body)
+	}
+	require.Equal(t, status, func() int { s, _ := r.executionLogsResponse(t, "printer", id, ""); return s }(),
+		"the answer stands once the pod is gone")
 }

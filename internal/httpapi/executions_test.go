@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -235,4 +236,35 @@ func TestStartOfADeploymentWithoutACronJobThatFailedOrIsBuildingIsA409WithItsMes
 	// A status of an older generation says nothing of the current deployment.
 	e.sql(`UPDATE desired_data_job_deployment SET status = 'user_error', status_generation = 0`)
 	require.Equal(t, http.StatusAccepted, e.startExecution(path, ``).status)
+}
+
+// podGone is a cluster in which the execution's Job has no pod any more (the real path,
+// a Job deleted by hand at once, is e2e's TestTheLogOfAnExecutionWhoseJobIsDeleted...).
+type podGone struct{}
+
+func (podGone) ExecutionLog(context.Context, string, int) (string, bool, error) {
+	return "", false, nil
+}
+
+// A Job deleted by hand the moment it finished took its pod, and the log with it, before
+// the leader read it; the API answered {"logs":""} as if the run had printed nothing. A
+// pending log whose pod is gone is a 410 with a VDK error body; a run that never had a
+// pod still has an empty log.
+func TestALogThatWasNotKeptBeforeItsPodWentIsA410NotAnEmptyLog(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(o *options) { o.logs = podGone{} })
+	path := e.createJob("team-a", "my-job")
+	e.sql(`INSERT INTO data_job_execution (id, job_name, type, status, op_id) VALUES ('my-job-1', 'my-job', 'manual', 'succeeded', 'o')`)
+	e.sql(`INSERT INTO data_job_execution_log (execution_id, logs, pending) VALUES ('my-job-1', '', true)`)
+	e.sql(`INSERT INTO data_job_execution (id, job_name, type, status, op_id) VALUES ('my-job-2', 'my-job', 'manual', 'platform_error', 'o')`)
+
+	r := e.do("GET", path+"/executions/my-job-1/logs", "")
+	require.Equal(t, http.StatusGone, r.status, "%s", r.body)
+	body := r.vdkError(t)
+	require.Contains(t, body["what"], `The log of execution "my-job-1" of data job "my-job" (team "team-a") was not kept.`)
+	require.Contains(t, body["why"], "pod was deleted before datajobs read its log")
+
+	r = e.do("GET", path+"/executions/my-job-2/logs", "")
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	require.JSONEq(t, `{"logs":""}`, string(r.body), "no pod ever ran: nothing was printed")
 }

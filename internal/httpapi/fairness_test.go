@@ -148,14 +148,14 @@ type blockingLogs struct {
 	tails   chan int
 }
 
-func (b *blockingLogs) ExecutionLog(ctx context.Context, _ string, tail int) (string, error) {
+func (b *blockingLogs) ExecutionLog(ctx context.Context, _ string, tail int) (string, bool, error) {
 	b.tails <- tail
 	b.started <- struct{}{}
 	select {
 	case <-b.release:
 	case <-ctx.Done():
 	}
-	return "last line\n", nil
+	return "last line\n", true, nil
 }
 
 // Issue 22: live log reads had no bound, each streaming up to 64 MiB from the kubelet, and

@@ -22,6 +22,7 @@ const (
 	KindForbidden                            // the caller may not act on the team: 403
 	KindUnsupportedMediaType                 // a body of a content type the endpoint does not take: 415
 	KindPreconditionFailed                   // an If-Match that names another version: 412
+	KindGone                                 // something that existed and is gone for good: 410
 )
 
 // HTTPStatus is the status a kind is answered with, by the REST API and the console alike:
@@ -50,6 +51,8 @@ func (k Kind) HTTPStatus() int {
 		return http.StatusUnsupportedMediaType
 	case KindPreconditionFailed:
 		return http.StatusPreconditionFailed
+	case KindGone:
+		return http.StatusGone
 	default:
 		return http.StatusInternalServerError
 	}

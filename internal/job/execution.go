@@ -86,6 +86,20 @@ func ExecutionNotFound(team, name, id string) *Error {
 	}
 }
 
+// LogNotKept reports the log of a finished execution that datajobs did not keep: its pod
+// was deleted (its Job deleted by hand at once, say) before the leader read the log, and
+// the log lived only on the node. It is a 410, not an empty log: the run printed what it
+// printed, and nobody can read it any more.
+func LogNotKept(team, name, id string) *Error {
+	return &Error{
+		Kind:            KindGone,
+		What:            fmt.Sprintf("The log of execution %q of data job %q (team %q) was not kept.", id, name, team),
+		Why:             "Its pod was deleted before datajobs read its log (the Job deleted right after it finished, by hand or by a TTL or history limit set too short), and a pod's log goes with it.",
+		Consequences:    "The log is lost; the execution's status, message, exit code and termination reason stand.",
+		Countermeasures: "Run the job again if you need its log; leave a finished execution's Job in place until its log is kept (GET .../logs answers it).",
+	}
+}
+
 // ExecutionActive reports a start while another execution of the job is under way.
 func ExecutionActive(name, id string) *Error {
 	return &Error{

@@ -35,6 +35,10 @@ type ExecutionStart func(st JobState) (NewExecution, error)
 type StoredLog struct {
 	Logs      string
 	Truncated bool
+	// Pending says the log is still to be read from the execution's pod (the leader
+	// writes it so with the final status, then keeps the log): Logs holds nothing yet. A
+	// pending log whose pod is gone was not kept.
+	Pending bool
 }
 
 // TrackedExecution is what the leader needs of an execution row to act on it.

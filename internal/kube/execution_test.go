@@ -225,10 +225,11 @@ func TestLogReaderAnswersAtOnceForAPodThatHasNotStarted(t *testing.T) {
 	require.NoError(t, err)
 
 	r := kube.NewLogReader(client, ns, kube.LogConfig{})
-	logs, err := r.ExecutionLog(t.Context(), "my-job-1", 10)
+	logs, found, err := r.ExecutionLog(t.Context(), "my-job-1", 10)
 	require.NoError(t, err)
+	require.True(t, found)
 	require.Empty(t, logs, "nothing printed yet, and the read does not wait for the pod")
-	logs, err = r.ExecutionLog(t.Context(), "no-such-execution", 0)
+	_, found, err = r.ExecutionLog(t.Context(), "no-such-execution", 0)
 	require.NoError(t, err)
-	require.Empty(t, logs, "a Job without pods has an empty log")
+	require.False(t, found, "a Job without pods has no log, not an empty one")
 }

@@ -42,14 +42,18 @@ func NewLogReader(client kubernetes.Interface, namespace string, cfg LogConfig) 
 	return &LogReader{client: client, namespace: namespace, cfg: cfg}
 }
 
+// ErrPodGone is PodLog's answer for a pod that is gone: its log went with it.
+var ErrPodGone = errors.New("the pod is gone")
+
 // ExecutionLog returns the log of the latest pod of the Job named id (its last tailLines
-// lines when tailLines > 0), or "" when the Job has no pod.
-func (r *LogReader) ExecutionLog(ctx context.Context, id string, tailLines int) (string, error) {
+// lines when tailLines > 0); found is false when the Job has no pod (yet, or any more):
+// a log that is not there is not an empty one.
+func (r *LogReader) ExecutionLog(ctx context.Context, id string, tailLines int) (text string, found bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
 	defer cancel()
 	pods, err := r.client.CoreV1().Pods(r.namespace).List(ctx, metav1.ListOptions{LabelSelector: LabelJobName + "=" + id})
 	if err != nil {
-		return "", fmt.Errorf("list pods of execution %s: %w", id, err)
+		return "", false, fmt.Errorf("list pods of execution %s: %w", id, err)
 	}
 	ptrs := make([]*corev1.Pod, 0, len(pods.Items))
 	for i := range pods.Items {
@@ -57,15 +61,18 @@ func (r *LogReader) ExecutionLog(ctx context.Context, id string, tailLines int) 
 	}
 	p := LatestPod(ptrs)
 	if p == nil {
-		return "", nil
+		return "", false, nil
 	}
-	text, _, err := r.PodLog(ctx, p, tailLines, r.cfg.MaxBytes)
-	return text, err
+	text, _, err = r.PodLog(ctx, p, tailLines, r.cfg.MaxBytes)
+	if errors.Is(err, ErrPodGone) {
+		return "", false, nil
+	}
+	return text, err == nil, err
 }
 
 // PodLog reads the log of the pod's main container: the last keep bytes of it (the last
 // tailLines lines when tailLines > 0). truncated tells that the log was longer. A pod
-// that is gone, or whose container never started, has an empty log.
+// whose container never started has an empty log; one that is gone, ErrPodGone.
 func (r *LogReader) PodLog(ctx context.Context, p *corev1.Pod, tailLines int, keep int64) (text string, truncated bool, err error) {
 	c := mainContainer(p)
 	if c == nil {
@@ -79,8 +86,11 @@ func (r *LogReader) PodLog(ctx context.Context, p *corev1.Pod, tailLines int, ke
 		opts.TailLines = &n
 	}
 	stream, err := r.client.CoreV1().Pods(p.Namespace).GetLogs(p.Name, opts).Stream(ctx)
-	if apierrors.IsNotFound(err) || (apierrors.IsBadRequest(err) && !ran(p)) {
-		return "", false, nil // gone, or not started yet (no node, waiting container): nothing printed
+	if apierrors.IsNotFound(err) {
+		return "", false, ErrPodGone
+	}
+	if apierrors.IsBadRequest(err) && !ran(p) {
+		return "", false, nil // not started yet (no node, waiting container): nothing printed
 	}
 	if err != nil {
 		return "", false, fmt.Errorf("read log of pod %s: %w", p.Name, err)

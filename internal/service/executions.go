@@ -122,29 +122,40 @@ func (s *Service) CancelExecution(ctx context.Context, team, name, id, caller st
 // logs are served.
 type LogReader interface {
 	// ExecutionLog returns the log of the latest pod of the Job named id, its last tailLines
-	// lines when tailLines > 0; "" without error when the Job has no pod (yet, or any more).
-	ExecutionLog(ctx context.Context, id string, tailLines int) (string, error)
+	// lines when tailLines > 0; found is false when the Job has no pod (yet, or any more).
+	ExecutionLog(ctx context.Context, id string, tailLines int) (text string, found bool, err error)
 }
 
 // ExecutionLogs returns the log of the execution id of the job name of team: the copy the
 // leader stored when it finished, or, while none is stored, what its pod has printed so
-// far; the last tailLines lines when tailLines > 0.
+// far; the last tailLines lines when tailLines > 0. A finished execution whose log the
+// leader was still to read (pending) when its pod went is a LogNotKept error, never "".
 func (s *Service) ExecutionLogs(ctx context.Context, team, name, id string, tailLines int) (string, error) {
 	_, stored, err := s.store.ExecutionLog(ctx, team, name, id)
 	if err != nil {
 		return "", err
 	}
-	if stored != nil {
+	if stored != nil && !stored.Pending {
 		return tail(stored.Logs, tailLines), nil
 	}
 	if s.cfg.Logs == nil {
 		return "", nil
 	}
-	text, err := s.cfg.Logs.ExecutionLog(ctx, id, tailLines)
+	text, found, err := s.cfg.Logs.ExecutionLog(ctx, id, tailLines)
 	if err != nil {
 		return "", job.Unavailable("Kubernetes API (pod logs)", err)
 	}
-	return text, nil
+	if found || stored == nil {
+		return text, nil // a run under way, or one that ended without a pod: nothing printed
+	}
+	// Pending, and the pod is gone: the leader may have kept the log just before it went.
+	if _, stored, err = s.store.ExecutionLog(ctx, team, name, id); err != nil {
+		return "", err
+	}
+	if stored != nil && !stored.Pending {
+		return tail(stored.Logs, tailLines), nil
+	}
+	return "", job.LogNotKept(team, name, id)
 }
 
 // tail returns the last n lines of s (all of it when n <= 0).

@@ -154,19 +154,19 @@ WHERE id = $1 AND cancel_requested_at IS NULL`, id, by); err != nil {
 }
 
 // ExecutionLog reads the execution id of the job name of team with its stored log (nil
-// while the execution has none stored).
+// while the execution has none stored; Pending while its pod is still to be read).
 func (s *Store) ExecutionLog(ctx context.Context, team, name, id string) (job.Execution, *job.StoredLog, error) {
-	q := `SELECT x.*, l.logs, l.truncated FROM (` + jobExecution + `) x LEFT JOIN data_job_execution_log l ON l.execution_id = x.id`
+	q := `SELECT x.*, l.logs, l.truncated, l.pending FROM (` + jobExecution + `) x LEFT JOIN data_job_execution_log l ON l.execution_id = x.id`
 	var (
-		e         job.Execution
-		logs      *string
-		truncated *bool
+		e                  job.Execution
+		logs               *string
+		truncated, pending *bool
 	)
-	err := s.pool.QueryRow(ctx, q, id, name, team).Scan(append(executionDest(&e), &logs, &truncated)...)
+	err := s.pool.QueryRow(ctx, q, id, name, team).Scan(append(executionDest(&e), &logs, &truncated, &pending)...)
 	if err != nil || logs == nil {
 		return e, nil, rowError(err, job.ExecutionNotFound(team, name, id), "read log of execution "+id)
 	}
-	return e, &job.StoredLog{Logs: *logs, Truncated: truncated != nil && *truncated}, nil
+	return e, &job.StoredLog{Logs: *logs, Truncated: truncated != nil && *truncated, Pending: pending != nil && *pending}, nil
 }
 
 // Tracking, by the synchronizer leader.
@@ -219,10 +219,10 @@ func (s *Store) RecordExecutions(ctx context.Context, fence job.Fence, us []job.
 	q := `WITH u AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
 		$8::timestamptz[], $9::timestamptz[], $10::text[], $11::bool[], $12::text[], $13::bool[], $14::text[],
-		$15::integer[], $16::text[])
+		$15::integer[], $16::text[], $17::bool[])
 		AS u(id, job_name, job_uid, type, status, message, op_id, start_time, end_time, started_by, final, logs, truncated, log_tail,
-			exit_code, termination_reason)
-	WHERE ` + syncLeaseHeld("$17") + `
+			exit_code, termination_reason, log_pending)
+	WHERE ` + syncLeaseHeld("$18") + `
 ), j AS (
 	-- A run is new only while its job incarnation exists; the row of one whose job was
 	-- deleted since still ends (cancelled, or what its Job showed before the cancel).
@@ -248,9 +248,10 @@ func (s *Store) RecordExecutions(ctx context.Context, fence job.Fence, us []job.
 	RETURNING e.id, e.job_name, e.job_uid, e.status, e.start_time, e.end_time, e.type, e.message, e.started_by
 ), events AS (` + executionFinishedEvents + `
 ), lg AS (
-	INSERT INTO data_job_execution_log (execution_id, logs, truncated)
-	SELECT up.id, j.logs, j.truncated FROM up JOIN j ON j.id = up.id WHERE j.final AND j.logs IS NOT NULL
-	ON CONFLICT (execution_id) DO UPDATE SET logs = EXCLUDED.logs, truncated = EXCLUDED.truncated, stored_at = now()
+	INSERT INTO data_job_execution_log (execution_id, logs, truncated, pending)
+	SELECT up.id, j.logs, j.truncated, j.log_pending FROM up JOIN j ON j.id = up.id WHERE j.final AND j.logs IS NOT NULL
+	ON CONFLICT (execution_id) DO UPDATE SET logs = EXCLUDED.logs, truncated = EXCLUDED.truncated,
+		pending = EXCLUDED.pending, stored_at = now()
 ), last AS (
 	SELECT DISTINCT ON (up.job_name) up.* FROM up JOIN j ON j.id = up.id WHERE j.final
 	ORDER BY up.job_name, up.end_time DESC NULLS LAST
@@ -266,13 +267,15 @@ SELECT id FROM up`
 		var logs, tail *string
 		if u.Log != nil {
 			logs = &u.Log.Logs
+		}
+		if u.Log != nil && !u.Log.Pending {
 			t := job.LogTail(u.Log.Logs, job.NotificationLogLines, job.NotificationLogBytes)
 			tail = &t
 		}
 		return []any{
 			u.ID, u.JobName, u.JobUID, u.Type, string(u.Status), u.Message, u.OpID,
 			u.StartTime, u.EndTime, u.StartedBy, u.Status.Final(), logs, u.Log != nil && u.Log.Truncated, tail,
-			u.ExitCode, u.TerminationReason,
+			u.ExitCode, u.TerminationReason, u.Log != nil && u.Log.Pending,
 		}
 	})
 	rows, _ := s.pool.Query(ctx, q, append(args, fence.Epoch)...)
@@ -292,24 +295,26 @@ SELECT id FROM up`
 }
 
 // StoreExecutionLog keeps the end of the log of the final execution id, unless one is kept
-// already, while fence holds the lease. It reports whether it wrote.
+// already (a pending row, written with the final status, becomes the kept log), while
+// fence holds the lease. It reports whether it wrote.
 func (s *Store) StoreExecutionLog(ctx context.Context, fence job.Fence, id string, l job.StoredLog) (bool, error) {
-	tag, err := s.pool.Exec(ctx, `INSERT INTO data_job_execution_log (execution_id, logs, truncated)
+	tag, err := s.pool.Exec(ctx, `INSERT INTO data_job_execution_log AS l (execution_id, logs, truncated)
 SELECT e.id, $2, $3 FROM data_job_execution e
 WHERE e.id = $1 AND e.status NOT IN `+activeStatuses+` AND `+syncLeaseHeld("$4")+`
-ON CONFLICT (execution_id) DO NOTHING`, id, l.Logs, l.Truncated, fence.Epoch)
+ON CONFLICT (execution_id) DO UPDATE SET logs = EXCLUDED.logs, truncated = EXCLUDED.truncated, pending = false, stored_at = now()
+	WHERE l.pending`, id, l.Logs, l.Truncated, fence.Epoch)
 	if err != nil {
 		return false, translate(fmt.Errorf("store log of execution %s: %w", id, err))
 	}
 	return tag.RowsAffected() == 1, nil
 }
 
-// FinalWithoutLog returns those of ids that are final executions with no log kept (a
-// leader stopped between the final status and the log).
+// FinalWithoutLog returns those of ids that are final executions with no log kept, none
+// or a pending one (a leader stopped between the final status and the log).
 func (s *Store) FinalWithoutLog(ctx context.Context, ids []string) ([]string, error) {
 	rows, err := s.pool.Query(ctx, `SELECT e.id FROM data_job_execution e
 WHERE e.id = ANY($1) AND e.status NOT IN `+activeStatuses+`
-	AND NOT EXISTS (SELECT 1 FROM data_job_execution_log l WHERE l.execution_id = e.id)`, ids)
+	AND NOT EXISTS (SELECT 1 FROM data_job_execution_log l WHERE l.execution_id = e.id AND NOT l.pending)`, ids)
 	if err != nil {
 		return nil, translate(fmt.Errorf("read executions without log: %w", err))
 	}

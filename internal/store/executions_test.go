@@ -217,3 +217,33 @@ func TestAnExecutionsStartAndEndHaveTheSamePrecisionSoARunNeverEndsBeforeItStart
 	require.Equal(t, start.Truncate(time.Second), got.StartTime.UTC(), "the start, in whole seconds")
 	require.Equal(t, end, got.EndTime.UTC())
 }
+
+// A Job deleted by hand the moment it finished took its pod's log before the leader read
+// it, and the API answered an empty log. The final status now marks the log pending in
+// its own statement; the kept log replaces it once, and a pending one is still missing.
+func TestAFinalStatusMarksItsLogPendingUntilTheLeaderKeepsIt(t *testing.T) {
+	t.Parallel()
+	d := newExecDB(t)
+	end := time.Now().UTC().Truncate(time.Second)
+	require.True(t, d.record(job.ExecutionUpdate{ID: "my-job-1", Status: job.ExecSucceeded, EndTime: &end, Log: &job.StoredLog{Pending: true}}, d.fence))
+
+	_, logs, err := d.s.ExecutionLog(t.Context(), "team-a", "my-job", "my-job-1")
+	require.NoError(t, err)
+	require.Equal(t, &job.StoredLog{Pending: true}, logs, "pending, not an empty log")
+	missing, err := d.s.FinalWithoutLog(t.Context(), []string{"my-job-1"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"my-job-1"}, missing, "a pending log is still to be kept")
+
+	ok, err := d.s.StoreExecutionLog(t.Context(), d.fence, "my-job-1", job.StoredLog{Logs: "done\n", Truncated: true})
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = d.s.StoreExecutionLog(t.Context(), d.fence, "my-job-1", job.StoredLog{Logs: "again\n"})
+	require.NoError(t, err)
+	require.False(t, ok, "kept once")
+	_, logs, err = d.s.ExecutionLog(t.Context(), "team-a", "my-job", "my-job-1")
+	require.NoError(t, err)
+	require.Equal(t, &job.StoredLog{Logs: "done\n", Truncated: true}, logs)
+	missing, err = d.s.FinalWithoutLog(t.Context(), []string{"my-job-1"})
+	require.NoError(t, err)
+	require.Empty(t, missing)
+}

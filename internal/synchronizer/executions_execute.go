@@ -45,7 +45,11 @@ func (t *execTerm) execute(ctx context.Context, p execPlan) (result, error) {
 			}
 			err = t.record(ctx, p.Row, nil, p.Update)
 		case execCollectLogs:
-			t.queueLog(p.ID, p.Pod)
+			if p.Pod == nil {
+				t.logLost(ctx, p.ID)
+			} else {
+				t.queueLog(p.ID, p.Pod)
+			}
 		}
 		if err != nil {
 			return result{}, err

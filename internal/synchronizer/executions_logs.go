@@ -2,6 +2,7 @@ package synchronizer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -15,7 +16,10 @@ import (
 
 // The log of a finished execution is read from its pod and kept in the database after its
 // final status, on a queue of its own (execTerm.logQueue), so that a slow log read delays
-// no status; until it is kept the API reads the log from the pod.
+// no status. The final status's statement marks the log pending; until it is kept the API
+// reads the log from the pod, and a pending log whose pod is gone (the Job deleted by hand
+// right after it finished, before this queue read it) is answered as not kept (410), never
+// as an empty log.
 
 // queueLog asks for the log of the finished execution id, printed by pod, to be kept.
 func (t *execTerm) queueLog(id string, pod *corev1.Pod) {
@@ -47,7 +51,9 @@ func (t *execTerm) queueMissingLogs(ctx context.Context, jobs []*batchv1.Job) er
 	return nil
 }
 
-// keepLog reads and keeps the log of the finished execution id (a log queue item).
+// keepLog reads and keeps the log of the finished execution id (a log queue item). A read
+// that fails is retried with backoff while the pod is there; a pod that is gone leaves
+// the log pending: it was not kept, and the API says so.
 func (t *execTerm) keepLog(ctx context.Context, id string) (result, error) {
 	t.mu.Lock()
 	pod := t.logPods[id]
@@ -56,16 +62,18 @@ func (t *execTerm) keepLog(ctx context.Context, id string) (result, error) {
 		return result{}, nil
 	}
 	text, truncated, err := t.x.logs.PodLog(ctx, pod, 0, t.x.cfg.LogBytes)
-	if err != nil {
-		if ctx.Err() != nil {
+	switch {
+	case errors.Is(err, kube.ErrPodGone):
+		t.logLost(ctx, id)
+	case err != nil:
+		if ctx.Err() == nil {
+			t.x.cfg.Metrics.logsUnreadable.Inc()
+		}
+		return result{}, fmt.Errorf("keep log of execution %s: %w", id, err)
+	default:
+		if _, err := t.x.db.StoreExecutionLog(ctx, t.fence, id, job.StoredLog{Logs: text, Truncated: truncated}); err != nil {
 			return result{}, err
 		}
-		// Keep an empty one rather than ask a cluster that could not answer, and say so.
-		t.x.log.WarnContext(ctx, "execution_log_unreadable", "execution", id, "error", err)
-		t.x.cfg.Metrics.logsUnreadable.Inc()
-	}
-	if _, err := t.x.db.StoreExecutionLog(ctx, t.fence, id, job.StoredLog{Logs: text, Truncated: truncated}); err != nil {
-		return result{}, err
 	}
 	t.mu.Lock()
 	if t.logPods[id] == pod {
@@ -73,4 +81,11 @@ func (t *execTerm) keepLog(ctx context.Context, id string) (result, error) {
 	}
 	t.mu.Unlock()
 	return result{}, nil
+}
+
+// logLost tells that the log of the finished execution id cannot be kept: its pod went
+// before it was read. Its log stays pending, which the API answers as not kept.
+func (t *execTerm) logLost(ctx context.Context, id string) {
+	t.x.log.WarnContext(ctx, "execution_log_lost", "execution", id)
+	t.x.cfg.Metrics.logsLost.Inc()
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -19,18 +20,25 @@ import (
 	"github.com/datajobs/datajobs/internal/testenv"
 )
 
-// keptLog reads the kept log of an execution; ok is false while none is kept.
+// keptLog reads the kept log of an execution; ok is false while none is kept (none, or
+// a pending one).
 func (f *execFixture) keptLog(id string) (logs string, ok bool) {
+	logs, pending, ok := f.logRow(id)
+	return logs, ok && !pending
+}
+
+// logRow reads the log row of an execution; ok is false while it has none.
+func (f *execFixture) logRow(id string) (logs string, pending, ok bool) {
 	f.t.Helper()
 	conn, err := pgx.Connect(f.t.Context(), f.dbURL)
 	require.NoError(f.t, err)
 	defer conn.Close(context.WithoutCancel(f.t.Context()))
-	err = conn.QueryRow(f.t.Context(), `SELECT logs FROM data_job_execution_log WHERE execution_id = $1`, id).Scan(&logs)
+	err = conn.QueryRow(f.t.Context(), `SELECT logs, pending FROM data_job_execution_log WHERE execution_id = $1`, id).Scan(&logs, &pending)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", false
+		return "", false, false
 	}
 	require.NoError(f.t, err)
-	return logs, true
+	return logs, pending, true
 }
 
 // printingPod puts the execution's pod on kwok's node, left to the test as kubelet, with
@@ -73,6 +81,37 @@ func TestTheLogIsKeptAfterTheFinalStatusAndByTheNextTermWhenItWasNot(t *testing.
 	f.exec(`DELETE FROM data_job_execution_log WHERE execution_id = '` + id + `'`)
 	f.startExecutions()
 	require.Equal(t, "hello\nbye\n", f.eventuallyKeptLog(id), "the next term keeps the missing log")
+}
+
+// A Job deleted by hand the moment it finished took its pod, and the log with it, before
+// the leader read the log: the API answered an empty log. Here no leader watches while the
+// pod succeeds and is deleted; the next one records the outcome from the Job and marks the
+// log pending (not kept), not empty, and keeps nothing in its place.
+func TestAFinishedRunWhosePodWentBeforeItsLogWasReadHasItsLogPendingNotEmpty(t *testing.T) {
+	f := newExecFixture(t)
+	f.heldJob("gone-job")
+	f.startExecutions()
+	id := f.run("gone-job", "")
+	p := f.pod(id)
+	f.printingPod(p, "printed, then lost")
+	f.kubelet(p, corev1.PodRunning, running(), "")
+	f.status("gone-job", id, job.ExecRunning)
+
+	f.stopExecutions()
+	f.kubelet(p, corev1.PodSucceeded, exited(0, "Completed", ""), "")
+	require.NoError(t, f.client.CoreV1().Pods(f.ns).Delete(t.Context(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
+	require.Eventually(t, func() bool {
+		_, err := f.client.CoreV1().Pods(f.ns).Get(t.Context(), p.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, 30*time.Second, 20*time.Millisecond, "the pod is gone")
+	require.Eventually(t, func() bool { return f.job(id).Status.Succeeded == 1 }, 30*time.Second, 20*time.Millisecond,
+		"the Job controller counted the pod")
+	f.startExecutions()
+	f.status("gone-job", id, job.ExecSucceeded)
+	logs, pending, ok := f.logRow(id)
+	require.True(t, ok, "the final status's statement wrote the log's row")
+	require.True(t, pending, "its log is pending: the API answers it was not kept")
+	require.Empty(t, logs)
 }
 
 // eventuallyKeptLog waits until the log of execution id is kept, and returns it.

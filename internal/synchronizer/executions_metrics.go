@@ -15,8 +15,10 @@ type ExecutionMetrics struct {
 	duration *prometheus.HistogramVec
 	writeLag prometheus.Histogram
 	running  prometheus.Gauge
-	// logsUnreadable counts finished executions whose log could not be read to be kept.
-	logsUnreadable prometheus.Counter
+	// logsUnreadable counts failed reads of a finished execution's log (each is retried
+	// while its pod is there); logsLost the executions whose pod was gone before its log
+	// was read (the API answers that the log was not kept).
+	logsUnreadable, logsLost prometheus.Counter
 	// queue and logQueue are the tracker's queues' (status, and logs to keep).
 	queue, logQueue *queueMetrics
 }
@@ -44,11 +46,14 @@ func NewExecutionMetrics(reg prometheus.Registerer) *ExecutionMetrics {
 			Name: "datajobs_executions_running", Help: "Executions recorded as running.",
 		}),
 		logsUnreadable: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "datajobs_execution_logs_unreadable_total", Help: "Finished executions whose pod log could not be read, kept empty.",
+			Name: "datajobs_execution_logs_unreadable_total", Help: "Failed reads of a finished execution's pod log (retried while the pod is there).",
+		}),
+		logsLost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "datajobs_execution_logs_lost_total", Help: "Finished executions whose pod was gone before their log was read: not kept.",
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.started, m.finished, m.duration, m.writeLag, m.running, m.logsUnreadable)
+		reg.MustRegister(m.started, m.finished, m.duration, m.writeLag, m.running, m.logsUnreadable, m.logsLost)
 		reg.MustRegister(m.queue.collectors()...)
 		reg.MustRegister(m.logQueue.collectors()...)
 	}

@@ -33,7 +33,8 @@ const (
 	// execRecordLost records the end of an execution whose Job is gone without an outcome
 	// (after the apiserver confirmed it): cancelled on request, or lost.
 	execRecordLost execAction = "record_lost"
-	// execCollectLogs keeps the log of a finished execution's pod, after its final status.
+	// execCollectLogs keeps the log of a finished execution's pod, after its final status
+	// (which marks it pending); without a pod it counts the log as lost.
 	execCollectLogs execAction = "collect_logs"
 )
 
@@ -49,7 +50,7 @@ type execPlan struct {
 	Job *batchv1.Job
 	// Update is the status to record (record_outcome, record_lost).
 	Update job.ExecutionUpdate
-	// Pod is the pod whose log collect_logs keeps.
+	// Pod is the pod whose log collect_logs keeps (nil: the pods that ran are gone).
 	Pod *corev1.Pod
 	// RecheckAfter > 0 asks to look again then even without an event (a grace period runs).
 	RecheckAfter time.Duration
@@ -146,8 +147,11 @@ func (p execPlan) outcome(j *batchv1.Job, o kube.Observation, reason string) exe
 		ExitCode: o.ExitCode, TerminationReason: o.Reason,
 	}
 	steps := []execAction{execRecordOutcome}
-	if o.Status.Final() && o.Pod != nil {
-		p.Pod = o.Pod // its log is kept next; meanwhile the API reads it from the pod
+	if o.Status.Final() && (o.Pod != nil || j.Status.Succeeded+j.Status.Failed > 0) {
+		// Its log is kept next, pending meanwhile (the API reads it from the pod). A Job
+		// whose pods ran and are gone already has a log nobody can read: pending, it is
+		// answered as not kept, never as empty.
+		p.Pod, p.Update.Log = o.Pod, &job.StoredLog{Pending: true}
 		steps = append(steps, execCollectLogs)
 	}
 	if o.Abandon && j.DeletionTimestamp == nil {
