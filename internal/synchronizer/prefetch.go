@@ -24,11 +24,15 @@ import (
 
 // beginPass drops every prefetched state (the pass about to read will prefetch afresh:
 // a LISTEN reconnect's pass may know of changes no notification told) and returns the
-// count of notifications so far, for the pass to compare.
+// count of notifications so far, for the pass to compare. It forgets the names notified
+// so far too: their counts are at most the one returned, which no prefetch of this pass
+// or a later one compares above, and a term that lives for months through a flood of
+// changes to ever new names keeps only those notified since its latest pass.
 func (t *term) beginPass() int64 {
 	t.prefetchMu.Lock()
 	defer t.prefetchMu.Unlock()
 	clear(t.prefetched)
+	clear(t.notified)
 	return t.notifies
 }
 
