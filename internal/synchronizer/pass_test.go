@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/synchronizer"
@@ -112,4 +113,29 @@ func connect(t *testing.T, url string) *pgx.Conn {
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	return conn
+}
+
+// A converge of more creates than PrefetchLimit (the states a pass keeps for the creates
+// it queued) still creates every CronJob, once: the creates beyond the limit read their
+// state when they are dequeued (TestPrefetchHoldsAtMostTheLimit shows the bound).
+func TestAConvergeBeyondThePrefetchLimitCreatesEveryCronJobOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	names := f.deployMany("flood", 20)
+	var mu sync.Mutex
+	created := map[string]int{}
+	f.applier.beforeEachCreate = func(cj *batchv1.CronJob) {
+		mu.Lock()
+		defer mu.Unlock()
+		created[cj.Name]++
+	}
+	f.startWith(synchronizer.Config{PrefetchLimit: 3, Workers: 2})
+	for _, name := range names {
+		f.synced(name)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, name := range names {
+		require.Equal(t, 1, created[name], "%s created once", name)
+	}
 }

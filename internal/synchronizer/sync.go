@@ -84,6 +84,9 @@ type Config struct {
 	Workers int
 	// ResyncInterval is the period of the full pass that catches anything missed (default 5m).
 	ResyncInterval time.Duration
+	// PrefetchLimit bounds the states a full pass keeps for the creates it queued
+	// (prefetch.go; default 10,000): the in-flight objects of the queue.
+	PrefetchLimit int
 	// FullReadInterval is how often a term's pass reads every row of the database instead
 	// of the rows changed since its previous pass (passstate.go; default 1h).
 	FullReadInterval time.Duration
@@ -113,6 +116,7 @@ func (c Config) withDefaults() Config {
 	c.PruneMaxFraction = cmp.Or(c.PruneMaxFraction, 0.2)
 	c.ResyncInterval = cmp.Or(c.ResyncInterval, 5*time.Minute)
 	c.FullReadInterval = cmp.Or(c.FullReadInterval, time.Hour)
+	c.PrefetchLimit = cmp.Or(c.PrefetchLimit, 10000)
 	c.RetryBase = cmp.Or(c.RetryBase, 500*time.Millisecond)
 	c.RetryMax = cmp.Or(c.RetryMax, 5*time.Minute)
 	c.RecordBatch = cmp.Or(c.RecordBatch, 500)
