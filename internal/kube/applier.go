@@ -114,24 +114,36 @@ func (a *Applier) Apply(ctx context.Context, live, cj *batchv1.CronJob) (*batchv
 
 // ownCreated hands the fields datajobs wrote with a plain create (or a full update), which
 // managedFields record as an Update operation, to its server-side apply manager, so that
-// an apply removes whatever datajobs stops rendering. It is client-go's csaupgrade: one
-// JSON patch, conditioned on live's resourceVersion, the first time an object the Applier
-// created is changed; nothing when there is nothing to hand over. A live object from an
-// informer cache whose managedFields Trim dropped is read again first: the patch replaces
-// the whole list and must be computed from it. It stays conditioned on live's
-// resourceVersion, so an object changed since the caller saw it is not written.
+// an apply removes whatever datajobs stops rendering. It is what client-go's csaupgrade
+// does: one JSON patch, conditioned on live's resourceVersion, the first time an object
+// the Applier created is changed; nothing when there is nothing to hand over. From an
+// informer cache whose managedFields Trim reduced to a marker, when datajobs' one entry is
+// that Update entry (a CronJob it created and never applied since), the patch renames the
+// entry's operation to Apply in place, by its index, without reading the object: the
+// resourceVersion precondition guarantees the list is the one the marker was made from.
+// Otherwise (datajobs holds an Apply entry too, to merge with) the object is read again
+// first: csaupgrade's patch replaces the whole list and must be computed from it. Either
+// stays conditioned on live's resourceVersion, so an object changed since the caller saw
+// it is not written.
 func (a *Applier) ownCreated(ctx context.Context, live *batchv1.CronJob) (*batchv1.CronJob, error) {
-	if managedFieldsTrimmed(live.ManagedFields) {
+	var patch []byte
+	switch i, rename := handOverIndex(live.ManagedFields); {
+	case managedFieldsTrimmed(live.ManagedFields) && rename:
+		patch = fmt.Appendf(nil, `[{"op":"replace","path":"/metadata/managedFields/%d/operation","value":%q},`+
+			`{"op":"replace","path":"/metadata/resourceVersion","value":%q}]`, i, metav1.ManagedFieldsOperationApply, live.ResourceVersion)
+	case managedFieldsTrimmed(live.ManagedFields):
 		cur, err := a.cronJobs().Get(ctx, live.Name, metav1.GetOptions{})
 		if err != nil {
 			return nil, err
 		}
 		cur.ResourceVersion = live.ResourceVersion
 		live = cur
-	}
-	patch, err := csaupgrade.UpgradeManagedFieldsPatch(live, sets.New(FieldManager), FieldManager)
-	if err != nil || patch == nil {
-		return live, err
+		fallthrough
+	default:
+		var err error
+		if patch, err = csaupgrade.UpgradeManagedFieldsPatch(live, sets.New(FieldManager), FieldManager); err != nil || patch == nil {
+			return live, err
+		}
 	}
 	if err := a.fence.check(ctx); err != nil {
 		return nil, err

@@ -37,8 +37,11 @@ func Trim(obj any) (any, error) {
 }
 
 // trimManagedFields keeps managedFields whole when a manager other than datajobs owns a
-// field of the object itself (not a subresource), and otherwise only says whether datajobs
-// still has an Update entry to hand over (handOverMarker), or nothing.
+// field of the object itself (not a subresource), and otherwise, when datajobs still has an
+// Update entry to hand over, a marker of the list: each entry in its place with its
+// manager, operation, subresource and API version, without its fields (the Applier renames
+// datajobs' Update entry in place, by its index, without reading the object again:
+// ownCreated), or nothing.
 func trimManagedFields(mfs []metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEntry {
 	handOver := false
 	for _, mf := range mfs {
@@ -50,14 +53,18 @@ func trimManagedFields(mfs []metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEn
 			handOver = true
 		}
 	}
-	if handOver {
-		return []metav1.ManagedFieldsEntry{{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate}}
+	if !handOver {
+		return nil
 	}
-	return nil
+	marker := make([]metav1.ManagedFieldsEntry, len(mfs))
+	for i, mf := range mfs {
+		marker[i] = metav1.ManagedFieldsEntry{Manager: mf.Manager, Operation: mf.Operation, Subresource: mf.Subresource, APIVersion: mf.APIVersion}
+	}
+	return marker
 }
 
 // managedFieldsTrimmed reports whether Trim replaced the object's managedFields by its
-// marker: an entry without fields, which the apiserver never returns.
+// marker: entries without fields, which the apiserver never returns.
 func managedFieldsTrimmed(mfs []metav1.ManagedFieldsEntry) bool {
 	for _, mf := range mfs {
 		if mf.FieldsV1 == nil {
@@ -65,6 +72,23 @@ func managedFieldsTrimmed(mfs []metav1.ManagedFieldsEntry) bool {
 		}
 	}
 	return false
+}
+
+// handOverIndex is the index of datajobs' one Update entry of the object itself in a
+// marker, when datajobs has no Apply entry to merge it with: then the hand-over is a
+// rename of that entry's operation.
+func handOverIndex(mfs []metav1.ManagedFieldsEntry) (int, bool) {
+	index := -1
+	for i, mf := range mfs {
+		if mf.Manager != FieldManager || mf.Subresource != "" {
+			continue
+		}
+		if mf.Operation != metav1.ManagedFieldsOperationUpdate || index >= 0 {
+			return 0, false
+		}
+		index = i
+	}
+	return index, index >= 0
 }
 
 // trimPod keeps what ObserveExecution, controlledBy and the log reader read: the metadata

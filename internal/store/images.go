@@ -26,13 +26,9 @@ LEFT JOIN LATERAL (
 ) a ON true`
 
 // queueBuildStates adds to batch the read of the build states of the desired deployments
-// (of name args[0], when given) into states, which the batch's job query fills first.
-func queueBuildStates(batch *pgx.Batch, states map[string]job.SyncState, args ...any) {
-	q := buildStateQuery
-	if len(args) > 0 {
-		q += ` WHERE d.data_job_name = $1`
-	}
-	batch.Queue(q, args...).Query(func(rows pgx.Rows) error {
+// that where selects into states, which the batch's job query fills first.
+func queueBuildStates(batch *pgx.Batch, states map[string]job.SyncState, where string, args ...any) {
+	batch.Queue(buildStateQuery+where, args...).Query(func(rows pgx.Rows) error {
 		var (
 			name string
 			b    job.BuildState

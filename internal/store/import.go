@@ -88,7 +88,7 @@ func lockImport(ctx context.Context, tx Tx, name string) (job.SyncState, error) 
 			return job.SyncState{}, fmt.Errorf("lock %s: %w", name, err)
 		}
 	}
-	states, err := loadSyncStates(ctx, tx, " WHERE j.name = $1", " WHERE data_job_name = $1", name)
+	states, err := loadSyncStates(ctx, tx, []string{name})
 	return states[name], err
 }
 

@@ -26,7 +26,7 @@ const syncIntentQuery = `SELECT data_job_name, job_uid::text FROM cronjob_intent
 
 // LoadSyncState reads the job, desired and actual rows of one name, fresh, in one round trip.
 func (s *Store) LoadSyncState(ctx context.Context, name string) (job.SyncState, error) {
-	states, err := loadSyncStates(ctx, s.pool, " WHERE j.name = $1", " WHERE data_job_name = $1", name)
+	states, err := loadSyncStates(ctx, s.pool, []string{name})
 	if err != nil {
 		return job.SyncState{}, err
 	}
@@ -38,15 +38,20 @@ func (s *Store) LoadSyncState(ctx context.Context, name string) (job.SyncState, 
 
 // LoadAllSyncStates reads every job and every actual row, for a full resync pass.
 func (s *Store) LoadAllSyncStates(ctx context.Context) (map[string]job.SyncState, error) {
-	return loadSyncStates(ctx, s.pool, "", "")
+	return loadSyncStates(ctx, s.pool, nil)
 }
 
-// loadSyncStates reads the sync states of the jobs and actual rows the conditions select,
-// in one round trip on db (the pool, or the transaction of an import).
+// loadSyncStates reads the sync states of the names given (of every job and actual row
+// when names is nil), in one round trip on db (the pool, or a transaction).
 func loadSyncStates(ctx context.Context, db interface {
 	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
-}, jobWhere, actualWhere string, args ...any,
+}, names []string,
 ) (map[string]job.SyncState, error) {
+	jobWhere, actualWhere, buildWhere, args := "", "", "", []any(nil)
+	if names != nil {
+		jobWhere, actualWhere, buildWhere = " WHERE j.name = ANY($1)", " WHERE data_job_name = ANY($1)", " WHERE d.data_job_name = ANY($1)"
+		args = []any{names}
+	}
 	batch := &pgx.Batch{}
 	states := map[string]job.SyncState{}
 	batch.Queue(syncJobQuery+jobWhere, args...).Query(func(rows pgx.Rows) error {
@@ -81,7 +86,7 @@ func loadSyncStates(ctx context.Context, db interface {
 		})
 		return err
 	})
-	queueBuildStates(batch, states, args...)
+	queueBuildStates(batch, states, buildWhere, args...)
 	if err := db.SendBatch(ctx, batch).Close(); err != nil {
 		return nil, translate(fmt.Errorf("load sync state: %w", err))
 	}

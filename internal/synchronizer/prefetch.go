@@ -20,15 +20,21 @@ import (
 // and a pass does not prefetch a name notified after it began reading. Jobs whose image
 // datajobs builds are always read afresh (a build's outcome sends no NOTIFY). Whatever the
 // state, the database writes stay fenced on the job's incarnation and generation, so a
-// create from a state that moved on is recorded nowhere and planned again.
+// create from a state that moved on is recorded nowhere and planned again. At most
+// PrefetchLimit states are held so (some KiB each): a pass that queues 100,000 creates
+// holds 10,000 of them, not all, and the others read theirs when they are dequeued.
 
 // beginPass drops every prefetched state (the pass about to read will prefetch afresh:
 // a LISTEN reconnect's pass may know of changes no notification told) and returns the
-// count of notifications so far, for the pass to compare.
+// count of notifications so far, for the pass to compare. It forgets the names notified
+// so far too: their counts are at most the one returned, which no prefetch of this pass
+// or a later one compares above, and a term that lives for months through a flood of
+// changes to ever new names keeps only those notified since its latest pass.
 func (t *term) beginPass() int64 {
 	t.prefetchMu.Lock()
 	defer t.prefetchMu.Unlock()
 	clear(t.prefetched)
+	clear(t.notified)
 	return t.notifies
 }
 
@@ -51,8 +57,8 @@ func (t *term) prefetch(p Plan, since int64) {
 	}
 	t.prefetchMu.Lock()
 	defer t.prefetchMu.Unlock()
-	if t.notified[p.Name] > since {
-		return
+	if t.notified[p.Name] > since || len(t.prefetched) >= t.s.cfg.PrefetchLimit {
+		return // beyond the limit, a create reads its state when it is dequeued
 	}
 	// The rendered CronJob is not kept: a mass converge queues a create for every job,
 	// and their renderings, some KiB each, would all be held until the queue drains.

@@ -16,13 +16,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	batchlisters "k8s.io/client-go/listers/batch/v1"
@@ -32,12 +30,14 @@ import (
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/leader"
 	"github.com/datajobs/datajobs/internal/secrets"
+	"github.com/datajobs/datajobs/internal/store"
 )
 
 // Store is what the synchronizer reads from and writes to the database.
 type Store interface {
 	LoadSyncState(ctx context.Context, name string) (job.SyncState, error)
-	LoadAllSyncStates(ctx context.Context) (map[string]job.SyncState, error)
+	LoadSyncChanges(ctx context.Context, since store.SyncCursor) (store.SyncChanges, error)
+	PruneSyncChanges(ctx context.Context, fence job.Fence, before store.SyncCursor) (int64, error)
 	RecordAppliedAll(ctx context.Context, fence job.Fence, as []job.ActualDeployment) ([]bool, error)
 	RecordIntents(ctx context.Context, fence job.Fence, is []job.Intent) ([]bool, error)
 	RecordUnappliedStatus(ctx context.Context, fence job.Fence, name, uid string, gen int64, status job.SyncStatus, message string) (bool, error)
@@ -86,6 +86,12 @@ type Config struct {
 	Workers int
 	// ResyncInterval is the period of the full pass that catches anything missed (default 5m).
 	ResyncInterval time.Duration
+	// PrefetchLimit bounds the states a full pass keeps for the creates it queued
+	// (prefetch.go; default 10,000): the in-flight objects of the queue.
+	PrefetchLimit int
+	// FullReadInterval is how often a term's pass reads every row of the database instead
+	// of the rows changed since its previous pass (passstate.go; default 1h).
+	FullReadInterval time.Duration
 	// DryRun computes and logs the plan but writes nothing, to Kubernetes or the database.
 	DryRun bool
 	// StepDownAfter ends the term (Run returns ErrAPIServerUnreachable) when the apiserver
@@ -116,6 +122,8 @@ func (c Config) withDefaults() Config {
 	c.Workers = cmp.Or(c.Workers, 8)
 	c.PruneMaxFraction = cmp.Or(c.PruneMaxFraction, 0.2)
 	c.ResyncInterval = cmp.Or(c.ResyncInterval, 5*time.Minute)
+	c.FullReadInterval = cmp.Or(c.FullReadInterval, time.Hour)
+	c.PrefetchLimit = cmp.Or(c.PrefetchLimit, 10000)
 	c.RetryBase = cmp.Or(c.RetryBase, 500*time.Millisecond)
 	c.RetryMax = cmp.Or(c.RetryMax, 5*time.Minute)
 	c.RecordBatch = cmp.Or(c.RecordBatch, 500)
@@ -136,7 +144,7 @@ type Synchronizer struct {
 	metrics *Metrics
 
 	mu       sync.Mutex
-	verified map[string]verified
+	verified map[string]*verified
 	lastPlan map[string]PlannedJob
 	// prune is the mass-prune guard's verdict of the latest full pass.
 	prune pruneVerdict
@@ -182,6 +190,10 @@ type term struct {
 	prefetched map[string]Plan
 	notified   map[string]int64
 	notifies   int64
+
+	// passStates are the states of the latest pass, which the next one brings up to date
+	// (passstate.go); only the pass uses them, and only one pass runs at a time.
+	passStates passStates
 }
 
 // Run synchronizes until ctx ends, as the leader of term epoch: it starts the informer,
@@ -262,7 +274,7 @@ func (s *Synchronizer) watchAPIServer(ctx context.Context, cancel context.Cancel
 // startTerm starts a term's informer on the namespace's CronJobs and waits for its cache.
 func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(), error) {
 	s.mu.Lock()
-	s.verified = map[string]verified{}
+	s.verified = map[string]*verified{}
 	s.prune = pruneVerdict{}
 	s.mu.Unlock()
 	render := s.cfg.Render
@@ -390,98 +402,6 @@ func (t *term) live(name string) (*batchv1.CronJob, error) {
 		return nil, fmt.Errorf("read cronjob %s from cache: %w", name, err)
 	}
 	return cj, nil
-}
-
-// pass plans every job name the database or the cluster knows of, in memory, and queues
-// those that need work; the workers then reconcile each from fresh reads.
-func (t *term) pass(ctx context.Context) ([]Plan, error) {
-	start := time.Now()
-	since := t.beginPass()
-	// The restore guard compares CronJobs listed before the states are loaded (restore.go).
-	earlier, err := t.lister.List(labels.Everything())
-	if err != nil {
-		return nil, fmt.Errorf("resync: list cronjobs from cache: %w", err)
-	}
-	states, err := t.s.db.LoadAllSyncStates(ctx)
-	if err != nil {
-		t.s.metrics.passDone(start, err)
-		return nil, fmt.Errorf("resync: %w", err)
-	}
-	lives, err := t.lister.List(labels.Everything())
-	if err != nil {
-		return nil, fmt.Errorf("resync: list cronjobs from cache: %w", err)
-	}
-	t.prepareAll(states)
-	jobs := 0
-	for _, st := range states {
-		if st.Job != nil {
-			jobs++
-		}
-	}
-	plans, ownedCount := planAll(states, lives, t.render, t.s.memo)
-	if err := t.guardRestore(ctx, plans, earlier, states); err != nil {
-		t.s.metrics.passDone(start, err)
-		return nil, err
-	}
-	t.s.guardPrune(ctx, plans, jobs, ownedCount)
-	t.s.metrics.planned(plans)
-	t.intendCreates(ctx, plans)
-	queued := 0
-	for _, p := range plans {
-		t.s.recordPlan(p)
-		if p.Action != ActionUnchanged && p.Action != ActionHold && p.Action != ActionKeep && p.Action != ActionRefuse {
-			t.prefetch(p, since)
-			t.queue.Add(p.Name)
-			queued++
-		} else {
-			t.s.rememberUnchanged(p)
-		}
-	}
-	if t.teams != nil {
-		t.queue.Add(teamSecretsKey) // a team's first or last deployed job needs or frees its Secret
-	}
-	t.s.updateStatusGauge(ctx)
-	t.s.metrics.passDone(start, nil)
-	t.s.log.InfoContext(ctx, "resync_pass", "jobs", len(plans), "queued", queued, "duration", time.Since(start))
-	return plans, nil
-}
-
-// planAll plans every name found in the database states or among the live CronJobs, and
-// counts the live CronJobs this installation owns.
-func planAll(states map[string]job.SyncState, lives []*batchv1.CronJob, cfg kube.RenderConfig, memo func(string) *verified) ([]Plan, int) {
-	live := make(map[string]*batchv1.CronJob, len(lives))
-	ownedCount := 0
-	for _, cj := range lives {
-		st, known := states[cj.Name]
-		mine := owned(cj, st, cfg.Installation)
-		if mine {
-			ownedCount++
-		}
-		if !known && !mine {
-			continue // neither ours nor wanted: not even worth a line in the plan
-		}
-		live[cj.Name] = cj
-		if !known {
-			states[cj.Name] = job.SyncState{Name: cj.Name}
-		}
-	}
-	plans := make([]Plan, len(states))
-	names := make([]string, 0, len(states))
-	for name := range states {
-		names = append(names, name)
-	}
-	// Rendering and comparing are CPU-bound: plan on every core.
-	workers := runtime.GOMAXPROCS(0)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := w; i < len(names); i += workers {
-				plans[i] = plan(states[names[i]], live[names[i]], cfg, memo(names[i]))
-			}
-		})
-	}
-	wg.Wait()
-	return plans, ownedCount
 }
 
 // opID is a short random id that ties together the log lines of one reconcile.

@@ -76,7 +76,8 @@ func Jobs(ctx context.Context, dbURL string, jobs, deployed int) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	// A multi-statement string runs in the simple protocol: the numbers are inlined.
+	// A multi-statement string runs in the simple protocol: the numbers are inlined. Names
+	// have 5 digits up to 99,999 jobs (the same data as before 100,000), more beyond.
 	q := strings.NewReplacer("JOBS", fmt.Sprint(jobs), "DEPLOYED", fmt.Sprint(deployed)).Replace(script)
 	_, err = conn.Exec(ctx, q)
 	return err
@@ -86,7 +87,7 @@ const script = `
 SELECT setseed(0.42);
 INSERT INTO data_job (name, uid, team, description, schedule, notified_on_job_deploy,
 	last_execution_status, last_execution_end_time, last_execution_duration)
-SELECT 'data-job-' || lpad(i::text, 5, '0'), gen_random_uuid(),
+SELECT 'data-job-' || lpad(i::text, greatest(5, length('JOBS')), '0'), gen_random_uuid(),
 	'team-' || lpad((floor(random() * 50))::int::text, 2, '0'),
 	'job number ' || i || ' of the benchmark',
 	(floor(random() * 60))::int || ' ' || (floor(random() * 24))::int || ' * * *',
