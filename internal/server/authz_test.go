@@ -100,6 +100,8 @@ var routeCases = map[string]routeCase{
 	"POST /ui/teams/{team}/jobs/{job}/properties":              {},
 	"POST /ui/teams/{team}/jobs/{job}/executions/{id}/cancel":  {},
 	"POST /ui/teams/{team}/jobs/{job}/revisions/{id}/rollback": {},
+	"GET /ui/teams/{team}/jobs/{job}/sources":                  {},
+	"GET /ui/teams/{team}/health":                              {ownTeam: true},
 	"GET /ui/teams/{team}/webhooks":                            {ownTeam: true},
 	"POST /ui/teams/{team}/webhooks":                           {ownTeam: true},
 	"POST /ui/teams/{team}/webhooks/{id}/delete":               {},
