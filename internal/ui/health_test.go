@@ -2,7 +2,6 @@ package ui_test
 
 import (
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -94,5 +93,5 @@ func TestTeamHealthPageShowsFailingAndLateJobsAndTheDaysRuns(t *testing.T) {
 	for _, name := range []string{"late-b", "ontime-b", "failing-b", "job-of-b"} {
 		assert.NotContains(t, other.body, name)
 	}
-	assert.True(t, strings.Contains(other.body, `>job-of-a</a>`), "team-a's failing job")
+	assert.Contains(t, other.body, `>job-of-a</a>`, "team-a's failing job")
 }
