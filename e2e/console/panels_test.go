@@ -73,7 +73,8 @@ func teamPanels(t *testing.T, b *browser, dbURL, base, tok, shots string) {
 	id := strings.TrimSpace(b.text("#executions tbody tr th"))
 	sql(t, dbURL, `UPDATE data_job_execution SET status = 'user_error', exit_code = 1, termination_reason = 'Error', message = 'forecast failed' WHERE id = $1`, id)
 	sql(t, dbURL, `UPDATE data_job SET last_execution_status = 'user_error' WHERE name = 'sales-forecast'`)
-	b.do(chromedp.Click(chromedp.CSS(`a[href="/ui/teams/team-a/health"]`)))
+	b.do(chromedp.Navigate(base + "/ui/")) // the list links the health of alice's teams
+	b.do(chromedp.Click(chromedp.CSS(`.page-head a[href="/ui/teams/team-a/health"]`)))
 	b.do(chromedp.WaitVisible(chromedp.CSS("#by-status")))
 	require.Contains(t, b.text("#failing"), "sales-forecast")
 	require.Contains(t, b.text("#runs"), "succeeded", "ingest-orders' run of today")
