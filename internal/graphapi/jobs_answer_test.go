@@ -312,3 +312,21 @@ func TestDeploymentsShowTheirRunPolicy(t *testing.T) {
 		"startingDeadlineSeconds": 1800.0, "catchUp": 3.0,
 	}, dep["runPolicy"])
 }
+
+// A deployment's next run is when its CronJob fires in the run policy's time zone; the
+// job configuration's (which has no zone) stays UTC, as VDK computes it (guards: a next run
+// hours off for a job scheduled in another zone).
+func TestDeploymentNextRunIsInItsTimeZone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.createJob(jobSpec{team: "team-a", name: "sofia-job", schedule: "0 9 * * *"})
+	e.deploy("team-a", "sofia-job", `{"job_version":"v1","time_zone":"Europe/Sofia"}`)
+	r := e.query(`{ jobs { content { config { schedule { nextRunEpochSeconds } } deployments { schedule { scheduleCron nextRunEpochSeconds } } } } }`, "")
+	content := r.page(t).Content
+	require.Len(t, content, 1)
+	dep := content[0]["deployments"].([]any)[0].(map[string]any)
+	// The fixture's clock is 2030-01-01 00:00:30 UTC; Sofia is UTC+2 in January.
+	require.Equal(t, map[string]any{"scheduleCron": "0 9 * * *", "nextRunEpochSeconds": float64(time.Date(2030, 1, 1, 7, 0, 0, 0, time.UTC).Unix())}, dep["schedule"])
+	config := content[0]["config"].(map[string]any)["schedule"].(map[string]any)
+	require.InDelta(t, float64(time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC).Unix()), config["nextRunEpochSeconds"], 0)
+}

@@ -49,3 +49,24 @@ func TestNextRunIsTheFirstRunAfterTheGivenTime(t *testing.T) {
 		}
 	}
 }
+
+// A schedule read in a deployment's time zone fires at that zone's wall clock: "0 9 * * *"
+// in Europe/Sofia (UTC+2 in winter) is 07:00 UTC (guards: next runs shown in UTC for a job
+// whose CronJob runs in another zone, hours off).
+func TestZonedScheduleFiresAtTheZonesWallClock(t *testing.T) {
+	t.Parallel()
+	var s job.Schedules
+	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	for tz, want := range map[string]time.Time{
+		"":             time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC),
+		"UTC":          time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC),
+		"Europe/Sofia": time.Date(2030, 1, 1, 7, 0, 0, 0, time.UTC),
+		"America/Lima": time.Date(2030, 1, 1, 14, 0, 0, 0, time.UTC),
+		"Asia/Kolkata": time.Date(2030, 1, 1, 3, 30, 0, 0, time.UTC),
+	} {
+		next, ok := s.NextRun(job.ZonedSchedule("0 9 * * *", tz), at)
+		require.True(t, ok, tz)
+		require.Equal(t, want, time.Unix(next, 0).UTC(), tz)
+	}
+	require.Empty(t, job.ZonedSchedule(" ", "Europe/Sofia"), "an empty schedule never fires, in any zone")
+}

@@ -3,6 +3,7 @@ package job
 import (
 	"cmp"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -34,7 +35,7 @@ type MissedRuns struct {
 // ScheduleTimes returns the times schedule fires in (after, until], read in time zone tz
 // (empty: UTC) as the CronJob controller reads it, at most max of them (the earliest).
 func ScheduleTimes(schedule, tz string, after, until time.Time, max int) ([]time.Time, error) {
-	sch, err := cronParser.Parse("CRON_TZ=" + cmp.Or(tz, DefaultTimeZone) + " " + schedule)
+	sch, err := cronParser.Parse(ZonedSchedule(schedule, tz))
 	if err != nil {
 		return nil, err
 	}
@@ -49,4 +50,15 @@ func ScheduleTimes(schedule, tz string, after, until time.Time, max int) ([]time
 // t (and so its execution id): the CronJob's name and t in minutes since the epoch.
 func ScheduledRunID(cronJob string, t time.Time) string {
 	return fmt.Sprintf("%s-%d", cronJob, t.Unix()/60)
+}
+
+// ZonedSchedule is schedule read in time zone tz (empty: UTC) as the CronJob controller
+// reads it, in the form the cron parser and Schedules take: "CRON_TZ=<tz> <schedule>". An
+// empty schedule stays empty (it never fires). The store builds the same string in SQL
+// (the deployments' next runs of the jobs list), so the two must agree.
+func ZonedSchedule(schedule, tz string) string {
+	if strings.TrimSpace(schedule) == "" {
+		return ""
+	}
+	return "CRON_TZ=" + cmp.Or(tz, DefaultTimeZone) + " " + schedule
 }

@@ -108,6 +108,8 @@ var routeCases = map[string]routeCase{
 	"POST /ui/teams/{team}/jobs/{job}/backfills":               {},
 	"POST /ui/teams/{team}/jobs/{job}/backfills/{id}/cancel":   {},
 	"POST /ui/teams/{team}/jobs/{job}/revisions/{id}/rollback": {},
+	"GET /ui/teams/{team}/jobs/{job}/sources":                  {},
+	"GET /ui/teams/{team}/health":                              {ownTeam: true},
 	"GET /ui/teams/{team}/webhooks":                            {ownTeam: true},
 	"POST /ui/teams/{team}/webhooks":                           {ownTeam: true},
 	"POST /ui/teams/{team}/webhooks/{id}/delete":               {},

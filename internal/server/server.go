@@ -134,7 +134,7 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 	health.safety.syncer.Store(syncUnit.syncer)
 
 	logReads := httpapi.NewLogReadSlots(cfg.Requests.MaxConcurrentLogReads, cfg.Requests.MaxLogReadsPerCaller)
-	console, err := consoleHandler(ctx, cfg, svc, db, logReads, authn, authz, syncUnit.syncer)
+	console, err := consoleHandler(ctx, cfg, svc, db, logReads, authn, authz, syncUnit.syncer, secretsSvc)
 	if err != nil {
 		return nil, err
 	}

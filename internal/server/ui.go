@@ -39,13 +39,13 @@ type UIConfig struct {
 
 // consoleHandler builds the web console on the same service, store and authorization
 // as the REST API; nil when it is off.
-func consoleHandler(ctx context.Context, cfg Config, svc *service.Service, db *store.Store, logReads *slots.Slots, authn httpapi.Authenticator, authz httpapi.Authorizer, syncer *synchronizer.Synchronizer) (http.Handler, error) {
+func consoleHandler(ctx context.Context, cfg Config, svc *service.Service, db *store.Store, logReads *slots.Slots, authn httpapi.Authenticator, authz httpapi.Authorizer, syncer *synchronizer.Synchronizer, secrets *service.Secrets) (http.Handler, error) {
 	if cfg.UI.Disabled {
 		return nil, nil
 	}
 	c := ui.Config{
 		SessionKey: []byte(cfg.UI.SessionKey), PublicURL: cfg.UI.PublicURL, Logger: cfg.Logger,
-		Plans: latestPlan(syncer), Sessions: db, LogReads: logReads,
+		Plans: latestPlan(syncer), Sessions: db, LogReads: logReads, Secrets: secrets,
 	}
 	if authz != nil {
 		c.Webhook = authz

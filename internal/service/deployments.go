@@ -29,6 +29,9 @@ type DeploymentView struct {
 	AppliedGeneration int64
 	// LastSyncAt is when the synchronizer last looked at this deployment, if ever.
 	LastSyncAt *time.Time
+	// PolicySet is the run policy as the deployment set it: its zero fields are the
+	// defaults that Deployment.Policy has filled in (the console marks them).
+	PolicySet job.RunPolicy
 }
 
 // GetDeployment reads the deployment of the job name of team from the database. A
@@ -69,6 +72,7 @@ func (s *Service) view(j job.Job, desired *job.Deployment, actual *job.ActualDep
 		v.Deployment = *desired
 		v.Deployment.Resources = s.cfg.Resources.Effective(desired.Resources)
 		v.Deployment.Policy = desired.Policy.Effective(job.DefaultTimeout(s.cfg.MaxExecutionTimeout))
+		v.PolicySet = desired.Policy
 		v.LastSyncAt = desired.LastSyncAt
 		v.Status, v.Message = desired.Status, desired.Message
 		// A result recorded for an older generation says nothing about the current one.

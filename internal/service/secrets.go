@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/datajobs/datajobs/internal/job"
@@ -67,6 +69,16 @@ func (s *Secrets) JobSecrets(ctx context.Context, team, name string) (map[string
 		return nil, fmt.Errorf("decode the opened secrets of %s: %w", name, err)
 	}
 	return out, nil
+}
+
+// JobSecretNames returns the names of the secrets of the job name of team, sorted, and
+// never their values: what the console shows. The caller is already authorized for the job.
+func (s *Secrets) JobSecretNames(ctx context.Context, team, name string) ([]string, error) {
+	values, err := s.JobSecrets(ctx, team, name)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Sorted(maps.Keys(values)), nil
 }
 
 // ReplaceJobSecrets replaces the secrets of the job name of team with body, a JSON object

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"time"
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/secrets"
@@ -17,6 +18,7 @@ type Store interface {
 	ListJobs(ctx context.Context, r job.ListRequest, nextRuns map[string]int64) (job.ListPage, error)
 	JobSchedules(ctx context.Context, r job.ListRequest) ([]string, error)
 	Teams(ctx context.Context) ([]string, error)
+	TeamHealth(ctx context.Context, team string, since time.Time, limit int) (job.TeamHealth, error)
 
 	GetDeploymentState(ctx context.Context, team, name string) (job.JobState, error)
 	ChangeDeployment(ctx context.Context, team, name string, change job.DeploymentUpdate) (job.Deployment, error)

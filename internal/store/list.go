@@ -23,7 +23,8 @@ import (
 // as an array parameter.
 
 // ListJobs reads one page of jobs in one round trip. nextRuns holds the next run (epoch
-// seconds) of each schedule that runs; it is required when r.UsesNextRun().
+// seconds) of each schedule that runs, keyed as JobSchedules returns them (a deployment's
+// in its time zone: job.ZonedSchedule); it is required when r.UsesNextRun().
 func (s *Store) ListJobs(ctx context.Context, r job.ListRequest, nextRuns map[string]int64) (job.ListPage, error) {
 	if r.Limit <= 0 || r.Offset < 0 {
 		return job.ListPage{}, fmt.Errorf("list jobs: bad limit %d or offset %d", r.Limit, r.Offset)
@@ -151,7 +152,7 @@ func listSelect(r job.ListRequest, mode listMode, n listNeeds) string {
 		return "SELECT count(*)"
 	case listSchedules:
 		if n.deploymentNextRun { // the deployments' schedules too
-			return "SELECT DISTINCT unnest(ARRAY[j.schedule, COALESCE(d.schedule, a.schedule, '')])"
+			return "SELECT DISTINCT unnest(ARRAY[j.schedule, " + zonedDeploymentSchedule + "])"
 		}
 		return "SELECT DISTINCT j.schedule"
 	}
@@ -179,10 +180,17 @@ func listFrom(b *sqlBuilder, nextRuns map[string]int64, n listNeeds) string {
 	table := "unnest(" + b.arg(schedules) + "::text[], " + b.arg(runs) + "::bigint[])"
 	s += "\nLEFT JOIN " + table + " AS nr(schedule, next_run) ON nr.schedule = j.schedule"
 	if n.deploymentNextRun {
-		s += "\nLEFT JOIN " + table + " AS dnr(schedule, next_run) ON dnr.schedule = COALESCE(d.schedule, a.schedule)"
+		s += "\nLEFT JOIN " + table + " AS dnr(schedule, next_run) ON dnr.schedule = " + zonedDeploymentSchedule
 	}
 	return s
 }
+
+// zonedDeploymentSchedule is the deployment's schedule in its run policy's time zone, as
+// job.ZonedSchedule writes it ("CRON_TZ=<tz> <schedule>"; empty without a schedule): the key
+// of its next run, so that the list sorts by when the CronJob really fires. A deployment
+// being deleted (only its actual row is left) is read in UTC.
+const zonedDeploymentSchedule = "CASE WHEN COALESCE(d.schedule, a.schedule, '') = '' THEN '' ELSE 'CRON_TZ=' || " +
+	"COALESCE(NULLIF(d.run_policy->>'time_zone', ''), 'UTC') || ' ' || COALESCE(d.schedule, a.schedule) END"
 
 // listWhere is the conditions of r's filter (the next run's only outside listSchedules).
 func listWhere(b *sqlBuilder, r job.ListRequest, mode listMode) []string {

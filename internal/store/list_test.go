@@ -107,12 +107,13 @@ func TestJobsListFiltersByTheStatusItShows(t *testing.T) {
 
 // TestJobsListSortsByTheNextRunTheConsoleShows sorts on the next run of the deployment's
 // schedule while it is enabled: a disabled or undeployed job has none and comes last,
-// whatever its job configuration's schedule says.
+// whatever its job configuration's schedule says; each in its run policy's time zone (a
+// schedule read in UTC would put "in-sofia" third: guards a sort by the wrong clock).
 func TestJobsListSortsByTheNextRunTheConsoleShows(t *testing.T) {
 	t.Parallel()
 	st := testenv.Store(t)
 	ctx := t.Context()
-	add := func(name, jobSchedule, deploymentSchedule string, enabled bool) {
+	add := func(name, jobSchedule, deploymentSchedule, tz string, enabled bool) {
 		_, err := st.CreateJob(ctx, job.Job{Name: name, Team: "team-a", Schedule: jobSchedule})
 		require.NoError(t, err)
 		if deploymentSchedule == "" {
@@ -121,17 +122,18 @@ func TestJobsListSortsByTheNextRunTheConsoleShows(t *testing.T) {
 		_, err = st.ChangeDeployment(ctx, "team-a", name, func(_ job.Job, _ *job.Deployment) (job.Deployment, error) {
 			return job.Deployment{
 				JobVersion: "v1", PythonVersion: "3.9", Schedule: deploymentSchedule, Enabled: enabled,
-				DeployedBy: "me", DeployedDate: time.Now(),
+				DeployedBy: "me", DeployedDate: time.Now(), Policy: job.RunPolicy{TimeZone: tz},
 			}, nil
 		})
 		require.NoError(t, err)
 	}
 	// From midnight: the job configurations' schedules would put the two that do not run
 	// first.
-	add("runs-first", "0 5 * * *", "0 1 * * *", true)
-	add("runs-second", "0 2 * * *", "0 2 * * *", true)
-	add("disabled", "30 0 * * *", "30 0 * * *", false)
-	add("not-deployed", "15 0 * * *", "", false)
+	add("runs-first", "0 5 * * *", "0 1 * * *", "", true)
+	add("runs-second", "0 2 * * *", "0 2 * * *", "UTC", true)
+	add("in-sofia", "0 2 * * *", "30 2 * * *", "Europe/Sofia", true) // 00:30 UTC in winter
+	add("disabled", "30 0 * * *", "30 0 * * *", "", false)
+	add("not-deployed", "15 0 * * *", "", "", false)
 
 	svc, err := service.New(service.Config{SupportedPythonVersions: []string{"3.9"}}, st)
 	require.NoError(t, err)
@@ -139,8 +141,8 @@ func TestJobsListSortsByTheNextRunTheConsoleShows(t *testing.T) {
 		desc bool
 		want []string
 	}{
-		{false, []string{"runs-first", "runs-second", "disabled", "not-deployed"}},
-		{true, []string{"runs-second", "runs-first", "disabled", "not-deployed"}},
+		{false, []string{"in-sofia", "runs-first", "runs-second", "disabled", "not-deployed"}},
+		{true, []string{"runs-second", "runs-first", "in-sofia", "disabled", "not-deployed"}},
 	} {
 		page, err := svc.ListJobs(ctx, job.ListRequest{
 			Filter: job.ListFilter{Visible: job.AllTeams}, Sort: []job.SortKey{{Field: job.FieldDeploymentNextRun, Desc: tt.desc}},

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/service"
 )
 
 // executionsPerPage is the number of executions the job page lists at once.
@@ -31,7 +32,11 @@ type jobData struct {
 	Backfills        backfillsData
 	// Chart is the SVG of the latest runs' durations and outcomes ("" without runs).
 	Chart template.HTML
-	CSRF  string
+	// Policy, Notifications and Secrets are the panels of panels.go.
+	Policy        policyData
+	Notifications notificationsData
+	Secrets       secretsData
+	CSRF          string
 }
 
 type contactRow struct {
@@ -101,7 +106,7 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request, s session) err
 	if err != nil {
 		return err
 	}
-	dep, err := c.deployment(r, s, j)
+	dep, view, err := c.deploymentView(r, s, j)
 	if err != nil {
 		return err
 	}
@@ -120,6 +125,7 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request, s session) err
 	d := jobData{
 		Team: team, Name: name, Href: jobURL(team, name), Job: j, Deployment: dep, Executions: execs, CSRF: s.CSRF,
 		Revisions: revs, Chart: runChart(all), Backfills: c.backfills(r, s, team, name),
+		Policy: c.policy(view, dep.Deployed), Notifications: c.notifications(r, team, name),
 		Contacts: []contactRow{
 			{"On user error", j.Contacts.NotifiedOnJobFailureUserError},
 			{"On platform error", j.Contacts.NotifiedOnJobFailurePlatformError},
@@ -135,6 +141,7 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request, s session) err
 			d.Properties = prettyJSON(props)
 		}
 	}
+	d.Secrets = c.secretNames(r, team, name) // the job's, kept across deployments
 	c.renderPage(w, r, http.StatusOK, "job", page{Title: name, Session: s, Nav: "jobs", Body: d})
 	return nil
 }
@@ -154,14 +161,21 @@ func (c *Console) deploymentPart(w http.ResponseWriter, r *http.Request, s sessi
 }
 
 func (c *Console) deployment(r *http.Request, s session, j job.Job) (deploymentData, error) {
+	d, _, err := c.deploymentView(r, s, j)
+	return d, err
+}
+
+// deploymentView is the deployment panel and the view it was made of (the zero view when
+// the job has no deployment).
+func (c *Console) deploymentView(r *http.Request, s session, j job.Job) (deploymentData, service.DeploymentView, error) {
 	href := jobURL(j.Team, j.Name)
 	d := deploymentData{Href: href + "/deployment", JobHref: href, CSRF: s.CSRF}
 	v, err := c.svc.GetDeployment(r.Context(), j.Team, j.Name)
 	if job.KindOf(err) == job.KindNotFound {
-		return d, nil
+		return d, v, nil
 	}
 	if err != nil {
-		return d, err
+		return d, v, err
 	}
 	d.Deployed, d.Deleting = true, v.Status == job.StatusDeleting
 	d.Enabled, d.Status, d.Message = v.Deployment.Enabled, string(v.Status), v.Message
@@ -200,7 +214,7 @@ func (c *Console) deployment(r *http.Request, s session, j job.Job) (deploymentD
 	add("Memory request", memory(want.Resources.MemoryRequestBytes), func(a *job.ActualDeployment) string { return memory(a.Resources.MemoryRequestBytes) })
 	add("Memory limit", memory(want.Resources.MemoryLimitBytes), func(a *job.ActualDeployment) string { return memory(a.Resources.MemoryLimitBytes) })
 	add("Generation", strconv.FormatInt(v.DesiredGeneration, 10), func(a *job.ActualDeployment) string { return strconv.FormatInt(a.Generation, 10) })
-	return d, nil
+	return d, v, nil
 }
 
 // executionsPart is the executions panel (one page of it), polled while the page is open.

@@ -134,9 +134,10 @@ type jobRow struct {
 	Version          string
 	Schedule         string
 	ScheduleWords    string
-	Next             *when
-	LastStatus       string
-	LastTime         *when
+	// Next is the deployment's next run, in its run policy's time zone.
+	Next       *zonedTime
+	LastStatus string
+	LastTime   *when
 }
 
 type listData struct {
@@ -204,17 +205,19 @@ func (c *Console) row(jr job.Listed, now time.Time) jobRow {
 		LastStatus: jr.LastExecution.Status, LastTime: c.when(jr.LastExecution.EndTime),
 	}
 	row.Status = string(jr.Status)
-	schedule := j.Schedule
+	schedule, tz := j.Schedule, ""
 	switch {
 	case jr.Desired != nil:
 		row.Deployed, row.Enabled, row.Version, schedule = true, jr.Desired.Enabled, jr.Desired.JobVersion, jr.Desired.Schedule
-	case jr.Actual != nil:
+		tz = jr.Desired.Policy.TimeZone
+	case jr.Actual != nil: // being deleted: the run policy is gone with the desired row
 		row.Deployed, row.Enabled, row.Version, schedule = true, jr.Actual.Enabled, jr.Actual.JobVersion, jr.Actual.Schedule
 	}
-	row.Schedule, row.ScheduleWords = schedule, describeSchedule(schedule)
-	if next, ok := c.schedules.NextRun(schedule, now); ok && row.Deployed && row.Enabled {
-		at := time.Unix(next, 0)
-		row.Next = &when{At: at, Relative: ago(now, at)}
+	row.Schedule, row.ScheduleWords = schedule, describeSchedule(schedule, tz)
+	// The same key as the list's sort by next run (store: zonedDeploymentSchedule).
+	if next, ok := c.schedules.NextRun(job.ZonedSchedule(schedule, tz), now); ok && row.Deployed && row.Enabled {
+		z := zoned(now, time.Unix(next, 0), tz)
+		row.Next = &z
 	}
 	return row
 }

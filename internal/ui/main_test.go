@@ -16,6 +16,7 @@ import (
 
 	"github.com/datajobs/datajobs/internal/auth"
 	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/secrets"
 	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/slots"
 	"github.com/datajobs/datajobs/internal/store"
@@ -34,6 +35,7 @@ type env struct {
 	svc      *service.Service
 	console  *ui.Console
 	logReads *slots.Slots          // shared with the REST API in the server
+	secrets  *service.Secrets      // the job secrets, with a key file of the test's own
 	provider *testenv.OIDCProvider // nil in auth mode none
 }
 
@@ -66,6 +68,10 @@ func newEnv(t *testing.T, oidc bool) *env {
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	e.logReads = slots.New("execution log reads", "--max-concurrent-log-reads", 4, "--max-concurrent-log-reads-per-caller", 1)
 	cfg.LogReads = e.logReads
+	keys, err := secrets.LoadKeyring(testenv.SecretsKeyFile(t))
+	require.NoError(t, err)
+	e.secrets = service.NewSecrets(st, keys, 0)
+	cfg.Secrets = e.secrets
 	e.console, err = ui.New(cfg, svc)
 	require.NoError(t, err)
 	mux.Handle(ui.Prefix, e.console)

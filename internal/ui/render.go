@@ -21,6 +21,7 @@ type pages struct {
 }
 
 func parsePages() (*pages, error) {
+	// part_*.html are more parts, each file a page's panels of one feature.
 	base, err := template.New("").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/parts.html", "templates/part_*.html")
 	if err != nil {
 		return nil, fmt.Errorf("parse console templates: %w", err)

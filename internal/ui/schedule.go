@@ -5,20 +5,24 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
+
+	"github.com/datajobs/datajobs/internal/job"
 )
 
 var weekdays = []string{"Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"}
 
-// scheduleMacros are the words of cron's macros.
+// scheduleMacros are the words of cron's macros; %s is the time zone.
 var scheduleMacros = map[string]string{
 	"":          "no schedule",
 	"@hourly":   "every hour",
-	"@daily":    "daily at 00:00 UTC",
-	"@midnight": "daily at 00:00 UTC",
-	"@weekly":   "every Sunday at 00:00 UTC",
-	"@monthly":  "monthly on day 1 at 00:00 UTC",
-	"@yearly":   "every 1 January at 00:00 UTC",
-	"@annually": "every 1 January at 00:00 UTC",
+	"@daily":    "daily at 00:00 %s",
+	"@midnight": "daily at 00:00 %s",
+	"@weekly":   "every Sunday at 00:00 %s",
+	"@monthly":  "monthly on day 1 at 00:00 %s",
+	"@yearly":   "every 1 January at 00:00 %s",
+	"@annually": "every 1 January at 00:00 %s",
 }
 
 // cronFields are the fields of a five-field schedule that runs in every month.
@@ -27,10 +31,15 @@ type cronFields struct {
 }
 
 // describeSchedule says a cron schedule in words for its common shapes (every N minutes,
-// hourly, daily, on weekdays, weekly, monthly); any other schedule is shown as written.
-func describeSchedule(schedule string) string {
+// hourly, daily, on weekdays, weekly, monthly), its times in time zone tz (empty: UTC),
+// the zone its CronJob reads it in; any other schedule is shown as written.
+func describeSchedule(schedule, tz string) string {
 	s := strings.TrimSpace(schedule)
+	tz = cmp.Or(tz, job.DefaultTimeZone)
 	if words, ok := scheduleMacros[s]; ok {
+		if strings.Contains(words, "%s") {
+			return fmt.Sprintf(words, tz)
+		}
 		return words
 	}
 	f := strings.Fields(s)
@@ -52,7 +61,7 @@ func describeSchedule(schedule string) string {
 	if !ok {
 		return s
 	}
-	return cmp.Or(c.daily(fmt.Sprintf("%02d:%02d UTC", h, m)), s)
+	return cmp.Or(c.daily(fmt.Sprintf("%02d:%02d %s", h, m, tz)), s)
 }
 
 // cronNum is v as a number from 0 to hi.
@@ -115,4 +124,45 @@ func (c cronFields) daily(at string) string {
 		}
 	}
 	return ""
+}
+
+// zonedTime is a schedule time as pages show it: relative to now, and on the wall clock
+// of the time zone the schedule runs in, with UTC in the tooltip.
+type zonedTime struct {
+	At       time.Time
+	Relative string
+	// Local is the time in the schedule's zone, with the zone: "2026-12-02 09:00 Europe/Sofia".
+	Local string
+}
+
+// zones caches the time zones pages show times in (time.LoadLocation reads a file).
+var zones sync.Map // name → *time.Location
+
+// zoned is t on the wall clock of tz (empty: UTC); an unknown zone (validated on deploy,
+// so only an older tzdata) shows UTC, named as such.
+func zoned(now, t time.Time, tz string) zonedTime {
+	tz = cmp.Or(tz, job.DefaultTimeZone)
+	loc, ok := zones.Load(tz)
+	if !ok {
+		l, err := time.LoadLocation(tz)
+		if err != nil {
+			l, tz = time.UTC, job.DefaultTimeZone
+		}
+		loc, _ = zones.LoadOrStore(tz, l)
+	}
+	return zonedTime{At: t, Relative: ago(now, t), Local: t.In(loc.(*time.Location)).Format("2006-01-02 15:04") + " " + tz}
+}
+
+// nextRuns are the next n runs of schedule after now as its CronJob fires it, in time zone
+// tz (job.ScheduleTimes); none for an empty, invalid or never-firing schedule.
+func nextRuns(schedule, tz string, now time.Time, n int) []zonedTime {
+	times, err := job.ScheduleTimes(schedule, tz, now, now.AddDate(5, 0, 0), n)
+	if err != nil {
+		return nil
+	}
+	out := make([]zonedTime, 0, len(times))
+	for _, t := range times {
+		out = append(out, zoned(now, t, tz))
+	}
+	return out
 }

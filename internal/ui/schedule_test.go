@@ -24,6 +24,10 @@ func TestSchedulesInWordsAndAsWrittenWhenUncommon(t *testing.T) {
 		"0 9-17 * * *":  "0 9-17 * * *",
 		"15 10 * * 1,3": "15 10 * * 1,3",
 	} {
-		assert.Equal(t, want, describeSchedule(in), in)
+		assert.Equal(t, want, describeSchedule(in, ""), in)
 	}
+	// In the deployment's time zone, the zone its CronJob reads the schedule in.
+	assert.Equal(t, "daily at 09:00 Europe/Sofia", describeSchedule("0 9 * * *", "Europe/Sofia"))
+	assert.Equal(t, "every Sunday at 00:00 America/Lima", describeSchedule("@weekly", "America/Lima"))
+	assert.Equal(t, "every 15 minutes", describeSchedule("*/15 * * * *", "Europe/Sofia"))
 }

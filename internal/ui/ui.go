@@ -61,6 +61,10 @@ type Service interface {
 	CreateBackfill(ctx context.Context, team, name string, req service.BackfillRequest, caller string) (job.Backfill, error)
 	Backfills(ctx context.Context, team, name string) ([]job.Backfill, error)
 	CancelBackfill(ctx context.Context, team, name string, id int64, caller string) (job.Backfill, error)
+	JobNotifications(ctx context.Context, team, name string) ([]job.NotificationEvent, map[int64][]job.NotificationDelivery, error)
+	TeamHealth(ctx context.Context, team string) (job.TeamHealth, error)
+	SourceFiles(ctx context.Context, team, name, version string) (service.SourceTree, error)
+	SourceFileOf(ctx context.Context, team, name, version, path string) (service.SourceFileContent, error)
 }
 
 // Plan is the synchronizer's latest decision for one job.
@@ -117,6 +121,9 @@ type Config struct {
 	PageSize int
 	// Plans gives the synchronizer's latest plan of a job (default: none known).
 	Plans Plans
+	// Secrets reads the names of a job's secrets for its page (nil: the page says secrets
+	// are not available).
+	Secrets SecretNames
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Logger receives the console's error lines (default slog.Default()).
@@ -240,6 +247,9 @@ func (c *Console) register() {
 		{"GET " + jobPath + "/executions", rule{team: true, rest: "GET " + restJob + "/executions"}, c.executionsPart},
 		{"GET " + jobPath + "/executions/{id}", rule{team: true, rest: "GET " + restJob + "/executions/{id}/logs"}, c.executionPage},
 		{"GET " + jobPath + "/executions/{id}/logs", rule{team: true, rest: "GET " + restJob + "/executions/{id}/logs"}, c.logsPart},
+
+		{"GET " + jobPath + "/sources", rule{team: true, rest: "GET " + restJob + "/sources"}, c.sourcesPage},
+		{"GET " + Prefix + "teams/{team}/health", rule{team: true, rest: "GET /data-jobs/for-team/{team}/jobs"}, c.healthPage},
 
 		{"POST " + jobPath + "/enable", rule{team: true, rest: "PATCH " + restDep}, c.enable},
 		{"POST " + jobPath + "/disable", rule{team: true, rest: "PATCH " + restDep}, c.disable},
