@@ -105,6 +105,11 @@ func runDevCommand(cmd *cobra.Command, serve ServeFunc, fl devFlags) (err error)
 		if ctx, err = withDevSecrets(ctx, env.StateDir); err != nil {
 			return err
 		}
+		var closeForward func() error
+		if ctx, closeForward, err = forwardDevJobAPI(ctx, env, fl.listen, out); err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, closeForward()) }()
 		return serve(withDevListen(ctx, fl.listen, fl.adminListen), env.DatabaseURL, env.Kubeconfig, out)
 	}
 	if fl.envFile != "" {
@@ -186,7 +191,7 @@ func writeEnvFile(ctx context.Context, path string, env *devenv.Env) error {
 		content += "DATAJOBS_TEST_PYTHON_BASE_IMAGE=" + d.python + "\n"
 	}
 	if env.Node != nil {
-		content += "DATAJOBS_TEST_REAL_NODE=" + devenv.RealNodeName + "\n"
+		content += "DATAJOBS_TEST_REAL_NODE=" + devenv.RealNodeName + "\nDATAJOBS_TEST_REAL_NODE_GATEWAY=" + env.Node.Gateway + "\n"
 	}
 	if env.Hydra != nil {
 		content += fmt.Sprintf("DATAJOBS_TEST_OIDC_ISSUER=%s\nDATAJOBS_TEST_OIDC_ADMIN_URL=%s\n", env.Hydra.IssuerURL, env.Hydra.AdminURL)
