@@ -82,15 +82,20 @@ func runDevCommand(cmd *cobra.Command, serve ServeFunc, fl devFlags) (err error)
 			return err
 		}
 	}
-	hydraBin := fl.hydraBin
+	hydraBin, mailpitBin := fl.hydraBin, ""
 	if fl.envOnly && hydraBin == "" {
 		hydraBin = devenv.HydraBinary() // the tests' OIDC provider, when built
+	}
+	if !fl.envOnly { // the tests start a Mailpit of their own each
+		if mailpitBin, err = mailpitForDev(ctx, errOut, out); err != nil {
+			return err
+		}
 	}
 	began := time.Now()
 	env, err := devenv.Start(ctx, devenv.Config{
 		StateDir: fl.stateDir, BinDir: binDir, Kubernetes: true, Controllers: fl.controllers, Fast: fl.fast,
 		RegistryBin: devenv.RegistryBinary(), // when hack/registry/build.sh has built it
-		HydraBin:    hydraBin, Node: node, NodeBinDir: devenv.NodeBinaries(),
+		HydraBin:    hydraBin, Node: node, NodeBinDir: devenv.NodeBinaries(), MailpitBin: mailpitBin,
 		Logger: slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
@@ -110,6 +115,7 @@ func runDevCommand(cmd *cobra.Command, serve ServeFunc, fl devFlags) (err error)
 			return err
 		}
 		defer func() { err = errors.Join(err, closeForward()) }()
+		ctx = withDevMailpit(ctx, env, out)
 		return serve(withDevListen(ctx, fl.listen, fl.adminListen), env.DatabaseURL, env.Kubeconfig, out)
 	}
 	if fl.envFile != "" {

@@ -53,6 +53,9 @@ type Config struct {
 	// NodeBinDir holds the real node's runtime built by hack/node-bins/build.sh
 	// (NodeBinaries).
 	NodeBinDir string
+	// MailpitBin, when set, also starts Mailpit (mailpit.go), the SMTP server whose web UI
+	// shows every mail the service sends, on ports kept in ports.json.
+	MailpitBin string
 }
 
 // Env is a running environment. Its components can be stopped and started again
@@ -80,6 +83,8 @@ type Env struct {
 	Registry *Registry
 	// Node is the real node; nil unless Config.Node is NodeReal or NodeBoth.
 	Node *Node
+	// Mailpit is the SMTP server; nil unless Config.MailpitBin was set.
+	Mailpit *Mailpit
 
 	logger *slog.Logger
 	lock   *os.File // flock on the state folder, held while running
@@ -168,7 +173,7 @@ func Start(ctx context.Context, cfg Config) (*Env, error) {
 }
 
 // startServices starts what runs beside the database and the cluster, each when asked
-// for: the registry, the real node (which pulls from the registry), Hydra.
+// for: the registry, the real node (which pulls from the registry), Mailpit, Hydra.
 func (e *Env) startServices(ctx context.Context, cfg Config, p ports) error {
 	if cfg.RegistryBin != "" {
 		reg, err := StartRegistry(ctx, RegistryConfig{
@@ -186,6 +191,18 @@ func (e *Env) startServices(ctx context.Context, cfg Config, p ports) error {
 		if err := e.startNode(ctx, cfg, p, pki{dir: filepath.Join(e.StateDir, "pki")}); err != nil {
 			return err
 		}
+	}
+	if cfg.MailpitBin != "" {
+		m, err := StartMailpit(ctx, MailpitConfig{
+			Bin: cfg.MailpitBin, Dir: filepath.Join(e.StateDir, "mailpit"), LogPath: e.logPath("mailpit"),
+			SMTPPort: p.MailpitSMTP, HTTPPort: p.MailpitHTTP, Logger: e.logger,
+		})
+		if err != nil {
+			return err
+		}
+		e.mu.Lock()
+		e.Mailpit = m
+		e.mu.Unlock()
 	}
 	if cfg.HydraBin != "" {
 		hy, err := StartHydra(ctx, HydraConfig{
@@ -217,6 +234,9 @@ func (e *Env) Processes() []*Process {
 	}
 	if e.Registry != nil {
 		ps = append(ps, e.Registry.Process)
+	}
+	if e.Mailpit != nil {
+		ps = append(ps, e.Mailpit.Process)
 	}
 	return ps
 }
