@@ -53,4 +53,3 @@ func withDevMail(ctx context.Context, c server.Config) server.Config {
 	c.Notifications.SMTPFrom = cmp.Or(c.Notifications.SMTPFrom, devMailFrom)
 	return c
 }
-
