@@ -14,9 +14,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 )
@@ -157,14 +159,19 @@ func Start(ctx context.Context, cfg Config) (*Env, error) {
 	})
 	var kubeErr error
 	if cfg.Kubernetes {
-		kubeErr = e.startKubernetes(ctx, cfg, p)
+		kubeErr = e.startKubernetes(ctx, cfg, &p)
 	}
 	wg.Wait()
 	if err := errors.Join(pgErr, kubeErr); err != nil {
 		return nil, errors.Join(err, e.Stop())
 	}
 	e.DatabaseURL = e.Postgres.URL(DatabaseName)
-	if err := e.startServices(ctx, cfg, p); err != nil {
+	if err := e.startServices(ctx, cfg, &p); err != nil {
+		return nil, errors.Join(err, e.Stop())
+	}
+	// The ports the components ended up on (one that lost its pick got another).
+	e.finalPorts(&p)
+	if err := p.save(portsPath); err != nil {
 		return nil, errors.Join(err, e.Stop())
 	}
 	logger.InfoContext(ctx, "devenv started", "state_dir", stateDir, "database_url", e.DatabaseURL,
@@ -174,7 +181,7 @@ func Start(ctx context.Context, cfg Config) (*Env, error) {
 
 // startServices starts what runs beside the database and the cluster, each when asked
 // for: the registry, the real node (which pulls from the registry), Mailpit, Hydra.
-func (e *Env) startServices(ctx context.Context, cfg Config, p ports) error {
+func (e *Env) startServices(ctx context.Context, cfg Config, p *ports) error {
 	if cfg.RegistryBin != "" {
 		reg, err := StartRegistry(ctx, RegistryConfig{
 			Bin: cfg.RegistryBin, Dir: filepath.Join(e.StateDir, "registry"),
@@ -188,7 +195,7 @@ func (e *Env) startServices(ctx context.Context, cfg Config, p ports) error {
 		e.mu.Unlock()
 	}
 	if cfg.Node != NodeKwok {
-		if err := e.startNode(ctx, cfg, p, pki{dir: filepath.Join(e.StateDir, "pki")}); err != nil {
+		if err := e.startNode(ctx, cfg, *p, pki{dir: filepath.Join(e.StateDir, "pki")}); err != nil {
 			return err
 		}
 	}
@@ -217,6 +224,23 @@ func (e *Env) startServices(ctx context.Context, cfg Config, p ports) error {
 		e.mu.Unlock()
 	}
 	return nil
+}
+
+// finalPorts records in p the ports of the components that StartPostgres, StartRegistry
+// and StartMailpit started from p's (the Kubernetes ones changed p themselves).
+func (e *Env) finalPorts(p *ports) {
+	port := func(addr string) int {
+		_, s, _ := net.SplitHostPort(addr)
+		n, _ := strconv.Atoi(s)
+		return n
+	}
+	p.Postgres = e.Postgres.Port
+	if e.Registry != nil {
+		p.Registry = port(e.Registry.Addr)
+	}
+	if e.Mailpit != nil {
+		p.MailpitSMTP, p.MailpitHTTP = port(e.Mailpit.SMTPAddr), port(e.Mailpit.HTTPAddr)
+	}
 }
 
 // Processes returns the components that were started, in start order.
