@@ -149,14 +149,14 @@ func TestARealNodeRunsAPodAndLeavesNothingOnTheHost(t *testing.T) {
 
 	stopped = true
 	require.NoError(t, env.Stop())
-	_, err = net.InterfaceByName(env.Node.Bridge)
-	assert.Error(t, err, "the node's bridge %s is removed", env.Node.Bridge)
 	after := readHost(t, dir)
 	assert.Equal(t, before.sysctls, after.sysctls, "the kubelet's sysctls stayed in its namespace")
 	assert.Equal(t, before.paths, after.paths, "no host path was created")
 	assert.Equal(t, before.mounts, after.mounts, "no mount of the node is left")
 	cgroups, _ := filepath.Glob("/sys/fs/cgroup/*/" + nodeCgroupOf(t, dir))
 	assert.Empty(t, cgroups, "no cgroup of the node is left")
+	_, err = net.InterfaceByName(env.Node.Bridge)
+	require.Error(t, err, "the node's bridge %s is removed", env.Node.Bridge)
 }
 
 // nodeCgroupOf is the cgroup name of the node of a state folder, as node.go derives it,
