@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -50,9 +51,14 @@ func startService(t *testing.T, wheels string) *service {
 	bin, err := testenv.Binary()
 	require.NoError(t, err)
 	addr, adminAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
+	// The pods reach the service through a forward on the node's gateway, as in datajobs dev.
+	fwd, err := devenv.StartForward(net.JoinHostPort(os.Getenv(envGateway), "0"), addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = fwd.Close() })
 	args := []string{
 		"serve", "--listen", addr, "--admin-listen", adminAddr, "--auth-mode", "none",
-		"--namespace", ns, "--log-format", "text",
+		"--namespace", ns, "--log-format", "text", "--job-api-url", "http://" + fwd.Addr,
+		"--secrets-key-file", testenv.SecretsKeyFile(t),
 		"--image-registry", os.Getenv(envRegistry) + "/" + ns, "--registry-insecure",
 		"--base-image", "3.11=" + os.Getenv(envPythonBase), "--pip-find-links", index.URL + "/",
 		// Small requests: a 2-core node runs the suite's pods side by side.

@@ -21,6 +21,7 @@ func TestMain(m *testing.M) {
 // Variables of the environment file that `datajobs dev --env-only` writes.
 const (
 	envRealNode    = "DATAJOBS_TEST_REAL_NODE"
+	envGateway     = "DATAJOBS_TEST_REAL_NODE_GATEWAY"
 	envPythonBase  = "DATAJOBS_TEST_PYTHON_BASE_IMAGE"
 	envRegistry    = "DATAJOBS_TEST_REGISTRY"
 	envRequireNode = "DATAJOBS_TEST_REQUIRE_REAL_NODE"
@@ -30,7 +31,7 @@ const (
 func requireRealNode(t *testing.T) {
 	t.Helper()
 	missing := ""
-	for _, v := range []string{envRealNode, envPythonBase, envRegistry} {
+	for _, v := range []string{envRealNode, envGateway, envPythonBase, envRegistry} {
 		if os.Getenv(v) == "" {
 			missing += " " + v
 		}

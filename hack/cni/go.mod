@@ -1,28 +1,27 @@
-// Module cni pins the CNI plugins of the real node (docs/test-environment.md): tap gives a pod an
-// isolated eth0 (this kernel has no dummy netdev), host-local its address, loopback its lo.
+// Module cni pins the CNI plugins of the real node (docs/test-environment.md): bridge gives a pod an
+// eth0 on the node's own bridge, whose address on the host is the pods' way to the service,
+// host-local its address, loopback its lo.
 module github.com/datajobs/datajobs/hack/cni
 
 go 1.26.8
 
 tool (
 	github.com/containernetworking/plugins/plugins/ipam/host-local
+	github.com/containernetworking/plugins/plugins/main/bridge
 	github.com/containernetworking/plugins/plugins/main/loopback
-	github.com/containernetworking/plugins/plugins/main/tap
 )
 
 require (
-	cyphar.com/go-pathrs v0.2.5 // indirect
 	github.com/alexflint/go-filemutex v1.3.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/containernetworking/cni v1.3.1 // indirect
 	github.com/containernetworking/plugins v1.10.0 // indirect
 	github.com/coreos/go-iptables v0.8.0 // indirect
-	github.com/cyphar/filepath-securejoin v0.7.0 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/google/nftables v0.3.0 // indirect
 	github.com/mdlayher/netlink v1.11.2 // indirect
 	github.com/mdlayher/socket v0.6.1 // indirect
-	github.com/opencontainers/selinux v1.15.1 // indirect
+	github.com/networkplumbing/go-nft v0.4.0 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/safchain/ethtool v0.7.0 // indirect
 	github.com/vishvananda/netlink v1.3.1 // indirect

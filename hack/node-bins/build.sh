@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the real node's runtime (docs/test-environment.md) into an ignored cache folder,
 # one line per component with its time: containerd and containerd-shim-runc-v2 (module
-# hack/containerd), the CNI plugins tap, host-local and loopback (module hack/cni), the
+# hack/containerd), the CNI plugins bridge, host-local and loopback (module hack/cni), the
 # pause binary (hack/pause), and Debian's runc, unpacked from its .deb (never installed).
 # The kubelet is built with the control plane (hack/k8s-bins). Skips all work when the
 # stamp (the go.sum files, the pause source, this script, the Go version and the runc
@@ -19,7 +19,7 @@ if [ -z "$(runc_version)" ] || [ "$(runc_version)" = "(none)" ]; then
 fi
 runc=$(runc_version)
 stamp=$( { stamp_of "$here/containerd/go.sum" "$here/cni/go.sum" "$here/pause/main.go" "$here/node-bins/build.sh"; echo "runc=$runc"; } | sha256sum | cut -d' ' -f1)
-if up_to_date "$out" "$stamp" containerd containerd-shim-runc-v2 runc pause cni/tap cni/host-local cni/loopback; then
+if up_to_date "$out" "$stamp" containerd containerd-shim-runc-v2 runc pause cni/bridge cni/host-local cni/loopback; then
   exit 0
 fi
 echo "building the real node's runtime into $out (cold: about 2 minutes, warm: instant)" >&2
@@ -34,8 +34,8 @@ for bin in containerd containerd-shim-runc-v2; do
 done
 cd "$here/cni"
 plugins=github.com/containernetworking/plugins/plugins
-step "cni (tap host-local loopback)" go build -ldflags "-s -w" -o "$tmp/cni/" \
-  "$plugins/main/tap" "$plugins/ipam/host-local" "$plugins/main/loopback"
+step "cni (bridge host-local loopback)" go build -ldflags "-s -w" -o "$tmp/cni/" \
+  "$plugins/main/bridge" "$plugins/ipam/host-local" "$plugins/main/loopback"
 cd "$here/.."
 step pause go build -trimpath -ldflags "-s -w" -o "$tmp/pause" ./hack/pause
 fetch_runc() {

@@ -82,15 +82,20 @@ func runDevCommand(cmd *cobra.Command, serve ServeFunc, fl devFlags) (err error)
 			return err
 		}
 	}
-	hydraBin := fl.hydraBin
+	hydraBin, mailpitBin := fl.hydraBin, ""
 	if fl.envOnly && hydraBin == "" {
 		hydraBin = devenv.HydraBinary() // the tests' OIDC provider, when built
+	}
+	if !fl.envOnly { // the tests start a Mailpit of their own each
+		if mailpitBin, err = mailpitForDev(ctx, errOut, out); err != nil {
+			return err
+		}
 	}
 	began := time.Now()
 	env, err := devenv.Start(ctx, devenv.Config{
 		StateDir: fl.stateDir, BinDir: binDir, Kubernetes: true, Controllers: fl.controllers, Fast: fl.fast,
 		RegistryBin: devenv.RegistryBinary(), // when hack/registry/build.sh has built it
-		HydraBin:    hydraBin, Node: node, NodeBinDir: devenv.NodeBinaries(),
+		HydraBin:    hydraBin, Node: node, NodeBinDir: devenv.NodeBinaries(), MailpitBin: mailpitBin,
 		Logger: slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
@@ -105,6 +110,12 @@ func runDevCommand(cmd *cobra.Command, serve ServeFunc, fl devFlags) (err error)
 		if ctx, err = withDevSecrets(ctx, env.StateDir); err != nil {
 			return err
 		}
+		var closeForward func() error
+		if ctx, closeForward, err = forwardDevJobAPI(ctx, env, fl.listen, out); err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, closeForward()) }()
+		ctx = withDevMailpit(ctx, env, out)
 		return serve(withDevListen(ctx, fl.listen, fl.adminListen), env.DatabaseURL, env.Kubeconfig, out)
 	}
 	if fl.envFile != "" {
@@ -186,7 +197,7 @@ func writeEnvFile(ctx context.Context, path string, env *devenv.Env) error {
 		content += "DATAJOBS_TEST_PYTHON_BASE_IMAGE=" + d.python + "\n"
 	}
 	if env.Node != nil {
-		content += "DATAJOBS_TEST_REAL_NODE=" + devenv.RealNodeName + "\n"
+		content += "DATAJOBS_TEST_REAL_NODE=" + devenv.RealNodeName + "\nDATAJOBS_TEST_REAL_NODE_GATEWAY=" + env.Node.Gateway + "\n"
 	}
 	if env.Hydra != nil {
 		content += fmt.Sprintf("DATAJOBS_TEST_OIDC_ISSUER=%s\nDATAJOBS_TEST_OIDC_ADMIN_URL=%s\n", env.Hydra.IssuerURL, env.Hydra.AdminURL)

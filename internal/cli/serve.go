@@ -74,6 +74,10 @@ func newServeCommand(g *globals) serveCommand {
 		// dev's webhook receivers run on the same machine.
 		c.NotificationWebhookAllowPrivate = true
 		c.Secrets.KeyFile = cmp.Or(c.Secrets.KeyFile, devSecretsKeyFile(ctx))
+		// The real node's pods reach the API through dev's forward on the node's gateway.
+		c.JobAPIURL = cmp.Or(c.JobAPIURL, devJobAPIURL(ctx))
+		// Notification mails go to dev's Mailpit, shown in its web UI.
+		c = withDevMail(ctx, c)
 		cluster, err := kube.Connect(ctx, kube.ClusterConfig{Kubeconfig: kubeconfig})
 		if err != nil {
 			return err

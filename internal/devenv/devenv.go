@@ -14,9 +14,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 )
@@ -53,6 +55,9 @@ type Config struct {
 	// NodeBinDir holds the real node's runtime built by hack/node-bins/build.sh
 	// (NodeBinaries).
 	NodeBinDir string
+	// MailpitBin, when set, also starts Mailpit (mailpit.go), the SMTP server whose web UI
+	// shows every mail the service sends, on ports kept in ports.json.
+	MailpitBin string
 }
 
 // Env is a running environment. Its components can be stopped and started again
@@ -80,6 +85,8 @@ type Env struct {
 	Registry *Registry
 	// Node is the real node; nil unless Config.Node is NodeReal or NodeBoth.
 	Node *Node
+	// Mailpit is the SMTP server; nil unless Config.MailpitBin was set.
+	Mailpit *Mailpit
 
 	logger *slog.Logger
 	lock   *os.File // flock on the state folder, held while running
@@ -152,14 +159,19 @@ func Start(ctx context.Context, cfg Config) (*Env, error) {
 	})
 	var kubeErr error
 	if cfg.Kubernetes {
-		kubeErr = e.startKubernetes(ctx, cfg, p)
+		kubeErr = e.startKubernetes(ctx, cfg, &p)
 	}
 	wg.Wait()
 	if err := errors.Join(pgErr, kubeErr); err != nil {
 		return nil, errors.Join(err, e.Stop())
 	}
 	e.DatabaseURL = e.Postgres.URL(DatabaseName)
-	if err := e.startServices(ctx, cfg, p); err != nil {
+	if err := e.startServices(ctx, cfg, &p); err != nil {
+		return nil, errors.Join(err, e.Stop())
+	}
+	// The ports the components ended up on (one that lost its pick got another).
+	e.finalPorts(&p)
+	if err := p.save(portsPath); err != nil {
 		return nil, errors.Join(err, e.Stop())
 	}
 	logger.InfoContext(ctx, "devenv started", "state_dir", stateDir, "database_url", e.DatabaseURL,
@@ -168,8 +180,8 @@ func Start(ctx context.Context, cfg Config) (*Env, error) {
 }
 
 // startServices starts what runs beside the database and the cluster, each when asked
-// for: the registry, the real node (which pulls from the registry), Hydra.
-func (e *Env) startServices(ctx context.Context, cfg Config, p ports) error {
+// for: the registry, the real node (which pulls from the registry), Mailpit, Hydra.
+func (e *Env) startServices(ctx context.Context, cfg Config, p *ports) error {
 	if cfg.RegistryBin != "" {
 		reg, err := StartRegistry(ctx, RegistryConfig{
 			Bin: cfg.RegistryBin, Dir: filepath.Join(e.StateDir, "registry"),
@@ -183,9 +195,21 @@ func (e *Env) startServices(ctx context.Context, cfg Config, p ports) error {
 		e.mu.Unlock()
 	}
 	if cfg.Node != NodeKwok {
-		if err := e.startNode(ctx, cfg, p, pki{dir: filepath.Join(e.StateDir, "pki")}); err != nil {
+		if err := e.startNode(ctx, cfg, *p, pki{dir: filepath.Join(e.StateDir, "pki")}); err != nil {
 			return err
 		}
+	}
+	if cfg.MailpitBin != "" {
+		m, err := StartMailpit(ctx, MailpitConfig{
+			Bin: cfg.MailpitBin, Dir: filepath.Join(e.StateDir, "mailpit"), LogPath: e.logPath("mailpit"),
+			SMTPPort: p.MailpitSMTP, HTTPPort: p.MailpitHTTP, Logger: e.logger,
+		})
+		if err != nil {
+			return err
+		}
+		e.mu.Lock()
+		e.Mailpit = m
+		e.mu.Unlock()
 	}
 	if cfg.HydraBin != "" {
 		hy, err := StartHydra(ctx, HydraConfig{
@@ -200,6 +224,23 @@ func (e *Env) startServices(ctx context.Context, cfg Config, p ports) error {
 		e.mu.Unlock()
 	}
 	return nil
+}
+
+// finalPorts records in p the ports of the components that StartPostgres, StartRegistry
+// and StartMailpit started from p's (the Kubernetes ones changed p themselves).
+func (e *Env) finalPorts(p *ports) {
+	port := func(addr string) int {
+		_, s, _ := net.SplitHostPort(addr)
+		n, _ := strconv.Atoi(s)
+		return n
+	}
+	p.Postgres = e.Postgres.Port
+	if e.Registry != nil {
+		p.Registry = port(e.Registry.Addr)
+	}
+	if e.Mailpit != nil {
+		p.MailpitSMTP, p.MailpitHTTP = port(e.Mailpit.SMTPAddr), port(e.Mailpit.HTTPAddr)
+	}
 }
 
 // Processes returns the components that were started, in start order.
@@ -217,6 +258,9 @@ func (e *Env) Processes() []*Process {
 	}
 	if e.Registry != nil {
 		ps = append(ps, e.Registry.Process)
+	}
+	if e.Mailpit != nil {
+		ps = append(ps, e.Mailpit.Process)
 	}
 	return ps
 }

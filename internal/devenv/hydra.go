@@ -112,40 +112,41 @@ func StartHydra(ctx context.Context, cfg HydraConfig) (*Hydra, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start hydra token hook: %w", err)
 	}
-	h := &Hydra{
-		IssuerURL: "http://127.0.0.1:" + strconv.Itoa(publicPort),
-		AdminURL:  "http://127.0.0.1:" + strconv.Itoa(adminPort),
-		hookDone:  make(chan struct{}),
-	}
+	h := &Hydra{hookDone: make(chan struct{})}
 	h.hook = &http.Server{Handler: http.HandlerFunc(h.tokenHook), ReadHeaderTimeout: 10 * time.Second}
 	go func() { // owned by h: Stop shuts the server down and waits for hookDone
 		defer close(h.hookDone)
 		_ = h.hook.Serve(hookLn)
 	}()
 
-	env := append(os.Environ(),
-		"DSN="+dsn,
-		"SECRETS_SYSTEM="+secret,
-		"URLS_SELF_ISSUER="+h.IssuerURL,
-		// Hydra redirects browsers there; the tests read the challenge from the redirect
-		// and accept it through the admin API instead.
-		"URLS_LOGIN=http://127.0.0.1:1/login", "URLS_CONSENT=http://127.0.0.1:1/consent",
-		"SERVE_PUBLIC_HOST=127.0.0.1", "SERVE_PUBLIC_PORT="+strconv.Itoa(publicPort),
-		"SERVE_ADMIN_HOST=127.0.0.1", "SERVE_ADMIN_PORT="+strconv.Itoa(adminPort),
-		"STRATEGIES_ACCESS_TOKEN=jwt",
-		"OAUTH2_TOKEN_HOOK_URL=http://"+hookLn.Addr().String()+"/token-hook",
-		"OAUTH2_ALLOWED_TOP_LEVEL_CLAIMS=groups,username",
-		"OAUTH2_MIRROR_TOP_LEVEL_CLAIMS=false",
-		"LOG_LEAK_SENSITIVE_VALUES=false",
-	)
+	hydraEnv := func() []string {
+		h.IssuerURL = "http://127.0.0.1:" + strconv.Itoa(publicPort)
+		h.AdminURL = "http://127.0.0.1:" + strconv.Itoa(adminPort)
+		return append(os.Environ(),
+			"DSN="+dsn,
+			"SECRETS_SYSTEM="+secret,
+			"URLS_SELF_ISSUER="+h.IssuerURL,
+			// Hydra redirects browsers there; the tests read the challenge from the redirect
+			// and accept it through the admin API instead.
+			"URLS_LOGIN=http://127.0.0.1:1/login", "URLS_CONSENT=http://127.0.0.1:1/consent",
+			"SERVE_PUBLIC_HOST=127.0.0.1", "SERVE_PUBLIC_PORT="+strconv.Itoa(publicPort),
+			"SERVE_ADMIN_HOST=127.0.0.1", "SERVE_ADMIN_PORT="+strconv.Itoa(adminPort),
+			"STRATEGIES_ACCESS_TOKEN=jwt",
+			"OAUTH2_TOKEN_HOOK_URL=http://"+hookLn.Addr().String()+"/token-hook",
+			"OAUTH2_ALLOWED_TOP_LEVEL_CLAIMS=groups,username",
+			"OAUTH2_MIRROR_TOP_LEVEL_CLAIMS=false",
+			"LOG_LEAK_SENSITIVE_VALUES=false",
+		)
+	}
 	h.Process = newProcess("hydra", logPath, processSpec{
 		path: cfg.Bin,
 		args: []string{"serve", "all", "--dev"},
 		dir:  cfg.Dir,
-		env:  env,
 		ready: func(ctx context.Context) error {
 			return httpOK(ctx, h.AdminURL+"/health/ready")
 		},
+		picked:    []*int{&publicPort, &adminPort},
+		configure: func(s *processSpec) error { s.env = hydraEnv(); return nil },
 	}, logger)
 	if err := h.Start(ctx); err != nil {
 		return nil, errors.Join(err, h.stopHook())

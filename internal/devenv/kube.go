@@ -34,16 +34,12 @@ const kwokNodeAnnotation = "kwok.x-k8s.io/node"
 // controllers, kube-controller-manager, kube-scheduler and (unless the only node is the
 // real one) kwok and the fake Node. Each started process is recorded in e as soon as it
 // runs, so that e.Stop cleans up after a failure half-way.
-func (e *Env) startKubernetes(ctx context.Context, cfg Config, p ports) error {
+func (e *Env) startKubernetes(ctx context.Context, cfg Config, p *ports) error {
 	keys := pki{dir: filepath.Join(e.StateDir, "pki")}
 	if err := keys.ensure(); err != nil {
 		return err
 	}
-	e.APIServerURL = "https://127.0.0.1:" + strconv.Itoa(p.APIServer)
 	e.Kubeconfig = filepath.Join(e.StateDir, "kubeconfig")
-	if err := writeKubeconfig(e.Kubeconfig, e.APIServerURL, keys); err != nil {
-		return err
-	}
 	verified, err := tlsClient(keys)
 	if err != nil {
 		return err
@@ -67,82 +63,97 @@ var plainHTTP = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}
 // startControlPlane starts etcd and kube-apiserver. The apiserver authorizes nodes by
 // their identity (Node, NodeRestriction) and lets a namespace choose its pods' node
 // (PodNodeSelector, PodTolerationRestriction: RealNodeNamespace).
-func (e *Env) startControlPlane(ctx context.Context, cfg Config, p ports, keys pki, verified *http.Client) error {
-	etcdClient := "http://127.0.0.1:" + strconv.Itoa(p.EtcdClient)
-	etcdPeer := "http://127.0.0.1:" + strconv.Itoa(p.EtcdPeer)
-	etcdArgs := []string{
-		"--name=default", "--data-dir=" + filepath.Join(e.StateDir, "etcd"),
-		"--listen-client-urls=" + etcdClient, "--advertise-client-urls=" + etcdClient,
-		"--listen-peer-urls=" + etcdPeer, "--initial-advertise-peer-urls=" + etcdPeer,
-		"--initial-cluster=default=" + etcdPeer, "--log-level=warn",
-	}
-	if cfg.Fast {
-		etcdArgs = append(etcdArgs, "--unsafe-no-fsync")
-	}
+func (e *Env) startControlPlane(ctx context.Context, cfg Config, p *ports, keys pki, verified *http.Client) error {
+	etcdClient := func() string { return "http://127.0.0.1:" + strconv.Itoa(p.EtcdClient) }
 	e.Etcd = newProcess("etcd", e.logPath("etcd"), processSpec{
-		path: e.bin(cfg, "etcd"), args: etcdArgs, dir: e.StateDir,
-		ready: httpReady(plainHTTP, etcdClient+"/health"),
+		path: e.bin(cfg, "etcd"), dir: e.StateDir, picked: []*int{&p.EtcdClient, &p.EtcdPeer},
+		configure: func(s *processSpec) error {
+			peer := "http://127.0.0.1:" + strconv.Itoa(p.EtcdPeer)
+			s.args = []string{
+				"--name=default", "--data-dir=" + filepath.Join(e.StateDir, "etcd"),
+				"--listen-client-urls=" + etcdClient(), "--advertise-client-urls=" + etcdClient(),
+				"--listen-peer-urls=" + peer, "--initial-advertise-peer-urls=" + peer,
+				"--initial-cluster=default=" + peer, "--log-level=warn",
+			}
+			if cfg.Fast {
+				s.args = append(s.args, "--unsafe-no-fsync")
+			}
+			s.ready = httpReady(plainHTTP, etcdClient()+"/health")
+			return nil
+		},
 	}, e.logger)
 	if err := e.Etcd.Start(ctx); err != nil {
 		return err
 	}
 	e.APIServer = newProcess("kube-apiserver", e.logPath("kube-apiserver"), processSpec{
-		path: e.bin(cfg, "kube-apiserver"), dir: e.StateDir,
-		args: append([]string{
-			"--etcd-servers=" + etcdClient,
-			"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=" + strconv.Itoa(p.APIServer),
-			// Required with a loopback advertise address: the endpoint reconciler refuses it.
-			"--endpoint-reconciler-type=none",
-			"--tls-cert-file=" + keys.servingCert(), "--tls-private-key-file=" + keys.servingKey(),
-			"--client-ca-file=" + keys.caCert(),
-			"--service-cluster-ip-range=10.0.0.0/24",
-			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-			"--service-account-key-file=" + keys.saPub(), "--service-account-signing-key-file=" + keys.saKey(),
-			"--authorization-mode=Node,RBAC",
-			"--enable-admission-plugins=NodeRestriction,PodNodeSelector,PodTolerationRestriction",
-			"--profiling=false",
-		}, apiserverKubeletArgs(keys)...),
-		ready: httpReady(verified, e.APIServerURL+"/readyz"),
+		path: e.bin(cfg, "kube-apiserver"), dir: e.StateDir, picked: []*int{&p.APIServer},
+		configure: func(s *processSpec) error {
+			s.args = apiserverArgs(etcdClient(), p.APIServer, keys)
+			e.APIServerURL = "https://127.0.0.1:" + strconv.Itoa(p.APIServer)
+			s.ready = httpReady(verified, e.APIServerURL+"/readyz")
+			return writeKubeconfig(e.Kubeconfig, e.APIServerURL, keys)
+		},
 	}, e.logger)
 	return e.APIServer.Start(ctx)
 }
 
+// apiserverArgs are kube-apiserver's flags.
+func apiserverArgs(etcd string, port int, keys pki) []string {
+	return append([]string{
+		"--etcd-servers=" + etcd,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=" + strconv.Itoa(port),
+		// Required with a loopback advertise address: the endpoint reconciler refuses it.
+		"--endpoint-reconciler-type=none",
+		"--tls-cert-file=" + keys.servingCert(), "--tls-private-key-file=" + keys.servingKey(),
+		"--client-ca-file=" + keys.caCert(),
+		"--service-cluster-ip-range=10.0.0.0/24",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + keys.saPub(), "--service-account-signing-key-file=" + keys.saKey(),
+		"--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=NodeRestriction,PodNodeSelector,PodTolerationRestriction",
+		"--profiling=false",
+	}, apiserverKubeletArgs(keys)...)
+}
+
 // startControllers starts kube-controller-manager and kube-scheduler. The controller
 // manager's flex-volume folder is in the state folder: its default is under /usr/libexec.
-func (e *Env) startControllers(ctx context.Context, cfg Config, p ports, keys pki, verified *http.Client) error {
+func (e *Env) startControllers(ctx context.Context, cfg Config, p *ports, keys pki, verified *http.Client) error {
 	common := []string{
 		"--kubeconfig=" + e.Kubeconfig, "--authentication-kubeconfig=" + e.Kubeconfig, "--authorization-kubeconfig=" + e.Kubeconfig,
 		"--bind-address=127.0.0.1", "--leader-elect=false",
 		"--tls-cert-file=" + keys.servingCert(), "--tls-private-key-file=" + keys.servingKey(),
 	}
-	kcmURL := "https://127.0.0.1:" + strconv.Itoa(p.ControllerManager)
 	e.ControllerManager = newProcess("kube-controller-manager", e.logPath("kube-controller-manager"), processSpec{
-		path: e.bin(cfg, "kube-controller-manager"), dir: e.StateDir,
-		args: slices.Concat(common, []string{
-			"--secure-port=" + strconv.Itoa(p.ControllerManager),
-			"--service-account-private-key-file=" + keys.saKey(), "--root-ca-file=" + keys.caCert(),
-			"--cluster-signing-cert-file=" + keys.caCert(), "--cluster-signing-key-file=" + keys.caKey(),
-			"--use-service-account-credentials=false", "--controllers=*",
-			"--flex-volume-plugin-dir=" + filepath.Join(e.StateDir, "kcm-flex-volume"),
-		}, fastControllerArgs(cfg)),
-		ready: httpReady(verified, kcmURL+"/healthz"),
+		path: e.bin(cfg, "kube-controller-manager"), dir: e.StateDir, picked: []*int{&p.ControllerManager},
+		configure: func(s *processSpec) error {
+			s.args = slices.Concat(common, []string{
+				"--secure-port=" + strconv.Itoa(p.ControllerManager),
+				"--service-account-private-key-file=" + keys.saKey(), "--root-ca-file=" + keys.caCert(),
+				"--cluster-signing-cert-file=" + keys.caCert(), "--cluster-signing-key-file=" + keys.caKey(),
+				"--use-service-account-credentials=false", "--controllers=*",
+				"--flex-volume-plugin-dir=" + filepath.Join(e.StateDir, "kcm-flex-volume"),
+			}, fastControllerArgs(cfg))
+			s.ready = httpReady(verified, "https://127.0.0.1:"+strconv.Itoa(p.ControllerManager)+"/healthz")
+			return nil
+		},
 	}, e.logger)
 	if err := e.ControllerManager.Start(ctx); err != nil {
 		return err
 	}
-	schedulerURL := "https://127.0.0.1:" + strconv.Itoa(p.Scheduler)
 	e.Scheduler = newProcess("kube-scheduler", e.logPath("kube-scheduler"), processSpec{
-		path: e.bin(cfg, "kube-scheduler"), dir: e.StateDir,
-		args:  slices.Concat(common, []string{"--secure-port=" + strconv.Itoa(p.Scheduler)}),
-		ready: httpReady(verified, schedulerURL+"/healthz"),
+		path: e.bin(cfg, "kube-scheduler"), dir: e.StateDir, picked: []*int{&p.Scheduler},
+		configure: func(s *processSpec) error {
+			s.args = slices.Concat(common, []string{"--secure-port=" + strconv.Itoa(p.Scheduler)})
+			s.ready = httpReady(verified, "https://127.0.0.1:"+strconv.Itoa(p.Scheduler)+"/healthz")
+			return nil
+		},
 	}, e.logger)
 	return e.Scheduler.Start(ctx)
 }
 
 // startKwok starts kwok and registers its fake Node.
-func (e *Env) startKwok(ctx context.Context, p ports, keys pki) error {
-	kwokAddr := "127.0.0.1:" + strconv.Itoa(p.Kwok)
-	logArgs, err := e.kwokLogArgs(ctx, keys, p.Kwok)
+func (e *Env) startKwok(ctx context.Context, p *ports, keys pki) error {
+	logArgs, err := e.kwokLogArgs(ctx, keys)
 	if err != nil {
 		return err
 	}
@@ -150,13 +161,18 @@ func (e *Env) startKwok(ctx context.Context, p ports, keys pki) error {
 	e.Kwok = newProcess("kwok", e.logPath("kwok"), processSpec{
 		path: bin("kwok"), dir: e.StateDir,
 		// kwok reads ~/.kwok; keep it inside the state folder.
-		env: append(os.Environ(), "HOME="+filepath.Join(e.StateDir, "kwok-home")),
-		args: append([]string{
-			"--kubeconfig=" + e.Kubeconfig, "-c", bin("kwok-stages.yaml"),
-			"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
-			"--cidr=10.244.0.0/24", "--server-address=" + kwokAddr,
-		}, logArgs...),
-		ready: httpReady(plainHTTP, "http://"+kwokAddr+"/healthz"),
+		env:    append(os.Environ(), "HOME="+filepath.Join(e.StateDir, "kwok-home")),
+		picked: []*int{&p.Kwok},
+		configure: func(s *processSpec) error {
+			kwokAddr := "127.0.0.1:" + strconv.Itoa(p.Kwok)
+			s.args = append([]string{
+				"--kubeconfig=" + e.Kubeconfig, "-c", bin("kwok-stages.yaml"),
+				"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
+				"--cidr=10.244.0.0/24", "--server-address=" + kwokAddr, "--node-port=" + strconv.Itoa(p.Kwok),
+			}, logArgs...)
+			s.ready = httpReady(plainHTTP, "http://"+kwokAddr+"/healthz")
+			return nil
+		},
 	}, e.logger)
 	if err := e.Kwok.Start(ctx); err != nil {
 		return err

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -52,7 +51,7 @@ const DefaultPodLogLine = "kwok: this pod ran on the fake node kwok-node-0, whic
 
 // kwokLogArgs prepares the log serving of kwok: the default log file, the configuration
 // naming it, the CRD of per-pod Logs. It returns kwok's extra arguments.
-func (e *Env) kwokLogArgs(ctx context.Context, keys pki, port int) ([]string, error) {
+func (e *Env) kwokLogArgs(ctx context.Context, keys pki) ([]string, error) {
 	dir := filepath.Join(e.StateDir, "kwok-logs")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("kwok logs: %w", err)
@@ -78,7 +77,7 @@ func (e *Env) kwokLogArgs(ctx context.Context, keys pki, port int) ([]string, er
 	}
 	return []string{
 		"-c", configPath, "--enable-crds=Logs",
-		"--node-ip=127.0.0.1", "--node-port=" + strconv.Itoa(port),
+		"--node-ip=127.0.0.1",
 		"--tls-cert-file=" + keys.servingCert(), "--tls-private-key-file=" + keys.servingKey(),
 		"--disregard-status-with-annotation-selector=" + KwokHandsOffAnnotation + "=" + KwokHandsOffValue,
 	}, nil

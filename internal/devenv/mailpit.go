@@ -1,14 +1,18 @@
 package devenv
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // Mailpit, the SMTP server of dev mode and the tests (notifications, issue 25): it keeps
@@ -40,7 +44,9 @@ type MailpitConfig struct {
 	Dir string
 	// LogPath receives its output.
 	LogPath string
-	// SMTPPort and HTTPPort on 127.0.0.1; 0 picks free ones.
+	// SMTPPort and HTTPPort on 127.0.0.1 to try first; 0 picks free ones. Either is
+	// replaced by another free one when another process takes it first
+	// (processSpec.picked): read SMTPAddr and HTTPAddr.
 	SMTPPort, HTTPPort int
 	// AllowedRecipients, when set, is a regular expression: Mailpit refuses any other
 	// recipient with a permanent (5xx) reply, as a server does for an unknown mailbox.
@@ -48,7 +54,28 @@ type MailpitConfig struct {
 	Logger            *slog.Logger
 }
 
-// StartMailpit starts Mailpit and waits until its API answers.
+// smtpGreets checks that an SMTP server at addr greets (220), as Mailpit's does.
+func smtpGreets(ctx context.Context, addr string) error {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(dl)
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("smtp %s: %w", addr, err)
+	}
+	if !strings.HasPrefix(line, "220") {
+		return fmt.Errorf("smtp %s greets %q", addr, line)
+	}
+	return nil
+}
+
+// StartMailpit starts Mailpit and waits until its API and SMTP server answer.
 func StartMailpit(ctx context.Context, cfg MailpitConfig) (*Mailpit, error) {
 	if cfg.Bin == "" {
 		return nil, errors.New("mailpit: no binary; build it with `bash " + mailpitScript + "`")
@@ -65,18 +92,24 @@ func StartMailpit(ctx context.Context, cfg MailpitConfig) (*Mailpit, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	m := &Mailpit{SMTPAddr: "127.0.0.1:" + strconv.Itoa(cfg.SMTPPort), HTTPAddr: "127.0.0.1:" + strconv.Itoa(cfg.HTTPPort)}
-	args := []string{
-		"--smtp", m.SMTPAddr, "--listen", m.HTTPAddr, "--database", filepath.Join(cfg.Dir, "mailpit.db"),
-		"--smtp-auth-accept-any", "--smtp-auth-allow-insecure", "--disable-version-check", "--max", "10000", "--quiet",
-	}
-	if cfg.AllowedRecipients != "" {
-		args = append(args, "--smtp-allowed-recipients", cfg.AllowedRecipients)
-	}
+	m := &Mailpit{}
 	plain := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	m.Process = newProcess("mailpit", cfg.LogPath, processSpec{
-		path: cfg.Bin, args: args, dir: cfg.Dir, env: os.Environ(),
-		ready: httpReady(plain, "http://"+m.HTTPAddr+"/api/v1/info"),
+		path: cfg.Bin, dir: cfg.Dir, env: os.Environ(), picked: ports,
+		configure: func(s *processSpec) error {
+			m.SMTPAddr, m.HTTPAddr = "127.0.0.1:"+strconv.Itoa(cfg.SMTPPort), "127.0.0.1:"+strconv.Itoa(cfg.HTTPPort)
+			s.args = []string{
+				"--smtp", m.SMTPAddr, "--listen", m.HTTPAddr, "--database", filepath.Join(cfg.Dir, "mailpit.db"),
+				"--smtp-auth-accept-any", "--smtp-auth-allow-insecure", "--disable-version-check", "--max", "10000", "--quiet",
+			}
+			if cfg.AllowedRecipients != "" {
+				s.args = append(s.args, "--smtp-allowed-recipients", cfg.AllowedRecipients)
+			}
+			web := httpReady(plain, "http://"+m.HTTPAddr+"/api/v1/info")
+			// Both listeners: Mailpit goes on serving its web UI when SMTP's port is taken.
+			s.ready = func(ctx context.Context) error { return errors.Join(web(ctx), smtpGreets(ctx, m.SMTPAddr)) }
+			return nil
+		},
 	}, cmpLogger(cfg.Logger))
 	if err := m.Start(ctx); err != nil {
 		return nil, err

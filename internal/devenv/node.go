@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// A real node: a kubelet and containerd (with Debian's runc and the CNI tap plugin) on
+// A real node: a kubelet and containerd (with Debian's runc and the CNI bridge plugin) on
 // this machine, in one private mount namespace, so that pods run for real
 // (docs/test-environment.md). It needs root: the kubelet refuses any other uid, and cgroup
 // v1 has no delegation for a rootless one. Everything it touches is fenced in:
@@ -30,7 +30,8 @@ import (
 //   - the host paths the kubelet and containerd hard-code (/run/containerd/s,
 //     /var/lib/kubelet/device-plugins, /var/log/containers, /var/lib/cni) are on
 //     tmpfs-backed overlays of /run, /var/lib and /var/log, seen only inside;
-//   - its cgroups are one subtree per hierarchy, named after the state folder.
+//   - its cgroups are one subtree per hierarchy, named after the state folder;
+//   - its pods' network is a bridge of its own, named after the state folder too (nodenet.go).
 // It is stopped by PID, namespace and cgroup, never by name (Node.Stop, sweep).
 
 // NodeKind selects the nodes the pods of an environment run on.
@@ -59,10 +60,12 @@ const (
 	PauseImageRepo = "datajobs-dev/pause:3.10"
 )
 
-// nodeSysctls are the /proc/sys files the kubelet sets at start (setupKernelTunables).
+// nodeSysctls are the /proc/sys files the node would change on the host: those the
+// kubelet sets at start (setupKernelTunables), and ip_forward, which the CNI bridge plugin
+// turns on for a gateway (pods reach the gateway's own address without it).
 var nodeSysctls = []string{
 	"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
-	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
+	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes", "net/ipv4/ip_forward",
 }
 
 // RealNodeUnavailable says why this process cannot run a real node, or "" when it can.
@@ -78,8 +81,15 @@ func RealNodeUnavailable() string {
 
 // Node is a running real node.
 type Node struct {
+	// Gateway is the host's address on the pods' bridge: the one address of this machine
+	// that the node's pods reach (Forward a service's port there for them).
+	Gateway string
+	// Bridge is the bridge's name.
+	Bridge string
+
 	dir    string // <state>/node
 	cgroup string // the subtree's name in every hierarchy
+	net    nodeNet
 	proc   *Process
 }
 
@@ -102,13 +112,26 @@ func (e *Env) startNode(ctx context.Context, cfg Config, p ports, keys pki) erro
 		}
 	}
 	sum := sha256.Sum256([]byte(e.StateDir))
-	n := &Node{dir: filepath.Join(e.StateDir, "node"), cgroup: "datajobs-node-" + hex.EncodeToString(sum[:6])}
+	hash := hex.EncodeToString(sum[:6])
+	n := &Node{dir: filepath.Join(e.StateDir, "node"), cgroup: "datajobs-node-" + hash}
 	if err := n.sweep(); err != nil { // what a killed run left
 		return err
+	}
+	// No pod survived the sweep: the addresses a killed run's pods held are free again.
+	if err := os.RemoveAll(filepath.Join(n.dir, "cni", "ipam")); err != nil {
+		return fmt.Errorf("real node: %w", err)
 	}
 	if err := os.MkdirAll(n.dir, 0o755); err != nil {
 		return fmt.Errorf("real node: %w", err)
 	}
+	var err error
+	if n.net, err = setUpNodeNet(e.StateDir, hash); err != nil {
+		return err
+	}
+	n.Gateway, n.Bridge = n.net.gateway.String(), n.net.bridge
+	e.mu.Lock()
+	e.Node = n // from here on, Stop removes the bridge
+	e.mu.Unlock()
 	pause, err := pushPause(ctx, cfg.NodeBinDir, e.Registry.Addr+"/"+PauseImageRepo)
 	if err != nil {
 		return err
@@ -119,7 +142,7 @@ func (e *Env) startNode(ctx context.Context, cfg Config, p ports, keys pki) erro
 	files := nodeFiles{
 		dir: n.dir, cgroup: n.cgroup, binDir: cfg.NodeBinDir, kubeBin: cfg.BinDir, keys: keys,
 		registry: e.Registry.Addr, pause: pause, kubelet: p.Kubelet, healthz: p.KubeletHealthz,
-		apiserver: e.APIServerURL, taint: cfg.Node == NodeBoth, logs: filepath.Join(e.StateDir, "logs"),
+		apiserver: e.APIServerURL, taint: cfg.Node == NodeBoth, logs: filepath.Join(e.StateDir, "logs"), net: n.net,
 	}
 	script, err := files.write()
 	if err != nil {
@@ -128,9 +151,6 @@ func (e *Env) startNode(ctx context.Context, cfg Config, p ports, keys pki) erro
 	if err := n.makeCgroups(); err != nil {
 		return err
 	}
-	e.mu.Lock()
-	e.Node = n
-	e.mu.Unlock()
 	cs, err := e.clientset()
 	if err != nil {
 		return err
@@ -207,7 +227,7 @@ func (n *Node) Stop() error {
 	if n.proc != nil {
 		err = errors.Join(err, n.proc.Stop())
 	}
-	return err
+	return errors.Join(err, n.net.remove())
 }
 
 // pidInNamespace reads a PID file the node script wrote and returns the PID if that

@@ -2,6 +2,9 @@ package devenv_test
 
 import (
 	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,7 +60,7 @@ var hostPaths = []string{
 func readHost(t *testing.T, stateDir string) hostState {
 	t.Helper()
 	h := hostState{sysctls: map[string]string{}, paths: map[string]bool{}}
-	for _, f := range []string{"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops", "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes"} {
+	for _, f := range []string{"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops", "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes", "net/ipv4/ip_forward"} {
 		b, err := os.ReadFile("/proc/sys/" + f)
 		require.NoError(t, err)
 		h.sysctls[f] = strings.TrimSpace(string(b))
@@ -74,8 +77,10 @@ func readHost(t *testing.T, stateDir string) hostState {
 
 // TestARealNodeRunsAPodAndLeavesNothingOnTheHost guards the fence around the real node: a
 // pod really runs (its print read back through the apiserver, which needs the kubelet's
-// client certificates), and once the environment stops no process, mount, cgroup, host
-// path or sysctl change of the node is left.
+// client certificates) and reaches a server on the host's loopback through a forward on
+// the node's gateway (what jobs need to call the API), and once the environment stops no
+// process, mount, cgroup, bridge, host path or sysctl change (ip_forward included, which
+// the bridge plugin turns on) of the node is left.
 func TestARealNodeRunsAPodAndLeavesNothingOnTheHost(t *testing.T) {
 	t.Parallel()
 	nodeBins := requireRealNode(t)
@@ -95,6 +100,11 @@ func TestARealNodeRunsAPodAndLeavesNothingOnTheHost(t *testing.T) {
 	require.NotNil(t, env.Node)
 	image, err := build.PushLayout(t.Context(), devenv.BaseImageLayout(), env.Registry.Addr+"/test/python:3.11")
 	require.NoError(t, err)
+	host := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "hello from the host") }))
+	defer host.Close()
+	fwd, err := devenv.StartForward(net.JoinHostPort(env.Node.Gateway, "0"), host.Listener.Addr().String())
+	require.NoError(t, err)
+	defer fwd.Close()
 
 	cs := clientset(t, env)
 	pod := &corev1.Pod{
@@ -108,7 +118,8 @@ func TestARealNodeRunsAPodAndLeavesNothingOnTheHost(t *testing.T) {
 			},
 			Containers: []corev1.Container{{
 				Name: "hello", Image: image,
-				Command: []string{"python3", "-c", "import os; print('hello from a real container, uid', os.getuid())"},
+				Command: []string{"python3", "-c", "import os, urllib.request; print('hello from a real container, uid', os.getuid(), '-', " +
+					"urllib.request.urlopen('http://" + fwd.Addr + "/', timeout=30).read().decode())"},
 				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
 					corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("128Mi"),
 				}},
@@ -134,7 +145,7 @@ func TestARealNodeRunsAPodAndLeavesNothingOnTheHost(t *testing.T) {
 	out, err := io.ReadAll(logs)
 	logs.Close()
 	require.NoError(t, err)
-	require.Equal(t, "hello from a real container, uid 1000\n", string(out))
+	require.Equal(t, "hello from a real container, uid 1000 - hello from the host\n", string(out))
 
 	stopped = true
 	require.NoError(t, env.Stop())
@@ -144,6 +155,8 @@ func TestARealNodeRunsAPodAndLeavesNothingOnTheHost(t *testing.T) {
 	assert.Equal(t, before.mounts, after.mounts, "no mount of the node is left")
 	cgroups, _ := filepath.Glob("/sys/fs/cgroup/*/" + nodeCgroupOf(t, dir))
 	assert.Empty(t, cgroups, "no cgroup of the node is left")
+	_, err = net.InterfaceByName(env.Node.Bridge)
+	require.Error(t, err, "the node's bridge %s is removed", env.Node.Bridge)
 }
 
 // nodeCgroupOf is the cgroup name of the node of a state folder, as node.go derives it,

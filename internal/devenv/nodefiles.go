@@ -21,6 +21,7 @@ type nodeFiles struct {
 	kubelet, healthz int    // the kubelet's ports
 	apiserver, logs  string
 	taint            bool // beside kwok: tainted, for RealNodeNamespace's pods only
+	net              nodeNet
 }
 
 func (f nodeFiles) path(parts ...string) string {
@@ -106,12 +107,14 @@ func (f nodeFiles) hostsTOML() string {
 	return fmt.Sprintf("server = \"http://%[1]s\"\n[host.\"http://%[1]s\"]\n  capabilities = [\"pull\", \"resolve\"]\n", f.registry)
 }
 
-// cniConfig gives each pod an isolated eth0 (tap: this kernel has no dummy netdev) and no
-// way out: job pods here talk to nothing, and the host's links and routes stay as they are.
+// cniConfig plugs each pod's eth0 into the node's bridge (nodenet.go), with an address of
+// its /24 and a default route through the gateway, the bridge's address on the host: the
+// pods reach that address and nothing else (no masquerade, no forwarding on the host).
 func (f nodeFiles) cniConfig() string {
 	return fmt.Sprintf(`{"cniVersion": "1.0.0", "name": "datajobs-node", "plugins": [
-  {"type": "tap", "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.1.0/24"}]], "dataDir": %q}}]}
-`, f.path("cni", "ipam"))
+  {"type": "bridge", "bridge": %q, "isGateway": true, "ipMasq": false,
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": %q, "gateway": %q}]], "routes": [{"dst": "0.0.0.0/0"}], "dataDir": %q}}]}
+`, f.net.bridge, f.net.subnet.String(), f.net.gateway.String(), f.path("cni", "ipam"))
 }
 
 func (f nodeFiles) kubeletConfig() string {
@@ -219,7 +222,7 @@ func NodeBinaries() string {
 		return ""
 	}
 	dir := filepath.Join(root, nodeBinRepo)
-	for _, name := range []string{"containerd", "containerd-shim-runc-v2", "runc", "pause", "cni/tap"} {
+	for _, name := range []string{"containerd", "containerd-shim-runc-v2", "runc", "pause", "cni/bridge"} {
 		if !isFile(filepath.Join(dir, name)) {
 			return ""
 		}

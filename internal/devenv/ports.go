@@ -26,6 +26,8 @@ type ports struct {
 	Registry          int `json:"registry"`
 	Kubelet           int `json:"kubelet"`
 	KubeletHealthz    int `json:"kubelet_healthz"`
+	MailpitSMTP       int `json:"mailpit_smtp"`
+	MailpitHTTP       int `json:"mailpit_http"`
 }
 
 func loadPorts(path string) (ports, error) {
@@ -57,7 +59,7 @@ func (p *ports) save(path string) error {
 // assign keeps each saved port that is still free and picks a new free one for the others.
 func (p *ports) assign() error {
 	taken := map[int]bool{}
-	for _, port := range []*int{&p.Postgres, &p.EtcdClient, &p.EtcdPeer, &p.APIServer, &p.ControllerManager, &p.Scheduler, &p.Kwok, &p.Registry, &p.Kubelet, &p.KubeletHealthz} {
+	for _, port := range []*int{&p.Postgres, &p.EtcdClient, &p.EtcdPeer, &p.APIServer, &p.ControllerManager, &p.Scheduler, &p.Kwok, &p.Registry, &p.Kubelet, &p.KubeletHealthz, &p.MailpitSMTP, &p.MailpitHTTP} {
 		if *port != 0 && !taken[*port] && portFree(*port) {
 			taken[*port] = true
 			continue

@@ -36,7 +36,9 @@ type PostgresConfig struct {
 	// BinDir holds initdb and postgres (default: the newest /usr/lib/postgresql/*/bin, then
 	// `pg_config --bindir`).
 	BinDir string
-	// Port is the TCP port on 127.0.0.1 (default: a free one).
+	// Port is the TCP port on 127.0.0.1 to try first (default: a free one). Either is
+	// replaced by another free one when another process takes it first
+	// (processSpec.picked): read Postgres.Port.
 	Port int
 	// Fast turns durability off (fsync, synchronous_commit, full_page_writes) for tests.
 	Fast bool
@@ -66,7 +68,6 @@ func StartPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	if err != nil {
 		return nil, err
 	}
-	pickPort := cfg.Port == 0
 	cred, err := postgresCredential()
 	if err != nil {
 		return nil, err
@@ -94,21 +95,13 @@ func StartPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	}
 
 	server := postgresServer{binDir: binDir, base: base, dataDir: dataDir, runDir: runDir, logPath: logPath, cred: cred, fast: cfg.Fast, logger: logger}
-	// A picked port can be taken by another environment picking at the same moment (a
-	// .ci/run saw "could not bind IPv4 address: Address already in use" with three test
-	// binaries starting environments at once): a start that lost its port tries another.
-	for attempt := 1; ; attempt++ {
-		port := cfg.Port
-		if pickPort {
-			if port, err = freePort(); err != nil {
-				return nil, err
-			}
-		}
-		pg, err := server.start(ctx, port)
-		if err == nil || !pickPort || attempt == 3 || !strings.Contains(err.Error(), "Address already in use") {
-			return pg, err
+	port := cfg.Port
+	if port == 0 {
+		if port, err = freePort(); err != nil {
+			return nil, err
 		}
 	}
+	return server.start(ctx, port)
 }
 
 // postgresServer is what one start of the server needs.
@@ -119,8 +112,29 @@ type postgresServer struct {
 	logger                                 *slog.Logger
 }
 
-// start starts the server on port and waits until it serves.
+// start starts the server on port (or another, when that one is lost: processSpec.picked)
+// and waits until it serves.
 func (s postgresServer) start(ctx context.Context, port int) (*Postgres, error) {
+	pg := &Postgres{Port: port, DataDir: s.dataDir}
+	pg.Process = newProcess("postgres", s.logPath, processSpec{
+		path: filepath.Join(s.binDir, "postgres"),
+		dir:  s.base,
+		cred: s.cred,
+		// SIGINT is PostgreSQL's "fast" shutdown: it does not wait for clients to leave.
+		stopSignal: syscall.SIGINT,
+		ready: func(ctx context.Context) error {
+			return ensureDatabase(ctx, pg.URL("postgres"), DatabaseName)
+		},
+		picked:    []*int{&pg.Port},
+		configure: func(p *processSpec) error { p.args = s.args(pg.Port); return nil },
+	}, s.logger)
+	if err := pg.Start(ctx); err != nil {
+		return nil, err
+	}
+	return pg, nil
+}
+
+func (s postgresServer) args(port int) []string {
 	args := []string{
 		"-D", s.dataDir, "-p", strconv.Itoa(port), "-c", "listen_addresses=127.0.0.1",
 		"-c", "max_connections=300",
@@ -134,22 +148,7 @@ func (s postgresServer) start(ctx context.Context, port int) (*Postgres, error) 
 	if s.fast {
 		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
 	}
-	pg := &Postgres{Port: port, DataDir: s.dataDir}
-	pg.Process = newProcess("postgres", s.logPath, processSpec{
-		path: filepath.Join(s.binDir, "postgres"),
-		args: args,
-		dir:  s.base,
-		cred: s.cred,
-		// SIGINT is PostgreSQL's "fast" shutdown: it does not wait for clients to leave.
-		stopSignal: syscall.SIGINT,
-		ready: func(ctx context.Context) error {
-			return ensureDatabase(ctx, pg.URL("postgres"), DatabaseName)
-		},
-	}, s.logger)
-	if err := pg.Start(ctx); err != nil {
-		return nil, err
-	}
-	return pg, nil
+	return args
 }
 
 // URL returns the connection URL of database db on this server.

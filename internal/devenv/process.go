@@ -54,7 +54,27 @@ type processSpec struct {
 	readyTimeout time.Duration
 	// ready returns nil once the child serves; Start polls it.
 	ready func(ctx context.Context) error
+	// picked are the ports the child listens on that were picked for it (freePort, or a
+	// pick saved in ports.json), promised to no one yet. A pick is checked free, then
+	// handed to the child: another process (an environment of another test binary or
+	// session) may bind it in between, and the child exits "address already in use". Start
+	// then picks them all again, calls configure, and tries again, up to portAttempts
+	// times. Once the child has started they are its own: a restart keeps them.
+	picked []*int
+	// configure, when set, derives what depends on the ports (args, env, ready, the
+	// owner's addresses and files) from their current values, before each start.
+	configure func(*processSpec) error
 }
+
+// portAttempts bounds the starts of a child that keeps losing its picked ports.
+const portAttempts = 3
+
+// errPortLost is a start that failed because a picked port was taken.
+var errPortLost = errors.New("a picked port was taken by another process")
+
+// addrInUse is what a child logs when its port is taken: Go's "bind: address already in
+// use", PostgreSQL's "could not bind IPv4 address …: Address already in use".
+const addrInUse = "address already in use"
 
 func newProcess(name, logPath string, spec processSpec, logger *slog.Logger) *Process {
 	spec.stopSignal = cmpSignal(spec.stopSignal, syscall.SIGTERM)
@@ -98,13 +118,43 @@ func (p *Process) exited() bool {
 }
 
 // Start launches the child and waits until it is ready. If the child exits first, or is not
-// ready in time, Start stops it and returns an error with the tail of its log.
+// ready in time, Start stops it and returns an error with the tail of its log. A child that
+// lost a picked port to another process is started again on new ones (processSpec.picked).
 func (p *Process) Start(ctx context.Context) error {
+	for attempt := 1; ; attempt++ {
+		if p.spec.configure != nil {
+			if err := p.spec.configure(&p.spec); err != nil {
+				return fmt.Errorf("start %s: %w", p.Name, err)
+			}
+		}
+		err := p.startOnce(ctx)
+		if err == nil {
+			p.spec.picked = nil
+			return nil
+		}
+		if attempt == portAttempts || !errors.Is(err, errPortLost) {
+			return err
+		}
+		lost := make([]int, len(p.spec.picked))
+		for i, port := range p.spec.picked {
+			lost[i] = *port
+			if *port, err = freePort(); err != nil {
+				return err
+			}
+		}
+		p.logger.WarnContext(ctx, "devenv component lost a picked port to another process, trying new ones",
+			"component", p.Name, "lost", lost, "attempt", attempt)
+	}
+}
+
+// startOnce is one start of the child on its current ports.
+func (p *Process) startOnce(ctx context.Context) error {
 	p.mu.Lock()
 	if p.cmd != nil && !p.exited() {
 		p.mu.Unlock()
 		return fmt.Errorf("start %s: already running with pid %d", p.Name, p.cmd.Process.Pid)
 	}
+	from := fileSize(p.LogPath)
 	logFile, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		p.mu.Unlock()
@@ -150,7 +200,7 @@ func (p *Process) Start(ctx context.Context) error {
 		}
 	}()
 
-	if err := p.waitReady(ctx, done); err != nil {
+	if err := p.waitReady(ctx, done, from); err != nil {
 		stopErr := p.Stop()
 		return errors.Join(err, stopErr)
 	}
@@ -158,7 +208,10 @@ func (p *Process) Start(ctx context.Context) error {
 	return nil
 }
 
-func (p *Process) waitReady(ctx context.Context, done <-chan struct{}) error {
+// waitReady polls ready until it passes. A child that logged, since offset from of its
+// log, that a picked port is taken has lost it, whether it exited (most do) or goes on
+// without that listener (Mailpit without SMTP): errPortLost.
+func (p *Process) waitReady(ctx context.Context, done <-chan struct{}, from int64) error {
 	if p.spec.ready == nil {
 		return nil
 	}
@@ -171,11 +224,17 @@ func (p *Process) waitReady(ctx context.Context, done <-chan struct{}) error {
 		attempt, cancelAttempt := context.WithTimeout(ctx, 2*time.Second)
 		lastErr = p.spec.ready(attempt)
 		cancelAttempt()
+		if p.lostPort(from) {
+			return fmt.Errorf("%s: %w; last lines of %s:\n%s", p.Name, errPortLost, p.LogPath, tail(p.LogPath, 5))
+		}
 		if lastErr == nil {
 			return nil
 		}
 		select {
 		case <-done:
+			if p.lostPort(from) {
+				return fmt.Errorf("%s exited: %w; last lines of %s:\n%s", p.Name, errPortLost, p.LogPath, tail(p.LogPath, 5))
+			}
 			p.mu.Lock()
 			exitErr := cmp.Or(p.exitErr, errors.New("exit status 0"))
 			p.mu.Unlock()
@@ -244,6 +303,34 @@ func (p *Process) forget() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cmd = nil
+}
+
+// lostPort reports whether the child has picked ports and logged, since offset from, that
+// one is taken.
+func (p *Process) lostPort(from int64) bool {
+	return len(p.spec.picked) > 0 && logSince(p.LogPath, from, addrInUse)
+}
+
+func fileSize(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+// logSince reports whether the file, from offset on, contains s (any case).
+func logSince(path string, offset int64, s string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return false
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 1<<20))
+	return err == nil && bytes.Contains(bytes.ToLower(b), []byte(strings.ToLower(s)))
 }
 
 // tail returns the last n lines of a file, for error messages.

@@ -85,7 +85,8 @@ type RegistryConfig struct {
 	Dir string
 	// LogPath receives the registry's output.
 	LogPath string
-	// Port on 127.0.0.1; 0 picks a free one.
+	// Port on 127.0.0.1 to try first; 0 picks a free one. Either is replaced by another
+	// free one when another process takes it first (processSpec.picked): read Addr.
 	Port   int
 	Logger *slog.Logger
 }
@@ -105,7 +106,27 @@ func StartRegistry(ctx context.Context, cfg RegistryConfig) (*Registry, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.Dir, "data"), 0o755); err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
 	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
+	configPath := filepath.Join(cfg.Dir, "config.yml")
+	plain := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	r := &Registry{}
+	r.Process = newProcess("registry", cfg.LogPath, processSpec{
+		path: cfg.Bin, args: []string{"serve", configPath}, dir: cfg.Dir,
+		// No OpenTelemetry exporter: there is no collector.
+		env:    append(os.Environ(), "OTEL_TRACES_EXPORTER=none"),
+		picked: []*int{&port},
+		configure: func(s *processSpec) error {
+			r.Addr = "127.0.0.1:" + strconv.Itoa(port)
+			s.ready = httpReady(plain, "http://"+r.Addr+"/v2/")
+			return writeRegistryConfig(configPath, filepath.Join(cfg.Dir, "data"), r.Addr)
+		},
+	}, cmpLogger(cfg.Logger))
+	if err := r.Start(ctx); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func writeRegistryConfig(path, dataDir, addr string) error {
 	config := fmt.Sprintf(`version: 0.1
 log:
   level: warn
@@ -115,22 +136,11 @@ storage:
   delete: {enabled: true}
 http:
   addr: %s
-`, filepath.Join(cfg.Dir, "data"), addr)
-	configPath := filepath.Join(cfg.Dir, "config.yml")
-	if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
-		return nil, fmt.Errorf("registry: %w", err)
+`, dataDir, addr)
+	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
+		return fmt.Errorf("registry: %w", err)
 	}
-	plain := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	p := newProcess("registry", cfg.LogPath, processSpec{
-		path: cfg.Bin, args: []string{"serve", configPath}, dir: cfg.Dir,
-		// No OpenTelemetry exporter: there is no collector.
-		env:   append(os.Environ(), "OTEL_TRACES_EXPORTER=none"),
-		ready: httpReady(plain, "http://"+addr+"/v2/"),
-	}, cmpLogger(cfg.Logger))
-	if err := p.Start(ctx); err != nil {
-		return nil, err
-	}
-	return &Registry{Process: p, Addr: addr}, nil
+	return nil
 }
 
 func cmpLogger(l *slog.Logger) *slog.Logger {

@@ -1,0 +1,104 @@
+package realnode
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// identityStep is a job step that calls the API from its pod as docs/api.md ("A job's own
+// properties and secrets") shows, with the token the kubelet projected into the pod: no
+// credential is given to the job. vdk-core's job_input.get_all_properties() cannot be
+// used here: the base image has vdk-core alone, and vdk-core's control-service client
+// (vdk-plugin-control-cli 0.1.1431637373, the newest) authenticates through vdk-control-cli's
+// OAuth login, not with a token from a file, and registers no secrets client.
+const identityStep = `import base64, json, os, socket, urllib.error, urllib.request
+
+def _api(method, path, body=None, job=None):
+    token = open(os.environ["DATAJOBS_TOKEN_FILE"]).read().strip()  # renewed by the kubelet: read it each time
+    url = "%s/data-jobs/for-team/%s/jobs/%s/deployments/%s/%s" % (
+        os.environ["VDK_CONTROL_SERVICE_REST_API_URL"].rstrip("/"), os.environ["VDK_JOB_TEAM"],
+        job or os.environ["DATA_JOB_NAME"], os.environ["DATAJOBS_DEPLOYMENT_ID"], path)
+    req = urllib.request.Request(url, method=method, data=None if body is None else json.dumps(body).encode(),
+                                 headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return json.loads(resp.read() or b"null")
+
+def run(job_input):
+    claims = json.loads(base64.urlsafe_b64decode(open(os.environ["DATAJOBS_TOKEN_FILE"]).read().split(".")[1] + "=="))
+    print("identity-token aud=%s pod=%s" % (",".join(claims["aud"]), claims["kubernetes.io"]["pod"]["name"]), flush=True)
+    props = _api("GET", "properties")
+    secrets = _api("GET", "secrets")
+    print("identity-read db=%s password-length=%d" % (props["db"], len(secrets["password"])), flush=True)
+    props["last_run"] = "ok from " + socket.gethostname()
+    _api("PUT", "properties", props)
+    try:
+        _api("GET", "secrets", job="rn-identity-other")
+        print("identity-other status=200", flush=True)
+    except urllib.error.HTTPError as e:
+        print("identity-other status=%d" % e.code, flush=True)
+`
+
+// TestAJobReadsItsOwnPropertiesAndSecretsFromItsPodAndNoOtherJobs proves issue 26's job
+// identity end to end on a real kubelet: the step, in its pod, reaches the API at
+// $VDK_CONTROL_SERVICE_REST_API_URL (the forward on the node's gateway) with the token the
+// kubelet projected into the pod (audience datajobs, bound to that pod), reads its own
+// properties and secrets, writes a property back, and is refused another job's secrets
+// (403), although the service runs in auth mode none, where a person may read them. It
+// guards against pods with no way to the API, a token that is not accepted as the job, and
+// a job token that reaches beyond its own job.
+func TestAJobReadsItsOwnPropertiesAndSecretsFromItsPodAndNoOtherJobs(t *testing.T) {
+	t.Parallel()
+	s := startService(t, t.TempDir())
+	const name, other = "rn-identity", "rn-identity-other"
+	path := func(job, what string) string {
+		return s.base + "/data-jobs/for-team/" + team + "/jobs/" + job + "/deployments/" + job + "/" + what
+	}
+	s.vdk(t, "create", "-n", other, "-t", team, "--cloud")
+	require.Equal(t, http.StatusAccepted, call(t, http.MethodPut, path(other, "secrets"), `{"password":"not yours"}`).status)
+	s.deploy(t, name, map[string]string{"10_identity.py": identityStep})
+	require.NoError(t, s.redeploy(name, `"retries":0`, withRetries(0)))
+	require.Equal(t, http.StatusNoContent, call(t, http.MethodPut, path(name, "properties"), `{"db":"warehouse"}`).status)
+	require.Equal(t, http.StatusAccepted, call(t, http.MethodPut, path(name, "secrets"), `{"password":"s3cr3t-value"}`).status)
+
+	id := s.start(t, name)
+	e := s.waitStatus(t, name, id, 4*time.Minute, "succeeded", "user_error", "platform_error")
+	log := s.logs(t, name, id)
+	require.Equal(t, "succeeded", e.Status, "%+v\n%s", e, log)
+	pods := s.pods(t, id)
+	require.Len(t, pods, 1)
+	pod := pods[0].Name
+	assert.Contains(t, log, "identity-token aud=datajobs pod="+pod, "the step's token is the kubelet's, bound to its pod")
+	assert.Contains(t, log, "identity-read db=warehouse password-length=12", "the step read its own properties and secrets")
+	assert.Contains(t, log, "identity-other status=403", "another job's secrets are refused to a job's token")
+
+	got := call(t, http.MethodGet, path(name, "properties"), "")
+	require.Equal(t, http.StatusOK, got.status, got.body)
+	assert.JSONEq(t, `{"db":"warehouse","last_run":"ok from `+pod+`"}`, got.body, "the property the step wrote back")
+}
+
+type answer struct {
+	status int
+	body   string
+}
+
+// call makes a request as a person (auth mode none: no token).
+func call(t *testing.T, method, url, body string) answer {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
+	require.NoError(t, err)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return answer{status: resp.StatusCode, body: string(b)}
+}
