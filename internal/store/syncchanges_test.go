@@ -113,3 +113,33 @@ func connect(t *testing.T, url string) *pgx.Conn {
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	return conn
 }
+
+// A team's credentials are an input of its jobs' states (job.Job.TeamOAuth): adding or
+// removing them must bring every job of that team into the next incremental read. Without the triggers of migration 0029 the read returned no name and
+// the team's CronJobs kept rendering without the Secret reference until the hourly full read.
+func TestLoadSyncChangesReturnsTheJobsOfATeamWhoseCredentialsCameOrWent(t *testing.T) {
+	t.Parallel()
+	st, ctx, url := openStore(t)
+	deployVersion(t, st, "oauth-a", "v1")
+	_, err := st.CreateJob(ctx, job.Job{Name: "oauth-b", Team: "team-b"})
+	require.NoError(t, err)
+	full, err := st.LoadSyncChanges(ctx, store.SyncCursor{})
+	require.NoError(t, err)
+	require.False(t, full.States["oauth-a"].Job.TeamOAuth)
+
+	db := connect(t, url)
+	_, err = db.Exec(ctx, `INSERT INTO team_oauth_credentials (team, client_id, key_id, data_key, client_secret) VALUES ('team-a', 'c', 'k', '\x00', '\x00')`)
+	require.NoError(t, err)
+	came, err := st.LoadSyncChanges(ctx, full.Cursor)
+	require.NoError(t, err)
+	require.False(t, came.Full)
+	require.Contains(t, came.Changed, "oauth-a")
+	require.True(t, came.States["oauth-a"].Job.TeamOAuth, "read again, with the credentials")
+
+	_, err = db.Exec(ctx, `DELETE FROM team_oauth_credentials WHERE team = 'team-a'`)
+	require.NoError(t, err)
+	went, err := st.LoadSyncChanges(ctx, came.Cursor)
+	require.NoError(t, err)
+	require.Contains(t, went.Changed, "oauth-a")
+	require.False(t, went.States["oauth-a"].Job.TeamOAuth, "read again, without them")
+}
