@@ -32,7 +32,8 @@ type Config struct {
 	Channels map[string]Channel
 	// Targets, when not nil, adds recipients of an event beyond its e-mail contacts (the
 	// team's webhooks and the platform-wide one).
-	Targets func(ctx context.Context, e job.NotificationEvent) ([]job.NotificationTarget, error)
+	// It is given a batch of events and returns their targets, each with its EventID.
+	Targets func(ctx context.Context, events []job.NotificationEvent) ([]job.NotificationTarget, error)
 	// MaxAge is how long a delivery is retried before it is marked failed (default 24h).
 	MaxAge time.Duration
 	// RetryBase and RetryMax bound the exponential backoff between attempts (defaults
@@ -130,8 +131,16 @@ func (d *Dispatcher) Run(ctx context.Context, epoch int64) error {
 
 // Pass expands new events, sends what is due and records the outcomes, once.
 func (d *Dispatcher) Pass(ctx context.Context, fence job.Fence) error {
-	if err := d.expand(ctx, fence); err != nil {
-		return err
+	// Expand every new event before sending (a burst of outcomes is sent in one pass,
+	// not one expansion batch a tick), up to expandRounds batches.
+	for range expandRounds {
+		n, err := d.expand(ctx, fence)
+		if err != nil {
+			return err
+		}
+		if n < expandBatch {
+			break
+		}
 	}
 	now := d.cfg.Now()
 	due, err := d.db.DueDeliveries(ctx, now, 1000)
@@ -157,40 +166,44 @@ func (d *Dispatcher) Pass(ctx context.Context, fence job.Fence) error {
 	return d.observe(ctx)
 }
 
+// expandBatch events are expanded per statement, at most expandRounds times a pass.
+const expandBatch, expandRounds = 500, 10
+
 // expand writes the deliveries of the events not yet expanded: one per e-mail contact
 // (deduplicated, case-insensitively) and one per Targets recipient.
-func (d *Dispatcher) expand(ctx context.Context, fence job.Fence) error {
-	events, err := d.db.UnexpandedEvents(ctx, 500)
+func (d *Dispatcher) expand(ctx context.Context, fence job.Fence) (int, error) {
+	events, err := d.db.UnexpandedEvents(ctx, expandBatch)
 	if err != nil || len(events) == 0 {
-		return err
+		return 0, err
 	}
 	ids := make([]int64, 0, len(events))
 	var targets []job.NotificationTarget
+	seen := map[job.NotificationTarget]bool{} // a target is per event: EventID is in it
+	add := func(t job.NotificationTarget) {
+		if _, ok := d.cfg.Channels[t.Channel]; ok && t.Recipient != "" && !seen[t] {
+			seen[t] = true
+			targets = append(targets, t)
+		}
+	}
 	for _, e := range events {
 		ids = append(ids, e.ID)
-		seen := map[job.NotificationTarget]bool{}
-		add := func(t job.NotificationTarget) {
-			if _, ok := d.cfg.Channels[t.Channel]; ok && t.Recipient != "" && !seen[t] {
-				seen[t] = true
-				targets = append(targets, t)
-			}
-		}
 		for _, r := range e.Recipients {
 			add(job.NotificationTarget{EventID: e.ID, Channel: ChannelEmail, Recipient: strings.ToLower(strings.TrimSpace(r))})
 		}
-		if d.cfg.Targets != nil {
-			more, err := d.cfg.Targets(ctx, e)
-			if err != nil {
-				return err
-			}
-			for _, t := range more {
-				t.EventID = e.ID
-				add(t)
-			}
+	}
+	if d.cfg.Targets != nil {
+		more, err := d.cfg.Targets(ctx, events)
+		if err != nil {
+			return 0, err
+		}
+		for _, t := range more {
+			add(t)
 		}
 	}
-	_, err = d.db.ExpandEvents(ctx, fence, d.cfg.Now(), ids, targets)
-	return err
+	if ok, err := d.db.ExpandEvents(ctx, fence, d.cfg.Now(), ids, targets); err != nil || !ok {
+		return 0, err // a deposed term expands nothing: no second round
+	}
+	return len(events), nil
 }
 
 // plan groups the due deliveries into messages, per recipient, under the e-mail rate

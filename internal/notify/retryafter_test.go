@@ -1,6 +1,7 @@
 package notify_test
 
 import (
+	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -10,8 +11,6 @@ import (
 	"github.com/datajobs/datajobs/internal/notify/webhook"
 	"github.com/datajobs/datajobs/internal/secrets"
 	"github.com/datajobs/datajobs/internal/testenv"
-
-	"testing"
 )
 
 // withWebhook gives the fixture's team a webhook at a real receiver (answering statuses,

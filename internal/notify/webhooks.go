@@ -60,20 +60,28 @@ func ParseSecret(s string) ([]byte, error) {
 	return key, nil
 }
 
-// Targets are the webhook recipients of e (Config.Targets).
-func (w *Webhooks) Targets(ctx context.Context, e job.NotificationEvent) ([]job.NotificationTarget, error) {
+// Targets are the webhook recipients of events (Config.Targets): each team's webhooks are
+// read once for the batch, not once per event.
+func (w *Webhooks) Targets(ctx context.Context, events []job.NotificationEvent) ([]job.NotificationTarget, error) {
 	var out []job.NotificationTarget
-	if w.Platform.URL != "" {
-		out = append(out, job.NotificationTarget{Channel: ChannelWebhook, Recipient: platformWebhook})
-	}
-	hooks, err := w.Store.TeamWebhooks(ctx, e.Team)
-	if err != nil {
-		return nil, err
-	}
-	status := statusOf(e)
-	for _, h := range hooks {
-		if h.Wants(e.Kind, status) {
-			out = append(out, job.NotificationTarget{Channel: ChannelWebhook, Recipient: teamWebhookPrefix + h.ID})
+	hooks := map[string][]job.TeamWebhook{}
+	for _, e := range events {
+		if w.Platform.URL != "" {
+			out = append(out, job.NotificationTarget{EventID: e.ID, Channel: ChannelWebhook, Recipient: platformWebhook})
+		}
+		hs, ok := hooks[e.Team]
+		if !ok {
+			var err error
+			if hs, err = w.Store.TeamWebhooks(ctx, e.Team); err != nil {
+				return nil, err
+			}
+			hooks[e.Team] = hs
+		}
+		status := statusOf(e)
+		for _, h := range hs {
+			if h.Wants(e.Kind, status) {
+				out = append(out, job.NotificationTarget{EventID: e.ID, Channel: ChannelWebhook, Recipient: teamWebhookPrefix + h.ID})
+			}
 		}
 	}
 	return out, nil
