@@ -212,6 +212,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	b.waitFor(`document.querySelector('#webhooks') === null && document.querySelector('#new-secret') === null && document.body.innerText.includes('No webhooks')`, "the webhook deleted, the secret gone")
 
 	teamPanels(t, b, dbURL, base, tokA, shots)
+	rerunAndBackfill(t, b, base, shots)
 
 	// Team isolation: team-b's job is refused by address, and no search finds it.
 	b.do(chromedp.Navigate(base + "/ui/teams/team-b/jobs/payroll-of-b"))

@@ -91,7 +91,10 @@ type RevisionSpec struct {
 // NewRevisionSpec is the spec of j deployed as d (nil: not deployed).
 func NewRevisionSpec(j Job, d *Deployment) (RevisionSpec, error) {
 	j.UID, j.Generation, j.CreatedAt, j.UpdatedAt = "", 0, time.Time{}, time.Time{}
-	jb, err := specJSON(j, "UID", "Generation", "CreatedAt", "UpdatedAt")
+	// Revision (a sequence value drawn anew with each generation) and TeamOAuth (a fact of
+	// the team, read for the synchronizer) are no one's change: a diff would show them as
+	// changed fields that nobody edited.
+	jb, err := specJSON(j, "UID", "Generation", "CreatedAt", "UpdatedAt", "Revision", "TeamOAuth")
 	if err != nil {
 		return RevisionSpec{}, err
 	}
