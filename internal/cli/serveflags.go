@@ -74,6 +74,8 @@ func registerBuildFlags(f *pflag.FlagSet, cfg *server.Config) {
 	f.StringVar(&cfg.Build.PipIndexURL, "pip-index-url", "", "pip --index-url for requirements.txt (default: pip's own)")
 	f.StringSliceVar(&cfg.Build.PipExtraIndexURLs, "pip-extra-index-url", nil, "pip --extra-index-url (repeatable)")
 	f.StringSliceVar(&cfg.Build.PipFindLinks, "pip-find-links", nil, "pip --find-links (repeatable)")
+	f.DurationVar(&cfg.Build.PipTimeout, "pip-timeout", server.DefaultPipTimeout, "time one pip run may take to resolve and download a build's requirements (a user error above)")
+	f.Int64Var(&cfg.Build.PipMemoryBytes, "pip-memory-bytes", server.DefaultPipMemoryBytes, "address space pip may use resolving a build's requirements (RLIMIT_AS; a user error above)")
 	f.Int64Var(&cfg.Build.MaxBuildBytes, "max-build-bytes", server.DefaultMaxBuildBytes, "disk one image build may use: pip's downloads and the requirements layer (a user error above)")
 }
 

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"archive/zip"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -86,8 +87,8 @@ func TestOneCallerCannotHoldEveryUploadSlot(t *testing.T) {
 
 // Issue 22: a client that sends its upload a few bytes at a time held its slot for the
 // whole --transfer-timeout (5 minutes), so a few of them kept every upload out. Below
-// --min-transfer-rate (after a short grace) the upload is refused with a body that says
-// so, and its slot is free again for the next caller.
+// --min-transfer-rate (after a short grace) the upload is refused, 408 with a VDK body
+// that says so (it was a 400), and its slot is free again for the next caller.
 func TestAnUploadSlowerThanTheMinimumRateLosesItsSlot(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, withAPI(httpapi.Config{MaxConcurrentUploads: 1, MinTransferRate: 64 << 10, MinTransferGrace: 500 * time.Millisecond}))
@@ -119,8 +120,15 @@ func TestAnUploadSlowerThanTheMinimumRateLosesItsSlot(t *testing.T) {
 	require.NoError(t, err)
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s", b)
-	require.Contains(t, string(b), "--min-transfer-rate")
+	// It was a 400, as if the archive were bad: the client's bytes were fine, it was slow.
+	require.Equal(t, http.StatusRequestTimeout, resp.StatusCode, "%s", b)
+	var vdk map[string]string
+	require.NoError(t, json.Unmarshal(b, &vdk), "%s", b)
+	for _, k := range []string{"what", "why", "consequences", "countermeasures"} {
+		require.NotEmpty(t, vdk[k], "error body lacks %s: %s", k, b)
+	}
+	require.Equal(t, "The upload was too slow.", vdk["what"])
+	require.Contains(t, vdk["why"], "--min-transfer-rate")
 	require.Equal(t, 0, e.sourceRows("my-job"), "the slow upload stored nothing")
 
 	e.version(path, archive) // the slot is free again

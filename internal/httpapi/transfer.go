@@ -52,14 +52,18 @@ func (p *pace) due(n int) time.Time {
 	return at
 }
 
-// tooSlow turns a deadline the pace set into the error the client is told.
+// tooSlow turns a deadline the pace set, or the transfer timeout, into the error the
+// client is told: a 408 (the client was too slow), not a 400 (its bytes were fine).
 func (p *pace) tooSlow(err error, what string) error {
-	if !p.slow || !errors.Is(err, os.ErrDeadlineExceeded) {
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		return err
 	}
+	why := fmt.Sprintf("It fell below %d bytes per second (--min-transfer-rate) after its first %s.", p.rate, p.grace)
+	if !p.slow {
+		why = fmt.Sprintf("It took longer than %s (--transfer-timeout).", p.end.Sub(p.start))
+	}
 	return &job.Error{
-		Kind: job.KindInvalid, What: fmt.Sprintf("The %s was too slow.", what),
-		Why:             fmt.Sprintf("It fell below %d bytes per second (--min-transfer-rate) after its first %s.", p.rate, p.grace),
+		Kind: job.KindRequestTimeout, What: fmt.Sprintf("The %s was too slow.", what), Why: why,
 		Consequences:    "The request was not processed and nothing was changed.",
 		Countermeasures: "Retry over a faster connection.",
 		Err:             err,

@@ -23,6 +23,7 @@ const (
 	KindUnsupportedMediaType                 // a body of a content type the endpoint does not take: 415
 	KindPreconditionFailed                   // an If-Match that names another version: 412
 	KindGone                                 // something that existed and is gone for good: 410
+	KindRequestTimeout                       // the client sent its request too slowly: 408
 )
 
 // HTTPStatus is the status a kind is answered with, by the REST API and the console alike:
@@ -53,6 +54,8 @@ func (k Kind) HTTPStatus() int {
 		return http.StatusPreconditionFailed
 	case KindGone:
 		return http.StatusGone
+	case KindRequestTimeout:
+		return http.StatusRequestTimeout
 	default:
 		return http.StatusInternalServerError
 	}

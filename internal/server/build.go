@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -21,6 +22,12 @@ const (
 
 // DefaultMaxBuildBytes is --max-build-bytes's default.
 const DefaultMaxBuildBytes = build.DefaultMaxBuildBytes
+
+// DefaultPipTimeout and DefaultPipMemoryBytes are --pip-timeout's and --pip-memory-bytes's.
+const (
+	DefaultPipTimeout     = build.DefaultPipTimeout
+	DefaultPipMemoryBytes = build.DefaultPipMemoryBytes
+)
 
 // BuildConfig is the image builder's part of Config (docs/builder.md).
 type BuildConfig struct {
@@ -43,6 +50,11 @@ type BuildConfig struct {
 	PipIndexURL       string
 	PipExtraIndexURLs []string
 	PipFindLinks      []string
+	// PipTimeout bounds one run of pip, PipMemoryBytes its address space (defaults
+	// build.DefaultPipTimeout, 10m, and build.DefaultPipMemoryBytes, 2 GiB); over either,
+	// the build is a user error.
+	PipTimeout     time.Duration
+	PipMemoryBytes int64
 	// MaxBuildBytes bounds the disk of one build (default build.DefaultMaxBuildBytes).
 	MaxBuildBytes int64
 }
@@ -105,7 +117,10 @@ func newBuildStage(cfg Config, db *store.Store, reg prometheus.Registerer) (sync
 	bc := build.Config{
 		Registry: cfg.ImageRegistry, BaseImages: bases, Insecure: c.RegistryInsecure,
 		Transport: metrics.Transport(remote.DefaultTransport),
-		Pip:       build.PipConfig{IndexURL: c.PipIndexURL, ExtraIndexURLs: c.PipExtraIndexURLs, FindLinks: c.PipFindLinks},
+		Pip: build.PipConfig{
+			IndexURL: c.PipIndexURL, ExtraIndexURLs: c.PipExtraIndexURLs, FindLinks: c.PipFindLinks,
+			Timeout: c.PipTimeout, MemoryBytes: c.PipMemoryBytes,
+		},
 
 		MaxBuildBytes: c.MaxBuildBytes,
 		Keychain:      keychain,

@@ -68,7 +68,12 @@ func (f *execFixture) stopExecutions() {
 
 // heldJob creates a data job, its desired deployment, and its CronJob as the synchronizer
 // renders it, changed so that its pods are never scheduled and a failure is final at once
-// (backoffLimit 0).
+// (backoffLimit 0), and suspended: the test plays the scheduler. The CronJob controller
+// fires the */5 schedule of createJob for real (a probe saw its scheduled run recorded
+// submitted within a minute of "* * * * *"); a test that straddled a :x0 or :x5 boundary
+// got that run, and its manual start answered "already executing" (seen under load in
+// TestDeletingAJobCancelsItsPendingAndRunningExecutions). Manual and catch-up runs are
+// created from the template by the leader, which a suspended CronJob does not stop.
 func (f *execFixture) heldJob(name string) job.Job {
 	f.t.Helper()
 	j := f.createJob(name)
@@ -79,6 +84,7 @@ func (f *execFixture) heldJob(name string) job.Job {
 	spec := &cj.Spec.JobTemplate.Spec
 	spec.BackoffLimit = ptr(int32(0))
 	spec.Template.Spec.NodeSelector = map[string]string{holdLabel: "true"}
+	cj.Spec.Suspend = ptr(true)
 	_, err = f.client.BatchV1().CronJobs(f.ns).Create(f.t.Context(), cj, metav1.CreateOptions{})
 	require.NoError(f.t, err)
 	return j
