@@ -297,16 +297,29 @@ SELECT id FROM up`
 // StoreExecutionLog keeps the end of the log of the final execution id, unless one is kept
 // already (a pending row, written with the final status, becomes the kept log), while
 // fence holds the lease. It reports whether it wrote.
+//
+// The same statement gives the execution's finished event (written with the final status,
+// when the log was still pending) the log's last lines, which its mails quote: the
+// dispatcher holds such an event back while its log is pending (UnexpandedEvents).
 func (s *Store) StoreExecutionLog(ctx context.Context, fence job.Fence, id string, l job.StoredLog) (bool, error) {
-	tag, err := s.pool.Exec(ctx, `INSERT INTO data_job_execution_log AS l (execution_id, logs, truncated)
-SELECT e.id, $2, $3 FROM data_job_execution e
-WHERE e.id = $1 AND e.status NOT IN `+activeStatuses+` AND `+syncLeaseHeld("$4")+`
-ON CONFLICT (execution_id) DO UPDATE SET logs = EXCLUDED.logs, truncated = EXCLUDED.truncated, pending = false, stored_at = now()
-	WHERE l.pending`, id, l.Logs, l.Truncated, fence.Epoch)
+	var kept int
+	err := s.pool.QueryRow(ctx, `WITH kept AS (
+	INSERT INTO data_job_execution_log AS l (execution_id, logs, truncated)
+	SELECT e.id, $2, $3 FROM data_job_execution e
+	WHERE e.id = $1 AND e.status NOT IN `+activeStatuses+` AND `+syncLeaseHeld("$4")+`
+	ON CONFLICT (execution_id) DO UPDATE SET logs = EXCLUDED.logs, truncated = EXCLUDED.truncated, pending = false, stored_at = now()
+		WHERE l.pending
+	RETURNING execution_id
+), tail AS (
+	UPDATE notification_event ev SET payload = jsonb_set(ev.payload, '{log_tail}', to_jsonb($5::text))
+	FROM kept WHERE ev.key = 'execution:' || kept.execution_id || ':finished' AND COALESCE(ev.payload->>'log_tail', '') = ''
+)
+SELECT count(*) FROM kept`, id, l.Logs, l.Truncated, fence.Epoch,
+		job.LogTail(l.Logs, job.NotificationLogLines, job.NotificationLogBytes)).Scan(&kept)
 	if err != nil {
 		return false, translate(fmt.Errorf("store log of execution %s: %w", id, err))
 	}
-	return tag.RowsAffected() == 1, nil
+	return kept == 1, nil
 }
 
 // FinalWithoutLog returns those of ids that are final executions with no log kept, none

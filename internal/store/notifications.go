@@ -21,9 +21,19 @@ func eventDest(e *job.NotificationEvent) []any {
 	return []any{&e.ID, &e.Key, &e.Kind, &e.JobName, &e.Team, &e.Recipients, &e.Payload, &e.CreatedAt}
 }
 
-// UnexpandedEvents reads up to limit events that have no deliveries yet, oldest first.
+// LogTailWait is how long an execution's finished event waits for the leader to keep the
+// run's log (its final status is recorded first, the log read from the pod after), so
+// that its mails quote the log's last lines. The log queue keeps a log within a second or
+// two; a log still pending after this (its pod gone, the queue far behind) is not waited for.
+const LogTailWait = 30 * time.Second
+
+// UnexpandedEvents reads up to limit events that have no deliveries yet, oldest first,
+// but for an execution's finished event whose log is pending (LogTailWait).
 func (s *Store) UnexpandedEvents(ctx context.Context, limit int) ([]job.NotificationEvent, error) {
-	rows, _ := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM notification_event e WHERE e.expanded_at IS NULL ORDER BY e.id LIMIT $1`, limit)
+	rows, _ := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM notification_event e WHERE e.expanded_at IS NULL
+	AND NOT (e.kind = '`+EventExecutionFinished+`' AND e.created_at > now() - $2::interval AND EXISTS (
+		SELECT 1 FROM data_job_execution_log l WHERE l.execution_id = e.payload->>'execution_id' AND l.pending))
+ORDER BY e.id LIMIT $1`, limit, LogTailWait)
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (job.NotificationEvent, error) {
 		var e job.NotificationEvent
 		return e, r.Scan(eventDest(&e)...)

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -106,4 +107,44 @@ func TestAFinishedRunIsOneEventToTheContactsOfItsOutcomeUnlessNotificationsAreOf
 	evs, err = d.s.UnexpandedEvents(ctx, 10)
 	require.NoError(t, err)
 	require.Len(t, evs, 1, "enable_execution_notifications: false records no event")
+}
+
+// The tracker records a run's final status before it has read the pod's log (the log row
+// is pending then), so the event written with the status had no log lines and no mail
+// ever quoted one (seen after the log window fix: log_tail was ” for every real run).
+// The event now waits for the kept log, and the statement that keeps it fills its lines.
+func TestAFinishedRunsEventWaitsForItsLogAndQuotesItsLastLines(t *testing.T) {
+	t.Parallel()
+	d := newExecDB(t)
+	ctx := t.Context()
+	_, err := d.s.UpdateJob(ctx, "team-a", "my-job", func(j job.Job) (job.Job, bool, error) {
+		j.Contacts = job.Contacts{NotifiedOnJobFailureUserError: []string{"dev@example.com"}}
+		j.EnableExecutionNotifications = true
+		return j, false, nil
+	})
+	require.NoError(t, err)
+	start := time.Now().Add(-time.Minute).UTC().Truncate(time.Second)
+	end := start.Add(30 * time.Second)
+	run := job.ExecutionUpdate{ID: "my-job-7", Status: job.ExecUserError, Message: "exit 1", StartTime: &start, EndTime: &end, Log: &job.StoredLog{Pending: true}}
+	require.True(t, d.record(run, d.fence))
+	evs, err := d.s.UnexpandedEvents(ctx, 10)
+	require.NoError(t, err)
+	require.Empty(t, evs, "held back while the log is pending")
+
+	var log strings.Builder
+	for i := range 30 {
+		fmt.Fprintf(&log, "step line %d\n", i)
+	}
+	kept, err := d.s.StoreExecutionLog(ctx, d.fence, "my-job-7", job.StoredLog{Logs: log.String()})
+	require.NoError(t, err)
+	require.True(t, kept)
+	evs, err = d.s.UnexpandedEvents(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, evs, 1)
+	var p struct {
+		LogTail string `json:"log_tail"`
+	}
+	require.NoError(t, json.Unmarshal(evs[0].Payload, &p))
+	require.Contains(t, p.LogTail, "step line 29")
+	require.NotContains(t, p.LogTail, "step line 9\n", "the last 20 lines only")
 }
