@@ -40,7 +40,7 @@ type service struct {
 // startService starts datajobs on a fresh database and a namespace that RealNodeNamespace
 // sends to the real node, building images on the python 3.11 base image, with pip finding
 // the wheels in wheels (a local index) for requirements.txt.
-func startService(t *testing.T, wheels string) *service {
+func startService(t *testing.T, wheels string, extraArgs ...string) *service {
 	t.Helper()
 	requireRealNode(t)
 	dbURL, kubeconfig, ns := testenv.DatabaseURL(t), testenv.Kubeconfig(t), testenv.Namespace(t)
@@ -64,6 +64,7 @@ func startService(t *testing.T, wheels string) *service {
 		// Small requests: a 2-core node runs the suite's pods side by side.
 		"--default-cpu-request", "50m", "--default-memory-request", "64Mi",
 	}
+	args = append(args, extraArgs...)
 	env := append(os.Environ(), "DATAJOBS_DATABASE_URL="+dbURL, "DATAJOBS_KUBECONFIG="+kubeconfig)
 	testenv.Start(t, bin, args, env, "http://"+addr+"/readyz")
 	home := t.TempDir()
@@ -274,3 +275,34 @@ func (s *service) executionOrZero(name, id string) execution {
 	}
 	return e
 }
+
+// mailOnUserError makes address the job's contact on user errors, with execution
+// notifications on, as a user edits the job's config through the API (GET, then PUT).
+func (s *service) mailOnUserError(t *testing.T, name, address string) {
+	t.Helper()
+	url := s.base + "/data-jobs/for-team/" + team + "/jobs/" + name
+	resp, err := http.Get(url) //nolint:noctx // a test's short read of a local server
+	require.NoError(t, err)
+	var body map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+	resp.Body.Close()
+	cfg, _ := body["config"].(map[string]any)
+	require.NotNil(t, cfg, "the job's config: %v", body)
+	cfg["enable_execution_notifications"] = true
+	contacts, _ := cfg["contacts"].(map[string]any)
+	if contacts == nil {
+		contacts = map[string]any{}
+	}
+	contacts["notified_on_job_failure_user_error"] = []string{address}
+	cfg["contacts"] = contacts
+	b, err := json.Marshal(body)
+	require.NoError(t, err)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPut, url, strings.NewReader(string(b)))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	put, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	put.Body.Close()
+	require.Less(t, put.StatusCode, 300, "PUT %s: %s", url, put.Status)
+}
+

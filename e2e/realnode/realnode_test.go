@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/datajobs/datajobs/internal/devenv"
+	"github.com/datajobs/datajobs/internal/testenv"
 )
 
 // TestPrintedLinesShowInLogsWhileRunningAndAfterThePodIsGone guards the promise that
@@ -68,11 +69,17 @@ START = time.monotonic()
 
 // TestARaisingStepIsAUserErrorWithVdkCoresOwnStatus guards against a generic outcome: the
 // status and message come from vdk-core's termination message in the real container.
+//
+// Its contact gets one mail that quotes the end of the traceback: the run's final status
+// is recorded before the pod's log is read, and until the event waited for the kept log
+// (store.LogTailWait) no mail of a real run had any log line.
 func TestARaisingStepIsAUserErrorWithVdkCoresOwnStatus(t *testing.T) {
 	t.Parallel()
-	s := startService(t, t.TempDir())
+	mail := testenv.StartMailpit(t, "")
+	s := startService(t, t.TempDir(), "--smtp-url", "smtp://"+mail.SMTPAddr, "--smtp-from", "datajobs@example.com")
 	const name = "rn-raise"
 	s.deploy(t, name, map[string]string{"10_raise.py": "def run(job_input):\n    raise ValueError('realnode-boom')\n"})
+	s.mailOnUserError(t, name, "owner@example.com")
 	// No retries: with the default 3 the test waited out three back-offs (~90 s).
 	require.NoError(t, s.redeploy(name, `"retries":0`, withRetries(0)))
 	id := s.start(t, name)
@@ -80,6 +87,15 @@ func TestARaisingStepIsAUserErrorWithVdkCoresOwnStatus(t *testing.T) {
 	require.Equal(t, "user_error", e.Status, "%+v", e)
 	assert.Contains(t, e.Message, "User error (vdk ", "vdk-core's own termination status")
 	assert.Contains(t, s.logs(t, name, id), "realnode-boom", "the traceback is in the log")
+	var got []testenv.Mail
+	require.Eventually(t, func() bool {
+		got = testenv.Mails(t, mail.HTTPAddr)
+		return len(got) > 0
+	}, time.Minute, 500*time.Millisecond, "a mail to the user-error contact")
+	require.Len(t, got, 1, "one mail for one failed run")
+	assert.Equal(t, "owner@example.com", got[0].To[0].Address)
+	assert.Contains(t, got[0].Text, id)
+	assert.Contains(t, got[0].Text, "ValueError: realnode-boom", "the log's last lines: the traceback's end")
 }
 
 // TestRequirementsFromALocalIndexAreImportedInThePod guards the requirements layer: a
