@@ -305,4 +305,3 @@ func (s *service) mailOnUserError(t *testing.T, name, address string) {
 	put.Body.Close()
 	require.Less(t, put.StatusCode, 300, "PUT %s: %s", url, put.Status)
 }
-
