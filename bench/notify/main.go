@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5" //nolint:depguard // the benchmark counts outbox rows
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -124,13 +125,18 @@ func run() error {
 	for i, n := range names {
 		updates[i] = job.ExecutionUpdate{
 			ID: n.name + "-run-1", JobName: n.name, JobUID: n.uid, Type: job.ExecScheduled, OpID: n.name + "-run-1",
-			Status: job.ExecSucceeded, StartTime: &start, EndTime: &end, Log: &job.StoredLog{Logs: "done\n"},
+			Status: job.ExecSucceeded, StartTime: &start, EndTime: &end, Log: &job.StoredLog{Pending: true},
 		}
 	}
 	if _, err := e.db.RecordExecutions(ctx, job.Fence{Epoch: e.epoch}, updates); err != nil {
 		return err
 	}
 	committed := time.Now()
+	// The tracker's log queue then keeps each log (its events wait for it, store.LogTailWait),
+	// with its default workers; the pod reads it would do first are not part of this.
+	if err := e.keepLogs(ctx, names); err != nil {
+		return err
+	}
 	mails, err := e.waitMails(ctx, 2*len(names))
 	if err != nil {
 		return fmt.Errorf("the outcome mails: %w", err)
@@ -154,6 +160,20 @@ func run() error {
 }
 
 type named struct{ name, uid string }
+
+// keepLogs keeps every job's run log as the tracker's log queue does after the final
+// statuses, synchronizer.DefaultExecutionLogWorkers at a time.
+func (e *env) keepLogs(ctx context.Context, names []named) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(synchronizer.DefaultExecutionLogWorkers)
+	for _, n := range names {
+		g.Go(func() error {
+			_, err := e.db.StoreExecutionLog(ctx, job.Fence{Epoch: e.epoch}, n.name+"-run-1", job.StoredLog{Logs: "done\n"})
+			return err
+		})
+	}
+	return g.Wait()
+}
 
 // createAndDeploy creates n jobs, each with contacts of its own (so that no recipient's
 // rate limit is in play) and execution notifications on, and deploys each, 8 at a time.

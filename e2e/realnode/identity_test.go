@@ -11,12 +11,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// identityStep is a job step that calls the API from its pod as docs/api.md ("A job's own
-// properties and secrets") shows, with the token the kubelet projected into the pod: no
-// credential is given to the job. vdk-core's job_input.get_all_properties() cannot be
-// used here: the base image has vdk-core alone, and vdk-core's control-service client
-// (vdk-plugin-control-cli 0.1.1431637373, the newest) authenticates through vdk-control-cli's
-// OAuth login, not with a token from a file, and registers no secrets client.
+// identityStep is a job step that reads and writes its own properties and reads its own
+// secrets with vdk-core's own job_input API, which the base image's vdk-datajobs plugin
+// (hack/base-image/vdk-datajobs) backs with the token the kubelet projected into the pod:
+// no credential is given to the job. vdk-core's own control-service client
+// (vdk-plugin-control-cli 0.1.1431637373, the newest) cannot do it: it authenticates
+// through vdk-control-cli's OAuth login, not with a token from a file, and registers no
+// secrets client. Another job's secrets are asked for by hand, as docs/api.md shows: the
+// plugin only ever names the job's own.
 const identityStep = `import base64, json, os, socket, urllib.error, urllib.request
 
 def _api(method, path, body=None, job=None):
@@ -32,11 +34,12 @@ def _api(method, path, body=None, job=None):
 def run(job_input):
     claims = json.loads(base64.urlsafe_b64decode(open(os.environ["DATAJOBS_TOKEN_FILE"]).read().split(".")[1] + "=="))
     print("identity-token aud=%s pod=%s" % (",".join(claims["aud"]), claims["kubernetes.io"]["pod"]["name"]), flush=True)
-    props = _api("GET", "properties")
-    secrets = _api("GET", "secrets")
+    # vdk-core's own API, which the base image's vdk-datajobs plugin backs with the token.
+    props = job_input.get_all_properties()
+    secrets = job_input.get_all_secrets()
     print("identity-read db=%s password-length=%d" % (props["db"], len(secrets["password"])), flush=True)
     props["last_run"] = "ok from " + socket.gethostname()
-    _api("PUT", "properties", props)
+    job_input.set_all_properties(props)
     try:
         _api("GET", "secrets", job="rn-identity-other")
         print("identity-other status=200", flush=True)
@@ -48,7 +51,7 @@ def run(job_input):
 // identity end to end on a real kubelet: the step, in its pod, reaches the API at
 // $VDK_CONTROL_SERVICE_REST_API_URL (the forward on the node's gateway) with the token the
 // kubelet projected into the pod (audience datajobs, bound to that pod), reads its own
-// properties and secrets, writes a property back, and is refused another job's secrets
+// properties and secrets through vdk-core's job_input, writes a property back, and is refused another job's secrets
 // (403), although the service runs in auth mode none, where a person may read them. It
 // guards against pods with no way to the API, a token that is not accepted as the job, and
 // a job token that reaches beyond its own job.

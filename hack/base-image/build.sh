@@ -5,8 +5,10 @@
 #            fetched with `apt-get download` and unpacked with `dpkg -x` (nothing is
 #            installed on the host, no root needed), without docs, manuals and locales;
 #            /etc/passwd with the job user 1000, /tmp, /job;
-#   layer 2: vdk-core and its dependencies (requirements.txt, pinned) from PyPI, installed
-#            by Debian's pip of the same python 3.11 into /usr/local.
+#   layer 2: vdk-core and its dependencies (requirements.txt, pinned) from PyPI, and the
+#            vdk-datajobs plugin of this folder (the job's properties and secrets through the
+#            datajobs API with the pod's token), installed by Debian's pip of the same
+#            python 3.11 into /usr/local.
 # Both are byte-compiled (hash-checked .pyc, no times), so pods do not compile python's
 # standard library and vdk-core at every start (a run took 7.4 s p50 without, 3.1 s with).
 # The layers are written by internal/build (sorted, fixed times and owners), so the same
@@ -27,7 +29,7 @@ fi
 out=${BASE_IMAGE_DIR:-$here/../../.cache/base-image}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-stamp=$(stamp_of "$here/packages.txt" "$here/requirements.txt" "$here/build.sh" "$here/main.go")
+stamp=$(stamp_of "$here/packages.txt" "$here/requirements.txt" "$here/build.sh" "$here/main.go" "$here"/vdk-datajobs/*)
 if up_to_date "$out" "$stamp" oci/index.json; then
   exit 0
 fi
@@ -61,10 +63,14 @@ unpack() {
 step "python3 root file system" unpack
 install_vdk() {
   "${pip[@]}" wheel -q --disable-pip-version-check --no-deps -w "$tmp/wheels" -r "$here/requirements.txt"
+  # vdk-datajobs (in this folder): the job's properties and secrets through the datajobs API.
+  cp -r "$here/vdk-datajobs" "$tmp/vdk-datajobs"
+  "${pip[@]}" wheel -q --disable-pip-version-check --no-deps -w "$tmp/wheels" "$tmp/vdk-datajobs"
   "${pip[@]}" install -q --disable-pip-version-check --root-user-action=ignore --no-index --no-deps --find-links "$tmp/wheels" \
     --ignore-installed --root "$tmp/vdk" --prefix /usr --no-compile --break-system-packages \
-    -r "$here/requirements.txt"
+    -r "$here/requirements.txt" vdk-datajobs==0.1.0
   [ -x "$tmp/vdk/usr/local/bin/vdk" ]
+  [ -f "$tmp/vdk/usr/local/lib/python3.11/dist-packages/vdk_datajobs.py" ]
 }
 step "vdk-core (pip)" install_vdk
 # Byte-code, so that no pod compiles the standard library and vdk-core at every start: by

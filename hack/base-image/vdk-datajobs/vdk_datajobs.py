@@ -1,0 +1,87 @@
+"""vdk-core's properties and secrets backed by the datajobs API.
+
+A datajobs job pod has no long-lived credential: the kubelet projects a token of the pod's
+own (audience datajobs, renewed before it expires) at $DATAJOBS_TOKEN_FILE, and the API
+takes it as that job, for its own deployment's properties (read and write) and secrets
+(read). This plugin registers clients of type "default", which vdk-core picks when
+PROPERTIES_DEFAULT_TYPE / SECRETS_DEFAULT_TYPE are not set, so a step's
+job_input.get_all_properties(), set_all_properties() and get_all_secrets() work unchanged.
+Outside a datajobs pod (no token file or API URL in the environment) it registers nothing.
+"""
+
+import json
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+
+from vdk.api.plugin.hook_markers import hookimpl
+from vdk.api.plugin.plugin_input import IPropertiesServiceClient, ISecretsServiceClient
+
+_TIMEOUT_SECONDS = 30
+
+
+class _DatajobsAPI:
+    """The job's own deployment on the datajobs API, called with the pod's token."""
+
+    def __init__(self):
+        self._base = os.environ["VDK_CONTROL_SERVICE_REST_API_URL"].rstrip("/")
+        self._token_file = os.environ["DATAJOBS_TOKEN_FILE"]
+        self._deployment = os.environ.get("DATAJOBS_DEPLOYMENT_ID", "production")
+        # vdk-core names the job after its directory (/job in the image): the pod's own
+        # names are what the token is bound to.
+        self._job = os.environ.get("DATA_JOB_NAME")
+        self._team = os.environ.get("VDK_JOB_TEAM")
+
+    def call(self, method, job_name, team_name, what, body=None):
+        job_name, team_name = self._job or job_name, self._team or team_name
+        # The kubelet renews the token file: it is read for every call, never kept.
+        with open(self._token_file) as f:
+            token = f.read().strip()
+        quote = lambda s: urllib.parse.quote(s, safe="")  # noqa: E731
+        url = "%s/data-jobs/for-team/%s/jobs/%s/deployments/%s/%s" % (
+            self._base, quote(team_name), quote(job_name), quote(self._deployment), what)
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(url, method=method, data=data, headers={
+            "Authorization": "Bearer " + token, "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=_TIMEOUT_SECONDS) as resp:
+                raw = resp.read()
+        except urllib.error.HTTPError as e:
+            # The API's VDK error body says what, why and what to do; the token is not in it.
+            detail = e.read(4096).decode("utf-8", "replace")
+            raise RuntimeError("datajobs API %s %s answered %d: %s" % (method, what, e.code, detail)) from None
+        return json.loads(raw) if raw else {}
+
+
+class DatajobsProperties(IPropertiesServiceClient):
+    def __init__(self):
+        self._api = _DatajobsAPI()
+
+    def read_properties(self, job_name, team_name):
+        return self._api.call("GET", job_name, team_name, "properties")
+
+    def write_properties(self, job_name, team_name, properties):
+        self._api.call("PUT", job_name, team_name, "properties", properties)
+        return properties
+
+
+class DatajobsSecrets(ISecretsServiceClient):
+    def __init__(self):
+        self._api = _DatajobsAPI()
+
+    def read_secrets(self, job_name, team_name):
+        return self._api.call("GET", job_name, team_name, "secrets")
+
+    def write_secrets(self, job_name, team_name, secrets):
+        # A job may read its secrets, not change them: the API answers 403, which says so.
+        self._api.call("PUT", job_name, team_name, "secrets", secrets)
+        return secrets
+
+
+@hookimpl
+def initialize_job(context):
+    if not (os.environ.get("DATAJOBS_TOKEN_FILE") and os.environ.get("VDK_CONTROL_SERVICE_REST_API_URL")):
+        return
+    context.properties.set_properties_factory_method("default", DatajobsProperties)
+    context.secrets.set_secrets_factory_method("default", DatajobsSecrets)
