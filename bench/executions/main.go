@@ -19,13 +19,10 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -40,15 +37,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/datajobs/datajobs/bench/internal/benchenv"
 	"github.com/datajobs/datajobs/bench/internal/stats"
 	"github.com/datajobs/datajobs/internal/devenv"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/service"
-	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/synchronizer"
 )
 
@@ -92,18 +87,12 @@ func (c *writeCounter) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.Tra
 }
 
 type env struct {
-	dbURL  string
-	db     *store.Store // the tracker's, counted
-	svc    *service.Service
-	conn   *pgx.Conn
-	client kubernetes.Interface
-	ns     string
-	count  *writeCounter
+	*benchenv.Env // its DB is the tracker's, counted
+	count         *writeCounter
 	// workers is the stage's ExecutionConfig.Workers.
 	workers int
 	// lagRunning is the write lag once every execution is running, before any finishes.
 	lagRunning histogram
-	epoch      int64
 	log        *slog.Logger
 	// metrics are the stage's, registered on reg: the benchmark reads the write lag.
 	metrics *synchronizer.ExecutionMetrics
@@ -166,13 +155,13 @@ func run() error {
 	fmt.Printf("other writes: %d Job-created marks, %d kept logs\n", e.count.created.Load()-created, e.count.logs.Load()-logs)
 	stop()
 
-	if _, err := e.conn.Exec(ctx, `INSERT INTO data_job_execution (id, job_name, job_uid, type, status, op_id, start_time, end_time)
+	if _, err := e.Conn.Exec(ctx, `INSERT INTO data_job_execution (id, job_name, job_uid, type, status, op_id, start_time, end_time)
 SELECT 'old-' || i, j.name, j.uid, 'scheduled', 'succeeded', 'o', now() - interval '1 hour', now() - interval '59 minutes'
 FROM generate_series(1, $1) i JOIN data_job j ON j.name = 'bench-x-000000'`, *finished); err != nil {
 		return fmt.Errorf("insert finished executions: %w", err)
 	}
 	var final, active int
-	if err := e.conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status NOT IN ('submitted', 'running')), count(*) FILTER (WHERE status IN ('submitted', 'running')) FROM data_job_execution`).Scan(&final, &active); err != nil {
+	if err := e.Conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status NOT IN ('submitted', 'running')), count(*) FILTER (WHERE status IN ('submitted', 'running')) FROM data_job_execution`).Scan(&final, &active); err != nil {
 		return err
 	}
 	before, passes := e.count.writes.Load()+e.count.created.Load()+e.count.logs.Load(), e.count.passes.Load()
@@ -188,72 +177,30 @@ FROM generate_series(1, $1) i JOIN data_job j ON j.name = 'bench-x-000000'`, *fi
 }
 
 func setup(ctx context.Context, admin, kubeconfig string) (*env, func(), error) {
-	name := "bench_exec_" + randomHex(5)
-	if err := devenv.CreateDatabase(ctx, admin, name, ""); err != nil {
+	count := &writeCounter{}
+	be, err := benchenv.Open(ctx, benchenv.Config{Admin: admin, Kubeconfig: kubeconfig, Prefix: "bench-exec", Tracer: count})
+	if err != nil {
 		return nil, nil, err
 	}
-	u, _ := url.Parse(admin)
-	u.Path = "/" + name
 	e := &env{
-		dbURL: u.String(), count: &writeCounter{}, ns: "bench-exec-" + randomHex(4),
+		Env: be, count: count,
 		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		reg: prometheus.NewRegistry(),
 	}
 	e.metrics = synchronizer.NewExecutionMetrics(e.reg)
-	var cleanups []func()
-	cleanup := func() {
-		for i := len(cleanups) - 1; i >= 0; i-- {
-			cleanups[i]()
-		}
-	}
-	cleanups = append(cleanups, func() { _ = devenv.DropDatabase(context.Background(), admin, name) })
-	var err error
-	if e.db, err = store.Open(ctx, store.Config{URL: e.dbURL, MaxConns: 16, Tracer: e.count}); err != nil {
-		return nil, cleanup, err
-	}
-	cleanups = append(cleanups, e.db.Close)
-	if _, err := e.db.Migrate(ctx); err != nil {
-		return nil, cleanup, err
-	}
-	if e.svc, err = service.New(service.Config{SupportedPythonVersions: []string{"3.11"}}, e.db); err != nil {
-		return nil, cleanup, err
-	}
-	if e.conn, err = pgx.Connect(ctx, e.dbURL); err != nil {
-		return nil, cleanup, err
-	}
-	cleanups = append(cleanups, func() { e.conn.Close(context.Background()) })
-	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, cleanup, err
-	}
-	rc.QPS, rc.Burst = 2000, 4000
-	if e.client, err = kubernetes.NewForConfig(rc); err != nil {
-		return nil, cleanup, err
-	}
-	if _, err := e.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}, metav1.CreateOptions{}); err != nil {
-		return nil, cleanup, err
-	}
-	cleanups = append(cleanups, func() {
-		_ = e.client.CoreV1().Namespaces().Delete(context.Background(), e.ns, metav1.DeleteOptions{})
-	})
-	epoch, ok, err := e.db.TryAcquireLease(ctx, store.SyncLeaseName, "bench", time.Hour)
-	if err != nil || !ok {
-		return nil, cleanup, fmt.Errorf("lease: %v %w", ok, err)
-	}
-	e.epoch = epoch
-	return e, cleanup, nil
+	return e, be.Close, nil
 }
 
 // track runs the execution stage until the returned stop is called.
 func (e *env) track() func() {
 	x := synchronizer.NewExecutions(synchronizer.ExecutionConfig{
-		Namespace: e.ns, ResyncInterval: time.Hour, Logger: e.log, Metrics: e.metrics, Workers: e.workers,
-	}, e.db, e.client)
+		Namespace: e.NS, ResyncInterval: time.Hour, Logger: e.log, Metrics: e.metrics, Workers: e.workers,
+	}, e.DB, e.Client)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = x.Run(ctx, e.epoch)
+		_ = x.Run(ctx, e.Epoch)
 	}()
 	return func() {
 		cancel()
@@ -270,17 +217,17 @@ func (e *env) jobs(ctx context.Context, prefix string, n int) ([]string, error) 
 	}
 	v := "v1"
 	err := parallel(names, 16, func(name string) error {
-		j, err := e.svc.CreateJob(ctx, team, job.Job{Name: name, Team: team, Schedule: "0 3 1 1 *"})
+		j, err := e.Svc.CreateJob(ctx, team, job.Job{Name: name, Team: team, Schedule: "0 3 1 1 *"})
 		if err != nil {
 			return err
 		}
-		d, err := e.svc.Deploy(ctx, team, name, job.DeploymentChange{JobVersion: &v}, "bench")
+		d, err := e.Svc.Deploy(ctx, team, name, job.DeploymentChange{JobVersion: &v}, "bench")
 		if err != nil {
 			return err
 		}
-		cj, _ := kube.Render(j, d, kube.RenderConfig{Namespace: e.ns})
+		cj, _ := kube.Render(j, d, kube.RenderConfig{Namespace: e.NS})
 		cj.Spec.JobTemplate.Spec.Template.Spec.NodeSelector = map[string]string{"datajobs.bench/hold": "true"}
-		_, err = e.client.BatchV1().CronJobs(e.ns).Create(ctx, cj, metav1.CreateOptions{})
+		_, err = e.Client.BatchV1().CronJobs(e.NS).Create(ctx, cj, metav1.CreateOptions{})
 		return err
 	})
 	return names, err
@@ -291,7 +238,7 @@ func (e *env) benchStart(ctx context.Context, n int) ([]time.Duration, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := e.client.BatchV1().Jobs(e.ns).Watch(ctx, metav1.ListOptions{})
+	w, err := e.Client.BatchV1().Jobs(e.NS).Watch(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -299,7 +246,7 @@ func (e *env) benchStart(ctx context.Context, n int) ([]time.Duration, error) {
 	var out []time.Duration
 	for _, name := range names {
 		t0 := time.Now()
-		ex, err := e.svc.StartExecution(ctx, team, name, service.ExecutionRequest{}, "bench", "op")
+		ex, err := e.Svc.StartExecution(ctx, team, name, service.ExecutionRequest{}, "bench", "op")
 		if err != nil {
 			return nil, err
 		}
@@ -322,7 +269,7 @@ func (e *env) benchTransitions(ctx context.Context, n int) ([]time.Duration, []t
 	}
 	ids := make(map[string]string, n) // execution id -> job name
 	for _, name := range names {
-		ex, err := e.svc.StartExecution(ctx, team, name, service.ExecutionRequest{}, "bench", "op")
+		ex, err := e.Svc.StartExecution(ctx, team, name, service.ExecutionRequest{}, "bench", "op")
 		if err != nil {
 			return nil, nil, err
 		}
@@ -330,7 +277,7 @@ func (e *env) benchTransitions(ctx context.Context, n int) ([]time.Duration, []t
 	}
 	pods := map[string]*corev1.Pod{}
 	for len(pods) < n {
-		list, err := e.client.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: "datajobs.io/job"})
+		list, err := e.Client.CoreV1().Pods(e.NS).List(ctx, metav1.ListOptions{LabelSelector: "datajobs.io/job"})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -359,7 +306,7 @@ func (e *env) benchTransitions(ctx context.Context, n int) ([]time.Duration, []t
 	written := map[string]time.Time{}
 	// When each Job is seen Complete: the Job controller's part of the latency ends there.
 	complete := map[string]time.Time{}
-	w, err := e.client.BatchV1().Jobs(e.ns).Watch(ctx, metav1.ListOptions{})
+	w, err := e.Client.BatchV1().Jobs(e.NS).Watch(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -416,7 +363,7 @@ func (e *env) benchTransitions(ctx context.Context, n int) ([]time.Duration, []t
 // when each was first seen so.
 func (e *env) waitStatus(ctx context.Context, status string, n int, seen map[string]time.Time) error {
 	for {
-		rows, err := e.conn.Query(ctx, `SELECT id FROM data_job_execution WHERE status = $1 AND job_name LIKE 'bench-x-%'`, status)
+		rows, err := e.Conn.Query(ctx, `SELECT id FROM data_job_execution WHERE status = $1 AND job_name LIKE 'bench-x-%'`, status)
 		if err != nil {
 			return err
 		}
@@ -451,7 +398,7 @@ func (e *env) kubelet(ctx context.Context, p *corev1.Pod, phase corev1.PodPhase)
 		state = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed", StartedAt: now, FinishedAt: now}}
 	}
 	for {
-		err := devenv.SetPodStatus(ctx, e.client, p, phase, "", state)
+		err := devenv.SetPodStatus(ctx, e.Client, p, phase, "", state)
 		if !apierrors.IsConflict(err) {
 			return err
 		}
@@ -480,12 +427,6 @@ func parallel[T any](items []T, workers int, fn func(T) error) error {
 		return *p
 	}
 	return nil
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // histogram is a snapshot of the write lag histogram's cumulative buckets.

@@ -17,28 +17,21 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5" //nolint:depguard // the benchmark counts outbox rows
 	"golang.org/x/sync/errgroup"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/datajobs/datajobs/bench/internal/benchenv"
 	"github.com/datajobs/datajobs/bench/internal/stats"
 	"github.com/datajobs/datajobs/internal/devenv"
 	"github.com/datajobs/datajobs/internal/job"
@@ -46,8 +39,6 @@ import (
 	"github.com/datajobs/datajobs/internal/notify"
 	"github.com/datajobs/datajobs/internal/notify/email"
 	"github.com/datajobs/datajobs/internal/notify/webhook"
-	"github.com/datajobs/datajobs/internal/service"
-	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/synchronizer"
 )
 
@@ -61,14 +52,9 @@ func main() {
 }
 
 type env struct {
-	db     *store.Store
-	svc    *service.Service
-	conn   *pgx.Conn
-	client kubernetes.Interface
-	ns     string
-	epoch  int64
-	mail   *devenv.Mailpit
-	log    *slog.Logger
+	*benchenv.Env
+	mail *devenv.Mailpit
+	log  *slog.Logger
 }
 
 func run() error {
@@ -92,16 +78,16 @@ func run() error {
 
 	// Deploys, then a no-op pass.
 	s := synchronizer.New(synchronizer.Config{
-		Render:         kube.RenderConfig{Namespace: e.ns, ImageRegistry: "registry.local/datajobs"},
+		Render:         kube.RenderConfig{Namespace: e.NS, ImageRegistry: "registry.local/datajobs"},
 		ResyncInterval: time.Hour, Logger: slog.New(slog.DiscardHandler),
-	}, e.db, e.client, nil)
+	}, e.DB, e.Client, nil)
 	before := e.outboxRows(ctx)
-	if rep, err := s.RunOnce(ctx, e.epoch); err != nil || len(rep.Errors) > 0 {
+	if rep, err := s.RunOnce(ctx, e.Epoch); err != nil || len(rep.Errors) > 0 {
 		return fmt.Errorf("sync the deploys: %v %w", rep.Errors, err)
 	}
 	deployed := e.outboxRows(ctx)
 	fmt.Printf("deploys: %d jobs applied by one pass: %s\n", len(names), deployed.minus(before).per(len(names), "deploy"))
-	if rep, err := s.RunOnce(ctx, e.epoch); err != nil || len(rep.Errors) > 0 {
+	if rep, err := s.RunOnce(ctx, e.Epoch); err != nil || len(rep.Errors) > 0 {
 		return fmt.Errorf("the no-op pass: %v %w", rep.Errors, err)
 	}
 	noop := e.outboxRows(ctx)
@@ -128,7 +114,7 @@ func run() error {
 			Status: job.ExecSucceeded, StartTime: &start, EndTime: &end, Log: &job.StoredLog{Pending: true},
 		}
 	}
-	if _, err := e.db.RecordExecutions(ctx, job.Fence{Epoch: e.epoch}, updates); err != nil {
+	if _, err := e.DB.RecordExecutions(ctx, job.Fence{Epoch: e.Epoch}, updates); err != nil {
 		return err
 	}
 	committed := time.Now()
@@ -168,7 +154,7 @@ func (e *env) keepLogs(ctx context.Context, names []named) error {
 	g.SetLimit(synchronizer.DefaultExecutionLogWorkers)
 	for _, n := range names {
 		g.Go(func() error {
-			_, err := e.db.StoreExecutionLog(ctx, job.Fence{Epoch: e.epoch}, n.name+"-run-1", job.StoredLog{Logs: "done\n"})
+			_, err := e.DB.StoreExecutionLog(ctx, job.Fence{Epoch: e.Epoch}, n.name+"-run-1", job.StoredLog{Logs: "done\n"})
 			return err
 		})
 	}
@@ -188,12 +174,12 @@ func (e *env) createAndDeploy(ctx context.Context, n int) ([]named, error) {
 			for i := range work {
 				name := fmt.Sprintf("bench-job-%05d", i)
 				contact := []string{name + "@example.com"}
-				j, err := e.svc.CreateJob(ctx, team, job.Job{
+				j, err := e.Svc.CreateJob(ctx, team, job.Job{
 					Name: name, Team: team, Schedule: "0 3 1 1 *", EnableExecutionNotifications: true,
 					Contacts: job.Contacts{NotifiedOnJobDeploy: contact, NotifiedOnJobSuccess: contact},
 				})
 				if err == nil {
-					_, err = e.svc.Deploy(ctx, team, name, job.DeploymentChange{JobVersion: &version}, "bench")
+					_, err = e.Svc.Deploy(ctx, team, name, job.DeploymentChange{JobVersion: &version}, "bench")
 				}
 				if err != nil {
 					errs <- err
@@ -223,16 +209,16 @@ func (e *env) dispatch(ctx context.Context) (func(), error) {
 	}
 	// As the server wires it (internal/server/notify.go): e-mail, and the webhook channel
 	// whose Targets reads each team's webhooks.
-	hooks := &notify.Webhooks{Sender: webhook.NewSender(webhook.Config{}), Store: e.db}
+	hooks := &notify.Webhooks{Sender: webhook.NewSender(webhook.Config{}), Store: e.DB}
 	d := notify.New(notify.Config{
 		Channels: map[string]notify.Channel{notify.ChannelEmail: sender, notify.ChannelWebhook: hooks},
 		Targets:  hooks.Targets, Logger: e.log,
-	}, e.db)
+	}, e.DB)
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = d.Run(ctx, e.epoch)
+		_ = d.Run(ctx, e.Epoch)
 	}()
 	return func() { cancel(); <-done }, nil
 }
@@ -250,7 +236,7 @@ func (r rows) per(n int, what string) string {
 // outboxRows counts the rows of both outbox tables.
 func (e *env) outboxRows(ctx context.Context) rows {
 	var r rows
-	if err := e.conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM notification_event), (SELECT count(*) FROM notification_delivery)`).Scan(&r.events, &r.deliveries); err != nil {
+	if err := e.Conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM notification_event), (SELECT count(*) FROM notification_delivery)`).Scan(&r.events, &r.deliveries); err != nil {
 		panic(err)
 	}
 	return r
@@ -309,54 +295,12 @@ func getJSON(ctx context.Context, u string, into any) error {
 }
 
 func setup(ctx context.Context, admin, kubeconfig string) (*env, func(), error) {
-	name := "bench_notify_" + randomHex(5)
-	var cleanups []func()
-	cleanup := func() {
-		for i := len(cleanups) - 1; i >= 0; i-- {
-			cleanups[i]()
-		}
-	}
-	if err := devenv.CreateDatabase(ctx, admin, name, ""); err != nil {
-		return nil, cleanup, err
-	}
-	cleanups = append(cleanups, func() { _ = devenv.DropDatabase(context.Background(), admin, name) })
-	u, _ := url.Parse(admin)
-	u.Path = "/" + name
-	e := &env{ns: "bench-notify-" + randomHex(4), log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
-	var err error
-	if e.db, err = store.Open(ctx, store.Config{URL: u.String(), MaxConns: 16}); err != nil {
-		return nil, cleanup, err
-	}
-	cleanups = append(cleanups, e.db.Close)
-	if _, err := e.db.Migrate(ctx); err != nil {
-		return nil, cleanup, err
-	}
-	if e.svc, err = service.New(service.Config{SupportedPythonVersions: []string{"3.11"}}, e.db); err != nil {
-		return nil, cleanup, err
-	}
-	if e.conn, err = pgx.Connect(ctx, u.String()); err != nil {
-		return nil, cleanup, err
-	}
-	cleanups = append(cleanups, func() { e.conn.Close(context.Background()) })
-	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	be, err := benchenv.Open(ctx, benchenv.Config{Admin: admin, Kubeconfig: kubeconfig, Prefix: "bench-notify"})
 	if err != nil {
-		return nil, cleanup, err
+		return nil, func() {}, err
 	}
-	rc.QPS, rc.Burst = 2000, 4000
-	if e.client, err = kubernetes.NewForConfig(rc); err != nil {
-		return nil, cleanup, err
-	}
-	if _, err := e.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}, metav1.CreateOptions{}); err != nil {
-		return nil, cleanup, err
-	}
-	cleanups = append(cleanups, func() {
-		_ = e.client.CoreV1().Namespaces().Delete(context.Background(), e.ns, metav1.DeleteOptions{})
-	})
-	epoch, ok, err := e.db.TryAcquireLease(ctx, store.SyncLeaseName, "bench", time.Hour)
-	if err != nil || !ok {
-		return nil, cleanup, fmt.Errorf("lease: %v %w", ok, err)
-	}
-	e.epoch = epoch
+	e := &env{Env: be, log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	cleanup := be.Close
 	root, err := devenv.RepoRoot()
 	if err != nil {
 		return nil, cleanup, err
@@ -369,16 +313,10 @@ func setup(ctx context.Context, admin, kubeconfig string) (*env, func(), error) 
 	if err != nil {
 		return nil, cleanup, err
 	}
-	cleanups = append(cleanups, func() { _ = os.RemoveAll(dir) })
+	e.OnClose(func() { _ = os.RemoveAll(dir) })
 	if e.mail, err = devenv.StartMailpit(ctx, devenv.MailpitConfig{Bin: bin, Dir: dir, LogPath: dir + "/mailpit.log"}); err != nil {
 		return nil, cleanup, err
 	}
-	cleanups = append(cleanups, func() { _ = e.mail.Stop() })
+	e.OnClose(func() { _ = e.mail.Stop() })
 	return e, cleanup, nil
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
