@@ -127,9 +127,10 @@ func poll(ctx context.Context, interval, timeout time.Duration, what string, con
 
 // failover starts two serve processes, lets the first become leader, freezes it
 // (SIGSTOP), writes n new deployments, kills it (SIGKILL) and times the second one's
-// takeover and its apply of all n deployments.
-func (b *bench) failover(ctx context.Context, n int) error {
-	b.printf("## failover (%d pending deployments, two `datajobs serve` processes, %s)\n\n", n, b.datajobs)
+// takeover and its apply of all n deployments, with hogs busy processes beside it from
+// the freeze on.
+func (b *bench) failover(ctx context.Context, n, hogs int) error {
+	b.printf("## failover (%d pending deployments, two `datajobs serve` processes, %s, %d CPU hogs)\n\n", n, b.datajobs, hogs)
 	f, err := newFleet(ctx, b, false)
 	if err != nil {
 		return err
@@ -174,6 +175,11 @@ func (b *bench) failover(ctx context.Context, n int) error {
 		return err
 	}
 
+	stopHogs, err := startHogs(ctx, hogs)
+	if err != nil {
+		return err
+	}
+	defer stopHogs()
 	tStop := time.Now()
 	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		return err
@@ -222,6 +228,7 @@ func (b *bench) failover(ctx context.Context, n int) error {
 		return err == nil && applied >= n, err
 	})
 	cpu := c0.to(b.cpu.sample())
+	stopHogs()
 	if err != nil {
 		return err
 	}
@@ -255,4 +262,26 @@ func (b *bench) failover(ctx context.Context, n int) error {
 		n, mib(leaderRSS), mib(followerRSS), n, mib(newLeaderRSS))
 	b.printf("\nCPU during the apply part: %s\n\n", cpu)
 	return nil
+}
+
+// startHogs starts n busy shell loops (the machine's other work, counted in "others") and
+// returns what stops them; it may be called more than once.
+func startHogs(ctx context.Context, n int) (stop func(), err error) {
+	var cmds []*exec.Cmd
+	stop = func() {
+		for _, c := range cmds {
+			_ = c.Process.Kill()
+			_ = c.Wait()
+		}
+		cmds = nil
+	}
+	for range n {
+		c := exec.CommandContext(ctx, "sh", "-c", "while :; do :; done")
+		if err := c.Start(); err != nil {
+			stop()
+			return nil, fmt.Errorf("start a CPU hog: %w", err)
+		}
+		cmds = append(cmds, c)
+	}
+	return stop, nil
 }

@@ -70,9 +70,9 @@ type bench struct {
 
 func run() error {
 	var (
-		envFile, scenarios, sizes, limitsFlag, outDir, datajobsBin string
-		repeat, noopN, changes, latencyJobs, failoverN, workers    int
-		timeout                                                    time.Duration
+		envFile, scenarios, sizes, limitsFlag, outDir, datajobsBin    string
+		repeat, noopN, changes, latencyJobs, failoverN, workers, hogs int
+		timeout                                                       time.Duration
 	)
 	flag.StringVar(&envFile, "env-file", "", "file of DATAJOBS_TEST_DATABASE_URL= and DATAJOBS_TEST_KUBECONFIG= lines (default: the environment)")
 	flag.StringVar(&scenarios, "scenarios", "converge,noop,latency,failover", "benchmarks to run, in this order")
@@ -83,6 +83,7 @@ func run() error {
 	flag.IntVar(&changes, "changes", 200, "latency: number of changes")
 	flag.IntVar(&latencyJobs, "latency-jobs", 0, "latency: number of jobs the changes cycle through (default: a different job for each change); 1 toggles one job back and forth, as a user would")
 	flag.IntVar(&failoverN, "failover-n", 1000, "failover: number of pending deployments")
+	flag.IntVar(&hogs, "hog", 0, "failover: busy processes (each a shell loop) run beside it from the freeze until all are applied, to measure a takeover on a busy machine")
 	flag.IntVar(&workers, "workers", 8, "synchronizer workers, and the floor's concurrency")
 	flag.StringVar(&limitsFlag, "kube-limits", "auto", `client QPS/burst of the synchronizer, the floor and the serve processes: "auto" (the service's default), "none", or QPS/burst such as 2000/4000`)
 	flag.StringVar(&outDir, "out", "", "folder for logs and CPU profiles (default: a new temporary folder)")
@@ -215,7 +216,7 @@ func run() error {
 				kept.drop()
 				kept = nil
 			}
-			if err := b.failover(ctx, failoverN); err != nil {
+			if err := b.failover(ctx, failoverN, hogs); err != nil {
 				return fmt.Errorf("failover: %w", err)
 			}
 		default:

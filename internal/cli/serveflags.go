@@ -112,6 +112,7 @@ func registerAuthFlags(f *pflag.FlagSet, cfg *server.Config, v *serveFlagVars) {
 	f.DurationVar(&cfg.Auth.WebhookTimeout, "authz-webhook-timeout", 5*time.Second, "timeout of one webhook call (503 after it)")
 	f.DurationVar(&cfg.Auth.WebhookCacheTTL, "authz-webhook-cache-ttl", 10*time.Second, "how long a webhook decision is reused")
 	f.StringVar(&cfg.AdminListen, "admin-listen", "127.0.0.1:8093", "address of /metrics and /data-jobs/debug/* (keep it private)")
+	f.BoolVar(&cfg.AdminProfiling, "admin-profiling", false, "also serve Go's profiles (/debug/pprof/) on the admin listener")
 }
 
 // registerUIFlags: web console at /ui/ (issue 14, docs/ui.md).

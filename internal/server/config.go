@@ -91,6 +91,9 @@ type Config struct {
 	// AdminListen is the address of /metrics and /data-jobs/debug/*, kept off the public
 	// port (default "127.0.0.1:8093").
 	AdminListen string
+	// AdminProfiling also serves Go's profiles at /debug/pprof/ on the admin listener
+	// (off by default: a CPU profile or trace costs the process while it runs).
+	AdminProfiling bool
 	// AdminReady, when not nil, receives the admin listener's address once it accepts.
 	AdminReady chan<- net.Addr
 

@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"net/http/pprof"
 
 	"github.com/datajobs/datajobs/internal/ui"
 )
@@ -25,14 +26,23 @@ func publicRoutes(h *health, console, api http.Handler) []route {
 }
 
 // adminRoutes are the admin listener's: the probes, metrics and debugging, never on the
-// public port.
-func adminRoutes(h *health, metrics, syncPlan http.Handler) []route {
-	return []route{
+// public port; with profiling also Go's profiles (net/http/pprof), which the benchmarks
+// read from a running leader.
+func adminRoutes(h *health, metrics, syncPlan http.Handler, profiling bool) []route {
+	routes := []route{
 		{"GET /healthz", http.HandlerFunc(h.adminLive)},
 		{"GET /readyz", http.HandlerFunc(h.adminReady)},
 		{"GET /metrics", metrics},
 		{"GET /data-jobs/debug/sync-plan", syncPlan},
 	}
+	if profiling {
+		routes = append(routes,
+			route{"GET /debug/pprof/", http.HandlerFunc(pprof.Index)}, // heap, goroutine, allocs, … by name
+			route{"GET /debug/pprof/profile", http.HandlerFunc(pprof.Profile)},
+			route{"GET /debug/pprof/trace", http.HandlerFunc(pprof.Trace)},
+			route{"GET /debug/pprof/symbol", http.HandlerFunc(pprof.Symbol)})
+	}
+	return routes
 }
 
 func mux(routes []route) *http.ServeMux {

@@ -148,7 +148,7 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 	}, svc, cfg.Logger)
 	a.public = mux(publicRoutes(health, console, api))
 	a.admin = mux(adminRoutes(health, promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}),
-		syncPlanHandler(cfg.SyncMode, syncUnit.syncer)))
+		syncPlanHandler(cfg.SyncMode, syncUnit.syncer), cfg.AdminProfiling))
 	return a, nil
 }
 

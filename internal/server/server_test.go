@@ -236,6 +236,25 @@ func TestMetricsAndDebugAreOnlyOnTheAdminListener(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, body)
 }
 
+// Go's profiles are served on the admin listener only when asked for (--admin-profiling):
+// a CPU profile costs the process while it runs, so they are off by default.
+func TestProfilesAreOnTheAdminListenerOnlyWhenAskedFor(t *testing.T) {
+	t.Parallel()
+	for _, on := range []bool{false, true} {
+		base, _, admin := serve(t, server.Config{DatabaseURL: testenv.DatabaseURL(t), SyncMode: server.SyncOff, AdminProfiling: on})
+		require.Eventually(t, func() bool { code, _ := get(t, base+"/readyz"); return code == http.StatusOK }, 30*time.Second, 50*time.Millisecond)
+		code, body := get(t, admin+"/debug/pprof/heap?debug=1")
+		if !on {
+			require.Equal(t, http.StatusNotFound, code, "profiling off")
+			continue
+		}
+		require.Equal(t, http.StatusOK, code, body)
+		require.Contains(t, body, "heap profile:")
+		code, _ = get(t, base+"/debug/pprof/heap?debug=1")
+		require.Equal(t, http.StatusNotFound, code, "never on the public port")
+	}
+}
+
 func TestOIDCWithoutIssuerRefusesToStart(t *testing.T) {
 	t.Parallel()
 	err := server.Run(t.Context(), server.Config{DatabaseURL: "postgres://127.0.0.1:1/none", Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0"}, nil)
