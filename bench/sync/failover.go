@@ -50,7 +50,7 @@ func (b *bench) serve(ctx context.Context, f *fleet, name string) (*server, erro
 		"serve", "--listen", addr, "--admin-listen", admin, "--auth-mode", "none", "--database-url", f.dbURL,
 		"--kubeconfig", b.kubeconfig, "--namespace", f.ns, "--sync-workers", strconv.Itoa(b.workers), "--log-format", "json",
 		// The jobs run prebuilt images of a registry that is not there: not what is measured.
-		"--verify-prebuilt-images=false",
+		"--verify-prebuilt-images=false", "--admin-profiling",
 	},
 		b.limits.flags()...)
 	cmd := exec.CommandContext(ctx, b.datajobs, args...)
@@ -101,6 +101,15 @@ func (s *server) get(ctx context.Context, path string) (string, error) {
 		return "", fmt.Errorf("GET %s: %s", path, resp.Status)
 	}
 	return string(body), err
+}
+
+// save writes what the admin listener answers at path to file (a profile).
+func (s *server) save(ctx context.Context, path, file string) error {
+	body, err := s.get(ctx, path)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, []byte(body), 0o644)
 }
 
 // poll calls cond every interval until it is true, or fails after timeout.
@@ -218,6 +227,12 @@ func (b *bench) failover(ctx context.Context, n, hogs int) error {
 	}); err != nil {
 		return err
 	}
+	// The new leader's CPU profile over its first 10 s as leader, for where the apply
+	// part's time goes in this process (the CPU report below has the other processes').
+	profiled := make(chan error, 1)
+	go func() {
+		profiled <- bproc.save(ctx, "/debug/pprof/profile?seconds=10", filepath.Join(b.outDir, "failover-b.cpu.pprof"))
+	}()
 	// Polled cheaply (a count of the actual rows, every 50 ms), then checked in full.
 	c0 := b.cpu.sample()
 	var tSynced time.Time
@@ -260,7 +275,12 @@ func (b *bench) failover(ctx context.Context, n, hogs int) error {
 	newLeaderRSS, _ := processRSS(bproc.cmd.Process.Pid)
 	b.printf("\nRSS with %d jobs and no deployment: leader %s, follower %s; the follower once leader with %d CronJobs: %s.\n",
 		n, mib(leaderRSS), mib(followerRSS), n, mib(newLeaderRSS))
-	b.printf("\nCPU during the apply part: %s\n\n", cpu)
+	b.printf("\nCPU during the apply part: %s\n", cpu)
+	if err := <-profiled; err != nil {
+		b.printf("\nno CPU profile of the new leader: %v\n\n", err)
+	} else {
+		b.printf("\nthe new leader's CPU profile, its first 10 s as leader: `go tool pprof -top %s`\n\n", filepath.Join(b.outDir, "failover-b.cpu.pprof"))
+	}
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/datajobs/datajobs/bench/internal/stats"
 	"github.com/datajobs/datajobs/internal/job"
@@ -23,7 +26,10 @@ import (
 type sustainedRun struct {
 	made, seen int
 	lat        []time.Duration
-	cpu        cpuReport
+	// window is, per change seen, the 10 s window of the run it was made in, for the
+	// p99 of each window: a stall shows as one bad window, a backlog as growing ones.
+	window []int
+	cpu    cpuReport
 	// took is from the first change to the last one seen.
 	took time.Duration
 }
@@ -95,6 +101,7 @@ func (b *bench) sustained(ctx context.Context, f *fleet, rates []int, d time.Dur
 			return err
 		}
 		b.printf("%s", res.row(rate, "service + synchronizer", d))
+		windows := res.windows()
 		floor := func(ctx context.Context, name string, want bool) error {
 			patch := fmt.Sprintf(`{"spec":{"suspend":%v}}`, !want)
 			_, err := b.admin.BatchV1().CronJobs(f.ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "bench-floor"})
@@ -107,6 +114,7 @@ func (b *bench) sustained(ctx context.Context, f *fleet, rates []int, d time.Dur
 			return err
 		}
 		b.printf("%s", res.row(rate, "floor: client-go patch", d))
+		b.log.InfoContext(ctx, "sustained_p99_by_10s_window", "rate", rate, "synchronizer", windows, "floor", res.windows())
 		if stop, err = run(); err != nil { // it repairs the floor's patches first
 			return err
 		}
@@ -121,6 +129,25 @@ func (r sustainedRun) row(rate int, path string, d time.Duration) string {
 		float64(r.seen)/r.took.Seconds(), ms(p[0]), ms(p[1]), ms(p[2]), r.cpu)
 }
 
+// windows is the p99 of the changes made in each 10 s window of the run, in ms.
+func (r sustainedRun) windows() string {
+	var byWindow [][]time.Duration
+	for i, w := range r.window {
+		for len(byWindow) <= w {
+			byWindow = append(byWindow, nil)
+		}
+		byWindow[w] = append(byWindow[w], r.lat[i])
+	}
+	out := make([]string, len(byWindow))
+	for i, lat := range byWindow {
+		out[i] = "-"
+		if len(lat) > 0 {
+			out[i] = fmt.Sprintf("%.0f", float64(stats.Percentiles(lat, 99)[0])/float64(time.Millisecond))
+		}
+	}
+	return strings.Join(out, " ")
+}
+
 // drive makes rate changes a second for d with change, each picked by pick, and waits up
 // to 10 s for each to be seen by a watch on the namespace (suspend == !enabled).
 func (b *bench) drive(ctx context.Context, f *fleet, rate int, d time.Duration, profile string,
@@ -131,7 +158,15 @@ func (b *bench) drive(ctx context.Context, f *fleet, rate int, d time.Duration, 
 	if err != nil {
 		return run, err
 	}
-	w, err := b.admin.BatchV1().CronJobs(f.ns).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	defer stopWatching()
+	// A RetryWatcher resumes from the last event's resourceVersion when the apiserver ends
+	// a watch (a 200/s run lost most of its events to a closed plain watch).
+	w, err := watchtools.NewRetryWatcherWithContext(watchCtx, list.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return b.admin.BatchV1().CronJobs(f.ns).Watch(ctx, o)
+		},
+	})
 	if err != nil {
 		return run, err
 	}
@@ -155,6 +190,7 @@ func (b *bench) drive(ctx context.Context, f *fleet, rate int, d time.Duration, 
 			mu.Lock()
 			if t0, ok := pending[k]; ok {
 				run.lat = append(run.lat, time.Since(t0))
+				run.window = append(run.window, int(t0.Sub(start)/(10*time.Second)))
 				run.took = time.Since(start)
 				delete(pending, k)
 			}
@@ -196,6 +232,7 @@ func (b *bench) drive(ctx context.Context, f *fleet, rate int, d time.Duration, 
 		time.Sleep(20 * time.Millisecond)
 	}
 	run.cpu = c0.to(b.cpu.sample())
+	stopWatching()
 	w.Stop()
 	watching.Wait()
 	run.seen = len(run.lat)

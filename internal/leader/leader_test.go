@@ -221,6 +221,46 @@ func TestCutOffLeaderStopsBeforeItsLeaseExpires(t *testing.T) {
 	require.False(t, a.IsLeader())
 }
 
+// A crashed leader (cut off, so it never renews nor releases) is replaced at its lease's
+// expiry, not a retry interval later: the follower's retry interval here is an hour, so
+// before the follower slept until the holder's expiry this test waited an hour (the
+// failover benchmark lost up to 2 s of the default 2 s interval after the expiry).
+func TestACrashedLeaderIsReplacedAtItsLeasesExpiry(t *testing.T) {
+	t.Parallel()
+	s := testenv.Store(t)
+	cfg := leader.Config{
+		Name:          lease,
+		LeaseDuration: 2 * time.Second,
+		RenewInterval: 50 * time.Millisecond,
+		RenewDeadline: time.Second,
+		RetryInterval: time.Hour,
+	}
+	cut := &faultyLeases{Leases: s}
+	a := newElector(t, cfg, cut)
+	aEpoch := make(chan int64, 1)
+	run(t, a, func(ctx context.Context, epoch int64) {
+		aEpoch <- epoch
+		<-ctx.Done()
+	})
+	old := <-aEpoch
+	others := &faultyLeases{Leases: s}
+	b := newElector(t, cfg, others)
+	bEpoch := make(chan int64, 1)
+	run(t, b, func(ctx context.Context, epoch int64) {
+		bEpoch <- epoch
+		<-ctx.Done()
+	})
+	require.Eventually(t, func() bool { return others.refused.Load() > 0 }, wait, tick)
+	cut.fail.Store(true) // a crashes: no renewal, no release
+
+	select {
+	case epoch := <-bEpoch:
+		require.Greater(t, epoch, old)
+	case <-time.After(wait):
+		t.Fatalf("b did not take the lease within %s of a's crash (lease %s, retry interval %s)", wait, cfg.LeaseDuration, cfg.RetryInterval)
+	}
+}
+
 // A lead that returns on its own ends the term: the lease is released for the others.
 func TestLeadReturningEndsTheTerm(t *testing.T) {
 	t.Parallel()

@@ -2,8 +2,11 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Leases are rows of leader_lease: one per leadership, held by one replica until
@@ -60,6 +63,23 @@ WHERE name = $1 AND holder = $2 AND epoch = $3 AND expires_at > now()`
 		return translate(fmt.Errorf("release lease %s: %w", name, err))
 	}
 	return nil
+}
+
+// LeaseExpiresIn is how long the lease name's current term has left by the database's
+// clock: 0 when it has expired or was never taken. A replica refused the lease sleeps no
+// longer than this before it tries again, so a crashed leader is replaced at its lease's
+// expiry, not up to a retry interval later.
+func (s *Store) LeaseExpiresIn(ctx context.Context, name string) (time.Duration, error) {
+	const q = `SELECT greatest(extract(epoch FROM expires_at - now()), 0)::float8 FROM leader_lease WHERE name = $1`
+	var secs float64
+	err := s.leases.QueryRow(ctx, q, name).Scan(&secs)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, translate(fmt.Errorf("read lease %s: %w", name, err))
+	}
+	return time.Duration(secs * float64(time.Second)), nil
 }
 
 // LeaseHolder reports who holds, or last held, the lease name, for status pages and
