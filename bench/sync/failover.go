@@ -268,7 +268,7 @@ func (b *bench) failover(ctx context.Context, n, hogs int) error {
 	b.printf("| frozen leader's lease expired (its expires_at) | %s |\n", since(expires))
 	b.printf("| second process took the lease (epoch %d → %d) | %s |\n", epochA, epochB, since(tLead))
 	b.printf("| all %d deployments synced (CronJobs created, rows recorded) | %s |\n", n, since(tSynced))
-	b.printf("\nLease part: %s from the freeze (%s after the kill; the lease had %s left at the freeze, the follower retries every 2 s). "+
+	b.printf("\nLease part: %s from the freeze (%s after the kill; the lease had %s left at the freeze; the follower tries again at its expiry). "+
 		"Apply part: %s from the takeover to all %d synced (%.0f deployments/s), at client QPS/burst %s.\n",
 		secs(tLead.Sub(tStop)), secs(tLead.Sub(tKill)), secs(expires.Sub(tStop)), secs(tSynced.Sub(tLead)), n,
 		float64(n)/tSynced.Sub(tLead).Seconds(), b.limits)
