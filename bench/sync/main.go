@@ -84,7 +84,7 @@ func run() error {
 	flag.IntVar(&latencyJobs, "latency-jobs", 0, "latency: number of jobs the changes cycle through (default: a different job for each change); 1 toggles one job back and forth, as a user would")
 	flag.IntVar(&failoverN, "failover-n", 1000, "failover: number of pending deployments")
 	flag.IntVar(&hogs, "hog", 0, "failover: busy processes (each a shell loop) run beside it from the freeze until all are applied, to measure a takeover on a busy machine")
-	flag.IntVar(&workers, "workers", 8, "synchronizer workers, and the floor's concurrency")
+	flag.IntVar(&workers, "workers", 16, "synchronizer workers, and the floor's concurrency (the service's default)")
 	flag.StringVar(&limitsFlag, "kube-limits", "auto", `client QPS/burst of the synchronizer, the floor and the serve processes: "auto" (the service's default), "none", or QPS/burst such as 2000/4000`)
 	flag.StringVar(&outDir, "out", "", "folder for logs and CPU profiles (default: a new temporary folder)")
 	flag.StringVar(&datajobsBin, "datajobs", ".cache/bin/datajobs", "failover: the datajobs binary to serve with")

@@ -41,7 +41,7 @@ func registerCoreFlags(f *pflag.FlagSet, cfg *server.Config, v *serveFlagVars) {
 	f.StringVar(&cfg.ImageRegistry, "image-registry", "registry.local/datajobs", "registry of job images: <registry>/<job>:<version>")
 	f.DurationVar(&cfg.ResyncInterval, "resync-interval", 0, "period of the full resync pass (default 5m)")
 	f.StringVar(v.syncMode, "sync-mode", "on", "synchronizer mode: on, dry-run or off")
-	f.IntVar(&cfg.SyncWorkers, "sync-workers", 8, "jobs reconciled in parallel")
+	f.IntVar(&cfg.SyncWorkers, "sync-workers", 16, "jobs reconciled in parallel")
 	f.Var(&throttleFlag{qps: &cfg.KubeQPS}, "kube-qps", "requests per second to the Kubernetes API server: auto (no client-side limit when the apiserver runs API Priority and Fairness, else 50), a number, or -1 for no limit")
 	f.Var(&throttleFlag{burst: &cfg.KubeBurst}, "kube-burst", "burst of requests to the Kubernetes API server: auto (twice the QPS) or a number")
 	f.StringSliceVar(&cfg.SupportedPythonVersions, "supported-python-versions", job.DefaultSupportedPythonVersions(), "python versions jobs may deploy with")

@@ -42,7 +42,9 @@ type Config struct {
 	ResyncInterval time.Duration
 	// SyncMode is on, dry-run or off (default on).
 	SyncMode SyncMode
-	// SyncWorkers is the number of jobs reconciled in parallel (default 8).
+	// SyncWorkers is the number of jobs reconciled in parallel (default 16: a busy apiserver
+	// answers each write slower, and more in flight kept a failover under a CPU hog
+	// within lease + 3 s, docs/benchmarks.md).
 	SyncWorkers int
 	// KubeQPS and KubeBurst bound the client's request rate to the apiserver. Zero QPS
 	// (the default) is automatic: no limit under API Priority and Fairness, else 50/100;
@@ -141,7 +143,7 @@ func (c Config) withDefaults() (_ Config, err error) {
 	c.ImageRegistry = cmp.Or(c.ImageRegistry, "registry.local/datajobs")
 	c.ResyncInterval = cmp.Or(c.ResyncInterval, 5*time.Minute)
 	c.SyncMode = cmp.Or(c.SyncMode, SyncOn)
-	c.SyncWorkers = cmp.Or(c.SyncWorkers, 8)
+	c.SyncWorkers = cmp.Or(c.SyncWorkers, 16)
 	if len(c.SupportedPythonVersions) == 0 {
 		c.SupportedPythonVersions = job.DefaultSupportedPythonVersions()
 	}

@@ -82,7 +82,7 @@ type Config struct {
 	// AcceptRestore lifts the restore guard (restore.go): the database is taken as it is
 	// although live CronJobs are newer than it, and the next pass re-stamps them.
 	AcceptRestore bool
-	// Workers reconcile that many jobs in parallel (default 8).
+	// Workers reconcile that many jobs in parallel (default 16).
 	Workers int
 	// ResyncInterval is the period of the full pass that catches anything missed (default 5m).
 	ResyncInterval time.Duration
@@ -119,7 +119,7 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	c.Render = c.Render.WithDefaults()
-	c.Workers = cmp.Or(c.Workers, 8)
+	c.Workers = cmp.Or(c.Workers, 16)
 	c.PruneMaxFraction = cmp.Or(c.PruneMaxFraction, 0.2)
 	c.ResyncInterval = cmp.Or(c.ResyncInterval, 5*time.Minute)
 	c.FullReadInterval = cmp.Or(c.FullReadInterval, time.Hour)
