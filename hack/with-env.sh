@@ -19,7 +19,7 @@ cleanup() {
   rm -rf "$state"
 }
 trap cleanup EXIT
-for _ in $(seq 1 600); do
+for _ in $(seq 1 1500); do
   [ -s "$envfile" ] && break
   if ! kill -0 "$dev" 2>/dev/null; then
     echo "with-env: the environment failed to start:" >&2
@@ -28,7 +28,7 @@ for _ in $(seq 1 600); do
   fi
   sleep 0.2
 done
-[ -s "$envfile" ] || { echo "with-env: the environment did not start in 120s" >&2; cat "$state/dev.log" >&2; exit 1; }
+[ -s "$envfile" ] || { echo "with-env: the environment did not start in 300s" >&2; cat "$state/dev.log" >&2; exit 1; }
 set -a; . "$envfile"; set +a
 export DATAJOBS_ENV_FILE=$envfile
 echo "with-env: environment ready ($DATAJOBS_TEST_DATABASE_URL, $DATAJOBS_TEST_KUBECONFIG)" >&2
