@@ -7,6 +7,9 @@
 #             profiles (noop-*.pprof in the output folder);
 #   sustained N changes/s (-rates, -sustain each) through the service with the synchronizer
 #             live, next to plain client-go patches at the same rate (the floor);
+#   leader    a real `datajobs serve` leader and follower (GOMEMLIMIT as the chart sets it)
+#             over the N jobs, caught up and with 1,000 executions running (-running): RSS,
+#             peak RSS, Go heap, the leader's heap profile (leader.heap in the output folder);
 #   failover  1,000 pending deployments, two `datajobs serve` processes, leader killed.
 # It is bench/sync (bench/sync/run.sh) with these scenarios; arguments after the defaults
 # override them (the last -n-style flag wins), e.g.
@@ -15,5 +18,5 @@
 #   bash bench/scale/run.sh -noop-n 5000 -sustain 30s -rates 10,50
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-exec bash bench/sync/run.sh -scenarios memory,noop,sustained,failover -noop-n 100000 -rates 10,50,200 -sustain 5m \
+exec bash bench/sync/run.sh -scenarios memory,noop,leader,sustained,failover -noop-n 100000 -rates 10,50,200 -sustain 5m \
 	-timeout 3h "$@"

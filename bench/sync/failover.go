@@ -28,8 +28,8 @@ type server struct {
 }
 
 // serve starts `datajobs serve` on a free loopback port against the fleet, logging to
-// out/failover-<name>.log.
-func (b *bench) serve(ctx context.Context, f *fleet, name string) (*server, error) {
+// out/<name>.log, with env added to this process's environment and extra flags.
+func (b *bench) serve(ctx context.Context, f *fleet, name string, env []string, extra ...string) (*server, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -42,7 +42,7 @@ func (b *bench) serve(ctx context.Context, f *fleet, name string) (*server, erro
 	}
 	admin := adminLn.Addr().String()
 	adminLn.Close()
-	logFile, err := os.Create(filepath.Join(b.outDir, "failover-"+name+".log"))
+	logFile, err := os.Create(filepath.Join(b.outDir, name+".log"))
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +53,10 @@ func (b *bench) serve(ctx context.Context, f *fleet, name string) (*server, erro
 		"--verify-prebuilt-images=false", "--admin-profiling",
 	},
 		b.limits.flags()...)
-	cmd := exec.CommandContext(ctx, b.datajobs, args...)
+	cmd := exec.CommandContext(ctx, b.datajobs, append(args, extra...)...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
@@ -145,7 +148,7 @@ func (b *bench) failover(ctx context.Context, n, hogs int) error {
 		return err
 	}
 	defer f.drop()
-	a, err := b.serve(ctx, f, "a")
+	a, err := b.serve(ctx, f, "failover-a", nil)
 	if err != nil {
 		return err
 	}
@@ -162,7 +165,7 @@ func (b *bench) failover(ctx context.Context, n, hogs int) error {
 	}); err != nil {
 		return err
 	}
-	bproc, err := b.serve(ctx, f, "b")
+	bproc, err := b.serve(ctx, f, "failover-b", nil)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,9 @@
 //     with the synchronizer live, next to plain client-go patches at the same rate;
 //   - latency: PATCH enabled through the service until the CronJob's suspend is seen
 //     changed by a watch, with the synchronizer running live;
+//   - leader: a real `datajobs serve` leader and a follower over the synced jobs (as the
+//     chart runs them, GOMEMLIMIT), caught up and then with -running executions running:
+//     their RSS, peak RSS, Go heap and a heap profile;
 //   - failover: two `datajobs serve` processes; the leader is frozen, changes are written,
 //     the leader is killed, and the follower's takeover and apply are timed.
 //
@@ -70,18 +73,19 @@ type bench struct {
 
 func run() error {
 	var (
-		envFile, scenarios, sizes, limitsFlag, outDir, datajobsBin    string
-		repeat, noopN, changes, latencyJobs, failoverN, workers, hogs int
-		timeout                                                       time.Duration
+		envFile, scenarios, sizes, limitsFlag, outDir, datajobsBin             string
+		repeat, noopN, changes, latencyJobs, failoverN, workers, hogs, running int
+		timeout                                                                time.Duration
 	)
 	flag.StringVar(&envFile, "env-file", "", "file of DATAJOBS_TEST_DATABASE_URL= and DATAJOBS_TEST_KUBECONFIG= lines (default: the environment)")
 	flag.StringVar(&scenarios, "scenarios", "converge,noop,latency,failover", "benchmarks to run, in this order")
 	flag.StringVar(&sizes, "n", "1000,10000", "converge: numbers of deployments")
 	flag.IntVar(&repeat, "repeat", 3, "converge: runs per size up to 1000")
 	repeatLarge := flag.Int("repeat-large", 1, "converge: runs per size above 1000")
-	flag.IntVar(&noopN, "noop-n", 10000, "noop, memory and latency: number of synced jobs (reuses converge's last fleet when sizes match)")
+	flag.IntVar(&noopN, "noop-n", 10000, "noop, memory, sustained, leader and latency: number of synced jobs (reuses converge's last fleet when sizes match)")
 	flag.IntVar(&changes, "changes", 200, "latency: number of changes")
 	flag.IntVar(&latencyJobs, "latency-jobs", 0, "latency: number of jobs the changes cycle through (default: a different job for each change); 1 toggles one job back and forth, as a user would")
+	flag.IntVar(&running, "running", 1000, "leader: executions made running")
 	flag.IntVar(&failoverN, "failover-n", 1000, "failover: number of pending deployments")
 	flag.IntVar(&hogs, "hog", 0, "failover: busy processes (each a shell loop) run beside it from the freeze until all are applied, to measure a takeover on a busy machine")
 	flag.IntVar(&workers, "workers", 16, "synchronizer workers, and the floor's concurrency (the service's default)")
@@ -188,7 +192,7 @@ func run() error {
 			if err != nil {
 				return fmt.Errorf("converge: %w", err)
 			}
-		case "noop", "latency", "memory", "sustained":
+		case "noop", "latency", "memory", "sustained", "leader":
 			if kept == nil || len(kept.names) != noopN {
 				if kept != nil {
 					kept.drop()
@@ -205,6 +209,8 @@ func run() error {
 				err = b.memory(ctx, kept)
 			case "sustained":
 				err = b.sustained(ctx, kept, rateList, *sustainFor)
+			case "leader":
+				err = b.leader(ctx, kept, running)
 			default:
 				err = b.latency(ctx, kept, changes, latencyJobs)
 			}
