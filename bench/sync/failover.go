@@ -30,6 +30,11 @@ type server struct {
 // serve starts `datajobs serve` on a free loopback port against the fleet, logging to
 // out/<name>.log, with env added to this process's environment and extra flags.
 func (b *bench) serve(ctx context.Context, f *fleet, name string, env []string, extra ...string) (*server, error) {
+	return b.serveBin(ctx, f, b.datajobs, name, env, extra...)
+}
+
+// serveBin is serve of the datajobs binary bin.
+func (b *bench) serveBin(ctx context.Context, f *fleet, bin, name string, env []string, extra ...string) (*server, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -53,7 +58,7 @@ func (b *bench) serve(ctx context.Context, f *fleet, name string, env []string, 
 		"--verify-prebuilt-images=false", "--admin-profiling",
 	},
 		b.limits.flags()...)
-	cmd := exec.CommandContext(ctx, b.datajobs, append(args, extra...)...)
+	cmd := exec.CommandContext(ctx, bin, append(args, extra...)...)
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
 	}
@@ -61,7 +66,7 @@ func (b *bench) serve(ctx context.Context, f *fleet, name string, env []string, 
 	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
-		return nil, fmt.Errorf("start %s: %w", b.datajobs, err)
+		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
 	s := &server{name: name, cmd: cmd, addr: addr, admin: admin, exited: make(chan struct{})}
 	go func() { // owned by the server: stop waits for it

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/datajobs/datajobs/internal/devenv"
+	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/store"
 )
@@ -30,10 +32,11 @@ const goMemLimit = "858993459"
 // running. The executions are started through the service; their pods are kept off the
 // kwok node, which would finish them at once, by cordoning every node for the scenario,
 // and the benchmark plays their kubelet (devenv.SetPodStatus), as bench/executions does.
-func (b *bench) leader(ctx context.Context, f *fleet, running int) error {
+// The processes run bin; their logs and heap profiles are named with prefix.
+func (b *bench) leader(ctx context.Context, f *fleet, running int, bin, prefix string) error {
 	n := len(f.names)
 	running = min(running, n)
-	b.printf("## leader (%d synced jobs, %d running executions; `datajobs serve` leader and follower, GOMEMLIMIT=%s)\n\n", n, running, goMemLimit)
+	b.printf("## leader (%d synced jobs, %d running executions; `%s serve` leader and follower, GOMEMLIMIT=%s)\n\n", n, running, bin, goMemLimit)
 	// The benchmark's own lease would keep the serve processes followers: hand it over,
 	// and take it back for the scenarios after this one.
 	if err := f.db.ReleaseLease(ctx, store.SyncLeaseName, "bench", f.epoch); err != nil {
@@ -46,7 +49,7 @@ func (b *bench) leader(ctx context.Context, f *fleet, running int) error {
 	}
 	env := []string{"GOMEMLIMIT=" + goMemLimit}
 	t0 := time.Now()
-	lead, err := b.serve(ctx, f, "leader", env, "--admin-profiling")
+	lead, err := b.serveBin(ctx, f, bin, prefix+"leader", env, "--admin-profiling")
 	if err != nil {
 		return err
 	}
@@ -55,8 +58,13 @@ func (b *bench) leader(ctx context.Context, f *fleet, running int) error {
 	if err != nil {
 		return err
 	}
-	b.printf("The leader took the lease and was caught up (first pass done, its queue empty, no reconcile for 2 s) %s after its start.\n\n", secs(caughtUp.Sub(t0)))
-	follow, err := b.serve(ctx, f, "follower", env, "--admin-profiling")
+	after, err := cronJobVersions(ctx, b.admin, f.ns)
+	if err != nil {
+		return err
+	}
+	b.printf("The leader took the lease and was caught up (first pass done, its queue empty, no reconcile for 2 s) %s after its start, "+
+		"having changed %d of the %d CronJobs (a leader of the configuration they were synced with writes none).\n\n", secs(caughtUp.Sub(t0)), changed(before, after), n)
+	follow, err := b.serveBin(ctx, f, bin, prefix+"follower", env, "--admin-profiling")
 	if err != nil {
 		return err
 	}
@@ -69,7 +77,12 @@ func (b *bench) leader(ctx context.Context, f *fleet, running int) error {
 	}
 	rows := []string{memoryRow(ctx, lead, "caught up, idle"), memoryRow(ctx, follow, "following")}
 	t1 := time.Now()
-	ids, err := b.runExecutions(ctx, f, running)
+	uncordon, err := cordonAll(ctx, b)
+	if err != nil {
+		return err
+	}
+	defer uncordon() // after the executions' Jobs are deleted: no pod of theirs is left to take
+	ids, pods, err := b.runExecutions(ctx, f, running)
 	defer b.deleteJobs(f, ids)
 	if err != nil {
 		return err
@@ -86,13 +99,13 @@ func (b *bench) leader(ctx context.Context, f *fleet, running int) error {
 			return err
 		}
 	}
-	after, err := cronJobVersions(ctx, b.admin, f.ns)
-	if err != nil {
+	b.printf("\nHeap profiles in %s (%sleader.heap, %sfollower.heap); the leader's top by in-use bytes:\n\n```\n%s```\n\n",
+		b.outDir, prefix, prefix, pprofTop(filepath.Join(b.outDir, prefix+"leader.heap")))
+	// Ended as a kubelet would, so that a next leader scenario on this fleet starts them
+	// again (a job runs one execution at a time).
+	if err := b.finishExecutions(ctx, f, ids, pods); err != nil {
 		return err
 	}
-	b.printf("\nCronJobs the leader changed: %d of %d (a leader of the same configuration writes none).\n", changed(before, after), n)
-	b.printf("\nHeap profiles in %s (leader.heap, follower.heap); the leader's top by in-use bytes:\n\n```\n%s```\n\n",
-		b.outDir, pprofTop(filepath.Join(b.outDir, "leader.heap")))
 	lead.stop()
 	follow.stop()
 	return nil
@@ -125,14 +138,10 @@ func waitCaughtUp(ctx context.Context, s *server, f *fleet, timeout time.Duratio
 }
 
 // runExecutions starts running executions, one on each of the fleet's first jobs,
-// through the service, with every node cordoned, plays the kubelet of their pods (made
-// Running) and waits until the database records them all running. It returns the ids.
-func (b *bench) runExecutions(ctx context.Context, f *fleet, running int) ([]string, error) {
-	uncordon, err := cordonAll(ctx, b)
-	if err != nil {
-		return nil, err
-	}
-	defer uncordon()
+// through the service, with every node cordoned (by the caller), plays the kubelet of their pods (made
+// Running) and waits until the database records them all running. It returns the ids
+// and the pods.
+func (b *bench) runExecutions(ctx context.Context, f *fleet, running int) ([]string, []*corev1.Pod, error) {
 	ids := make([]string, running)
 	idx := make(map[string]int, running)
 	for i := range ids {
@@ -143,7 +152,7 @@ func (b *bench) runExecutions(ctx context.Context, f *fleet, running int) ([]str
 		ids[idx[name]] = ex.ID
 		return err
 	}); err != nil {
-		return ids, fmt.Errorf("start executions: %w", err)
+		return ids, nil, fmt.Errorf("start executions: %w", err)
 	}
 	want := make(map[string]bool, running)
 	for _, id := range ids {
@@ -151,18 +160,18 @@ func (b *bench) runExecutions(ctx context.Context, f *fleet, running int) ([]str
 	}
 	pods := map[string]*corev1.Pod{}
 	if err := poll(ctx, 500*time.Millisecond, 10*time.Minute, fmt.Sprintf("the pods of %d executions", running), func() (bool, error) {
-		list, err := b.admin.CoreV1().Pods(f.ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name"})
+		list, err := b.admin.CoreV1().Pods(f.ns).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelJobName})
 		if err != nil {
 			return false, err
 		}
 		for i := range list.Items {
-			if p := &list.Items[i]; want[p.Labels["batch.kubernetes.io/job-name"]] {
-				pods[p.Labels["batch.kubernetes.io/job-name"]] = p
+			if p := &list.Items[i]; want[p.Labels[kube.LabelJobName]] {
+				pods[p.Labels[kube.LabelJobName]] = p
 			}
 		}
 		return len(pods) == running, nil
 	}); err != nil {
-		return ids, err
+		return ids, nil, err
 	}
 	podList := make([]*corev1.Pod, 0, len(pods))
 	for _, p := range pods {
@@ -176,16 +185,42 @@ func (b *bench) runExecutions(ctx context.Context, f *fleet, running int) ([]str
 			}
 		}
 	}); err != nil {
-		return ids, fmt.Errorf("make pods running: %w", err)
+		return ids, nil, fmt.Errorf("make pods running: %w", err)
 	}
-	if err := poll(ctx, 100*time.Millisecond, 10*time.Minute, fmt.Sprintf("%d executions recorded running", running), func() (bool, error) {
-		var got int
-		err := f.conn.QueryRow(ctx, `SELECT count(*) FROM data_job_execution WHERE status = 'running'`).Scan(&got)
-		return got >= running, err
+	if err := waitExecutions(ctx, f, ids, "running"); err != nil {
+		return ids, nil, err
+	}
+	return ids, podList, nil
+}
+
+// finishExecutions makes the executions' pods Succeeded, as their kubelet would, and
+// waits until the database records them all succeeded.
+func (b *bench) finishExecutions(ctx context.Context, f *fleet, ids []string, pods []*corev1.Pod) error {
+	now := metav1.Now()
+	state := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed", StartedAt: now, FinishedAt: now}}
+	if err := parallel(ctx, pods, 16, func(ctx context.Context, p *corev1.Pod) error {
+		for {
+			err := devenv.SetPodStatus(ctx, b.admin, p, corev1.PodSucceeded, "", state)
+			if errors.Is(err, devenv.ErrPodFinished) {
+				return nil
+			}
+			if !apierrors.IsConflict(err) {
+				return err
+			}
+		}
 	}); err != nil {
-		return ids, err
+		return fmt.Errorf("end the executions' pods: %w", err)
 	}
-	return ids, nil
+	return waitExecutions(ctx, f, ids, "succeeded")
+}
+
+// waitExecutions waits until the database records every execution of ids with status.
+func waitExecutions(ctx context.Context, f *fleet, ids []string, status string) error {
+	return poll(ctx, 100*time.Millisecond, 10*time.Minute, fmt.Sprintf("%d executions recorded %s", len(ids), status), func() (bool, error) {
+		var got int
+		err := f.conn.QueryRow(ctx, `SELECT count(*) FROM data_job_execution WHERE status = $1 AND id = ANY($2)`, status, ids).Scan(&got)
+		return got == len(ids), err
+	})
 }
 
 // cordonAll marks every schedulable node unschedulable and returns what restores them.

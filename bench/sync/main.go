@@ -86,6 +86,7 @@ func run() error {
 	flag.IntVar(&changes, "changes", 200, "latency: number of changes")
 	flag.IntVar(&latencyJobs, "latency-jobs", 0, "latency: number of jobs the changes cycle through (default: a different job for each change); 1 toggles one job back and forth, as a user would")
 	flag.IntVar(&running, "running", 1000, "leader: executions made running")
+	compareBin := flag.String("compare-datajobs", "", "leader: another datajobs binary (say, of main) measured first on the same fleet, for a before/after")
 	flag.IntVar(&failoverN, "failover-n", 1000, "failover: number of pending deployments")
 	flag.IntVar(&hogs, "hog", 0, "failover: busy processes (each a shell loop) run beside it from the freeze until all are applied, to measure a takeover on a busy machine")
 	flag.IntVar(&workers, "workers", 16, "synchronizer workers, and the floor's concurrency (the service's default)")
@@ -210,7 +211,12 @@ func run() error {
 			case "sustained":
 				err = b.sustained(ctx, kept, rateList, *sustainFor)
 			case "leader":
-				err = b.leader(ctx, kept, running)
+				if *compareBin != "" {
+					if err = b.leader(ctx, kept, running, *compareBin, "before-"); err != nil {
+						break
+					}
+				}
+				err = b.leader(ctx, kept, running, b.datajobs, "")
 			default:
 				err = b.latency(ctx, kept, changes, latencyJobs)
 			}

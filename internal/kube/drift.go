@@ -26,7 +26,9 @@ import (
 //     added a field datajobs never renders, such as a time zone or an extra env var).
 //
 // The deployed-by annotation is not compared: it changes without changing the hash.
-// The last rule needs live's managedFields; without them it finds nothing.
+// The last rule needs live's managedFields; without them it finds nothing. A live CronJob
+// whose spec the cache dropped (SpecDropped) cannot be compared: the caller reads it from
+// the apiserver first (the synchronizer's ActionVerify).
 func Drifted(live, rendered *batchv1.CronJob) (bool, string) {
 	if live == nil {
 		return true, "cronjob is missing"
@@ -56,7 +58,12 @@ func renderedFields(cj *batchv1.CronJob) any {
 			Annotations map[string]string `json:"annotations,omitempty"`
 		} `json:"metadata"`
 		Spec batchv1.CronJobSpec `json:"spec"`
-	}{Spec: LiveSpec(cj)}
+	}{}
+	spec, ok := LiveSpec(cj)
+	if !ok {
+		panic("kube: Drifted of a cached cronjob without its spec: read it from the apiserver first")
+	}
+	v.Spec = spec
 	v.Metadata.Labels = cj.Labels
 	v.Metadata.Annotations = annotations
 	b, err := json.Marshal(v)

@@ -1,6 +1,9 @@
 package kube
 
 import (
+	"slices"
+	"strings"
+
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -81,7 +84,10 @@ func withTeamOAuth(c *corev1.Container, j job.Job) {
 // rendering, or from VDK's envFrom of an adopted one): while one does, the Secret stays.
 func RefersToTeamOAuth(cj *batchv1.CronJob, team string) bool {
 	name := TeamOAuthSecretName(team)
-	spec := LiveSpec(cj)
+	spec, ok := LiveSpec(cj)
+	if !ok { // the cache kept only the names of the Secrets it reads
+		return slices.Contains(strings.Fields(cj.Annotations[annotationSecretRefs]), name)
+	}
 	pod := spec.JobTemplate.Spec.Template.Spec
 	for _, c := range append(pod.InitContainers, pod.Containers...) {
 		for _, e := range c.Env {

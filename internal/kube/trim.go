@@ -1,6 +1,10 @@
 package kube
 
 import (
+	"slices"
+	"strings"
+	"unique"
+
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,7 +19,11 @@ import (
 //     (then Drifted's last rule needs them all) — when datajobs still has fields to hand
 //     over to its server-side apply manager, one marker entry says so, and the Applier reads
 //     the object's managedFields from the apiserver then (ownCreated);
-//     The spec is kept encoded (encodeSpec): read it with LiveSpec;
+//     the spec of a CronJob managed by datajobs is dropped (dropSpec: the plan compares it
+//     only when the CronJob's generation is not the one recorded, and then reads the object),
+//     that of any other is kept encoded (encodeSpec, for the adoption of an import); read
+//     either with LiveSpec. The labels' and annotations' keys and their repeated values are
+//     shared among the cached objects (internMeta);
 //   - Job: managedFields and the pod template (ObserveExecution reads the Job's status,
 //     completions, success policy and deadline, the tracker its metadata);
 //   - Pod: everything ObserveExecution and the log reader do not read (trimPod).
@@ -26,7 +34,12 @@ func Trim(obj any) (any, error) {
 	case *batchv1.CronJob:
 		o.ManagedFields = trimManagedFields(o.ManagedFields)
 		o.Status = batchv1.CronJobStatus{}
-		encodeSpec(o)
+		if o.Labels[LabelManagedBy] == ManagedByValue {
+			dropSpec(o)
+		} else {
+			encodeSpec(o)
+		}
+		internMeta(&o.ObjectMeta)
 	case *batchv1.Job:
 		o.ManagedFields = nil
 		o.Spec.Template = corev1.PodTemplateSpec{}
@@ -111,19 +124,74 @@ func trimPod(p *corev1.Pod) *corev1.Pod {
 	return out
 }
 
-// annotationCachedSpec carries, on a CronJob in a cache of Trim only, its spec in the
-// API's protobuf encoding; the spec itself is then empty. Decoded, a CronJob's spec (its
-// containers, resource lists and the templates' label maps) is most of what a cached
-// CronJob weighs, some 6 KiB; encoded it is a fraction of that, and the synchronizer
-// reads it only where it compares it (Drifted, the adoption check), for few jobs of a
-// pass. The key is never written to the apiserver: the Applier sends rendered objects
-// and the apiserver's own, never a cached one.
+// annotationCachedSpec carries, on a CronJob not managed by datajobs in a cache of Trim
+// only, its spec in the API's protobuf encoding; the spec itself is then empty. Decoded,
+// a CronJob's spec (its containers, resource lists and the templates' label maps) is most
+// of what a cached CronJob weighs, some 6 KiB; encoded it is a fraction of that, and the
+// synchronizer reads it only for the adoption check of an imported CronJob. The key is
+// never written to the apiserver: the Applier sends rendered objects and the apiserver's
+// own, never a cached one.
 const annotationCachedSpec = "datajobs.io/cached-spec"
+
+// annotationSecretRefs marks, on a CronJob in a cache of Trim only, that its spec was
+// dropped (dropSpec); its value is the names of the Secrets its pods' containers read
+// (env valueFrom, envFrom), space-separated, which is all the synchronizer asks of the
+// spec of a CronJob it does not compare (RefersToTeamOAuth). Like annotationCachedSpec it
+// is never written to the apiserver.
+const annotationSecretRefs = "datajobs.io/cached-secret-refs"
+
+// dropSpec replaces cj's spec by annotationSecretRefs (once: Trim is idempotent). At
+// 100,000 CronJobs even the encoded spec was some 110 MiB of the leader's heap, for a
+// comparison that a pass makes only for a CronJob whose metadata.generation moved since
+// datajobs recorded its write (an edit by hand; a write whose record was lost), which the
+// synchronizer then reads from the apiserver (ActionVerify).
+func dropSpec(cj *batchv1.CronJob) {
+	if _, done := cj.Annotations[annotationSecretRefs]; done {
+		return
+	}
+	if _, encoded := cj.Annotations[annotationCachedSpec]; encoded {
+		return // an object Trim encoded before (not managed then) is not decoded again
+	}
+	if cj.Annotations == nil {
+		cj.Annotations = map[string]string{}
+	}
+	cj.Annotations[annotationSecretRefs] = secretRefs(cj.Spec.JobTemplate.Spec.Template.Spec)
+	cj.Spec = batchv1.CronJobSpec{}
+}
+
+// secretRefs is the sorted, space-separated names of the Secrets pod's containers read.
+func secretRefs(pod corev1.PodSpec) string {
+	var names []string
+	for _, c := range append(slices.Clip(pod.InitContainers), pod.Containers...) {
+		for _, e := range c.Env {
+			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+				names = append(names, e.ValueFrom.SecretKeyRef.Name)
+			}
+		}
+		for _, e := range c.EnvFrom {
+			if e.SecretRef != nil {
+				names = append(names, e.SecretRef.Name)
+			}
+		}
+	}
+	slices.Sort(names)
+	return strings.Join(slices.Compact(names), " ")
+}
+
+// SpecDropped reports whether cj comes from a cache of Trim that dropped its spec: a
+// comparison of the spec needs the object from the apiserver.
+func SpecDropped(cj *batchv1.CronJob) bool {
+	_, ok := cj.Annotations[annotationSecretRefs]
+	return ok
+}
 
 // encodeSpec moves cj's spec into annotationCachedSpec (once: Trim is idempotent). A spec
 // that does not encode, which a decoded one always does, stays as it is.
 func encodeSpec(cj *batchv1.CronJob) {
 	if _, done := cj.Annotations[annotationCachedSpec]; done {
+		return
+	}
+	if SpecDropped(cj) {
 		return
 	}
 	b, err := cj.Spec.Marshal()
@@ -138,16 +206,54 @@ func encodeSpec(cj *batchv1.CronJob) {
 }
 
 // LiveSpec is the spec of a live CronJob: decoded from annotationCachedSpec when cj comes
-// from a cache of Trim, cj.Spec otherwise. Every reader of a cached CronJob's spec goes
-// through it.
-func LiveSpec(cj *batchv1.CronJob) batchv1.CronJobSpec {
+// from a cache of Trim that kept it encoded, cj.Spec when it comes from the apiserver, and
+// not known (false) when the cache dropped it (SpecDropped). Every reader of a cached
+// CronJob's spec goes through it.
+func LiveSpec(cj *batchv1.CronJob) (batchv1.CronJobSpec, bool) {
+	if SpecDropped(cj) {
+		return batchv1.CronJobSpec{}, false
+	}
 	raw, ok := cj.Annotations[annotationCachedSpec]
 	if !ok {
-		return cj.Spec
+		return cj.Spec, true
 	}
 	var spec batchv1.CronJobSpec
 	if err := spec.Unmarshal([]byte(raw)); err != nil {
 		panic("kube: decode a cached cronjob spec: " + err.Error()) // encodeSpec wrote it
 	}
-	return spec
+	return spec, true
+}
+
+// internMeta makes the cached objects share the strings their metadata repeat: the
+// namespace, every label and annotation key, and the values that many objects carry
+// (managed-by, team, installation, versions, deployer: internedValue). Decoded, each
+// object holds its own copy of each; at 100,000 CronJobs of some ten labels and
+// annotations those copies were tens of MiB.
+func internMeta(m *metav1.ObjectMeta) {
+	m.Namespace = unique.Make(m.Namespace).Value()
+	m.Labels = internMap(m.Labels)
+	m.Annotations = internMap(m.Annotations)
+}
+
+func internMap(in map[string]string) map[string]string {
+	if in == nil {
+		return nil
+	}
+	out := make(map[string]string, len(in))
+	for k, v := range in {
+		k = unique.Make(k).Value()
+		if internedValue[k] {
+			v = unique.Make(v).Value()
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// internedValue are the label and annotation keys whose values repeat across CronJobs,
+// Jobs and pods (not the job's name, its UID or its hash, unique to each).
+var internedValue = map[string]bool{
+	LabelManagedBy: true, LabelTeam: true, LabelInstallation: true, LabelComponent: true,
+	AnnotationPythonVersion: true, AnnotationVDKVersion: true, AnnotationDeployedBy: true, AnnotationJobVersion: true,
+	AnnotationUnscheduled: true, annotationSecretRefs: true,
 }

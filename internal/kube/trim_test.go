@@ -24,48 +24,57 @@ func (c cluster) cached(t *testing.T, name string) *batchv1.CronJob {
 	return out.(*batchv1.CronJob)
 }
 
-// The synchronizer plans from trimmed CronJobs: a cache that dropped managedFields must not
-// hide a field someone else added (Drifted's last rule), nor invent drift.
-func TestTrimmedCronJobShowsTheSameDrift(t *testing.T) {
+// The synchronizer plans from trimmed CronJobs, which keep no spec: what tells it that a
+// CronJob changed since datajobs wrote it must survive the trim, or a hand edit would go
+// unrepaired (a cache that hides it) or every CronJob be read again (one that invents it).
+// An edit of the spec moves metadata.generation, which the plan compares with the recorded
+// one before it compares any field (it then reads the object: ActionVerify); an edit of a
+// label or an annotation stays in the cache as it is; and a field another manager owns
+// keeps the managedFields whole for Drifted's last rule.
+func TestTrimmedCronJobKeepsWhatTellsAnEdit(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
 	tests := []struct {
-		name string
-		edit func(*batchv1.CronJob)
+		name             string
+		edit             func(*batchv1.CronJob)
+		specEdit, drifts bool
 	}{
-		{"no edit", nil},
-		{"a changed schedule", func(cj *batchv1.CronJob) { cj.Spec.Schedule = "* * * * *" }},
+		{"no edit", nil, false, false},
+		{"a changed schedule", func(cj *batchv1.CronJob) { cj.Spec.Schedule = "* * * * *" }, true, true},
 		{"an added resource limit, owned by another manager", func(cj *batchv1.CronJob) {
 			container(cj).Resources.Limits[neverRendered] = resource.MustParse("1")
-		}},
-		{"a label added by hand", func(cj *batchv1.CronJob) { cj.Labels["example.com/hand"] = "kept" }},
+		}, true, true},
+		{"a label added by hand", func(cj *batchv1.CronJob) { cj.Labels["example.com/hand"] = "kept" }, false, false},
+		{"a label changed by hand", func(cj *batchv1.CronJob) { cj.Labels[LabelTeam] = "someone-else" }, false, true},
 	}
 	for i, tt := range tests {
-		for _, created := range []bool{true, false} {
-			j := testJob()
-			j.Name = j.Name + string(rune('a'+i))
-			if !created {
-				j.Name += "-applied"
-			}
-			rendered, _ := Render(j, testDeployment(), c.cfg)
-			_, err := c.applier.Apply(t.Context(), nil, rendered)
-			require.NoError(t, err)
-			if !created { // applied over: datajobs' fields are its apply manager's
-				_, err = c.apply(t.Context(), rendered)
-				require.NoError(t, err)
-			}
-			if tt.edit != nil {
-				c.edit(t, j.Name, tt.edit)
-			}
-			full := c.get(t, j.Name)
-			wantDrift, wantReason := Drifted(full, rendered)
-			cached := c.cached(t, j.Name)
-			drift, reason := Drifted(cached, rendered)
-			require.Equal(t, wantDrift, drift, "%s (created only: %v)", tt.name, created)
-			require.Equal(t, wantReason, reason, "%s (created only: %v)", tt.name, created)
-			require.Empty(t, cached.Status.LastScheduleTime)
-			require.LessOrEqual(t, len(cached.ManagedFields), len(full.ManagedFields))
+		j := testJob()
+		j.Name = j.Name + string(rune('a'+i))
+		rendered, _ := Render(j, testDeployment(), c.cfg)
+		written, err := c.applier.Apply(t.Context(), nil, rendered)
+		require.NoError(t, err)
+		if tt.edit != nil {
+			c.edit(t, j.Name, tt.edit)
 		}
+		full := c.get(t, j.Name)
+		cached := c.cached(t, j.Name)
+		require.True(t, SpecDropped(cached), tt.name)
+		_, ok := LiveSpec(cached)
+		require.False(t, ok, "%s: no spec to compare from the cache", tt.name)
+		require.Equal(t, tt.specEdit, cached.Generation != written.Generation, "%s: the generation tells a spec edit", tt.name)
+		require.Equal(t, full.Generation, cached.Generation, tt.name)
+		require.Equal(t, full.UID, cached.UID, tt.name)
+		require.Equal(t, full.ResourceVersion, cached.ResourceVersion, tt.name)
+		require.Equal(t, full.Labels, cached.Labels, "%s: labels as they are", tt.name)
+		for k, v := range full.Annotations {
+			require.Equal(t, v, cached.Annotations[k], "%s: annotation %s as it is", tt.name, k)
+		}
+		drifted, _ := Drifted(full, rendered)
+		require.Equal(t, tt.drifts, drifted, tt.name)
+		if _, _, foreign := foreignSpecField(full); foreign {
+			require.Equal(t, full.ManagedFields, cached.ManagedFields, "%s: another manager's fields are kept", tt.name)
+		}
+		require.Empty(t, cached.Status.LastScheduleTime)
 	}
 }
 
@@ -198,20 +207,44 @@ func TestTrimIsIdempotentAndKeepsWhatIsRead(t *testing.T) {
 	require.Empty(t, mainContainer(got).Env)
 }
 
-// A cached CronJob carries its spec encoded: LiveSpec gives back exactly what the
-// apiserver returned, and Trim of a trimmed object changes nothing more.
-func TestTrimmedCronJobKeepsItsSpecEncoded(t *testing.T) {
+// A cached CronJob of datajobs keeps no spec but the names of the Secrets its pods read
+// (the team OAuth Secret is kept while a CronJob refers to it); any other CronJob keeps its
+// spec encoded (the adoption of an import compares it): LiveSpec gives back exactly what
+// the apiserver returned. Trim of a trimmed object changes nothing more.
+func TestTrimmedCronJobKeepsWhatIsReadOfItsSpec(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	rendered, _ := Render(testJob(), testDeployment(), c.cfg)
+	j := testJob()
+	j.TeamOAuth = true
+	rendered, _ := Render(j, testDeployment(), c.cfg)
 	_, err := c.applier.Apply(t.Context(), nil, rendered)
 	require.NoError(t, err)
 	full := c.get(t, rendered.Name)
 	cached := c.cached(t, rendered.Name)
 	require.Empty(t, cached.Spec.Schedule, "the decoded spec is not kept")
-	require.Equal(t, full.Spec, LiveSpec(cached))
-	require.Equal(t, full.Spec, LiveSpec(full))
+	require.True(t, RefersToTeamOAuth(full, j.Team))
+	require.True(t, RefersToTeamOAuth(cached, j.Team), "the Secret's name is kept")
+	require.False(t, RefersToTeamOAuth(cached, "another-team"))
 	again, err := Trim(cached.DeepCopy())
+	require.NoError(t, err)
+	require.Equal(t, cached, again)
+
+	unmanaged := full.DeepCopy()
+	unmanaged.ObjectMeta = metav1.ObjectMeta{Name: "imported", Namespace: c.ns, Labels: map[string]string{"app": "vdk"}}
+	_, err = c.client.BatchV1().CronJobs(c.ns).Create(t.Context(), unmanaged, metav1.CreateOptions{})
+	require.NoError(t, err)
+	full = c.get(t, "imported")
+	cached = c.cached(t, "imported")
+	require.False(t, SpecDropped(cached))
+	require.Empty(t, cached.Spec.Schedule, "the decoded spec is not kept")
+	spec, ok := LiveSpec(cached)
+	require.True(t, ok)
+	require.Equal(t, full.Spec, spec)
+	spec, ok = LiveSpec(full)
+	require.True(t, ok)
+	require.Equal(t, full.Spec, spec)
+	require.Equal(t, RefersToTeamOAuth(full, j.Team), RefersToTeamOAuth(cached, j.Team))
+	again, err = Trim(cached.DeepCopy())
 	require.NoError(t, err)
 	require.Equal(t, cached, again)
 }

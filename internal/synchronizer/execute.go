@@ -8,6 +8,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
@@ -34,6 +35,10 @@ type result struct {
 // error is retried with backoff; a result without one says whether and when to look again.
 func (t *term) execute(ctx context.Context, p Plan) (result, error) {
 	s := t.s
+	p, err := t.resolve(ctx, p)
+	if err != nil {
+		return result{}, err
+	}
 	log := s.log.With("job", p.Name, "action", string(p.Action), "op_id", opID())
 	if p.State.Job != nil {
 		log = log.With("generation", p.State.Job.Generation)
@@ -82,6 +87,24 @@ func (t *term) execute(ctx context.Context, p Plan) (result, error) {
 	default:
 		return t.apply(ctx, p, finish)
 	}
+}
+
+// resolve turns a verify plan into the plan of the CronJob as the apiserver has it, whole
+// (the cache keeps no spec to compare); any other plan it returns as it is. The plan
+// from the whole object is never verify again.
+func (t *term) resolve(ctx context.Context, p Plan) (Plan, error) {
+	if p.Action != ActionVerify {
+		return p, nil
+	}
+	cj, err := t.s.client.BatchV1().CronJobs(t.render.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		cj = nil
+	case err != nil:
+		t.s.metrics.reconciled(string(p.Action), err)
+		return p, fmt.Errorf("read cronjob %s to compare it: %w", p.Name, err)
+	}
+	return plan(p.State, cj, t.render, nil), nil
 }
 
 // replan is the result of a write computed from a view that turned out stale: the

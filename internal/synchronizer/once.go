@@ -25,7 +25,8 @@ func (r Report) Summary() map[Action]int {
 }
 
 // RunOnce runs one full pass as the leader of term epoch: it plans every job and, unless
-// the synchronizer is in dry-run mode, carries each plan out. Plans are sorted by name.
+// the synchronizer is in dry-run mode, carries each plan out. Plans are sorted by name; a
+// verify (a CronJob the cache could not compare) is the plan of the CronJob as read.
 func (s *Synchronizer) RunOnce(ctx context.Context, epoch int64) (Report, error) {
 	t, stop, err := s.startTerm(ctx, epoch)
 	if err != nil {
@@ -40,8 +41,14 @@ func (s *Synchronizer) RunOnce(ctx context.Context, epoch int64) (Report, error)
 	}
 	sort.Slice(plans, func(i, j int) bool { return plans[i].Name < plans[j].Name })
 	rep := Report{Plans: plans, Errors: map[string]error{}, PruneRefusal: s.PruneRefusal(), RestoreRefusal: s.restoreRefusal()}
-	for _, p := range plans {
-		if _, err := t.execute(ctx, p); err != nil {
+	for i, p := range plans {
+		// A verify is reported as what the CronJob read from the apiserver made of it.
+		p, err := t.resolve(ctx, p)
+		if err == nil {
+			plans[i] = p
+			_, err = t.execute(ctx, p)
+		}
+		if err != nil {
 			rep.Errors[p.Name] = err
 		}
 	}

@@ -141,11 +141,14 @@ func (t *term) readStates(ctx context.Context) (map[string]job.SyncState, bool, 
 		return nil, false, err
 	}
 	if ch.Full {
+		for name, st := range ch.States {
+			ch.States[name] = compact(st)
+		}
 		c.states, c.lastFull = ch.States, time.Now()
 	} else {
 		for _, name := range ch.Changed {
 			if st, ok := ch.States[name]; ok {
-				c.states[name] = st
+				c.states[name] = compact(st)
 			} else {
 				delete(c.states, name)
 			}

@@ -29,6 +29,7 @@ const (
 	ActionRefuse    Action = "refuse"    // nothing written: the database looks restored from an older backup (restore.go)
 	ActionWait      Action = "wait"      // the CronJob is being deleted: wait until it is gone
 	ActionHold      Action = "hold"      // Kubernetes rejected this generation: wait for a change
+	ActionVerify    Action = "verify"    // the CronJob changed since its write was recorded: read it to compare (the cache keeps no spec)
 	ActionConflict  Action = "conflict"  // a CronJob datajobs does not manage has the name: left alone
 	ActionUnchanged Action = "unchanged" // nothing to do
 )
@@ -36,13 +37,13 @@ const (
 // Actions lists every action, in a stable order for summaries.
 var Actions = []Action{
 	ActionCreate, ActionUpdate, ActionSuspend, ActionResume, ActionRepair, ActionReplace, ActionAdopt,
-	ActionRecord, ActionDelete, ActionOrphan, ActionKeep, ActionRefuse, ActionWait, ActionHold, ActionConflict, ActionUnchanged,
+	ActionRecord, ActionDelete, ActionOrphan, ActionKeep, ActionRefuse, ActionWait, ActionHold, ActionVerify, ActionConflict, ActionUnchanged,
 }
 
 // writesKubernetes reports whether the action changes the cluster.
 func (a Action) writesKubernetes() bool {
 	switch a {
-	case ActionRecord, ActionKeep, ActionRefuse, ActionWait, ActionHold, ActionConflict, ActionUnchanged:
+	case ActionRecord, ActionKeep, ActionRefuse, ActionWait, ActionHold, ActionVerify, ActionConflict, ActionUnchanged:
 		return false
 	}
 	return true
@@ -174,6 +175,9 @@ func planGone(p Plan, live *batchv1.CronJob) Plan {
 func planDrift(p Plan, cfg kube.RenderConfig) Plan {
 	st := p.State
 	j, d := st.Job, st.Desired
+	if kube.SpecDropped(p.Live) && p.Live.Annotations[kube.AnnotationHash] == p.Hash {
+		return verify(p)
+	}
 	drifted, why := kube.Drifted(p.Live, p.Rendered)
 	switch {
 	case !drifted && !recorded(st, p.Hash):
@@ -190,6 +194,16 @@ func planDrift(p Plan, cfg kube.RenderConfig) Plan {
 	default:
 		p.Action, p.Reason = ActionUpdate, why
 	}
+	return p
+}
+
+// verify is the plan of a CronJob whose spec must be compared but that the cache keeps
+// without it (kube.Trim): execute reads it from the apiserver and plans again. It is the
+// plan only where the cache cannot tell: the rendering's hash is the live one's (else the
+// desired state changed, which needs no comparison), but the CronJob's generation or UID
+// is not the one recorded (an edit by hand, a write whose record was lost, an older row).
+func verify(p Plan) Plan {
+	p.Action, p.Reason = ActionVerify, "CronJob changed since its write was recorded; read it to compare"
 	return p
 }
 
@@ -260,7 +274,10 @@ func planUnmanaged(p Plan, cfg kube.RenderConfig) Plan {
 	p.Rendered, p.Hash = kube.Render(*st.Job, *st.Desired, cfg)
 	if a := st.Desired.Adopted; a != nil && string(live.UID) == a.CronJobUID {
 		var imported batchv1.CronJobSpec
-		liveSpec := kube.LiveSpec(live)
+		liveSpec, ok := kube.LiveSpec(live)
+		if !ok {
+			return verify(p)
+		}
 		if err := json.Unmarshal(a.Spec, &imported); err != nil || !apiequality.Semantic.DeepEqual(liveSpec, imported) {
 			// Someone changed it since the import: adopting would overwrite that change.
 			p.Action, p.Reason = ActionConflict, "the CronJob changed since it was imported; run datajobs import --overwrite"

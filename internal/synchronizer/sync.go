@@ -376,6 +376,9 @@ func (t *term) reconcile(ctx context.Context, name string) (result, error) {
 		}
 		p = plan(t.prepare(st), live, t.render, t.s.memo(name))
 	}
+	if p, err = t.resolve(ctx, p); err != nil {
+		return result{}, err
+	}
 	p = t.guardRestoreOne(p)
 	if p.Action == ActionOrphan {
 		switch v := t.s.pruneVerdict(); {

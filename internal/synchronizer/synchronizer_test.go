@@ -39,6 +39,9 @@ type fixture struct {
 	epoch   int64
 	// wrap, if set, wraps the store the synchronizer is given (a spy of its calls).
 	wrap func(synchronizer.Store) synchronizer.Store
+	// syncClient, if set, is the synchronizer's client instead of client (a spy of its
+	// requests).
+	syncClient kubernetes.Interface
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -88,7 +91,7 @@ func (f *fixture) synchronizerWith(cfg synchronizer.Config) *synchronizer.Synchr
 	if f.wrap != nil {
 		db = f.wrap(db)
 	}
-	return synchronizer.New(cfg, db, f.client, f.applier)
+	return synchronizer.New(cfg, db, cmp.Or(f.syncClient, f.client), f.applier)
 }
 
 // exec runs SQL on the fixture's database, as an operator or a restore would.
