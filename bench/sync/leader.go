@@ -62,8 +62,13 @@ func (b *bench) leader(ctx context.Context, f *fleet, running int, bin, prefix s
 	if err != nil {
 		return err
 	}
-	b.printf("The leader took the lease and was caught up (first pass done, its queue empty, no reconcile for 2 s) %s after its start, "+
-		"having changed %d of the %d CronJobs (a leader of the configuration they were synced with writes none).\n\n", secs(caughtUp.Sub(t0)), changed(before, after), n)
+	m, err := lead.get(ctx, "/metrics")
+	if err != nil {
+		return err
+	}
+	b.printf("The leader took the lease and was caught up (first pass done, its queue empty, no reconcile for 2 s) %s after its start; "+
+		"its reconciles by action: %s; CronJobs whose resourceVersion changed meanwhile: %d of %d.\n\n",
+		secs(caughtUp.Sub(t0)), reconciles(m), changed(before, after), n)
 	follow, err := b.serveBin(ctx, f, bin, prefix+"follower", env, "--admin-profiling")
 	if err != nil {
 		return err
@@ -321,6 +326,21 @@ func pprofTop(path string) string {
 	}
 	lines := strings.SplitAfter(string(out), "\n")
 	return strings.Join(lines[:min(len(lines), 40)], "")
+}
+
+// reconciles lists the leader's datajobs_sync_reconciles_total by action and result.
+func reconciles(m string) string {
+	var out []string
+	for line := range strings.SplitSeq(m, "\n") {
+		if rest, ok := strings.CutPrefix(line, "datajobs_sync_reconciles_total{"); ok {
+			labels, value, _ := strings.Cut(rest, "} ")
+			out = append(out, strings.ReplaceAll(labels, `"`, "")+" "+value)
+		}
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
 }
 
 // metricSum adds up the samples of the metric whose name (and labels, when given) start

@@ -1,9 +1,12 @@
 package kube
 
 import (
+	"maps"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
@@ -247,4 +250,42 @@ func TestTrimmedCronJobKeepsWhatIsReadOfItsSpec(t *testing.T) {
 	again, err = Trim(cached.DeepCopy())
 	require.NoError(t, err)
 	require.Equal(t, cached, again)
+}
+
+// Cached CronJobs share their labels' and annotations' keys and the values many carry
+// (issue 28: each decoded object held its own copies, some hundred bytes a CronJob), and
+// keep every value as decoded: a changed value would hide a hand edit of a label, or
+// invent one.
+func TestTrimSharesTheRepeatedMetadataAndKeepsItsValues(t *testing.T) {
+	decoded := func(name string) *batchv1.CronJob {
+		c := strings.Clone
+		return &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{
+			Name: c(name), Namespace: c("jobs"),
+			Labels:      map[string]string{c(LabelManagedBy): c(ManagedByValue), c(LabelTeam): c("team-a"), c(LabelJob): c(name)},
+			Annotations: map[string]string{c(AnnotationHash): c("hash-" + name), c(AnnotationPythonVersion): c("3.11")},
+		}}
+	}
+	a, b := decoded("orders"), decoded("payments")
+	wantLabels, wantAnnotations := maps.Clone(a.Labels), maps.Clone(a.Annotations)
+	ta, err := Trim(a)
+	require.NoError(t, err)
+	tb, err := Trim(b)
+	require.NoError(t, err)
+	ca, cb := ta.(*batchv1.CronJob), tb.(*batchv1.CronJob)
+	require.Equal(t, wantLabels, ca.Labels)
+	for k, v := range wantAnnotations {
+		require.Equal(t, v, ca.Annotations[k])
+	}
+	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
+	require.True(t, same(ca.Namespace, cb.Namespace))
+	require.True(t, same(ca.Labels[LabelTeam], cb.Labels[LabelTeam]), "the team's name shared")
+	require.True(t, same(ca.Annotations[AnnotationPythonVersion], cb.Annotations[AnnotationPythonVersion]))
+	for k := range ca.Labels {
+		for l := range cb.Labels {
+			if k == l {
+				require.True(t, same(k, l), "key %s shared", k)
+			}
+		}
+	}
+	require.False(t, same(ca.Labels[LabelJob], cb.Labels[LabelJob]))
 }
