@@ -30,8 +30,10 @@ func readState(name string) job.SyncState {
 		JobVersion: c("abc123"), VDKVersion: c("0.3"), PythonVersion: c("3.11"), Schedule: c("0 3 * * *"), DeployedBy: c("alice"),
 		CronJobGeneration: 2, CronJobUID: c("cj-" + name),
 	}
-	return job.SyncState{Name: c(name), Job: j, Desired: d, Actual: a, Intents: []string{c("uid-old")},
-		Build: &job.BuildState{BaseImage: c("python:3.11"), AttemptBase: c("base"), Hold: c("")}}
+	return job.SyncState{
+		Name: c(name), Job: j, Desired: d, Actual: a, Intents: []string{c("uid-old")},
+		Build: &job.BuildState{BaseImage: c("python:3.11"), AttemptBase: c("base"), Hold: c("")},
+	}
 }
 
 func deepCopy(st job.SyncState) job.SyncState {
@@ -59,9 +61,13 @@ func TestCompactKeepsEveryValueAndSharesTheRepeatedOnes(t *testing.T) {
 	require.True(t, sameMemory(got.Job.UID, got.Actual.JobUID), "one copy of the job's UID")
 	require.True(t, sameMemory(got.Desired.JobVersion, got.Actual.JobVersion), "one copy of the job's version")
 	for _, pair := range [][2]string{
-		{got.Job.Team, other.Actual.Team}, {got.Job.Schedule, other.Desired.Schedule}, {got.Desired.PythonVersion, other.Actual.PythonVersion},
-		{got.Desired.VDKVersion, other.Desired.VDKVersion}, {got.Actual.DeployedBy, other.Desired.DeployedBy},
-		{string(got.Desired.Status), string(other.Desired.Status)}, {got.Job.Contacts.NotifiedOnJobDeploy[1], other.Job.Contacts.NotifiedOnJobFailureUserError[0]},
+		{got.Job.Team, other.Actual.Team},
+		{got.Job.Schedule, other.Desired.Schedule},
+		{got.Desired.PythonVersion, other.Actual.PythonVersion},
+		{got.Desired.VDKVersion, other.Desired.VDKVersion},
+		{got.Actual.DeployedBy, other.Desired.DeployedBy},
+		{string(got.Desired.Status), string(other.Desired.Status)},
+		{got.Job.Contacts.NotifiedOnJobDeploy[1], other.Job.Contacts.NotifiedOnJobFailureUserError[0]},
 	} {
 		require.True(t, sameMemory(pair[0], pair[1]), "%q shared by the jobs", pair[0])
 	}
