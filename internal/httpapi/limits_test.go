@@ -16,15 +16,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/datajobs/datajobs/internal/httpapi"
+	"github.com/datajobs/datajobs/internal/slots"
 )
 
 func withAPI(c httpapi.Config) func(*options) {
 	return func(o *options) { o.api = c }
 }
 
+// Past the cap an upload waits for a slot (--admission-wait, short here); when none came
+// it is refused with 429, Retry-After and a VDK body naming the cap, and stores nothing.
 func TestUploadsBeyondTheCapAnswer429WithRetryAfter(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withAPI(httpapi.Config{MaxConcurrentUploads: 1}))
+	e := newEnv(t, withAPI(httpapi.Config{MaxConcurrentUploads: 1, Admission: slots.Queue{Wait: 100 * time.Millisecond, WaitFlag: "--admission-wait"}}))
 	path := e.createJob("team-a", "my-job")
 	archive := sampleJob(t, time.Now(), zip.Deflate)
 
@@ -58,6 +61,7 @@ func TestUploadsBeyondTheCapAnswer429WithRetryAfter(t *testing.T) {
 	vdk := r.vdkError(t)
 	require.Contains(t, vdk["what"], "Too many sources uploads")
 	require.Contains(t, vdk["why"], "--max-concurrent-uploads")
+	require.Contains(t, vdk["why"], "It waited 100ms for one to end (--admission-wait).")
 	require.Equal(t, 0, e.sourceRows("my-job"), "the refused upload stored nothing")
 
 	_, err = sendBody.Write([]byte(archive))
