@@ -17,6 +17,7 @@ import (
 
 	"github.com/datajobs/datajobs/internal/httpapi"
 	"github.com/datajobs/datajobs/internal/slots"
+	"github.com/datajobs/datajobs/internal/testzip"
 )
 
 func withAPI(c httpapi.Config) func(*options) {
@@ -80,7 +81,7 @@ func bigArchive(t *testing.T, n int) string {
 	t.Helper()
 	data := make([]byte, n)
 	_, _ = rand.Read(data)
-	return makeZip(t, time.Now(), zip.Store, zipFile{name: "my-job/config.ini", body: "[job]\n"}, zipFile{name: "my-job/data.bin", body: string(data)})
+	return makeZip(t, time.Now(), zip.Store, testzip.File{Name: "my-job/config.ini", Body: "[job]\n"}, testzip.File{Name: "my-job/data.bin", Body: string(data)})
 }
 
 func TestADownloadOfManyChunksIsTheArchive(t *testing.T) {
