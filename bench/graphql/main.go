@@ -5,7 +5,9 @@
 // schedules, python versions, sync states and last executions), serves the API in this
 // process on 127.0.0.1, and asks for a 50-job page with deployments and totals, the way
 // the VDK UI does, in four scenarios (no filter, a team, a jobName wildcard, sorted by last
-// execution time) at 1 and 16 concurrent clients. For each it then sends the statements
+// execution time) at 1 and 16 concurrent clients, through the server's admission (its
+// -max-concurrent-graphql slots and -admission-wait queue, as serve's flags): a query
+// refused with 429 is counted in its row, not a failure of the run. For each it then sends the statements
 // the store sent for that page (captured with a pgx tracer) straight to PostgreSQL from a
 // pool of the same size, reading the rows without decoding them: the floor.
 //
@@ -36,12 +38,14 @@ import (
 
 	"github.com/jackc/pgx/v5"         //nolint:depguard // the benchmark measures the raw SQL floor
 	"github.com/jackc/pgx/v5/pgxpool" //nolint:depguard // the raw SQL floor uses a pool like the store's
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/datajobs/datajobs/bench/internal/seed"
 	"github.com/datajobs/datajobs/bench/internal/stats"
 	"github.com/datajobs/datajobs/internal/graphapi"
 	"github.com/datajobs/datajobs/internal/httpapi"
 	"github.com/datajobs/datajobs/internal/service"
+	"github.com/datajobs/datajobs/internal/slots"
 	"github.com/datajobs/datajobs/internal/store"
 )
 
@@ -76,14 +80,16 @@ func scenarios() []scenario {
 
 func run() error {
 	var (
-		jobs, deployed, requests int
-		maxTime, timeout         time.Duration
+		jobs, deployed, requests, slotCount int
+		maxTime, timeout, admissionWait     time.Duration
 	)
 	flag.IntVar(&jobs, "jobs", 10000, "number of jobs")
 	flag.IntVar(&deployed, "deployed", 8000, "number of deployed jobs")
 	flag.IntVar(&requests, "requests", 2000, "requests per scenario and concurrency (after 100 warm-up requests)")
 	flag.DurationVar(&maxTime, "max-time", 30*time.Second, "stop a measurement after this long even if fewer requests were sent")
 	flag.DurationVar(&timeout, "timeout", 10*time.Minute, "stop everything after this long")
+	flag.IntVar(&slotCount, "max-concurrent-graphql", 8, "GraphQL queries in progress at once, as serve's flag")
+	flag.DurationVar(&admissionWait, "admission-wait", slots.DefaultWait, "longest a query waits for a slot, as serve's flag (negative: refused at once)")
 	flag.Parse()
 	if deployed > jobs {
 		return errors.New("-deployed must be at most -jobs")
@@ -121,7 +127,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	gql, err := graphapi.New(graphapi.Config{DefaultResources: svc.Config().Resources.Default, Logger: log}, svc)
+	reg := prometheus.NewRegistry()
+	gql, err := graphapi.New(graphapi.Config{
+		DefaultResources: svc.Config().Resources.Default, Logger: log,
+		MaxConcurrent: slotCount, Admission: slots.Queue{Wait: admissionWait, WaitFlag: "-admission-wait", Metrics: slots.NewMetrics(reg)},
+	}, svc)
 	if err != nil {
 		return err
 	}
@@ -150,10 +160,10 @@ func run() error {
 	}
 	defer floor.Close()
 
-	fmt.Printf("\nGOMAXPROCS=%d, store and floor pools of %d connections, %d requests per row (after 100 warm-up)\n\n",
-		runtime.GOMAXPROCS(0), floorCfg.MaxConns, requests)
-	fmt.Println("| scenario | clients | HTTP p50 | HTTP p99 | HTTP req/s | raw SQL p50 | raw SQL p99 | p50 ratio | items |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	fmt.Printf("\nGOMAXPROCS=%d, store and floor pools of %d connections, %d requests per row (after 100 warm-up), %d GraphQL slots, admission wait %s\n\n",
+		runtime.GOMAXPROCS(0), floorCfg.MaxConns, requests, slotCount, admissionWait)
+	fmt.Println("| scenario | clients | HTTP p50 | HTTP p99 | HTTP req/s | waited for a slot | 429s | raw SQL p50 | raw SQL p99 | p50 ratio | items |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, sc := range scenarios() {
 		target := base + url.Values{"query": {pageQuery}, "variables": {sc.variables}}.Encode()
 		items, err := check(ctx, client, target)
@@ -166,22 +176,24 @@ func run() error {
 		}
 		stmts := tracer.stop()
 		for _, clients := range []int{1, 16} {
-			httpLat, rate, err := measure(ctx, clients, requests, maxTime, func(ctx context.Context) error {
+			waitsBefore := waits(reg)
+			httpRun, err := measure(ctx, clients, requests, maxTime, func(ctx context.Context) error {
 				_, err := get(ctx, client, target)
 				return err
 			})
 			if err != nil {
 				return fmt.Errorf("%s: %w", sc.name, err)
 			}
-			sqlLat, _, err := measure(ctx, clients, requests, maxTime, func(ctx context.Context) error {
+			sqlRun, err := measure(ctx, clients, requests, maxTime, func(ctx context.Context) error {
 				return replay(ctx, floor, stmts)
 			})
 			if err != nil {
 				return fmt.Errorf("%s raw SQL: %w", sc.name, err)
 			}
-			h50, s50 := stats.Percentile(httpLat, 50), stats.Percentile(sqlLat, 50)
-			fmt.Printf("| %s | %d | %s | %s | %.0f | %s | %s | %.1fx | %s |\n", sc.name, clients,
-				ms(h50), ms(stats.Percentile(httpLat, 99)), rate, ms(s50), ms(stats.Percentile(sqlLat, 99)), float64(h50)/float64(s50), items)
+			h50, s50 := stats.Percentile(httpRun.lat, 50), stats.Percentile(sqlRun.lat, 50)
+			fmt.Printf("| %s | %d | %s | %s | %.0f | %d | %d | %s | %s | %.1fx | %s |\n", sc.name, clients,
+				ms(h50), ms(stats.Percentile(httpRun.lat, 99)), httpRun.rate, waits(reg)-waitsBefore, httpRun.refused,
+				ms(s50), ms(stats.Percentile(sqlRun.lat, 99)), float64(h50)/float64(s50), items)
 		}
 		fmt.Fprintf(os.Stderr, "statements of %q:\n", sc.name)
 		for _, s := range stmts {
@@ -218,11 +230,32 @@ func get(ctx context.Context, client *http.Client, target string) (string, error
 	if err != nil {
 		return "", err
 	}
+	if res.StatusCode == http.StatusTooManyRequests {
+		return "", fmt.Errorf("%w: %.300s", errRefused, b)
+	}
 	if res.StatusCode != http.StatusOK {
 		return "", fmt.Errorf("status %d: %.300s", res.StatusCode, b)
 	}
 	return string(b), nil
 }
+
+// waits is how many queries have waited for a slot (warm-up included), from the admission's
+// wait histogram.
+func waits(reg *prometheus.Registry) uint64 {
+	families, _ := reg.Gather()
+	var n uint64
+	for _, f := range families {
+		if f.GetName() == "datajobs_admission_wait_seconds" {
+			for _, m := range f.GetMetric() {
+				n += m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return n
+}
+
+// errRefused is a 429: the server's admission refused the query (no slot came in time).
+var errRefused = errors.New("refused with 429")
 
 // statement is one SQL statement the store sent, with its arguments.
 type statement struct {
@@ -285,12 +318,21 @@ func replay(ctx context.Context, pool *pgxpool.Pool, stmts []statement) error {
 	return pool.SendBatch(ctx, b).Close()
 }
 
+// result is what measure saw: the latencies of the calls that succeeded, their rate, and
+// the calls refused with 429 (errRefused), which are counted and not timed.
+type result struct {
+	lat     []time.Duration
+	rate    float64
+	refused int
+}
+
 // measure runs do from clients goroutines, 100 times for warm-up then until requests
-// calls or maxTime, and returns the latencies and the rate.
-func measure(ctx context.Context, clients, requests int, maxTime time.Duration, do func(context.Context) error) ([]time.Duration, float64, error) {
+// calls or maxTime. A refusal (errRefused) is counted and the loop goes on; any other
+// error ends the measurement.
+func measure(ctx context.Context, clients, requests int, maxTime time.Duration, do func(context.Context) error) (result, error) {
 	for range 100 {
 		if err := do(ctx); err != nil {
-			return nil, 0, err
+			return result{}, err
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, maxTime)
@@ -298,7 +340,7 @@ func measure(ctx context.Context, clients, requests int, maxTime time.Duration, 
 	var (
 		next    atomic.Int64
 		mu      sync.Mutex
-		lat     = make([]time.Duration, 0, requests)
+		out     = result{lat: make([]time.Duration, 0, requests)}
 		firstEr error
 		wg      sync.WaitGroup
 	)
@@ -310,10 +352,13 @@ func measure(ctx context.Context, clients, requests int, maxTime time.Duration, 
 				err := do(ctx)
 				d := time.Since(t)
 				mu.Lock()
-				if err != nil && ctx.Err() == nil {
+				switch {
+				case errors.Is(err, errRefused):
+					out.refused++
+				case err != nil && ctx.Err() == nil:
 					firstEr = cmp.Or(firstEr, err)
-				} else if err == nil {
-					lat = append(lat, d)
+				case err == nil:
+					out.lat = append(out.lat, d)
 				}
 				mu.Unlock()
 			}
@@ -322,12 +367,13 @@ func measure(ctx context.Context, clients, requests int, maxTime time.Duration, 
 	wg.Wait()
 	elapsed := time.Since(start)
 	if firstEr != nil {
-		return nil, 0, firstEr
+		return result{}, firstEr
 	}
-	if len(lat) == 0 {
-		return nil, 0, errors.New("no request completed")
+	if len(out.lat) == 0 {
+		return result{}, fmt.Errorf("no request completed (%d refused with 429)", out.refused)
 	}
-	return lat, float64(len(lat)) / elapsed.Seconds(), nil
+	out.rate = float64(len(out.lat)) / elapsed.Seconds()
+	return out, nil
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }

@@ -1,7 +1,6 @@
 package console
 
 import (
-	"archive/zip"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -13,6 +12,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/datajobs/datajobs/internal/testzip"
 )
 
 // forecastStep is the job's code, with markup that the files page must show as text.
@@ -86,16 +87,7 @@ func teamPanels(t *testing.T, b *browser, dbURL, base, tok, shots string) {
 // uploadSources uploads a job directory zipped as vdk deploy does and returns its version.
 func uploadSources(t *testing.T, url, tok string, files map[string]string) string {
 	t.Helper()
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	for name, body := range files {
-		w, err := zw.Create(name)
-		require.NoError(t, err)
-		_, err = w.Write([]byte(body))
-		require.NoError(t, err)
-	}
-	require.NoError(t, zw.Close())
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, &buf)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, bytes.NewReader(testzip.Dir(t, files)))
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/octet-stream")
 	req.Header.Set("Authorization", "Bearer "+tok)

@@ -1,8 +1,6 @@
 package build
 
 import (
-	"archive/zip"
-	"bytes"
 	"os"
 	"os/exec"
 	"path"
@@ -15,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/datajobs/datajobs/internal/service"
+	"github.com/datajobs/datajobs/internal/testzip"
 )
 
 // Defence in depth below the parser: were a ${VAR} ever to reach pip, pip would expand it
@@ -66,14 +65,14 @@ func TestAnArtifactThatIsNotAWheelIsRefused(t *testing.T) {
 // read sources with one zip reader, so any archive the API accepts becomes a sources
 // layer, every file under /job.
 func FuzzEveryArchiveTheAPIAcceptsBuilds(f *testing.F) {
-	for _, files := range []map[string]string{
-		{"job/config.ini": "[owner]\n", "job/": ""},
-		{"config.ini": "", "sub\\step.py": "x", "./a//b.sql": "y"},
-		{"top/a/": "", "top/a/b": "c", "top/config.ini": "", "top/run.sh*": "#!/bin/sh"},
-		{"job/requirements.txt": "tinypkg==1.0\n", "job/config.ini": ""},
-		{"job/a": "file", "job/a/b": "a file under the file"},
+	for _, files := range [][]testzip.File{
+		{{Name: "job/config.ini", Body: "[owner]\n"}, {Name: "job/"}},
+		{{Name: "config.ini"}, {Name: "sub\\step.py", Body: "x"}, {Name: "./a//b.sql", Body: "y"}},
+		{{Name: "top/a/"}, {Name: "top/a/b", Body: "c"}, {Name: "top/config.ini"}, {Name: "top/run.sh", Body: "#!/bin/sh", Mode: 0o755}},
+		{{Name: "job/requirements.txt", Body: "tinypkg==1.0\n"}, {Name: "job/config.ini"}},
+		{{Name: "job/a", Body: "file"}, {Name: "job/a/b", Body: "a file under the file"}},
 	} {
-		f.Add(zipOf(f, files))
+		f.Add(testzip.New(f, testzip.Options{}, files...))
 	}
 	cfg := service.SourcesConfig{MaxArchiveBytes: 1 << 20, MaxUncompressedBytes: 1 << 20, MaxFiles: 100}
 	f.Fuzz(func(t *testing.T, archive []byte) {
@@ -97,23 +96,4 @@ func FuzzEveryArchiveTheAPIAcceptsBuilds(f *testing.F) {
 		_, err = writeLayer(filepath.Join(t.TempDir(), "l.tar.gz"), entries, JobUID, "", 1<<30)
 		require.NoError(t, err, "its layer is written")
 	})
-}
-
-// zipOf zips files (a name ending in "*" is executable, one ending in "/" a directory).
-func zipOf(t testing.TB, files map[string]string) []byte {
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	for name, body := range files {
-		h := &zip.FileHeader{Name: name, Method: zip.Deflate}
-		if n := len(name); n > 0 && name[n-1] == '*' {
-			h.Name = name[:n-1]
-			h.SetMode(0o755)
-		}
-		w, err := zw.CreateHeader(h)
-		require.NoError(t, err)
-		_, err = w.Write([]byte(body))
-		require.NoError(t, err)
-	}
-	require.NoError(t, zw.Close())
-	return buf.Bytes()
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/server"
+	"github.com/datajobs/datajobs/internal/slots"
 	"github.com/datajobs/datajobs/internal/synchronizer"
 )
 
@@ -81,12 +82,12 @@ func registerBuildFlags(f *pflag.FlagSet, cfg *server.Config) {
 
 // registerRequestFlags: request bounds (issue 11): concurrency, deadlines and quotas.
 func registerRequestFlags(f *pflag.FlagSet, cfg *server.Config, v *serveFlagVars) {
-	f.IntVar(&cfg.Requests.MaxConcurrentUploads, "max-concurrent-uploads", 4, "sources uploads in progress at once; more answer 429")
-	f.IntVar(&cfg.Requests.MaxConcurrentDownloads, "max-concurrent-downloads", 16, "sources downloads in progress at once; more answer 429")
-	f.IntVar(&cfg.Requests.MaxUploadsPerCaller, "max-concurrent-uploads-per-caller", 2, "sources uploads one caller may have in progress at once; more answer 429")
-	f.IntVar(&cfg.Requests.MaxDownloadsPerCaller, "max-concurrent-downloads-per-caller", 4, "sources downloads one caller may have in progress at once; more answer 429")
-	f.IntVar(&cfg.Requests.MaxConcurrentLogReads, "max-concurrent-log-reads", 16, "execution log reads in progress at once; more answer 429")
-	f.IntVar(&cfg.Requests.MaxLogReadsPerCaller, "max-concurrent-log-reads-per-caller", 4, "execution log reads one caller may have in progress at once; more answer 429")
+	f.IntVar(&cfg.Requests.MaxConcurrentUploads, "max-concurrent-uploads", 4, "sources uploads in progress at once; more wait (--admission-wait), then answer 429")
+	f.IntVar(&cfg.Requests.MaxConcurrentDownloads, "max-concurrent-downloads", 16, "sources downloads in progress at once; more wait (--admission-wait), then answer 429")
+	f.IntVar(&cfg.Requests.MaxUploadsPerCaller, "max-concurrent-uploads-per-caller", 2, "sources uploads one caller may have in progress at once; more wait, then answer 429")
+	f.IntVar(&cfg.Requests.MaxDownloadsPerCaller, "max-concurrent-downloads-per-caller", 4, "sources downloads one caller may have in progress at once; more wait, then answer 429")
+	f.IntVar(&cfg.Requests.MaxConcurrentLogReads, "max-concurrent-log-reads", 16, "execution log reads in progress at once; more wait (--admission-wait), then answer 429")
+	f.IntVar(&cfg.Requests.MaxLogReadsPerCaller, "max-concurrent-log-reads-per-caller", 4, "execution log reads one caller may have in progress at once; more wait, then answer 429")
 	f.IntVar(&cfg.Requests.LogTailLines, "log-tail-lines", 1000, "lines of an execution's log answered when the request sets no tail_lines")
 	f.Int64Var(&cfg.Requests.MinTransferRate, "min-transfer-rate", 16<<10, "slowest a sources upload or download may go after its first 10 s, in bytes per second (negative: no minimum)")
 	f.DurationVar(&cfg.Requests.RequestTimeout, "request-timeout", time.Minute, "time to read a request and write its answer")
@@ -96,7 +97,8 @@ func registerRequestFlags(f *pflag.FlagSet, cfg *server.Config, v *serveFlagVars
 	f.DurationVar(&cfg.Requests.GraphQLTimeout, "graphql-timeout", 10*time.Second, "time a GraphQL query may take, parsing and validation included (503 past it)")
 	f.BoolVar(v.introspection, "graphql-introspection", true, "answer GraphQL introspection queries (__schema, __type)")
 	f.IntVar(&cfg.Requests.GraphQLMaxQueryBytes, "graphql-max-query-bytes", 8<<10, "longest GraphQL document accepted; a longer one is refused before it is parsed")
-	f.IntVar(&cfg.Requests.MaxConcurrentGraphQL, "max-concurrent-graphql", 8, "GraphQL queries in progress at once (429 past it)")
+	f.IntVar(&cfg.Requests.MaxConcurrentGraphQL, "max-concurrent-graphql", 8, "GraphQL queries in progress at once; more wait (--admission-wait), then answer 429")
+	f.DurationVar(&cfg.Requests.AdmissionWait, "admission-wait", slots.DefaultWait, "longest a GraphQL query, sources upload or download, or log read waits for a slot when all of its kind are in use (as many may wait as may run); past it, or with that queue full, it answers 429 (negative: at once)")
 }
 
 // registerAuthFlags: authentication and authorization (docs/api.md, "Authentication").

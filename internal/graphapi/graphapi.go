@@ -32,6 +32,7 @@ import (
 
 	"github.com/datajobs/datajobs/internal/graphapi/gql"
 	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/slots"
 )
 
 //go:generate go run github.com/99designs/gqlgen@v0.17.98 generate
@@ -83,10 +84,13 @@ type Config struct {
 	// CacheBytes bounds the memory of the parsed documents kept across requests, estimated
 	// from their length (default 16 MiB). Only documents that passed every bound are kept.
 	CacheBytes int
-	// MaxConcurrent caps the GraphQL requests in progress (parsing included); more are
-	// refused at once with 429 and Retry-After (default 8), so that queries cannot take
-	// every CPU from the REST API.
+	// MaxConcurrent caps the GraphQL requests in progress (parsing included), so that
+	// queries cannot take every CPU from the REST API (default 8); more wait for a slot as
+	// Admission says, then are refused with 429 and Retry-After.
 	MaxConcurrent int
+	// Admission is how a request waits for a slot when all are in use (package slots;
+	// default: up to slots.DefaultWait, as many waiting as may run).
+	Admission slots.Queue
 	// Webhook, when set, is asked about every team whose rows an answer would hold
 	// (read permission on GET /data-jobs/for-team/{team}/jobs): a team it denies is left
 	// out of a member's answer, and an admin's answer holding one is refused with 403.
@@ -131,8 +135,8 @@ type Handler struct {
 	schedules job.Schedules
 	// cache keeps the documents that passed every bound.
 	cache *docCache
-	// slots holds a token per request in progress (MaxConcurrent).
-	slots chan struct{}
+	// slots admits MaxConcurrent requests at once.
+	slots *slots.Slots
 }
 
 // New returns the handler of the jobs and executions queries, reading from r.
@@ -159,7 +163,11 @@ func New(cfg Config, r Reader) (*Handler, error) {
 	}
 	h := &Handler{
 		cfg: cfg, props: properties(cfg.SourceURLTemplate != ""),
-		cache: newDocCache(cfg.CacheBytes), slots: make(chan struct{}, cfg.MaxConcurrent),
+		cache: newDocCache(cfg.CacheBytes),
+		slots: slots.New(slots.Config{
+			Kind: "graphql", What: "GraphQL queries", Flag: "--max-concurrent-graphql", Limit: cfg.MaxConcurrent,
+			RetryAfter: retryAfterSeconds,
+		}, cfg.Admission),
 	}
 	h.resolver = &resolver{h: h, store: r}
 	h.schema = gql.NewExecutableSchema(gql.Config{Resolvers: h.resolver})
@@ -223,12 +231,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			len(req.Query), h.cfg.MaxQueryBytes)}})
 		return
 	}
-	release, ok := h.acquire()
-	if !ok {
-		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
-		writeEnvelope(w, http.StatusTooManyRequests, null, []queryError{{Message: fmt.Sprintf(
-			"too many GraphQL queries are in progress (at most %d at once, --max-concurrent-graphql); retry in %d seconds",
-			cap(h.slots), retryAfterSeconds)}})
+	// GraphQL has no per-caller share: every query is the one caller "".
+	release, err := h.slots.Acquire(r.Context(), "")
+	if err != nil {
+		w.Header().Set("Retry-After", strconv.Itoa(h.slots.RetryAfter()))
+		writeEnvelope(w, http.StatusTooManyRequests, null, []queryError{{Message: busyMessage(err)}})
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)

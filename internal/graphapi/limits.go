@@ -2,24 +2,27 @@ package graphapi
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/datajobs/datajobs/internal/job"
 )
 
 // retryAfterSeconds is what a client refused for lack of a slot is told to wait.
 const retryAfterSeconds = 2
 
-// acquire takes a slot of MaxConcurrent, or reports that none is free; release gives it
-// back.
-func (h *Handler) acquire() (release func(), ok bool) {
-	select {
-	case h.slots <- struct{}{}:
-		return func() { <-h.slots }, true
-	default:
-		return nil, false
+// busyMessage is the refusal of err (slots' busy error) as one GraphQL error message:
+// what, why and what to do, as the REST API's VDK body says them.
+func busyMessage(err error) string {
+	var de *job.Error
+	if !errors.As(err, &de) {
+		return err.Error()
 	}
+	return strings.Join([]string{de.What, de.Why, de.Countermeasures}, " ")
 }
 
 // run executes req under ctx's deadline, parsing and validation included: gqlparser does

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/datajobs/datajobs/internal/graphapi"
+	"github.com/datajobs/datajobs/internal/slots"
 )
 
 // Attack (issue 22, item 3): parsing and validation ran before any bound, on documents of
@@ -64,11 +65,13 @@ func TestTheDocumentCacheKeepsOnlyBoundedDocumentsWithinItsBytes(t *testing.T) {
 }
 
 // Attack: a flood of GraphQL queries took every CPU and connection from the REST API.
-// GraphQL has slots of its own; past them a query is refused at once with 429, and the
-// REST API still answers.
+// GraphQL has slots of its own; past them a query waits for one (here briefly), then is
+// refused with 429, and the REST API still answers.
 func TestGraphQLHasItsOwnConcurrencySlots(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, func(o *options) { o.cfg.MaxConcurrent = 1 })
+	e := newEnv(t, func(o *options) {
+		o.cfg.MaxConcurrent, o.cfg.Admission = 1, slots.Queue{Wait: 100 * time.Millisecond}
+	})
 	conn, err := pgx.Connect(t.Context(), e.dbURL)
 	require.NoError(t, err)
 	defer conn.Close(context.Background())

@@ -16,7 +16,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/datajobs/datajobs/internal/httpapi"
+	"github.com/datajobs/datajobs/internal/slots"
 )
+
+// shortWait makes a request past a bound wait little for a slot before its 429.
+var shortWait = slots.Queue{Wait: 100 * time.Millisecond}
 
 // clientFrom is an HTTP client whose connections come from the loopback address local
 // (127.0.0.2, ...): another caller, for the per-caller bounds of auth mode none, which
@@ -58,10 +62,11 @@ func holdUpload(t *testing.T, client *http.Client, url, archive string) (finish 
 
 // Issue 22: the upload slots were global only, so one caller opening as many uploads as
 // there are slots kept everyone else out. One caller now holds at most its share; the
-// next of theirs is a 429 naming the per-caller flag, while another caller still gets in.
+// next of theirs waits for that share, then is a 429 naming the per-caller flag, while
+// another caller still gets in.
 func TestOneCallerCannotHoldEveryUploadSlot(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withAPI(httpapi.Config{MaxConcurrentUploads: 4, MaxUploadsPerCaller: 1}))
+	e := newEnv(t, withAPI(httpapi.Config{MaxConcurrentUploads: 4, MaxUploadsPerCaller: 1, Admission: shortWait}))
 	path := e.createJob("team-a", "my-job")
 	archive := sampleJob(t, time.Now(), zip.Deflate)
 	hog := clientFrom("127.0.0.1")
@@ -173,7 +178,7 @@ func (b *blockingLogs) ExecutionLog(ctx context.Context, _ string, tail int) (st
 func TestLiveLogReadsTakeASlotAndADefaultTail(t *testing.T) {
 	t.Parallel()
 	logs := &blockingLogs{started: make(chan struct{}, 4), release: make(chan struct{}), tails: make(chan int, 4)}
-	e := newEnv(t, withAPI(httpapi.Config{LogTailLines: 250, MaxConcurrentLogReads: 4, MaxLogReadsPerCaller: 1}),
+	e := newEnv(t, withAPI(httpapi.Config{LogTailLines: 250, MaxConcurrentLogReads: 4, MaxLogReadsPerCaller: 1, Admission: shortWait}),
 		func(o *options) { o.logs = logs })
 	path := e.createJob("team-a", "my-job")
 	e.sql(`INSERT INTO data_job_execution (id, job_name, type, status, op_id) VALUES ('my-job-1', 'my-job', 'manual', 'running', 'o')`)

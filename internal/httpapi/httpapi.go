@@ -31,8 +31,9 @@ type Config struct {
 	// job_name; any other POST creates a job). When nil the GET answers 501.
 	JobsQuery http.Handler
 	// Bounds of requests (issue 11). MaxConcurrentUploads and MaxConcurrentDownloads cap
-	// the sources uploads and downloads in progress; more get 429 with Retry-After
-	// (defaults 4 and 16: an upload holds its archive in memory, a download a 1 MiB chunk).
+	// the sources uploads and downloads in progress; more wait for a slot as Admission
+	// says, then get 429 with Retry-After (defaults 4 and 16: an upload holds its archive
+	// in memory, a download a 1 MiB chunk).
 	MaxConcurrentUploads   int
 	MaxConcurrentDownloads int
 	// MaxUploadsPerCaller and MaxDownloadsPerCaller cap what one caller (a verified
@@ -48,6 +49,9 @@ type Config struct {
 	// LogReads, when set, are the log-read slots to use instead (shared with the console;
 	// see NewLogReadSlots); the two fields above are then unused.
 	LogReads *slots.Slots
+	// Admission is how a request waits for a slot of its kind when all are in use (see
+	// package slots; default: up to slots.DefaultWait, as many waiting as may run).
+	Admission slots.Queue
 	// LogTailLines is how many lines of a log the logs endpoint answers when the request
 	// sets no tail_lines (default 1000); tail_lines <= 0 asks for all that is kept.
 	LogTailLines int
@@ -97,7 +101,7 @@ func New(cfg Config, svc *service.Service, logger *slog.Logger) http.Handler {
 	cfg.MaxUploadsPerCaller = cmp.Or(max(cfg.MaxUploadsPerCaller, 0), 2)
 	cfg.MaxDownloadsPerCaller = cmp.Or(max(cfg.MaxDownloadsPerCaller, 0), 4)
 	if cfg.LogReads == nil {
-		cfg.LogReads = NewLogReadSlots(cfg.MaxConcurrentLogReads, cfg.MaxLogReadsPerCaller)
+		cfg.LogReads = NewLogReadSlots(cfg.MaxConcurrentLogReads, cfg.MaxLogReadsPerCaller, cfg.Admission)
 	}
 	cfg.LogTailLines = cmp.Or(max(cfg.LogTailLines, 0), 1000)
 	cfg.MinTransferRate = cmp.Or(cfg.MinTransferRate, 16<<10)
@@ -106,10 +110,14 @@ func New(cfg Config, svc *service.Service, logger *slog.Logger) http.Handler {
 	cfg.TransferTimeout = cmp.Or(max(cfg.TransferTimeout, 0), 5*time.Minute)
 	a := &api{
 		cfg: cfg, svc: svc, logger: logger,
-		uploads: slots.New("sources uploads", "--max-concurrent-uploads", cfg.MaxConcurrentUploads,
-			"--max-concurrent-uploads-per-caller", cfg.MaxUploadsPerCaller),
-		downloads: slots.New("sources downloads", "--max-concurrent-downloads", cfg.MaxConcurrentDownloads,
-			"--max-concurrent-downloads-per-caller", cfg.MaxDownloadsPerCaller),
+		uploads: slots.New(slots.Config{
+			Kind: "uploads", What: "sources uploads", Flag: "--max-concurrent-uploads", Limit: cfg.MaxConcurrentUploads,
+			CallerFlag: "--max-concurrent-uploads-per-caller", PerCaller: cfg.MaxUploadsPerCaller,
+		}, cfg.Admission),
+		downloads: slots.New(slots.Config{
+			Kind: "downloads", What: "sources downloads", Flag: "--max-concurrent-downloads", Limit: cfg.MaxConcurrentDownloads,
+			CallerFlag: "--max-concurrent-downloads-per-caller", PerCaller: cfg.MaxDownloadsPerCaller,
+		}, cfg.Admission),
 		logReads: cfg.LogReads,
 	}
 	return a.middleware(a.routes())

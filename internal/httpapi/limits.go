@@ -22,11 +22,13 @@ func deadlines(w http.ResponseWriter, d time.Duration) {
 }
 
 // NewLogReadSlots returns the slots of execution log reads, with the defaults of
-// Config.MaxConcurrentLogReads and MaxLogReadsPerCaller; the server shares them with the
-// console, which reads the same logs.
-func NewLogReadSlots(n, perCaller int) *slots.Slots {
-	return slots.New("execution log reads", "--max-concurrent-log-reads", cmp.Or(max(n, 0), 16),
-		"--max-concurrent-log-reads-per-caller", cmp.Or(max(perCaller, 0), 4))
+// Config.MaxConcurrentLogReads and MaxLogReadsPerCaller, waiting as q says; the server
+// shares them with the console, which reads the same logs.
+func NewLogReadSlots(n, perCaller int, q slots.Queue) *slots.Slots {
+	return slots.New(slots.Config{
+		Kind: "log_reads", What: "execution log reads", Flag: "--max-concurrent-log-reads", Limit: cmp.Or(max(n, 0), 16),
+		CallerFlag: "--max-concurrent-log-reads-per-caller", PerCaller: cmp.Or(max(perCaller, 0), 4),
+	}, q)
 }
 
 // callerKey is who holds a slot: the verified username, else (auth mode none, where the
@@ -42,12 +44,13 @@ func callerKey(r *http.Request) string {
 	return "addr:" + host
 }
 
-// limit runs h when a slot is free for the caller and answers 429 otherwise.
+// limit runs h once a slot is free for the caller, and answers 429 when none came (the
+// queue was full or the wait over).
 func (a *api) limit(s *slots.Slots, h handler) handler {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		release, err := s.Acquire(callerKey(r))
+		release, err := s.Acquire(r.Context(), callerKey(r))
 		if err != nil {
-			w.Header().Set("Retry-After", strconv.Itoa(slots.RetryAfter))
+			w.Header().Set("Retry-After", strconv.Itoa(s.RetryAfter()))
 			return err
 		}
 		defer release()

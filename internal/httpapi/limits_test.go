@@ -16,15 +16,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/datajobs/datajobs/internal/httpapi"
+	"github.com/datajobs/datajobs/internal/slots"
+	"github.com/datajobs/datajobs/internal/testzip"
 )
 
 func withAPI(c httpapi.Config) func(*options) {
 	return func(o *options) { o.api = c }
 }
 
+// Past the cap an upload waits for a slot (--admission-wait, short here); when none came
+// it is refused with 429, Retry-After and a VDK body naming the cap, and stores nothing.
 func TestUploadsBeyondTheCapAnswer429WithRetryAfter(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withAPI(httpapi.Config{MaxConcurrentUploads: 1}))
+	e := newEnv(t, withAPI(httpapi.Config{MaxConcurrentUploads: 1, Admission: slots.Queue{Wait: 100 * time.Millisecond, WaitFlag: "--admission-wait"}}))
 	path := e.createJob("team-a", "my-job")
 	archive := sampleJob(t, time.Now(), zip.Deflate)
 
@@ -58,6 +62,7 @@ func TestUploadsBeyondTheCapAnswer429WithRetryAfter(t *testing.T) {
 	vdk := r.vdkError(t)
 	require.Contains(t, vdk["what"], "Too many sources uploads")
 	require.Contains(t, vdk["why"], "--max-concurrent-uploads")
+	require.Contains(t, vdk["why"], "It waited 100ms for one to end (--admission-wait).")
 	require.Equal(t, 0, e.sourceRows("my-job"), "the refused upload stored nothing")
 
 	_, err = sendBody.Write([]byte(archive))
@@ -76,7 +81,7 @@ func bigArchive(t *testing.T, n int) string {
 	t.Helper()
 	data := make([]byte, n)
 	_, _ = rand.Read(data)
-	return makeZip(t, time.Now(), zip.Store, zipFile{name: "my-job/config.ini", body: "[job]\n"}, zipFile{name: "my-job/data.bin", body: string(data)})
+	return makeZip(t, time.Now(), zip.Store, testzip.File{Name: "my-job/config.ini", Body: "[job]\n"}, testzip.File{Name: "my-job/data.bin", Body: string(data)})
 }
 
 func TestADownloadOfManyChunksIsTheArchive(t *testing.T) {

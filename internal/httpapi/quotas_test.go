@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/datajobs/datajobs/internal/store"
+	"github.com/datajobs/datajobs/internal/testzip"
 )
 
 func withQuotas(q store.TeamQuotas) func(*options) {
@@ -72,7 +73,7 @@ func TestUploadsStopAtTheSourceBytesQuota(t *testing.T) {
 	c := e.createJob("team-b", "job-three")
 	e.version(a, first)
 
-	r := e.upload(b, sampleJob(t, now, zip.Store, zipFile{name: "my-job/x.py", body: "pass"}))
+	r := e.upload(b, sampleJob(t, now, zip.Store, testzip.File{Name: "my-job/x.py", Body: "pass"}))
 	require.Equal(t, http.StatusConflict, r.status, "%s", r.body)
 	body := r.vdkError(t)
 	require.Contains(t, body["what"], `team "team-a" would exceed`)

@@ -15,46 +15,23 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/datajobs/datajobs/internal/service"
+	"github.com/datajobs/datajobs/internal/testzip"
 )
 
-// zipFile is one entry of a test archive.
-type zipFile struct {
-	name string
-	body string
-	mode fs.FileMode // 0: a regular file 0644
-}
-
-// makeZip builds a zip archive of files, with every entry dated at mtime.
-func makeZip(t testing.TB, mtime time.Time, method uint16, files ...zipFile) string {
+// makeZip is the archive of files, every entry dated at mtime and written with method
+// (zip.Deflate or zip.Store).
+func makeZip(t testing.TB, mtime time.Time, method uint16, files ...testzip.File) string {
 	t.Helper()
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	for _, f := range files {
-		h := &zip.FileHeader{Name: f.name, Method: method, Modified: mtime}
-		h.SetMode(cmpMode(f.mode))
-		w, err := zw.CreateHeader(h)
-		require.NoError(t, err)
-		_, err = w.Write([]byte(f.body))
-		require.NoError(t, err)
-	}
-	require.NoError(t, zw.Close())
-	return buf.String()
-}
-
-func cmpMode(m fs.FileMode) fs.FileMode {
-	if m == 0 {
-		return 0o644
-	}
-	return m
+	return string(testzip.New(t, testzip.Options{Store: method == zip.Store, Modified: mtime}, files...))
 }
 
 // sampleJob is a small job directory as vdk deploy zips it: under the job's folder.
-func sampleJob(t testing.TB, mtime time.Time, method uint16, extra ...zipFile) string {
+func sampleJob(t testing.TB, mtime time.Time, method uint16, extra ...testzip.File) string {
 	t.Helper()
-	files := append([]zipFile{
-		{name: "my-job/", mode: fs.ModeDir | 0o755},
-		{name: "my-job/config.ini", body: "[owner]\nteam = team-a\n[job]\nschedule_cron = 11 23 5 8 1\n"},
-		{name: "my-job/20_python_step.py", body: "def run(job_input):\n    pass\n"},
+	files := append([]testzip.File{
+		{Name: "my-job/", Mode: fs.ModeDir | 0o755},
+		{Name: "my-job/config.ini", Body: "[owner]\nteam = team-a\n[job]\nschedule_cron = 11 23 5 8 1\n"},
+		{Name: "my-job/20_python_step.py", Body: "def run(job_input):\n    pass\n"},
 	}, extra...)
 	return makeZip(t, mtime, method, files...)
 }
@@ -104,12 +81,12 @@ func TestSourcesUploadAnswersTheVersionAndTheSameFilesGiveTheSameVersion(t *test
 	// Other timestamps and compression, the same files: the same version.
 	require.Equal(t, v1, e.version(path, sampleJob(t, t0.Add(time.Hour), zip.Store)))
 	// Other files: another version.
-	v2 := e.version(path, sampleJob(t, t0, zip.Deflate, zipFile{name: "my-job/requirements.txt", body: "requests\n"}))
+	v2 := e.version(path, sampleJob(t, t0, zip.Deflate, testzip.File{Name: "my-job/requirements.txt", Body: "requests\n"}))
 	require.NotEqual(t, v1, v2)
 	// The executable bit is part of the content, as in git.
 	v3 := e.version(path, makeZip(t, t0, zip.Deflate,
-		zipFile{name: "my-job/config.ini", body: "[owner]\nteam = team-a\n[job]\nschedule_cron = 11 23 5 8 1\n"},
-		zipFile{name: "my-job/20_python_step.py", body: "def run(job_input):\n    pass\n", mode: 0o755}))
+		testzip.File{Name: "my-job/config.ini", Body: "[owner]\nteam = team-a\n[job]\nschedule_cron = 11 23 5 8 1\n"},
+		testzip.File{Name: "my-job/20_python_step.py", Body: "def run(job_input):\n    pass\n", Mode: 0o755}))
 	require.NotEqual(t, v1, v3)
 	require.Equal(t, 3, e.sourceRows("my-job"))
 
@@ -124,7 +101,7 @@ func TestSourcesDownloadReturnsTheLatestOrTheVersionAskedFor(t *testing.T) {
 	path := e.createJob("team-a", "my-job")
 	t0 := time.Date(2024, 1, 2, 3, 4, 6, 0, time.UTC)
 	a := sampleJob(t, t0, zip.Deflate)
-	b := sampleJob(t, t0, zip.Deflate, zipFile{name: "my-job/README.md", body: "hello"})
+	b := sampleJob(t, t0, zip.Deflate, testzip.File{Name: "my-job/README.md", Body: "hello"})
 	va, vb := e.version(path, a), e.version(path, b)
 
 	download := func(query string) response {
@@ -157,7 +134,7 @@ func TestSourcesDeleteRemovesEveryVersion(t *testing.T) {
 	path := e.createJob("team-a", "my-job")
 	t0 := time.Date(2024, 1, 2, 3, 4, 6, 0, time.UTC)
 	e.version(path, sampleJob(t, t0, zip.Deflate))
-	e.version(path, sampleJob(t, t0, zip.Deflate, zipFile{name: "my-job/README.md", body: "hello"}))
+	e.version(path, sampleJob(t, t0, zip.Deflate, testzip.File{Name: "my-job/README.md", Body: "hello"}))
 
 	r := e.do("DELETE", path+"/sources?reason=cleanup", "")
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
@@ -213,7 +190,7 @@ func TestSourcesGoWithTheirJob(t *testing.T) {
 // the entry is written as a file and renamed in the bytes.
 func dirWithData(t *testing.T) string {
 	t.Helper()
-	archive := makeZip(t, time.Now(), zip.Store, zipFile{name: "my-job/config.ini", body: "[job]\n"}, zipFile{name: "my-job/lib@", body: "hidden"})
+	archive := makeZip(t, time.Now(), zip.Store, testzip.File{Name: "my-job/config.ini", Body: "[job]\n"}, testzip.File{Name: "my-job/lib@", Body: "hidden"})
 	return strings.ReplaceAll(archive, "my-job/lib@", "my-job/lib/")
 }
 
@@ -246,10 +223,10 @@ func TestSourcesUploadRejectsBadArchivesWithAVDKBody(t *testing.T) {
 	e := newEnv(t, withSources(service.SourcesConfig{MaxArchiveBytes: limit, MaxUncompressedBytes: 4 * limit, MaxFiles: 50}))
 	path := e.createJob("team-a", "my-job")
 	now := time.Now()
-	ok := zipFile{name: "my-job/config.ini", body: "[job]\n"}
-	manyFiles := []zipFile{}
+	ok := testzip.File{Name: "my-job/config.ini", Body: "[job]\n"}
+	manyFiles := []testzip.File{}
 	for i := range 51 {
-		manyFiles = append(manyFiles, zipFile{name: "my-job/f" + strings.Repeat("x", i), body: "x"})
+		manyFiles = append(manyFiles, testzip.File{Name: "my-job/f" + strings.Repeat("x", i), Body: "x"})
 	}
 
 	tests := []struct {
@@ -263,20 +240,20 @@ func TestSourcesUploadRejectsBadArchivesWithAVDKBody(t *testing.T) {
 		{"an empty body", "", 400, "not a zip archive", ""},
 		{"a truncated zip", sampleJob(t, now, zip.Deflate)[:100], 400, "not a zip archive", ""},
 		{"an empty zip", makeZip(t, now, zip.Deflate), 400, "holds no files", ""},
-		{"a zip of directories only", makeZip(t, now, zip.Deflate, zipFile{name: "my-job/", mode: fs.ModeDir | 0o755}), 400, "holds no files", ""},
-		{"a path with ..", makeZip(t, now, zip.Deflate, ok, zipFile{name: "my-job/../../etc/cron.d/x", body: "x"}), 400, "unsafe path", ""},
-		{"a path with .. and backslashes", makeZip(t, now, zip.Deflate, ok, zipFile{name: `my-job\..\..\x`, body: "x"}), 400, "unsafe path", ""},
-		{"an absolute path", makeZip(t, now, zip.Deflate, ok, zipFile{name: "/etc/passwd", body: "x"}), 400, "unsafe path", ""},
-		{"a drive letter", makeZip(t, now, zip.Deflate, ok, zipFile{name: `C:\x`, body: "x"}), 400, "unsafe path", ""},
-		{"a symbolic link", makeZip(t, now, zip.Deflate, ok, zipFile{name: "my-job/link", body: "/etc/passwd", mode: fs.ModeSymlink | 0o777}), 400, "not valid", ""},
+		{"a zip of directories only", makeZip(t, now, zip.Deflate, testzip.File{Name: "my-job/", Mode: fs.ModeDir | 0o755}), 400, "holds no files", ""},
+		{"a path with ..", makeZip(t, now, zip.Deflate, ok, testzip.File{Name: "my-job/../../etc/cron.d/x", Body: "x"}), 400, "unsafe path", ""},
+		{"a path with .. and backslashes", makeZip(t, now, zip.Deflate, ok, testzip.File{Name: `my-job\..\..\x`, Body: "x"}), 400, "unsafe path", ""},
+		{"an absolute path", makeZip(t, now, zip.Deflate, ok, testzip.File{Name: "/etc/passwd", Body: "x"}), 400, "unsafe path", ""},
+		{"a drive letter", makeZip(t, now, zip.Deflate, ok, testzip.File{Name: `C:\x`, Body: "x"}), 400, "unsafe path", ""},
+		{"a symbolic link", makeZip(t, now, zip.Deflate, ok, testzip.File{Name: "my-job/link", Body: "/etc/passwd", Mode: fs.ModeSymlink | 0o777}), 400, "not valid", ""},
 		{"a path twice", makeZip(t, now, zip.Deflate, ok, ok), 400, "not valid", ""},
-		{"a directory mode on a name without /", makeZip(t, now, zip.Deflate, ok, zipFile{name: "my-job/lib", mode: fs.ModeDir | 0o755}), 400, "not valid", ""},
+		{"a directory mode on a name without /", makeZip(t, now, zip.Deflate, ok, testzip.File{Name: "my-job/lib", Mode: fs.ModeDir | 0o755}), 400, "not valid", ""},
 		{"a directory holding data", dirWithData(t), 400, "not valid", ""},
-		{"a name ending with a backslash", makeZip(t, now, zip.Deflate, ok, zipFile{name: `my-job\lib\`, body: "x"}), 400, "unsafe path", ""},
+		{"a name ending with a backslash", makeZip(t, now, zip.Deflate, ok, testzip.File{Name: `my-job\lib\`, Body: "x"}), 400, "unsafe path", ""},
 		{"too many entries", makeZip(t, now, zip.Deflate, manyFiles...), 400, "too many entries", ""},
-		{"a zip bomb by declared size", makeZip(t, now, zip.Deflate, ok, zipFile{name: "my-job/zeros", body: strings.Repeat("\x00", 4*limit)}), 400, "too large once uncompressed", ""},
+		{"a zip bomb by declared size", makeZip(t, now, zip.Deflate, ok, testzip.File{Name: "my-job/zeros", Body: strings.Repeat("\x00", 4*limit)}), 400, "too large once uncompressed", ""},
 		{"a zip bomb by actual size (the header lies)", lyingZip(t, 8*limit), 400, "not valid", ""},
-		{"a body over the limit", makeZip(t, now, zip.Store, zipFile{name: "my-job/blob", body: strings.Repeat("b", limit)}), 413, "too large", ""},
+		{"a body over the limit", makeZip(t, now, zip.Store, testzip.File{Name: "my-job/blob", Body: strings.Repeat("b", limit)}), 413, "too large", ""},
 		{"a reason over 1000 bytes", sampleJob(t, now, zip.Deflate), 400, "reason", "?reason=" + strings.Repeat("r", 1001)},
 	}
 	t.Run("each", func(t *testing.T) {
@@ -299,8 +276,8 @@ func TestSourcesUploadWithinTheBoundsIsAccepted(t *testing.T) {
 	path := e.createJob("team-a", "my-job")
 	// Highly compressible: 4× the body limit once uncompressed, exactly the bound.
 	e.version(path, makeZip(t, time.Now(), zip.Deflate,
-		zipFile{name: "my-job/config.ini", body: strings.Repeat("#", 3*limit)},
-		zipFile{name: "my-job/data.csv", body: strings.Repeat("a", limit)}))
+		testzip.File{Name: "my-job/config.ini", Body: strings.Repeat("#", 3*limit)},
+		testzip.File{Name: "my-job/data.csv", Body: strings.Repeat("a", limit)}))
 }
 
 func TestSourcesKeepTheLatestVersionsAndTheDeployedOne(t *testing.T) {
@@ -309,7 +286,7 @@ func TestSourcesKeepTheLatestVersionsAndTheDeployedOne(t *testing.T) {
 	path := e.createJob("team-a", "my-job")
 	now := time.Now()
 	v := func(i int) string {
-		return e.version(path, sampleJob(t, now, zip.Deflate, zipFile{name: "my-job/v", body: strings.Repeat("v", i)}))
+		return e.version(path, sampleJob(t, now, zip.Deflate, testzip.File{Name: "my-job/v", Body: strings.Repeat("v", i)}))
 	}
 	deployed := v(1)
 	e.deploy(path, `{"job_version":"`+deployed+`"}`)

@@ -1,8 +1,6 @@
 package server_test
 
 import (
-	"archive/zip"
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -24,6 +22,7 @@ import (
 	"github.com/datajobs/datajobs/internal/httpapi"
 	"github.com/datajobs/datajobs/internal/server"
 	"github.com/datajobs/datajobs/internal/testenv"
+	"github.com/datajobs/datajobs/internal/testzip"
 	"github.com/datajobs/datajobs/internal/ui"
 )
 
@@ -409,17 +408,8 @@ func vdkError(t *testing.T, r response) map[string]string {
 // sources is a small job directory as vdk deploy zips it.
 func sources(t *testing.T) string {
 	t.Helper()
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	for name, body := range map[string]string{
+	return string(testzip.Dir(t, map[string]string{
 		"job-of-b/config.ini":        "[owner]\nteam = team-b\n",
 		"job-of-b/20_python_step.py": "def run(job_input):\n    pass\n",
-	} {
-		w, err := zw.Create(name)
-		require.NoError(t, err)
-		_, err = w.Write([]byte(body))
-		require.NoError(t, err)
-	}
-	require.NoError(t, zw.Close())
-	return buf.String()
+	}))
 }

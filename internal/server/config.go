@@ -42,6 +42,10 @@ type Config struct {
 	ResyncInterval time.Duration
 	// SyncMode is on, dry-run or off (default on).
 	SyncMode SyncMode
+	// SyncChangeRetention is how long the synchronizer's change log keeps a change, in
+	// every sync mode, before any replica deletes it (default 10m; it keeps between one and
+	// two of them). A reader that has not read for that long reads every state instead.
+	SyncChangeRetention time.Duration
 	// SyncWorkers is the number of jobs reconciled in parallel (default 16: a busy apiserver
 	// answers each write slower, and more in flight kept a failover under a CPU hog
 	// within lease + 3 s, docs/benchmarks.md).

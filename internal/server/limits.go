@@ -42,6 +42,10 @@ type RequestLimits struct {
 	// parsed (default 8 KiB).
 	GraphQLMaxQueryBytes int
 	// MaxConcurrentGraphQL caps the GraphQL queries in progress, parsing included; more
-	// answer 429 with Retry-After (default 8).
+	// wait (AdmissionWait), then answer 429 with Retry-After (default 8).
 	MaxConcurrentGraphQL int
+	// AdmissionWait is the longest a GraphQL query, sources upload or download or log
+	// read waits for a slot when every one of its kind is in use, as many waiting as may
+	// run; past it, or with the queue full, it answers 429 (default 2s; negative: at once).
+	AdmissionWait time.Duration
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/datajobs/datajobs/internal/leader"
 	"github.com/datajobs/datajobs/internal/notify"
 	"github.com/datajobs/datajobs/internal/service"
+	"github.com/datajobs/datajobs/internal/slots"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/synchronizer"
 	"github.com/datajobs/datajobs/internal/vdkmetrics"
@@ -112,11 +113,12 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 	if err != nil {
 		return nil, err
 	}
+	admission := slots.Queue{Wait: cfg.Requests.AdmissionWait, WaitFlag: "--admission-wait", Metrics: slots.NewMetrics(registry)}
 	jobsQuery, err := graphapi.New(graphapi.Config{
 		DefaultResources: svc.Config().Resources.Default, Logger: cfg.Logger, MaxExecutionTimeout: cfg.Executions.MaxTimeout,
 		Timeout: cfg.Requests.GraphQLTimeout, DisableIntrospection: cfg.Requests.DisableGraphQLIntrospection,
 		MaxQueryBytes: cfg.Requests.GraphQLMaxQueryBytes, MaxConcurrent: cfg.Requests.MaxConcurrentGraphQL,
-		Webhook: authz,
+		Webhook: authz, Admission: admission,
 	}, svc)
 	if err != nil {
 		return nil, err
@@ -133,7 +135,7 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 	health := &health{db: db, migrated: a.migrated, kube: a.kubeProbe, sync: syncUnit.state, notify: syncUnit.notify, log: cfg.Logger}
 	health.safety.syncer.Store(syncUnit.syncer)
 
-	logReads := httpapi.NewLogReadSlots(cfg.Requests.MaxConcurrentLogReads, cfg.Requests.MaxLogReadsPerCaller)
+	logReads := httpapi.NewLogReadSlots(cfg.Requests.MaxConcurrentLogReads, cfg.Requests.MaxLogReadsPerCaller, admission)
 	console, err := consoleHandler(ctx, cfg, svc, db, logReads, authn, authz, syncUnit.syncer, secretsSvc)
 	if err != nil {
 		return nil, err
@@ -144,7 +146,7 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 		MaxUploadsPerCaller: cfg.Requests.MaxUploadsPerCaller, MaxDownloadsPerCaller: cfg.Requests.MaxDownloadsPerCaller,
 		LogReads: logReads, LogTailLines: cfg.Requests.LogTailLines, MinTransferRate: cfg.Requests.MinTransferRate,
 		RequestTimeout: cfg.Requests.RequestTimeout, TransferTimeout: cfg.Requests.TransferTimeout,
-		Metrics: httpapi.NewMetrics(registry), Secrets: secretsSvc,
+		Metrics: httpapi.NewMetrics(registry), Secrets: secretsSvc, Admission: admission,
 	}, svc, cfg.Logger)
 	a.public = mux(publicRoutes(health, console, api))
 	a.admin = mux(adminRoutes(health, promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}),
@@ -209,6 +211,7 @@ func (a *app) serve(ctx context.Context, ready chan<- net.Addr) error {
 			return
 		}
 		close(a.migrated)
+		wg.Go(func() { expireSyncChanges(background, a.db, cfg.SyncChangeRetention, log) })
 		a.sync.run(background)
 	})
 	log.InfoContext(ctx, "serving", "address", ln.Addr().String(), "admin_address", adminLn.Addr().String(),

@@ -1,8 +1,6 @@
 package service_test
 
 import (
-	"archive/zip"
-	"bytes"
 	"regexp"
 	"testing"
 
@@ -10,21 +8,14 @@ import (
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/service"
+	"github.com/datajobs/datajobs/internal/testzip"
 )
 
 // FuzzSourcesVersion feeds arbitrary bytes to the archive check: it never panics, and
 // it either answers a 40-hex-digit version, the same on every call, or a 400/413 error.
 func FuzzSourcesVersion(f *testing.F) {
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	w, err := zw.Create("job/config.ini")
-	require.NoError(f, err)
-	_, err = w.Write([]byte("[job]\nschedule_cron = 15 * * * *\n"))
-	require.NoError(f, err)
-	_, err = zw.Create("job/")
-	require.NoError(f, err)
-	require.NoError(f, zw.Close())
-	f.Add(buf.Bytes())
+	f.Add(testzip.New(f, testzip.Options{},
+		testzip.File{Name: "job/config.ini", Body: "[job]\nschedule_cron = 15 * * * *\n"}, testzip.File{Name: "job/"}))
 	f.Add([]byte("PK\x05\x06" + string(make([]byte, 18))))
 	f.Add([]byte("not a zip"))
 

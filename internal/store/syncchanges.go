@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -39,17 +40,25 @@ type SyncChanges struct {
 }
 
 // LoadSyncChanges reads, in one snapshot, the states of the names changed since cursor
-// since, or every state when since is zero or the database went back behind it (its
+// since, or every state when since is zero, when the database went back behind it (its
 // transaction ids or its revision sequence are lower than the cursor's: a restored backup,
-// or another database at the same address). A change committed while it reads has a
-// transaction id at or above the returned cursor's xmin: the next read returns it.
+// or another database at the same address), or when the log was pruned past it (its
+// horizon, migration 0033, is above the cursor: rows this reader had not read may be
+// gone). A change committed while it reads has a transaction id at or above the returned
+// cursor's xmin: the next read returns it.
+//
+// Why no change is ever missed, whoever prunes: a read needs the rows at or above its
+// cursor's xmin. Every prune deletes only rows below the horizon it sets, in the same
+// transaction. If this read's snapshot sees that prune, it sees the horizon, and either
+// the cursor is at or above it (no row it needs was deleted) or the read is full; if it
+// does not, it sees the rows.
 func (s *Store) LoadSyncChanges(ctx context.Context, since SyncCursor) (SyncChanges, error) {
 	var out SyncChanges
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var (
-			xmin    string
-			changed []string
-			stale   bool
+			xmin, horizon string
+			changed       []string
+			stale         bool
 		)
 		after := any(nil)
 		if !since.IsZero() {
@@ -59,16 +68,21 @@ func (s *Store) LoadSyncChanges(ctx context.Context, since SyncCursor) (SyncChan
 		const q = `SELECT pg_snapshot_xmin(pg_current_snapshot())::text,
 	(SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM data_job_revision_seq),
 	ARRAY(SELECT DISTINCT data_job_name FROM sync_change WHERE $1::text IS NOT NULL AND changed_xid >= $1::text::xid8),
-	EXISTS (SELECT 1 FROM sync_change WHERE $1::text IS NOT NULL AND changed_xid < $1::text::xid8)`
-		if err := tx.QueryRow(ctx, q, after).Scan(&xmin, &out.Cursor.revision, &changed, &stale); err != nil {
+	EXISTS (SELECT 1 FROM sync_change WHERE $1::text IS NOT NULL AND changed_xid < $1::text::xid8),
+	coalesce((SELECT pruned_below::text FROM sync_change_horizon), '0')`
+		if err := tx.QueryRow(ctx, q, after).Scan(&xmin, &out.Cursor.revision, &changed, &stale, &horizon); err != nil {
 			return err
 		}
 		x, err := strconv.ParseUint(xmin, 10, 64)
 		if err != nil {
 			return fmt.Errorf("snapshot xmin %q: %w", xmin, err)
 		}
+		h, err := strconv.ParseUint(horizon, 10, 64)
+		if err != nil {
+			return fmt.Errorf("change log horizon %q: %w", horizon, err)
+		}
 		out.Cursor.xmin, out.Stale = x, stale
-		out.Full = since.IsZero() || x < since.xmin || out.Cursor.revision < since.revision
+		out.Full = since.IsZero() || x < since.xmin || out.Cursor.revision < since.revision || since.xmin < h
 		if out.Full {
 			out.States, err = loadSyncStates(ctx, tx, nil)
 			return err
@@ -88,17 +102,63 @@ func (s *Store) LoadSyncChanges(ctx context.Context, since SyncCursor) (SyncChan
 }
 
 // PruneSyncChanges deletes the change log's rows older than cursor before, which every
-// read that returned before (and any later one) has seen, while fence's term holds the
-// lease: a deposed leader whose passes run on must not delete what the new leader has not
-// read. It returns the rows deleted.
+// read that returned before (and any later one) has seen, and raises the log's horizon to
+// before in the same statement, so that another reader whose cursor is older (a dry run
+// beside the leader) reads in full instead of missing them. It deletes only while fence's
+// term holds the lease: a deposed leader whose passes run on would make the new leader's
+// reads full for nothing. It returns the rows deleted.
 func (s *Store) PruneSyncChanges(ctx context.Context, fence job.Fence, before SyncCursor) (int64, error) {
 	if before.IsZero() {
 		return 0, nil
 	}
-	q := `DELETE FROM sync_change WHERE changed_xid < $1::text::xid8 AND ` + syncLeaseHeld("$2")
-	tag, err := s.pool.Exec(ctx, q, strconv.FormatUint(before.xmin, 10), fence.Epoch)
-	if err != nil {
+	q := `WITH d AS (
+	DELETE FROM sync_change WHERE changed_xid < $1::text::xid8 AND ` + syncLeaseHeld("$2") + ` RETURNING 1
+), h AS (
+	UPDATE sync_change_horizon SET pruned_below = greatest(pruned_below, $1::text::xid8) WHERE EXISTS (SELECT 1 FROM d)
+)
+SELECT count(*) FROM d`
+	var n int64
+	if err := s.pool.QueryRow(ctx, q, strconv.FormatUint(before.xmin, 10), fence.Epoch).Scan(&n); err != nil {
 		return 0, translate(fmt.Errorf("prune the sync change log: %w", err))
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
+}
+
+// ExpireSyncChanges bounds the change log by age, whatever the sync mode and whoever
+// reads it (migration 0033): every replica calls it now and then. Once the mark taken by
+// an earlier call is older than retention, by the database's clock, it deletes the rows
+// below the mark's xmin (committed before the mark was taken), raises the horizon to it,
+// and takes a new mark; the first call only takes a mark. So the log keeps between one
+// and two retentions of changes (plus the time between calls), and a reader falls back to
+// a full read only when it has not read since the mark was taken: a reader's cursor is
+// the xmin of its latest snapshot, which is at or above any xmin taken before. It returns
+// the rows deleted.
+func (s *Store) ExpireSyncChanges(ctx context.Context, retention time.Duration) (int64, error) {
+	var deleted int64
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		var (
+			mark *string
+			due  bool
+		)
+		// The row lock orders replicas expiring at once; each then sees the other's mark.
+		err := tx.QueryRow(ctx, `SELECT mark_xid::text, coalesce(mark_at <= now() - make_interval(secs => $1), false)
+FROM sync_change_horizon FOR UPDATE`, retention.Seconds()).Scan(&mark, &due)
+		if err != nil || (mark != nil && !due) {
+			return err
+		}
+		if mark != nil {
+			tag, err := tx.Exec(ctx, `DELETE FROM sync_change WHERE changed_xid < $1::text::xid8`, *mark)
+			if err != nil {
+				return err
+			}
+			deleted = tag.RowsAffected()
+		}
+		_, err = tx.Exec(ctx, `UPDATE sync_change_horizon SET pruned_below = greatest(pruned_below, coalesce($1::text::xid8, pruned_below)),
+	mark_xid = pg_snapshot_xmin(pg_current_snapshot()), mark_at = now()`, mark)
+		return err
+	})
+	if err != nil {
+		return 0, translate(fmt.Errorf("expire the sync change log: %w", err))
+	}
+	return deleted, nil
 }

@@ -344,7 +344,7 @@ func (c *Console) logs(r *http.Request, s session, e job.Execution, all bool) lo
 		tail = 0
 	}
 	if c.cfg.LogReads != nil {
-		release, err := c.cfg.LogReads.Acquire("user:" + s.User)
+		release, err := c.cfg.LogReads.Acquire(r.Context(), "user:"+s.User)
 		if err != nil {
 			d.Err = errorText(err)
 			return d

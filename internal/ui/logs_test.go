@@ -46,7 +46,7 @@ func TestConsoleLogReadsShareTheAPIsSlots(t *testing.T) {
 	require.NoError(t, err)
 	part := "/ui/teams/team-b/jobs/job-of-b/executions/" + execs[0].ID + "/logs"
 	b := e.browser(t)
-	release, err := e.logReads.Acquire("user:console") // who the console is in auth mode none
+	release, err := e.logReads.Acquire(t.Context(), "user:console") // who the console is in auth mode none
 	require.NoError(t, err)
 	r := b.get(part)
 	require.Equal(t, http.StatusOK, r.status, r.body)

@@ -66,7 +66,12 @@ func newEnv(t *testing.T, oidc bool) *env {
 		cfg.Login = login
 	}
 	cfg.Logger = slog.New(slog.DiscardHandler)
-	e.logReads = slots.New("execution log reads", "--max-concurrent-log-reads", 4, "--max-concurrent-log-reads-per-caller", 1)
+	// No wait for a slot: a read past the bound is refused at once, as the test of the
+	// shared slots expects.
+	e.logReads = slots.New(slots.Config{
+		Kind: "log_reads", What: "execution log reads", Flag: "--max-concurrent-log-reads", Limit: 4,
+		CallerFlag: "--max-concurrent-log-reads-per-caller", PerCaller: 1,
+	}, slots.Queue{Wait: -1})
 	cfg.LogReads = e.logReads
 	keys, err := secrets.LoadKeyring(testenv.SecretsKeyFile(t))
 	require.NoError(t, err)

@@ -1,8 +1,6 @@
 package ui_test
 
 import (
-	"archive/zip"
-	"bytes"
 	"net/http"
 	"net/url"
 	"strings"
@@ -12,22 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/testzip"
 )
-
-// zipOf is a job directory as vdk deploy zips it.
-func zipOf(t *testing.T, files map[string]string) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	for name, body := range files {
-		w, err := zw.Create(name)
-		require.NoError(t, err)
-		_, err = w.Write([]byte(body))
-		require.NoError(t, err)
-	}
-	require.NoError(t, zw.Close())
-	return buf.Bytes()
-}
 
 // The files page lists the deployed version's files with their sizes and shows a text
 // file escaped, names a binary one without showing it, cuts a large one, and finds only
@@ -39,7 +23,7 @@ func TestFilesPageShowsTheDeployedVersionsFilesReadOnly(t *testing.T) {
 	e := newEnv(t, false)
 	ctx := t.Context()
 	step := "def run(job_input):\n    print(\"<script>alert('x')</script> & done\")\n"
-	deployed, err := e.svc.UploadSources(ctx, "team-b", "job-of-b", zipOf(t, map[string]string{
+	deployed, err := e.svc.UploadSources(ctx, "team-b", "job-of-b", testzip.Dir(t, map[string]string{
 		"job-of-b/config.ini":       "[owner]\nteam = team-b\n",
 		"job-of-b/10_step.py":       step,
 		"job-of-b/model.bin":        "\x00\x01\x02binary",
@@ -50,7 +34,7 @@ func TestFilesPageShowsTheDeployedVersionsFilesReadOnly(t *testing.T) {
 	_, err = e.svc.PatchDeployment(ctx, "team-b", "job-of-b", job.DeploymentChange{JobVersion: &deployed}, "bob")
 	require.NoError(t, err)
 	// A later upload that is not deployed.
-	_, err = e.svc.UploadSources(ctx, "team-b", "job-of-b", zipOf(t, map[string]string{"job-of-b/config.ini": "[owner]\n", "job-of-b/later.py": "later"}), "second", "bob")
+	_, err = e.svc.UploadSources(ctx, "team-b", "job-of-b", testzip.Dir(t, map[string]string{"job-of-b/config.ini": "[owner]\n", "job-of-b/later.py": "later"}), "second", "bob")
 	require.NoError(t, err)
 
 	b := e.browser(t)

@@ -1,28 +1,27 @@
 package ziparchive
 
 import (
-	"archive/zip"
-	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/datajobs/datajobs/internal/testzip"
 )
 
+// zipOf is an archive of names, stored: a directory where a name ends in "/", else a
+// file holding "x".
 func zipOf(t *testing.T, names ...string) []byte {
 	t.Helper()
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	for _, n := range names {
-		w, err := zw.CreateHeader(&zip.FileHeader{Name: n})
-		require.NoError(t, err)
-		if n[len(n)-1] != '/' {
-			_, err = w.Write([]byte("x"))
-			require.NoError(t, err)
+	files := make([]testzip.File, len(names))
+	for i, n := range names {
+		files[i] = testzip.File{Name: n}
+		if !strings.HasSuffix(n, "/") {
+			files[i].Body = "x"
 		}
 	}
-	require.NoError(t, zw.Close())
-	return buf.Bytes()
+	return testzip.New(t, testzip.Options{Store: true}, files...)
 }
 
 // The rules of the one reader, each an archive that unzip (or the builder's layer)
