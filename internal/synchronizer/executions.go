@@ -27,6 +27,7 @@ type ExecutionStore interface {
 	StoreExecutionLog(ctx context.Context, fence job.Fence, id string, l job.StoredLog) (bool, error)
 	FinalWithoutLog(ctx context.Context, ids []string) ([]string, error)
 	DeleteExpiredExecutions(ctx context.Context, fence job.Fence, r job.Retention) (int, error)
+	DeleteExpiredBackfills(ctx context.Context, fence job.Fence, r job.Retention) (int, error)
 	Listen(ctx context.Context, channel string, ready func(), notify func(payload string)) error
 	ScheduleWatches(ctx context.Context) ([]job.ScheduleWatch, error)
 	ExistingExecutions(ctx context.Context, ids []string) (map[string]bool, error)
