@@ -5,7 +5,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/datajobs/datajobs/internal/importer"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/service"
@@ -26,8 +28,8 @@ func (e *env) deployEvents() []string {
 	return out
 }
 
-// An import, and the adoption of the imported CronJob that follows, deploy nothing a
-// person just made: the job's deploy contacts get no deploy_succeeded mail for them
+// An import (a second one with --overwrite too), and the adoption of the imported CronJob
+// that follows, deploy nothing a person just made: the job's deploy contacts get no deploy_succeeded mail for them
 // (VDK's own contacts, carried over by the import, would otherwise get one mail per
 // imported job on the day of a migration). A person's deploy after the import is one.
 func TestAnImportAndItsAdoptionMailNobodyButALaterDeployDoes(t *testing.T) {
@@ -39,6 +41,17 @@ func TestAnImportAndItsAdoptionMailNobodyButALaterDeployDoes(t *testing.T) {
 	)
 	rep := e.importCfg(fixtureConfig)
 	require.Equal(t, 2, rep.Count("imported"), "%+v", rep)
+	// The other tool changes one before the switch-over: imported again with --overwrite,
+	// under a new generation.
+	cj := e.get("imported-quiet")
+	cj.Spec.Schedule = "0 4 * * *"
+	_, err := e.client.BatchV1().CronJobs(e.ns).Update(t.Context(), cj, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	overwrite := fixtureConfig
+	overwrite.Overwrite = true
+	o := byName(e.importCfg(overwrite))["imported-quiet"]
+	require.Equal(t, importer.ResultImported, o.Result, o.Reason)
+	require.Contains(t, o.Reason, "replaced")
 	on := actions(e.pass(false))
 	require.Equal(t, synchronizer.ActionAdopt, on["imported-quiet"])
 	require.Equal(t, synchronizer.ActionAdopt, on["imported-then-deployed"])
