@@ -83,24 +83,13 @@ func planExecution(row *job.TrackedExecution, live, last *batchv1.Job, pods, gon
 		own := controlledBy(all, j)
 		return kube.ObserveExecution(j, own, now, pullGrace), own
 	}
-	under := row == nil || !row.Status.Final()
 	if live == nil && last != nil && sameIncarnation(row, last) {
 		o, own := observe(last)
 		if f := failedWithItsPod(last, own, now); !ended(o) && f != nil {
 			last, o = f, kube.ObserveExecution(f, own, now, pullGrace)
 		}
-		if ended(o) {
-			if !under {
-				return p.then("its Job was deleted after its final status was recorded", execNone)
-			}
-			p.FromDeleted = true
-			return p.outcome(last, o, "its Job was deleted after it finished: its last state has the outcome")
-		}
-		if under && len(controlledBy(pods, last)) > 0 {
-			// The garbage collector deletes the pods after their Job (or their events are
-			// behind the Job's): the last state of each tells whether the run ended.
-			p.KeepDeleted = true
-			return p.then("its Job was deleted and its pod is still there: the pod's last state tells", execNone)
+		if planned, ok := p.fromDeleted(last, o, len(controlledBy(pods, last)) > 0); ok {
+			return planned
 		}
 	}
 	if live != nil && !sameIncarnation(row, live) {
@@ -150,6 +139,26 @@ func planExecution(row *job.TrackedExecution, live, last *batchv1.Job, pods, gon
 		o, _ := observe(live)
 		return p.outcome(live, o, "its Job shows a status")
 	}
+}
+
+// fromDeleted plans from the last state of the deleted Job last (o, what it shows; live
+// whether a pod of it is still cached); ok is false when that state tells nothing and the
+// plan goes on.
+func (p execPlan) fromDeleted(last *batchv1.Job, o kube.Observation, live bool) (execPlan, bool) {
+	under := p.Row == nil || !p.Row.Status.Final()
+	switch {
+	case ended(o) && !under:
+		return p.then("its Job was deleted after its final status was recorded", execNone), true
+	case ended(o):
+		p.FromDeleted = true
+		return p.outcome(last, o, "its Job was deleted after it finished: its last state has the outcome"), true
+	case under && live:
+		// The garbage collector deletes the pods after their Job (or their events are
+		// behind the Job's): the last state of each tells whether the run ended.
+		p.KeepDeleted = true
+		return p.then("its Job was deleted and its pod is still there: the pod's last state tells", execNone), true
+	}
+	return p, false
 }
 
 // outcome plans the recording of what Job j shows (o): nothing when the row already says
