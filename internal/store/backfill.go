@@ -302,3 +302,20 @@ func startBackfillRuns(ctx context.Context, tx Tx, b openBackfill, st job.JobSta
 	}
 	return ids, nil
 }
+
+// DeleteExpiredBackfills deletes finished backfills beyond r, as DeleteExpiredExecutions
+// deletes finished executions: the newest r.KeptPerJob per job incarnation (a deleted
+// job's too) stay, none older than r.MaxAge (by when it finished), r.Batch rows per
+// statement, while fence holds the lease. An open backfill is never deleted. The runs of
+// a deleted backfill keep their logical time and lose only their backfill id (ON DELETE
+// SET NULL): a finished backfill has counted them already. It returns how many it deleted.
+func (s *Store) DeleteExpiredBackfills(ctx context.Context, fence job.Fence, r job.Retention) (int, error) {
+	q := `DELETE FROM data_job_backfill WHERE id IN (
+	SELECT id FROM (
+		SELECT id, finished_at, row_number() OVER (PARTITION BY job_name, job_uid ORDER BY finished_at DESC, id DESC) AS rn
+		FROM data_job_backfill WHERE finished_at IS NOT NULL
+	) x WHERE rn > $1 OR finished_at < now() - $2::interval
+	LIMIT $3
+) AND ` + syncLeaseHeld("$4")
+	return s.deleteExpired(ctx, q, fence, r, "backfills")
+}

@@ -348,11 +348,18 @@ func (s *Store) DeleteExpiredExecutions(ctx context.Context, fence job.Fence, r 
 	) x WHERE rn > $1 OR end_time < now() - $2::interval
 	LIMIT $3
 ) AND ` + syncLeaseHeld("$4")
+	return s.deleteExpired(ctx, q, fence, r, "executions")
+}
+
+// deleteExpired runs the retention statement q ($1 kept per job, $2 max age, $3 batch,
+// $4 the fence's epoch) until a statement deletes less than a batch, and returns how many
+// rows of what it deleted.
+func (s *Store) deleteExpired(ctx context.Context, q string, fence job.Fence, r job.Retention, what string) (int, error) {
 	total := 0
 	for {
 		tag, err := s.pool.Exec(ctx, q, r.KeptPerJob, r.MaxAge, r.Batch, fence.Epoch)
 		if err != nil {
-			return total, translate(fmt.Errorf("delete expired executions: %w", err))
+			return total, translate(fmt.Errorf("delete expired %s: %w", what, err))
 		}
 		total += int(tag.RowsAffected())
 		if int(tag.RowsAffected()) < r.Batch {

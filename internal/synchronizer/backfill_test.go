@@ -16,6 +16,7 @@ import (
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/store"
+	"github.com/datajobs/datajobs/internal/synchronizer"
 )
 
 // backfillJob is a held job (pods never scheduled: each run ends when the test says)
@@ -189,4 +190,37 @@ func TestCancellingABackfillCancelsItsRunsUnderWayAndStartsNoMore(t *testing.T) 
 	require.Len(t, f.backfillRuns(b.ID), 2, "no run started after the cancel")
 	_, err = f.svc.CancelBackfill(t.Context(), team, name, b.ID, "bob")
 	require.NoError(t, err, "cancelling a cancelled backfill again is the same request")
+}
+
+// On main the leader's retention deleted a finished backfill's runs but never the
+// backfill: every job's list of backfills grew forever. Now a backfill finished longer
+// ago than the executions' max age (14 days by default) is deleted by the same cleanup,
+// and the API answers it as not found.
+func TestAFinishedBackfillGoesWithTheExecutionsRetention(t *testing.T) {
+	f := newExecFixture(t)
+	const name = "backfill-expires"
+	f.backfillJob(name)
+	f.startExecutions()
+	b, err := f.svc.CreateBackfill(t.Context(), team, name, service.BackfillRequest{
+		From: "2026-01-10T00:00:00Z", To: "2026-01-11T23:00:00Z", MaxParallel: 1,
+	}, "alice")
+	require.NoError(t, err)
+	_, err = f.svc.CancelBackfill(t.Context(), team, name, b.ID, "bob")
+	require.NoError(t, err)
+	f.eventually(func() bool {
+		got, err := f.svc.Backfill(t.Context(), team, name, b.ID)
+		require.NoError(t, err)
+		return got.FinishedAt != nil
+	}, "the cancelled backfill finishes")
+	f.stopExecutions()
+	f.exec(fmt.Sprintf(`UPDATE data_job_backfill SET finished_at = now() - interval '15 days' WHERE id = %d`, b.ID))
+
+	f.startExecutionsWith(synchronizer.ExecutionConfig{RetentionInterval: 100 * time.Millisecond})
+	f.eventually(func() bool {
+		_, err := f.svc.Backfill(t.Context(), team, name, b.ID)
+		return job.KindOf(err) == job.KindNotFound
+	}, "the expired backfill is deleted")
+	bs, err := f.svc.Backfills(t.Context(), team, name)
+	require.NoError(t, err)
+	require.Empty(t, bs)
 }

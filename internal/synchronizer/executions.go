@@ -27,6 +27,7 @@ type ExecutionStore interface {
 	StoreExecutionLog(ctx context.Context, fence job.Fence, id string, l job.StoredLog) (bool, error)
 	FinalWithoutLog(ctx context.Context, ids []string) ([]string, error)
 	DeleteExpiredExecutions(ctx context.Context, fence job.Fence, r job.Retention) (int, error)
+	DeleteExpiredBackfills(ctx context.Context, fence job.Fence, r job.Retention) (int, error)
 	Listen(ctx context.Context, channel string, ready func(), notify func(payload string)) error
 	ScheduleWatches(ctx context.Context) ([]job.ScheduleWatch, error)
 	ExistingExecutions(ctx context.Context, ids []string) (map[string]bool, error)
@@ -76,6 +77,10 @@ type ExecutionConfig struct {
 	// deleted 500 at a time); RetentionInterval is the period of the cleanup (default 10m).
 	Retention         job.Retention
 	RetentionInterval time.Duration
+	// MaxKept bounds each of what the tracker keeps beside the informers' caches: the last
+	// states of deleted Jobs, of deleted pods, and the pods whose log is to be kept
+	// (default 10,000 executions each; executions_kept.go says what happens past it).
+	MaxKept int
 	// MissedRunsInterval is the period of the check for missed schedule times (default
 	// 30s; misses.go).
 	MissedRunsInterval time.Duration
@@ -103,6 +108,7 @@ func (c ExecutionConfig) withDefaults() ExecutionConfig {
 	c.Retention.Batch = cmp.Or(c.Retention.Batch, DefaultRetentionBatch)
 	c.RetentionInterval = cmp.Or(c.RetentionInterval, DefaultRetentionInterval)
 	c.MissedRunsInterval = cmp.Or(c.MissedRunsInterval, DefaultMissedRunsInterval)
+	c.MaxKept = cmp.Or(c.MaxKept, DefaultMaxKept)
 	c.BackfillInterval = cmp.Or(c.BackfillInterval, DefaultBackfillInterval)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.Metrics == nil {
@@ -152,8 +158,11 @@ type execTerm struct {
 	mu   sync.Mutex
 	seen map[string]time.Time // when an event about an execution was first seen since its last write
 	// deleted holds the last state of Jobs deleted since their execution was last looked
-	// at: a Job removed right after it finished (history limit, TTL) still tells its outcome.
-	deleted map[string]*batchv1.Job
+	// at: a Job removed right after it finished (history limit, TTL) still tells its
+	// outcome; deletedPods that of their pods, kept until the execution is planned with its
+	// Job gone. Both are bounded (executions_kept.go).
+	deleted     *kept[*batchv1.Job]
+	deletedPods *kept[[]*corev1.Pod]
 	// rows is the view of execution rows as this term last read or wrote them: only the
 	// leader writes a status, so an event about a known execution needs no read. The API's
 	// requests (a start, a cancel) arrive by NOTIFY, which marks the id stale: its row is
@@ -168,7 +177,7 @@ type execTerm struct {
 	// logPods: read and written after the final status, so that a slow log read delays
 	// no status (executions_logs.go).
 	logQueue *workQueue
-	logPods  map[string]*corev1.Pod
+	logPods  *kept[*corev1.Pod]
 	// backfill wakes the backfill loop (backfill.go).
 	backfill *backfills
 }
@@ -230,10 +239,16 @@ func (t *execTerm) reconcile(ctx context.Context, id string) (result, error) {
 		return result{}, err
 	}
 	last := t.takeDeleted(id)
-	p := planExecution(row, live, last, t.podsNamed(id), t.x.cfg.Now(), t.x.cfg.ImagePullGrace)
+	p := planExecution(row, live, last, t.podsNamed(id), t.deletedPodsOf(id), t.x.cfg.Now(), t.x.cfg.ImagePullGrace)
 	res, err := t.execute(ctx, p)
-	if err != nil && p.FromDeleted {
-		t.keepDeleted(id, last) // for the retry
+	switch {
+	case p.KeepDeleted || err != nil && p.FromDeleted:
+		t.keepDeleted(id, last) // for the next look, or the retry
+	case err == nil && live == nil && !t.underWay(id):
+		// Its Job is gone and its status final (or it has no row): no plan needs its
+		// deleted pods any more. One still under way (a Job not in the cache yet, a write
+		// refused) keeps them for the next look.
+		t.dropDeletedPods(id)
 	}
 	return res, err
 }

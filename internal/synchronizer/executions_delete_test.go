@@ -1,6 +1,8 @@
 package synchronizer_test
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,4 +130,48 @@ func TestAJobCreatedAgainUnderTheSameNameNeitherSeesNorAdoptsTheOldRuns(t *testi
 	require.Len(t, execs, 1)
 	require.Equal(t, fresh, execs[0].ID)
 	require.Empty(t, execs[0].Message)
+}
+
+// finishedEvents reads the execution_finished events of execution id as "status recipients".
+func (f *execFixture) finishedEvents(id string) []string {
+	f.t.Helper()
+	evs, err := f.db.UnexpandedEvents(f.t.Context(), 1000)
+	require.NoError(f.t, err)
+	var out []string
+	for _, e := range evs {
+		var p struct {
+			ID     string `json:"execution_id"`
+			Status string `json:"status"`
+		}
+		require.NoError(f.t, json.Unmarshal(e.Payload, &p))
+		if e.Kind == store.EventExecutionFinished && p.ID == id {
+			out = append(out, p.Status+" "+strings.Join(e.Recipients, ","))
+		}
+	}
+	return out
+}
+
+// A run cancelled because its job was deleted notifies nobody: the job's contacts and its
+// enable_execution_notifications went with it (docs/notifications.md), and the person who
+// deleted it has the API's answer. A run cancelled because the deployment was deleted, of
+// a job that is still there, is one event to the job's deploy contacts, as any cancel.
+func TestARunCancelledByItsJobsDeleteNotifiesNobodyAndByItsDeploymentsDeleteTheDeployContacts(t *testing.T) {
+	f := newExecFixture(t)
+	f.heldJob("notified-del")
+	f.heldJob("notified-undeploy")
+	f.exec(`UPDATE data_job SET enable_execution_notifications = true, notified_on_job_deploy = '{ops@example.com}'
+		WHERE name IN ('notified-del', 'notified-undeploy')`)
+	f.startExecutions()
+	gone, undeployed := f.run("notified-del", ""), f.run("notified-undeploy", "")
+	for name, id := range map[string]string{"notified-del": gone, "notified-undeploy": undeployed} {
+		f.kubelet(f.pod(id), corev1.PodRunning, running(), "")
+		f.status(name, id, job.ExecRunning)
+	}
+
+	require.NoError(t, f.svc.DeleteJob(t.Context(), team, "notified-del"))
+	require.NoError(t, f.svc.DeleteDeployment(t.Context(), team, "notified-undeploy"))
+	f.cancelledBy(team, "notified-del", gone, store.MsgJobDeleted)
+	f.cancelledBy(team, "notified-undeploy", undeployed, store.MsgDeploymentDeleted)
+	require.Equal(t, []string{"cancelled ops@example.com"}, f.finishedEvents(undeployed))
+	require.Empty(t, f.finishedEvents(gone))
 }

@@ -48,7 +48,7 @@ func (t *execTerm) execute(ctx context.Context, p execPlan) (result, error) {
 			if p.Pod == nil {
 				t.logLost(ctx, p.ID)
 			} else {
-				t.queueLog(p.ID, p.Pod)
+				t.queueLog(ctx, p.ID, p.Pod)
 			}
 		}
 		if err != nil {

@@ -22,10 +22,15 @@ import (
 // as an empty log.
 
 // queueLog asks for the log of the finished execution id, printed by pod, to be kept.
-func (t *execTerm) queueLog(id string, pod *corev1.Pod) {
+// Past MaxKept waiting, the oldest one is not kept (logDropped).
+func (t *execTerm) queueLog(ctx context.Context, id string, pod *corev1.Pod) {
 	t.mu.Lock()
-	t.logPods[id] = pod
+	gone, dropped := t.logPods.put(id, pod)
+	t.x.cfg.Metrics.kept.WithLabelValues("log").Set(float64(t.logPods.len()))
 	t.mu.Unlock()
+	if dropped {
+		t.logDropped(ctx, gone)
+	}
 	t.logQueue.Add(id)
 }
 
@@ -45,7 +50,7 @@ func (t *execTerm) queueMissingLogs(ctx context.Context, jobs []*batchv1.Job) er
 	}
 	for _, id := range missing {
 		if p := kube.LatestPod(controlledBy(t.podsNamed(id), byID[id])); p != nil {
-			t.queueLog(id, p)
+			t.queueLog(ctx, id, p)
 		}
 	}
 	return nil
@@ -56,10 +61,10 @@ func (t *execTerm) queueMissingLogs(ctx context.Context, jobs []*batchv1.Job) er
 // the log pending: it was not kept, and the API says so.
 func (t *execTerm) keepLog(ctx context.Context, id string) (result, error) {
 	t.mu.Lock()
-	pod := t.logPods[id]
+	pod, _ := t.logPods.get(id)
 	t.mu.Unlock()
 	if pod == nil {
-		return result{}, nil
+		return result{}, nil // kept meanwhile, or dropped past the bound
 	}
 	text, truncated, err := t.x.logs.PodLog(ctx, pod, 0, t.x.cfg.LogBytes)
 	switch {
@@ -76,8 +81,9 @@ func (t *execTerm) keepLog(ctx context.Context, id string) (result, error) {
 		}
 	}
 	t.mu.Lock()
-	if t.logPods[id] == pod {
-		delete(t.logPods, id)
+	if cur, _ := t.logPods.get(id); cur == pod {
+		t.logPods.take(id)
+		t.x.cfg.Metrics.kept.WithLabelValues("log").Set(float64(t.logPods.len()))
 	}
 	t.mu.Unlock()
 	return result{}, nil

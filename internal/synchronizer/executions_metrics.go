@@ -19,6 +19,12 @@ type ExecutionMetrics struct {
 	// while its pod is there); logsLost the executions whose pod was gone before its log
 	// was read (the API answers that the log was not kept).
 	logsUnreadable, logsLost prometheus.Counter
+	// logsDropped counts the logs not kept because MaxKept others waited to be read;
+	// statesDropped the last states of deleted Jobs and pods (kind) dropped past MaxKept;
+	// kept is the size of each keep (executions_kept.go).
+	logsDropped   prometheus.Counter
+	statesDropped *prometheus.CounterVec
+	kept          *prometheus.GaugeVec
 	// queue and logQueue are the tracker's queues' (status, and logs to keep).
 	queue, logQueue *queueMetrics
 }
@@ -51,9 +57,19 @@ func NewExecutionMetrics(reg prometheus.Registerer) *ExecutionMetrics {
 		logsLost: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "datajobs_execution_logs_lost_total", Help: "Finished executions whose pod was gone before their log was read: not kept.",
 		}),
+		logsDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "datajobs_execution_logs_dropped_total", Help: "Finished executions whose log was not kept because too many others waited to be read (the bound of the log queue).",
+		}),
+		statesDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "datajobs_execution_states_dropped_total", Help: "Last states of deleted Jobs and pods (kind) the tracker dropped past its bound before it looked at them: their outcome was read from the live objects only.",
+		}, []string{"kind"}),
+		kept: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "datajobs_executions_kept", Help: "What the tracker keeps beside its caches, by kind: deleted_job and deleted_pod last states, log (pods whose log is to be kept).",
+		}, []string{"kind"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.started, m.finished, m.duration, m.writeLag, m.running, m.logsUnreadable, m.logsLost)
+		reg.MustRegister(m.started, m.finished, m.duration, m.writeLag, m.running, m.logsUnreadable, m.logsLost,
+			m.logsDropped, m.statesDropped, m.kept)
 		reg.MustRegister(m.queue.collectors()...)
 		reg.MustRegister(m.logQueue.collectors()...)
 	}

@@ -3,6 +3,7 @@ package synchronizer
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -59,8 +60,9 @@ type execPlan struct {
 	// Forget drops the row from the term's view: its Job is gone, no event will come.
 	Forget bool
 	// FromDeleted says the outcome is read from a deleted Job's last state, kept for a
-	// retry when the record fails.
-	FromDeleted bool
+	// retry when the record fails; KeepDeleted that the deleted Job's last state is kept
+	// for the next look (its pod is still there).
+	FromDeleted, KeepDeleted bool
 	// Now is the clock the plan was made at.
 	Now time.Time
 }
@@ -71,21 +73,23 @@ const msgCancelled = "Cancelled on request."
 // planExecution decides the one thing that brings an execution's row and its Job in line.
 // row is its row (nil: none), live its Job in the cache (nil: none), last the final state
 // of a Job of that name deleted since it was last looked at (nil: none), pods the cached
-// pods of that name (planExecution keeps those of the Job it looks at), now the clock and
-// pullGrace how long an image may fail to pull (kube.ObserveExecution).
-func planExecution(row *job.TrackedExecution, live, last *batchv1.Job, pods []*corev1.Pod, now time.Time, pullGrace time.Duration) execPlan {
+// pods of that name and gone the last states of those deleted since (planExecution keeps
+// those of the Job it looks at), now the clock and pullGrace how long an image may fail
+// to pull (kube.ObserveExecution).
+func planExecution(row *job.TrackedExecution, live, last *batchv1.Job, pods, gone []*corev1.Pod, now time.Time, pullGrace time.Duration) execPlan {
 	p := execPlan{ID: idOf(row, live, last), Row: row, Now: now}
+	all := append(pods[:len(pods):len(pods)], gone...)
 	observe := func(j *batchv1.Job) (kube.Observation, []*corev1.Pod) {
-		own := controlledBy(pods, j)
+		own := controlledBy(all, j)
 		return kube.ObserveExecution(j, own, now, pullGrace), own
 	}
 	if live == nil && last != nil && sameIncarnation(row, last) {
-		if o, _ := observe(last); ended(o) {
-			if row != nil && row.Status.Final() {
-				return p.then("its Job was deleted after its final status was recorded", execNone)
-			}
-			p.FromDeleted = true
-			return p.outcome(last, o, "its Job was deleted after it finished: its last state has the outcome")
+		o, own := observe(last)
+		if f := failedWithItsPod(last, own, now); !ended(o) && f != nil {
+			last, o = f, kube.ObserveExecution(f, own, now, pullGrace)
+		}
+		if planned, ok := p.fromDeleted(last, o, len(controlledBy(pods, last)) > 0); ok {
+			return planned
 		}
 	}
 	if live != nil && !sameIncarnation(row, live) {
@@ -118,6 +122,10 @@ func planExecution(row *job.TrackedExecution, live, last *batchv1.Job, pods []*c
 		return p.then("its Job is being deleted: the delete event brings it back", execNone)
 	case live == nil && row == nil:
 		return p.then("no row and no Job", execNone)
+	case live == nil && last == nil && slices.ContainsFunc(pods, ofJobNamed(p.ID)):
+		// A pod of the Job is still cached while the Job's delete event is not seen yet:
+		// the event brings the Job's last state, the pod's own its.
+		return p.then("its Job is gone and its pod is still there: their delete events tell", execNone)
 	case live == nil && row.StartedByLeader() && row.Status == job.ExecSubmitted && !row.JobCreated:
 		return p.then("a manual start (or catch-up or backfill run) whose Job was never created", execCreate)
 	case live == nil:
@@ -131,6 +139,26 @@ func planExecution(row *job.TrackedExecution, live, last *batchv1.Job, pods []*c
 		o, _ := observe(live)
 		return p.outcome(live, o, "its Job shows a status")
 	}
+}
+
+// fromDeleted plans from the last state of the deleted Job last (o, what it shows; live
+// whether a pod of it is still cached); ok is false when that state tells nothing and the
+// plan goes on.
+func (p execPlan) fromDeleted(last *batchv1.Job, o kube.Observation, live bool) (execPlan, bool) {
+	under := p.Row == nil || !p.Row.Status.Final()
+	switch {
+	case ended(o) && !under:
+		return p.then("its Job was deleted after its final status was recorded", execNone), true
+	case ended(o):
+		p.FromDeleted = true
+		return p.outcome(last, o, "its Job was deleted after it finished: its last state has the outcome"), true
+	case under && live:
+		// The garbage collector deletes the pods after their Job (or their events are
+		// behind the Job's): the last state of each tells whether the run ended.
+		p.KeepDeleted = true
+		return p.then("its Job was deleted and its pod is still there: the pod's last state tells", execNone), true
+	}
+	return p, false
 }
 
 // outcome plans the recording of what Job j shows (o): nothing when the row already says
@@ -185,6 +213,41 @@ func controlledBy(pods []*corev1.Pod, j *batchv1.Job) []*corev1.Pod {
 		}
 	}
 	return own
+}
+
+// failedWithItsPod is the last state of the deleted Job j as the Job controller would have
+// ended it when its latest pod (of own) failed: deleted, the Job starts no other pod, so
+// that failure is the run's end, which the controller may not have written before the
+// delete. Nil when the latest pod did not fail.
+func failedWithItsPod(j *batchv1.Job, own []*corev1.Pod, now time.Time) *batchv1.Job {
+	p := kube.LatestPod(own)
+	if p == nil || p.Status.Phase != corev1.PodFailed {
+		return nil
+	}
+	end := now
+	if p.DeletionTimestamp != nil {
+		end = p.DeletionTimestamp.Time
+	}
+	for _, c := range p.Status.ContainerStatuses {
+		if t := c.State.Terminated; t != nil && !t.FinishedAt.IsZero() {
+			end = t.FinishedAt.Time
+		}
+	}
+	j = j.DeepCopy()
+	j.Status.Conditions = append(j.Status.Conditions, batchv1.JobCondition{
+		Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "JobDeleted", LastTransitionTime: metav1.NewTime(end),
+		Message: "the Job was deleted after its pod failed, before Kubernetes recorded the failure",
+	})
+	return j
+}
+
+// ofJobNamed matches the pods whose controller is a Job named name (an orphaned pod has no
+// controller any more: it is no Job's).
+func ofJobNamed(name string) func(*corev1.Pod) bool {
+	return func(p *corev1.Pod) bool {
+		c := metav1.GetControllerOf(p)
+		return c != nil && c.Kind == "Job" && c.Name == name
+	}
 }
 
 // idOf is the execution id: its row's, or the name of its Job.

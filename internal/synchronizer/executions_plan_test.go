@@ -22,6 +22,8 @@ type execWorld struct {
 	live *batchv1.Job
 	last *batchv1.Job
 	pods []*corev1.Pod
+	// gone are the last states of deleted pods of its name.
+	gone []*corev1.Pod
 }
 
 var planNow = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -191,6 +193,36 @@ func TestPlanExecutionDecidesOneActionPerSituation(t *testing.T) {
 			job.ExecUserError,
 		},
 		{
+			"a Job and its pod deleted after the pod succeeded tell the outcome from their last states",
+			execWorld{row: execRow(job.ExecRunning, created), last: stuck, gone: []*corev1.Pod{execPod(stuck, corev1.PodSucceeded, exitedState(0), planNow)}},
+			[]execAction{execRecordOutcome, execCollectLogs},
+			job.ExecSucceeded,
+		},
+		{
+			"a Job deleted after its pod failed, before the Job controller said so, ended with that failure",
+			execWorld{row: execRow(job.ExecRunning, created), last: stuck, gone: []*corev1.Pod{execPod(stuck, corev1.PodFailed, exitedState(3), planNow)}},
+			[]execAction{execRecordOutcome, execCollectLogs},
+			job.ExecUserError,
+		},
+		{
+			"a Job deleted while its pod is still there waits for the pod's last state",
+			execWorld{row: execRow(job.ExecRunning, created), last: stuck, pods: []*corev1.Pod{execPod(stuck, corev1.PodRunning, runningState(), planNow)}},
+			[]execAction{execNone},
+			"",
+		},
+		{
+			"a Job deleted mid-run whose pod was deleted running is lost",
+			execWorld{row: execRow(job.ExecRunning, created), last: stuck, gone: []*corev1.Pod{execPod(stuck, corev1.PodRunning, runningState(), planNow)}},
+			[]execAction{execRecordLost},
+			job.ExecPlatformError,
+		},
+		{
+			"a Job gone from the cache before its delete event, its pod still there, waits for the events",
+			execWorld{row: execRow(job.ExecRunning, created), pods: []*corev1.Pod{execPod(stuck, corev1.PodRunning, runningState(), planNow)}},
+			[]execAction{execNone},
+			"",
+		},
+		{
 			"a Job deleted after its final status was recorded needs nothing",
 			execWorld{row: execRow(job.ExecSucceeded), last: complete},
 			[]execAction{execNone},
@@ -224,7 +256,7 @@ func TestPlanExecutionDecidesOneActionPerSituation(t *testing.T) {
 		t.Run(tc.behaviour, func(t *testing.T) {
 			t.Parallel()
 			w := tc.world
-			p := planExecution(w.row, w.live, w.last, w.pods, planNow, planGrace)
+			p := planExecution(w.row, w.live, w.last, w.pods, w.gone, planNow, planGrace)
 			require.Equal(t, tc.want, p.Steps, p.Reason)
 			require.Equal(t, tc.status, p.Update.Status, p.Reason)
 			if tc.status != "" && tc.status.Final() {
@@ -239,7 +271,7 @@ func TestPlanExecutionLooksAgainWhenTheImagePullGraceEnds(t *testing.T) {
 	t.Parallel()
 	j := execJob("uid-1")
 	pod := execPod(j, corev1.PodPending, pullingState(), planNow.Add(-time.Minute))
-	p := planExecution(execRow(job.ExecSubmitted, func(r *job.TrackedExecution) { r.JobCreated = true }), j, nil, []*corev1.Pod{pod}, planNow, planGrace)
+	p := planExecution(execRow(job.ExecSubmitted, func(r *job.TrackedExecution) { r.JobCreated = true }), j, nil, []*corev1.Pod{pod}, nil, planNow, planGrace)
 	require.Equal(t, []execAction{execNone}, p.Steps, p.Reason)
 	require.Equal(t, planGrace-time.Minute, p.RecheckAfter)
 }
@@ -247,7 +279,7 @@ func TestPlanExecutionLooksAgainWhenTheImagePullGraceEnds(t *testing.T) {
 // A final row whose Job is gone is dropped from the term's view: no event will come.
 func TestPlanExecutionForgetsAFinalExecutionWhoseJobIsGone(t *testing.T) {
 	t.Parallel()
-	p := planExecution(execRow(job.ExecSucceeded), nil, nil, nil, planNow, planGrace)
+	p := planExecution(execRow(job.ExecSucceeded), nil, nil, nil, nil, planNow, planGrace)
 	require.True(t, p.Forget)
 	require.Equal(t, []execAction{execNone}, p.Steps)
 }
@@ -258,7 +290,7 @@ func TestPlanExecutionRecordsTheMessageOfTheCancelThatWasAsked(t *testing.T) {
 	t.Parallel()
 	for msg, want := range map[string]string{"": msgCancelled, "the data job was deleted": "the data job was deleted"} {
 		row := execRow(job.ExecRunning, func(r *job.TrackedExecution) { r.CancelRequested, r.CancelMessage = true, msg })
-		p := planExecution(row, nil, nil, nil, planNow, planGrace)
+		p := planExecution(row, nil, nil, nil, nil, planNow, planGrace)
 		require.Equal(t, []execAction{execRecordLost}, p.Steps, p.Reason)
 		require.Equal(t, job.ExecCancelled, p.Update.Status)
 		require.Equal(t, want, p.Update.Message)

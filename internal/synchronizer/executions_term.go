@@ -42,12 +42,16 @@ func (x *Executions) startTerm(ctx context.Context, epoch int64) (*execTerm, fun
 		x: x, fence: job.Fence{Epoch: epoch}, jobs: jobInformer.Lister().Jobs(x.cfg.Namespace),
 		pods:  podInformer.Informer().GetIndexer(),
 		queue: newWorkQueue(m.queue, exponential(200*time.Millisecond, time.Minute), x.log, "execution", "execution_sync_failed"),
-		seen:  map[string]time.Time{}, deleted: map[string]*batchv1.Job{},
-		rows: map[string]job.TrackedExecution{}, stale: map[string]bool{},
-		logPods: map[string]*corev1.Pod{}, backfill: newBackfills(),
+		seen:  map[string]time.Time{}, deleted: newKept[*batchv1.Job](x.cfg.MaxKept),
+		deletedPods: newKept[[]*corev1.Pod](x.cfg.MaxKept),
+		rows:        map[string]job.TrackedExecution{}, stale: map[string]bool{},
+		logPods: newKept[*corev1.Pod](x.cfg.MaxKept), backfill: newBackfills(),
 		logQueue: newWorkQueue(m.logQueue, exponential(time.Second, time.Minute), x.log, "execution", "execution_log_store_failed"),
 	}
 	t.writes = t.newStatusWriter()
+	for _, kind := range []string{"deleted_job", "deleted_pod", "log"} {
+		m.kept.WithLabelValues(kind).Set(0) // a new term keeps nothing of the last one's
+	}
 	shutDown := func() {
 		t.queue.ShutDown()
 		t.logQueue.ShutDown()
@@ -71,7 +75,9 @@ func (x *Executions) startTerm(ctx context.Context, epoch int64) (*execTerm, fun
 }
 
 // watch queues the execution of every Job and Pod event after the initial list (which
-// the first pass covers), keeping the last state of a deleted Job.
+// the first pass covers), keeping the last state of a deleted Job or pod (the delete
+// event carries it, or a tombstone its last known state): a Job and its pod deleted
+// right after the pod ended, before the tracker looked, still tell the outcome.
 func (t *execTerm) watch(jobs, pods cache.SharedIndexInformer) error {
 	onJob := func(obj any) {
 		if j, ok := obj.(*batchv1.Job); ok {
@@ -88,15 +94,21 @@ func (t *execTerm) watch(jobs, pods cache.SharedIndexInformer) error {
 		}
 	}
 	onPod := func(obj any) {
-		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = tomb.Obj
-		}
 		if p, ok := obj.(*corev1.Pod); ok && p.Labels[kube.LabelJobName] != "" {
 			t.enqueue(p.Labels[kube.LabelJobName])
 		}
 	}
+	onPodDeleted := func(obj any) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		if p, ok := obj.(*corev1.Pod); ok && p.Labels[kube.LabelJobName] != "" {
+			t.keepDeletedPod(p.Labels[kube.LabelJobName], p)
+			t.enqueue(p.Labels[kube.LabelJobName])
+		}
+	}
 	handlers := []cache.SharedIndexInformer{jobs, pods}
-	for i, h := range [][2]func(any){{onJob, onJobDeleted}, {onPod, onPod}} {
+	for i, h := range [][2]func(any){{onJob, onJobDeleted}, {onPod, onPodDeleted}} {
 		if _, err := handlers[i].AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 			AddFunc: func(obj any, initial bool) {
 				if !initial {
@@ -141,22 +153,6 @@ func (t *execTerm) enqueueSeen(id string, seen time.Time) {
 	if _, ok := t.seen[id]; !ok {
 		t.seen[id] = seen
 	}
-}
-
-// keepDeleted keeps the last state of the deleted Job id until its execution is planned.
-func (t *execTerm) keepDeleted(id string, j *batchv1.Job) {
-	t.mu.Lock()
-	t.deleted[id] = j
-	t.mu.Unlock()
-}
-
-// takeDeleted returns and forgets the last state of the deleted Job id, or nil.
-func (t *execTerm) takeDeleted(id string) *batchv1.Job {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	j := t.deleted[id]
-	delete(t.deleted, id)
-	return j
 }
 
 // live returns the Job id from the cache, or nil.

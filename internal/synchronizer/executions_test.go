@@ -1,6 +1,7 @@
 package synchronizer_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"strings"
@@ -44,11 +45,15 @@ func newExecFixture(t *testing.T) *execFixture {
 	return f
 }
 
-func (f *execFixture) startExecutions() {
-	x := synchronizer.NewExecutions(synchronizer.ExecutionConfig{
-		Namespace: f.ns, ResyncInterval: time.Hour, ImagePullGrace: 2 * time.Second, StartTimeout: time.Hour,
-		MissedRunsInterval: 300 * time.Millisecond,
-	}, f.db, f.client)
+func (f *execFixture) startExecutions() { f.startExecutionsWith(synchronizer.ExecutionConfig{}) }
+
+// startExecutionsWith starts the execution stage with cfg, the fixture's settings where
+// cfg has none.
+func (f *execFixture) startExecutionsWith(cfg synchronizer.ExecutionConfig) {
+	cfg.Namespace, cfg.ResyncInterval, cfg.StartTimeout = f.ns, time.Hour, time.Hour
+	cfg.ImagePullGrace = cmp.Or(cfg.ImagePullGrace, 2*time.Second)
+	cfg.MissedRunsInterval = cmp.Or(cfg.MissedRunsInterval, 300*time.Millisecond)
+	x := synchronizer.NewExecutions(cfg, f.db, f.client)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
