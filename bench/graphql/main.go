@@ -38,6 +38,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool" //nolint:depguard // the raw SQL floor uses a pool like the store's
 
 	"github.com/datajobs/datajobs/bench/internal/seed"
+	"github.com/datajobs/datajobs/bench/internal/sqlcapture"
 	"github.com/datajobs/datajobs/bench/internal/stats"
 	"github.com/datajobs/datajobs/internal/graphapi"
 	"github.com/datajobs/datajobs/internal/httpapi"
@@ -102,7 +103,7 @@ func run() error {
 	}
 	defer drop()
 
-	tracer := &capture{}
+	tracer := &sqlcapture.Capture{}
 	db, err := store.Open(ctx, store.Config{URL: dbURL, Tracer: tracer})
 	if err != nil {
 		return err
@@ -160,11 +161,11 @@ func run() error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", sc.name, err)
 		}
-		tracer.start()
+		tracer.Start()
 		if _, err := check(ctx, client, target); err != nil {
 			return err
 		}
-		stmts := tracer.stop()
+		stmts := tracer.Stop()
 		for _, clients := range []int{1, 16} {
 			httpLat, rate, err := measure(ctx, clients, requests, maxTime, func(ctx context.Context) error {
 				_, err := get(ctx, client, target)
@@ -185,7 +186,7 @@ func run() error {
 		}
 		fmt.Fprintf(os.Stderr, "statements of %q:\n", sc.name)
 		for _, s := range stmts {
-			fmt.Fprintf(os.Stderr, "  %s\n  args %v\n", strings.Join(strings.Fields(s.sql), " "), s.args)
+			fmt.Fprintf(os.Stderr, "  %s\n  args %v\n", strings.Join(strings.Fields(s.SQL), " "), s.Args)
 		}
 	}
 	return nil
@@ -225,57 +226,12 @@ func get(ctx context.Context, client *http.Client, target string) (string, error
 }
 
 // statement is one SQL statement the store sent, with its arguments.
-type statement struct {
-	sql  string
-	args []any
-}
-
-// capture records the statements of the store while on.
-type capture struct {
-	on    atomic.Bool
-	mu    sync.Mutex
-	stmts []statement
-}
-
-func (c *capture) start() { c.on.Store(true) }
-
-func (c *capture) stop() []statement {
-	c.on.Store(false)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s := c.stmts
-	c.stmts = nil
-	return s
-}
-
-func (c *capture) add(sql string, args []any) {
-	if c.on.Load() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		c.stmts = append(c.stmts, statement{sql: sql, args: args})
-	}
-}
-
-func (c *capture) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	c.add(d.SQL, d.Args)
-	return ctx
-}
-func (c *capture) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (c *capture) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	return ctx
-}
-
-func (c *capture) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
-	c.add(d.SQL, d.Args)
-}
-func (c *capture) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
-
 // replay sends the statements in one batch, as the store does, and reads every row
 // without decoding it.
-func replay(ctx context.Context, pool *pgxpool.Pool, stmts []statement) error {
+func replay(ctx context.Context, pool *pgxpool.Pool, stmts []sqlcapture.Statement) error {
 	b := &pgx.Batch{}
 	for _, s := range stmts {
-		b.Queue(s.sql, s.args...).Query(func(rows pgx.Rows) error {
+		b.Queue(s.SQL, s.Args...).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				_ = rows.RawValues()
 			}
