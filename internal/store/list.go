@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"reflect"
@@ -152,10 +153,16 @@ const (
 	listSchedules                 // the distinct schedules of those jobs, before any next-run condition
 )
 
-// sqlBuilder collects the parameters of one statement.
+// sqlBuilder collects the parameters of one statement. base is the alias of the table the
+// statement reads jobs from, whose name and team it uses: data_job_list k when it reads a
+// value kept there (or reads nothing of the job's own row), else data_job j.
 type sqlBuilder struct {
 	args []any
+	base string
 }
+
+// col is the column name of the base table.
+func (b *sqlBuilder) col(name string) string { return cmp.Or(b.base, "k") + "." + name }
 
 // arg adds a parameter and returns its placeholder.
 func (b *sqlBuilder) arg(v any) string {
@@ -174,7 +181,15 @@ func (b *sqlBuilder) visible(v job.Visibility, col string) string {
 // listNeeds is what a statement joins to data_job_list k: the job j, the deployments
 // (d, a) and the next runs of the schedules.
 type listNeeds struct {
-	job, deployment, nextRun, deploymentNextRun bool
+	key, job, deployment, nextRun, deploymentNextRun bool
+}
+
+// base is the alias of the table n reads jobs from (sqlBuilder.base).
+func (n listNeeds) base() string {
+	if n.job && !n.key {
+		return "j"
+	}
+	return "k"
 }
 
 // jobFields and deploymentFields are the fields read from the job's row and from its
@@ -185,6 +200,7 @@ var (
 		job.FieldLastExecutionStatus, job.FieldLastExecutionTime, job.FieldLastExecutionDuration,
 	}
 	deploymentFields = []job.ListField{job.FieldPythonVersion}
+	keyFields        = []job.ListField{job.FieldDeploymentEnabled, job.FieldSyncStatus, job.FieldDeploymentNextRun}
 )
 
 // needsOf decides the joins of mode for r: only what its filter, search and sort read.
@@ -205,6 +221,7 @@ func needsOf(r job.ListRequest, mode listMode) listNeeds {
 	n := listNeeds{deploymentNextRun: slices.ContainsFunc(r.Sort, func(s job.SortKey) bool { return s.Field == job.FieldDeploymentNextRun })}
 	n.nextRun = mode != listSchedules && (f.NextRun != nil || (mode == listPage && r.UsesNextRun()))
 	n.deployment = f.PythonVersionContains != "" || uses(deploymentFields)
+	n.key = f.Status != "" || f.Deployment != "" || uses(keyFields) || (mode == listSchedules && n.deploymentNextRun)
 	n.job = n.deployment || f.DescriptionContains != "" || f.ScheduleContains != "" || f.LastExecutionStatus != "" ||
 		f.LastExecutionTime != nil || f.NextRun != nil || mode == listSchedules || uses(jobFields)
 	return n
@@ -213,10 +230,10 @@ func needsOf(r job.ListRequest, mode listMode) listNeeds {
 // listSQL writes the statement of mode for r: every mode shares the FROM and WHERE of the
 // filter; the page orders and skips names in an inner statement and reads their rows.
 func listSQL(r job.ListRequest, nextRuns map[string]int64, mode listMode) (string, []any) {
-	b := &sqlBuilder{}
 	n := needsOf(r, mode)
+	b := &sqlBuilder{base: n.base()}
 	var sb strings.Builder
-	sb.WriteString(listSelect(mode, n))
+	sb.WriteString(listSelect(b, mode, n))
 	sb.WriteString(listFrom(b, nextRuns, n))
 	if where := listWhere(b, r, mode); len(where) > 0 {
 		sb.WriteString("\nWHERE " + strings.Join(where, "\n  AND "))
@@ -229,7 +246,7 @@ func listSQL(r job.ListRequest, nextRuns map[string]int64, mode listMode) (strin
 }
 
 // listSelect is the SELECT of mode; the page's is the inner statement of names.
-func listSelect(mode listMode, n listNeeds) string {
+func listSelect(b *sqlBuilder, mode listMode, n listNeeds) string {
 	switch mode {
 	case listCount:
 		return "SELECT count(*)"
@@ -239,7 +256,7 @@ func listSelect(mode listMode, n listNeeds) string {
 		}
 		return "SELECT DISTINCT j.schedule"
 	}
-	return "SELECT k.name"
+	return "SELECT " + b.col("name")
 }
 
 // pageSQL is the statement of a page: the whole rows of the names the statement names
@@ -265,9 +282,12 @@ const syncStatusExpr = "CASE WHEN d.data_job_name IS NOT NULL THEN CASE WHEN d.s
 
 // listFrom is the FROM of the filter, with the joins n needs.
 func listFrom(b *sqlBuilder, nextRuns map[string]int64, n listNeeds) string {
-	s := "\nFROM data_job_list k"
-	if n.job {
-		s += "\nJOIN data_job j ON j.name = k.name"
+	s := "\nFROM data_job j"
+	if n.base() == "k" {
+		s = "\nFROM data_job_list k"
+		if n.job {
+			s += "\nJOIN data_job j ON j.name = k.name"
+		}
 	}
 	if n.deployment {
 		s += joinDeployments
@@ -303,7 +323,7 @@ func listWhere(b *sqlBuilder, r job.ListRequest, mode listMode) []string {
 			add(expr + " ILIKE " + b.arg(containsLike(s)))
 		}
 	}
-	add(b.visible(f.Visible, "k.team"))
+	add(b.visible(f.Visible, b.col("team")))
 	add(nameTeamWhere(b, f))
 	contains("j.description", f.DescriptionContains)
 	contains("j.schedule", f.ScheduleContains)
@@ -345,13 +365,13 @@ func nameTeamWhere(b *sqlBuilder, f job.ListFilter) string {
 	if f.NameGlob != "" {
 		// Job names are lower case (validation), so a lower-case pattern ignores case and
 		// can use an index.
-		conds = append(conds, "k.name LIKE "+b.arg(globToLike(strings.ToLower(f.NameGlob))))
+		conds = append(conds, b.col("name")+" LIKE "+b.arg(globToLike(strings.ToLower(f.NameGlob))))
 	}
 	if team := strings.ToLower(strings.TrimSpace(f.TeamGlob)); team != "" { // team names are lower case too
 		if strings.Contains(team, "*") {
-			conds = append(conds, "k.team LIKE "+b.arg(globToLike(team)))
+			conds = append(conds, b.col("team")+" LIKE "+b.arg(globToLike(team)))
 		} else {
-			conds = append(conds, "k.team = "+b.arg(team))
+			conds = append(conds, b.col("team")+" = "+b.arg(team))
 		}
 	}
 	return strings.Join(conds, "\n  AND ")
@@ -371,7 +391,7 @@ func listOrder(b *sqlBuilder, r job.ListRequest) string {
 		order = append(order, listExpr(b, r, s.Field)+map[bool]string{false: " ASC", true: " DESC"}[s.Desc]+" NULLS LAST")
 	}
 	if !slices.ContainsFunc(r.Sort, func(s job.SortKey) bool { return s.Field == job.FieldName }) {
-		order = append(order, "k.name")
+		order = append(order, b.col("name"))
 	}
 	return "\nORDER BY " + strings.Join(order, ", ") + "\nLIMIT " + b.arg(r.Limit) + " OFFSET " + b.arg(r.Offset)
 }
@@ -383,8 +403,6 @@ const joinDeployments = "\nLEFT JOIN desired_data_job_deployment d ON d.data_job
 // listColumns are the SQL expressions of the fields a list sorts and searches on
 // (FieldSourceURL is built from the request's template).
 var listColumns = map[job.ListField]string{
-	job.FieldName:        "k.name",
-	job.FieldTeam:        "k.team",
 	job.FieldDescription: "j.description",
 	job.FieldSchedule:    "j.schedule",
 	job.FieldNextRun:     "nr.next_run",
@@ -409,7 +427,7 @@ func listExpr(b *sqlBuilder, r job.ListRequest, f job.ListField) string {
 		var parts []string
 		for _, p := range r.SourceURL.Parts() {
 			if p.Field != 0 {
-				parts = append(parts, listColumns[p.Field])
+				parts = append(parts, listExpr(b, r, p.Field))
 			} else {
 				parts = append(parts, b.arg(p.Literal)+"::text")
 			}
@@ -418,6 +436,12 @@ func listExpr(b *sqlBuilder, r job.ListRequest, f job.ListField) string {
 			return "''::text"
 		}
 		return "concat(" + strings.Join(parts, ", ") + ")"
+	}
+	switch f {
+	case job.FieldName:
+		return b.col("name")
+	case job.FieldTeam:
+		return b.col("team")
 	}
 	col, ok := listColumns[f]
 	if !ok {

@@ -36,11 +36,12 @@ func pagesByNextRunGroups(r job.ListRequest) bool {
 // config.schedule.nextRunEpochSeconds, in UTC as VDK computes it).
 var nextRunKeys = map[job.ListField]string{job.FieldDeploymentNextRun: "k.next_run_key", job.FieldNextRun: "j.schedule"}
 
-// nextRunFrom is the FROM of r's filter with the table of its next-run key.
-func nextRunFrom(b *sqlBuilder, r job.ListRequest) string {
+// nextRunNeeds are the tables of r's filter and of its next-run key.
+func nextRunNeeds(r job.ListRequest) listNeeds {
 	n := needsOf(job.ListRequest{Filter: r.Filter}, listCount)
 	n.job = n.job || r.Sort[0].Field == job.FieldNextRun
-	return listFrom(b, nil, n)
+	n.key = n.key || r.Sort[0].Field == job.FieldDeploymentNextRun
+	return n
 }
 
 // nextRunGroup is the jobs of the keys whose next run is next (or, the last group, that
@@ -99,13 +100,14 @@ func (s *Store) listByNextRun(ctx context.Context, r job.ListRequest, nextRun Ne
 // data_job_list_count when the key is the deployment's and the filter selects whole teams
 // (countedPerTeam), else by reading them.
 func keyCountsSQL(r job.ListRequest) (string, []any) {
-	b := &sqlBuilder{}
+	n := nextRunNeeds(r)
+	b := &sqlBuilder{base: n.base()}
 	if r.Sort[0].Field == job.FieldDeploymentNextRun && countedPerTeam(r.Filter) {
 		return "SELECT next_run_key, sum(jobs)::bigint FROM data_job_list_count c" + teamsWhere(b, r.Filter, "c.team") +
 			"\nGROUP BY next_run_key HAVING sum(jobs) > 0", b.args
 	}
 	key := nextRunKeys[r.Sort[0].Field]
-	sql := "SELECT " + key + ", count(*)" + nextRunFrom(b, r)
+	sql := "SELECT " + key + ", count(*)" + listFrom(b, nil, n)
 	if where := listWhere(b, r, listCount); len(where) > 0 {
 		sql += "\nWHERE " + strings.Join(where, "\n  AND ")
 	}
@@ -150,8 +152,9 @@ func groupByNextRun(counts map[string]int, nextRun NextRunFunc, desc bool) []nex
 // its part by name (one key: along the index; several: their jobs sorted), in the
 // groups' order. False when the page starts past the last job.
 func nextRunPageSQL(r job.ListRequest, groups []nextRunGroup) (string, []any, bool) {
-	b := &sqlBuilder{}
-	from, key := nextRunFrom(b, r), nextRunKeys[r.Sort[0].Field]
+	n := nextRunNeeds(r)
+	b := &sqlBuilder{base: n.base()}
+	from, key := listFrom(b, nil, n), nextRunKeys[r.Sort[0].Field]
 	where := listWhere(b, r, listCount)
 	var parts []string
 	start, end := r.Offset, r.Offset+r.Limit
@@ -167,8 +170,9 @@ func nextRunPageSQL(r job.ListRequest, groups []nextRunGroup) (string, []any, bo
 		if len(g.keys) > 1 {
 			cond = key + " = ANY(" + b.arg(g.keys) + "::text[])"
 		}
-		parts = append(parts, "(SELECT "+strconv.Itoa(i)+" AS g, k.name"+from+"\nWHERE "+strings.Join(append(slices.Clone(where), cond), "\n  AND ")+
-			"\nORDER BY k.name LIMIT "+b.arg(limit)+" OFFSET "+b.arg(offset)+")")
+		parts = append(parts, "(SELECT "+strconv.Itoa(i)+" AS g, "+b.col("name")+" AS name"+from+
+			"\nWHERE "+strings.Join(append(slices.Clone(where), cond), "\n  AND ")+
+			"\nORDER BY "+b.col("name")+" LIMIT "+b.arg(limit)+" OFFSET "+b.arg(offset)+")")
 	}
 	if len(parts) == 0 {
 		return "", nil, false

@@ -4,6 +4,7 @@
 package sqlcapture
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -82,8 +83,9 @@ type Explained struct {
 }
 
 // Explain runs EXPLAIN (ANALYZE, BUFFERS) of each statement but transaction control
-// (BEGIN, COMMIT) runs times and returns the run with the median execution time.
-func Explain(ctx context.Context, conn *pgx.Conn, stmts []Statement, runs int) (Explained, error) {
+// (BEGIN, COMMIT) runs times and returns the runs with the median and the least total
+// time (planning and execution): on a busy machine the least is the statements' own cost.
+func Explain(ctx context.Context, conn *pgx.Conn, stmts []Statement, runs int) (median, least Explained, err error) {
 	var all []Explained
 	for range runs {
 		var e Explained
@@ -93,7 +95,7 @@ func Explain(ctx context.Context, conn *pgx.Conn, stmts []Statement, runs int) (
 			}
 			var out []byte
 			if err := conn.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+s.SQL, s.Args...).Scan(&out); err != nil {
-				return Explained{}, fmt.Errorf("explain %.80s: %w", s.SQL, err)
+				return Explained{}, Explained{}, fmt.Errorf("explain %.80s: %w", s.SQL, err)
 			}
 			var plans []struct {
 				Plan struct {
@@ -104,7 +106,7 @@ func Explain(ctx context.Context, conn *pgx.Conn, stmts []Statement, runs int) (
 				Execution float64 `json:"Execution Time"`
 			}
 			if err := json.Unmarshal(out, &plans); err != nil || len(plans) != 1 {
-				return Explained{}, fmt.Errorf("explain: %d plans: %v", len(plans), err)
+				return Explained{}, Explained{}, fmt.Errorf("explain: %d plans: %v", len(plans), err)
 			}
 			p := plans[0]
 			e.Statements++
@@ -114,6 +116,6 @@ func Explain(ctx context.Context, conn *pgx.Conn, stmts []Statement, runs int) (
 		}
 		all = append(all, e)
 	}
-	slices.SortFunc(all, func(a, b Explained) int { return int(a.Execution - b.Execution) })
-	return all[len(all)/2], nil
+	slices.SortFunc(all, func(a, b Explained) int { return cmp.Compare(a.Planning+a.Execution, b.Planning+b.Execution) })
+	return all[len(all)/2], all[0], nil
 }
