@@ -4,8 +4,8 @@
 // It seeds a fresh database with -jobs jobs, -deployed of them deployed (random teams,
 // schedules, python versions, sync states and last executions), serves the API in this
 // process on 127.0.0.1, and asks for a 50-job page with deployments and totals, the way
-// the VDK UI does, in four scenarios (no filter, a team, a jobName wildcard, sorted by last
-// execution time) at 1 and 16 concurrent clients. For each it then sends the statements
+// the VDK UI does, in five scenarios (no filter, a team, a jobName wildcard, sorted by last
+// execution time, sorted by the next run) at 1 and 16 concurrent clients. For each it then sends the statements
 // the store sent for that page (captured with a pgx tracer) straight to PostgreSQL from a
 // pool of the same size, reading the rows without decoding them: the floor.
 //
@@ -72,6 +72,7 @@ func scenarios() []scenario {
 		{"team filter", `{"filter":[{"property":"config.team","pattern":"team-07"}]}`},
 		{"jobName wildcard", `{"filter":[{"property":"jobName","pattern":"*12*"}]}`},
 		{"sort by last execution time", `{"filter":[{"property":"deployments.lastExecutionTime","sort":"DESC"}]}`},
+		{"sort by next run", `{"filter":[{"property":"config.schedule.nextRunEpochSeconds","sort":"ASC"}]}`},
 	}
 }
 
