@@ -4,10 +4,11 @@
 // It seeds a fresh database with -jobs jobs, -deployed of them deployed (random teams,
 // schedules, python versions, sync states and last executions), serves the API in this
 // process on 127.0.0.1, and asks for a 50-job page with deployments and totals, the way
-// the VDK UI does, in four scenarios (no filter, a team, a jobName wildcard, sorted by last
-// execution time) at 1 and 16 concurrent clients, through the server's admission (its
-// -max-concurrent-graphql slots and -admission-wait queue, as serve's flags): a query
-// refused with 429 is counted in its row, not a failure of the run. For each it then sends the statements
+// the VDK UI does, in five scenarios (no filter, a team, a jobName wildcard, sorted by last
+// execution time, sorted by the next run) at 1 and 16 concurrent clients, through the
+// server's admission (its -max-concurrent-graphql slots and -admission-wait queue, as
+// serve's flags): a query refused with 429 is counted in its row, not a failure of the
+// run. For each it then sends the statements
 // the store sent for that page (captured with a pgx tracer) straight to PostgreSQL from a
 // pool of the same size, reading the rows without decoding them: the floor.
 //
@@ -41,6 +42,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/datajobs/datajobs/bench/internal/seed"
+	"github.com/datajobs/datajobs/bench/internal/sqlcapture"
 	"github.com/datajobs/datajobs/bench/internal/stats"
 	"github.com/datajobs/datajobs/internal/graphapi"
 	"github.com/datajobs/datajobs/internal/httpapi"
@@ -75,6 +77,7 @@ func scenarios() []scenario {
 		{"team filter", `{"filter":[{"property":"config.team","pattern":"team-07"}]}`},
 		{"jobName wildcard", `{"filter":[{"property":"jobName","pattern":"*12*"}]}`},
 		{"sort by last execution time", `{"filter":[{"property":"deployments.lastExecutionTime","sort":"DESC"}]}`},
+		{"sort by next run", `{"filter":[{"property":"config.schedule.nextRunEpochSeconds","sort":"ASC"}]}`},
 	}
 }
 
@@ -108,7 +111,7 @@ func run() error {
 	}
 	defer drop()
 
-	tracer := &capture{}
+	tracer := &sqlcapture.Capture{}
 	db, err := store.Open(ctx, store.Config{URL: dbURL, Tracer: tracer})
 	if err != nil {
 		return err
@@ -170,11 +173,11 @@ func run() error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", sc.name, err)
 		}
-		tracer.start()
+		tracer.Start()
 		if _, err := check(ctx, client, target); err != nil {
 			return err
 		}
-		stmts := tracer.stop()
+		stmts := tracer.Stop()
 		for _, clients := range []int{1, 16} {
 			waitsBefore := waits(reg)
 			httpRun, err := measure(ctx, clients, requests, maxTime, func(ctx context.Context) error {
@@ -197,7 +200,7 @@ func run() error {
 		}
 		fmt.Fprintf(os.Stderr, "statements of %q:\n", sc.name)
 		for _, s := range stmts {
-			fmt.Fprintf(os.Stderr, "  %s\n  args %v\n", strings.Join(strings.Fields(s.sql), " "), s.args)
+			fmt.Fprintf(os.Stderr, "  %s\n  args %v\n", strings.Join(strings.Fields(s.SQL), " "), s.Args)
 		}
 	}
 	return nil
@@ -258,57 +261,12 @@ func waits(reg *prometheus.Registry) uint64 {
 var errRefused = errors.New("refused with 429")
 
 // statement is one SQL statement the store sent, with its arguments.
-type statement struct {
-	sql  string
-	args []any
-}
-
-// capture records the statements of the store while on.
-type capture struct {
-	on    atomic.Bool
-	mu    sync.Mutex
-	stmts []statement
-}
-
-func (c *capture) start() { c.on.Store(true) }
-
-func (c *capture) stop() []statement {
-	c.on.Store(false)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s := c.stmts
-	c.stmts = nil
-	return s
-}
-
-func (c *capture) add(sql string, args []any) {
-	if c.on.Load() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		c.stmts = append(c.stmts, statement{sql: sql, args: args})
-	}
-}
-
-func (c *capture) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	c.add(d.SQL, d.Args)
-	return ctx
-}
-func (c *capture) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (c *capture) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	return ctx
-}
-
-func (c *capture) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
-	c.add(d.SQL, d.Args)
-}
-func (c *capture) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
-
 // replay sends the statements in one batch, as the store does, and reads every row
 // without decoding it.
-func replay(ctx context.Context, pool *pgxpool.Pool, stmts []statement) error {
+func replay(ctx context.Context, pool *pgxpool.Pool, stmts []sqlcapture.Statement) error {
 	b := &pgx.Batch{}
 	for _, s := range stmts {
-		b.Queue(s.sql, s.args...).Query(func(rows pgx.Rows) error {
+		b.Queue(s.SQL, s.Args...).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				_ = rows.RawValues()
 			}

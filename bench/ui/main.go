@@ -1,10 +1,12 @@
-// Command ui benchmarks the web console's jobs list on 10,000 jobs: the server time of a
+// Command ui benchmarks the web console's jobs list (10,000 jobs by default): the server time of a
 // page (the handler, in this process, without the network) for the list as it opens, a
 // team filter, a name search, a status filter, every sort and the deepest pages, and the
 // weight of the page with everything it loads (the HTML, the stylesheet and the scripts).
 //
 // It seeds a fresh database with -jobs jobs, -deployed of them deployed (bench/internal/seed,
 // as bench/graphql), and uses DATAJOBS_TEST_DATABASE_URL when set, else starts its own PostgreSQL.
+// With -explain it also gives the server's time of each page's statements (EXPLAIN
+// ANALYZE), which depends less on the machine's load than the latencies do.
 // docs/benchmarks.md has the results and the command.
 package main
 
@@ -23,7 +25,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5" //nolint:depguard // -explain asks PostgreSQL how it runs the page's statements
+
 	"github.com/datajobs/datajobs/bench/internal/seed"
+	"github.com/datajobs/datajobs/bench/internal/sqlcapture"
 	"github.com/datajobs/datajobs/bench/internal/stats"
 	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/store"
@@ -42,6 +47,7 @@ func run() error {
 	flag.IntVar(&jobs, "jobs", 10000, "number of jobs")
 	flag.IntVar(&deployed, "deployed", 8000, "number of deployed jobs")
 	flag.IntVar(&requests, "requests", 300, "requests per scenario (after 20 warm-up requests)")
+	explain := flag.Bool("explain", false, "also give EXPLAIN (ANALYZE, BUFFERS) of each page's statements (the median and the least of 5 runs)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -53,7 +59,8 @@ func run() error {
 		return err
 	}
 	defer drop()
-	db, err := store.Open(ctx, store.Config{URL: dbURL})
+	tracer := &sqlcapture.Capture{}
+	db, err := store.Open(ctx, store.Config{URL: dbURL, Tracer: tracer})
 	if err != nil {
 		return err
 	}
@@ -61,9 +68,16 @@ func run() error {
 	if _, err := db.Migrate(ctx); err != nil {
 		return err
 	}
+	start := time.Now()
 	if err := seed.Jobs(ctx, dbURL, jobs, deployed); err != nil {
 		return fmt.Errorf("seed: %w", err)
 	}
+	fmt.Printf("seeded %d jobs (%d deployed) in %s\n", jobs, deployed, time.Since(start).Round(time.Millisecond))
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
 	svc, err := service.New(service.Config{SupportedPythonVersions: []string{"3.9", "3.11"}}, db)
 	if err != nil {
 		return err
@@ -83,6 +97,7 @@ func run() error {
 	fmt.Println("|---|---|---|---|---|---|")
 	listed := regexp.MustCompile(`of (\d+) jobs`)
 	var listHTML string
+	var explained []string
 	for _, sc := range []struct{ name, path string }{
 		{"list, first page (50 of all)", "/ui/"},
 		{"list, one team", "/ui/?team=team-07"},
@@ -128,6 +143,21 @@ func run() error {
 		}
 		q := stats.Percentiles(lat, 50, 90, 99)
 		fmt.Printf("| %s | %s | %s | %s | %d | %s |\n", sc.name, ms(q[0]), ms(q[1]), ms(q[2]), len(body), n)
+		if *explain {
+			tracer.Start()
+			serve(console, path, cookies, headers)
+			med, least, err := sqlcapture.Explain(ctx, conn, tracer.Stop(), 5)
+			if err != nil {
+				return fmt.Errorf("%s: %w", sc.name, err)
+			}
+			explained = append(explained, fmt.Sprintf("| %s | %d | %s + %s | %s + %s | %d |", sc.name, med.Statements,
+				ms(med.Planning), ms(med.Execution), ms(least.Planning), ms(least.Execution), med.SharedHit+med.SharedRd))
+		}
+	}
+	if *explain {
+		fmt.Printf("\nEXPLAIN (ANALYZE, BUFFERS) of each page's statements, added up (5 runs), load average %s:\n\n", loadAverage())
+		fmt.Println("| page | statements | median: planning + execution | least: planning + execution | shared buffers |\n|---|---|---|---|---|")
+		fmt.Println(strings.Join(explained, "\n"))
 	}
 
 	// The page's weight: the HTML and everything it loads.

@@ -7,27 +7,18 @@ import (
 )
 
 // ListJobs reads one page of jobs as r asks (see job.ListRequest). The next runs a filter
-// or sort on job.FieldNextRun needs are computed here, once per distinct schedule of the
-// jobs the rest of the filter lets through, since the database cannot compute them.
+// or sort on one needs are computed here, since the database cannot compute them: the
+// store asks for each distinct schedule of the jobs the rest of the filter lets through.
 func (s *Service) ListJobs(ctx context.Context, r job.ListRequest) (job.ListPage, error) {
-	var nextRuns map[string]int64
+	var nextRun func(schedule string) (int64, bool)
 	if r.UsesNextRun() {
-		schedules, err := s.store.JobSchedules(ctx, r)
-		if err != nil {
-			return job.ListPage{}, err
-		}
 		at := r.At
 		if at.IsZero() {
 			at = s.cfg.Now()
 		}
-		nextRuns = make(map[string]int64, len(schedules))
-		for _, sch := range schedules {
-			if next, ok := s.schedules.NextRun(sch, at); ok {
-				nextRuns[sch] = next
-			}
-		}
+		nextRun = func(schedule string) (int64, bool) { return s.schedules.NextRun(schedule, at) }
 	}
-	return s.store.ListJobs(ctx, r, nextRuns)
+	return s.store.ListJobs(ctx, r, nextRun)
 }
 
 // ExecutionsPage reads a page of executions across jobs.

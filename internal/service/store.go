@@ -15,8 +15,8 @@ type Store interface {
 	JobNotifications(ctx context.Context, team, name string, limit int) ([]job.NotificationEvent, map[int64][]job.NotificationDelivery, error)
 	UpdateJob(ctx context.Context, team, name string, update job.JobUpdate) (job.Job, error)
 	DeleteJob(ctx context.Context, team, name string) error
-	ListJobs(ctx context.Context, r job.ListRequest, nextRuns map[string]int64) (job.ListPage, error)
-	JobSchedules(ctx context.Context, r job.ListRequest) ([]string, error)
+	// ListJobs calls nextRun (nil unless r.UsesNextRun()) once per distinct schedule.
+	ListJobs(ctx context.Context, r job.ListRequest, nextRun func(schedule string) (int64, bool)) (job.ListPage, error)
 	Teams(ctx context.Context) ([]string, error)
 	TeamHealth(ctx context.Context, team string, since time.Time, limit int) (job.TeamHealth, error)
 

@@ -61,7 +61,7 @@ func (s *Store) TeamHealth(ctx context.Context, team string, since time.Time, li
 			return rows.Err()
 		}
 	}
-	batch.Queue(fmt.Sprintf(healthByStatus, listColumns[job.FieldSyncStatus]), team).Query(counts(h.ByStatus, &h.Jobs))
+	batch.Queue(fmt.Sprintf(healthByStatus, syncStatusExpr), team).Query(counts(h.ByStatus, &h.Jobs))
 	batch.Queue(healthFailing, team, limit).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var f job.HealthJob

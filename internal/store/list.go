@@ -1,8 +1,10 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,45 +19,54 @@ import (
 // PostgreSQL, and a page is one statement (plus one for the total, in the same round
 // trip), with the deployments joined in, never one query per job. The statement orders
 // and skips narrow rows (the names and sort keys) and reads the whole rows of the page
-// only: a deep page or an order over all jobs sorts no wide rows. The one thing
-// PostgreSQL cannot compute is the next run of a cron schedule: the caller reads the
-// distinct schedules (JobSchedules), computes their next runs and passes them in, joined
-// as an array parameter.
+// only: a deep page or an order over all jobs sorts no wide rows. The values the list
+// orders by that are expressions over a job and its deployments (enabled, the sync status,
+// the key of the deployment's next run) are read from data_job_list, where triggers keep
+// them in indexed columns (migration 0030), so that each order is an index scan. The one
+// thing PostgreSQL cannot compute is the next run of a cron schedule: the caller passes a
+// NextRunFunc, called once per distinct schedule; a sort by a next run alone pages along
+// the groups of jobs per schedule (listnext.go).
 
-// ListJobs reads one page of jobs in one round trip. nextRuns holds the next run (epoch
-// seconds) of each schedule that runs, keyed as JobSchedules returns them (a deployment's
-// in its time zone: job.ZonedSchedule); it is required when r.UsesNextRun().
-func (s *Store) ListJobs(ctx context.Context, r job.ListRequest, nextRuns map[string]int64) (job.ListPage, error) {
+// NextRunFunc is the next run (epoch seconds) of a schedule, as a list counts it: a job
+// configuration's schedule, or a deployment's in its time zone (job.ZonedSchedule); false
+// when the schedule never runs (empty, invalid).
+type NextRunFunc = func(schedule string) (int64, bool)
+
+// ListJobs reads one page of jobs. nextRun is required when r.UsesNextRun().
+func (s *Store) ListJobs(ctx context.Context, r job.ListRequest, nextRun NextRunFunc) (job.ListPage, error) {
 	if r.Limit <= 0 || r.Offset < 0 {
 		return job.ListPage{}, fmt.Errorf("list jobs: bad limit %d or offset %d", r.Limit, r.Offset)
 	}
-	if r.UsesNextRun() && nextRuns == nil {
+	if r.UsesNextRun() && nextRun == nil {
 		return job.ListPage{}, fmt.Errorf("list jobs: the next runs of the schedules are required to filter or sort on them")
+	}
+	if pagesByNextRunGroups(r) {
+		return s.listByNextRun(ctx, r, nextRun)
+	}
+	var nextRuns map[string]int64
+	if r.UsesNextRun() {
+		schedules, err := s.jobSchedules(ctx, r)
+		if err != nil {
+			return job.ListPage{}, err
+		}
+		nextRuns = make(map[string]int64, len(schedules))
+		for _, sch := range schedules {
+			if next, ok := nextRun(sch); ok {
+				nextRuns[sch] = next
+			}
+		}
 	}
 	page := job.ListPage{Total: -1}
 	batch := &pgx.Batch{}
 	if r.Count {
-		sql, args := listSQL(r, nextRuns, listCount)
+		sql, args := countSQL(r, nextRuns)
 		batch.Queue(sql, args...).QueryRow(func(row pgx.Row) error { return row.Scan(&page.Total) })
 	}
 	sql, args := listSQL(r, nextRuns, listPage)
 	batch.Queue(sql, args...).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var (
-				l  job.Listed
-				jr joined
-			)
-			dest := append(jobDest(&l.Job), &l.LastExecution.Status, &l.LastExecution.EndTime, &l.LastExecution.DurationSeconds)
-			if r.WithDeployments {
-				dest = append(append(append(dest, jr.desiredDest()...), jr.actualDest()...), &l.Status)
-			}
-			if err := rows.Scan(dest...); err != nil {
-				return err
-			}
-			l.Desired, l.Actual = jr.deployment(l.Job), jr.actual(l.Job)
-			page.Jobs = append(page.Jobs, l)
-		}
-		return rows.Err()
+		var err error
+		page.Jobs, err = scanPage(rows, r)
+		return err
 	})
 	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
 		return job.ListPage{}, translate(fmt.Errorf("list jobs: %w", err))
@@ -63,9 +74,30 @@ func (s *Store) ListJobs(ctx context.Context, r job.ListRequest, nextRuns map[st
 	return page, nil
 }
 
-// JobSchedules reads the distinct schedules of the jobs r's filter lets through, before
+// scanPage reads the rows of a page statement (pageSQL).
+func scanPage(rows pgx.Rows, r job.ListRequest) ([]job.Listed, error) {
+	var out []job.Listed
+	for rows.Next() {
+		var (
+			l  job.Listed
+			jr joined
+		)
+		dest := append(jobDest(&l.Job), &l.LastExecution.Status, &l.LastExecution.EndTime, &l.LastExecution.DurationSeconds)
+		if r.WithDeployments {
+			dest = append(append(append(dest, jr.desiredDest()...), jr.actualDest()...), &l.Status)
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, err
+		}
+		l.Desired, l.Actual = jr.deployment(l.Job), jr.actual(l.Job)
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// jobSchedules reads the distinct schedules of the jobs r's filter lets through, before
 // any condition on the next run.
-func (s *Store) JobSchedules(ctx context.Context, r job.ListRequest) ([]string, error) {
+func (s *Store) jobSchedules(ctx context.Context, r job.ListRequest) ([]string, error) {
 	sql, args := listSQL(r, nil, listSchedules)
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
@@ -73,6 +105,44 @@ func (s *Store) JobSchedules(ctx context.Context, r job.ListRequest) ([]string, 
 	}
 	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	return out, translate(err)
+}
+
+// countSQL counts the jobs r's filter lets through: from the kept counts per team when
+// the filter is the caller's teams and at most one team (data_job_list_count, migration
+// 0031), else by reading them.
+func countSQL(r job.ListRequest, nextRuns map[string]int64) (string, []any) {
+	if !countedPerTeam(r.Filter) {
+		return listSQL(r, nextRuns, listCount)
+	}
+	b := &sqlBuilder{}
+	return "SELECT COALESCE(sum(jobs), 0)::bigint FROM data_job_list_count c" + teamsWhere(b, r.Filter, "c.team"), b.args
+}
+
+// countedPerTeam reports whether f selects whole teams only (the caller's, and at most
+// one named team), whose jobs data_job_list_count holds. Any other condition, including
+// one a later field of ListFilter adds, is counted by reading the jobs.
+func countedPerTeam(f job.ListFilter) bool {
+	f.Visible, f.SearchFields = job.Visibility{}, nil
+	if !strings.Contains(f.TeamGlob, "*") {
+		f.TeamGlob = ""
+	}
+	return reflect.ValueOf(f).IsZero()
+}
+
+// teamsWhere is the WHERE of the teams f selects on the team column col, for a filter
+// countedPerTeam accepts ("" when every team is).
+func teamsWhere(b *sqlBuilder, f job.ListFilter, col string) string {
+	var conds []string
+	if c := b.visible(f.Visible, col); c != "" {
+		conds = append(conds, c)
+	}
+	if team := strings.ToLower(strings.TrimSpace(f.TeamGlob)); team != "" {
+		conds = append(conds, col+" = "+b.arg(team))
+	}
+	if len(conds) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(conds, " AND ")
 }
 
 type listMode int
@@ -83,10 +153,16 @@ const (
 	listSchedules                 // the distinct schedules of those jobs, before any next-run condition
 )
 
-// sqlBuilder collects the parameters of one statement.
+// sqlBuilder collects the parameters of one statement. base is the alias of the table the
+// statement reads jobs from, whose name and team it uses: data_job_list k when it reads a
+// value kept there (or reads nothing of the job's own row), else data_job j.
 type sqlBuilder struct {
 	args []any
+	base string
 }
+
+// col is the column name of the base table.
+func (b *sqlBuilder) col(name string) string { return cmp.Or(b.base, "k") + "." + name }
 
 // arg adds a parameter and returns its placeholder.
 func (b *sqlBuilder) arg(v any) string {
@@ -102,71 +178,117 @@ func (b *sqlBuilder) visible(v job.Visibility, col string) string {
 	return col + " = ANY(" + b.arg(append([]string{}, v.Teams...)) + "::text[])"
 }
 
-// listNeeds is what a statement joins: the deployments and the next runs of the schedules.
+// listNeeds is what a statement joins to data_job_list k: the job j, the deployments
+// (d, a) and the next runs of the schedules.
 type listNeeds struct {
-	deployment, nextRun, deploymentNextRun bool
+	key, job, deployment, nextRun, deploymentNextRun bool
 }
+
+// base is the alias of the table n reads jobs from (sqlBuilder.base).
+func (n listNeeds) base() string {
+	if n.job && !n.key {
+		return "j"
+	}
+	return "k"
+}
+
+// jobFields and deploymentFields are the fields read from the job's row and from its
+// deployments' rather than from data_job_list.
+var (
+	jobFields = []job.ListField{
+		job.FieldDescription, job.FieldSchedule, job.FieldNextRun, job.FieldContactsPresent,
+		job.FieldLastExecutionStatus, job.FieldLastExecutionTime, job.FieldLastExecutionDuration,
+	}
+	deploymentFields = []job.ListField{job.FieldPythonVersion}
+	keyFields        = []job.ListField{job.FieldDeploymentEnabled, job.FieldSyncStatus, job.FieldDeploymentNextRun}
+)
 
 // needsOf decides the joins of mode for r: only what its filter, search and sort read.
 func needsOf(r job.ListRequest, mode listMode) listNeeds {
 	f := r.Filter
-	searchFields := cmpOr(f.SearchFields, []job.ListField{job.FieldName})
-	onDeployment := func(f job.ListField) bool {
-		return f == job.FieldDeploymentEnabled || f == job.FieldPythonVersion || f == job.FieldSyncStatus || f == job.FieldDeploymentNextRun
+	var fields []job.ListField
+	if f.Search != "" {
+		fields = cmpOr(f.SearchFields, []job.ListField{job.FieldName})
+	}
+	if mode == listPage {
+		for _, k := range r.Sort {
+			fields = append(fields, k.Field)
+		}
+	}
+	uses := func(in []job.ListField) bool {
+		return slices.ContainsFunc(fields, func(f job.ListField) bool { return slices.Contains(in, f) })
 	}
 	n := listNeeds{deploymentNextRun: slices.ContainsFunc(r.Sort, func(s job.SortKey) bool { return s.Field == job.FieldDeploymentNextRun })}
-	n.deployment = f.Deployment != "" || f.Status != "" || f.PythonVersionContains != "" ||
-		(f.Search != "" && slices.ContainsFunc(searchFields, onDeployment))
-	n.nextRun = mode != listSchedules && f.NextRun != nil
-	switch mode {
-	case listSchedules:
-		n.deployment = n.deployment || n.deploymentNextRun
-	case listPage:
-		n.deployment = n.deployment || slices.ContainsFunc(r.Sort, func(s job.SortKey) bool { return onDeployment(s.Field) })
-		n.nextRun = n.nextRun || r.UsesNextRun()
-	}
+	n.nextRun = mode != listSchedules && (f.NextRun != nil || (mode == listPage && r.UsesNextRun()))
+	n.deployment = f.PythonVersionContains != "" || uses(deploymentFields)
+	n.key = f.Status != "" || f.Deployment != "" || uses(keyFields) || (mode == listSchedules && n.deploymentNextRun)
+	n.job = n.deployment || f.DescriptionContains != "" || f.ScheduleContains != "" || f.LastExecutionStatus != "" ||
+		f.LastExecutionTime != nil || f.NextRun != nil || mode == listSchedules || uses(jobFields)
 	return n
 }
 
 // listSQL writes the statement of mode for r: every mode shares the FROM and WHERE of the
 // filter; the page orders and skips names in an inner statement and reads their rows.
 func listSQL(r job.ListRequest, nextRuns map[string]int64, mode listMode) (string, []any) {
-	b := &sqlBuilder{}
 	n := needsOf(r, mode)
+	b := &sqlBuilder{base: n.base()}
 	var sb strings.Builder
-	sb.WriteString(listSelect(r, mode, n))
+	sb.WriteString(listSelect(b, mode, n))
 	sb.WriteString(listFrom(b, nextRuns, n))
 	if where := listWhere(b, r, mode); len(where) > 0 {
 		sb.WriteString("\nWHERE " + strings.Join(where, "\n  AND "))
 	}
 	if mode == listPage {
-		sb.WriteString(listPageOrder(b, r))
+		sb.WriteString(listOrder(b, r))
+		return pageSQL(r, sb.String()), b.args
 	}
 	return sb.String(), b.args
 }
 
-// listSelect is the SELECT of mode; the page's opens the inner statement of names.
-func listSelect(r job.ListRequest, mode listMode, n listNeeds) string {
+// listSelect is the SELECT of mode; the page's is the inner statement of names.
+func listSelect(b *sqlBuilder, mode listMode, n listNeeds) string {
 	switch mode {
 	case listCount:
 		return "SELECT count(*)"
 	case listSchedules:
 		if n.deploymentNextRun { // the deployments' schedules too
-			return "SELECT DISTINCT unnest(ARRAY[j.schedule, " + zonedDeploymentSchedule + "])"
+			return "SELECT DISTINCT unnest(ARRAY[j.schedule, k.next_run_key])"
 		}
 		return "SELECT DISTINCT j.schedule"
 	}
-	// The page: the whole rows of the names the inner statement orders and skips.
+	return "SELECT " + b.col("name")
+}
+
+// pageSQL is the statement of a page: the whole rows of the names the statement names
+// yields, in its order.
+func pageSQL(r job.ListRequest, names string) string {
 	s := "SELECT " + jobColumns + ", COALESCE(j.last_execution_status, ''), j.last_execution_end_time, j.last_execution_duration"
 	if r.WithDeployments {
-		s += ", " + joinedDesiredColumns + ", " + joinedActualColumns + ", COALESCE(" + listColumns[job.FieldSyncStatus] + ", '')"
+		s += ", " + joinedDesiredColumns + ", " + joinedActualColumns + ", COALESCE(" + syncStatusExpr + ", '')"
 	}
-	return s + "\nFROM unnest(ARRAY(SELECT j.name"
+	s += "\nFROM unnest(ARRAY(" + names + ")) WITH ORDINALITY AS page(name, n)\nJOIN data_job j ON j.name = page.name"
+	if r.WithDeployments {
+		s += joinDeployments
+	}
+	return s + "\nORDER BY page.n"
 }
+
+// syncStatusExpr is job.Listed.Status over the job j and its deployments d and a, as the
+// REST API reports it, which the page shows; data_job_list.sync_status (migration 0030),
+// what the list filters and sorts by, is the same expression over its copies of their
+// columns.
+const syncStatusExpr = "CASE WHEN d.data_job_name IS NOT NULL THEN CASE WHEN d.status_generation < j.generation THEN 'pending' ELSE d.status END" +
+	" WHEN a.data_job_name IS NOT NULL THEN 'deleting' END"
 
 // listFrom is the FROM of the filter, with the joins n needs.
 func listFrom(b *sqlBuilder, nextRuns map[string]int64, n listNeeds) string {
 	s := "\nFROM data_job j"
+	if n.base() == "k" {
+		s = "\nFROM data_job_list k"
+		if n.job {
+			s += "\nJOIN data_job j ON j.name = k.name"
+		}
+	}
 	if n.deployment {
 		s += joinDeployments
 	}
@@ -178,19 +300,14 @@ func listFrom(b *sqlBuilder, nextRuns map[string]int64, n listNeeds) string {
 		schedules, runs = append(schedules, sched), append(runs, next)
 	}
 	table := "unnest(" + b.arg(schedules) + "::text[], " + b.arg(runs) + "::bigint[])"
-	s += "\nLEFT JOIN " + table + " AS nr(schedule, next_run) ON nr.schedule = j.schedule"
+	if n.job {
+		s += "\nLEFT JOIN " + table + " AS nr(schedule, next_run) ON nr.schedule = j.schedule"
+	}
 	if n.deploymentNextRun {
-		s += "\nLEFT JOIN " + table + " AS dnr(schedule, next_run) ON dnr.schedule = " + zonedDeploymentSchedule
+		s += "\nLEFT JOIN " + table + " AS dnr(schedule, next_run) ON dnr.schedule = k.next_run_key"
 	}
 	return s
 }
-
-// zonedDeploymentSchedule is the deployment's schedule in its run policy's time zone, as
-// job.ZonedSchedule writes it ("CRON_TZ=<tz> <schedule>"; empty without a schedule): the key
-// of its next run, so that the list sorts by when the CronJob really fires. A deployment
-// being deleted (only its actual row is left) is read in UTC.
-const zonedDeploymentSchedule = "CASE WHEN COALESCE(d.schedule, a.schedule, '') = '' THEN '' ELSE 'CRON_TZ=' || " +
-	"COALESCE(NULLIF(d.run_policy->>'time_zone', ''), 'UTC') || ' ' || COALESCE(d.schedule, a.schedule) END"
 
 // listWhere is the conditions of r's filter (the next run's only outside listSchedules).
 func listWhere(b *sqlBuilder, r job.ListRequest, mode listMode) []string {
@@ -206,7 +323,7 @@ func listWhere(b *sqlBuilder, r job.ListRequest, mode listMode) []string {
 			add(expr + " ILIKE " + b.arg(containsLike(s)))
 		}
 	}
-	add(b.visible(f.Visible, "j.team"))
+	add(b.visible(f.Visible, b.col("team")))
 	add(nameTeamWhere(b, f))
 	contains("j.description", f.DescriptionContains)
 	contains("j.schedule", f.ScheduleContains)
@@ -214,7 +331,7 @@ func listWhere(b *sqlBuilder, r job.ListRequest, mode listMode) []string {
 		contains(listExpr(b, r, job.FieldSourceURL), f.SourceURLContains)
 	}
 	if f.Status != "" {
-		add(listColumns[job.FieldSyncStatus] + " = " + b.arg(string(f.Status)))
+		add("k.sync_status = " + b.arg(string(f.Status)))
 	}
 	add(deploymentWhere[f.Deployment])
 	contains("COALESCE(d.python_version, a.python_version)", f.PythonVersionContains)
@@ -248,13 +365,13 @@ func nameTeamWhere(b *sqlBuilder, f job.ListFilter) string {
 	if f.NameGlob != "" {
 		// Job names are lower case (validation), so a lower-case pattern ignores case and
 		// can use an index.
-		conds = append(conds, "j.name LIKE "+b.arg(globToLike(strings.ToLower(f.NameGlob))))
+		conds = append(conds, b.col("name")+" LIKE "+b.arg(globToLike(strings.ToLower(f.NameGlob))))
 	}
 	if team := strings.ToLower(strings.TrimSpace(f.TeamGlob)); team != "" { // team names are lower case too
 		if strings.Contains(team, "*") {
-			conds = append(conds, "j.team LIKE "+b.arg(globToLike(team)))
+			conds = append(conds, b.col("team")+" LIKE "+b.arg(globToLike(team)))
 		} else {
-			conds = append(conds, "j.team = "+b.arg(team))
+			conds = append(conds, b.col("team")+" = "+b.arg(team))
 		}
 	}
 	return strings.Join(conds, "\n  AND ")
@@ -262,28 +379,21 @@ func nameTeamWhere(b *sqlBuilder, f job.ListFilter) string {
 
 // deploymentWhere is the condition of each deployment filter.
 var deploymentWhere = map[job.DeploymentState]string{
-	job.DeploymentEnabled:  "COALESCE(d.enabled, a.enabled) IS TRUE",
-	job.DeploymentDisabled: "COALESCE(d.enabled, a.enabled) IS FALSE",
-	job.NotDeployed:        "d.data_job_name IS NULL AND a.data_job_name IS NULL",
+	job.DeploymentEnabled:  "k.enabled IS TRUE",
+	job.DeploymentDisabled: "k.enabled IS FALSE",
+	job.NotDeployed:        "k.enabled IS NULL", // no desired deployment, nor an actual one of this incarnation
 }
 
-// listPageOrder is the inner statement's ORDER BY and LIMIT, and the outer statement that
-// reads the page's rows in that order.
-func listPageOrder(b *sqlBuilder, r job.ListRequest) string {
+// listOrder is the inner statement's ORDER BY and LIMIT; the job name breaks ties.
+func listOrder(b *sqlBuilder, r job.ListRequest) string {
 	var order []string
 	for _, s := range r.Sort {
 		order = append(order, listExpr(b, r, s.Field)+map[bool]string{false: " ASC", true: " DESC"}[s.Desc]+" NULLS LAST")
 	}
 	if !slices.ContainsFunc(r.Sort, func(s job.SortKey) bool { return s.Field == job.FieldName }) {
-		order = append(order, "j.name")
+		order = append(order, b.col("name"))
 	}
-	s := "\nORDER BY " + strings.Join(order, ", ") +
-		"\nLIMIT " + b.arg(r.Limit) + " OFFSET " + b.arg(r.Offset) +
-		")) WITH ORDINALITY AS page(name, n)\nJOIN data_job j ON j.name = page.name"
-	if r.WithDeployments {
-		s += joinDeployments
-	}
-	return s + "\nORDER BY page.n"
+	return "\nORDER BY " + strings.Join(order, ", ") + "\nLIMIT " + b.arg(r.Limit) + " OFFSET " + b.arg(r.Offset)
 }
 
 // joinDeployments joins a job's desired deployment and the actual one of its incarnation.
@@ -293,22 +403,18 @@ const joinDeployments = "\nLEFT JOIN desired_data_job_deployment d ON d.data_job
 // listColumns are the SQL expressions of the fields a list sorts and searches on
 // (FieldSourceURL is built from the request's template).
 var listColumns = map[job.ListField]string{
-	job.FieldName:        "j.name",
-	job.FieldTeam:        "j.team",
 	job.FieldDescription: "j.description",
 	job.FieldSchedule:    "j.schedule",
 	job.FieldNextRun:     "nr.next_run",
 	job.FieldContactsPresent: "(cardinality(j.notified_on_job_failure_user_error) + cardinality(j.notified_on_job_failure_platform_error)" +
 		" + cardinality(j.notified_on_job_success) + cardinality(j.notified_on_job_deploy) > 0)",
-	job.FieldDeploymentEnabled:     "COALESCE(d.enabled, a.enabled)",
+	job.FieldDeploymentEnabled:     "k.enabled",
 	job.FieldPythonVersion:         "COALESCE(d.python_version, a.python_version)",
 	job.FieldLastExecutionStatus:   "j.last_execution_status",
 	job.FieldLastExecutionTime:     "j.last_execution_end_time",
 	job.FieldLastExecutionDuration: "j.last_execution_duration",
-	job.FieldDeploymentNextRun:     "CASE WHEN COALESCE(d.enabled, a.enabled) THEN dnr.next_run END",
-	// Listed.Status: NULL when not deployed.
-	job.FieldSyncStatus: "CASE WHEN d.data_job_name IS NOT NULL THEN CASE WHEN d.status_generation < j.generation THEN 'pending' ELSE d.status END" +
-		" WHEN a.data_job_name IS NOT NULL THEN 'deleting' END",
+	job.FieldDeploymentNextRun:     "dnr.next_run",  // the key is '' unless enabled with a schedule
+	job.FieldSyncStatus:            "k.sync_status", // Listed.Status: NULL when not deployed
 }
 
 // listExpr is the SQL expression of a field.
@@ -321,7 +427,7 @@ func listExpr(b *sqlBuilder, r job.ListRequest, f job.ListField) string {
 		var parts []string
 		for _, p := range r.SourceURL.Parts() {
 			if p.Field != 0 {
-				parts = append(parts, listColumns[p.Field])
+				parts = append(parts, listExpr(b, r, p.Field))
 			} else {
 				parts = append(parts, b.arg(p.Literal)+"::text")
 			}
@@ -330,6 +436,12 @@ func listExpr(b *sqlBuilder, r job.ListRequest, f job.ListField) string {
 			return "''::text"
 		}
 		return "concat(" + strings.Join(parts, ", ") + ")"
+	}
+	switch f {
+	case job.FieldName:
+		return b.col("name")
+	case job.FieldTeam:
+		return b.col("team")
 	}
 	col, ok := listColumns[f]
 	if !ok {

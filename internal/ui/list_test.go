@@ -1,0 +1,64 @@
+package ui_test
+
+import (
+	"net/http"
+	"regexp"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/datajobs/datajobs/internal/job"
+)
+
+// TestJobsListFollowsAJobWhoseDeploymentChanges changes job-of-b's deployment (disabled,
+// enabled, rescheduled) and deploys job-of-a, and reads the list as a user does after each
+// change: the sorts by status, enabled and next run and the deployment filters must move
+// the job with what its row now shows. They read values the database keeps beside the job
+// (data_job_list, written by triggers in the transaction of each change): a copy that
+// missed the change would leave the job where it was.
+func TestJobsListFollowsAJobWhoseDeploymentChanges(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	b := e.browser(t)
+	ctx := t.Context()
+	order := func(path string) []string {
+		t.Helper()
+		r := b.get(path)
+		require.Equal(t, http.StatusOK, r.status, r.body)
+		var out []string
+		for _, m := range jobLink.FindAllStringSubmatch(r.body, -1) {
+			if len(out) == 0 || out[len(out)-1] != m[1] {
+				out = append(out, m[1])
+			}
+		}
+		return out
+	}
+	change := func(team, name string, c job.DeploymentChange) {
+		t.Helper()
+		_, err := e.svc.Deploy(ctx, team, name, c, "bob")
+		require.NoError(t, err)
+	}
+	off, on, v1, hourly := false, true, "v1-of-a", "0 * * * *"
+
+	require.Equal(t, []string{"job-of-b", "job-of-a"}, order("/ui/?sort=status"), "pending, then not deployed")
+	require.Equal(t, []string{"job-of-b", "job-of-a"}, order("/ui/?sort=next_run"), "every 15 minutes, then none")
+	require.Equal(t, []string{"job-of-a"}, order("/ui/?deployment=not_deployed"))
+
+	change("team-b", "job-of-b", job.DeploymentChange{Enabled: &off})
+	require.Equal(t, []string{"job-of-b"}, order("/ui/?deployment=disabled"))
+	require.Empty(t, order("/ui/?deployment=enabled"))
+	require.Equal(t, []string{"job-of-a", "job-of-b"}, order("/ui/?sort=next_run&dir=desc"), "a disabled job has no next run: by name")
+
+	change("team-a", "job-of-a", job.DeploymentChange{JobVersion: &v1}) // daily at 06:00
+	require.Equal(t, []string{"job-of-a", "job-of-b"}, order("/ui/?sort=next_run"), "deployed and enabled: it runs")
+	require.Equal(t, []string{"job-of-b", "job-of-a"}, order("/ui/?sort=enabled"), "disabled first, as false < true")
+	require.Empty(t, order("/ui/?deployment=not_deployed"))
+
+	change("team-b", "job-of-b", job.DeploymentChange{Enabled: &on, Schedule: &hourly})
+	require.Equal(t, []string{"job-of-a", "job-of-b"}, order("/ui/?sort=enabled"), "both enabled: by name")
+	require.Equal(t, []string{"job-of-a", "job-of-b"}, order("/ui/?deployment=enabled"))
+	require.Contains(t, b.get("/ui/?sort=next_run").body, "1–2 of 2 jobs")
+}
+
+// jobLink is the link of a row of the jobs list to its job's page.
+var jobLink = regexp.MustCompile(`href="/ui/teams/[^/"]+/jobs/([^/"]+)"`)
