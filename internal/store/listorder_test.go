@@ -257,6 +257,8 @@ func TestJobsListOrdersAndFiltersAsItShowsAcrossChanges(t *testing.T) {
 	w.deploy("team-b", "job-d", "0 1 * * *", "", false)
 	w.deploy("team-a", "job-e", "0 1 * * *", "", true) // the same next run as job-a
 	w.check("deployed")
+	w.compact()
+	w.check("deployed, the counts compacted")
 
 	w.apply("team-a", "job-a")
 	w.apply("team-b", "job-b")
@@ -276,6 +278,8 @@ func TestJobsListOrdersAndFiltersAsItShowsAcrossChanges(t *testing.T) {
 	})
 	require.NoError(t, err)
 	w.check("rescheduled, disabled, enabled, changed")
+	w.compact()
+	w.check("rescheduled, disabled, enabled, changed, the counts compacted")
 
 	w.apply("team-a", "job-a")
 	require.NoError(t, w.st.DeleteDeployment(t.Context(), "team-a", "job-a")) // deleting: the actual row is left
@@ -298,6 +302,45 @@ func TestJobsListOrdersAndFiltersAsItShowsAcrossChanges(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	w.check("deleted CronJob")
+}
+
+// compact folds the list's count deltas, which must change no total.
+func (w *listWorld) compact() {
+	w.t.Helper()
+	_, err := w.st.CompactJobListCounts(w.t.Context())
+	require.NoError(w.t, err)
+}
+
+// Two people disabling two jobs of one team at once do not wait for each other. The
+// counts per team were one row per (team, next-run key), upserted by the triggers, so
+// the second transaction waited for the first's row lock until it committed (the
+// synchronizer's pass test deadlocked on it: a transaction held open across a pass
+// stalled every other change of its team); they are appended deltas now.
+func TestDisablingTwoJobsOfATeamAtOnceNeitherWaits(t *testing.T) {
+	t.Parallel()
+	w := newListWorld(t)
+	ctx := t.Context()
+	for _, name := range []string{"job-a", "job-b"} {
+		w.create("team-a", name)
+		w.deploy("team-a", name, "0 1 * * *", "", true)
+	}
+	first, err := connect(t, w.url).Begin(ctx)
+	require.NoError(t, err)
+	defer first.Rollback(context.Background()) //nolint:errcheck // committed below
+	_, err = first.Exec(ctx, `UPDATE desired_data_job_deployment SET enabled = false WHERE data_job_name = 'job-a'`)
+	require.NoError(t, err)
+
+	second := connect(t, w.url)
+	_, err = second.Exec(ctx, `SET lock_timeout = '5s'`)
+	require.NoError(t, err)
+	_, err = second.Exec(ctx, `UPDATE desired_data_job_deployment SET enabled = false WHERE data_job_name = 'job-b'`)
+	require.NoError(t, err, "the second change waited for the first's lock")
+	require.NoError(t, first.Commit(ctx))
+	w.check("both disabled")
+	w.compact()
+	w.check("both disabled, the counts compacted")
+	page := w.list(job.ListFilter{Visible: job.AllTeams, Deployment: job.DeploymentDisabled}, job.SortKey{Field: job.FieldName}, 0, 10)
+	require.Equal(t, []string{"job-a", "job-b"}, names(page))
 }
 
 func mustUID(t *testing.T, st *store.Store, name string) string {

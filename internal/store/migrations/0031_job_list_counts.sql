@@ -2,40 +2,40 @@
 -- counted the jobs that pass its filter (VDK's totalItems and totalPages), a scan of all
 -- 100,000 for the unfiltered list, and the sort by next run needs the jobs per distinct
 -- schedule to find its page (store/listnext.go). Without a filter but the caller's teams,
--- both are sums of these rows, kept in the transaction of every change by triggers on
--- data_job_list (0030). A statement adds its changes up per (team, key) first and writes
--- the rows in one order, so that two statements lock a team's rows in the same order.
--- Rows that drop to 0 stay (at most the distinct schedules of a team).
+-- both are sums of these rows, written in the transaction of every change by triggers on
+-- data_job_list (0030). The rows are deltas, appended and never updated: one counter row
+-- per (team, key), upserted, locked every writer of that team's jobs until its commit (two
+-- transactions disabling two jobs of one team waited for each other, and one open
+-- transaction stalled the team's every change); Store.CompactJobListCounts adds them up
+-- into one row per (team, key) now and then (the server's housekeeping loop), so a read
+-- sums a few rows per team.
 CREATE TABLE data_job_list_count (
     team         text NOT NULL,
     next_run_key text NOT NULL,
-    jobs         bigint NOT NULL,
-    PRIMARY KEY (team, next_run_key)
+    jobs         bigint NOT NULL
 );
+
+CREATE INDEX data_job_list_count_team ON data_job_list_count (team, next_run_key);
 
 INSERT INTO data_job_list_count (team, next_run_key, jobs)
 SELECT team, next_run_key, count(*) FROM data_job_list GROUP BY team, next_run_key;
 
--- A statement's changes added up per (team, key): +1 for a new row, -1 for an old one.
 CREATE FUNCTION data_job_list_count_note() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        INSERT INTO data_job_list_count AS c (team, next_run_key, jobs)
-        SELECT team, next_run_key, count(*) FROM new_rows GROUP BY 1, 2 ORDER BY 1, 2
-        ON CONFLICT (team, next_run_key) DO UPDATE SET jobs = c.jobs + excluded.jobs;
+        INSERT INTO data_job_list_count (team, next_run_key, jobs)
+        SELECT team, next_run_key, count(*) FROM new_rows GROUP BY 1, 2;
     ELSIF TG_OP = 'DELETE' THEN
-        INSERT INTO data_job_list_count AS c (team, next_run_key, jobs)
-        SELECT team, next_run_key, -count(*) FROM old_rows GROUP BY 1, 2 ORDER BY 1, 2
-        ON CONFLICT (team, next_run_key) DO UPDATE SET jobs = c.jobs + excluded.jobs;
+        INSERT INTO data_job_list_count (team, next_run_key, jobs)
+        SELECT team, next_run_key, -count(*) FROM old_rows GROUP BY 1, 2;
     ELSE
         -- Most updates (a sync status, a generation) change neither column: the old and
         -- the new row cancel out and nothing is written.
-        INSERT INTO data_job_list_count AS c (team, next_run_key, jobs)
+        INSERT INTO data_job_list_count (team, next_run_key, jobs)
         SELECT team, next_run_key, sum(n) FROM (
             SELECT team, next_run_key, 1 AS n FROM new_rows
             UNION ALL SELECT team, next_run_key, -1 FROM old_rows) d
-        GROUP BY 1, 2 HAVING sum(n) <> 0 ORDER BY 1, 2
-        ON CONFLICT (team, next_run_key) DO UPDATE SET jobs = c.jobs + excluded.jobs;
+        GROUP BY 1, 2 HAVING sum(n) <> 0;
     END IF;
     RETURN NULL;
 END $$;
