@@ -31,6 +31,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -93,7 +94,16 @@ func run() error {
 	flag.DurationVar(&timeout, "timeout", 10*time.Minute, "stop everything after this long")
 	flag.IntVar(&slotCount, "max-concurrent-graphql", 8, "GraphQL queries in progress at once, as serve's flag")
 	flag.DurationVar(&admissionWait, "admission-wait", slots.DefaultWait, "longest a query waits for a slot, as serve's flag (negative: refused at once)")
+	clientsFlag := flag.String("clients", "1,16", "the numbers of concurrent clients to measure, comma-separated")
 	flag.Parse()
+	var clientCounts []int
+	for _, c := range strings.Split(*clientsFlag, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(c))
+		if err != nil || n < 1 {
+			return fmt.Errorf("-clients: %q is not a positive number", c)
+		}
+		clientCounts = append(clientCounts, n)
+	}
 	if deployed > jobs {
 		return errors.New("-deployed must be at most -jobs")
 	}
@@ -178,7 +188,7 @@ func run() error {
 			return err
 		}
 		stmts := tracer.Stop()
-		for _, clients := range []int{1, 16} {
+		for _, clients := range clientCounts {
 			waitsBefore := waits(reg)
 			httpRun, err := measure(ctx, clients, requests, maxTime, func(ctx context.Context) error {
 				_, err := get(ctx, client, target)

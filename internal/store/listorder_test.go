@@ -369,9 +369,10 @@ func TestJobsListKeysHoldConcurrentChangesOfOneJob(t *testing.T) {
 	defer first.Rollback(context.Background()) //nolint:errcheck // committed below
 	_, err = first.Exec(ctx, `UPDATE desired_data_job_deployment SET enabled = false, schedule = '0 5 * * *' WHERE data_job_name = 'job-a'`)
 	require.NoError(t, err)
+	second := connect(t, w.url)
 	done := make(chan error, 1)
 	go func() {
-		_, err := connect(t, w.url).Exec(ctx, `UPDATE actual_data_job_deployment SET schedule = '0 6 * * *' WHERE data_job_name = 'job-a'`)
+		_, err := second.Exec(ctx, `UPDATE actual_data_job_deployment SET schedule = '0 6 * * *' WHERE data_job_name = 'job-a'`)
 		done <- err
 	}()
 	time.Sleep(200 * time.Millisecond) // the second waits for the first's row lock

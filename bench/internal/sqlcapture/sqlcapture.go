@@ -105,8 +105,11 @@ func Explain(ctx context.Context, conn *pgx.Conn, stmts []Statement, runs int) (
 				Planning  float64 `json:"Planning Time"`
 				Execution float64 `json:"Execution Time"`
 			}
-			if err := json.Unmarshal(out, &plans); err != nil || len(plans) != 1 {
-				return Explained{}, Explained{}, fmt.Errorf("explain: %d plans: %v", len(plans), err)
+			if err := json.Unmarshal(out, &plans); err != nil {
+				return Explained{}, Explained{}, fmt.Errorf("explain: %w", err)
+			}
+			if len(plans) != 1 {
+				return Explained{}, Explained{}, fmt.Errorf("explain: %d plans", len(plans))
 			}
 			p := plans[0]
 			e.Statements++
