@@ -343,6 +343,46 @@ func TestDisablingTwoJobsOfATeamAtOnceNeitherWaits(t *testing.T) {
 	require.Equal(t, []string{"job-a", "job-b"}, names(page))
 }
 
+// A deploy and the synchronizer's record of the same job, at once, both commit. The list's
+// triggers were statement-level: the deploy's change of the job's generation locked the
+// job's list row at once and its change of the desired row then waited for the
+// synchronizer's group commit, which held the desired row and waited for the list row
+// (CI: "deadlock detected" on a PATCH of a deployment). Deferred to the commit, the list
+// row is the last lock each takes. (lock_timeout turns the old wait into an error.)
+func TestADeployAndTheSynchronizersRecordOfOneJobAtOnceBothCommit(t *testing.T) {
+	t.Parallel()
+	w := newListWorld(t)
+	ctx := t.Context()
+	w.create("team-a", "job-a")
+	w.deploy("team-a", "job-a", "0 1 * * *", "", true)
+
+	deploy, err := connect(t, w.url).Begin(ctx)
+	require.NoError(t, err)
+	defer deploy.Rollback(context.Background()) //nolint:errcheck // committed below
+	_, err = deploy.Exec(ctx, `UPDATE data_job SET generation = generation + 1 WHERE name = 'job-a'`)
+	require.NoError(t, err)
+
+	record, err := connect(t, w.url).Begin(ctx)
+	require.NoError(t, err)
+	defer record.Rollback(context.Background()) //nolint:errcheck // committed below
+	_, err = record.Exec(ctx, `SET LOCAL lock_timeout = '5s'`)
+	require.NoError(t, err)
+	_, err = record.Exec(ctx, `UPDATE desired_data_job_deployment SET status = 'synced', status_generation = 2 WHERE data_job_name = 'job-a'`)
+	require.NoError(t, err, "the record waited for the deploy's lock of the list row")
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := deploy.Exec(ctx, `UPDATE desired_data_job_deployment SET enabled = false WHERE data_job_name = 'job-a'`)
+		done <- err
+	}()
+	require.NoError(t, record.Commit(ctx)) // the deploy's change of the desired row waits for this
+	require.NoError(t, <-done)
+	require.NoError(t, deploy.Commit(ctx))
+	w.check("both committed")
+	page := w.list(job.ListFilter{Visible: job.AllTeams, Deployment: job.DeploymentDisabled}, job.SortKey{Field: job.FieldName}, 0, 10)
+	require.Equal(t, []string{"job-a"}, names(page), "the deploy's change is in the list's keys")
+}
+
 func mustUID(t *testing.T, st *store.Store, name string) string {
 	t.Helper()
 	s, err := st.LoadSyncState(t.Context(), name)

@@ -6,7 +6,7 @@
 -- of every change to their sources, by triggers: no writer can forget them.
 --
 -- Each source table's trigger writes only the copies of its own columns (j_*: data_job,
--- d_*: desired, a_*: actual), from its transition table, never reading another table: two
+-- d_*: desired, a_*: actual), from its row, never reading another table: two
 -- transactions changing a job's desired and actual rows at once each update their own
 -- columns of the one row (the second waits for the first's row lock and updates the latest
 -- version), so the row always holds every source's latest committed values. The derived
@@ -73,32 +73,45 @@ FROM data_job j
 LEFT JOIN desired_data_job_deployment d ON d.data_job_name = j.name
 LEFT JOIN actual_data_job_deployment a ON a.data_job_name = j.name;
 
+-- The triggers are deferred to the commit (constraint triggers, so row-level): a
+-- statement-level trigger locked the job's data_job_list row in the middle of its
+-- transaction, so two transactions that touch one job's rows in different orders
+-- deadlocked on it. The API's deploy changes data_job (its generation; the list row
+-- locked) and then the desired row; the synchronizer's group commit locks the desired
+-- row and then the list row in one statement: each waited for the other's lock (CI:
+-- "deadlock detected" on a PATCH of a deployment, TestRollbackRestoresThePreviousCronJob).
+-- At the commit a transaction holds every lock of its statements already and takes the
+-- list row last. Each trigger writes its row's values as of its event, in the order of
+-- the events, so a row changed twice ends with the second.
+
 -- A new job: its row, with whatever actual row its name has (an older incarnation's being
 -- deleted, which a_uid <> uid leaves out). No desired row can precede its job (foreign key).
+-- The job as it is at the commit: it may have been deleted (nothing to list) or changed
+-- since the insert, in the same transaction.
 CREATE FUNCTION data_job_list_job_insert() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO data_job_list (name, team, uid, generation, a_uid, a_enabled, a_schedule)
-    SELECT c.name, c.team, c.uid, c.generation, a.job_uid, a.enabled, a.schedule
-    FROM changed c LEFT JOIN actual_data_job_deployment a ON a.data_job_name = c.name;
+    SELECT j.name, j.team, j.uid, j.generation, a.job_uid, a.enabled, a.schedule
+    FROM data_job j LEFT JOIN actual_data_job_deployment a ON a.data_job_name = j.name
+    WHERE j.name = NEW.name
+    ON CONFLICT (name) DO UPDATE SET team = excluded.team, uid = excluded.uid, generation = excluded.generation;
     RETURN NULL;
 END $$;
 
 CREATE FUNCTION data_job_list_job_update() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    UPDATE data_job_list l SET team = c.team, uid = c.uid, generation = c.generation
-    FROM changed c
-    WHERE l.name = c.name AND (l.team, l.uid, l.generation) IS DISTINCT FROM (c.team, c.uid, c.generation);
+    UPDATE data_job_list l SET team = NEW.team, uid = NEW.uid, generation = NEW.generation
+    WHERE l.name = NEW.name AND (l.team, l.uid, l.generation) IS DISTINCT FROM (NEW.team, NEW.uid, NEW.generation);
     RETURN NULL;
 END $$;
 
 CREATE FUNCTION data_job_list_desired_set() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    UPDATE data_job_list l SET d_present = true, d_enabled = c.enabled, d_status = c.status,
-        d_status_generation = c.status_generation, d_schedule = c.schedule, d_time_zone = c.run_policy->>'time_zone'
-    FROM changed c
-    WHERE l.name = c.data_job_name
+    UPDATE data_job_list l SET d_present = true, d_enabled = NEW.enabled, d_status = NEW.status,
+        d_status_generation = NEW.status_generation, d_schedule = NEW.schedule, d_time_zone = NEW.run_policy->>'time_zone'
+    WHERE l.name = NEW.data_job_name
       AND (l.d_present, l.d_enabled, l.d_status, l.d_status_generation, l.d_schedule, l.d_time_zone)
-          IS DISTINCT FROM (true, c.enabled, c.status, c.status_generation, c.schedule, c.run_policy->>'time_zone');
+          IS DISTINCT FROM (true, NEW.enabled, NEW.status, NEW.status_generation, NEW.schedule, NEW.run_policy->>'time_zone');
     RETURN NULL;
 END $$;
 
@@ -106,44 +119,41 @@ CREATE FUNCTION data_job_list_desired_delete() RETURNS trigger LANGUAGE plpgsql 
 BEGIN
     UPDATE data_job_list l SET d_present = false, d_enabled = NULL, d_status = NULL,
         d_status_generation = NULL, d_schedule = NULL, d_time_zone = NULL
-    FROM changed c WHERE l.name = c.data_job_name;
+    WHERE l.name = OLD.data_job_name AND l.d_present;
     RETURN NULL;
 END $$;
 
 CREATE FUNCTION data_job_list_actual_set() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    UPDATE data_job_list l SET a_uid = c.job_uid, a_enabled = c.enabled, a_schedule = c.schedule
-    FROM changed c
-    WHERE l.name = c.data_job_name
-      AND (l.a_uid, l.a_enabled, l.a_schedule) IS DISTINCT FROM (c.job_uid, c.enabled, c.schedule);
+    UPDATE data_job_list l SET a_uid = NEW.job_uid, a_enabled = NEW.enabled, a_schedule = NEW.schedule
+    WHERE l.name = NEW.data_job_name
+      AND (l.a_uid, l.a_enabled, l.a_schedule) IS DISTINCT FROM (NEW.job_uid, NEW.enabled, NEW.schedule);
     RETURN NULL;
 END $$;
 
 CREATE FUNCTION data_job_list_actual_delete() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     UPDATE data_job_list l SET a_uid = NULL, a_enabled = NULL, a_schedule = NULL
-    FROM changed c WHERE l.name = c.data_job_name;
+    WHERE l.name = OLD.data_job_name AND l.a_uid IS NOT NULL;
     RETURN NULL;
 END $$;
 
--- Statement-level, as sync_change's (0026): a group commit of 500 applied rows is one
--- UPDATE of data_job_list, not 500.
-CREATE TRIGGER data_job_list_insert AFTER INSERT ON data_job REFERENCING NEW TABLE AS changed
-    FOR EACH STATEMENT EXECUTE FUNCTION data_job_list_job_insert();
-CREATE TRIGGER data_job_list_update AFTER UPDATE ON data_job REFERENCING NEW TABLE AS changed
-    FOR EACH STATEMENT EXECUTE FUNCTION data_job_list_job_update();
-CREATE TRIGGER data_job_list_insert AFTER INSERT ON desired_data_job_deployment REFERENCING NEW TABLE AS changed
-    FOR EACH STATEMENT EXECUTE FUNCTION data_job_list_desired_set();
-CREATE TRIGGER data_job_list_update AFTER UPDATE ON desired_data_job_deployment REFERENCING NEW TABLE AS changed
-    FOR EACH STATEMENT EXECUTE FUNCTION data_job_list_desired_set();
-CREATE TRIGGER data_job_list_delete AFTER DELETE ON desired_data_job_deployment REFERENCING OLD TABLE AS changed
-    FOR EACH STATEMENT EXECUTE FUNCTION data_job_list_desired_delete();
-CREATE TRIGGER data_job_list_insert AFTER INSERT ON actual_data_job_deployment REFERENCING NEW TABLE AS changed
-    FOR EACH STATEMENT EXECUTE FUNCTION data_job_list_actual_set();
-CREATE TRIGGER data_job_list_update AFTER UPDATE ON actual_data_job_deployment REFERENCING NEW TABLE AS changed
-    FOR EACH STATEMENT EXECUTE FUNCTION data_job_list_actual_set();
-CREATE TRIGGER data_job_list_delete AFTER DELETE ON actual_data_job_deployment REFERENCING OLD TABLE AS changed
-    FOR EACH STATEMENT EXECUTE FUNCTION data_job_list_actual_delete();
+CREATE CONSTRAINT TRIGGER data_job_list_insert AFTER INSERT ON data_job
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION data_job_list_job_insert();
+CREATE CONSTRAINT TRIGGER data_job_list_update AFTER UPDATE ON data_job
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION data_job_list_job_update();
+CREATE CONSTRAINT TRIGGER data_job_list_insert AFTER INSERT ON desired_data_job_deployment
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION data_job_list_desired_set();
+CREATE CONSTRAINT TRIGGER data_job_list_update AFTER UPDATE ON desired_data_job_deployment
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION data_job_list_desired_set();
+CREATE CONSTRAINT TRIGGER data_job_list_delete AFTER DELETE ON desired_data_job_deployment
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION data_job_list_desired_delete();
+CREATE CONSTRAINT TRIGGER data_job_list_insert AFTER INSERT ON actual_data_job_deployment
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION data_job_list_actual_set();
+CREATE CONSTRAINT TRIGGER data_job_list_update AFTER UPDATE ON actual_data_job_deployment
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION data_job_list_actual_set();
+CREATE CONSTRAINT TRIGGER data_job_list_delete AFTER DELETE ON actual_data_job_deployment
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION data_job_list_actual_delete();
 
 -- A TRUNCATE fires no row trigger: emptying a source table (a restore by TRUNCATE and
 -- INSERT) clears its copies. Truncating data_job truncates data_job_list (CASCADE).
