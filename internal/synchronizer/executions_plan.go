@@ -85,7 +85,10 @@ func planExecution(row *job.TrackedExecution, live, last *batchv1.Job, pods, gon
 	}
 	if live == nil && last != nil && sameIncarnation(row, last) {
 		o, own := observe(last)
-		if f := failedWithItsPod(last, own, now); !ended(o) && f != nil {
+		// A pod killed by a cancel's delete failed because of the cancel: the cancel
+		// decides (below), not the exit code (137 on the real node was recorded as the
+		// job's own failure, user_error).
+		if f := failedWithItsPod(last, own, now); !ended(o) && f != nil && (row == nil || !row.CancelRequested) {
 			last, o = f, kube.ObserveExecution(f, own, now, pullGrace)
 		}
 		if planned, ok := p.fromDeleted(last, o, len(controlledBy(pods, last)) > 0); ok {

@@ -205,6 +205,12 @@ func TestPlanExecutionDecidesOneActionPerSituation(t *testing.T) {
 			job.ExecUserError,
 		},
 		{
+			"a cancelled run whose pod the cancel's delete killed (exit 137) is cancelled, not a failure of its own",
+			execWorld{row: execRow(job.ExecRunning, created, cancelled), last: stuck, gone: []*corev1.Pod{execPod(stuck, corev1.PodFailed, exitedState(137), planNow)}},
+			[]execAction{execRecordLost},
+			job.ExecCancelled,
+		},
+		{
 			"a Job deleted while its pod is still there waits for the pod's last state",
 			execWorld{row: execRow(job.ExecRunning, created), last: stuck, pods: []*corev1.Pod{execPod(stuck, corev1.PodRunning, runningState(), planNow)}},
 			[]execAction{execNone},
