@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -421,4 +422,33 @@ func TestJobsListKeysHoldConcurrentChangesOfOneJob(t *testing.T) {
 	w.check("after both commits")
 	page := w.list(job.ListFilter{Visible: job.AllTeams, Deployment: job.DeploymentDisabled}, job.SortKey{Field: job.FieldName}, 0, 10)
 	require.Equal(t, []string{"job-a"}, names(page), "the desired row's change is in the list's keys")
+}
+
+// Two transactions that lock two jobs' rows in opposite orders deadlock; PostgreSQL aborts
+// one. InTx runs the victim again, and both commit (CI answered a deploy with 500
+// "deadlock detected": a deploy and the synchronizer's group commit of the same job).
+func TestATransactionThatLostADeadlockIsRunAgain(t *testing.T) {
+	t.Parallel()
+	w := newListWorld(t)
+	ctx := t.Context()
+	w.create("team-a", "job-a")
+	w.create("team-a", "job-b")
+	var bothHoldOne sync.WaitGroup
+	bothHoldOne.Add(2)
+	var once [2]sync.Once
+	run := func(i int, first, second string) error {
+		return w.st.InTx(ctx, func(tx store.Tx) error {
+			if _, err := tx.Exec(ctx, `UPDATE data_job SET description = $2 WHERE name = $1`, first, "by "+first); err != nil {
+				return err
+			}
+			once[i].Do(func() { bothHoldOne.Done(); bothHoldOne.Wait() }) // the second statements cross
+			_, err := tx.Exec(ctx, `UPDATE data_job SET description = $2 WHERE name = $1`, second, "by "+first)
+			return err
+		})
+	}
+	errs := make(chan error, 2)
+	go func() { errs <- run(0, "job-a", "job-b") }()
+	go func() { errs <- run(1, "job-b", "job-a") }()
+	require.NoError(t, <-errs)
+	require.NoError(t, <-errs)
 }

@@ -124,9 +124,30 @@ func (s *Store) Ping(ctx context.Context) error {
 type Tx = pgx.Tx
 
 // InTx runs fn in one transaction, committed when fn returns nil and rolled back otherwise.
+// A transaction PostgreSQL aborted as a deadlock's victim (or a serialization failure) is
+// run again, up to txAttempts times in all, as PostgreSQL's documentation advises: two
+// writers of one job's rows in different orders (a deploy and the synchronizer's group
+// commit, a job's delete and the same) can deadlock, and the victim, retried, succeeds
+// once the other committed (CI answered a deploy with 500 "deadlock detected"). fn must
+// therefore have no effect outside tx that a second run would repeat.
 func (s *Store) InTx(ctx context.Context, fn func(tx Tx) error) error {
-	err := pgx.BeginFunc(ctx, s.pool, fn)
+	var err error
+	for range txAttempts {
+		if err = pgx.BeginFunc(ctx, s.pool, fn); !retryable(err) {
+			break
+		}
+	}
 	return translate(err)
+}
+
+// txAttempts bounds InTx's runs of one transaction.
+const txAttempts = 3
+
+// retryable tells a transaction that failed only because of its timing with another:
+// a deadlock's victim or a serialization failure.
+func retryable(err error) bool {
+	code := sqlState(err)
+	return code == "40P01" || code == "40001"
 }
 
 // rowError is the error of reading one row: notFound when there is none (nil: no row is
