@@ -311,11 +311,10 @@ func memoryRow(ctx context.Context, s *server, when string) string {
 
 // saveHeap writes s's heap profile (after a GC) to path.
 func (b *bench) saveHeap(ctx context.Context, s *server, path string) error {
-	prof, err := s.get(ctx, "/debug/pprof/heap?gc=1")
-	if err != nil {
+	if err := s.save(ctx, "/debug/pprof/heap?gc=1", path); err != nil {
 		return fmt.Errorf("heap profile of %s: %w", s.name, err)
 	}
-	return os.WriteFile(path, []byte(prof), 0o644)
+	return nil
 }
 
 // pprofTop is the head of `go tool pprof -top -sample_index=inuse_space path`.

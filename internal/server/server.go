@@ -211,7 +211,7 @@ func (a *app) serve(ctx context.Context, ready chan<- net.Addr) error {
 			return
 		}
 		close(a.migrated)
-		wg.Go(func() { expireSyncChanges(background, a.db, cfg.SyncChangeRetention, log) })
+		wg.Go(func() { boundLogs(background, a.db, cfg.SyncChangeRetention, log) })
 		a.sync.run(background)
 	})
 	log.InfoContext(ctx, "serving", "address", ln.Addr().String(), "admin_address", adminLn.Addr().String(),

@@ -9,14 +9,14 @@ import (
 	"github.com/datajobs/datajobs/internal/store"
 )
 
-// expireSyncChanges bounds the synchronizer's change log by age until ctx ends, in every
-// sync mode: only a leader in mode on prunes what its passes read, so with dry-run or off
+// boundLogs bounds the tables that only grow, until ctx ends: the synchronizer's change
+// log by age, in every sync mode: only a leader in mode on prunes what its passes read, so with dry-run or off
 // on every replica the log grew forever (issue 28). Every replica runs it; the store
 // orders them and keeps every reader correct (store.ExpireSyncChanges). It calls four
 // times a retention, at most once a minute, and then folds the jobs list's count deltas
 // (store.CompactJobListCounts), which every job creation, deletion, enable, disable or
 // reschedule appends to.
-func expireSyncChanges(ctx context.Context, db *store.Store, retention time.Duration, log *slog.Logger) {
+func boundLogs(ctx context.Context, db *store.Store, retention time.Duration, log *slog.Logger) {
 	retention = cmp.Or(retention, 10*time.Minute)
 	tick := time.NewTicker(max(min(retention/4, time.Minute), 10*time.Millisecond))
 	defer tick.Stop()
