@@ -19,8 +19,8 @@ import (
 
 // Applier writes rendered CronJobs to one namespace. It is the only code that changes
 // CronJobs; every write is made as field manager FieldManager, and every write is
-// conditioned on what the caller last saw: a new CronJob is created with a plain create
-// (which fails with AlreadyExists rather than take over an object of that name), and an
+// conditioned on what the caller last saw: a new CronJob is created by an apply that only
+// creates (it fails with AlreadyExists rather than take over an object of that name), and an
 // update or delete carries the resourceVersion of the object the caller planned from (the
 // apiserver answers Conflict when it has changed since). Before each write the Applier
 // asks its fence, if it has one, whether it may still write at all (see Fenced).
@@ -61,9 +61,9 @@ func (a *Applier) cronJobs() typedbatchv1.CronJobInterface {
 // Apply makes the CronJob in the cluster equal to cj and returns the object the
 // apiserver stored. live is the CronJob the caller planned from (nil: there is none).
 //
-// Without live it creates cj with a plain create: if an object of that name appeared
-// meanwhile (the caller's cache lagged), the create fails with an error for which
-// apierrors.IsAlreadyExists is true and nothing is written. With live it uses server-side
+// Without live it creates cj (by an apply that only creates, see create): if an object of
+// that name appeared meanwhile (the caller's cache lagged), it fails with an error for
+// which apierrors.IsAlreadyExists is true and nothing is written. With live it uses server-side
 // apply with force, which updates and takes back fields another manager changed, with
 // live's resourceVersion as a precondition (an error for which apierrors.IsConflict is
 // true means the object changed since the caller saw it); applying an unchanged object
@@ -112,13 +112,14 @@ func (a *Applier) Apply(ctx context.Context, live, cj *batchv1.CronJob) (*batchv
 	return got, nil
 }
 
-// ownCreated hands the fields datajobs wrote with a plain create (or a full update), which
-// managedFields record as an Update operation, to its server-side apply manager, so that
-// an apply removes whatever datajobs stops rendering. It is what client-go's csaupgrade
-// does: one JSON patch, conditioned on live's resourceVersion, the first time an object
-// the Applier created is changed; nothing when there is nothing to hand over. From an
-// informer cache whose managedFields Trim reduced to a marker, when datajobs' one entry is
-// that Update entry (a CronJob it created and never applied since), the patch renames the
+// ownCreated hands the fields datajobs wrote with a full update (or a plain create, as
+// datajobs created CronJobs before it created them by apply), which managedFields record
+// as an Update operation, to its server-side apply manager, so that an apply removes
+// whatever datajobs stops rendering. It is what client-go's csaupgrade does: one JSON
+// patch, conditioned on live's resourceVersion, the first time such an object is
+// changed; nothing when there is nothing to hand over. From an informer cache whose
+// managedFields Trim reduced to a marker, when datajobs' one entry is that Update entry
+// (a CronJob it created so and never applied since), the patch renames the
 // entry's operation to Apply in place, by its index, without reading the object: the
 // resourceVersion precondition guarantees the list is the one the marker was made from.
 // Otherwise (datajobs holds an Apply entry too, to merge with) the object is read again
@@ -151,17 +152,40 @@ func (a *Applier) ownCreated(ctx context.Context, live *batchv1.CronJob) (*batch
 	return a.cronJobs().Patch(ctx, live.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
 }
 
-// create creates cj; it never touches an existing object.
+// create creates cj by server-side apply, so that datajobs' apply manager owns its fields
+// from the start and the CronJob's first change is one apply like every later one: a plain
+// create records them as an Update entry, which the first change had to hand over with a
+// write of its own (ownCreated; issue 28: two writes per first change, the apiserver's
+// limit at 200 changes a second). The apply carries absentVersion as its resourceVersion
+// precondition: where no object of the name exists the apiserver creates one (in one
+// storage transaction conditioned on the name being free), and where one exists (it
+// appeared since the caller's cache looked) the precondition fails and nothing is taken
+// over; create reports that as AlreadyExists, as a plain create would. Without force, so
+// that the apply could not take another manager's field even then.
 func (a *Applier) create(ctx context.Context, cj *batchv1.CronJob) (*batchv1.CronJob, error) {
+	ac, err := applyConfiguration(cj)
+	if err != nil {
+		return nil, fmt.Errorf("create cronjob %s: %w", cj.Name, err)
+	}
+	ac.WithResourceVersion(absentVersion)
 	if err := a.fence.check(ctx); err != nil {
 		return nil, fmt.Errorf("create cronjob %s: %w", cj.Name, err)
 	}
-	got, err := a.cronJobs().Create(ctx, cj, metav1.CreateOptions{FieldManager: FieldManager})
+	got, err := a.cronJobs().Apply(ctx, ac, metav1.ApplyOptions{FieldManager: FieldManager})
+	if apierrors.IsConflict(err) {
+		err = apierrors.NewAlreadyExists(batchv1.Resource("cronjobs"), cj.Name)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("create cronjob %s: %w", cj.Name, err)
 	}
 	return got, nil
 }
+
+// absentVersion is a resourceVersion no stored object has: etcd numbers its revisions
+// from 1, the empty store's, so its first write is revision 2, and the apiserver stores
+// its own objects (namespaces, roles) before anyone can create a CronJob. As an apply's
+// precondition it means "there is no such object yet".
+const absentVersion = "1"
 
 // Replace swaps live, a CronJob of an older incarnation of the job (another job UID), for
 // cj: it deletes live, with preconditions on its UID and resourceVersion so that nothing

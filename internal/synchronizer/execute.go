@@ -136,7 +136,7 @@ func (t *term) apply(ctx context.Context, p Plan, finish func(result, error) (re
 		t.endWrite(p.Name, written(applied, err))
 	case ActionRecord:
 	default:
-		// A create (p.Live nil) is a plain create: the plan saw no CronJob of this name in
+		// A create (p.Live nil) only creates: the plan saw no CronJob of this name in
 		// the cache, and if one appeared meanwhile the apiserver refuses, and nothing is
 		// taken over. Every other write is conditioned on the resourceVersion planned from.
 		t.beginWrite(p.Name)

@@ -53,7 +53,7 @@ type Store interface {
 }
 
 // Applier is what the synchronizer writes to Kubernetes (implemented by *kube.Applier,
-// whose doc comments give the contract: a plain create without live, preconditions on
+// whose doc comments give the contract: a create that takes over nothing without live, preconditions on
 // live's UID and resourceVersion otherwise).
 type Applier interface {
 	Apply(ctx context.Context, live, cj *batchv1.CronJob) (*batchv1.CronJob, error)
