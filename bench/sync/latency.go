@@ -56,7 +56,7 @@ func (b *bench) latency(ctx context.Context, f *fleet, changes, jobs int) error 
 	defer wg.Wait()
 	defer cancel()
 	wg.Go(func() { _ = s.Run(runCtx, f.epoch) })
-	if _, err := waitIdle(ctx, reg, obs); err != nil {
+	if _, err := waitIdle(ctx, reg, obs, 0); err != nil {
 		return err
 	}
 

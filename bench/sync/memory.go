@@ -114,7 +114,7 @@ func (b *bench) termMemory(ctx context.Context, f *fleet) (heap, rss uint64, err
 	defer wg.Wait()
 	defer cancel()
 	wg.Go(func() { _ = s.Run(runCtx, f.epoch) })
-	if _, err := waitIdle(ctx, reg, obs); err != nil {
+	if _, err := waitIdle(ctx, reg, obs, 0); err != nil {
 		return 0, 0, err
 	}
 	heap = heapInUse()

@@ -10,9 +10,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
@@ -32,14 +34,18 @@ type sustainedRun struct {
 	cpu    cpuReport
 	// took is from the first change to the last one seen.
 	took time.Duration
+	// calls are the durations of the change calls themselves (for the service, the API's
+	// transaction), to tell a tail in the write from one in the synchronizer.
+	calls []time.Duration
 }
 
 // sustained drives changes at each rate for d, open loop (a change every 1/rate, whatever
 // the previous ones' fate), each flipping a different job's enabled flag, and measures
 // change → CronJob seen by a watch: through the service with a synchronizer running live
 // on the fleet (first changes of their CronJobs, then the same jobs changed again), and,
-// as the floor, with plain client-go patches of the CronJobs' suspend
-// on the same apiserver at the same rate.
+// as the floors, on the same apiserver at the same rate: a bare client-go update loop
+// (the issue's floor: a whole CronJob written back from a copy the loop keeps) and plain
+// merge patches of the CronJobs' suspend (the cheapest write there is).
 func (b *bench) sustained(ctx context.Context, f *fleet, rates []int, d time.Duration) error {
 	b.printf("## sustained changes (%s per rate, over %d synced jobs)\n\n", d, len(f.names))
 	b.printf("| rate | path | changes made | seen ≤ 10 s | achieved rate | p50 | p99 | max | CPU |\n|---|---|---|---|---|---|---|---|---|\n")
@@ -56,9 +62,10 @@ func (b *bench) sustained(ctx context.Context, f *fleet, rates []int, d time.Dur
 	run := func() (func(), error) {
 		runCtx, cancel := context.WithCancel(ctx)
 		var wg sync.WaitGroup
+		passes := len(obs.passList())
 		wg.Go(func() { _ = s.Run(runCtx, f.epoch) })
 		stop := func() { cancel(); wg.Wait() }
-		if _, err := waitIdle(ctx, reg, obs); err != nil {
+		if _, err := waitIdle(ctx, reg, obs, passes); err != nil {
 			stop()
 			return nil, err
 		}
@@ -81,16 +88,20 @@ func (b *bench) sustained(ctx context.Context, f *fleet, rates []int, d time.Dur
 		enabled[name] = !was
 		return name, !was
 	}
-	// The floor flips the CronJob away from what the database says, without changing it:
-	// the synchronizer started again afterwards repairs them.
+	// The floors flip the CronJob away from what the database says, without changing it:
+	// the synchronizer started again afterwards repairs them. floorSuspended is what the
+	// floors left in each CronJob since, so that a later floor run flips it again.
+	floorSuspended := map[string]bool{}
 	pickFloor := func() (string, bool) {
 		name := f.names[next%len(f.names)]
 		next++
-		was, ok := enabled[name]
+		suspended, ok := floorSuspended[name]
 		if !ok {
-			was = true
+			was, known := enabled[name]
+			suspended = known && !was
 		}
-		return name, !was
+		floorSuspended[name] = !suspended
+		return name, suspended // enabled as the floor writes it: suspend = !suspended
 	}
 	for _, rate := range rates {
 		via := func(ctx context.Context, name string, want bool) error {
@@ -103,33 +114,49 @@ func (b *bench) sustained(ctx context.Context, f *fleet, rates []int, d time.Dur
 			return err
 		}
 		b.printf("%s", res.row(rate, "service + synchronizer, first changes", d))
-		windows := res.windows()
-		// The same jobs again: each CronJob's second change, an apply alone (the first
-		// also handed the created fields over to the apply manager), as every change is
-		// once a job has been changed since its create.
+		windows, firstCalls := res.windows(), res.callP99()
+		// The same jobs again: each CronJob's second change. Both are an apply alone since
+		// the Applier creates by apply; a CronJob created plainly (by an older datajobs)
+		// handed its fields over to the apply manager with its first change.
 		next = first
 		res, err = b.drive(ctx, f, rate, d, fmt.Sprintf("sustained-later-%d", rate), pick, via)
 		if err != nil {
 			return err
 		}
 		b.printf("%s", res.row(rate, "service + synchronizer, later changes", d))
-		later := res.windows()
-		floor := func(ctx context.Context, name string, want bool) error {
-			patch := fmt.Sprintf(`{"spec":{"suspend":%v}}`, !want)
-			_, err := b.admin.BatchV1().CronJobs(f.ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "bench-floor"})
-			return err
-		}
-		stop() // the floor writes the CronJobs itself: no synchronizer to repair them
+		later, laterCalls := res.windows(), res.callP99()
+		stop() // the floors write the CronJobs themselves: no synchronizer to repair them
 		stop = func() {}
-		res, err = b.drive(ctx, f, rate, d, fmt.Sprintf("sustained-floor-%d", rate), pickFloor, floor)
+		floorClient, err := b.clientset(ctx, nil) // as the service's: protobuf, the same limits
 		if err != nil {
 			return err
 		}
-		b.printf("%s", res.row(rate, "floor: client-go patch", d))
-		b.log.InfoContext(ctx, "sustained_p99_by_10s_window", "rate", rate, "first", windows, "later", later, "floor", res.windows())
-		if stop, err = run(); err != nil { // it repairs the floor's patches first
+		update, err := b.updateFloor(ctx, f, floorClient)
+		if err != nil {
 			return err
 		}
+		res, err = b.drive(ctx, f, rate, d, fmt.Sprintf("sustained-floor-update-%d", rate), pickFloor, update)
+		if err != nil {
+			return err
+		}
+		b.printf("%s", res.row(rate, "floor: client-go update", d))
+		updates := res.windows()
+		patch := func(ctx context.Context, name string, want bool) error {
+			patch := fmt.Sprintf(`{"spec":{"suspend":%v}}`, !want)
+			_, err := floorClient.BatchV1().CronJobs(f.ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "bench-floor"})
+			return err
+		}
+		res, err = b.drive(ctx, f, rate, d, fmt.Sprintf("sustained-floor-%d", rate), pickFloor, patch)
+		if err != nil {
+			return err
+		}
+		b.printf("%s", res.row(rate, "floor: client-go merge patch", d))
+		b.log.InfoContext(ctx, "sustained_p99_by_10s_window", "rate", rate, "first", windows, "later", later, "floor_update", updates, "floor_patch", res.windows(),
+			"first_call_p50_p99_ms", firstCalls, "later_call_p50_p99_ms", laterCalls)
+		if stop, err = run(); err != nil { // it repairs the floors' writes first
+			return err
+		}
+		clear(floorSuspended)
 	}
 	b.printf("\nCPU is of the whole run of one row (this process drives the changes and runs the synchronizer).\n\n")
 	return nil
@@ -139,6 +166,12 @@ func (r sustainedRun) row(rate int, path string, d time.Duration) string {
 	p := stats.Percentiles(r.lat, 50, 99, 100)
 	return fmt.Sprintf("| %d/s | %s | %d | %d | %.1f/s | %s | %s | %s | %s |\n", rate, path, r.made, r.seen,
 		float64(r.seen)/r.took.Seconds(), ms(p[0]), ms(p[1]), ms(p[2]), r.cpu)
+}
+
+// callP99 is the p50 and p99 of the change calls, as "p50/p99" in ms.
+func (r sustainedRun) callP99() string {
+	p := stats.Percentiles(r.calls, 50, 99)
+	return fmt.Sprintf("%.1f/%.1f", float64(p[0])/float64(time.Millisecond), float64(p[1])/float64(time.Millisecond))
 }
 
 // windows is the p99 of the changes made in each 10 s window of the run, in ms.
@@ -226,9 +259,13 @@ func (b *bench) drive(ctx context.Context, f *fleet, rate int, d time.Duration, 
 			mu.Unlock()
 			run.made++
 			calls.Go(func() {
+				t0 := time.Now()
 				if err := change(ctx, name, want); err != nil {
 					b.log.WarnContext(ctx, "sustained_change_failed", "job", name, "error", err)
 				}
+				mu.Lock()
+				run.calls = append(run.calls, time.Since(t0))
+				mu.Unlock()
 			})
 		}
 		return nil
@@ -249,4 +286,50 @@ func (b *bench) drive(ctx context.Context, f *fleet, rate int, d time.Duration, 
 	watching.Wait()
 	run.seen = len(run.lat)
 	return run, err
+}
+
+// updateFloor returns the change of a bare client-go update loop: each CronJob's suspend
+// set on the loop's own copy of it (listed once before the run, then the object each
+// update returned) and written back whole with Update, read again only after a Conflict
+// (the CronJob controller wrote its status meanwhile).
+func (b *bench) updateFloor(ctx context.Context, f *fleet, client kubernetes.Interface) (func(context.Context, string, bool) error, error) {
+	cronJobs := client.BatchV1().CronJobs(f.ns)
+	copies := map[string]*batchv1.CronJob{}
+	opts := metav1.ListOptions{Limit: 500}
+	for {
+		list, err := cronJobs.List(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("list cronjobs for the update floor: %w", err)
+		}
+		for i := range list.Items {
+			copies[list.Items[i].Name] = &list.Items[i]
+		}
+		if opts.Continue = list.Continue; opts.Continue == "" {
+			break
+		}
+	}
+	var mu sync.Mutex
+	return func(ctx context.Context, name string, want bool) error {
+		mu.Lock()
+		cj := copies[name].DeepCopy()
+		mu.Unlock()
+		for {
+			suspend := !want
+			cj.Spec.Suspend = &suspend
+			got, err := cronJobs.Update(ctx, cj, metav1.UpdateOptions{FieldManager: "bench-floor"})
+			if apierrors.IsConflict(err) {
+				if cj, err = cronJobs.Get(ctx, name, metav1.GetOptions{}); err != nil {
+					return err
+				}
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			copies[name] = got
+			mu.Unlock()
+			return nil
+		}
+	}, nil
 }
