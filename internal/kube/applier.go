@@ -181,6 +181,24 @@ func (a *Applier) create(ctx context.Context, cj *batchv1.CronJob) (*batchv1.Cro
 	return got, nil
 }
 
+// CreatePlainly creates cj with a plain create, which fails with AlreadyExists rather than
+// take over an object of that name. It costs the apiserver about a third of what a create
+// by apply does (failover with 1,000 creates pending under two CPU hogs: 1.8 s of
+// apiserver CPU, against 5.5 s; all applied 12.7 s after the freeze, against 17.3 s), and
+// records datajobs' fields as its Update entry, which the CronJob's first change hands
+// over to the apply manager (ownCreated): the synchronizer creates so when it has a
+// backlog to catch up.
+func (a *Applier) CreatePlainly(ctx context.Context, cj *batchv1.CronJob) (*batchv1.CronJob, error) {
+	if err := a.fence.check(ctx); err != nil {
+		return nil, fmt.Errorf("create cronjob %s: %w", cj.Name, err)
+	}
+	got, err := a.cronJobs().Create(ctx, cj, metav1.CreateOptions{FieldManager: FieldManager})
+	if err != nil {
+		return nil, fmt.Errorf("create cronjob %s: %w", cj.Name, err)
+	}
+	return got, nil
+}
+
 // absentVersion is a resourceVersion no stored object has: etcd numbers its revisions
 // from 1, the empty store's, so its first write is revision 2, and the apiserver stores
 // its own objects (namespaces, roles) before anyone can create a CronJob. As an apply's

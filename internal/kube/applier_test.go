@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -351,25 +352,34 @@ func TestDelete(t *testing.T) {
 	require.NoError(t, c.applier.Delete(t.Context(), live), "deleting twice is fine")
 }
 
+// Neither create takes over someone else's CronJob that appeared since the caller's view:
+// the create by apply (its resourceVersion precondition) nor the plain one.
 func TestCreateNeverTakesOverAnExistingCronJob(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	rendered, _ := Render(testJob(), testDeployment(), c.cfg)
-	// Someone else's CronJob of the same name, not yet in the caller's view.
-	foreign := &batchv1.CronJob{
-		ObjectMeta: metav1.ObjectMeta{Name: rendered.Name, Namespace: c.ns, Labels: map[string]string{"app": "other"}},
-		Spec:       *rendered.Spec.DeepCopy(),
-	}
-	foreign.Spec.Schedule = "7 7 * * *"
-	foreign, err := c.client.BatchV1().CronJobs(c.ns).Create(t.Context(), foreign, metav1.CreateOptions{FieldManager: "someone"})
-	require.NoError(t, err)
+	for name, create := range map[string]func(*batchv1.CronJob) (*batchv1.CronJob, error){
+		"by apply": func(cj *batchv1.CronJob) (*batchv1.CronJob, error) { return c.applier.Apply(t.Context(), nil, cj) },
+		"plainly":  func(cj *batchv1.CronJob) (*batchv1.CronJob, error) { return c.applier.CreatePlainly(t.Context(), cj) },
+	} {
+		j := testJob()
+		j.Name += "-" + strings.ReplaceAll(name, " ", "-")
+		rendered, _ := Render(j, testDeployment(), c.cfg)
+		// Someone else's CronJob of the same name, not yet in the caller's view.
+		foreign := &batchv1.CronJob{
+			ObjectMeta: metav1.ObjectMeta{Name: rendered.Name, Namespace: c.ns, Labels: map[string]string{"app": "other"}},
+			Spec:       *rendered.Spec.DeepCopy(),
+		}
+		foreign.Spec.Schedule = "7 7 * * *"
+		foreign, err := c.client.BatchV1().CronJobs(c.ns).Create(t.Context(), foreign, metav1.CreateOptions{FieldManager: "someone"})
+		require.NoError(t, err)
 
-	_, err = c.applier.Apply(t.Context(), nil, rendered)
-	require.True(t, apierrors.IsAlreadyExists(err), err)
-	require.False(t, IsUserError(err))
-	after := c.get(t, rendered.Name)
-	require.Equal(t, foreign.ResourceVersion, after.ResourceVersion, "the foreign CronJob is untouched")
-	require.NotContains(t, after.Labels, LabelManagedBy)
+		_, err = create(rendered)
+		require.True(t, apierrors.IsAlreadyExists(err), "%s: %v", name, err)
+		require.False(t, IsUserError(err), name)
+		after := c.get(t, rendered.Name)
+		require.Equal(t, foreign.ResourceVersion, after.ResourceVersion, "%s: the foreign CronJob is untouched", name)
+		require.NotContains(t, after.Labels, LabelManagedBy, name)
+	}
 }
 
 func TestApplyFromAStaleViewIsRefused(t *testing.T) {

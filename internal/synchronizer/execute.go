@@ -136,11 +136,8 @@ func (t *term) apply(ctx context.Context, p Plan, finish func(result, error) (re
 		t.endWrite(p.Name, written(applied, err))
 	case ActionRecord:
 	default:
-		// A create (p.Live nil) only creates: the plan saw no CronJob of this name in
-		// the cache, and if one appeared meanwhile the apiserver refuses, and nothing is
-		// taken over. Every other write is conditioned on the resourceVersion planned from.
 		t.beginWrite(p.Name)
-		applied, err = s.applier.Apply(ctx, p.Live, p.Rendered)
+		applied, err = t.write(ctx, p)
 		t.endWrite(p.Name, written(applied, err))
 	}
 	if err != nil && stale(err) {
@@ -190,6 +187,24 @@ func (t *term) apply(ctx context.Context, p Plan, finish func(result, error) (re
 	})
 	return result{handedOver: true}, nil
 }
+
+// write makes p's CronJob match its rendering. A create (p.Live nil) only creates: the
+// plan saw no CronJob of this name in the cache, and if one appeared meanwhile the
+// apiserver refuses, and nothing is taken over. It is by apply, so that the CronJob's
+// first change is one apply, unless a backlog waits (a new leader's catch-up, a converge):
+// then it is the cheaper plain create, and the first change, if any, hands the fields
+// over to the apply manager. Every other write is conditioned on the resourceVersion
+// planned from.
+func (t *term) write(ctx context.Context, p Plan) (*batchv1.CronJob, error) {
+	if p.Live == nil && t.backlogged() {
+		return t.s.applier.CreatePlainly(ctx, p.Rendered)
+	}
+	return t.s.applier.Apply(ctx, p.Live, p.Rendered)
+}
+
+// backlogged reports whether more names wait than the workers take at once: then creates
+// are plain (Applier.CreatePlainly), the cheaper write for catching up.
+func (t *term) backlogged() bool { return t.queue.Len() > t.s.cfg.Workers }
 
 // written is the object a write returned, nil if it failed.
 func written(cj *batchv1.CronJob, err error) *batchv1.CronJob {

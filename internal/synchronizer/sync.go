@@ -57,6 +57,7 @@ type Store interface {
 // live's UID and resourceVersion otherwise).
 type Applier interface {
 	Apply(ctx context.Context, live, cj *batchv1.CronJob) (*batchv1.CronJob, error)
+	CreatePlainly(ctx context.Context, cj *batchv1.CronJob) (*batchv1.CronJob, error)
 	Replace(ctx context.Context, live, cj *batchv1.CronJob) (*batchv1.CronJob, error)
 	Delete(ctx context.Context, live *batchv1.CronJob) error
 	Gone(ctx context.Context, name, jobUID string) (bool, error)

@@ -241,6 +241,15 @@ func (a *faultyApplier) pick() *kube.Applier {
 }
 
 func (a *faultyApplier) Apply(ctx context.Context, live, cj *batchv1.CronJob) (*batchv1.CronJob, error) {
+	return a.write(live, cj, func(real *kube.Applier) (*batchv1.CronJob, error) { return real.Apply(ctx, live, cj) })
+}
+
+func (a *faultyApplier) CreatePlainly(ctx context.Context, cj *batchv1.CronJob) (*batchv1.CronJob, error) {
+	return a.write(nil, cj, func(real *kube.Applier) (*batchv1.CronJob, error) { return real.CreatePlainly(ctx, cj) })
+}
+
+// write runs the create hooks (live nil) and then w, and afterApply with what it wrote.
+func (a *faultyApplier) write(live, cj *batchv1.CronJob, w func(*kube.Applier) (*batchv1.CronJob, error)) (*batchv1.CronJob, error) {
 	a.mu.Lock()
 	once, each, after := a.beforeCreate, a.beforeEachCreate, a.afterApply
 	if live == nil {
@@ -253,7 +262,7 @@ func (a *faultyApplier) Apply(ctx context.Context, live, cj *batchv1.CronJob) (*
 	if live == nil && each != nil {
 		each(cj)
 	}
-	applied, err := a.pick().Apply(ctx, live, cj)
+	applied, err := w(a.pick())
 	if err == nil && after != nil {
 		after(applied)
 	}
