@@ -244,10 +244,10 @@ func TestEveryVerbOfTheChartRoleIsNeeded(t *testing.T) {
 			forbidden(t, e.s, "create", "cronjobs")
 			require.Nil(t, cronJob(t, e.admin, e.ns, "sales-report"))
 		},
-		"cronjobs patch": func(t *testing.T, e env) { // redeploy
-			deployed(t, e.s, e.admin, e.ns)
-			e.s.deploy(t, "sales-report", "v2")
+		"cronjobs patch": func(t *testing.T, e env) { // a create is an apply, as is every change
+			e.s.createJob(t, "sales-report")
 			forbidden(t, e.s, "patch", "cronjobs")
+			require.Nil(t, cronJob(t, e.admin, e.ns, "sales-report"))
 		},
 		"cronjobs update": func(t *testing.T, e env) { // a foreign field apply cannot remove
 			deployed(t, e.s, e.admin, e.ns)
