@@ -152,7 +152,7 @@ func (b *bench) sustained(ctx context.Context, f *fleet, rates []int, d time.Dur
 		}
 		b.printf("%s", res.row(rate, "floor: client-go merge patch", d))
 		b.log.InfoContext(ctx, "sustained_p99_by_10s_window", "rate", rate, "first", windows, "later", later, "floor_update", updates, "floor_patch", res.windows(),
-			"first_call_p50_p99_ms", firstCalls, "later_call_p50_p99_ms", laterCalls)
+			"first_call_p50_p99", firstCalls, "later_call_p50_p99", laterCalls)
 		if stop, err = run(); err != nil { // it repairs the floors' writes first
 			return err
 		}
@@ -168,10 +168,10 @@ func (r sustainedRun) row(rate int, path string, d time.Duration) string {
 		float64(r.seen)/r.took.Seconds(), ms(p[0]), ms(p[1]), ms(p[2]), r.cpu)
 }
 
-// callP99 is the p50 and p99 of the change calls, as "p50/p99" in ms.
+// callP99 is the p50 and p99 of the change calls, as "p50 / p99".
 func (r sustainedRun) callP99() string {
 	p := stats.Percentiles(r.calls, 50, 99)
-	return fmt.Sprintf("%.1f/%.1f", float64(p[0])/float64(time.Millisecond), float64(p[1])/float64(time.Millisecond))
+	return ms(p[0]) + " / " + ms(p[1])
 }
 
 // windows is the p99 of the changes made in each 10 s window of the run, in ms.

@@ -20,7 +20,8 @@ import (
 // Applier writes rendered CronJobs to one namespace. It is the only code that changes
 // CronJobs; every write is made as field manager FieldManager, and every write is
 // conditioned on what the caller last saw: a new CronJob is created by an apply that only
-// creates (it fails with AlreadyExists rather than take over an object of that name), and an
+// creates, or by a plain create (CreatePlainly; either fails with AlreadyExists rather than
+// take over an object of that name), and an
 // update or delete carries the resourceVersion of the object the caller planned from (the
 // apiserver answers Conflict when it has changed since). Before each write the Applier
 // asks its fence, if it has one, whether it may still write at all (see Fenced).

@@ -91,8 +91,8 @@ func (c cluster) createdPlainly(t *testing.T, cj *batchv1.CronJob) *batchv1.Cron
 	return created
 }
 
-// A CronJob datajobs created with a plain create (behind a backlog, or an older datajobs) and never
-// applied over holds its fields as an Update entry, which the Applier hands over to its
+// A CronJob datajobs created with a plain create (behind a backlog, or an older datajobs)
+// and never applied over holds its fields as an Update entry, which the Applier hands over to its
 // apply manager before the first apply; from the trimmed cache it must read them from the
 // apiserver, or an apply would leave behind the fields datajobs stops rendering (the
 // unscheduled annotation here).

@@ -53,8 +53,8 @@ type Store interface {
 }
 
 // Applier is what the synchronizer writes to Kubernetes (implemented by *kube.Applier,
-// whose doc comments give the contract: a create that takes over nothing without live, preconditions on
-// live's UID and resourceVersion otherwise).
+// whose doc comments give the contract: creates that take over nothing, by apply without
+// live or plainly, and preconditions on live's UID and resourceVersion otherwise).
 type Applier interface {
 	Apply(ctx context.Context, live, cj *batchv1.CronJob) (*batchv1.CronJob, error)
 	CreatePlainly(ctx context.Context, cj *batchv1.CronJob) (*batchv1.CronJob, error)
