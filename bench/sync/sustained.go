@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +39,18 @@ type sustainedRun struct {
 	// calls are the durations of the change calls themselves (for the service, the API's
 	// transaction), to tell a tail in the write from one in the synchronizer.
 	calls []time.Duration
+	// after is, per change seen after its call returned, the time from the return to the
+	// CronJob seen: for the service, the synchronizer's part (notify, apply, watch).
+	after []time.Duration
+	// trace is every change's times, written to the out folder for a look at its tail.
+	trace []changeTimes
+}
+
+// changeTimes is when one change was made, its call returned and its CronJob was seen
+// (zero: not seen within 10 s).
+type changeTimes struct {
+	name                 string
+	made, returned, seen time.Time
 }
 
 // sustained drives changes at each rate for d, open loop (a change every 1/rate, whatever
@@ -114,7 +128,7 @@ func (b *bench) sustained(ctx context.Context, f *fleet, rates []int, d time.Dur
 			return err
 		}
 		b.printf("%s", res.row(rate, "service + synchronizer, first changes", d))
-		windows, firstCalls := res.windows(), res.callP99()
+		windows, firstCalls, firstAfter := res.windows(), res.callP99(), res.afterP99()
 		// The same jobs again: each CronJob's second change. Both are an apply alone since
 		// the Applier creates by apply; a CronJob created plainly (by an older datajobs)
 		// handed its fields over to the apply manager with its first change.
@@ -124,7 +138,7 @@ func (b *bench) sustained(ctx context.Context, f *fleet, rates []int, d time.Dur
 			return err
 		}
 		b.printf("%s", res.row(rate, "service + synchronizer, later changes", d))
-		later, laterCalls := res.windows(), res.callP99()
+		later, laterCalls, laterAfter := res.windows(), res.callP99(), res.afterP99()
 		stop() // the floors write the CronJobs themselves: no synchronizer to repair them
 		stop = func() {}
 		floorClient, err := b.clientset(ctx, nil) // as the service's: protobuf, the same limits
@@ -152,7 +166,7 @@ func (b *bench) sustained(ctx context.Context, f *fleet, rates []int, d time.Dur
 		}
 		b.printf("%s", res.row(rate, "floor: client-go merge patch", d))
 		b.log.InfoContext(ctx, "sustained_p99_by_10s_window", "rate", rate, "first", windows, "later", later, "floor_update", updates, "floor_patch", res.windows(),
-			"first_call_p50_p99", firstCalls, "later_call_p50_p99", laterCalls)
+			"first_call_p50_p99", firstCalls, "later_call_p50_p99", laterCalls, "first_after_call_p50_p99", firstAfter, "later_after_call_p50_p99", laterAfter)
 		if stop, err = run(); err != nil { // it repairs the floors' writes first
 			return err
 		}
@@ -169,9 +183,29 @@ func (r sustainedRun) row(rate int, path string, d time.Duration) string {
 }
 
 // callP99 is the p50 and p99 of the change calls, as "p50 / p99".
-func (r sustainedRun) callP99() string {
-	p := stats.Percentiles(r.calls, 50, 99)
+func (r sustainedRun) callP99() string { return p50p99(r.calls) }
+
+// afterP99 is the p50 and p99 of the part after each call, as "p50 / p99".
+func (r sustainedRun) afterP99() string { return p50p99(r.after) }
+
+func p50p99(d []time.Duration) string {
+	p := stats.Percentiles(d, 50, 99)
 	return ms(p[0]) + " / " + ms(p[1])
+}
+
+// writeTrace writes the run's changes as CSV (name, made, then ms to return and to seen
+// from made) to path.
+func (r sustainedRun) writeTrace(path string) error {
+	var out strings.Builder
+	out.WriteString("job,made_unix_ms,returned_ms,seen_ms\n")
+	for _, c := range r.trace {
+		seen := "-"
+		if !c.seen.IsZero() {
+			seen = fmt.Sprintf("%.2f", float64(c.seen.Sub(c.made))/float64(time.Millisecond))
+		}
+		fmt.Fprintf(&out, "%s,%d,%.2f,%s\n", c.name, c.made.UnixMilli(), float64(c.returned.Sub(c.made))/float64(time.Millisecond), seen)
+	}
+	return os.WriteFile(path, []byte(out.String()), 0o644)
 }
 
 // windows is the p99 of the changes made in each 10 s window of the run, in ms.
@@ -221,7 +255,7 @@ func (b *bench) drive(ctx context.Context, f *fleet, rate int, d time.Duration, 
 		suspend bool
 	}
 	var mu sync.Mutex
-	pending := map[key]time.Time{}
+	pending := map[key]int{} // the change's index in run.trace
 	c0 := b.cpu.sample()
 	start := time.Now()
 	var watching sync.WaitGroup
@@ -233,9 +267,14 @@ func (b *bench) drive(ctx context.Context, f *fleet, rate int, d time.Duration, 
 			}
 			k := key{cj.Name, *cj.Spec.Suspend}
 			mu.Lock()
-			if t0, ok := pending[k]; ok {
-				run.lat = append(run.lat, time.Since(t0))
-				run.window = append(run.window, int(t0.Sub(start)/(10*time.Second)))
+			if i, ok := pending[k]; ok {
+				c := &run.trace[i]
+				c.seen = time.Now()
+				run.lat = append(run.lat, c.seen.Sub(c.made))
+				run.window = append(run.window, int(c.made.Sub(start)/(10*time.Second)))
+				if !c.returned.IsZero() {
+					run.after = append(run.after, c.seen.Sub(c.returned))
+				}
 				run.took = time.Since(start)
 				delete(pending, k)
 			}
@@ -255,7 +294,9 @@ func (b *bench) drive(ctx context.Context, f *fleet, rate int, d time.Duration, 
 			}
 			name, want := pick()
 			mu.Lock()
-			pending[key{name, !want}] = time.Now()
+			i := len(run.trace)
+			run.trace = append(run.trace, changeTimes{name: name, made: time.Now()})
+			pending[key{name, !want}] = i
 			mu.Unlock()
 			run.made++
 			calls.Go(func() {
@@ -264,7 +305,9 @@ func (b *bench) drive(ctx context.Context, f *fleet, rate int, d time.Duration, 
 					b.log.WarnContext(ctx, "sustained_change_failed", "job", name, "error", err)
 				}
 				mu.Lock()
-				run.calls = append(run.calls, time.Since(t0))
+				c := &run.trace[i]
+				c.returned = time.Now()
+				run.calls = append(run.calls, c.returned.Sub(t0))
 				mu.Unlock()
 			})
 		}
@@ -285,6 +328,9 @@ func (b *bench) drive(ctx context.Context, f *fleet, rate int, d time.Duration, 
 	w.Stop()
 	watching.Wait()
 	run.seen = len(run.lat)
+	if werr := run.writeTrace(filepath.Join(b.outDir, profile+".csv")); err == nil {
+		err = werr
+	}
 	return run, err
 }
 

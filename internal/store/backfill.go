@@ -94,11 +94,7 @@ func oneBackfill(ctx context.Context, q queryer, team, name string, id int64) (j
 // state, and notifies the leader, in one transaction.
 func (s *Store) CreateBackfill(ctx context.Context, team, name string, build job.BackfillStart) (job.Backfill, error) {
 	var out job.Backfill
-	err := s.InTx(ctx, func(tx Tx) error {
-		st, err := lockState(ctx, tx, team, name)
-		if err != nil {
-			return err
-		}
+	err := s.inLockedTx(ctx, team, name, func(tx Tx, st job.JobState) error {
 		n, err := build(st)
 		if err != nil {
 			return err

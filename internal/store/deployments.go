@@ -22,9 +22,14 @@ func readState(ctx context.Context, db interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }, team, name string,
 ) (job.JobState, error) {
+	return scanState(db.QueryRow(ctx, stateQuery, name), team, name)
+}
+
+// scanState scans row, of stateQuery, as the state of the job name of team.
+func scanState(row pgx.Row, team, name string) (job.JobState, error) {
 	var st job.JobState
 	var r joined
-	err := db.QueryRow(ctx, stateQuery, name).Scan(append(append(jobDest(&st.Job), r.desiredDest()...), r.actualDest()...)...)
+	err := row.Scan(append(append(jobDest(&st.Job), r.desiredDest()...), r.actualDest()...)...)
 	if err == nil && st.Job.Team != team {
 		err = pgx.ErrNoRows
 	}
@@ -40,12 +45,13 @@ func (s *Store) GetDeploymentState(ctx context.Context, team, name string) (job.
 // lockState is GetDeploymentState inside a transaction, with the job row locked. The lock
 // is taken first, by a statement of its own: a locking statement that waited for another
 // transaction re-reads the locked row only, not the rows it joins, so the state is read
-// by the next statement, whose snapshot includes what that transaction committed.
+// by the next statement, whose snapshot includes what that transaction committed. A
+// transaction that starts with it is better begun by inLockedTx, in one round trip.
 func lockState(ctx context.Context, tx Tx, team, name string) (job.JobState, error) {
-	if _, err := tx.Exec(ctx, `SELECT FROM data_job WHERE name = $1 FOR UPDATE`, name); err != nil {
-		return job.JobState{}, fmt.Errorf("lock job %s: %w", name, err)
-	}
-	return readState(ctx, tx, team, name)
+	var p pipeline
+	var st job.JobState
+	p.lockState(team, name, &st)
+	return st, p.send(ctx, tx)
 }
 
 // ChangeDeployment writes a job's desired deployment in one transaction: it locks the job
@@ -68,14 +74,11 @@ func (s *Store) ChangeDeployment(ctx context.Context, team, name string, change 
 // change's transaction; rollbackOf names the revision it restores (0: not a rollback).
 type deploymentChange func(ctx context.Context, tx Tx, st job.JobState) (next job.Deployment, rollbackOf int, err error)
 
-// changeDeployment is ChangeDeployment and RollbackDeployment.
+// changeDeployment is ChangeDeployment and RollbackDeployment: three round trips (the
+// BEGIN with the lock and the read; the writes; the commit).
 func (s *Store) changeDeployment(ctx context.Context, team, name string, change deploymentChange) (job.Deployment, error) {
 	var out job.Deployment
-	err := s.InTx(ctx, func(tx Tx) error {
-		st, err := lockState(ctx, tx, team, name)
-		if err != nil {
-			return err
-		}
+	err := s.inLockedTx(ctx, team, name, func(tx Tx, st job.JobState) error {
 		next, rollbackOf, err := change(ctx, tx, st)
 		if err != nil {
 			return err
@@ -85,25 +88,31 @@ func (s *Store) changeDeployment(ctx context.Context, team, name string, change 
 			return nil
 		}
 		next.JobName = name
-		if err := upsertDesired(ctx, tx, &next); err != nil {
+		var writes pipeline
+		writes.upsertDesired(&next, func(err error) error {
 			return writeError(fmt.Sprintf("write deployment of %s", name), err)
-		}
-		out = next
+		})
 		kind := job.RevisionDeploy
 		if rollbackOf != 0 {
 			kind = job.RevisionRollback
 		}
-		if err := revisionOf(ctx, tx, kind, rollbackOf, st.Job, st.Desired, st.Job, &next); err != nil {
+		if err := writes.revisionOf(ctx, kind, rollbackOf, st.Job, st.Desired, st.Job, &next); err != nil {
 			return err
 		}
-		return bumpGeneration(ctx, tx, name)
+		writes.bumpGeneration(name)
+		if err := writes.send(ctx, tx); err != nil {
+			return err
+		}
+		out = next
+		return nil
 	})
 	return out, err
 }
 
-// upsertDesired writes d as the desired deployment of d.JobName, pending, and reads back
-// the sync state it keeps (status generation, last sync) into d. An adoption is kept.
-func upsertDesired(ctx context.Context, tx Tx, d *job.Deployment) error {
+// upsertDesired queues the write of d as the desired deployment of d.JobName, pending,
+// and the read of the sync state it keeps (status generation, last sync) back into d. An
+// adoption is kept. Its failure is reported as failed(err).
+func (p *pipeline) upsertDesired(d *job.Deployment, failed func(error) error) {
 	const q = `
 INSERT INTO desired_data_job_deployment AS d (data_job_name, git_commit_sha, vdk_version,
 	python_version, schedule, resources_cpu_request_millis, resources_cpu_limit_millis,
@@ -123,10 +132,14 @@ ON CONFLICT (data_job_name) DO UPDATE SET git_commit_sha = excluded.git_commit_s
 RETURNING status_generation, last_sync_at`
 	r := d.Resources
 	d.Status, d.Message = job.StatusPending, ""
-	return tx.QueryRow(ctx, q, d.JobName, d.JobVersion, d.VDKVersion, d.PythonVersion, d.Schedule,
+	p.queryRow(func(row pgx.Row) error {
+		if err := row.Scan(&d.StatusGeneration, &d.LastSyncAt); err != nil {
+			return failed(err)
+		}
+		return nil
+	}, q, d.JobName, d.JobVersion, d.VDKVersion, d.PythonVersion, d.Schedule,
 		r.CPURequestMillis, r.CPULimitMillis, r.MemoryRequestBytes, r.MemoryLimitBytes,
-		d.Enabled, d.DeployedBy, d.DeployedDate, d.Policy,
-	).Scan(&d.StatusGeneration, &d.LastSyncAt)
+		d.Enabled, d.DeployedBy, d.DeployedDate, d.Policy)
 }
 
 // DeleteDeployment deletes the desired deployment of the job name of team, bumps the job
@@ -134,11 +147,7 @@ RETURNING status_generation, last_sync_at`
 // the synchronizer, which deletes the CronJob and then the actual row. Deleting a deployment whose deletion is already under way (no desired row, an
 // actual row left) succeeds and changes nothing; with neither, it is not found.
 func (s *Store) DeleteDeployment(ctx context.Context, team, name string) error {
-	return s.InTx(ctx, func(tx Tx) error {
-		st, err := lockState(ctx, tx, team, name)
-		if err != nil {
-			return err
-		}
+	return s.inLockedTx(ctx, team, name, func(tx Tx, st job.JobState) error {
 		if st.Desired == nil {
 			if st.Actual != nil {
 				return nil

@@ -25,11 +25,7 @@ const activeStatuses = `('submitted', 'running')`
 // the submitted execution and notifies the leader, in one transaction.
 func (s *Store) StartExecution(ctx context.Context, team, name string, build job.ExecutionStart) (job.Execution, error) {
 	var out job.Execution
-	err := s.InTx(ctx, func(tx Tx) error {
-		st, err := lockState(ctx, tx, team, name)
-		if err != nil {
-			return err
-		}
+	err := s.inLockedTx(ctx, team, name, func(tx Tx, st job.JobState) error {
 		if err := admitStart(ctx, tx, st); err != nil {
 			return err
 		}

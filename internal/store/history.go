@@ -8,11 +8,11 @@ import (
 	"github.com/datajobs/datajobs/internal/job"
 )
 
-// recordRevision writes the next revision of the job j (as it is after the change, in the
-// same transaction, under the job's lock): the actor of ctx, the spec of j deployed as
-// after and its diff against before. rollbackOf is the revision a rollback restored (0:
-// none). A job update that changed nothing is no revision.
-func recordRevision(ctx context.Context, tx Tx, j job.Job, kind string, rollbackOf int, before, after job.RevisionSpec) error {
+// recordRevision queues the write of the next revision of the job j (as it is after the
+// change, in the same transaction, under the job's lock): the actor of ctx, the spec of j
+// deployed as after and its diff against before. rollbackOf is the revision a rollback
+// restored (0: none). A job update that changed nothing is no revision.
+func (p *pipeline) recordRevision(ctx context.Context, j job.Job, kind string, rollbackOf int, before, after job.RevisionSpec) error {
 	a := job.ActorFrom(ctx)
 	spec, err := json.Marshal(after)
 	if err != nil {
@@ -30,14 +30,13 @@ func recordRevision(ctx context.Context, tx Tx, j job.Job, kind string, rollback
 INSERT INTO data_job_revision (job_uid, revision, job_name, kind, actor, op_id, rollback_of, spec, diff)
 SELECT $1::uuid, coalesce(max(revision), 0) + 1, $2, $3, $4, $5, NULLIF($6::integer, 0), $7, $8
 FROM data_job_revision WHERE job_uid = $1::uuid`
-	if _, err := tx.Exec(ctx, q, j.UID, j.Name, kind, a.User, a.OpID, rollbackOf, spec, diff); err != nil {
-		return writeError("record revision of "+j.Name, err)
-	}
+	p.exec(func(err error) error { return writeError("record revision of "+j.Name, err) },
+		q, j.UID, j.Name, kind, a.User, a.OpID, rollbackOf, spec, diff)
 	return nil
 }
 
-// revisionOf records the revision of a change of j from (j0, d0) to (j, d).
-func revisionOf(ctx context.Context, tx Tx, kind string, rollbackOf int, j0 job.Job, d0 *job.Deployment, j job.Job, d *job.Deployment) error {
+// revisionOf queues the record of the revision of a change of j from (j0, d0) to (j, d).
+func (p *pipeline) revisionOf(ctx context.Context, kind string, rollbackOf int, j0 job.Job, d0 *job.Deployment, j job.Job, d *job.Deployment) error {
 	var before job.RevisionSpec
 	if j0.UID != "" {
 		var err error
@@ -49,7 +48,16 @@ func revisionOf(ctx context.Context, tx Tx, kind string, rollbackOf int, j0 job.
 	if err != nil {
 		return err
 	}
-	return recordRevision(ctx, tx, j, kind, rollbackOf, before, after)
+	return p.recordRevision(ctx, j, kind, rollbackOf, before, after)
+}
+
+// revisionOf records the revision of a change of j from (j0, d0) to (j, d) on tx.
+func revisionOf(ctx context.Context, tx Tx, kind string, rollbackOf int, j0 job.Job, d0 *job.Deployment, j job.Job, d *job.Deployment) error {
+	var p pipeline
+	if err := p.revisionOf(ctx, kind, rollbackOf, j0, d0, j, d); err != nil {
+		return err
+	}
+	return p.send(ctx, tx)
 }
 
 const revisionColumns = `r.job_name, r.revision, r.kind, r.actor, r.op_id, coalesce(r.rollback_of, 0), r.created_at, r.spec, r.diff`

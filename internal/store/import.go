@@ -96,15 +96,13 @@ func lockImport(ctx context.Context, tx Tx, name string) (job.SyncState, error) 
 // the job's generation, with the adoption.
 func upsertImportedDeployment(ctx context.Context, tx Tx, j job.Job, d job.Deployment) error {
 	d.JobName = j.Name
-	if err := upsertDesired(ctx, tx, &d); err != nil {
-		return fmt.Errorf("write deployment of %s: %w", j.Name, err)
-	}
+	var p pipeline
+	failed := wrapped("write deployment of " + j.Name)
+	p.upsertDesired(&d, failed)
 	const q = `UPDATE desired_data_job_deployment SET status = 'synced', status_generation = $2, last_sync_at = NULL,
 	adopt_cronjob_uid = $3, adopted_spec = $4::jsonb WHERE data_job_name = $1`
-	if _, err := tx.Exec(ctx, q, j.Name, j.Generation, d.Adopted.CronJobUID, string(d.Adopted.Spec)); err != nil {
-		return fmt.Errorf("write deployment of %s: %w", j.Name, err)
-	}
-	return nil
+	p.exec(failed, q, j.Name, j.Generation, d.Adopted.CronJobUID, string(d.Adopted.Spec))
+	return p.send(ctx, tx)
 }
 
 // upsertImportedActual records the CronJob as applied for the job's UID and generation.

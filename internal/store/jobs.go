@@ -121,11 +121,7 @@ func (s *Store) GetJob(ctx context.Context, team, name string) (job.Job, error) 
 // update returns; everything else, team included, is written.
 func (s *Store) UpdateJob(ctx context.Context, team, name string, update job.JobUpdate) (job.Job, error) {
 	var out job.Job
-	err := s.InTx(ctx, func(tx Tx) error {
-		st, err := lockState(ctx, tx, team, name)
-		if err != nil {
-			return err
-		}
+	err := s.inLockedTx(ctx, team, name, func(tx Tx, st job.JobState) error {
 		cur := st.Job
 		next, bump, err := update(cur)
 		if err != nil {
@@ -186,18 +182,16 @@ func lockJob(ctx context.Context, tx Tx, team, name string) (job.Job, error) {
 // bumpGeneration marks a change of what the job's CronJob renders from, and notifies the
 // synchronizer when the transaction commits.
 func bumpGeneration(ctx context.Context, tx Tx, name string) error {
-	if _, err := tx.Exec(ctx, `UPDATE data_job SET generation = generation + 1, updated_at = now() WHERE name = $1`, name); err != nil {
-		return fmt.Errorf("bump generation of %s: %w", name, err)
-	}
-	return notify(ctx, tx, DesiredChannel, name)
+	var p pipeline
+	p.bumpGeneration(name)
+	return p.send(ctx, tx)
 }
 
 // notify queues a notification of payload on channel; PostgreSQL delivers it at commit.
 func notify(ctx context.Context, tx Tx, channel, payload string) error {
-	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, channel, payload); err != nil {
-		return fmt.Errorf("notify %s on %s: %w", payload, channel, err)
-	}
-	return nil
+	var p pipeline
+	p.notify(channel, payload)
+	return p.send(ctx, tx)
 }
 
 // writeError wraps a failed write. Input the database cannot store (class 22, data

@@ -131,9 +131,15 @@ type Tx = pgx.Tx
 // once the other committed (CI answered a deploy with 500 "deadlock detected"). fn must
 // therefore have no effect outside tx that a second run would repeat.
 func (s *Store) InTx(ctx context.Context, fn func(tx Tx) error) error {
+	return retried(func() error { return pgx.BeginFunc(ctx, s.pool, fn) })
+}
+
+// retried runs a transaction (run begins, runs and ends it) as InTx does: again while it
+// fails retryably, up to txAttempts times in all.
+func retried(run func() error) error {
 	var err error
 	for range txAttempts {
-		if err = pgx.BeginFunc(ctx, s.pool, fn); !retryable(err) {
+		if err = run(); !retryable(err) {
 			break
 		}
 	}

@@ -1,0 +1,90 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/datajobs/datajobs/internal/job"
+)
+
+// pipeline queues statements of one transaction that need no answer before the next one
+// is sent, and sends them together: one round trip, not one each. A deploy was eight
+// round trips (begin, lock, read, upsert, revision, generation, notify, commit); over a
+// network each costs its latency, and on a busy machine each waits for the CPU twice
+// (at 50 changes a second on 2 cores, its p99 was 46–79 ms at a p50 of 3.1 ms). The
+// server still runs the statements one after the other, each with its own snapshot.
+type pipeline struct{ b pgx.Batch }
+
+// exec queues q; its failure is reported by send as failed(err).
+func (p *pipeline) exec(failed func(error) error, q string, args ...any) {
+	p.b.Queue(q, args...).Fn = func(br pgx.BatchResults) error {
+		if _, err := br.Exec(); err != nil {
+			return failed(err)
+		}
+		return nil
+	}
+}
+
+// queryRow queues q, whose one row scan reads when it arrives.
+func (p *pipeline) queryRow(scan func(pgx.Row) error, q string, args ...any) {
+	p.b.Queue(q, args...).Fn = func(br pgx.BatchResults) error { return scan(br.QueryRow()) }
+}
+
+// send sends what is queued on tx in one round trip and returns the first failure.
+func (p *pipeline) send(ctx context.Context, tx Tx) error {
+	if p.b.Len() == 0 {
+		return nil
+	}
+	return tx.SendBatch(ctx, &p.b).Close()
+}
+
+// wrapped is the failure of op: err wrapped with it.
+func wrapped(op string) func(error) error {
+	return func(err error) error { return fmt.Errorf("%s: %w", op, err) }
+}
+
+// lockState queues lockState's two statements; st is what the second reads. The lock is a
+// statement of its own (see lockState); pipelined, the read still starts once the lock is
+// held, and so reads with a snapshot taken after it.
+func (p *pipeline) lockState(team, name string, st *job.JobState) {
+	p.exec(wrapped("lock job "+name), `SELECT FROM data_job WHERE name = $1 FOR UPDATE`, name)
+	p.queryRow(func(row pgx.Row) (err error) {
+		*st, err = scanState(row, team, name)
+		return err
+	}, stateQuery, name)
+}
+
+// notify queues a notification of payload on channel; PostgreSQL delivers it at commit.
+func (p *pipeline) notify(channel, payload string) {
+	p.exec(wrapped(fmt.Sprintf("notify %s on %s", payload, channel)), `SELECT pg_notify($1, $2)`, channel, payload)
+}
+
+// bumpGeneration queues bumpGeneration's statements.
+func (p *pipeline) bumpGeneration(name string) {
+	p.exec(wrapped("bump generation of "+name), `UPDATE data_job SET generation = generation + 1, updated_at = now() WHERE name = $1`, name)
+	p.notify(DesiredChannel, name)
+}
+
+// inLockedTx is InTx on the state of the job name of team, its row locked as lockState
+// locks it: the BEGIN, the lock and the read go to the server in one round trip, and fn
+// runs on what they read.
+func (s *Store) inLockedTx(ctx context.Context, team, name string, fn func(tx Tx, st job.JobState) error) error {
+	return retried(func() error {
+		var first pipeline
+		var st job.JobState
+		first.b.BeginTx(pgx.TxOptions{})
+		first.lockState(team, name, &st)
+		br := s.pool.SendBatch(ctx, &first.b)
+		tx := br.Tx()
+		defer func() { _ = tx.Rollback(ctx) }() // after the commit, it does nothing
+		if err := br.Close(); err != nil {
+			return err
+		}
+		if err := fn(tx, st); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	})
+}
