@@ -32,10 +32,10 @@ func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQ
 func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
 // A deployment change was eight round trips to PostgreSQL, one a statement (begin, lock,
-// read, upsert, revision, generation, notify, commit). At 50 changes a second on 2 cores,
-// their waits for the CPU made the API's p99 46–79 ms at a p50 of 3.1 ms. It is three
-// now: the BEGIN with the job's lock and read, the writes, the commit; and it still does
-// all it did: the change is stored, recorded as a revision and heard by a listener.
+// read, upsert, revision, generation, notify, commit), each paying the network's latency.
+// It is three now: the BEGIN with the job's lock and read, the writes, the commit; and it
+// still does all it did: the change is stored, recorded as a revision and heard by a
+// listener.
 func TestADeploymentChangeIsThreeRoundTrips(t *testing.T) {
 	t.Parallel()
 	url := testenv.DatabaseURL(t)
