@@ -25,25 +25,13 @@ import (
 	"github.com/datajobs/datajobs/internal/synchronizer"
 )
 
-// sustainedRun is the outcome of one rate: latencies of the changes seen, how many were
-// made and seen, and the CPU meanwhile.
+// sustainedRun is the outcome of one rate: every change's times, and the CPU meanwhile.
+// What the rows and logs report is derived from the trace.
 type sustainedRun struct {
-	made, seen int
-	lat        []time.Duration
-	// window is, per change seen, the 10 s window of the run it was made in, for the
-	// p99 of each window: a stall shows as one bad window, a backlog as growing ones.
-	window []int
-	cpu    cpuReport
-	// took is from the first change to the last one seen.
-	took time.Duration
-	// calls are the durations of the change calls themselves (for the service, the API's
-	// transaction), to tell a tail in the write from one in the synchronizer.
-	calls []time.Duration
-	// after is, per change seen after its call returned, the time from the return to the
-	// CronJob seen: for the service, the synchronizer's part (notify, apply, watch).
-	after []time.Duration
-	// trace is every change's times, written to the out folder for a look at its tail.
+	start time.Time
+	// trace is every change made, in order; it is also written to the out folder.
 	trace []changeTimes
+	cpu   cpuReport
 }
 
 // changeTimes is when one change was made, its call returned and its CronJob was seen
@@ -52,6 +40,28 @@ type changeTimes struct {
 	name                 string
 	made, returned, seen time.Time
 }
+
+// seen is the changes whose CronJob was seen.
+func (r sustainedRun) seen() []changeTimes {
+	var out []changeTimes
+	for _, c := range r.trace {
+		if !c.seen.IsZero() {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// durations is part(c) for each change c of cs.
+func durations(cs []changeTimes, part func(changeTimes) time.Duration) []time.Duration {
+	out := make([]time.Duration, len(cs))
+	for i, c := range cs {
+		out[i] = part(c)
+	}
+	return out
+}
+
+func latency(c changeTimes) time.Duration { return c.seen.Sub(c.made) }
 
 // sustained drives changes at each rate for d, open loop (a change every 1/rate, whatever
 // the previous ones' fate), each flipping a different job's enabled flag, and measures
@@ -177,16 +187,41 @@ func (b *bench) sustained(ctx context.Context, f *fleet, rates []int, d time.Dur
 }
 
 func (r sustainedRun) row(rate int, path string, d time.Duration) string {
-	p := stats.Percentiles(r.lat, 50, 99, 100)
-	return fmt.Sprintf("| %d/s | %s | %d | %d | %.1f/s | %s | %s | %s | %s |\n", rate, path, r.made, r.seen,
-		float64(r.seen)/r.took.Seconds(), ms(p[0]), ms(p[1]), ms(p[2]), r.cpu)
+	seen := r.seen()
+	p := stats.Percentiles(durations(seen, latency), 50, 99, 100)
+	var took time.Duration // from the first change to the last one seen
+	for _, c := range seen {
+		took = max(took, c.seen.Sub(r.start))
+	}
+	return fmt.Sprintf("| %d/s | %s | %d | %d | %.1f/s | %s | %s | %s | %s |\n", rate, path, len(r.trace), len(seen),
+		float64(len(seen))/took.Seconds(), ms(p[0]), ms(p[1]), ms(p[2]), r.cpu)
 }
 
-// callP99 is the p50 and p99 of the change calls, as "p50 / p99".
-func (r sustainedRun) callP99() string { return p50p99(r.calls) }
+// callP99 is the p50 and p99 of the change calls (from the change made to its call
+// returned; for the service, the API's transaction), as "p50 / p99": to tell a tail in
+// the write from one in the synchronizer.
+func (r sustainedRun) callP99() string {
+	var returned []changeTimes
+	for _, c := range r.trace {
+		if !c.returned.IsZero() {
+			returned = append(returned, c)
+		}
+	}
+	return p50p99(durations(returned, func(c changeTimes) time.Duration { return c.returned.Sub(c.made) }))
+}
 
-// afterP99 is the p50 and p99 of the part after each call, as "p50 / p99".
-func (r sustainedRun) afterP99() string { return p50p99(r.after) }
+// afterP99 is the p50 and p99 of the part after each call (from its return to the
+// CronJob seen: for the service, the synchronizer's part: notify, apply, watch), over
+// the changes seen after their call returned, as "p50 / p99".
+func (r sustainedRun) afterP99() string {
+	var after []time.Duration
+	for _, c := range r.seen() {
+		if !c.returned.IsZero() && c.seen.After(c.returned) {
+			after = append(after, c.seen.Sub(c.returned))
+		}
+	}
+	return p50p99(after)
+}
 
 func p50p99(d []time.Duration) string {
 	p := stats.Percentiles(d, 50, 99)
@@ -201,21 +236,23 @@ func (r sustainedRun) writeTrace(path string) error {
 	for _, c := range r.trace {
 		seen := "-"
 		if !c.seen.IsZero() {
-			seen = fmt.Sprintf("%.2f", float64(c.seen.Sub(c.made))/float64(time.Millisecond))
+			seen = fmt.Sprintf("%.2f", float64(latency(c))/float64(time.Millisecond))
 		}
 		fmt.Fprintf(&out, "%s,%d,%.2f,%s\n", c.name, c.made.UnixMilli(), float64(c.returned.Sub(c.made))/float64(time.Millisecond), seen)
 	}
 	return os.WriteFile(path, []byte(out.String()), 0o644)
 }
 
-// windows is the p99 of the changes made in each 10 s window of the run, in ms.
+// windows is the p99 of the changes made in each 10 s window of the run, in ms: a stall
+// shows as one bad window, a backlog as growing ones.
 func (r sustainedRun) windows() string {
 	var byWindow [][]time.Duration
-	for i, w := range r.window {
+	for _, c := range r.seen() {
+		w := int(c.made.Sub(r.start) / (10 * time.Second))
 		for len(byWindow) <= w {
 			byWindow = append(byWindow, nil)
 		}
-		byWindow[w] = append(byWindow[w], r.lat[i])
+		byWindow[w] = append(byWindow[w], latency(c))
 	}
 	out := make([]string, len(byWindow))
 	for i, lat := range byWindow {
@@ -257,7 +294,7 @@ func (b *bench) drive(ctx context.Context, f *fleet, rate int, d time.Duration, 
 	var mu sync.Mutex
 	pending := map[key]int{} // the change's index in run.trace
 	c0 := b.cpu.sample()
-	start := time.Now()
+	run.start = time.Now()
 	var watching sync.WaitGroup
 	watching.Go(func() {
 		for ev := range w.ResultChan() {
@@ -268,14 +305,7 @@ func (b *bench) drive(ctx context.Context, f *fleet, rate int, d time.Duration, 
 			k := key{cj.Name, *cj.Spec.Suspend}
 			mu.Lock()
 			if i, ok := pending[k]; ok {
-				c := &run.trace[i]
-				c.seen = time.Now()
-				run.lat = append(run.lat, c.seen.Sub(c.made))
-				run.window = append(run.window, int(c.made.Sub(start)/(10*time.Second)))
-				if !c.returned.IsZero() {
-					run.after = append(run.after, c.seen.Sub(c.returned))
-				}
-				run.took = time.Since(start)
+				run.trace[i].seen = time.Now()
 				delete(pending, k)
 			}
 			mu.Unlock()
@@ -286,7 +316,7 @@ func (b *bench) drive(ctx context.Context, f *fleet, rate int, d time.Duration, 
 		defer calls.Wait()
 		tick := time.NewTicker(time.Second / time.Duration(rate))
 		defer tick.Stop()
-		for time.Since(start) < d {
+		for time.Since(run.start) < d {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
@@ -298,16 +328,12 @@ func (b *bench) drive(ctx context.Context, f *fleet, rate int, d time.Duration, 
 			run.trace = append(run.trace, changeTimes{name: name, made: time.Now()})
 			pending[key{name, !want}] = i
 			mu.Unlock()
-			run.made++
 			calls.Go(func() {
-				t0 := time.Now()
 				if err := change(ctx, name, want); err != nil {
 					b.log.WarnContext(ctx, "sustained_change_failed", "job", name, "error", err)
 				}
 				mu.Lock()
-				c := &run.trace[i]
-				c.returned = time.Now()
-				run.calls = append(run.calls, c.returned.Sub(t0))
+				run.trace[i].returned = time.Now()
 				mu.Unlock()
 			})
 		}
@@ -327,7 +353,6 @@ func (b *bench) drive(ctx context.Context, f *fleet, rate int, d time.Duration, 
 	stopWatching()
 	w.Stop()
 	watching.Wait()
-	run.seen = len(run.lat)
 	if werr := run.writeTrace(filepath.Join(b.outDir, profile+".csv")); err == nil {
 		err = werr
 	}

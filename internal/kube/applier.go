@@ -21,10 +21,10 @@ import (
 // CronJobs; every write is made as field manager FieldManager, and every write is
 // conditioned on what the caller last saw: a new CronJob is created by an apply that only
 // creates, or by a plain create (CreatePlainly; either fails with AlreadyExists rather than
-// take over an object of that name), and an
-// update or delete carries the resourceVersion of the object the caller planned from (the
-// apiserver answers Conflict when it has changed since). Before each write the Applier
-// asks its fence, if it has one, whether it may still write at all (see Fenced).
+// take over an object of that name), and an update or delete carries the resourceVersion
+// of the object the caller planned from (the apiserver answers Conflict when it has
+// changed since). Before each write the Applier asks its fence, if it has one, whether it
+// may still write at all (see Fenced).
 type Applier struct {
 	client    kubernetes.Interface
 	namespace string
@@ -186,10 +186,9 @@ func (a *Applier) create(ctx context.Context, cj *batchv1.CronJob) (*batchv1.Cro
 // take over an object of that name. It costs the apiserver about a third of what a create
 // by apply does (a failover with 1,000 creates pending under two CPU hogs, in one hour:
 // 3.1-3.7 s of apiserver CPU with creates plain behind the backlog, against 5.5 s by
-// apply; all applied 14-15 s after the freeze, against 17.3 s), and
-// records datajobs' fields as its Update entry, which the CronJob's first change hands
-// over to the apply manager (ownCreated): the synchronizer creates so when it has a
-// backlog to catch up.
+// apply; all applied 14-15 s after the freeze, against 17.3 s), and records datajobs'
+// fields as its Update entry, which the CronJob's first change hands over to the apply
+// manager (ownCreated): the synchronizer creates so when it has a backlog to catch up.
 func (a *Applier) CreatePlainly(ctx context.Context, cj *batchv1.CronJob) (*batchv1.CronJob, error) {
 	if err := a.fence.check(ctx); err != nil {
 		return nil, fmt.Errorf("create cronjob %s: %w", cj.Name, err)

@@ -65,7 +65,7 @@ func readBackfills(ctx context.Context, q queryer, team, name string, id int64) 
 
 // Backfills reads the latest 100 backfills of the job name of team, newest first.
 func (s *Store) Backfills(ctx context.Context, team, name string) ([]job.Backfill, error) {
-	if _, err := readState(ctx, s.pool, team, name); err != nil {
+	if _, err := s.GetDeploymentState(ctx, team, name); err != nil {
 		return nil, err
 	}
 	return readBackfills(ctx, s.pool, team, name, 0)

@@ -16,15 +16,6 @@ LEFT JOIN desired_data_job_deployment d ON d.data_job_name = j.name
 LEFT JOIN actual_data_job_deployment a ON a.data_job_name = j.name AND a.job_uid = j.uid
 WHERE j.name = $1`
 
-// readState reads the job name of team with its deployments (stateQuery) on db, the pool
-// or a transaction.
-func readState(ctx context.Context, db interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, team, name string,
-) (job.JobState, error) {
-	return scanState(db.QueryRow(ctx, stateQuery, name), team, name)
-}
-
 // scanState scans row, of stateQuery, as the state of the job name of team.
 func scanState(row pgx.Row, team, name string) (job.JobState, error) {
 	var st job.JobState
@@ -39,7 +30,7 @@ func scanState(row pgx.Row, team, name string) (job.JobState, error) {
 
 // GetDeploymentState reads the job name of team with its deployments, in one query.
 func (s *Store) GetDeploymentState(ctx context.Context, team, name string) (job.JobState, error) {
-	return readState(ctx, s.pool, team, name)
+	return scanState(s.pool.QueryRow(ctx, stateQuery, name), team, name)
 }
 
 // lockState is GetDeploymentState inside a transaction, with the job row locked. The lock
