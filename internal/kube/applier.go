@@ -88,7 +88,7 @@ func (a *Applier) Apply(ctx context.Context, live, cj *batchv1.CronJob) (*batchv
 	if err := a.fence.check(ctx); err != nil {
 		return nil, fmt.Errorf("apply cronjob %s: %w", cj.Name, err)
 	}
-	got, err := a.cronJobs().Apply(ctx, ac, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	got, err := a.serverSideApply(ctx, ac, true)
 	if err != nil {
 		return nil, fmt.Errorf("apply cronjob %s: %w", cj.Name, err)
 	}
@@ -172,7 +172,7 @@ func (a *Applier) create(ctx context.Context, cj *batchv1.CronJob) (*batchv1.Cro
 	if err := a.fence.check(ctx); err != nil {
 		return nil, fmt.Errorf("create cronjob %s: %w", cj.Name, err)
 	}
-	got, err := a.cronJobs().Apply(ctx, ac, metav1.ApplyOptions{FieldManager: FieldManager})
+	got, err := a.serverSideApply(ctx, ac, false)
 	if apierrors.IsConflict(err) {
 		err = apierrors.NewAlreadyExists(batchv1.Resource("cronjobs"), cj.Name)
 	}
@@ -180,6 +180,25 @@ func (a *Applier) create(ctx context.Context, cj *batchv1.CronJob) (*batchv1.Cro
 		return nil, fmt.Errorf("create cronjob %s: %w", cj.Name, err)
 	}
 	return got, nil
+}
+
+// serverSideApply sends ac as a server-side apply by field manager FieldManager: what
+// client-go's typed Apply sends, with one option its ApplyOptions cannot carry,
+// fieldValidation Ignore. Under the apiserver's default (Warn) it parses the apply body
+// twice, the second time strictly, only to warn of unknown or duplicate fields, which a
+// body marshalled from the typed API cannot have: that second YAML parse was 13 % of an
+// apply's apiserver CPU (1.2 of 8.7 ms a change, issue 28). Values are validated either way.
+func (a *Applier) serverSideApply(ctx context.Context, ac *batchv1ac.CronJobApplyConfiguration, force bool) (*batchv1.CronJob, error) {
+	if ac.Name == nil {
+		return nil, fmt.Errorf("apply configuration without a name")
+	}
+	body, err := json.Marshal(ac)
+	if err != nil {
+		return nil, fmt.Errorf("marshal apply configuration: %w", err)
+	}
+	return a.cronJobs().Patch(ctx, *ac.Name, types.ApplyPatchType, body, metav1.PatchOptions{
+		FieldManager: FieldManager, Force: &force, FieldValidation: metav1.FieldValidationIgnore,
+	})
 }
 
 // CreatePlainly creates cj with a plain create, which fails with AlreadyExists rather than
