@@ -251,7 +251,6 @@ func (b *bench) failover(ctx context.Context, n, hogs int) error {
 		return err == nil && applied >= n, err
 	})
 	cpu := c0.to(b.cpu.sample())
-	stopHogs()
 	if err != nil {
 		return err
 	}
@@ -269,6 +268,11 @@ func (b *bench) failover(ctx context.Context, n, hogs int) error {
 	if got != n {
 		return fmt.Errorf("%d CronJobs after failover, want %d", got, n)
 	}
+	floorTook, floorCPU, err := b.failoverFloor(ctx, f)
+	stopHogs()
+	if err != nil {
+		return fmt.Errorf("floor: %w", err)
+	}
 	since := func(t time.Time) string { return secs(t.Sub(tStop)) }
 	b.printf("| event | time since the leader froze (SIGSTOP) |\n|---|---|\n")
 	b.printf("| %d deployments written (service, 8 at a time) | %s |\n", n, since(tWritten))
@@ -280,6 +284,10 @@ func (b *bench) failover(ctx context.Context, n, hogs int) error {
 		"Apply part: %s from the takeover to all %d synced (%.0f deployments/s), at client QPS/burst %s.\n",
 		secs(tLead.Sub(tStop)), secs(tLead.Sub(tKill)), secs(expires.Sub(tStop)), secs(tSynced.Sub(tLead)), n,
 		float64(n)/tSynced.Sub(tLead).Seconds(), b.limits)
+	b.printf("\nFloor: the same %d CronJobs created by a bare client-go loop (plain creates, %d at a time) in a namespace of their own, "+
+		"with the hogs still running and the new leader idle: %s (%0.2fx of it the apply part); the lease part plus the floor: %s.\n",
+		n, b.workers, secs(floorTook), tSynced.Sub(tLead).Seconds()/floorTook.Seconds(), secs(tLead.Sub(tStop)+floorTook))
+	b.printf("\nCPU during the floor: %s\n", floorCPU)
 	newLeaderRSS, _ := processRSS(bproc.cmd.Process.Pid)
 	b.printf("\nRSS with %d jobs and no deployment: leader %s, follower %s; the follower once leader with %d CronJobs: %s.\n",
 		n, mib(leaderRSS), mib(followerRSS), n, mib(newLeaderRSS))
@@ -290,6 +298,27 @@ func (b *bench) failover(ctx context.Context, n, hogs int) error {
 		b.printf("\nthe new leader's CPU profile, its first 10 s as leader: `go tool pprof -top %s`\n\n", filepath.Join(b.outDir, "failover-b.cpu.pprof"))
 	}
 	return nil
+}
+
+// failoverFloor creates the fleet's CronJobs again, as rendered, with a bare client-go
+// loop in a namespace of its own: what the apply part would take if the new leader's
+// only work were the apiserver's creates, on the machine as busy as it was.
+func (b *bench) failoverFloor(ctx context.Context, f *fleet) (time.Duration, cpuReport, error) {
+	objs, err := f.rendered(ctx)
+	if err != nil {
+		return 0, cpuReport{}, err
+	}
+	ns, drop, err := b.namespace(ctx)
+	if err != nil {
+		return 0, cpuReport{}, err
+	}
+	defer drop()
+	for _, o := range objs {
+		o.Namespace = ns
+	}
+	c0 := b.cpu.sample()
+	took, _, err := b.floor(ctx, ns, objs)
+	return took, c0.to(b.cpu.sample()), err
 }
 
 // startHogs starts n busy shell loops (the machine's other work, counted in "others") and

@@ -154,21 +154,12 @@ func newFleet(ctx context.Context, b *bench, withLease bool) (*fleet, error) {
 		return fail(fmt.Errorf("connect: %w", err))
 	}
 	cleanups = append(cleanups, func() { f.conn.Close(context.Background()) })
-	f.ns = "bench-sync-" + randomHex(4)
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}
-	if _, err := b.admin.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-		return fail(fmt.Errorf("create namespace: %w", err))
+	ns, dropNS, err := b.namespace(ctx)
+	if err != nil {
+		return fail(err)
 	}
-	cleanups = append(cleanups, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		if err := cleanNamespace(ctx, b.admin, f.ns); err != nil {
-			b.log.WarnContext(ctx, "clean_namespace_failed", "error", err)
-		}
-		if err := b.admin.CoreV1().Namespaces().Delete(ctx, f.ns, metav1.DeleteOptions{}); err != nil {
-			b.log.WarnContext(ctx, "delete_namespace_failed", "error", err)
-		}
-	})
+	f.ns = ns
+	cleanups = append(cleanups, dropNS)
 	f.render = kube.RenderConfig{Namespace: f.ns, ImageRegistry: "registry.local/datajobs"}
 	if withLease {
 		epoch, ok, err := f.db.TryAcquireLease(ctx, store.SyncLeaseName, "bench", time.Hour)
@@ -178,6 +169,26 @@ func newFleet(ctx context.Context, b *bench, withLease bool) (*fleet, error) {
 		f.epoch = epoch
 	}
 	return f, nil
+}
+
+// namespace creates a namespace for benchmark CronJobs, and returns what deletes them
+// and it.
+func (b *bench) namespace(ctx context.Context) (name string, drop func(), err error) {
+	name = "bench-sync-" + randomHex(4)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if _, err := b.admin.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		return "", nil, fmt.Errorf("create namespace: %w", err)
+	}
+	return name, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		if err := cleanNamespace(ctx, b.admin, name); err != nil {
+			b.log.WarnContext(ctx, "clean_namespace_failed", "error", err)
+		}
+		if err := b.admin.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			b.log.WarnContext(ctx, "delete_namespace_failed", "error", err)
+		}
+	}, nil
 }
 
 // jobNames are the names of n benchmark jobs.

@@ -16,7 +16,8 @@
 //     chart runs them, GOMEMLIMIT), caught up and then with -running executions running:
 //     their RSS, peak RSS, Go heap and a heap profile;
 //   - failover: two `datajobs serve` processes; the leader is frozen, changes are written,
-//     the leader is killed, and the follower's takeover and apply are timed.
+//     the leader is killed, and the follower's takeover and apply are timed, next to a
+//     bare client-go loop creating the same CronJobs on the machine as busy (the floor).
 //
 // It reads DATAJOBS_TEST_DATABASE_URL and DATAJOBS_TEST_KUBECONFIG (or -env-file), creates
 // its own databases and namespaces, removes them at the end, and stops after -timeout.

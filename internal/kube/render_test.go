@@ -274,6 +274,7 @@ func TestHashIsStable(t *testing.T) {
 		cj, got := Render(testJob(), testDeployment(), testConfig())
 		require.Equal(t, want, got)
 		require.Equal(t, want, Hash(cj))
+		require.Equal(t, want, cj.Annotations[AnnotationHash], "Hash leaves the object it hashes as it was")
 	}
 	// Fixed, so that a change of the rendering (which redeploys every job once) is a
 	// deliberate decision: update this value and say so in the release notes. (Changed by
