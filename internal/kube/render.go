@@ -333,8 +333,9 @@ func labelsOf(j job.Job, cfg RenderConfig) map[string]string {
 // without the hash and deployed-by annotations. encoding/json writes struct fields in
 // declaration order and map keys sorted, and Render sorts the env, so the hash is the
 // same across processes and runs. It is meant for Render's output, not for live objects.
-// A shallow copy with its own annotations is enough: Marshal only reads (a deep copy was
-// 40 % of Hash, and Hash 15 % of a new leader's CPU creating 1,000 CronJobs).
+// A shallow copy with its own annotations is enough: Marshal only reads. The deep copy
+// it replaces was 4.8 of about 21 µs and 45 of 110 allocations a Hash, and Hash was 15 %
+// of a new leader's CPU creating 1,000 CronJobs.
 func Hash(cj *batchv1.CronJob) string {
 	c := *cj
 	c.Annotations = maps.Clone(cj.Annotations)
