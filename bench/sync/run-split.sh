@@ -3,7 +3,7 @@
 # plane (kube-apiserver, etcd, the controller manager, the scheduler) on CPU 0 and
 # PostgreSQL with the benchmark (the service and the synchronizer) on CPU 1, as a cluster
 # keeps its apiserver off the service's nodes: on 2 shared cores the apiserver's garbage
-# collector takes CPU from PostgreSQL and the service (docs/benchmarks.md, issue 28,
+# collector takes CPU from PostgreSQL and the service (docs/benchmarks-history.md, issue 28,
 # seventh part). Needs taskset (util-linux) and 2 CPUs. Arguments go to the benchmark.
 #
 #   bash bench/sync/run-split.sh -scenarios sustained -noop-n 20000 -rates 50 -sustain 60s
