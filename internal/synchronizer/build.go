@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/datajobs/datajobs/internal/build"
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
 )
 
@@ -60,7 +61,7 @@ type BuildConfig struct {
 type buildStage struct {
 	t       *term
 	cfg     BuildConfig
-	queue   *workQueue
+	queue   *controller.Queue
 	backoff *buildBackoff
 	metrics *BuildMetrics
 }
@@ -80,7 +81,7 @@ func (s *Synchronizer) newBuildStage(t *term) *buildStage {
 	backoff := newBuildBackoff(s.cfg.RetryBase, s.cfg.RetryMax)
 	return &buildStage{
 		t: t, cfg: cfg, metrics: cfg.Metrics, backoff: backoff,
-		queue: newWorkQueue(cfg.Metrics.queue, backoff, s.log, "job", "build_failed"),
+		queue: controller.NewQueue(cfg.Metrics.queue, backoff, s.log, "job", "build_failed"),
 	}
 }
 
@@ -90,8 +91,8 @@ func (b *buildStage) start(ctx context.Context, wg *sync.WaitGroup) {
 		return
 	}
 	wg.Go(func() {
-		runQueue(ctx, b.queue, b.cfg.Workers, func(ctx context.Context, name string) (result, error) {
-			return result{}, b.build(ctx, name)
+		controller.Run(ctx, b.queue, b.cfg.Workers, func(ctx context.Context, name string) (controller.Result, error) {
+			return controller.Result{}, b.build(ctx, name)
 		})
 	})
 }
@@ -257,13 +258,13 @@ type BuildMetrics struct {
 	pushed    prometheus.Counter
 	cacheHits prometheus.Counter
 	requests  *prometheus.CounterVec
-	queue     *queueMetrics
+	queue     *controller.Metrics
 }
 
 // NewBuildMetrics registers the build metrics on reg (nil: registered nowhere).
 func NewBuildMetrics(reg prometheus.Registerer) *BuildMetrics {
 	m := &BuildMetrics{
-		queue: newQueueMetrics("datajobs_build_queue", "build", "Job names", "datajobs_build_panics_total"),
+		queue: controller.NewMetrics("datajobs_build_queue", "build", "Job names", "datajobs_build_panics_total"),
 		builds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "datajobs_build_builds_total", Help: "Image builds, by result (ok, user_error, platform_error).",
 		}, []string{"result"}),
@@ -283,7 +284,7 @@ func NewBuildMetrics(reg prometheus.Registerer) *BuildMetrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.builds, m.duration, m.pushed, m.cacheHits, m.requests)
-		reg.MustRegister(m.queue.collectors()...)
+		reg.MustRegister(m.queue.Collectors()...)
 	}
 	return m
 }

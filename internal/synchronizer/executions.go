@@ -13,6 +13,7 @@ import (
 	batchlisters "k8s.io/client-go/listers/batch/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/leader"
@@ -153,7 +154,7 @@ type execTerm struct {
 	fence job.Fence
 	jobs  batchlisters.JobNamespaceLister
 	pods  cache.Indexer
-	queue *workQueue
+	queue *controller.Queue
 
 	mu   sync.Mutex
 	seen map[string]time.Time // when an event about an execution was first seen since its last write
@@ -172,11 +173,11 @@ type execTerm struct {
 	stale map[string]bool
 
 	// writes batches the workers' status writes (executions_writer.go).
-	writes *batcher[writeRequest]
+	writes *controller.Batcher[writeRequest]
 	// logQueue holds the finished executions whose log is to be kept, the pod of each in
 	// logPods: read and written after the final status, so that a slow log read delays
 	// no status (executions_logs.go).
-	logQueue *workQueue
+	logQueue *controller.Queue
 	logPods  *kept[*corev1.Pod]
 	// backfill wakes the backfill loop (backfill.go).
 	backfill *backfills
@@ -198,8 +199,8 @@ func (x *Executions) Run(ctx context.Context, epoch int64) error {
 	defer wg.Wait()
 	defer t.queue.ShutDown()
 	defer t.logQueue.ShutDown()
-	defer t.writes.stop() // run returns once what was handed over is written
-	wg.Go(func() { t.writes.run(ctx) })
+	defer t.writes.Stop() // run returns once what was handed over is written
+	wg.Go(func() { t.writes.Run(ctx) })
 	// Requests that arrive during the first pass wait in the queue.
 	listening := make(chan struct{})
 	wg.Go(func() { t.listen(ctx, listening) })
@@ -212,12 +213,14 @@ func (x *Executions) Run(ctx context.Context, epoch int64) error {
 		x.log.WarnContext(ctx, "executions_pass_failed", "error", err)
 		t.queue.AddRateLimited(resyncKey)
 	}
-	wg.Go(func() { runQueue(ctx, t.queue, x.cfg.Workers, t.reconcile) })
-	wg.Go(func() { runQueue(ctx, t.logQueue, x.cfg.LogWorkers, t.keepLog) })
-	wg.Go(func() { every(ctx, x.cfg.ResyncInterval, func() bool { t.queue.Add(resyncKey); return true }) })
-	wg.Go(func() { every(ctx, x.cfg.RetentionInterval, func() bool { t.cleanup(ctx); return true }) })
+	wg.Go(func() { controller.Run(ctx, t.queue, x.cfg.Workers, t.reconcile) })
+	wg.Go(func() { controller.Run(ctx, t.logQueue, x.cfg.LogWorkers, t.keepLog) })
 	wg.Go(func() {
-		every(ctx, x.cfg.MissedRunsInterval, func() bool { t.checkMisses(ctx); t.checkLateness(ctx); return true })
+		controller.Every(ctx, x.cfg.ResyncInterval, func() bool { t.queue.Add(resyncKey); return true })
+	})
+	wg.Go(func() { controller.Every(ctx, x.cfg.RetentionInterval, func() bool { t.cleanup(ctx); return true }) })
+	wg.Go(func() {
+		controller.Every(ctx, x.cfg.MissedRunsInterval, func() bool { t.checkMisses(ctx); t.checkLateness(ctx); return true })
 	})
 	wg.Go(func() { t.runBackfills(ctx) })
 	<-ctx.Done()
@@ -226,17 +229,17 @@ func (x *Executions) Run(ctx context.Context, epoch int64) error {
 
 // reconcile handles one queue item: an execution id, or a full pass. It plans from the
 // term's view of the row, the cached Job and pods, and carries the plan out.
-func (t *execTerm) reconcile(ctx context.Context, id string) (result, error) {
+func (t *execTerm) reconcile(ctx context.Context, id string) (controller.Result, error) {
 	if id == resyncKey {
-		return result{}, t.pass(ctx)
+		return controller.Result{}, t.pass(ctx)
 	}
 	row, err := t.row(ctx, id)
 	if err != nil {
-		return result{}, err
+		return controller.Result{}, err
 	}
 	live, err := t.live(id)
 	if err != nil {
-		return result{}, err
+		return controller.Result{}, err
 	}
 	last := t.takeDeleted(id)
 	p := planExecution(row, live, last, t.podsNamed(id), t.deletedPodsOf(id), t.x.cfg.Now(), t.x.cfg.ImagePullGrace)

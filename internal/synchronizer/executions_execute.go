@@ -10,6 +10,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
 )
@@ -17,14 +18,14 @@ import (
 // execute carries out an execution's plan, step by step: the Job writes through the
 // fenced kube.JobApplier, the statuses through the batched, fenced writer. An error
 // stops it and is retried with backoff; the result says when to look again.
-func (t *execTerm) execute(ctx context.Context, p execPlan) (result, error) {
+func (t *execTerm) execute(ctx context.Context, p execPlan) (controller.Result, error) {
 	if p.Forget {
 		t.forget(p.ID) // its Job is gone: no more events about it
 	}
 	if p.Settled {
 		t.takeSeen(p.ID)
 	}
-	res := result{requeueAfter: p.RecheckAfter}
+	res := controller.Result{RequeueAfter: p.RecheckAfter}
 	for _, step := range p.Steps {
 		var err error
 		switch step {
@@ -41,7 +42,7 @@ func (t *execTerm) execute(ctx context.Context, p execPlan) (result, error) {
 			gone, goneErr := t.x.jobs.Gone(ctx, p.ID)
 			if goneErr != nil || !gone {
 				// A Job created a moment ago may not be in the cache yet: look again.
-				return result{requeueAfter: time.Second}, goneErr
+				return controller.Result{RequeueAfter: time.Second}, goneErr
 			}
 			err = t.record(ctx, p.Row, nil, p.Update)
 		case execCollectLogs:
@@ -52,7 +53,7 @@ func (t *execTerm) execute(ctx context.Context, p execPlan) (result, error) {
 			}
 		}
 		if err != nil {
-			return result{}, err
+			return controller.Result{}, err
 		}
 	}
 	return res, nil

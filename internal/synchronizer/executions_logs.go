@@ -10,6 +10,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
 )
@@ -59,12 +60,12 @@ func (t *execTerm) queueMissingLogs(ctx context.Context, jobs []*batchv1.Job) er
 // keepLog reads and keeps the log of the finished execution id (a log queue item). A read
 // that fails is retried with backoff while the pod is there; a pod that is gone leaves
 // the log pending: it was not kept, and the API says so.
-func (t *execTerm) keepLog(ctx context.Context, id string) (result, error) {
+func (t *execTerm) keepLog(ctx context.Context, id string) (controller.Result, error) {
 	t.mu.Lock()
 	pod, _ := t.logPods.get(id)
 	t.mu.Unlock()
 	if pod == nil {
-		return result{}, nil // kept meanwhile, or dropped past the bound
+		return controller.Result{}, nil // kept meanwhile, or dropped past the bound
 	}
 	text, truncated, err := t.x.logs.PodLog(ctx, pod, 0, t.x.cfg.LogBytes)
 	switch {
@@ -74,10 +75,10 @@ func (t *execTerm) keepLog(ctx context.Context, id string) (result, error) {
 		if ctx.Err() == nil {
 			t.x.cfg.Metrics.logsUnreadable.Inc()
 		}
-		return result{}, fmt.Errorf("keep log of execution %s: %w", id, err)
+		return controller.Result{}, fmt.Errorf("keep log of execution %s: %w", id, err)
 	default:
 		if _, err := t.x.db.StoreExecutionLog(ctx, t.fence, id, job.StoredLog{Logs: text, Truncated: truncated}); err != nil {
-			return result{}, err
+			return controller.Result{}, err
 		}
 	}
 	t.mu.Lock()
@@ -86,7 +87,7 @@ func (t *execTerm) keepLog(ctx context.Context, id string) (result, error) {
 		t.x.cfg.Metrics.kept.WithLabelValues("log").Set(float64(t.logPods.len()))
 	}
 	t.mu.Unlock()
-	return result{}, nil
+	return controller.Result{}, nil
 }
 
 // logLost tells that the log of the finished execution id cannot be kept: its pod went

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
 )
 
@@ -26,14 +27,14 @@ type ExecutionMetrics struct {
 	statesDropped *prometheus.CounterVec
 	kept          *prometheus.GaugeVec
 	// queue and logQueue are the tracker's queues' (status, and logs to keep).
-	queue, logQueue *queueMetrics
+	queue, logQueue *controller.Metrics
 }
 
 // NewExecutionMetrics registers the execution metrics on reg (nil: registered nowhere).
 func NewExecutionMetrics(reg prometheus.Registerer) *ExecutionMetrics {
 	m := &ExecutionMetrics{
-		queue:    newQueueMetrics("datajobs_executions_queue", "execution", "Execution ids", "datajobs_executions_panics_total"),
-		logQueue: newQueueMetrics("datajobs_execution_logs_queue", "execution_log", "Execution ids", "datajobs_execution_logs_panics_total"),
+		queue:    controller.NewMetrics("datajobs_executions_queue", "execution", "Execution ids", "datajobs_executions_panics_total"),
+		logQueue: controller.NewMetrics("datajobs_execution_logs_queue", "execution_log", "Execution ids", "datajobs_execution_logs_panics_total"),
 		started: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "datajobs_executions_jobs_created_total", Help: "Kubernetes Jobs created for manual starts.",
 		}),
@@ -70,8 +71,8 @@ func NewExecutionMetrics(reg prometheus.Registerer) *ExecutionMetrics {
 	if reg != nil {
 		reg.MustRegister(m.started, m.finished, m.duration, m.writeLag, m.running, m.logsUnreadable, m.logsLost,
 			m.logsDropped, m.statesDropped, m.kept)
-		reg.MustRegister(m.queue.collectors()...)
-		reg.MustRegister(m.logQueue.collectors()...)
+		reg.MustRegister(m.queue.Collectors()...)
+		reg.MustRegister(m.logQueue.Collectors()...)
 	}
 	return m
 }

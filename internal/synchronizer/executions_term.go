@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/store"
@@ -41,12 +42,12 @@ func (x *Executions) startTerm(ctx context.Context, epoch int64) (*execTerm, fun
 	t := &execTerm{
 		x: x, fence: job.Fence{Epoch: epoch}, jobs: jobInformer.Lister().Jobs(x.cfg.Namespace),
 		pods:  podInformer.Informer().GetIndexer(),
-		queue: newWorkQueue(m.queue, exponential(200*time.Millisecond, time.Minute), x.log, "execution", "execution_sync_failed"),
+		queue: controller.NewQueue(m.queue, controller.Exponential(200*time.Millisecond, time.Minute), x.log, "execution", "execution_sync_failed"),
 		seen:  map[string]time.Time{}, deleted: newKept[*batchv1.Job](x.cfg.MaxKept),
 		deletedPods: newKept[[]*corev1.Pod](x.cfg.MaxKept),
 		rows:        map[string]job.TrackedExecution{}, stale: map[string]bool{},
 		logPods: newKept[*corev1.Pod](x.cfg.MaxKept), backfill: newBackfills(),
-		logQueue: newWorkQueue(m.logQueue, exponential(time.Second, time.Minute), x.log, "execution", "execution_log_store_failed"),
+		logQueue: controller.NewQueue(m.logQueue, controller.Exponential(time.Second, time.Minute), x.log, "execution", "execution_log_store_failed"),
 	}
 	t.writes = t.newStatusWriter()
 	for _, kind := range []string{"deleted_job", "deleted_pod", "log"} {
@@ -187,7 +188,7 @@ func (t *execTerm) podsNamed(id string) []*corev1.Pod {
 // reconnection queues a pass for what it may have missed. It closes listening once it
 // listens the first time.
 func (t *execTerm) listen(ctx context.Context, listening chan struct{}) {
-	listenLoop(ctx, t.x.db, store.ExecutionsChannel, 500*time.Millisecond, t.x.log, func(first bool) {
+	controller.Listen(ctx, t.x.db, store.ExecutionsChannel, 500*time.Millisecond, t.x.log, func(first bool) {
 		if first {
 			close(listening)
 		} else {

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
 )
 
-// The workers' status writes go through the term's batcher (batcher.go, the same group
+// The workers' status writes go through the term's batcher (controller.Batcher, the same group
 // commit as the CronJob side's records): a status written while no other is in flight is
 // written at once, alone; those handed over during a write go together into the next
 // statement (Store.RecordExecutions). One status is one row written whatever the batch;
@@ -29,14 +30,14 @@ var errWriterStopped = errors.New("the term is over: the execution status was no
 
 // newStatusWriter returns the term's batcher of status writes, a batch bounded by four
 // per worker.
-func (t *execTerm) newStatusWriter() *batcher[writeRequest] {
-	return newBatcher(4*t.x.cfg.Workers, t.writeBatch)
+func (t *execTerm) newStatusWriter() *controller.Batcher[writeRequest] {
+	return controller.NewBatcher(4*t.x.cfg.Workers, t.writeBatch)
 }
 
 // write hands a status write to the batcher and waits for its outcome.
 func (t *execTerm) write(ctx context.Context, u job.ExecutionUpdate) (bool, error) {
 	req := writeRequest{u: u, done: make(chan writeResult, 1)}
-	if !t.writes.add(req) {
+	if !t.writes.Add(req) {
 		return false, errWriterStopped
 	}
 	select {

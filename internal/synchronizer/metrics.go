@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
 )
 
@@ -25,13 +26,13 @@ type Metrics struct {
 	restoreNewer   prometheus.Gauge
 	teamSecrets    *prometheus.CounterVec
 	// queue is the sync queue's, with the panics of reconciles (datajobs_sync_panics_total).
-	queue *queueMetrics
+	queue *controller.Metrics
 }
 
 // NewMetrics registers the synchronizer's metrics on reg (nil: registered nowhere).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		queue: newQueueMetrics("datajobs_sync_queue", "sync", "Job names", "datajobs_sync_panics_total"),
+		queue: controller.NewMetrics("datajobs_sync_queue", "sync", "Job names", "datajobs_sync_panics_total"),
 		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "datajobs_sync_passes_total", Help: "Full resync passes, by result (ok or error).",
 		}, []string{"result"}),
@@ -76,7 +77,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.passes, m.passDuration, m.reconciles, m.driftRepairs, m.orphansRemoved, m.deployments, m.lag, m.plannedActions, m.pruneRefused, m.orphansKept, m.restoreRefused, m.restoreNewer, m.teamSecrets)
-		reg.MustRegister(m.queue.collectors()...)
+		reg.MustRegister(m.queue.Collectors()...)
 	}
 	return m
 }

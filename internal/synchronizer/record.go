@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
 )
 
@@ -24,7 +25,7 @@ import (
 type recorder struct {
 	db     Store
 	fence  job.Fence
-	writes *batcher[pendingRecord]
+	writes *controller.Batcher[pendingRecord]
 }
 
 // pendingRecord is one actual row to write, and what to do once it is written (wrote) or
@@ -39,23 +40,23 @@ var errRecorderStopped = errors.New("the term is over: the applied CronJob was n
 
 func newRecorder(db Store, fence job.Fence, maxBatch int) *recorder {
 	r := &recorder{db: db, fence: fence}
-	r.writes = newBatcher(maxBatch, r.write)
+	r.writes = controller.NewBatcher(maxBatch, r.write)
 	return r
 }
 
 // add hands over one row; done is called exactly once, from the recorder's goroutine (or
 // from add itself once the recorder has stopped).
 func (r *recorder) add(a job.ActualDeployment, done func(wrote bool, err error)) {
-	if !r.writes.add(pendingRecord{actual: a, done: done}) {
+	if !r.writes.Add(pendingRecord{actual: a, done: done}) {
 		done(false, errRecorderStopped)
 	}
 }
 
 // stop ends run once it has written what was handed over; call it after the last add.
-func (r *recorder) stop() { r.writes.stop() }
+func (r *recorder) stop() { r.writes.Stop() }
 
 // run writes batches until stop, and then what is left.
-func (r *recorder) run(ctx context.Context) { r.writes.run(ctx) }
+func (r *recorder) run(ctx context.Context) { r.writes.Run(ctx) }
 
 // write records one batch and finishes each of its jobs.
 func (r *recorder) write(ctx context.Context, batch []pendingRecord) {

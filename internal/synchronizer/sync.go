@@ -4,8 +4,8 @@
 // (a NOTIFY from the API, an informer event on a CronJob of the namespace, the periodic
 // resync), a reconcile reads fresh state, plans the one thing that makes the cluster match
 // (plan.go) and does it (execute.go). The execution tracker (Executions) does the same for
-// the Jobs of executions, keyed by execution id. Every queue of both runs on runQueue
-// (loop.go).
+// the Jobs of executions, keyed by execution id. Every queue of both runs on the shared
+// loop of package controller.
 package synchronizer
 
 import (
@@ -26,6 +26,7 @@ import (
 	batchlisters "k8s.io/client-go/listers/batch/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/leader"
@@ -171,7 +172,7 @@ type term struct {
 	fence  job.Fence
 	render kube.RenderConfig
 	lister batchlisters.CronJobNamespaceLister
-	queue  *workQueue
+	queue  *controller.Queue
 	builds *buildStage  // nil without a builder
 	teams  *teamSecrets // nil without TeamOAuthKeys
 	// records writes the rows of applied CronJobs in batches; nil in a single pass
@@ -226,7 +227,7 @@ func (s *Synchronizer) Run(ctx context.Context, epoch int64) error {
 	t.records = newRecorder(s.db, t.fence, s.cfg.RecordBatch)
 	wg.Go(func() { t.records.run(ctx) })
 	var workers sync.WaitGroup
-	workers.Go(func() { runQueue(ctx, t.queue, s.cfg.Workers, t.reconcile) })
+	workers.Go(func() { controller.Run(ctx, t.queue, s.cfg.Workers, t.reconcileKey) })
 	defer func() {
 		// The recorder stops after the last worker, which may have handed it a row.
 		t.queue.ShutDown()
@@ -238,7 +239,9 @@ func (s *Synchronizer) Run(ctx context.Context, epoch int64) error {
 		wg.Go(func() { t.listenTeamOAuth(ctx) })
 	}
 	t.queue.Add(resyncKey) // a first pass at once, then every ResyncInterval
-	wg.Go(func() { every(ctx, s.cfg.ResyncInterval, func() bool { t.queue.Add(resyncKey); return true }) })
+	wg.Go(func() {
+		controller.Every(ctx, s.cfg.ResyncInterval, func() bool { t.queue.Add(resyncKey); return true })
+	})
 	<-ctx.Done()
 	if cause := context.Cause(ctx); errors.Is(cause, ErrAPIServerUnreachable) {
 		return cause
@@ -255,7 +258,7 @@ var ErrAPIServerUnreachable = errors.New("the Kubernetes API server has not answ
 func (s *Synchronizer) watchAPIServer(ctx context.Context, cancel context.CancelCauseFunc) {
 	period := s.cfg.StepDownAfter / 4
 	last := time.Now()
-	every(ctx, period, func() bool {
+	controller.Every(ctx, period, func() bool {
 		pingCtx, done := context.WithTimeout(ctx, period)
 		_, err := s.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(pingCtx)
 		done()
@@ -298,7 +301,7 @@ func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(
 	factory := informers.NewSharedInformerFactoryWithOptions(s.client, 0, informers.WithNamespace(s.cfg.Render.Namespace),
 		informers.WithTransform(kube.Trim))
 	informer := factory.Batch().V1().CronJobs()
-	queue := newWorkQueue(s.metrics.queue, exponential(s.cfg.RetryBase, s.cfg.RetryMax), s.log, "job", "")
+	queue := controller.NewQueue(s.metrics.queue, controller.Exponential(s.cfg.RetryBase, s.cfg.RetryMax), s.log, "job", "")
 	t := &term{
 		s: s, fence: job.Fence{Epoch: epoch}, render: render, lister: informer.Lister().CronJobs(s.cfg.Render.Namespace), queue: queue,
 		echoes: map[string]echo{}, prefetched: map[string]Plan{}, notified: map[string]int64{},
@@ -349,9 +352,9 @@ func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(
 }
 
 // finish ends the reconcile of a name handed over to the term's recorder, once its row
-// is written (workQueue.finish).
+// is written (controller.Queue.Finish).
 func (t *term) finish(ctx context.Context, name string, res result, err error) {
-	t.queue.finish(ctx, name, res, err)
+	t.queue.Finish(ctx, name, res.loop(), err)
 }
 
 // resyncKey is a queue item that asks for a full pass; it cannot be a job name.

@@ -1,4 +1,4 @@
-package synchronizer
+package controller
 
 import (
 	"context"
@@ -11,30 +11,33 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/datajobs/datajobs/internal/testenv"
 )
 
-// loopFixture runs one queue on runQueue, as every stage of the leader does.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// loopFixture runs one queue on Run, as every stage of the leader does.
 type loopFixture struct {
-	q       *workQueue
-	m       *queueMetrics
+	q       *Queue
+	m       *Metrics
 	logs    *testenv.LogBuffer
 	stopped chan struct{}
 }
 
-func runLoop(t *testing.T, reconcile func(context.Context, string) (result, error)) *loopFixture {
+func runLoop(t *testing.T, reconcile func(context.Context, string) (Result, error)) *loopFixture {
 	t.Helper()
 	f := &loopFixture{
-		m:       newQueueMetrics("test_queue", "execution", "Keys", "test_panics_total"),
+		m:       NewMetrics("test_queue", "execution", "Keys", "test_panics_total"),
 		logs:    &testenv.LogBuffer{},
 		stopped: make(chan struct{}),
 	}
 	log := slog.New(slog.NewJSONHandler(f.logs, nil))
-	f.q = newWorkQueue(f.m, exponential(time.Millisecond, 10*time.Millisecond), log, "execution", "execution_sync_failed")
+	f.q = NewQueue(f.m, Exponential(time.Millisecond, 10*time.Millisecond), log, "execution", "execution_sync_failed")
 	go func() {
 		defer close(f.stopped)
-		runQueue(t.Context(), f.q, 2, reconcile)
+		Run(t.Context(), f.q, 2, reconcile)
 	}()
 	t.Cleanup(func() {
 		f.q.ShutDown()
@@ -59,11 +62,11 @@ func counterValue(c prometheus.Counter) float64 {
 func TestAPanicInAWorkerIsRecoveredLoggedCountedAndRetried(t *testing.T) {
 	t.Parallel()
 	var calls atomic.Int32
-	f := runLoop(t, func(context.Context, string) (result, error) {
+	f := runLoop(t, func(context.Context, string) (Result, error) {
 		if calls.Add(1) == 1 {
 			panic("injected fault: the reconcile panics")
 		}
-		return result{}, nil
+		return Result{}, nil
 	})
 	f.q.Add("exec-1")
 	require.Eventually(t, func() bool { return f.results("success") == 1 }, 10*time.Second, time.Millisecond)
@@ -78,9 +81,9 @@ func TestAPanicInAWorkerIsRecoveredLoggedCountedAndRetried(t *testing.T) {
 func TestATerminalResultIsNotRetriedAndIsCountedApart(t *testing.T) {
 	t.Parallel()
 	var calls atomic.Int32
-	f := runLoop(t, func(context.Context, string) (result, error) {
+	f := runLoop(t, func(context.Context, string) (Result, error) {
 		calls.Add(1)
-		return result{terminal: true}, nil
+		return Result{Terminal: true}, nil
 	})
 	f.q.Add("job-a")
 	require.Eventually(t, func() bool { return f.results("terminal") == 1 }, 10*time.Second, time.Millisecond)
@@ -94,11 +97,11 @@ func TestATerminalResultIsNotRetriedAndIsCountedApart(t *testing.T) {
 func TestAnErrorIsRetriedWithBackoffAndForgottenOnSuccess(t *testing.T) {
 	t.Parallel()
 	var calls atomic.Int32
-	f := runLoop(t, func(context.Context, string) (result, error) {
+	f := runLoop(t, func(context.Context, string) (Result, error) {
 		if calls.Add(1) <= 2 {
-			return result{}, errors.New("injected fault: the database is down")
+			return Result{}, errors.New("injected fault: the database is down")
 		}
-		return result{}, nil
+		return Result{}, nil
 	})
 	f.q.Add("exec-2")
 	require.Eventually(t, func() bool { return f.results("success") == 1 }, 10*time.Second, time.Millisecond)
@@ -111,11 +114,11 @@ func TestAnErrorIsRetriedWithBackoffAndForgottenOnSuccess(t *testing.T) {
 func TestARequeueAfterLooksAgainWithoutAnEvent(t *testing.T) {
 	t.Parallel()
 	var calls atomic.Int32
-	f := runLoop(t, func(context.Context, string) (result, error) {
+	f := runLoop(t, func(context.Context, string) (Result, error) {
 		if calls.Add(1) == 1 {
-			return result{requeueAfter: time.Millisecond}, nil
+			return Result{RequeueAfter: time.Millisecond}, nil
 		}
-		return result{}, nil
+		return Result{}, nil
 	})
 	f.q.Add("exec-3")
 	require.Eventually(t, func() bool { return f.results("success") == 1 }, 10*time.Second, time.Millisecond)

@@ -1,16 +1,16 @@
-package synchronizer
+package controller
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/util/workqueue"
 )
 
-// queueMetrics exports client-go's own workqueue instrumentation (depth, adds, wait and
+// Metrics exports client-go's own workqueue instrumentation (depth, adds, wait and
 // work times, retries, stuck work) of one of the leader's queues, with the results of its
-// reconciles and its panics (runQueue). It is the queue's MetricsProvider: each term's
+// reconciles and its panics (Run). It is the queue's MetricsProvider: each term's
 // new queue gets the same collectors, since there is one queue of a kind at a time and
 // its name is already in the metric names (prefix).
-type queueMetrics struct {
+type Metrics struct {
 	// prefix names the metrics (datajobs_sync_queue_depth, ...) and the queue; subject
 	// names the log event of a panic (sync_panic, ...).
 	prefix, subject string
@@ -26,11 +26,12 @@ type queueMetrics struct {
 	panics         prometheus.Counter
 }
 
-// newQueueMetrics returns the metrics of the queue of items (what its Help texts call a
-// key), whose panics are counted as panicsName.
-func newQueueMetrics(prefix, subject, items, panicsName string) *queueMetrics {
+// NewMetrics returns the metrics of the queue of items (what its Help texts call a
+// key), named prefix (datajobs_sync_queue_depth, ...), whose panics are logged as
+// subject+"_panic" and counted as panicsName. Register its Collectors.
+func NewMetrics(prefix, subject, items, panicsName string) *Metrics {
 	buckets := prometheus.ExponentialBuckets(0.001, 4, 10)
-	return &queueMetrics{
+	return &Metrics{
 		prefix: prefix, subject: subject,
 		depth: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: prefix + "_depth", Help: items + " waiting to be reconciled.",
@@ -62,28 +63,42 @@ func newQueueMetrics(prefix, subject, items, panicsName string) *queueMetrics {
 	}
 }
 
-func (q *queueMetrics) collectors() []prometheus.Collector {
+// Collectors are the metrics to register.
+func (q *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{q.depth, q.adds, q.latency, q.workDuration, q.unfinished, q.longestRunning, q.retries, q.results, q.panics}
 }
 
-func (q *queueMetrics) result(r string) { q.results.WithLabelValues(r).Inc() }
+func (q *Metrics) result(r string) { q.results.WithLabelValues(r).Inc() }
 
-func (q *queueMetrics) NewDepthMetric(string) workqueue.GaugeMetric            { return q.depth }
-func (q *queueMetrics) NewAddsMetric(string) workqueue.CounterMetric           { return q.adds }
-func (q *queueMetrics) NewLatencyMetric(string) workqueue.HistogramMetric      { return q.latency }
-func (q *queueMetrics) NewWorkDurationMetric(string) workqueue.HistogramMetric { return q.workDuration }
-func (q *queueMetrics) NewRetriesMetric(string) workqueue.CounterMetric        { return q.retries }
+// The workqueue.MetricsProvider methods hand client-go the queue's collectors.
 
-func (q *queueMetrics) NewUnfinishedWorkSecondsMetric(string) workqueue.SettableGaugeMetric {
+// NewDepthMetric is the queue's depth.
+func (q *Metrics) NewDepthMetric(string) workqueue.GaugeMetric { return q.depth }
+
+// NewAddsMetric is the keys added.
+func (q *Metrics) NewAddsMetric(string) workqueue.CounterMetric { return q.adds }
+
+// NewLatencyMetric is the wait before a worker takes a key.
+func (q *Metrics) NewLatencyMetric(string) workqueue.HistogramMetric { return q.latency }
+
+// NewWorkDurationMetric is the time spent on a key.
+func (q *Metrics) NewWorkDurationMetric(string) workqueue.HistogramMetric { return q.workDuration }
+
+// NewRetriesMetric is the keys re-queued with backoff.
+func (q *Metrics) NewRetriesMetric(string) workqueue.CounterMetric { return q.retries }
+
+// NewUnfinishedWorkSecondsMetric is the work in progress not yet done.
+func (q *Metrics) NewUnfinishedWorkSecondsMetric(string) workqueue.SettableGaugeMetric {
 	return q.unfinished
 }
 
-func (q *queueMetrics) NewLongestRunningProcessorSecondsMetric(string) workqueue.SettableGaugeMetric {
+// NewLongestRunningProcessorSecondsMetric is the age of the longest reconcile in progress.
+func (q *Metrics) NewLongestRunningProcessorSecondsMetric(string) workqueue.SettableGaugeMetric {
 	return q.longestRunning
 }
 
 // newTerm resets what a previous term's queue left: its items were dropped with it.
-func (q *queueMetrics) newTerm() {
+func (q *Metrics) newTerm() {
 	q.depth.Set(0)
 	q.unfinished.Set(0)
 	q.longestRunning.Set(0)

@@ -1,4 +1,4 @@
-package synchronizer
+package controller
 
 import (
 	"context"
@@ -14,14 +14,14 @@ import (
 func TestBatcherWritesAtOnceWhenIdleAndGathersWhatArrivesDuringAWrite(t *testing.T) {
 	writes := make(chan []int)
 	release := make(chan struct{})
-	b := newBatcher(3, func(_ context.Context, batch []int) {
+	b := NewBatcher(3, func(_ context.Context, batch []int) {
 		writes <- batch
 		<-release
 	})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		b.run(t.Context())
+		b.Run(t.Context())
 	}()
 	next := func() []int {
 		t.Helper()
@@ -35,15 +35,15 @@ func TestBatcherWritesAtOnceWhenIdleAndGathersWhatArrivesDuringAWrite(t *testing
 	}
 
 	// Idle: the first item is written at once, alone, with no timer and no company.
-	require.True(t, b.add(1))
+	require.True(t, b.Add(1))
 	require.Equal(t, []int{1}, next())
 	// While that write is in flight, items wait, and go together into the next write, up
 	// to the bound; the rest into the one after.
 	for i := 2; i <= 4; i++ {
-		require.True(t, b.add(i))
+		require.True(t, b.Add(i))
 	}
 	added := make(chan bool)
-	go func() { added <- b.add(5) }() // blocks: the bound is reached (backpressure)
+	go func() { added <- b.Add(5) }() // blocks: the bound is reached (backpressure)
 	release <- struct{}{}
 	require.Equal(t, []int{2, 3, 4}, next())
 	release <- struct{}{}
@@ -52,8 +52,8 @@ func TestBatcherWritesAtOnceWhenIdleAndGathersWhatArrivesDuringAWrite(t *testing
 	release <- struct{}{}
 
 	// Stop writes what was added before it, then run returns; later adds are refused.
-	require.True(t, b.add(6))
-	b.stop()
+	require.True(t, b.Add(6))
+	b.Stop()
 	require.Equal(t, []int{6}, next())
 	release <- struct{}{}
 	select {
@@ -61,5 +61,5 @@ func TestBatcherWritesAtOnceWhenIdleAndGathersWhatArrivesDuringAWrite(t *testing
 	case <-time.After(10 * time.Second):
 		t.Fatal("run did not return after stop")
 	}
-	require.False(t, b.add(7))
+	require.False(t, b.Add(7))
 }
