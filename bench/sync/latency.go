@@ -143,5 +143,41 @@ func (b *bench) latency(ctx context.Context, f *fleet, changes, jobs int) error 
 	b.printf("During the %d changes the synchronizer sent %d write and %d read requests to Kubernetes, and made %d database write calls.\n",
 		changes, counter.writes.Load()-writes0, counter.reads.Load()-reads0, obs.writes.Load()-dbWrites0)
 	b.printf("\nCPU during the changes: %s\n\n", cpu)
+
+	// The floor: the same service calls with no synchronizer recording beside them. A
+	// call costs its transaction; with the synchronizer live, it also queues behind the
+	// synchronizer's record of the same job (one lock order: docs/architecture.md, "A
+	// job's rows"), or, before issue 47, lost a deadlock to it and waited 1 s.
+	cancel()
+	wg.Wait()
+	floor, err := b.serviceCalls(ctx, f, targets, enabled, changes, pw[0])
+	if err != nil {
+		return err
+	}
+	pf := stats.Percentiles(floor, 50, 99, 100)
+	pl := stats.Percentiles(api, 100)
+	b.printf("| request sent → answered (the service call under PATCH) | p50 | p99 | max |\n|---|---|---|---|\n")
+	b.printf("| synchronizer live, recording each change | %s | %s | %s |\n", ms(pa[0]), ms(pa[1]), ms(pl[0]))
+	b.printf("| synchronizer off (the floor) | %s | %s | %s |\n", ms(pf[0]), ms(pf[1]), ms(pf[2]))
+	b.printf("\np99 %.2fx the floor's.\n\n", float64(pa[1])/float64(pf[1]))
 	return nil
+}
+
+// serviceCalls makes the latency scenario's changes with no synchronizer running, paced
+// as they were with it (10 ms and the change's usual time to the cluster apart), and
+// returns each call's duration.
+func (b *bench) serviceCalls(ctx context.Context, f *fleet, targets []string, enabled map[string]bool, changes int, pace time.Duration) ([]time.Duration, error) {
+	calls := make([]time.Duration, 0, changes)
+	for i := range changes {
+		name := targets[i%len(targets)]
+		want := !enabled[name]
+		t0 := time.Now()
+		if _, err := f.svc.PatchDeployment(ctx, team, name, job.DeploymentChange{Enabled: &want}, "bench"); err != nil {
+			return nil, err
+		}
+		calls = append(calls, time.Since(t0))
+		enabled[name] = want
+		time.Sleep(10*time.Millisecond + pace)
+	}
+	return calls, nil
 }

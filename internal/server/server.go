@@ -68,9 +68,12 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 	if err != nil {
 		return nil, err
 	}
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	db, err := store.Open(ctx, store.Config{
 		URL: cfg.DatabaseURL, MaxConns: cfg.Safety.DBMaxConns, StatementTimeout: cfg.Safety.DBStatementTimeout,
-		Quotas: store.TeamQuotas{MaxJobs: cfg.Requests.MaxJobsPerTeam, MaxSourceBytes: cfg.Requests.MaxSourceBytesPerTeam},
+		Quotas:  store.TeamQuotas{MaxJobs: cfg.Requests.MaxJobsPerTeam, MaxSourceBytes: cfg.Requests.MaxSourceBytesPerTeam},
+		Metrics: store.NewMetrics(registry), Logger: cfg.Logger,
 	})
 	if err != nil {
 		return nil, err
@@ -84,8 +87,6 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 	if err != nil {
 		return nil, err
 	}
-	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if cfg.Notifications.VDKJobMetrics {
 		registry.MustRegister(vdkmetrics.New(db, vdkmetrics.Config{Logger: cfg.Logger}))
 	}

@@ -41,7 +41,7 @@ func (s *Store) GetDeploymentState(ctx context.Context, team, name string) (job.
 func lockState(ctx context.Context, tx Tx, team, name string) (job.JobState, error) {
 	var p pipeline
 	var st job.JobState
-	p.lockState(team, name, &st)
+	p.lockState(team, name, &st, nil)
 	return st, p.send(ctx, tx)
 }
 

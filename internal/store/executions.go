@@ -274,8 +274,14 @@ SELECT id FROM up`
 			u.ExitCode, u.TerminationReason, u.Log != nil && u.Log.Pending,
 		}
 	})
-	rows, _ := s.pool.Query(ctx, q, append(args, fence.Epoch)...)
-	written, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	names := make([]string, len(us))
+	for i, u := range us {
+		names[i] = u.JobName
+	}
+	// The tracker writes the jobs' last execution: it takes their rows for no-key update
+	// first, or a deployment's delete (the job's lock, then its runs' cancel) and this
+	// (a run's row, then its job's last execution) would meet in the other order.
+	written, err := s.writeLocked(ctx, lockForNoKeyUpdate, "tracker", names, q, append(args, fence.Epoch)...)
 	if err != nil {
 		return nil, translate(fmt.Errorf("record %d execution statuses: %w", len(us), err))
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -48,8 +49,8 @@ func wrapped(op string) func(error) error {
 // lockState queues lockState's two statements; st is what the second reads. The lock is a
 // statement of its own (see lockState); pipelined, the read still starts once the lock is
 // held, and so reads with a snapshot taken after it.
-func (p *pipeline) lockState(team, name string, st *job.JobState) {
-	p.exec(wrapped("lock job "+name), `SELECT FROM data_job WHERE name = $1 FOR UPDATE`, name)
+func (p *pipeline) lockState(team, name string, st *job.JobState, held func()) {
+	p.lockJobs(lockForUpdate, []string{name}, held)
 	p.queryRow(func(row pgx.Row) (err error) {
 		*st, err = scanState(row, team, name)
 		return err
@@ -71,11 +72,11 @@ func (p *pipeline) bumpGeneration(name string) {
 // locks it: the BEGIN, the lock and the read go to the server in one round trip, and fn
 // runs on what they read.
 func (s *Store) inLockedTx(ctx context.Context, team, name string, fn func(tx Tx, st job.JobState) error) error {
-	return retried(func() error {
+	return s.retried(ctx, func() error {
 		var first pipeline
 		var st job.JobState
 		first.b.BeginTx(pgx.TxOptions{})
-		first.lockState(team, name, &st)
+		first.lockState(team, name, &st, s.lockTimer("api"))
 		br := s.pool.SendBatch(ctx, &first.b)
 		tx := br.Tx()
 		defer func() { _ = tx.Rollback(ctx) }() // after the commit, it does nothing
@@ -87,4 +88,48 @@ func (s *Store) inLockedTx(ctx context.Context, team, name string, fn func(tx Tx
 		}
 		return tx.Commit(ctx)
 	})
+}
+
+// The modes in which a writer takes a job's row lock, the first lock of every transaction
+// that writes a job's rows (docs/architecture.md, "A job's rows"). The API changes the
+// job's configuration and takes it for update; the tracker writes the job's last
+// execution and takes it for no-key update; the synchronizer writes none of the job's
+// columns and takes it for key share, the lock its own writes' foreign-key checks would
+// take later (the job's list row, written twice in a group commit, is checked against its
+// job: CI's "deadlock detected" between a deploy and the record of the same job).
+// Each waits for the API's lock; the synchronizer and the tracker do not wait for each
+// other.
+const (
+	lockForUpdate      = "FOR UPDATE"
+	lockForNoKeyUpdate = "FOR NO KEY UPDATE"
+	lockForKeyShare    = "FOR KEY SHARE"
+)
+
+// lockJobs queues the lock of the rows of the jobs names in mode, in name order, so that
+// two writers of several jobs take them in the same order. A name with no job locks
+// nothing. The lock's result arrives once it is held: held, when set, is called then.
+func (p *pipeline) lockJobs(mode string, names []string, held func()) {
+	p.b.Queue(`SELECT FROM data_job WHERE name = ANY($1::text[]) ORDER BY name `+mode, names).Fn = func(br pgx.BatchResults) error {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("lock jobs %s (%d): %w", names[0], len(names), err)
+		}
+		if held != nil {
+			held()
+		}
+		return nil
+	}
+}
+
+// sendAlone sends what is queued on the main pool as one implicit transaction: the
+// statements of a batch not in an explicit transaction commit together at its end, or
+// none of them.
+func (s *Store) sendAlone(ctx context.Context, p *pipeline) error {
+	return s.pool.SendBatch(ctx, &p.b).Close()
+}
+
+// lockTimer returns the held callback of a lockJobs queued now by writer: it observes the
+// time since into the store's lock wait histogram.
+func (s *Store) lockTimer(writer string) func() {
+	start := time.Now()
+	return func() { s.metrics.JobLockWait.WithLabelValues(writer).Observe(time.Since(start).Seconds()) }
 }

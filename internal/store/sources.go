@@ -22,10 +22,12 @@ import (
 // of the version of a deployment that failed on a user error retries it (retryFailedBuild).
 func (s *Store) SaveSources(ctx context.Context, team, name string, src job.Sources, keep int) error {
 	return s.InTx(ctx, func(tx Tx) error {
-		// FOR SHARE: a concurrent delete of the job waits for this upload, and then
-		// takes its sources with it.
+		// The job's row lock first, for update, as every API writer of a job's rows takes
+		// it (lockJobs): a concurrent delete of the job waits for this upload, and then
+		// takes its sources with it; two uploads that both retry a failed build (and bump
+		// the generation) queue instead of both upgrading a shared lock.
 		var found bool
-		err := tx.QueryRow(ctx, `SELECT true FROM data_job WHERE name = $1 AND team = $2 FOR SHARE`, name, team).Scan(&found)
+		err := tx.QueryRow(ctx, `SELECT true FROM data_job WHERE name = $1 AND team = $2 `+lockForUpdate, name, team).Scan(&found)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return job.JobNotFound(team, name)
 		}

@@ -8,12 +8,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/multitracer"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -36,6 +38,8 @@ type Store struct {
 	// listenKeepalive is how long a LISTEN connection waits for a notification before it
 	// checks that the server still answers.
 	listenKeepalive time.Duration
+	metrics         *Metrics
+	log             *slog.Logger
 }
 
 // Config configures the connection pool.
@@ -58,6 +62,10 @@ type Config struct {
 	// asks the server whether the connection still works, and how long it waits for the
 	// answer (default 30s): a connection cut silently is noticed within twice that.
 	ListenKeepalive time.Duration
+	// Metrics counts deadlocks and lock waits (default: registered nowhere).
+	Metrics *Metrics
+	// Logger receives the warning of a transaction run again (default slog.Default()).
+	Logger *slog.Logger
 }
 
 // Open connects to the database. It does not fail when the database is down: the pool
@@ -70,8 +78,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.MaxConns > 0 {
 		pc.MaxConns = cfg.MaxConns
 	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	pc.ConnConfig.Tracer = conflictTracer{cfg.Metrics}
 	if cfg.Tracer != nil {
-		pc.ConnConfig.Tracer = cfg.Tracer
+		pc.ConnConfig.Tracer = multitracer.New(cfg.Tracer, conflictTracer{cfg.Metrics})
 	}
 	lc := pc.Copy()
 	lc.MaxConns, lc.MinConns = 2, 0
@@ -95,7 +107,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		leases.Close()
 		return nil, fmt.Errorf("open probe pool: %w", redact(err))
 	}
-	return &Store{pool: pool, leases: leases, probe: probe, quotas: cfg.Quotas, listenKeepalive: cmp.Or(cfg.ListenKeepalive, 30*time.Second)}, nil
+	return &Store{
+		pool: pool, leases: leases, probe: probe, quotas: cfg.Quotas,
+		listenKeepalive: cmp.Or(cfg.ListenKeepalive, 30*time.Second),
+		metrics:         cfg.Metrics, log: cmp.Or(cfg.Logger, slog.Default()),
+	}, nil
 }
 
 // Close closes every connection of the pools.
@@ -124,24 +140,24 @@ func (s *Store) Ping(ctx context.Context) error {
 type Tx = pgx.Tx
 
 // InTx runs fn in one transaction, committed when fn returns nil and rolled back otherwise.
-// A transaction PostgreSQL aborted as a deadlock's victim (or a serialization failure) is
-// run again, up to txAttempts times in all, as PostgreSQL's documentation advises: two
-// writers of one job's rows in different orders (a deploy and the synchronizer's group
-// commit, a job's delete and the same) can deadlock, and the victim, retried, succeeds
-// once the other committed (CI answered a deploy with 500 "deadlock detected"). fn must
-// therefore have no effect outside tx that a second run would repeat.
+// Writers of a job's rows take them in one order (docs/architecture.md, "A job's rows"),
+// so they queue instead of deadlocking; a transaction PostgreSQL still aborts as a
+// deadlock's victim (or a serialization failure) is run again, up to txAttempts times in
+// all, as a safety net that logs at warn (and datajobs_store_deadlocks_total counts). fn
+// must therefore have no effect outside tx that a second run would repeat.
 func (s *Store) InTx(ctx context.Context, fn func(tx Tx) error) error {
-	return retried(func() error { return pgx.BeginFunc(ctx, s.pool, fn) })
+	return s.retried(ctx, func() error { return pgx.BeginFunc(ctx, s.pool, fn) })
 }
 
 // retried runs a transaction (run begins, runs and ends it) as InTx does: again while it
 // fails retryably, up to txAttempts times in all.
-func retried(run func() error) error {
+func (s *Store) retried(ctx context.Context, run func() error) error {
 	var err error
-	for range txAttempts {
+	for attempt := 1; attempt <= txAttempts; attempt++ {
 		if err = run(); !retryable(err) {
 			break
 		}
+		s.log.WarnContext(ctx, "transaction_run_again", "attempt", attempt, "error", err)
 	}
 	return translate(err)
 }
@@ -149,11 +165,17 @@ func retried(run func() error) error {
 // txAttempts bounds InTx's runs of one transaction.
 const txAttempts = 3
 
+// The SQLSTATEs of a transaction aborted for its timing with another.
+const (
+	sqlStateDeadlock      = "40P01"
+	sqlStateSerialization = "40001"
+)
+
 // retryable tells a transaction that failed only because of its timing with another:
 // a deadlock's victim or a serialization failure.
 func retryable(err error) bool {
 	code := sqlState(err)
-	return code == "40P01" || code == "40001"
+	return code == sqlStateDeadlock || code == sqlStateSerialization
 }
 
 // rowError is the error of reading one row: notFound when there is none (nil: no row is

@@ -223,8 +223,11 @@ func (s *Store) RecordAppliedAll(ctx context.Context, fence job.Fence, as []job.
 		}
 		index[a.JobName] = i
 	}
-	rows, _ := s.pool.Query(ctx, recordAppliedAll, append(columns(as, actualValues), fence.Epoch)...)
-	written, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	names := make([]string, len(as))
+	for i, a := range as {
+		names[i] = a.JobName
+	}
+	written, err := s.recordLocked(ctx, names, recordAppliedAll, append(columns(as, actualValues), fence.Epoch)...)
 	if err != nil {
 		return nil, translate(fmt.Errorf("record %d applied deployments: %w", len(as), err))
 	}
@@ -277,8 +280,11 @@ func (s *Store) RecordIntents(ctx context.Context, fence job.Fence, is []job.Int
 		index[in.JobName] = i
 	}
 	args := columns(is, func(in job.Intent) []any { return []any{in.JobName, in.JobUID, in.Generation} })
-	rows, _ := s.pool.Query(ctx, recordIntents, append(args, fence.Epoch)...)
-	written, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	names := make([]string, len(is))
+	for i, in := range is {
+		names[i] = in.JobName
+	}
+	written, err := s.recordLocked(ctx, names, recordIntents, append(args, fence.Epoch)...)
 	if err != nil {
 		return nil, translate(fmt.Errorf("record %d cronjob intents: %w", len(is), err))
 	}
@@ -300,12 +306,12 @@ func (s *Store) RecordUnappliedStatus(ctx context.Context, fence job.Fence, name
 	WHERE data_job_name = $1 AND ` + currentDesired("$4") + ` AND (status, message, status_generation) IS DISTINCT FROM ($5, $6, $3)
 	RETURNING data_job_name
 ), events AS (` + deployFailedEvent + `)
-SELECT count(*) FROM up`
-	var n int
-	if err := s.pool.QueryRow(ctx, q, name, uid, gen, fence.Epoch, string(status), message).Scan(&n); err != nil {
+SELECT data_job_name FROM up`
+	written, err := s.recordLocked(ctx, []string{name}, q, name, uid, gen, fence.Epoch, string(status), message)
+	if err != nil {
 		return false, translate(fmt.Errorf("record status of deployment %s: %w", name, err))
 	}
-	return n > 0, nil
+	return len(written) > 0, nil
 }
 
 // DeleteActual forgets incarnation uid of a name once its CronJob is confirmed gone: its
@@ -315,12 +321,35 @@ func (s *Store) DeleteActual(ctx context.Context, fence job.Fence, name, uid str
 	q := `WITH intent AS (
 	DELETE FROM cronjob_intent WHERE data_job_name = $1 AND job_uid = $2::uuid AND ` + syncLeaseHeld("$3") + `
 )
-DELETE FROM actual_data_job_deployment WHERE data_job_name = $1 AND job_uid = $2::uuid AND ` + syncLeaseHeld("$3")
-	tag, err := s.pool.Exec(ctx, q, name, uid, fence.Epoch)
+DELETE FROM actual_data_job_deployment WHERE data_job_name = $1 AND job_uid = $2::uuid AND ` + syncLeaseHeld("$3") + `
+RETURNING data_job_name`
+	deleted, err := s.recordLocked(ctx, []string{name}, q, name, uid, fence.Epoch)
 	if err != nil {
 		return false, translate(fmt.Errorf("delete actual deployment %s: %w", name, err))
 	}
-	return tag.RowsAffected() > 0, nil
+	return len(deleted) > 0, nil
+}
+
+// recordLocked runs the synchronizer's write q, which returns the keys it wrote, after
+// the lock of the rows of the jobs names for key share: writeLocked.
+func (s *Store) recordLocked(ctx context.Context, names []string, q string, args ...any) ([]string, error) {
+	return s.writeLocked(ctx, lockForKeyShare, "synchronizer", names, q, args...)
+}
+
+// writeLocked runs the leader's write q, which returns the keys (names, ids) it wrote,
+// after the lock of the rows of the jobs names in mode, in one implicit transaction and
+// one round trip: the job's row lock is the first every writer of a job's rows takes
+// (lockJobs), so the leader's records queue behind the API's changes of the same jobs
+// instead of deadlocking with them. writer labels the lock wait.
+func (s *Store) writeLocked(ctx context.Context, mode, writer string, names []string, q string, args ...any) ([]string, error) {
+	var p pipeline
+	var written []string
+	p.lockJobs(mode, names, s.lockTimer(writer))
+	p.b.Queue(q, args...).Query(func(rows pgx.Rows) (err error) {
+		written, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	return written, s.sendAlone(ctx, &p)
 }
 
 // CountDeploymentsByStatus counts desired deployments by sync status, plus the actual rows
