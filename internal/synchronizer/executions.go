@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -241,12 +242,15 @@ func (t *execTerm) reconcile(ctx context.Context, id string) (controller.Result,
 	if err != nil {
 		return controller.Result{}, err
 	}
-	last := t.takeDeleted(id)
-	p := planExecution(row, live, last, t.podsNamed(id), t.deletedPodsOf(id), t.x.cfg.Now(), t.x.cfg.ImagePullGrace)
-	res, err := t.execute(ctx, p)
+	v := execView{Row: row, Live: live, Last: t.takeDeleted(id), Pods: t.podsNamed(id), Gone: t.deletedPodsOf(id)}
+	p, err := t.plan(ctx, v)
+	var res controller.Result
+	if err == nil {
+		res, err = t.execute(ctx, p)
+	}
 	switch {
 	case p.KeepDeleted || err != nil && p.FromDeleted:
-		t.keepDeleted(id, last) // for the next look, or the retry
+		t.keepDeleted(id, v.Last) // for the next look, or the retry
 	case err == nil && live == nil && !t.underWay(id):
 		// Its Job is gone and its status final (or it has no row): no plan needs its
 		// deleted pods any more. One still under way (a Job not in the cache yet, a write
@@ -254,4 +258,23 @@ func (t *execTerm) reconcile(ctx context.Context, id string) (controller.Result,
 		t.dropDeletedPods(id)
 	}
 	return res, err
+}
+
+// plan plans an execution from the term's view v, and once more with the apiserver's
+// answer when the plan asks whether a Job missing from the cache is gone.
+func (t *execTerm) plan(ctx context.Context, v execView) (execPlan, error) {
+	l := execLimits{Now: t.x.cfg.Now(), PullGrace: t.x.cfg.ImagePullGrace, StartTimeout: t.x.cfg.StartTimeout}
+	p := planExecution(v, l)
+	if !slices.Equal(p.Steps, []execAction{execConfirmGone}) {
+		return p, nil
+	}
+	gone, err := t.x.jobs.Gone(ctx, p.ID)
+	if err != nil {
+		return p, err
+	}
+	v.JobGone = goneNot
+	if gone {
+		v.JobGone = goneConfirmed
+	}
+	return planExecution(v, l), nil
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,7 +28,7 @@ func (t *execTerm) execute(ctx context.Context, p execPlan) (controller.Result, 
 	for _, step := range p.Steps {
 		var err error
 		switch step {
-		case execNone:
+		case execNone, execConfirmGone: // the apiserver's answer was planned (execTerm.plan)
 		case execCreate:
 			err = t.create(ctx, p)
 		case execCancel:
@@ -39,11 +38,6 @@ func (t *execTerm) execute(ctx context.Context, p execPlan) (controller.Result, 
 		case execRecordOutcome:
 			err = t.record(ctx, p.Row, p.Job, p.Update)
 		case execRecordLost:
-			gone, goneErr := t.x.jobs.Gone(ctx, p.ID)
-			if goneErr != nil || !gone {
-				// A Job created a moment ago may not be in the cache yet: look again.
-				return controller.Result{RequeueAfter: time.Second}, goneErr
-			}
 			err = t.record(ctx, p.Row, nil, p.Update)
 		case execCollectLogs:
 			if p.Pod == nil {
@@ -95,19 +89,16 @@ func (t *execTerm) record(ctx context.Context, row *job.TrackedExecution, live *
 }
 
 // create creates the Job of a manual start from the job's CronJob. While the CronJob is
-// missing (its deployment not applied yet) it retries, until StartTimeout makes the
-// execution a platform error.
+// missing (its deployment not applied yet) it retries, until the plan says the start
+// timed out: then it records the plan's platform error (execPlan.create).
 func (t *execTerm) create(ctx context.Context, p execPlan) error {
 	row := p.Row
 	err := t.x.jobs.Start(ctx, row.JobName, row.JobUID, kube.ManualExecution{
 		ID: row.ID, OpID: row.OpID, StartedBy: row.StartedBy, Args: row.Args, Type: row.Type, LogicalTime: row.LogicalTime,
 	})
 	if errors.Is(err, kube.ErrNoCronJob) {
-		if now := p.Now; row.StartTime != nil && now.Sub(*row.StartTime) >= t.x.cfg.StartTimeout {
-			return t.record(ctx, row, nil, job.ExecutionUpdate{
-				Status: job.ExecPlatformError, EndTime: &now,
-				Message: fmt.Sprintf("The execution could not start: the job's CronJob %s did not exist within %s of the request.", row.JobName, t.x.cfg.StartTimeout),
-			})
+		if p.Update.Status != "" {
+			return t.record(ctx, row, nil, p.Update)
 		}
 		return fmt.Errorf("start execution %s: cronjob %s not there yet", row.ID, row.JobName)
 	}

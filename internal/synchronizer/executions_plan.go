@@ -21,7 +21,8 @@ type execAction string
 const (
 	// execNone: the row already says what the Job shows, or there is nothing to do.
 	execNone execAction = "none"
-	// execCreate creates the Kubernetes Job of a manual start from the job's CronJob.
+	// execCreate creates the Kubernetes Job of a manual start from the job's CronJob; with
+	// an Update (the start timed out), it records that instead if the CronJob is missing.
 	execCreate execAction = "create"
 	// execCancel deletes the Job of a cancel (foreground: its pods go first); its delete
 	// event brings the execution back to record it cancelled.
@@ -31,13 +32,50 @@ const (
 	execStop execAction = "stop"
 	// execRecordOutcome records the status the Job and its pods show (kube.ObserveExecution).
 	execRecordOutcome execAction = "record_outcome"
+	// execConfirmGone asks the apiserver (not the cache) whether the Job is gone, before an
+	// end is recorded because it is: a Job created a moment ago may not be in the cache yet.
+	// The execution is planned again with the answer (execView.Gone).
+	execConfirmGone execAction = "confirm_gone"
 	// execRecordLost records the end of an execution whose Job is gone without an outcome
-	// (after the apiserver confirmed it): cancelled on request, or lost.
+	// (the apiserver confirmed it): cancelled on request, or lost.
 	execRecordLost execAction = "record_lost"
 	// execCollectLogs keeps the log of a finished execution's pod, after its final status
 	// (which marks it pending); without a pod it counts the log as lost.
 	execCollectLogs execAction = "collect_logs"
 )
+
+// goneWord is the apiserver's answer to execConfirmGone.
+type goneWord int
+
+const (
+	goneUnasked   goneWord = iota // not asked (yet)
+	goneConfirmed                 // the apiserver has no Job of that name
+	goneNot                       // the apiserver still has it: the cache is behind
+)
+
+// execView is what the term knows of an execution when it plans it: its row (nil: none),
+// its Job in the cache (Live, nil: none), the final state of a Job of that name deleted
+// since it was last looked at (Last, nil: none), the cached pods of that name and the
+// last states of those deleted since (planExecution keeps those of the Job it looks at),
+// and, once a plan asked (execConfirmGone), whether the apiserver confirmed its Job gone.
+type execView struct {
+	Row        *job.TrackedExecution
+	Live, Last *batchv1.Job
+	Pods, Gone []*corev1.Pod
+	JobGone    goneWord
+}
+
+// execLimits are the tracker's settings its plans read: now the clock, PullGrace how long
+// an image may fail to pull (kube.ObserveExecution), StartTimeout how long a manual start
+// waits for its job's CronJob.
+type execLimits struct {
+	Now                     time.Time
+	PullGrace, StartTimeout time.Duration
+}
+
+// confirmAgain is when an execution whose Job the apiserver has and the cache has not is
+// looked at again without an event.
+const confirmAgain = time.Second
 
 // execPlan is what one reconcile of an execution does, decided by planExecution from
 // what the term knows, without a read or a write.
@@ -49,7 +87,8 @@ type execPlan struct {
 	// is about (the live one, or the last state of one deleted after it finished).
 	Row *job.TrackedExecution
 	Job *batchv1.Job
-	// Update is the status to record (record_outcome, record_lost).
+	// Update is the status to record (record_outcome, record_lost; create: the platform
+	// error recorded instead when the start timed out and the CronJob is still missing).
 	Update job.ExecutionUpdate
 	// Pod is the pod whose log collect_logs keeps (nil: the pods that ran are gone).
 	Pod *corev1.Pod
@@ -70,15 +109,12 @@ type execPlan struct {
 // msgCancelled is the message of an execution cancelled on request.
 const msgCancelled = "Cancelled on request."
 
-// planExecution decides the one thing that brings an execution's row and its Job in line.
-// row is its row (nil: none), live its Job in the cache (nil: none), last the final state
-// of a Job of that name deleted since it was last looked at (nil: none), pods the cached
-// pods of that name and gone the last states of those deleted since (planExecution keeps
-// those of the Job it looks at), now the clock and pullGrace how long an image may fail
-// to pull (kube.ObserveExecution).
-func planExecution(row *job.TrackedExecution, live, last *batchv1.Job, pods, gone []*corev1.Pod, now time.Time, pullGrace time.Duration) execPlan {
+// planExecution decides the one thing that brings an execution's row and its Job in line,
+// from the term's view v of it, under limits l.
+func planExecution(v execView, l execLimits) execPlan {
+	row, live, last, pods, now, pullGrace := v.Row, v.Live, v.Last, v.Pods, l.Now, l.PullGrace
 	p := execPlan{ID: idOf(row, live, last), Row: row, Now: now}
-	all := append(pods[:len(pods):len(pods)], gone...)
+	all := append(pods[:len(pods):len(pods)], v.Gone...)
 	observe := func(j *batchv1.Job) (kube.Observation, []*corev1.Pod) {
 		own := controlledBy(all, j)
 		return kube.ObserveExecution(j, own, now, pullGrace), own
@@ -113,8 +149,8 @@ func planExecution(row *job.TrackedExecution, live, last *batchv1.Job, pods, gon
 		return p.then("final, and its Job ended", execNone)
 	case row != nil && row.CancelRequested:
 		if live == nil {
-			p.Update = job.ExecutionUpdate{Status: job.ExecCancelled, Message: cmp.Or(row.CancelMessage, msgCancelled), EndTime: &now}
-			return p.then("cancel requested and its Job is gone", execRecordLost)
+			u := job.ExecutionUpdate{Status: job.ExecCancelled, Message: cmp.Or(row.CancelMessage, msgCancelled), EndTime: &now}
+			return p.lost(v.JobGone, u, "cancel requested and its Job is gone")
 		}
 		if o, _ := observe(live); ended(o) {
 			return p.outcome(live, o, "it ended before the cancel reached it")
@@ -130,14 +166,13 @@ func planExecution(row *job.TrackedExecution, live, last *batchv1.Job, pods, gon
 		// the event brings the Job's last state, the pod's own its.
 		return p.then("its Job is gone and its pod is still there: their delete events tell", execNone)
 	case live == nil && row.StartedByLeader() && row.Status == job.ExecSubmitted && !row.JobCreated:
-		return p.then("a manual start (or catch-up or backfill run) whose Job was never created", execCreate)
+		return p.create(l.StartTimeout)
 	case live == nil:
-		p.Update = job.ExecutionUpdate{
+		return p.lost(v.JobGone, job.ExecutionUpdate{
 			Status: job.ExecPlatformError, EndTime: &now,
 			Message: fmt.Sprintf("execution record lost: the Kubernetes Job %s disappeared before its outcome was seen "+
 				"(deleted by hand, or removed after it finished while no datajobs leader was watching).", p.ID),
-		}
-		return p.then("its Job is gone without an outcome", execRecordLost)
+		}, "its Job is gone without an outcome")
 	default:
 		o, _ := observe(live)
 		return p.outcome(live, o, "its Job shows a status")
@@ -189,6 +224,37 @@ func (p execPlan) outcome(j *batchv1.Job, o kube.Observation, reason string) exe
 		steps = append(steps, execStop)
 	}
 	return p.then(reason, steps...)
+}
+
+// create plans the Job of a manual start whose Job was never created. Once the start has
+// waited StartTimeout, a CronJob still missing ends it as a platform error (p.Update)
+// instead of another try.
+func (p execPlan) create(startTimeout time.Duration) execPlan {
+	const reason = "a manual start (or catch-up or backfill run) whose Job was never created"
+	row, now := p.Row, p.Now
+	if row.StartTime == nil || now.Sub(*row.StartTime) < startTimeout {
+		return p.then(reason, execCreate)
+	}
+	p.Update = job.ExecutionUpdate{
+		Status: job.ExecPlatformError, EndTime: &now,
+		Message: fmt.Sprintf("The execution could not start: the job's CronJob %s did not exist within %s of the request.", row.JobName, startTimeout),
+	}
+	return p.then(reason+", past its start timeout: a platform error if its CronJob is still missing", execCreate)
+}
+
+// lost plans the recording of u, the end of an execution whose Job is gone, once the
+// apiserver confirmed the Job gone (jobGone): the cache may not have a Job created a
+// moment ago yet. Unasked, the plan asks; one the apiserver still has is looked at again.
+func (p execPlan) lost(jobGone goneWord, u job.ExecutionUpdate, reason string) execPlan {
+	switch jobGone {
+	case goneUnasked:
+		return p.then(reason+" from the cache: ask the apiserver", execConfirmGone)
+	case goneNot:
+		p.RecheckAfter = confirmAgain
+		return p.then("its Job is not in the cache yet: look again", execNone)
+	}
+	p.Update = u
+	return p.then(reason, execRecordLost)
 }
 
 func (p execPlan) then(reason string, steps ...execAction) execPlan {

@@ -24,11 +24,31 @@ type execWorld struct {
 	pods []*corev1.Pod
 	// gone are the last states of deleted pods of its name.
 	gone []*corev1.Pod
+	// A Job missing from the cache is gone in the apiserver too, unless stillThere; unasked
+	// plans before the apiserver was asked (execConfirmGone).
+	stillThere, unasked bool
+}
+
+// view is the world as the term knows it when it plans.
+func (w execWorld) view() execView {
+	v := execView{Row: w.row, Live: w.live, Last: w.last, Pods: w.pods, Gone: w.gone, JobGone: goneConfirmed}
+	switch {
+	case w.unasked:
+		v.JobGone = goneUnasked
+	case w.stillThere:
+		v.JobGone = goneNot
+	}
+	return v
 }
 
 var planNow = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
-const planGrace = 5 * time.Minute
+const (
+	planGrace        = 5 * time.Minute
+	planStartTimeout = 5 * time.Minute
+)
+
+var planLimits = execLimits{Now: planNow, PullGrace: planGrace, StartTimeout: planStartTimeout}
 
 func execRow(status job.ExecutionStatus, edit ...func(*job.TrackedExecution)) *job.TrackedExecution {
 	r := &job.TrackedExecution{ID: "exec-1", JobName: "daily", JobUID: "uid-1", Type: job.ExecManual, Status: status, OpID: "op", StartedBy: "alice"}
@@ -88,6 +108,9 @@ func TestPlanExecutionDecidesOneActionPerSituation(t *testing.T) {
 	cancelled := func(r *job.TrackedExecution) { r.CancelRequested = true }
 	created := func(r *job.TrackedExecution) { r.JobCreated = true }
 	scheduled := func(r *job.TrackedExecution) { r.Type = job.ExecScheduled }
+	requested := func(ago time.Duration) func(*job.TrackedExecution) {
+		return func(r *job.TrackedExecution) { at := planNow.Add(-ago); r.StartTime = &at }
+	}
 	for _, tc := range []struct {
 		behaviour string
 		world     execWorld
@@ -95,6 +118,36 @@ func TestPlanExecutionDecidesOneActionPerSituation(t *testing.T) {
 		status    job.ExecutionStatus // of the update, when one is recorded
 	}{
 		{"a manual start without a Job creates it", execWorld{row: execRow(job.ExecSubmitted)}, []execAction{execCreate}, ""},
+		{
+			"a manual start within its start timeout tries again while its CronJob is missing",
+			execWorld{row: execRow(job.ExecSubmitted, requested(planStartTimeout-time.Second))},
+			[]execAction{execCreate},
+			"",
+		},
+		{
+			"a manual start past its start timeout is a platform error if its CronJob is still missing",
+			execWorld{row: execRow(job.ExecSubmitted, requested(planStartTimeout))},
+			[]execAction{execCreate},
+			job.ExecPlatformError,
+		},
+		{
+			"a Job missing from the cache is confirmed gone by the apiserver before the execution is lost",
+			execWorld{row: execRow(job.ExecRunning, created), unasked: true},
+			[]execAction{execConfirmGone},
+			"",
+		},
+		{
+			"a cancel whose Job is missing from the cache is confirmed gone by the apiserver before it is recorded",
+			execWorld{row: execRow(job.ExecRunning, cancelled), unasked: true},
+			[]execAction{execConfirmGone},
+			"",
+		},
+		{
+			"a Job the apiserver has and the cache has not seen yet is not lost: it is looked at again",
+			execWorld{row: execRow(job.ExecSubmitted, created), stillThere: true},
+			[]execAction{execNone},
+			"",
+		},
 		{
 			"a manual start whose Job was created and is gone is lost, not started again",
 			execWorld{row: execRow(job.ExecSubmitted, created)},
@@ -261,8 +314,7 @@ func TestPlanExecutionDecidesOneActionPerSituation(t *testing.T) {
 	} {
 		t.Run(tc.behaviour, func(t *testing.T) {
 			t.Parallel()
-			w := tc.world
-			p := planExecution(w.row, w.live, w.last, w.pods, w.gone, planNow, planGrace)
+			p := planExecution(tc.world.view(), planLimits)
 			require.Equal(t, tc.want, p.Steps, p.Reason)
 			require.Equal(t, tc.status, p.Update.Status, p.Reason)
 			if tc.status != "" && tc.status.Final() {
@@ -277,7 +329,7 @@ func TestPlanExecutionLooksAgainWhenTheImagePullGraceEnds(t *testing.T) {
 	t.Parallel()
 	j := execJob("uid-1")
 	pod := execPod(j, corev1.PodPending, pullingState(), planNow.Add(-time.Minute))
-	p := planExecution(execRow(job.ExecSubmitted, func(r *job.TrackedExecution) { r.JobCreated = true }), j, nil, []*corev1.Pod{pod}, nil, planNow, planGrace)
+	p := planExecution(execWorld{row: execRow(job.ExecSubmitted, func(r *job.TrackedExecution) { r.JobCreated = true }), live: j, pods: []*corev1.Pod{pod}}.view(), planLimits)
 	require.Equal(t, []execAction{execNone}, p.Steps, p.Reason)
 	require.Equal(t, planGrace-time.Minute, p.RecheckAfter)
 }
@@ -285,7 +337,7 @@ func TestPlanExecutionLooksAgainWhenTheImagePullGraceEnds(t *testing.T) {
 // A final row whose Job is gone is dropped from the term's view: no event will come.
 func TestPlanExecutionForgetsAFinalExecutionWhoseJobIsGone(t *testing.T) {
 	t.Parallel()
-	p := planExecution(execRow(job.ExecSucceeded), nil, nil, nil, nil, planNow, planGrace)
+	p := planExecution(execWorld{row: execRow(job.ExecSucceeded)}.view(), planLimits)
 	require.True(t, p.Forget)
 	require.Equal(t, []execAction{execNone}, p.Steps)
 }
@@ -296,9 +348,18 @@ func TestPlanExecutionRecordsTheMessageOfTheCancelThatWasAsked(t *testing.T) {
 	t.Parallel()
 	for msg, want := range map[string]string{"": msgCancelled, "the data job was deleted": "the data job was deleted"} {
 		row := execRow(job.ExecRunning, func(r *job.TrackedExecution) { r.CancelRequested, r.CancelMessage = true, msg })
-		p := planExecution(row, nil, nil, nil, nil, planNow, planGrace)
+		p := planExecution(execWorld{row: row}.view(), planLimits)
 		require.Equal(t, []execAction{execRecordLost}, p.Steps, p.Reason)
 		require.Equal(t, job.ExecCancelled, p.Update.Status)
 		require.Equal(t, want, p.Update.Message)
 	}
+}
+
+// A Job the apiserver has and the cache has not seen yet (created a moment ago) is looked
+// at again soon, without an event.
+func TestPlanExecutionLooksAgainSoonAtAJobTheCacheHasNotSeenYet(t *testing.T) {
+	t.Parallel()
+	p := planExecution(execWorld{row: execRow(job.ExecSubmitted, func(r *job.TrackedExecution) { r.JobCreated = true }), stillThere: true}.view(), planLimits)
+	require.Equal(t, []execAction{execNone}, p.Steps, p.Reason)
+	require.Equal(t, confirmAgain, p.RecheckAfter)
 }
