@@ -29,6 +29,13 @@ var SigningAlgorithms = []string{
 	oidc.PS256, oidc.PS384, oidc.PS512,
 }
 
+// The defaults of OIDCConfig that the flags of `datajobs serve` use too.
+const (
+	DefaultAudience      = "datajobs"
+	DefaultUsernameClaim = "sub"
+	DefaultTeamsClaim    = "groups"
+)
+
 // OIDCConfig configures the verifier of access tokens.
 type OIDCConfig struct {
 	// IssuerURLs are the trusted issuers; each is discovered through
@@ -106,9 +113,9 @@ type issuer struct {
 
 // NewOIDC returns a verifier for cfg; it contacts no issuer yet.
 func NewOIDC(cfg OIDCConfig) (*OIDC, error) {
-	cfg.Audience = cmp.Or(cfg.Audience, "datajobs")
-	cfg.UsernameClaim = cmp.Or(cfg.UsernameClaim, "sub")
-	cfg.TeamsClaim = cmp.Or(cfg.TeamsClaim, "groups")
+	cfg.Audience = cmp.Or(cfg.Audience, DefaultAudience)
+	cfg.UsernameClaim = cmp.Or(cfg.UsernameClaim, DefaultUsernameClaim)
+	cfg.TeamsClaim = cmp.Or(cfg.TeamsClaim, DefaultTeamsClaim)
 	cfg.ClockSkew = cmp.Or(cfg.ClockSkew, 30*time.Second)
 	cfg.RetryDiscoveryAfter = cmp.Or(cfg.RetryDiscoveryAfter, 5*time.Second)
 	cfg.CacheTTL = cmp.Or(cfg.CacheTTL, time.Minute)

@@ -29,6 +29,12 @@ type WebhookRequest struct {
 	RequestedPermission string `json:"requested_permission"`
 }
 
+// The defaults of WebhookConfig that the flags of `datajobs serve` use too.
+const (
+	DefaultWebhookTimeout  = 5 * time.Second
+	DefaultWebhookCacheTTL = 10 * time.Second
+)
+
 // WebhookConfig configures the authorization webhook client.
 type WebhookConfig struct {
 	// URL receives a POST per authenticated request. Required.
@@ -68,8 +74,8 @@ func NewWebhook(cfg WebhookConfig) (*Webhook, error) {
 	if cfg.URL == "" {
 		return nil, errors.New("authorization webhook: the url is required")
 	}
-	cfg.Timeout = cmp.Or(cfg.Timeout, 5*time.Second)
-	cfg.CacheTTL = cmp.Or(cfg.CacheTTL, 10*time.Second)
+	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultWebhookTimeout)
+	cfg.CacheTTL = cmp.Or(cfg.CacheTTL, DefaultWebhookCacheTTL)
 	cfg.CacheSize = cmp.Or(cfg.CacheSize, 10_000)
 	client := http.Client{Timeout: cfg.Timeout}
 	if cfg.HTTPClient != nil {

@@ -15,7 +15,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/datajobs/datajobs/internal/devenv"
+	"github.com/datajobs/datajobs/internal/server"
 )
+
+// devDefaultListen is dev's --listen: serve's port, on loopback only (dev serves
+// without login).
+const devDefaultListen = "127.0.0.1:8092"
 
 // devFlags are the flags of `datajobs dev`.
 type devFlags struct {
@@ -50,8 +55,8 @@ Ctrl-C, SIGTERM or SIGHUP (the terminal closed) stops everything.`,
 	f.BoolVar(&fl.fast, "fast", false, "turn fsync off in PostgreSQL and etcd (for tests; a crash may lose data)")
 	f.StringVar(&fl.binDir, "bin-dir", "", "folder of the Kubernetes binaries (default: build them into .cache/k8s-bin of the checkout)")
 	f.StringVar(&fl.hydraBin, "hydra-bin", "", "with --env-only: also run this Ory Hydra as the tests' OIDC provider (default: .cache/hydra-bin/hydra of the checkout when built)")
-	f.StringVar(&fl.listen, "listen", "127.0.0.1:8092", "address the API and the console listen on")
-	f.StringVar(&fl.adminListen, "admin-listen", "127.0.0.1:8093", "address of /metrics and /data-jobs/debug/*")
+	f.StringVar(&fl.listen, "listen", devDefaultListen, "address the API and the console listen on")
+	f.StringVar(&fl.adminListen, "admin-listen", server.DefaultAdminListen, "address of /metrics and /data-jobs/debug/*")
 	return cmd
 }
 

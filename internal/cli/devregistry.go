@@ -82,5 +82,5 @@ func devListen(ctx context.Context) (listen, admin string) {
 	if a, ok := ctx.Value(devListenKey{}).([2]string); ok {
 		return a[0], a[1]
 	}
-	return "127.0.0.1:8092", "127.0.0.1:8093"
+	return devDefaultListen, server.DefaultAdminListen
 }

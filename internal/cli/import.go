@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -11,16 +12,17 @@ import (
 	"golang.org/x/term"
 
 	"github.com/datajobs/datajobs/internal/importer"
-	"github.com/datajobs/datajobs/internal/job"
-	"github.com/datajobs/datajobs/internal/kube"
 )
 
+// importFlags are the flags of `datajobs import`.
+type importFlags struct {
+	cfg                     importer.Config
+	databaseURL, kubeconfig string
+	render                  renderFlags
+}
+
 func newImportCommand(g *globals) *cobra.Command {
-	var (
-		cfg                                          importer.Config
-		databaseURL, kubeconfig, namespace, registry string
-		res                                          resourceFlags
-	)
+	fl := &importFlags{}
 	cmd := &cobra.Command{
 		Use:   "import --namespace NS [--selector S] [--team-from-label K] [--default-team T] [--dry-run] [--overwrite]",
 		Short: "Import existing CronJobs (VDK's or hand-made) as data jobs that adopt them",
@@ -32,71 +34,64 @@ func newImportCommand(g *globals) *cobra.Command {
 			"nothing. Give it the same --namespace, --image-registry and resource defaults as serve.\n" +
 			"docs/migration.md is the runbook.",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := g.logger()
-			if err != nil {
-				return err
-			}
-			bounds, err := res.bounds()
-			if err != nil {
-				return err
-			}
-			ephemeral, err := res.ephemeralStorageBytes()
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			db, err := openStore(ctx, databaseURL)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			if !cfg.DryRun {
-				if _, err := db.Migrate(ctx); err != nil {
-					return err
-				}
-			}
-			cluster, err := connectCluster(ctx, kubeconfig, "import")
-			if err != nil {
-				return err
-			}
-			cfg.Render = kube.RenderConfig{
-				Namespace: namespace, ImageRegistry: registry, Resources: bounds, EphemeralStorageLimitBytes: ephemeral,
-				JobAPIURL: res.jobAPIURL, JobServiceAccount: res.jobServiceAccount,
-			}
-			cfg.Logger = log
-			bar := newProgress(g.stdout, "importing")
-			cfg.Progress = bar.update
-			im, err := importer.New(cfg, db, cluster.Client)
-			if err != nil {
-				return err
-			}
-			rep, err := im.Run(ctx)
-			bar.clear()
-			if err != nil {
-				return err
-			}
-			printImport(g.stdout, rep)
-			if n := rep.Count(importer.ResultFailed); n > 0 {
-				return fmt.Errorf("%d of %d CronJobs failed", n, len(rep.Outcomes))
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runImport(cmd.Context(), g, fl) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&namespace, "namespace", "datajobs", "namespace of the CronJobs (the one serve manages)")
+	cfg := &fl.cfg
 	f.StringVar(&cfg.Selector, "selector", "", "label selector of CronJobs to import besides the VDK ones, e.g. 'team=payments,kind=etl'")
 	f.StringVar(&cfg.TeamFromLabel, "team-from-label", "", "label (on the CronJob or its job template) that holds the team; default: the container's VDK_JOB_TEAM")
 	f.StringVar(&cfg.DefaultTeam, "default-team", "", "team of CronJobs that name none (default: skip them)")
 	f.BoolVar(&cfg.DryRun, "dry-run", false, "check and print everything, write nothing")
 	f.BoolVar(&cfg.Overwrite, "overwrite", false, "replace jobs of the same name already in the database (default: report a conflict)")
-	f.StringVar(&databaseURL, "database-url", "", "PostgreSQL connection URL (required)")
-	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig path (default: $KUBECONFIG, then the in-cluster config)")
-	f.StringVar(&registry, "image-registry", "registry.local/datajobs", "registry of job images, as given to serve")
-	f.StringSliceVar(&cfg.SupportedPythonVersions, "supported-python-versions", job.DefaultSupportedPythonVersions(), "python versions serve accepts (others are imported with a note)")
-	f.StringVar(&cfg.DefaultPythonVersion, "default-python-version", job.DefaultPythonVersion, "python version recorded for CronJobs without a python-version annotation")
-	res.register(f)
+	addDatabaseURL(f, &fl.databaseURL, required)
+	addKubeconfig(f, &fl.kubeconfig)
+	fl.render.register(f, " (the one serve manages)", ", as given to serve")
+	addPythonFlags(f, &cfg.SupportedPythonVersions, &cfg.DefaultPythonVersion,
+		"python versions serve accepts (others are imported with a note)", "python version recorded for CronJobs without a python-version annotation")
 	return cmd
+}
+
+// runImport imports the CronJobs as the flags say and prints what became of each.
+func runImport(ctx context.Context, g *globals, fl *importFlags) error {
+	cfg := fl.cfg
+	log, err := g.logger()
+	if err != nil {
+		return err
+	}
+	if cfg.Render, err = fl.render.render(); err != nil {
+		return err
+	}
+	db, err := openStore(ctx, fl.databaseURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if !cfg.DryRun {
+		if _, err := db.Migrate(ctx); err != nil {
+			return err
+		}
+	}
+	cluster, err := connectCluster(ctx, fl.kubeconfig, "import")
+	if err != nil {
+		return err
+	}
+	cfg.Logger = log
+	bar := newProgress(g.stdout, "importing")
+	cfg.Progress = bar.update
+	im, err := importer.New(cfg, db, cluster.Client)
+	if err != nil {
+		return err
+	}
+	rep, err := im.Run(ctx)
+	bar.clear()
+	if err != nil {
+		return err
+	}
+	printImport(g.stdout, rep)
+	if n := rep.Count(importer.ResultFailed); n > 0 {
+		return fmt.Errorf("%d of %d CronJobs failed", n, len(rep.Outcomes))
+	}
+	return nil
 }
 
 func printImport(out io.Writer, rep importer.Report) {

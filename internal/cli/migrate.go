@@ -26,6 +26,6 @@ func newMigrateCommand(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&databaseURL, "database-url", "", "PostgreSQL connection URL (required)")
+	addDatabaseURL(cmd.Flags(), &databaseURL, required)
 	return cmd
 }

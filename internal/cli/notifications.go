@@ -15,7 +15,7 @@ import (
 func newNotificationsCommand(g *globals) *cobra.Command {
 	var databaseURL string
 	cmd := &cobra.Command{Use: "notifications", Short: "Inspect and lift the suppression of bounced notification recipients (docs/notifications.md)", Args: cobra.NoArgs}
-	cmd.PersistentFlags().StringVar(&databaseURL, "database-url", "", "PostgreSQL connection URL (required)")
+	addDatabaseURL(cmd.PersistentFlags(), &databaseURL, required)
 	list := &cobra.Command{
 		Use:   "suppressions",
 		Short: "List the e-mail recipients sent nothing because their server refused them for good",

@@ -68,10 +68,10 @@ func newReleaseCommand(g *globals) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.Namespace, "namespace", "datajobs", "namespace of the CronJobs")
+	addNamespace(f, &cfg.Namespace, "")
 	f.BoolVar(&cfg.DryRun, "dry-run", false, "send every update as a server-side dry run: validate, store nothing")
-	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig path (default: $KUBECONFIG, then the in-cluster config)")
-	f.StringVar(&databaseURL, "database-url", "", "PostgreSQL connection URL; when given, refuse while a synchronizer holds its lease")
+	addKubeconfig(f, &kubeconfig)
+	addDatabaseURL(f, &databaseURL, "; when given, refuse while a synchronizer holds its lease")
 	return cmd
 }
 

@@ -13,7 +13,7 @@ import (
 
 // registerSecretsFlags: job secrets and team OAuth credentials (issue 26, docs/operations.md).
 func registerSecretsFlags(f *pflag.FlagSet, cfg *server.Config) {
-	f.StringVar(&cfg.Secrets.KeyFile, "secrets-key-file", "", "keyring file whose newest key encrypts the data keys of secrets (required in auth mode oidc; `datajobs secrets add-key` makes one)")
+	addSecretsKeyFile(f, &cfg.Secrets.KeyFile, "keyring file whose newest key encrypts the data keys of secrets (required in auth mode oidc; `datajobs secrets add-key` makes one)")
 	f.IntVar(&cfg.Secrets.MaxBytes, "max-secrets-bytes", service.DefaultMaxSecretsBytes, "largest serialized secrets object of one job; more get 413")
 }
 
@@ -42,7 +42,7 @@ func newSecretsAddKeyCommand(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&keyFile, "secrets-key-file", "", "keyring file (required)")
+	addSecretsKeyFile(cmd.Flags(), &keyFile, "keyring file"+required)
 	return cmd
 }
 
@@ -75,7 +75,7 @@ func newSecretsRotateCommand(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&keyFile, "secrets-key-file", "", "keyring file (required)")
-	cmd.Flags().StringVar(&databaseURL, "database-url", "", "PostgreSQL connection URL (required)")
+	addSecretsKeyFile(cmd.Flags(), &keyFile, "keyring file"+required)
+	addDatabaseURL(cmd.Flags(), &databaseURL, required)
 	return cmd
 }

@@ -1,32 +1,26 @@
 package cli
 
 import (
-	"time"
-
 	"github.com/spf13/pflag"
 
-	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/auth"
+	"github.com/datajobs/datajobs/internal/graphapi"
+	"github.com/datajobs/datajobs/internal/httpapi"
 	"github.com/datajobs/datajobs/internal/server"
+	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/slots"
 	"github.com/datajobs/datajobs/internal/synchronizer"
 )
 
-// serveFlagVars are the serve flags parsed into values that build() turns into server.Config fields.
-type serveFlagVars struct {
-	syncMode      *string
-	res           *resourceFlags
-	introspection *bool
-	authMode      *string
-}
-
 // registerServeFlags declares every `datajobs serve` flag, a group a function, each group
 // beside the docs that describe it.
-func registerServeFlags(f *pflag.FlagSet, cfg *server.Config, v *serveFlagVars) {
-	registerCoreFlags(f, cfg, v)
+func registerServeFlags(f *pflag.FlagSet, fl *serveFlags) {
+	cfg := &fl.cfg
+	registerCoreFlags(f, fl)
 	registerExecutionFlags(f, cfg)
 	registerBuildFlags(f, cfg)
-	registerRequestFlags(f, cfg, v)
-	registerAuthFlags(f, cfg, v)
+	registerRequestFlags(f, fl)
+	registerAuthFlags(f, fl)
 	registerUIFlags(f, cfg)
 	registerSafetyFlags(f, cfg)
 	registerSecretsFlags(f, cfg)
@@ -34,24 +28,22 @@ func registerServeFlags(f *pflag.FlagSet, cfg *server.Config, v *serveFlagVars) 
 }
 
 // registerCoreFlags: the service: listeners, database, cluster, synchronizer, python versions and sources.
-func registerCoreFlags(f *pflag.FlagSet, cfg *server.Config, v *serveFlagVars) {
-	f.StringVar(&cfg.Listen, "listen", ":8092", "address the API listens on")
-	f.StringVar(&cfg.DatabaseURL, "database-url", "", "PostgreSQL connection URL (required)")
-	f.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig path (default: $KUBECONFIG, then the in-cluster config)")
-	f.StringVar(&cfg.Namespace, "namespace", "datajobs", "namespace of the CronJobs")
-	f.StringVar(&cfg.ImageRegistry, "image-registry", "registry.local/datajobs", "registry of job images: <registry>/<job>:<version>")
+func registerCoreFlags(f *pflag.FlagSet, fl *serveFlags) {
+	cfg := &fl.cfg
+	f.StringVar(&cfg.Listen, "listen", server.DefaultListen, "address the API listens on")
+	addDatabaseURL(f, &cfg.DatabaseURL, required)
+	addKubeconfig(f, &cfg.Kubeconfig)
+	fl.render.register(f, "", ": <registry>/<job>:<version>")
 	f.DurationVar(&cfg.ResyncInterval, "resync-interval", 0, "period of the full resync pass (default 5m)")
-	f.StringVar(v.syncMode, "sync-mode", "on", "synchronizer mode: on, dry-run or off")
-	f.IntVar(&cfg.SyncWorkers, "sync-workers", 16, "jobs reconciled in parallel")
+	f.StringVar(&fl.syncMode, "sync-mode", string(server.DefaultSyncMode), "synchronizer mode: on, dry-run or off")
+	f.IntVar(&cfg.SyncWorkers, "sync-workers", synchronizer.DefaultWorkers, "jobs reconciled in parallel")
 	f.Var(&throttleFlag{qps: &cfg.KubeQPS}, "kube-qps", "requests per second to the Kubernetes API server: auto (no client-side limit when the apiserver runs API Priority and Fairness, else 50), a number, or -1 for no limit")
 	f.Var(&throttleFlag{burst: &cfg.KubeBurst}, "kube-burst", "burst of requests to the Kubernetes API server: auto (twice the QPS) or a number")
-	f.StringSliceVar(&cfg.SupportedPythonVersions, "supported-python-versions", job.DefaultSupportedPythonVersions(), "python versions jobs may deploy with")
-	f.StringVar(&cfg.DefaultPythonVersion, "default-python-version", job.DefaultPythonVersion, "python version of deployments that name none")
-	f.Int64Var(&cfg.Sources.MaxArchiveBytes, "max-source-archive-bytes", 50<<20, "largest job sources zip accepted (413 above)")
-	f.Int64Var(&cfg.Sources.MaxUncompressedBytes, "max-source-uncompressed-bytes", 200<<20, "largest total size of the files in a sources zip (400 above: zip bombs)")
-	f.IntVar(&cfg.Sources.KeepVersions, "source-versions-kept", 50, "source versions kept per job (negative: all)")
+	addPythonFlags(f, &cfg.SupportedPythonVersions, &cfg.DefaultPythonVersion, "python versions jobs may deploy with", "python version of deployments that name none")
+	f.Int64Var(&cfg.Sources.MaxArchiveBytes, "max-source-archive-bytes", service.DefaultMaxArchiveBytes, "largest job sources zip accepted (413 above)")
+	f.Int64Var(&cfg.Sources.MaxUncompressedBytes, "max-source-uncompressed-bytes", service.DefaultMaxUncompressedBytes, "largest total size of the files in a sources zip (400 above: zip bombs)")
+	f.IntVar(&cfg.Sources.KeepVersions, "source-versions-kept", service.DefaultKeepVersions, "source versions kept per job (negative: all)")
 	f.DurationVar(&cfg.LeaseDuration, "lease-duration", 0, "how long the synchronizer's leader lease lasts without renewal (default 10s)")
-	v.res.register(f)
 }
 
 // registerExecutionFlags: executions.
@@ -60,7 +52,7 @@ func registerExecutionFlags(f *pflag.FlagSet, cfg *server.Config) {
 	f.IntVar(&cfg.Executions.KeptPerJob, "executions-kept-per-job", synchronizer.DefaultExecutionsKeptPerJob, "finished executions kept per job")
 	f.DurationVar(&cfg.Executions.MaxAge, "executions-max-age", synchronizer.DefaultExecutionsMaxAge, "finished executions older than this are deleted")
 	f.DurationVar(&cfg.Executions.ImagePullGrace, "image-pull-grace", synchronizer.DefaultImagePullGrace, "how long an execution's image may fail to pull before it is a platform error")
-	f.DurationVar(&cfg.Executions.MaxTimeout, "max-execution-timeout", 24*time.Hour, "largest timeout_seconds a deployment may set (400 above); below 12h also the timeout of runs that set none")
+	f.DurationVar(&cfg.Executions.MaxTimeout, "max-execution-timeout", server.DefaultMaxExecutionTimeout, "largest timeout_seconds a deployment may set (400 above); below 12h also the timeout of runs that set none")
 	f.StringVar(&cfg.Executions.LogsURLTemplate, "logs-url-template", "", "logs_url of executions, with {job_name} {team} {execution_id} {op_id} {start_time} {end_time} (empty: none)")
 }
 
@@ -68,7 +60,7 @@ func registerExecutionFlags(f *pflag.FlagSet, cfg *server.Config) {
 func registerBuildFlags(f *pflag.FlagSet, cfg *server.Config) {
 	f.StringVar(&cfg.Build.Builder, "builder", "", "image builder: none or layer (default layer when --base-image is set, none otherwise)")
 	f.StringSliceVar(&cfg.Build.BaseImages, "base-image", nil, "base image of a python version, <version>=<image> (repeatable)")
-	f.IntVar(&cfg.Build.Workers, "build-workers", 2, "images built at once")
+	f.IntVar(&cfg.Build.Workers, "build-workers", server.DefaultBuildWorkers, "images built at once")
 	f.StringVar(&cfg.Build.RegistryAuthFile, "registry-auth-file", "", "Docker config file with the registries' credentials (default: anonymous)")
 	f.BoolVar(&cfg.Build.RegistryInsecure, "registry-insecure", false, "plain HTTP to a registry on a loopback address")
 	f.BoolVar(&cfg.Build.VerifyPrebuiltImages, "verify-prebuilt-images", true, "look the image of a job version that is no uploaded sources version up in the registry and run it by digest; a missing image is the deployment's user error (false: run <registry>/<job>:<version> unchecked, e.g. air-gapped)")
@@ -81,39 +73,41 @@ func registerBuildFlags(f *pflag.FlagSet, cfg *server.Config) {
 }
 
 // registerRequestFlags: request bounds (issue 11): concurrency, deadlines and quotas.
-func registerRequestFlags(f *pflag.FlagSet, cfg *server.Config, v *serveFlagVars) {
-	f.IntVar(&cfg.Requests.MaxConcurrentUploads, "max-concurrent-uploads", 4, "sources uploads in progress at once; more wait (--admission-wait), then answer 429")
-	f.IntVar(&cfg.Requests.MaxConcurrentDownloads, "max-concurrent-downloads", 16, "sources downloads in progress at once; more wait (--admission-wait), then answer 429")
-	f.IntVar(&cfg.Requests.MaxUploadsPerCaller, "max-concurrent-uploads-per-caller", 2, "sources uploads one caller may have in progress at once; more wait, then answer 429")
-	f.IntVar(&cfg.Requests.MaxDownloadsPerCaller, "max-concurrent-downloads-per-caller", 4, "sources downloads one caller may have in progress at once; more wait, then answer 429")
-	f.IntVar(&cfg.Requests.MaxConcurrentLogReads, "max-concurrent-log-reads", 16, "execution log reads in progress at once; more wait (--admission-wait), then answer 429")
-	f.IntVar(&cfg.Requests.MaxLogReadsPerCaller, "max-concurrent-log-reads-per-caller", 4, "execution log reads one caller may have in progress at once; more wait, then answer 429")
-	f.IntVar(&cfg.Requests.LogTailLines, "log-tail-lines", 1000, "lines of an execution's log answered when the request sets no tail_lines")
-	f.Int64Var(&cfg.Requests.MinTransferRate, "min-transfer-rate", 16<<10, "slowest a sources upload or download may go after its first 10 s, in bytes per second (negative: no minimum)")
-	f.DurationVar(&cfg.Requests.RequestTimeout, "request-timeout", time.Minute, "time to read a request and write its answer")
-	f.DurationVar(&cfg.Requests.TransferTimeout, "transfer-timeout", 5*time.Minute, "time to read a sources upload or write a download")
+func registerRequestFlags(f *pflag.FlagSet, fl *serveFlags) {
+	cfg := &fl.cfg
+	f.IntVar(&cfg.Requests.MaxConcurrentUploads, "max-concurrent-uploads", httpapi.DefaultMaxConcurrentUploads, "sources uploads in progress at once; more wait (--admission-wait), then answer 429")
+	f.IntVar(&cfg.Requests.MaxConcurrentDownloads, "max-concurrent-downloads", httpapi.DefaultMaxConcurrentDownloads, "sources downloads in progress at once; more wait (--admission-wait), then answer 429")
+	f.IntVar(&cfg.Requests.MaxUploadsPerCaller, "max-concurrent-uploads-per-caller", httpapi.DefaultMaxUploadsPerCaller, "sources uploads one caller may have in progress at once; more wait, then answer 429")
+	f.IntVar(&cfg.Requests.MaxDownloadsPerCaller, "max-concurrent-downloads-per-caller", httpapi.DefaultMaxDownloadsPerCaller, "sources downloads one caller may have in progress at once; more wait, then answer 429")
+	f.IntVar(&cfg.Requests.MaxConcurrentLogReads, "max-concurrent-log-reads", httpapi.DefaultMaxConcurrentLogReads, "execution log reads in progress at once; more wait (--admission-wait), then answer 429")
+	f.IntVar(&cfg.Requests.MaxLogReadsPerCaller, "max-concurrent-log-reads-per-caller", httpapi.DefaultMaxLogReadsPerCaller, "execution log reads one caller may have in progress at once; more wait, then answer 429")
+	f.IntVar(&cfg.Requests.LogTailLines, "log-tail-lines", httpapi.DefaultLogTailLines, "lines of an execution's log answered when the request sets no tail_lines")
+	f.Int64Var(&cfg.Requests.MinTransferRate, "min-transfer-rate", httpapi.DefaultMinTransferRate, "slowest a sources upload or download may go after its first 10 s, in bytes per second (negative: no minimum)")
+	f.DurationVar(&cfg.Requests.RequestTimeout, "request-timeout", httpapi.DefaultRequestTimeout, "time to read a request and write its answer")
+	f.DurationVar(&cfg.Requests.TransferTimeout, "transfer-timeout", httpapi.DefaultTransferTimeout, "time to read a sources upload or write a download")
 	f.IntVar(&cfg.Requests.MaxJobsPerTeam, "max-jobs-per-team", 0, "data jobs a team may have (0: no limit); more answer 409")
 	f.Int64Var(&cfg.Requests.MaxSourceBytesPerTeam, "max-source-bytes-per-team", 0, "bytes of sources archives stored per team (0: no limit); more answer 409")
-	f.DurationVar(&cfg.Requests.GraphQLTimeout, "graphql-timeout", 10*time.Second, "time a GraphQL query may take, parsing and validation included (503 past it)")
-	f.BoolVar(v.introspection, "graphql-introspection", true, "answer GraphQL introspection queries (__schema, __type)")
-	f.IntVar(&cfg.Requests.GraphQLMaxQueryBytes, "graphql-max-query-bytes", 8<<10, "longest GraphQL document accepted; a longer one is refused before it is parsed")
-	f.IntVar(&cfg.Requests.MaxConcurrentGraphQL, "max-concurrent-graphql", 8, "GraphQL queries in progress at once; more wait (--admission-wait), then answer 429")
+	f.DurationVar(&cfg.Requests.GraphQLTimeout, "graphql-timeout", graphapi.DefaultTimeout, "time a GraphQL query may take, parsing and validation included (503 past it)")
+	f.BoolVar(&fl.introspection, "graphql-introspection", true, "answer GraphQL introspection queries (__schema, __type)")
+	f.IntVar(&cfg.Requests.GraphQLMaxQueryBytes, "graphql-max-query-bytes", graphapi.DefaultMaxQueryBytes, "longest GraphQL document accepted; a longer one is refused before it is parsed")
+	f.IntVar(&cfg.Requests.MaxConcurrentGraphQL, "max-concurrent-graphql", graphapi.DefaultMaxConcurrent, "GraphQL queries in progress at once; more wait (--admission-wait), then answer 429")
 	f.DurationVar(&cfg.Requests.AdmissionWait, "admission-wait", slots.DefaultWait, "longest a GraphQL query, sources upload or download, or log read waits for a slot when all of its kind are in use (as many may wait as may run); past it, or with that queue full, it answers 429 (negative: at once)")
 }
 
 // registerAuthFlags: authentication and authorization (docs/api.md, "Authentication").
-func registerAuthFlags(f *pflag.FlagSet, cfg *server.Config, v *serveFlagVars) {
-	f.StringVar(v.authMode, "auth-mode", "oidc", "how callers are authenticated: oidc (a bearer JWT on every /data-jobs/ request) or none (everyone is an admin: a trusted loopback only)")
+func registerAuthFlags(f *pflag.FlagSet, fl *serveFlags) {
+	cfg := &fl.cfg
+	f.StringVar(&fl.authMode, "auth-mode", string(server.AuthOIDC), "how callers are authenticated: oidc (a bearer JWT on every /data-jobs/ request) or none (everyone is an admin: a trusted loopback only)")
 	f.StringSliceVar(&cfg.Auth.OIDC.IssuerURLs, "oidc-issuer-url", nil, "trusted OIDC issuer URLs, repeatable or comma-separated (required in mode oidc)")
-	f.StringVar(&cfg.Auth.OIDC.Audience, "oidc-audience", "datajobs", "audience a token must carry")
-	f.StringVar(&cfg.Auth.OIDC.UsernameClaim, "oidc-username-claim", "sub", "token claim recorded as deployed_by and started_by")
-	f.StringVar(&cfg.Auth.OIDC.TeamsClaim, "oidc-teams-claim", "groups", "token claim listing the caller's teams (a list: each element one team; or a string)")
+	f.StringVar(&cfg.Auth.OIDC.Audience, "oidc-audience", auth.DefaultAudience, "audience a token must carry")
+	f.StringVar(&cfg.Auth.OIDC.UsernameClaim, "oidc-username-claim", auth.DefaultUsernameClaim, "token claim recorded as deployed_by and started_by")
+	f.StringVar(&cfg.Auth.OIDC.TeamsClaim, "oidc-teams-claim", auth.DefaultTeamsClaim, "token claim listing the caller's teams (a list: each element one team; or a string)")
 	f.StringVar(&cfg.Auth.OIDC.TeamsSeparator, "oidc-teams-claim-separator", "", "separator that splits a string teams claim into teams (default: a string claim is one team; a list is never split)")
 	f.StringSliceVar(&cfg.Auth.OIDC.AdminTeams, "admin-teams", nil, "teams whose members may act on every team")
 	f.StringVar(&cfg.Auth.WebhookURL, "authz-webhook-url", "", "authorization webhook asked about every authenticated request (fail closed)")
-	f.DurationVar(&cfg.Auth.WebhookTimeout, "authz-webhook-timeout", 5*time.Second, "timeout of one webhook call (503 after it)")
-	f.DurationVar(&cfg.Auth.WebhookCacheTTL, "authz-webhook-cache-ttl", 10*time.Second, "how long a webhook decision is reused")
-	f.StringVar(&cfg.AdminListen, "admin-listen", "127.0.0.1:8093", "address of /metrics and /data-jobs/debug/* (keep it private)")
+	f.DurationVar(&cfg.Auth.WebhookTimeout, "authz-webhook-timeout", auth.DefaultWebhookTimeout, "timeout of one webhook call (503 after it)")
+	f.DurationVar(&cfg.Auth.WebhookCacheTTL, "authz-webhook-cache-ttl", auth.DefaultWebhookCacheTTL, "how long a webhook decision is reused")
+	f.StringVar(&cfg.AdminListen, "admin-listen", server.DefaultAdminListen, "address of /metrics and /data-jobs/debug/* (keep it private)")
 	f.BoolVar(&cfg.AdminProfiling, "admin-profiling", false, "also serve Go's profiles (/debug/pprof/) on the admin listener")
 }
 
@@ -130,11 +124,8 @@ func registerUIFlags(f *pflag.FlagSet, cfg *server.Config) {
 
 // registerSafetyFlags: synchronizer safety (issue 11): the mass-prune guard and the configuration fingerprint.
 func registerSafetyFlags(f *pflag.FlagSet, cfg *server.Config) {
-	f.Float64Var(&cfg.Safety.PruneMaxFraction, "prune-max-fraction", 0.2, "largest share of this installation's CronJobs one pass deletes as orphans (no data job knows them); above it, and on a database without any job, none is deleted")
-	f.BoolVar(&cfg.Safety.AllowMassPrune, "allow-mass-prune", false, "lift the --prune-max-fraction guard: delete every orphaned CronJob of this installation, however many")
+	addGuardFlags(f, &cfg.Safety, "--sync-mode dry-run")
 	f.Int32Var(&cfg.Safety.DBMaxConns, "db-max-conns", 0, "connections of the main database pool (API and synchronizer; default: the larger of 4 and the number of CPUs); the leader lease and LISTEN have their own")
-	f.DurationVar(&cfg.Safety.DBStatementTimeout, "db-statement-timeout", 30*time.Second, "longest a database statement of the main pool may run")
+	f.DurationVar(&cfg.Safety.DBStatementTimeout, "db-statement-timeout", server.DefaultDBStatementTimeout, "longest a database statement of the main pool may run")
 	f.BoolVar(&cfg.NotificationWebhookAllowPrivate, "notification-webhook-allow-private", false, "let notification webhooks reach loopback, link-local and private addresses (refused by default, checked when each connection is made: a team's webhook must not reach the installation's own network)")
-	f.BoolVar(&cfg.Safety.AcceptConfigChange, "accept-config-change", false, "sync although the rendering configuration (namespace, image registry, resource defaults) differs from the one the previous leader synced with, and make it the recorded one")
-	f.BoolVar(&cfg.Safety.AcceptRestore, "accept-restore", false, "sync although live CronJobs of this installation are newer than the database (restored from an older backup): roll them back to the database and re-stamp them; check with --sync-mode dry-run first")
 }

@@ -10,22 +10,20 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/leader"
 	"github.com/datajobs/datajobs/internal/secrets"
+	"github.com/datajobs/datajobs/internal/server"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/synchronizer"
 )
 
 func newSyncCommand(g *globals) *cobra.Command {
 	var (
-		once, dryRun                                 bool
-		databaseURL, kubeconfig, namespace, registry string
-		keyFile                                      string
-		res                                          resourceFlags
-		pruneMaxFraction                             float64
-		allowMassPrune, acceptConfigChange           bool
-		acceptRestore                                bool
+		once, dryRun            bool
+		databaseURL, kubeconfig string
+		keyFile                 string
+		render                  renderFlags
+		safety                  server.SafetyConfig
 	)
 	cmd := &cobra.Command{
 		Use:   "sync --once [--dry-run]",
@@ -45,11 +43,7 @@ func newSyncCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			bounds, err := res.bounds()
-			if err != nil {
-				return err
-			}
-			ephemeral, err := res.ephemeralStorageBytes()
+			rc, err := render.render()
 			if err != nil {
 				return err
 			}
@@ -70,13 +64,9 @@ func newSyncCommand(g *globals) *cobra.Command {
 				}
 			}
 			syncer := synchronizer.New(synchronizer.Config{
-				Render: kube.RenderConfig{
-					Namespace: namespace, ImageRegistry: registry, Resources: bounds, EphemeralStorageLimitBytes: ephemeral,
-					JobAPIURL: res.jobAPIURL, JobServiceAccount: res.jobServiceAccount,
-				},
-				DryRun: dryRun, Logger: log,
-				PruneMaxFraction: pruneMaxFraction, AllowMassPrune: allowMassPrune, AcceptConfigChange: acceptConfigChange,
-				AcceptRestore: acceptRestore, TeamOAuthKeys: keys,
+				Render: rc, DryRun: dryRun, Logger: log,
+				PruneMaxFraction: safety.PruneMaxFraction, AllowMassPrune: safety.AllowMassPrune, AcceptConfigChange: safety.AcceptConfigChange,
+				AcceptRestore: safety.AcceptRestore, TeamOAuthKeys: keys,
 			}, db, cluster.Client, nil)
 			rep, err := runOnce(ctx, db, syncer, dryRun)
 			if err != nil {
@@ -98,16 +88,11 @@ func newSyncCommand(g *globals) *cobra.Command {
 	f := cmd.Flags()
 	f.BoolVar(&once, "once", false, "run one pass and exit")
 	f.BoolVar(&dryRun, "dry-run", false, "compute and print the plan, write nothing")
-	f.StringVar(&databaseURL, "database-url", "", "PostgreSQL connection URL (required)")
-	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig path (default: $KUBECONFIG, then the in-cluster config)")
-	f.StringVar(&namespace, "namespace", "datajobs", "namespace of the CronJobs")
-	f.StringVar(&registry, "image-registry", "registry.local/datajobs", "registry of job images: <registry>/<job>:<version>")
-	f.StringVar(&keyFile, "secrets-key-file", "", "keyring file of serve: the pass also writes the teams' OAuth Secrets; without it they are left as they are")
-	res.register(f)
-	f.Float64Var(&pruneMaxFraction, "prune-max-fraction", 0.2, "largest share of this installation's CronJobs the pass deletes as orphans; above it, and on a database without any job, none is deleted")
-	f.BoolVar(&allowMassPrune, "allow-mass-prune", false, "lift the --prune-max-fraction guard")
-	f.BoolVar(&acceptConfigChange, "accept-config-change", false, "run although the rendering configuration differs from the one the serving leader synced with, and make it the recorded one")
-	f.BoolVar(&acceptRestore, "accept-restore", false, "run although live CronJobs are newer than the database (restored from an older backup), and re-stamp them")
+	addDatabaseURL(f, &databaseURL, required)
+	addKubeconfig(f, &kubeconfig)
+	render.register(f, "", ": <registry>/<job>:<version>")
+	addSecretsKeyFile(f, &keyFile, "keyring file of serve: the pass also writes the teams' OAuth Secrets; without it they are left as they are")
+	addGuardFlags(f, &safety, "--dry-run")
 	return cmd
 }
 
@@ -119,7 +104,7 @@ func runOnce(ctx context.Context, db *store.Store, syncer *synchronizer.Synchron
 	}
 	host, _ := os.Hostname()
 	identity := fmt.Sprintf("sync-once-%s-%d", host, os.Getpid())
-	elector, err := leader.New(leader.Config{Name: store.SyncLeaseName, Identity: identity, LeaseDuration: 10 * time.Second}, db)
+	elector, err := leader.New(leader.Config{Name: store.SyncLeaseName, Identity: identity, LeaseDuration: leader.DefaultLeaseDuration}, db)
 	if err != nil {
 		return synchronizer.Report{}, err
 	}

@@ -51,6 +51,13 @@ type Reader interface {
 	Teams(ctx context.Context) ([]string, error)
 }
 
+// The defaults of Config that the flags of `datajobs serve` use too.
+const (
+	DefaultMaxQueryBytes = 8 << 10
+	DefaultMaxConcurrent = 8
+	DefaultTimeout       = 10 * time.Second
+)
+
 // Config configures the GraphQL handler.
 type Config struct {
 	// MaxPageSize is the largest pageSize a query may ask for; larger ones are refused
@@ -143,15 +150,15 @@ type Handler struct {
 func New(cfg Config, r Reader) (*Handler, error) {
 	cfg.MaxPageSize = cmp.Or(cfg.MaxPageSize, 100)
 	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, 64<<10)
-	cfg.MaxQueryBytes = cmp.Or(cfg.MaxQueryBytes, 8<<10)
+	cfg.MaxQueryBytes = cmp.Or(cfg.MaxQueryBytes, DefaultMaxQueryBytes)
 	cfg.MaxTokens = cmp.Or(cfg.MaxTokens, 2000)
 	cfg.CacheBytes = cmp.Or(cfg.CacheBytes, 16<<20)
-	cfg.MaxConcurrent = cmp.Or(cfg.MaxConcurrent, 8)
+	cfg.MaxConcurrent = cmp.Or(cfg.MaxConcurrent, DefaultMaxConcurrent)
 	cfg.MaxWidth = cmp.Or(cfg.MaxWidth, 100)
 	cfg.MaxDepth = cmp.Or(cfg.MaxDepth, 15)
 	cfg.MaxComplexity = cmp.Or(cfg.MaxComplexity, 1000)
 	cfg.MaxRootFields = cmp.Or(cfg.MaxRootFields, 5)
-	cfg.Timeout = cmp.Or(cfg.Timeout, 10*time.Second)
+	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

@@ -66,7 +66,7 @@ func holdUpload(t *testing.T, client *http.Client, url, archive string) (finish 
 // another caller still gets in.
 func TestOneCallerCannotHoldEveryUploadSlot(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withAPI(httpapi.Config{MaxConcurrentUploads: 4, MaxUploadsPerCaller: 1, Admission: shortWait}))
+	e := newEnv(t, withAPI(httpapi.Config{Limits: httpapi.Limits{MaxConcurrentUploads: 4, MaxUploadsPerCaller: 1}, Admission: shortWait}))
 	path := e.createJob("team-a", "my-job")
 	archive := sampleJob(t, time.Now(), zip.Deflate)
 	hog := clientFrom("127.0.0.1")
@@ -96,7 +96,7 @@ func TestOneCallerCannotHoldEveryUploadSlot(t *testing.T) {
 // that says so (it was a 400), and its slot is free again for the next caller.
 func TestAnUploadSlowerThanTheMinimumRateLosesItsSlot(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withAPI(httpapi.Config{MaxConcurrentUploads: 1, MinTransferRate: 64 << 10, MinTransferGrace: 500 * time.Millisecond}))
+	e := newEnv(t, withAPI(httpapi.Config{Limits: httpapi.Limits{MaxConcurrentUploads: 1, MinTransferRate: 64 << 10}, MinTransferGrace: 500 * time.Millisecond}))
 	path := e.createJob("team-a", "my-job")
 	archive := sampleJob(t, time.Now(), zip.Deflate)
 
@@ -143,7 +143,7 @@ func TestAnUploadSlowerThanTheMinimumRateLosesItsSlot(t *testing.T) {
 // before --transfer-timeout (here the default 5 minutes), so it frees its slot.
 func TestADownloadThatFallsBelowTheMinimumRateEnds(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withAPI(httpapi.Config{MinTransferRate: 1 << 20, MinTransferGrace: time.Second}))
+	e := newEnv(t, withAPI(httpapi.Config{Limits: httpapi.Limits{MinTransferRate: 1 << 20}, MinTransferGrace: time.Second}))
 	resp := e.startUnreadDownload(t)
 	// The handler returns (and frees its slot) although the client has not read: the
 	// request is logged then, long before the 5 minute transfer timeout.
@@ -178,7 +178,7 @@ func (b *blockingLogs) ExecutionLog(ctx context.Context, _ string, tail int) (st
 func TestLiveLogReadsTakeASlotAndADefaultTail(t *testing.T) {
 	t.Parallel()
 	logs := &blockingLogs{started: make(chan struct{}, 4), release: make(chan struct{}), tails: make(chan int, 4)}
-	e := newEnv(t, withAPI(httpapi.Config{LogTailLines: 250, MaxConcurrentLogReads: 4, MaxLogReadsPerCaller: 1, Admission: shortWait}),
+	e := newEnv(t, withAPI(httpapi.Config{Limits: httpapi.Limits{LogTailLines: 250, MaxConcurrentLogReads: 4, MaxLogReadsPerCaller: 1}, Admission: shortWait}),
 		func(o *options) { o.logs = logs })
 	path := e.createJob("team-a", "my-job")
 	e.sql(`INSERT INTO data_job_execution (id, job_name, type, status, op_id) VALUES ('my-job-1', 'my-job', 'manual', 'running', 'o')`)

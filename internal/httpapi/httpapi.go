@@ -30,40 +30,18 @@ type Config struct {
 	// POST of the same path when the body is a GraphQL request ({"query": ...} without a
 	// job_name; any other POST creates a job). When nil the GET answers 501.
 	JobsQuery http.Handler
-	// Bounds of requests (issue 11). MaxConcurrentUploads and MaxConcurrentDownloads cap
-	// the sources uploads and downloads in progress; more wait for a slot as Admission
-	// says, then get 429 with Retry-After (defaults 4 and 16: an upload holds its archive
-	// in memory, a download a 1 MiB chunk).
-	MaxConcurrentUploads   int
-	MaxConcurrentDownloads int
-	// MaxUploadsPerCaller and MaxDownloadsPerCaller cap what one caller (a verified
-	// username, else a client address) holds of those (defaults 2 and 4), so a few
-	// clients cannot hold every slot.
-	MaxUploadsPerCaller   int
-	MaxDownloadsPerCaller int
-	// MaxConcurrentLogReads caps the execution log reads in progress, MaxLogReadsPerCaller
-	// one caller's share (defaults 16 and 4): a live read streams the pod's log through
-	// the apiserver from the kubelet.
-	MaxConcurrentLogReads int
-	MaxLogReadsPerCaller  int
+	// Limits bound the requests (issue 11).
+	Limits
 	// LogReads, when set, are the log-read slots to use instead (shared with the console;
-	// see NewLogReadSlots); the two fields above are then unused.
+	// see NewLogReadSlots); Limits' MaxConcurrentLogReads and MaxLogReadsPerCaller are
+	// then unused.
 	LogReads *slots.Slots
 	// Admission is how a request waits for a slot of its kind when all are in use (see
 	// package slots; default: up to slots.DefaultWait, as many waiting as may run).
 	Admission slots.Queue
-	// LogTailLines is how many lines of a log the logs endpoint answers when the request
-	// sets no tail_lines (default 1000); tail_lines <= 0 asks for all that is kept.
-	LogTailLines int
-	// MinTransferRate is the slowest a sources upload or download may go, in bytes per
-	// second, after its first MinTransferGrace (defaults 16 KiB/s and 10s; a negative
-	// rate: no minimum). Below it the connection is closed and its slot freed.
-	MinTransferRate  int64
+	// MinTransferGrace is how long a sources upload or download may go slower than
+	// Limits.MinTransferRate at its start (default 10s).
 	MinTransferGrace time.Duration
-	// RequestTimeout bounds reading a request and writing its answer (default 1m);
-	// TransferTimeout does for sources uploads and downloads (default 5m).
-	RequestTimeout  time.Duration
-	TransferTimeout time.Duration
 	// Metrics, when set, counts and times the requests (see NewMetrics).
 	Metrics *Metrics
 
@@ -96,18 +74,18 @@ func New(cfg Config, svc *service.Service, logger *slog.Logger) http.Handler {
 	if cfg.NewOpID == nil {
 		cfg.NewOpID = rand.Text
 	}
-	cfg.MaxConcurrentUploads = cmp.Or(max(cfg.MaxConcurrentUploads, 0), 4)
-	cfg.MaxConcurrentDownloads = cmp.Or(max(cfg.MaxConcurrentDownloads, 0), 16)
-	cfg.MaxUploadsPerCaller = cmp.Or(max(cfg.MaxUploadsPerCaller, 0), 2)
-	cfg.MaxDownloadsPerCaller = cmp.Or(max(cfg.MaxDownloadsPerCaller, 0), 4)
+	cfg.MaxConcurrentUploads = cmp.Or(max(cfg.MaxConcurrentUploads, 0), DefaultMaxConcurrentUploads)
+	cfg.MaxConcurrentDownloads = cmp.Or(max(cfg.MaxConcurrentDownloads, 0), DefaultMaxConcurrentDownloads)
+	cfg.MaxUploadsPerCaller = cmp.Or(max(cfg.MaxUploadsPerCaller, 0), DefaultMaxUploadsPerCaller)
+	cfg.MaxDownloadsPerCaller = cmp.Or(max(cfg.MaxDownloadsPerCaller, 0), DefaultMaxDownloadsPerCaller)
 	if cfg.LogReads == nil {
 		cfg.LogReads = NewLogReadSlots(cfg.MaxConcurrentLogReads, cfg.MaxLogReadsPerCaller, cfg.Admission)
 	}
-	cfg.LogTailLines = cmp.Or(max(cfg.LogTailLines, 0), 1000)
-	cfg.MinTransferRate = cmp.Or(cfg.MinTransferRate, 16<<10)
+	cfg.LogTailLines = cmp.Or(max(cfg.LogTailLines, 0), DefaultLogTailLines)
+	cfg.MinTransferRate = cmp.Or(cfg.MinTransferRate, DefaultMinTransferRate)
 	cfg.MinTransferGrace = cmp.Or(max(cfg.MinTransferGrace, 0), 10*time.Second)
-	cfg.RequestTimeout = cmp.Or(max(cfg.RequestTimeout, 0), time.Minute)
-	cfg.TransferTimeout = cmp.Or(max(cfg.TransferTimeout, 0), 5*time.Minute)
+	cfg.RequestTimeout = cmp.Or(max(cfg.RequestTimeout, 0), DefaultRequestTimeout)
+	cfg.TransferTimeout = cmp.Or(max(cfg.TransferTimeout, 0), DefaultTransferTimeout)
 	a := &api{
 		cfg: cfg, svc: svc, logger: logger,
 		uploads: slots.New(slots.Config{

@@ -28,7 +28,7 @@ func withAPI(c httpapi.Config) func(*options) {
 // it is refused with 429, Retry-After and a VDK body naming the cap, and stores nothing.
 func TestUploadsBeyondTheCapAnswer429WithRetryAfter(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withAPI(httpapi.Config{MaxConcurrentUploads: 1, Admission: slots.Queue{Wait: 100 * time.Millisecond, WaitFlag: "--admission-wait"}}))
+	e := newEnv(t, withAPI(httpapi.Config{Limits: httpapi.Limits{MaxConcurrentUploads: 1}, Admission: slots.Queue{Wait: 100 * time.Millisecond, WaitFlag: "--admission-wait"}}))
 	path := e.createJob("team-a", "my-job")
 	archive := sampleJob(t, time.Now(), zip.Deflate)
 
@@ -101,7 +101,7 @@ func TestADownloadThatTheClientDoesNotReadEndsAtItsDeadline(t *testing.T) {
 	t.Parallel()
 	// Long enough for the response to start on a loaded machine (the deadline covers the
 	// database read before the headers too), far shorter than the test's patience.
-	e := newEnv(t, withAPI(httpapi.Config{TransferTimeout: 2 * time.Second}))
+	e := newEnv(t, withAPI(httpapi.Config{Limits: httpapi.Limits{TransferTimeout: 2 * time.Second}}))
 	resp := e.startUnreadDownload(t)
 	// The handler returns once its write deadline has passed, although the client has not
 	// read: the request is logged then.

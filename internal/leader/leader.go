@@ -36,6 +36,10 @@ type Leases interface {
 	LeaseExpiresIn(ctx context.Context, name string) (time.Duration, error)
 }
 
+// DefaultLeaseDuration is Config.LeaseDuration's default, which the synchronizer's
+// --lease-duration and `sync --once`'s lease use too.
+const DefaultLeaseDuration = 10 * time.Second
+
 // Config configures an Elector. Durations must satisfy
 // RenewInterval < RenewDeadline < LeaseDuration, so the leader stops working before
 // anyone else can take the lease.
@@ -92,7 +96,7 @@ func New(cfg Config, leases Leases) (*Elector, error) {
 		}
 		cfg.Identity = id
 	}
-	cfg.LeaseDuration = cmp.Or(cfg.LeaseDuration, 10*time.Second)
+	cfg.LeaseDuration = cmp.Or(cfg.LeaseDuration, DefaultLeaseDuration)
 	cfg.RenewInterval = cmp.Or(cfg.RenewInterval, cfg.LeaseDuration/5)
 	cfg.RenewDeadline = cmp.Or(cfg.RenewDeadline, cfg.LeaseDuration*7/10)
 	cfg.RetryInterval = cmp.Or(cfg.RetryInterval, cfg.LeaseDuration/5)

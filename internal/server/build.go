@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -35,7 +36,7 @@ type BuildConfig struct {
 	Builder string
 	// BaseImages are "<python version>=<image reference>" pairs (--base-image).
 	BaseImages []string
-	// Workers build that many images at once (default 2).
+	// Workers build that many images at once (default DefaultBuildWorkers, 2).
 	Workers int
 	// RegistryAuthFile is a Docker config file with the registries' credentials ("":
 	// anonymous).
@@ -75,9 +76,7 @@ func (c BuildConfig) withDefaults() (BuildConfig, error) {
 	case c.Workers < 0:
 		return c, fmt.Errorf("build workers must be at least 1, not %d", c.Workers)
 	}
-	if c.Workers == 0 {
-		c.Workers = 2
-	}
+	c.Workers = cmp.Or(c.Workers, DefaultBuildWorkers)
 	return c, nil
 }
 

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/leader"
 	"github.com/datajobs/datajobs/internal/service"
+	"github.com/datajobs/datajobs/internal/synchronizer"
 )
 
 // SyncMode says what the synchronizer does with its plan.
@@ -23,6 +25,21 @@ const (
 	SyncOn     SyncMode = "on"      // apply the plan
 	SyncDryRun SyncMode = "dry-run" // compute and log the plan, write nothing
 	SyncOff    SyncMode = "off"     // no synchronizer in this process
+)
+
+// The defaults of Config, which the flags of `datajobs serve` (and of the other commands
+// that take the same flag) use too. The defaults of the components' own settings are
+// the components' (synchronizer.DefaultWorkers, httpapi.Limits, ...).
+const (
+	DefaultListen              = ":8092"
+	DefaultAdminListen         = "127.0.0.1:8093"
+	DefaultNamespace           = "datajobs"
+	DefaultImageRegistry       = "registry.local/datajobs"
+	DefaultSyncMode            = SyncOn
+	DefaultShutdownTimeout     = 20 * time.Second
+	DefaultMaxExecutionTimeout = 24 * time.Hour
+	DefaultDBStatementTimeout  = 30 * time.Second
+	DefaultBuildWorkers        = 2
 )
 
 // Config is everything `datajobs serve` needs. Each field is a flag and an environment
@@ -46,7 +63,8 @@ type Config struct {
 	// every sync mode, before any replica deletes it (default 10m; it keeps between one and
 	// two of them). A reader that has not read for that long reads every state instead.
 	SyncChangeRetention time.Duration
-	// SyncWorkers is the number of jobs reconciled in parallel (default 16: a busy apiserver
+	// SyncWorkers is the number of jobs reconciled in parallel (default
+	// synchronizer.DefaultWorkers, 16: a busy apiserver
 	// answers each write slower, and more in flight kept a failover under a CPU hog
 	// within lease + 3 s, docs/benchmarks.md).
 	SyncWorkers int
@@ -121,7 +139,7 @@ type Config struct {
 // SafetyConfig holds the synchronizer's guards against a wrong database or configuration.
 type SafetyConfig struct {
 	// PruneMaxFraction is the largest share of this installation's CronJobs that one pass
-	// deletes as orphans (default 0.2); see synchronizer.Config.
+	// deletes as orphans (default synchronizer.DefaultPruneMaxFraction, 0.2).
 	PruneMaxFraction float64
 	// AllowMassPrune lifts the PruneMaxFraction guard (default false).
 	AllowMassPrune bool
@@ -142,25 +160,25 @@ type SafetyConfig struct {
 
 // withDefaults fills every unset field and validates the result.
 func (c Config) withDefaults() (_ Config, err error) {
-	c.Listen = cmp.Or(c.Listen, ":8092")
-	c.Namespace = cmp.Or(c.Namespace, "datajobs")
-	c.ImageRegistry = cmp.Or(c.ImageRegistry, "registry.local/datajobs")
-	c.ResyncInterval = cmp.Or(c.ResyncInterval, 5*time.Minute)
-	c.SyncMode = cmp.Or(c.SyncMode, SyncOn)
-	c.SyncWorkers = cmp.Or(c.SyncWorkers, 16)
+	c.Listen = cmp.Or(c.Listen, DefaultListen)
+	c.Namespace = cmp.Or(c.Namespace, DefaultNamespace)
+	c.ImageRegistry = cmp.Or(c.ImageRegistry, DefaultImageRegistry)
+	c.ResyncInterval = cmp.Or(c.ResyncInterval, synchronizer.DefaultResyncInterval)
+	c.SyncMode = cmp.Or(c.SyncMode, DefaultSyncMode)
+	c.SyncWorkers = cmp.Or(c.SyncWorkers, synchronizer.DefaultWorkers)
 	if len(c.SupportedPythonVersions) == 0 {
 		c.SupportedPythonVersions = job.DefaultSupportedPythonVersions()
 	}
 	c.DefaultPythonVersion = cmp.Or(c.DefaultPythonVersion, job.DefaultPythonVersion)
 	c.Resources = c.Resources.WithDefaults()
-	c.LeaseDuration = cmp.Or(c.LeaseDuration, 10*time.Second)
-	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 20*time.Second)
-	c.Executions.MaxTimeout = cmp.Or(c.Executions.MaxTimeout, 24*time.Hour)
+	c.LeaseDuration = cmp.Or(c.LeaseDuration, leader.DefaultLeaseDuration)
+	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, DefaultShutdownTimeout)
+	c.Executions.MaxTimeout = cmp.Or(c.Executions.MaxTimeout, DefaultMaxExecutionTimeout)
 	c.Version = cmp.Or(c.Version, "dev")
-	c.Safety.DBStatementTimeout = cmp.Or(c.Safety.DBStatementTimeout, 30*time.Second)
+	c.Safety.DBStatementTimeout = cmp.Or(c.Safety.DBStatementTimeout, DefaultDBStatementTimeout)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	c.Auth.Mode = cmp.Or(c.Auth.Mode, AuthOIDC)
-	c.AdminListen = cmp.Or(c.AdminListen, "127.0.0.1:8093")
+	c.AdminListen = cmp.Or(c.AdminListen, DefaultAdminListen)
 
 	if c.Build, err = c.Build.withDefaults(); err != nil {
 		return c, err

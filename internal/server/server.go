@@ -143,10 +143,7 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 	}
 	api := httpapi.New(httpapi.Config{
 		JobsQuery: jobsQuery, Auth: authn, Webhook: authz, Jobs: jobs,
-		MaxConcurrentUploads: cfg.Requests.MaxConcurrentUploads, MaxConcurrentDownloads: cfg.Requests.MaxConcurrentDownloads,
-		MaxUploadsPerCaller: cfg.Requests.MaxUploadsPerCaller, MaxDownloadsPerCaller: cfg.Requests.MaxDownloadsPerCaller,
-		LogReads: logReads, LogTailLines: cfg.Requests.LogTailLines, MinTransferRate: cfg.Requests.MinTransferRate,
-		RequestTimeout: cfg.Requests.RequestTimeout, TransferTimeout: cfg.Requests.TransferTimeout,
+		Limits: cfg.Requests.Limits, LogReads: logReads,
 		Metrics: httpapi.NewMetrics(registry), Secrets: secretsSvc, Admission: admission,
 	}, svc, cfg.Logger)
 	a.public = mux(publicRoutes(health, console, api))

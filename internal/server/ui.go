@@ -63,7 +63,7 @@ func consoleHandler(ctx context.Context, cfg Config, svc *service.Service, db *s
 		}
 		login, err := auth.NewLogin(auth.LoginConfig{
 			IssuerURL: issuer, ClientID: cfg.UI.OIDCClientID, ClientSecret: cfg.UI.OIDCClientSecret,
-			Scopes: cfg.UI.OIDCScopes, Audience: cmp.Or(cfg.Auth.OIDC.Audience, "datajobs"),
+			Scopes: cfg.UI.OIDCScopes, Audience: cmp.Or(cfg.Auth.OIDC.Audience, auth.DefaultAudience),
 		}, verifier)
 		if err != nil {
 			return nil, err

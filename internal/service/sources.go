@@ -18,6 +18,14 @@ import (
 	"github.com/datajobs/datajobs/internal/ziparchive"
 )
 
+// The defaults of SourcesConfig, which the flags of `datajobs serve` use too.
+const (
+	DefaultMaxArchiveBytes      = 50 << 20
+	DefaultMaxUncompressedBytes = 200 << 20
+	DefaultMaxFiles             = 10_000
+	DefaultKeepVersions         = 50
+)
+
 // SourcesConfig bounds the sources users upload (POST .../jobs/{job}/sources).
 type SourcesConfig struct {
 	// MaxArchiveBytes caps the size of an uploaded zip archive (default 50 MiB). The API
@@ -38,10 +46,10 @@ type SourcesConfig struct {
 // withDefaults fills the zero fields of c; limits that are not positive take their
 // default too.
 func (c SourcesConfig) withDefaults() SourcesConfig {
-	c.MaxArchiveBytes = cmp.Or(max(c.MaxArchiveBytes, 0), 50<<20)
-	c.MaxUncompressedBytes = cmp.Or(max(c.MaxUncompressedBytes, 0), 200<<20)
-	c.MaxFiles = cmp.Or(max(c.MaxFiles, 0), 10_000)
-	c.KeepVersions = cmp.Or(c.KeepVersions, 50)
+	c.MaxArchiveBytes = cmp.Or(max(c.MaxArchiveBytes, 0), DefaultMaxArchiveBytes)
+	c.MaxUncompressedBytes = cmp.Or(max(c.MaxUncompressedBytes, 0), DefaultMaxUncompressedBytes)
+	c.MaxFiles = cmp.Or(max(c.MaxFiles, 0), DefaultMaxFiles)
+	c.KeepVersions = cmp.Or(c.KeepVersions, DefaultKeepVersions)
 	return c
 }
 

@@ -64,6 +64,13 @@ type Applier interface {
 	Gone(ctx context.Context, name, jobUID string) (bool, error)
 }
 
+// The defaults of Config, which the flags of `datajobs serve` and `sync --once` use too.
+const (
+	DefaultWorkers          = 16
+	DefaultPruneMaxFraction = 0.2
+	DefaultResyncInterval   = 5 * time.Minute
+)
+
 // Config configures a Synchronizer.
 type Config struct {
 	// Render is the platform-wide part of every CronJob; Render.Namespace is watched.
@@ -121,9 +128,9 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	c.Render = c.Render.WithDefaults()
-	c.Workers = cmp.Or(c.Workers, 16)
-	c.PruneMaxFraction = cmp.Or(c.PruneMaxFraction, 0.2)
-	c.ResyncInterval = cmp.Or(c.ResyncInterval, 5*time.Minute)
+	c.Workers = cmp.Or(c.Workers, DefaultWorkers)
+	c.PruneMaxFraction = cmp.Or(c.PruneMaxFraction, DefaultPruneMaxFraction)
+	c.ResyncInterval = cmp.Or(c.ResyncInterval, DefaultResyncInterval)
 	c.FullReadInterval = cmp.Or(c.FullReadInterval, time.Hour)
 	c.PrefetchLimit = cmp.Or(c.PrefetchLimit, 10000)
 	c.RetryBase = cmp.Or(c.RetryBase, 500*time.Millisecond)
