@@ -10,6 +10,7 @@ import (
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
+	"github.com/datajobs/datajobs/internal/maintenance"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/synchronizer"
 )
@@ -34,17 +35,28 @@ type ExecutionsConfig struct {
 	MaxTimeout time.Duration
 }
 
-// newExecutions builds the leader's execution stage.
-func newExecutions(cfg Config, db *store.Store, cluster *kube.Cluster, reg prometheus.Registerer) *synchronizer.Executions {
-	return synchronizer.NewExecutions(synchronizer.ExecutionConfig{
+// newTracker builds the leader's execution stage and its maintenance services, wired
+// together: a final status the tracker writes wakes the backfills, and its cache of Jobs
+// tells the missed runs a run the CronJob controller started.
+func newTracker(cfg Config, db *store.Store, cluster *kube.Cluster, reg prometheus.Registerer) (*synchronizer.Executions, *maintenance.Maintainer) {
+	backfills := maintenance.NewBackfills(maintenance.BackfillsConfig{Logger: cfg.Logger}, db)
+	execs := synchronizer.NewExecutions(synchronizer.ExecutionConfig{
 		Namespace:      cfg.Namespace,
 		ResyncInterval: cfg.ResyncInterval,
 		ImagePullGrace: cfg.Executions.ImagePullGrace,
 		LogBytes:       cfg.Executions.LogBytes,
-		Retention:      job.Retention{KeptPerJob: cfg.Executions.KeptPerJob, MaxAge: cfg.Executions.MaxAge},
+		OnFinal:        backfills.Kick,
 		Logger:         cfg.Logger,
 		Metrics:        synchronizer.NewExecutionMetrics(reg),
 	}, db, cluster.Client)
+	return execs, maintenance.New(maintenance.Config{Listener: db, Logger: cfg.Logger, Metrics: maintenance.NewMetrics(reg)},
+		maintenance.NewMissedRuns(maintenance.MissedRunsConfig{Jobs: execs, Logger: cfg.Logger}, db).Service(),
+		maintenance.NewLateness(maintenance.LatenessConfig{}, db).Service(),
+		backfills.Service(),
+		maintenance.NewRetention(maintenance.RetentionConfig{
+			Retention: job.Retention{KeptPerJob: cfg.Executions.KeptPerJob, MaxAge: cfg.Executions.MaxAge}, Logger: cfg.Logger,
+		}, db).Service(),
+	)
 }
 
 // logReader reads running executions' logs for the API (bounded; see kube.LogReader).

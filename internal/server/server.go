@@ -20,6 +20,7 @@ import (
 	"github.com/datajobs/datajobs/internal/jobidentity"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/leader"
+	"github.com/datajobs/datajobs/internal/maintenance"
 	"github.com/datajobs/datajobs/internal/notify"
 	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/slots"
@@ -315,11 +316,12 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 		dispatcher *notify.Dispatcher
 	)
 	if cfg.SyncMode == SyncOn {
-		execs = newExecutions(cfg, db, cluster, reg)
+		var maint *maintenance.Maintainer
+		execs, maint = newTracker(cfg, db, cluster, reg)
 		if dispatcher, err = newDispatcher(cfg, db, reg); err != nil {
 			return synchronizerUnit{}, err
 		}
-		others = append(others, runDispatcher(dispatcher))
+		others = append(others, maint.Run, runDispatcher(dispatcher))
 	}
 	run := func(ctx context.Context, epoch int64) {
 		b := backoff.New(time.Second, 30*time.Second)

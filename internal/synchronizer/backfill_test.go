@@ -14,6 +14,7 @@ import (
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
+	"github.com/datajobs/datajobs/internal/maintenance"
 	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/synchronizer"
@@ -215,7 +216,7 @@ func TestAFinishedBackfillGoesWithTheExecutionsRetention(t *testing.T) {
 	f.stopExecutions()
 	f.exec(fmt.Sprintf(`UPDATE data_job_backfill SET finished_at = now() - interval '15 days' WHERE id = %d`, b.ID))
 
-	f.startExecutionsWith(synchronizer.ExecutionConfig{RetentionInterval: 100 * time.Millisecond})
+	f.startStages(synchronizer.ExecutionConfig{}, maintenance.RetentionConfig{Interval: 100 * time.Millisecond})
 	f.eventually(func() bool {
 		_, err := f.svc.Backfill(t.Context(), team, name, b.ID)
 		return job.KindOf(err) == job.KindNotFound

@@ -3,9 +3,11 @@ package synchronizer
 import (
 	"cmp"
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -18,6 +20,7 @@ import (
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/leader"
+	"github.com/datajobs/datajobs/internal/maintenance"
 )
 
 // ExecutionStore is what the execution tracker reads from and writes to the database.
@@ -28,31 +31,24 @@ type ExecutionStore interface {
 	RecordExecutions(ctx context.Context, fence job.Fence, us []job.ExecutionUpdate) ([]bool, error)
 	StoreExecutionLog(ctx context.Context, fence job.Fence, id string, l job.StoredLog) (bool, error)
 	FinalWithoutLog(ctx context.Context, ids []string) ([]string, error)
-	DeleteExpiredExecutions(ctx context.Context, fence job.Fence, r job.Retention) (int, error)
-	DeleteExpiredBackfills(ctx context.Context, fence job.Fence, r job.Retention) (int, error)
 	Listen(ctx context.Context, channel string, ready func(), notify func(payload string)) error
-	ScheduleWatches(ctx context.Context) ([]job.ScheduleWatch, error)
-	ExistingExecutions(ctx context.Context, ids []string) (map[string]bool, error)
-	RecordMissedRuns(ctx context.Context, fence job.Fence, m job.MissedRuns) error
-	LatenessWatches(ctx context.Context) ([]job.LatenessWatch, error)
-	RecordLateness(ctx context.Context, fence job.Fence, now time.Time, starts []job.LateStart) error
-	OpenBackfills(ctx context.Context) ([]int64, error)
-	AdvanceBackfill(ctx context.Context, fence job.Fence, id int64, now time.Time) (started []string, finished bool, err error)
 }
 
 // The defaults of ExecutionConfig, which the flags of `datajobs serve` use too.
 const (
-	DefaultExecutionWorkers     = 16
-	DefaultExecutionLogWorkers  = 4
-	DefaultExecutionResync      = 5 * time.Minute
-	DefaultImagePullGrace       = 5 * time.Minute
-	DefaultStartTimeout         = 5 * time.Minute
-	DefaultExecutionLogBytes    = 256 << 10
-	DefaultExecutionsKeptPerJob = 100
-	DefaultExecutionsMaxAge     = 14 * 24 * time.Hour
-	DefaultRetentionBatch       = 500
-	DefaultRetentionInterval    = 10 * time.Minute
-	DefaultMissedRunsInterval   = 30 * time.Second
+	DefaultExecutionWorkers    = 16
+	DefaultExecutionLogWorkers = 4
+	DefaultExecutionResync     = 5 * time.Minute
+	DefaultImagePullGrace      = 5 * time.Minute
+	DefaultStartTimeout        = 5 * time.Minute
+	DefaultExecutionLogBytes   = 256 << 10
+)
+
+// The retention's defaults, until the flags of `datajobs serve` read them from
+// maintenance (internal/cli/serveflags.go); then these go.
+const (
+	DefaultExecutionsKeptPerJob = maintenance.ExecutionsKeptPerJobDefault
+	DefaultExecutionsMaxAge     = maintenance.ExecutionsMaxAgeDefault
 )
 
 // ExecutionConfig configures the execution tracker.
@@ -75,20 +71,13 @@ type ExecutionConfig struct {
 	StartTimeout time.Duration
 	// LogBytes is how much of the end of a finished execution's log is kept (default 256 KiB).
 	LogBytes int64
-	// Retention bounds the finished executions kept (defaults: 100 per job, 14 days,
-	// deleted 500 at a time); RetentionInterval is the period of the cleanup (default 10m).
-	Retention         job.Retention
-	RetentionInterval time.Duration
 	// MaxKept bounds each of what the tracker keeps beside the informers' caches: the last
 	// states of deleted Jobs, of deleted pods, and the pods whose log is to be kept
 	// (default 10,000 executions each; executions_kept.go says what happens past it).
 	MaxKept int
-	// MissedRunsInterval is the period of the check for missed schedule times (default
-	// 30s; misses.go).
-	MissedRunsInterval time.Duration
-	// BackfillInterval is the period of the backfill pass that needs no signal (default
-	// 10s; backfill.go).
-	BackfillInterval time.Duration
+	// OnFinal, when not nil, is called after each final status the tracker writes (a run
+	// ended: the backfills service may start the next; maintenance.Backfills.Kick).
+	OnFinal func()
 	// Logger receives the tracker's logs (default slog.Default()).
 	Logger *slog.Logger
 	// Metrics records telemetry (default: registered nowhere).
@@ -105,19 +94,16 @@ func (c ExecutionConfig) withDefaults() ExecutionConfig {
 	c.ImagePullGrace = cmp.Or(c.ImagePullGrace, DefaultImagePullGrace)
 	c.StartTimeout = cmp.Or(c.StartTimeout, DefaultStartTimeout)
 	c.LogBytes = cmp.Or(c.LogBytes, DefaultExecutionLogBytes)
-	c.Retention.KeptPerJob = cmp.Or(c.Retention.KeptPerJob, DefaultExecutionsKeptPerJob)
-	c.Retention.MaxAge = cmp.Or(c.Retention.MaxAge, DefaultExecutionsMaxAge)
-	c.Retention.Batch = cmp.Or(c.Retention.Batch, DefaultRetentionBatch)
-	c.RetentionInterval = cmp.Or(c.RetentionInterval, DefaultRetentionInterval)
-	c.MissedRunsInterval = cmp.Or(c.MissedRunsInterval, DefaultMissedRunsInterval)
 	c.MaxKept = cmp.Or(c.MaxKept, DefaultMaxKept)
-	c.BackfillInterval = cmp.Or(c.BackfillInterval, DefaultBackfillInterval)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.Metrics == nil {
 		c.Metrics = NewExecutionMetrics(nil)
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.OnFinal == nil {
+		c.OnFinal = func() {}
 	}
 	return c
 }
@@ -136,6 +122,8 @@ type Executions struct {
 	jobs   *kube.JobApplier
 	logs   *kube.LogReader
 	log    *slog.Logger
+	// term is the term under way, nil between terms (JobExists).
+	term atomic.Pointer[execTerm]
 }
 
 // NewExecutions builds the execution tracker; its Job writes are fenced by the leader's
@@ -180,8 +168,6 @@ type execTerm struct {
 	// no status (executions_logs.go).
 	logQueue *controller.Queue
 	logPods  *kept[*corev1.Pod]
-	// backfill wakes the backfill loop (backfill.go).
-	backfill *backfills
 }
 
 // Run tracks executions until ctx ends, as the leader of term epoch. It first plans every
@@ -194,6 +180,8 @@ func (x *Executions) Run(ctx context.Context, epoch int64) error {
 		return err
 	}
 	defer stop()
+	x.term.Store(t)
+	defer x.term.Store(nil)
 	x.log.InfoContext(ctx, "executions_term_started", "epoch", epoch, "namespace", x.cfg.Namespace)
 
 	var wg sync.WaitGroup
@@ -219,13 +207,23 @@ func (x *Executions) Run(ctx context.Context, epoch int64) error {
 	wg.Go(func() {
 		controller.Every(ctx, x.cfg.ResyncInterval, func() bool { t.queue.Add(resyncKey); return true })
 	})
-	wg.Go(func() { controller.Every(ctx, x.cfg.RetentionInterval, func() bool { t.cleanup(ctx); return true }) })
-	wg.Go(func() {
-		controller.Every(ctx, x.cfg.MissedRunsInterval, func() bool { t.checkMisses(ctx); t.checkLateness(ctx); return true })
-	})
-	wg.Go(func() { t.runBackfills(ctx) })
 	<-ctx.Done()
 	return nil
+}
+
+// errNoTerm answers JobExists between terms, when the tracker's cache cannot tell.
+var errNoTerm = errors.New("the execution tracker's cache of Jobs is not running")
+
+// JobExists says whether a Job of name is in the tracker's cache of this installation's
+// Jobs (maintenance.JobCache: a scheduled run the CronJob controller started is no
+// missed run, recorded or not).
+func (x *Executions) JobExists(name string) (bool, error) {
+	t := x.term.Load()
+	if t == nil {
+		return false, errNoTerm
+	}
+	j, err := t.live(name)
+	return j != nil, err
 }
 
 // reconcile handles one queue item: an execution id, or a full pass. It plans from the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/datajobs/datajobs/internal/devenv"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
+	"github.com/datajobs/datajobs/internal/maintenance"
 	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/synchronizer"
 )
@@ -48,17 +50,31 @@ func newExecFixture(t *testing.T) *execFixture {
 func (f *execFixture) startExecutions() { f.startExecutionsWith(synchronizer.ExecutionConfig{}) }
 
 // startExecutionsWith starts the execution stage with cfg, the fixture's settings where
-// cfg has none.
+// cfg has none, and the leader's maintenance services beside it, as serve does.
 func (f *execFixture) startExecutionsWith(cfg synchronizer.ExecutionConfig) {
+	f.startStages(cfg, maintenance.RetentionConfig{})
+}
+
+// startStages starts the execution stage with cfg and the maintenance services, the
+// retention with retention; the missed runs and lateness are checked every 300 ms.
+func (f *execFixture) startStages(cfg synchronizer.ExecutionConfig, retention maintenance.RetentionConfig) {
 	cfg.Namespace, cfg.ResyncInterval, cfg.StartTimeout = f.ns, time.Hour, time.Hour
 	cfg.ImagePullGrace = cmp.Or(cfg.ImagePullGrace, 2*time.Second)
-	cfg.MissedRunsInterval = cmp.Or(cfg.MissedRunsInterval, 300*time.Millisecond)
+	backfills := maintenance.NewBackfills(maintenance.BackfillsConfig{}, f.db)
+	cfg.OnFinal = backfills.Kick
 	x := synchronizer.NewExecutions(cfg, f.db, f.client)
+	m := maintenance.New(maintenance.Config{Listener: f.db},
+		maintenance.NewMissedRuns(maintenance.MissedRunsConfig{Interval: 300 * time.Millisecond, Jobs: x}, f.db).Service(),
+		maintenance.NewLateness(maintenance.LatenessConfig{Interval: 300 * time.Millisecond}, f.db).Service(),
+		backfills.Service(), maintenance.NewRetention(retention, f.db).Service())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = x.Run(ctx, f.epoch)
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = x.Run(ctx, f.epoch) })
+		wg.Go(func() { _ = m.Run(ctx, f.epoch) })
+		wg.Wait()
 	}()
 	f.cancel, f.done = cancel, done
 }

@@ -71,7 +71,7 @@ func (t *execTerm) writeBatch(ctx context.Context, batch []writeRequest) {
 		wrote, err := t.x.db.RecordExecutions(ctx, t.fence, us)
 		for i, r := range now {
 			if err == nil && wrote[i] && r.u.Status.Final() {
-				t.backfill.kick() // a run ended: a backfill may start its next
+				t.x.cfg.OnFinal() // a run ended: a backfill may start its next
 			}
 			if err != nil {
 				r.done <- writeResult{err: err}

@@ -27,7 +27,7 @@ func (t *term) listen(ctx context.Context) {
 	})
 }
 
-// listenLoop is controller.Listen, as teamsecret.go and backfill.go call it.
+// listenLoop is controller.Listen, as teamsecret.go calls it.
 func listenLoop(ctx context.Context, db controller.Listener, channel string, base time.Duration, log *slog.Logger,
 	connected func(first bool), notify func(payload string),
 ) {

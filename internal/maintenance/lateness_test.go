@@ -1,0 +1,87 @@
+package maintenance
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/datajobs/datajobs/internal/job"
+)
+
+// latenessDB is the lateness service's store: the watches, and the late starts a run
+// records (nil: it recorded nothing).
+type latenessDB struct {
+	watches   []job.LatenessWatch
+	recordErr error
+	recorded  []job.LateStart
+	at        time.Time
+}
+
+func (d *latenessDB) LatenessWatches(context.Context) ([]job.LatenessWatch, error) {
+	return d.watches, nil
+}
+
+func (d *latenessDB) RecordLateness(_ context.Context, _ job.Fence, now time.Time, starts []job.LateStart) error {
+	d.at, d.recorded = now, append([]job.LateStart{}, starts...)
+	return d.recordErr
+}
+
+func TestLatenessRunOnce(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 4, 12, 0, 30, 0, time.UTC)
+	applied, lastEnd := now.Add(-10*time.Minute), now.Add(-30*time.Second)
+	// Hourly at :55, a delay of 2 minutes, deployed 10 minutes ago (11:50:30).
+	watch := func(uid string) job.LatenessWatch {
+		return job.LatenessWatch{Name: "job-" + uid, UID: uid, Schedule: "55 * * * *", AppliedAt: applied, DelayMinutes: 2}
+	}
+	anchor := time.Date(2026, 12, 4, 11, 55, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name       string
+		watches    []job.LatenessWatch
+		recordErr  error
+		late       []job.LateStart
+		counts     Counts
+		errContain string
+	}{{
+		name:    "a job with no run started two minutes after its 11:55 schedule time is late from 11:55",
+		watches: []job.LatenessWatch{watch("a")},
+		late:    []job.LateStart{{UID: "a", Anchor: anchor}}, counts: Counts{"late_starts": 1},
+	}, {
+		name:    "a job whose run is running is no late start (the store counts a late run)",
+		watches: func() []job.LatenessWatch { w := watch("a"); w.Running = true; return []job.LatenessWatch{w} }(),
+		late:    []job.LateStart{}, counts: Counts{"late_starts": 0},
+	}, {
+		name:    "a job whose last run ended after its schedule time waits for the next one",
+		watches: func() []job.LatenessWatch { w := watch("a"); w.LastEnd = &lastEnd; return []job.LatenessWatch{w} }(),
+		late:    []job.LateStart{}, counts: Counts{"late_starts": 0},
+	}, {
+		name:    "a job not yet past its delay is not late",
+		watches: func() []job.LatenessWatch { w := watch("a"); w.DelayMinutes = 10; return []job.LatenessWatch{w} }(),
+		late:    []job.LateStart{}, counts: Counts{"late_starts": 0},
+	}, {
+		name: "a job whose schedule cannot be read is reported by name, and the others are recorded",
+		watches: func() []job.LatenessWatch {
+			w := watch("bad")
+			w.Schedule = "not a schedule"
+			return []job.LatenessWatch{w, watch("a")}
+		}(),
+		late: []job.LateStart{{UID: "a", Anchor: anchor}}, counts: Counts{"late_starts": 1}, errContain: "job job-bad",
+	}, {
+		name:    "a record that fails (a deposed leader) is the run's error",
+		watches: []job.LatenessWatch{watch("a")}, recordErr: errors.New("deposed"),
+		late: []job.LateStart{{UID: "a", Anchor: anchor}}, errContain: "deposed",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			db := &latenessDB{watches: tc.watches, recordErr: tc.recordErr}
+			s := NewLateness(LatenessConfig{Now: func() time.Time { return now }}, db)
+			counts, err := s.runOnce(t.Context(), job.Fence{Epoch: 3})
+			requireRun(t, tc.counts, tc.errContain, counts, err)
+			require.Equal(t, tc.late, db.recorded)
+			require.Equal(t, now, db.at, "the store ends the late runs and the recoveries as of the same now")
+		})
+	}
+}

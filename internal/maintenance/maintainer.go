@@ -1,0 +1,149 @@
+// Package maintenance runs the leader's periodic services: missed runs, lateness,
+// backfills, retention, the notification dispatch, and the sync change log's bound. Each
+// service is one file with its Config, its ...Default constants and a runOnce that does
+// one run and says what it did (Counts); a Maintainer starts a list of them for a term,
+// runs each every Period (and when woken: a NOTIFY, a kick), records every run, and stops
+// and waits for all of them in one place when the term ends. The shape is river's
+// internal/maintenance; a controller (a reconciler keyed by name) is the other shape a
+// leader loop takes (internal/controller).
+package maintenance
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/datajobs/datajobs/internal/controller"
+	"github.com/datajobs/datajobs/internal/job"
+)
+
+// Counts is what one run of a service did, by what it counts ("deleted", "skipped", ...;
+// a fixed set per service). A plain map, so that a service outside this package (the
+// notification dispatcher) returns it without importing it.
+type Counts = map[string]int
+
+// Service is one periodic service as a Maintainer runs it.
+type Service struct {
+	// Name names the service in logs and metrics (snake_case, fixed: "missed_runs").
+	Name string
+	// Period is the time between two runs; a wake-up in between runs it sooner.
+	Period time.Duration
+	// AtStart runs it once when the term starts, before the first Period has passed.
+	AtStart bool
+	// Wake, when not nil, runs it soon after each Kick.
+	Wake *Wake
+	// Listen, when not empty, is a NOTIFY channel each notification of which wakes the
+	// service, as does each (re)connection of its LISTEN (a notification may have been
+	// missed meanwhile).
+	Listen string
+	// RunOnce does one run under the term's fence.
+	RunOnce func(ctx context.Context, fence job.Fence) (Counts, error)
+}
+
+// Wake asks a service for a run soon; kicks while one is pending are one run.
+type Wake struct{ c chan struct{} }
+
+// NewWake returns a wake-up signal for a Service.
+func NewWake() *Wake { return &Wake{c: make(chan struct{}, 1)} }
+
+// Kick asks for a run soon; it never blocks.
+func (w *Wake) Kick() {
+	select {
+	case w.c <- struct{}{}:
+	default:
+	}
+}
+
+// Config configures a Maintainer.
+type Config struct {
+	// Listener LISTENs for the services with a Listen channel (required if one has).
+	Listener controller.Listener
+	// Logger receives the runs' failures and counts (default slog.Default()).
+	Logger *slog.Logger
+	// Metrics records every run (default: registered nowhere).
+	Metrics *Metrics
+}
+
+// Maintainer runs a list of services for a term (Run).
+type Maintainer struct {
+	cfg      Config
+	services []Service
+}
+
+// New returns a Maintainer of services.
+func New(cfg Config, services ...Service) *Maintainer {
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	return &Maintainer{cfg: cfg, services: services}
+}
+
+// Run runs every service, fenced by term epoch, until ctx ends; on return every goroutine
+// it started has stopped. It returns nil: a failed run is recorded and the service runs
+// again at its next period.
+func (m *Maintainer) Run(ctx context.Context, epoch int64) error {
+	fence := job.Fence{Epoch: epoch}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, s := range m.services {
+		wg.Go(func() { m.loop(ctx, fence, s) })
+	}
+	return nil
+}
+
+// loop runs s at the start (AtStart), every Period and on each wake-up, until ctx ends.
+func (m *Maintainer) loop(ctx context.Context, fence job.Fence, s Service) {
+	wake := s.Wake
+	if wake == nil && s.Listen != "" {
+		wake = NewWake()
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if s.Listen != "" {
+		wg.Go(func() {
+			controller.Listen(ctx, m.cfg.Listener, s.Listen, 500*time.Millisecond, m.cfg.Logger,
+				func(bool) { wake.Kick() }, func(string) { wake.Kick() })
+		})
+	}
+	var woken <-chan struct{}
+	if wake != nil {
+		woken = wake.c
+	}
+	ticker := time.NewTicker(s.Period)
+	defer ticker.Stop()
+	if s.AtStart {
+		m.run(ctx, fence, s)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		case <-woken:
+		}
+		m.run(ctx, fence, s)
+	}
+}
+
+// run runs s once and records it: its duration, its counts, and its error, which is
+// logged unless the term ended meanwhile.
+func (m *Maintainer) run(ctx context.Context, fence job.Fence, s Service) {
+	start := time.Now()
+	counts, err := s.RunOnce(ctx, fence)
+	m.cfg.Metrics.ran(s.Name, time.Since(start), counts, err)
+	if err != nil && ctx.Err() == nil {
+		m.cfg.Logger.WarnContext(ctx, "maintenance_run_failed", "service", s.Name, "error", err)
+	}
+	args := []any{"service", s.Name}
+	for k, n := range counts {
+		if n != 0 {
+			args = append(args, k, n)
+		}
+	}
+	if len(args) > 2 {
+		m.cfg.Logger.DebugContext(ctx, "maintenance_ran", args...)
+	}
+}
