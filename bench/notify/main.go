@@ -36,6 +36,7 @@ import (
 	"github.com/datajobs/datajobs/internal/devenv"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
+	"github.com/datajobs/datajobs/internal/maintenance"
 	"github.com/datajobs/datajobs/internal/notify"
 	"github.com/datajobs/datajobs/internal/notify/email"
 	"github.com/datajobs/datajobs/internal/notify/webhook"
@@ -218,7 +219,7 @@ func (e *env) dispatch(ctx context.Context) (func(), error) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = d.Run(ctx, e.Epoch)
+		_ = maintenance.New(maintenance.Config{Logger: e.log}, maintenance.Dispatch(d)).Run(ctx, e.Epoch)
 	}()
 	return func() { cancel(); <-done }, nil
 }

@@ -208,7 +208,7 @@ func (p *Process) startOnce(ctx context.Context) error {
 	return nil
 }
 
-// waitReady polls ready until it passes. A child that logged, since offset from of its
+// waitReady polls ready, 50 ms after each attempt, until it passes. A child that logged, since offset from of its
 // log, that a picked port is taken has lost it, whether it exited (most do) or goes on
 // without that listener (Mailpit without SMTP): errPortLost.
 func (p *Process) waitReady(ctx context.Context, done <-chan struct{}, from int64) error {
@@ -217,8 +217,6 @@ func (p *Process) waitReady(ctx context.Context, done <-chan struct{}, from int6
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.spec.readyTimeout)
 	defer cancel()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
 	var lastErr error
 	for {
 		attempt, cancelAttempt := context.WithTimeout(ctx, 2*time.Second)
@@ -243,7 +241,7 @@ func (p *Process) waitReady(ctx context.Context, done <-chan struct{}, from int6
 		case <-ctx.Done():
 			return fmt.Errorf("%s not ready: %w (last check: %w); last lines of %s:\n%s",
 				p.Name, ctx.Err(), lastErr, p.LogPath, tail(p.LogPath, 20))
-		case <-tick.C:
+		case <-time.After(50 * time.Millisecond): // the next attempt, 50 ms after this one ended
 		}
 	}
 }

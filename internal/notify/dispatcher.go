@@ -65,7 +65,8 @@ type Config struct {
 	Metrics *Metrics
 }
 
-// Dispatcher delivers the outbox while its leader term lasts (Run).
+// Dispatcher delivers the outbox while its leader term lasts: the leader's maintenance
+// runs it every Period (RunOnce).
 type Dispatcher struct {
 	cfg    Config
 	db     Store
@@ -77,20 +78,36 @@ type Dispatcher struct {
 	prunedAt time.Time // when the retention last ran (Pass's goroutine only)
 }
 
+// The defaults of Config, which the flags of `datajobs serve` use too.
+const (
+	MaxAgeDefault            = 24 * time.Hour
+	RetryBaseDefault         = 5 * time.Second
+	RetryMaxDefault          = 10 * time.Minute
+	IntervalDefault          = time.Second
+	WorkersDefault           = 8
+	RateLimitMessagesDefault = 10
+	RateWindowDefault        = time.Hour
+	SuppressForDefault       = 7 * 24 * time.Hour
+	RetentionDefault         = 30 * 24 * time.Hour
+	PruneEveryDefault        = time.Minute
+	PruneBatchDefault        = 1000
+	PruneBatchesDefault      = 10
+)
+
 // New returns a dispatcher of db's outbox.
 func New(cfg Config, db Store) *Dispatcher {
-	cfg.MaxAge = cmp.Or(cfg.MaxAge, 24*time.Hour)
-	cfg.RetryBase = cmp.Or(cfg.RetryBase, 5*time.Second)
-	cfg.RetryMax = cmp.Or(cfg.RetryMax, 10*time.Minute)
-	cfg.Interval = cmp.Or(cfg.Interval, time.Second)
-	cfg.Workers = cmp.Or(cfg.Workers, 8)
-	cfg.RateLimit.Messages = cmp.Or(cfg.RateLimit.Messages, 10)
-	cfg.RateLimit.Window = cmp.Or(cfg.RateLimit.Window, time.Hour)
-	cfg.SuppressFor = cmp.Or(cfg.SuppressFor, 7*24*time.Hour)
-	cfg.Retention = cmp.Or(cfg.Retention, 30*24*time.Hour)
-	cfg.PruneEvery = cmp.Or(cfg.PruneEvery, time.Minute)
-	cfg.PruneBatch = cmp.Or(cfg.PruneBatch, 1000)
-	cfg.PruneBatches = cmp.Or(cfg.PruneBatches, 10)
+	cfg.MaxAge = cmp.Or(cfg.MaxAge, MaxAgeDefault)
+	cfg.RetryBase = cmp.Or(cfg.RetryBase, RetryBaseDefault)
+	cfg.RetryMax = cmp.Or(cfg.RetryMax, RetryMaxDefault)
+	cfg.Interval = cmp.Or(cfg.Interval, IntervalDefault)
+	cfg.Workers = cmp.Or(cfg.Workers, WorkersDefault)
+	cfg.RateLimit.Messages = cmp.Or(cfg.RateLimit.Messages, RateLimitMessagesDefault)
+	cfg.RateLimit.Window = cmp.Or(cfg.RateLimit.Window, RateWindowDefault)
+	cfg.SuppressFor = cmp.Or(cfg.SuppressFor, SuppressForDefault)
+	cfg.Retention = cmp.Or(cfg.Retention, RetentionDefault)
+	cfg.PruneEvery = cmp.Or(cfg.PruneEvery, PruneEveryDefault)
+	cfg.PruneBatch = cmp.Or(cfg.PruneBatch, PruneBatchDefault)
+	cfg.PruneBatches = cmp.Or(cfg.PruneBatches, PruneBatchesDefault)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -110,34 +127,29 @@ func (d *Dispatcher) Failing() map[string]string {
 	return out
 }
 
-// Run delivers the outbox for term epoch of the synchronizer's lease until ctx ends. A
-// pass that fails is logged and tried again at the next tick: the outbox keeps every
-// event until it is delivered.
-func (d *Dispatcher) Run(ctx context.Context, epoch int64) error {
-	fence := job.Fence{Epoch: epoch}
-	tick := time.NewTicker(d.cfg.Interval)
-	defer tick.Stop()
-	for {
-		if err := d.Pass(ctx, fence); err != nil && ctx.Err() == nil {
-			d.cfg.Logger.WarnContext(ctx, "notification_pass_failed", "error", err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
-	}
-}
+// Period is how often the leader's maintenance runs the dispatcher (Config.Interval).
+func (d *Dispatcher) Period() time.Duration { return d.cfg.Interval }
 
 // Pass expands new events, sends what is due and records the outcomes, once.
 func (d *Dispatcher) Pass(ctx context.Context, fence job.Fence) error {
+	_, err := d.RunOnce(ctx, fence)
+	return err
+}
+
+// RunOnce is one Pass as the leader's maintenance runs it, every Period of its term: it
+// returns how many events it expanded, messages it sent and deliveries it postponed. A
+// pass that fails is tried again at the next: the outbox keeps every event until it is
+// delivered.
+func (d *Dispatcher) RunOnce(ctx context.Context, fence job.Fence) (map[string]int, error) {
+	counts := map[string]int{"expanded": 0, "messages": 0, "postponed": 0}
 	// Expand every new event before sending (a burst of outcomes is sent in one pass,
 	// not one expansion batch a tick), up to expandRounds batches.
 	for range expandRounds {
 		n, err := d.expand(ctx, fence)
 		if err != nil {
-			return err
+			return counts, err
 		}
+		counts["expanded"] += n
 		if n < expandBatch {
 			break
 		}
@@ -145,25 +157,27 @@ func (d *Dispatcher) Pass(ctx context.Context, fence job.Fence) error {
 	now := d.cfg.Now()
 	due, err := d.db.DueDeliveries(ctx, now, 1000)
 	if err != nil {
-		return err
+		return counts, err
 	}
 	due, err = d.suppressed(ctx, fence, due, now)
 	if err != nil {
-		return err
+		return counts, err
 	}
 	msgs, postponed, err := d.plan(ctx, due, now)
 	if err != nil {
-		return err
+		return counts, err
 	}
 	if _, err := d.db.RecordDeliveries(ctx, fence, postponed); err != nil {
-		return err
+		return counts, err
 	}
 	d.count(postponed, "postponed")
+	counts["postponed"] = len(postponed)
 	d.send(ctx, fence, msgs)
+	counts["messages"] = len(msgs)
 	if err := d.prune(ctx, fence); err != nil {
-		return err
+		return counts, err
 	}
-	return d.observe(ctx)
+	return counts, d.observe(ctx)
 }
 
 // expandBatch events are expanded per statement, at most expandRounds times a pass.

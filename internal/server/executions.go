@@ -35,10 +35,10 @@ type ExecutionsConfig struct {
 	MaxTimeout time.Duration
 }
 
-// newTracker builds the leader's execution stage and its maintenance services, wired
-// together: a final status the tracker writes wakes the backfills, and its cache of Jobs
-// tells the missed runs a run the CronJob controller started.
-func newTracker(cfg Config, db *store.Store, cluster *kube.Cluster, reg prometheus.Registerer) (*synchronizer.Executions, *maintenance.Maintainer) {
+// newTracker builds the leader's execution stage and its maintenance services (with
+// more), wired together: a final status the tracker writes wakes the backfills, and its
+// cache of Jobs tells the missed runs a run the CronJob controller started.
+func newTracker(cfg Config, db *store.Store, cluster *kube.Cluster, reg prometheus.Registerer, metrics *maintenance.Metrics, more ...maintenance.Service) (*synchronizer.Executions, *maintenance.Maintainer) {
 	backfills := maintenance.NewBackfills(maintenance.BackfillsConfig{Logger: cfg.Logger}, db)
 	execs := synchronizer.NewExecutions(synchronizer.ExecutionConfig{
 		Namespace:      cfg.Namespace,
@@ -49,14 +49,15 @@ func newTracker(cfg Config, db *store.Store, cluster *kube.Cluster, reg promethe
 		Logger:         cfg.Logger,
 		Metrics:        synchronizer.NewExecutionMetrics(reg),
 	}, db, cluster.Client)
-	return execs, maintenance.New(maintenance.Config{Listener: db, Logger: cfg.Logger, Metrics: maintenance.NewMetrics(reg)},
+	services := append([]maintenance.Service{
 		maintenance.NewMissedRuns(maintenance.MissedRunsConfig{Jobs: execs, Logger: cfg.Logger}, db).Service(),
 		maintenance.NewLateness(maintenance.LatenessConfig{}, db).Service(),
 		backfills.Service(),
 		maintenance.NewRetention(maintenance.RetentionConfig{
 			Retention: job.Retention{KeptPerJob: cfg.Executions.KeptPerJob, MaxAge: cfg.Executions.MaxAge}, Logger: cfg.Logger,
 		}, db).Service(),
-	)
+	}, more...)
+	return execs, maintenance.New(maintenance.Config{Listener: db, Logger: cfg.Logger, Metrics: metrics}, services...)
 }
 
 // logReader reads running executions' logs for the API (bounded; see kube.LogReader).
@@ -64,18 +65,20 @@ func logReader(cfg Config, cluster *kube.Cluster) *kube.LogReader {
 	return kube.NewLogReader(cluster.Client, cfg.Namespace, kube.LogConfig{MaxBytes: cmp.Or(cfg.Executions.LogBytes, synchronizer.DefaultExecutionLogBytes) * 4})
 }
 
-// leaderStages runs the synchronizer and, when not nil, the execution stage, and the
-// other stages (the notification dispatcher), for one leadership term, and returns when
-// all have stopped (the first error ends the term).
-func leaderStages(ctx context.Context, epoch int64, syncer *synchronizer.Synchronizer, execs *synchronizer.Executions, others ...func(context.Context, int64) error) error {
-	stages := append([]func(context.Context, int64) error{syncer.Run}, others...)
+// leaderStages runs the synchronizer and, when not nil, the execution stage and the
+// leader's maintenance services, for one leadership term, and returns when all have
+// stopped (the first to return ends the term for all).
+func leaderStages(ctx context.Context, epoch int64, syncer *synchronizer.Synchronizer, execs *synchronizer.Executions, maint *maintenance.Maintainer) error {
+	stages := []func(context.Context, int64) error{syncer.Run}
 	if execs != nil {
 		stages = append(stages, execs.Run)
+	}
+	if maint != nil {
+		stages = append(stages, maint.Run)
 	}
 	if len(stages) == 1 {
 		return syncer.Run(ctx, epoch)
 	}
-	// The first to return ends the term for all.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var g errgroup.Group

@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/maintenance"
 	"github.com/datajobs/datajobs/internal/notify"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/synchronizer"
@@ -179,29 +181,27 @@ func newKubeProbe(ping func(context.Context) error, interval time.Duration, reg 
 	return &kubeProbe{ping: ping, interval: interval, up: up, last: "not checked yet"}
 }
 
-// run probes until ctx ends.
-func (p *kubeProbe) run(ctx context.Context) {
-	t := time.NewTicker(p.interval)
-	defer t.Stop()
-	for {
-		err := p.ping(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		p.mu.Lock()
-		p.last, p.checked = "ok", time.Now()
-		p.up.Set(1)
-		if err != nil {
-			p.last = err.Error()
-			p.up.Set(0)
-		}
-		p.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+// service is the probe as a maintenance service every replica runs, from its start.
+func (p *kubeProbe) service() maintenance.Service {
+	return maintenance.Service{Name: "kubernetes_probe", Period: p.interval, AtStart: true, RunOnce: p.probe}
+}
+
+// probe asks the apiserver once and keeps its answer; an unreachable apiserver is the
+// answer, not a failure of the probe (readiness logs its changes).
+func (p *kubeProbe) probe(ctx context.Context, _ job.Fence) (maintenance.Counts, error) {
+	err := p.ping(ctx)
+	if ctx.Err() != nil {
+		return nil, nil
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.last, p.checked = "ok", time.Now()
+	p.up.Set(1)
+	if err != nil {
+		p.last = err.Error()
+		p.up.Set(0)
+	}
+	return nil, nil
 }
 
 // status is the last probe's answer ("ok" or the error) and when it was made.

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -123,9 +122,4 @@ func notificationsState(d *notify.Dispatcher, withErrors bool) map[string]string
 		}
 	}
 	return failing
-}
-
-// runDispatcher adapts the dispatcher to a leader stage.
-func runDispatcher(d *notify.Dispatcher) func(context.Context, int64) error {
-	return d.Run
 }

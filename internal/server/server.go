@@ -56,8 +56,10 @@ type app struct {
 	admin     http.Handler
 	kubeProbe *kubeProbe
 	sync      synchronizerUnit
-	jobs      *jobidentity.Verifier
-	secrets   *service.Secrets
+	// upkeep is the maintenance every replica runs, leader or not (the change log's bound).
+	upkeep  *maintenance.Maintainer
+	jobs    *jobidentity.Verifier
+	secrets *service.Secrets
 	// migrated is closed once the schema is there (readiness waits for it).
 	migrated chan struct{}
 }
@@ -195,7 +197,7 @@ func (a *app) serve(ctx context.Context, ready chan<- net.Addr) error {
 			}
 		})
 	}
-	wg.Go(func() { a.kubeProbe.run(background) })
+	wg.Go(func() { _ = maintenance.New(maintenance.Config{Logger: log}, a.kubeProbe.service()).Run(background, 0) })
 	wg.Go(func() { a.jobs.Run(background) })
 	// Migrations are retried until the database answers: the process stays up and
 	// reports itself not ready meanwhile, instead of crash-looping. The synchronizer
@@ -210,7 +212,7 @@ func (a *app) serve(ctx context.Context, ready chan<- net.Addr) error {
 			return
 		}
 		close(a.migrated)
-		wg.Go(func() { boundLogs(background, a.db, cfg.SyncChangeRetention, log) })
+		wg.Go(func() { _ = a.sync.upkeep.Run(background, 0) })
 		a.sync.run(background)
 	})
 	log.InfoContext(ctx, "serving", "address", ln.Addr().String(), "admin_address", adminLn.Addr().String(),
@@ -275,6 +277,9 @@ type synchronizerUnit struct {
 	state func() syncState
 	// notify is the leader's notification dispatcher, nil unless the mode is on.
 	notify *notify.Dispatcher
+	// upkeep is the maintenance every replica runs, leader or not, in every mode: the
+	// change log's bound.
+	upkeep *maintenance.Maintainer
 }
 
 // newSynchronizer returns what runs the synchronizer in this process until ctx ends: under
@@ -282,8 +287,11 @@ type synchronizerUnit struct {
 // nothing at all when the mode is off.
 func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg prometheus.Registerer) (synchronizerUnit, error) {
 	state := func() syncState { return syncState{Mode: cfg.SyncMode} }
+	maintMetrics := maintenance.NewMetrics(reg)
+	upkeep := maintenance.New(maintenance.Config{Logger: cfg.Logger, Metrics: maintMetrics},
+		maintenance.NewSyncChanges(maintenance.SyncChangesConfig{Retention: cfg.SyncChangeRetention}, db).Service())
 	if cfg.SyncMode == SyncOff {
-		return synchronizerUnit{run: func(context.Context) {}, state: state}, nil
+		return synchronizerUnit{run: func(context.Context) {}, state: state, upkeep: upkeep}, nil
 	}
 	builds, err := newBuildStage(cfg, db, reg)
 	if err != nil {
@@ -312,21 +320,19 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 	}, db, cluster.Client, nil)
 	var (
 		execs      *synchronizer.Executions
-		others     []func(context.Context, int64) error
+		maint      *maintenance.Maintainer
 		dispatcher *notify.Dispatcher
 	)
 	if cfg.SyncMode == SyncOn {
-		var maint *maintenance.Maintainer
-		execs, maint = newTracker(cfg, db, cluster, reg)
 		if dispatcher, err = newDispatcher(cfg, db, reg); err != nil {
 			return synchronizerUnit{}, err
 		}
-		others = append(others, maint.Run, runDispatcher(dispatcher))
+		execs, maint = newTracker(cfg, db, cluster, reg, maintMetrics, maintenance.Dispatch(dispatcher))
 	}
 	run := func(ctx context.Context, epoch int64) {
 		b := backoff.New(time.Second, 30*time.Second)
 		for ctx.Err() == nil {
-			err := leaderStages(ctx, epoch, syncer, execs, others...)
+			err := leaderStages(ctx, epoch, syncer, execs, maint)
 			if ctx.Err() != nil {
 				return
 			}
@@ -341,7 +347,7 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 		}
 	}
 	if cfg.SyncMode == SyncDryRun {
-		return synchronizerUnit{run: func(ctx context.Context) { run(ctx, 0) }, syncer: syncer, state: state}, nil
+		return synchronizerUnit{run: func(ctx context.Context) { run(ctx, 0) }, syncer: syncer, state: state, upkeep: upkeep}, nil
 	}
 	metrics, err := leader.NewMetrics(reg)
 	if err != nil {
@@ -362,7 +368,7 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 				cfg.Logger.WarnContext(ctx, "leader_release_failed", "error", err)
 			}
 		},
-		syncer: syncer, notify: dispatcher,
+		syncer: syncer, notify: dispatcher, upkeep: upkeep,
 		state: func() syncState { return syncState{Mode: cfg.SyncMode, Leader: elector.IsLeader()} },
 	}, nil
 }
