@@ -4,13 +4,14 @@
 // one run and says what it did (Counts); a Maintainer starts a list of them for a term,
 // runs each every Period (and when woken: a NOTIFY, a kick), records every run, and stops
 // and waits for all of them in one place when the term ends. The shape is river's
-// internal/maintenance; a controller (a reconciler keyed by name) is the other shape a
-// leader loop takes (internal/controller).
+// internal/maintenance; a controller (a reconciler keyed by name on a shared work queue:
+// the CronJobs, the tracker) is the other shape a leader loop takes.
 package maintenance
 
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -72,8 +73,15 @@ type Maintainer struct {
 	services []Service
 }
 
-// New returns a Maintainer of services.
+// New returns a Maintainer of services. A service that listens needs cfg.Listener: New
+// panics without it, as it does for a service with no period or no RunOnce (a wiring
+// error, found by the first test that builds it).
 func New(cfg Config, services ...Service) *Maintainer {
+	for _, s := range services {
+		if s.Period <= 0 || s.RunOnce == nil || s.Listen != "" && cfg.Listener == nil {
+			panic(fmt.Sprintf("maintenance: service %q needs a period, a RunOnce, and a Listener if it listens", s.Name))
+		}
+	}
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
