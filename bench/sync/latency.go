@@ -125,7 +125,7 @@ func (b *bench) latency(ctx context.Context, f *fleet, changes, jobs int) error 
 				}
 			}
 			enabled[name] = want
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(b.latencyGap)
 		}
 		return nil
 	})
@@ -164,7 +164,7 @@ func (b *bench) latency(ctx context.Context, f *fleet, changes, jobs int) error 
 }
 
 // serviceCalls makes the latency scenario's changes with no synchronizer running, paced
-// as they were with it (10 ms and the change's usual time to the cluster apart), and
+// as they were with it (-latency-gap and the change's usual time to the cluster apart), and
 // returns each call's duration.
 func (b *bench) serviceCalls(ctx context.Context, f *fleet, targets []string, enabled map[string]bool, changes int, pace time.Duration) ([]time.Duration, error) {
 	calls := make([]time.Duration, 0, changes)
@@ -177,7 +177,7 @@ func (b *bench) serviceCalls(ctx context.Context, f *fleet, targets []string, en
 		}
 		calls = append(calls, time.Since(t0))
 		enabled[name] = want
-		time.Sleep(10*time.Millisecond + pace)
+		time.Sleep(b.latencyGap + pace)
 	}
 	return calls, nil
 }

@@ -70,6 +70,8 @@ type bench struct {
 	report     io.Writer
 	// floorVariants are extra floor runs: "get", "get+watch".
 	floorVariants []string
+	// latencyGap is the pause of the latency scenario between a change seen and the next.
+	latencyGap time.Duration
 }
 
 func run() error {
@@ -86,6 +88,7 @@ func run() error {
 	flag.IntVar(&noopN, "noop-n", 10000, "noop, memory, sustained, leader and latency: number of synced jobs (reuses converge's last fleet when sizes match)")
 	flag.IntVar(&changes, "changes", 200, "latency: number of changes")
 	flag.IntVar(&latencyJobs, "latency-jobs", 0, "latency: number of jobs the changes cycle through (default: a different job for each change); 1 toggles one job back and forth, as a user would")
+	latencyGap := flag.Duration("latency-gap", 10*time.Millisecond, "latency: pause between a change seen in the cluster and the next change (0: at once, as a script waiting for each change would)")
 	flag.IntVar(&running, "running", 1000, "leader: executions made running")
 	compareBin := flag.String("compare-datajobs", "", "leader: another datajobs binary (say, of main) measured first on the same fleet, for a before/after")
 	flag.IntVar(&failoverN, "failover-n", 1000, "failover: number of pending deployments")
@@ -116,6 +119,7 @@ func run() error {
 		workers:    workers,
 		datajobs:   datajobsBin,
 		log:        slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		latencyGap: *latencyGap,
 	}
 	if b.adminURL == "" || b.kubeconfig == "" {
 		return errors.New("set DATAJOBS_TEST_DATABASE_URL and DATAJOBS_TEST_KUBECONFIG (from `datajobs dev --env-only --fast --env-file FILE`), or pass -env-file FILE")
