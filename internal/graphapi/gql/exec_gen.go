@@ -152,10 +152,10 @@ schema {
 
 type Query {
     # A page of data jobs. pageNumber starts at 1 (default 1, also when null); pageSize
-    # defaults to 20 and is at most the configured maximum (100 by default).
+    # defaults to 20 and is at most the configured maximum (1000 by default).
     jobs(pageNumber: Int, pageSize: Int, filter: [Predicate], search: String): DataJobPage!
     # A page of executions across jobs. pageNumber and pageSize go together; without them
-    # the first page of the maximum size is returned.
+    # the first 100 are returned.
     executions(pageNumber: Int, pageSize: Int, filter: DataJobExecutionFilter, order: DataJobExecutionOrder): DataJobExecutionResponse!
 }
 
@@ -339,6 +339,10 @@ type DataJobExecutionDeployment {
     resources: DataJobResources!
     deployedDate: String
     deployedBy: String!
+    # VDK's schema has these two and never fills them: always null (VDK's Operations UI
+    # selects status).
+    contacts: DataJobContacts
+    status: DataJobDeploymentStatus
 }
 
 enum DataJobExecutionStatus {
@@ -541,6 +545,10 @@ func (ec *executionContext) childFields_DataJobExecutionDeployment(ctx context.C
 		return ec.fieldContext_DataJobExecutionDeployment_deployedDate(ctx, field)
 	case "deployedBy":
 		return ec.fieldContext_DataJobExecutionDeployment_deployedBy(ctx, field)
+	case "contacts":
+		return ec.fieldContext_DataJobExecutionDeployment_contacts(ctx, field)
+	case "status":
+		return ec.fieldContext_DataJobExecutionDeployment_status(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type DataJobExecutionDeployment", field.Name)
 }
@@ -2732,6 +2740,61 @@ func (ec *executionContext) _DataJobExecutionDeployment_deployedBy(ctx context.C
 }
 func (ec *executionContext) fieldContext_DataJobExecutionDeployment_deployedBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("DataJobExecutionDeployment", field, false, false, "String")
+}
+
+func (ec *executionContext) _DataJobExecutionDeployment_contacts(ctx context.Context, field graphql.CollectedField, obj *DataJobExecutionDeployment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DataJobExecutionDeployment_contacts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Contacts, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *job.Contacts) graphql.Marshaler {
+			return ec.marshalODataJobContacts2ᚖgithubᚗcomᚋdatajobsᚋdatajobsᚋinternalᚋjobᚐContacts(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_DataJobExecutionDeployment_contacts(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "DataJobExecutionDeployment",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_DataJobContacts(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _DataJobExecutionDeployment_status(ctx context.Context, field graphql.CollectedField, obj *DataJobExecutionDeployment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DataJobExecutionDeployment_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalODataJobDeploymentStatus2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_DataJobExecutionDeployment_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DataJobExecutionDeployment", field, false, false, "DataJobDeploymentStatus")
 }
 
 func (ec *executionContext) _DataJobExecutionResponse_content(ctx context.Context, field graphql.CollectedField, obj *DataJobExecutionResponse) (ret graphql.Marshaler) {
@@ -5188,6 +5251,16 @@ func (ec *executionContext) _DataJobExecutionDeployment(ctx context.Context, sel
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "contacts":
+			out.Values[i] = ec._DataJobExecutionDeployment_contacts(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "status":
+			out.Values[i] = ec._DataJobExecutionDeployment_status(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -6268,6 +6341,31 @@ func (ec *executionContext) marshalOBoolean2ᚖbool(ctx context.Context, sel ast
 	_ = sel
 	_ = ctx
 	res := graphql.MarshalBoolean(*v)
+	return res
+}
+
+func (ec *executionContext) marshalODataJobContacts2ᚖgithubᚗcomᚋdatajobsᚋdatajobsᚋinternalᚋjobᚐContacts(ctx context.Context, sel ast.SelectionSet, v *job.Contacts) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._DataJobContacts(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalODataJobDeploymentStatus2ᚖstring(ctx context.Context, v any) (*string, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := graphql.UnmarshalString(v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalODataJobDeploymentStatus2ᚖstring(ctx context.Context, sel ast.SelectionSet, v *string) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalString(*v)
 	return res
 }
 

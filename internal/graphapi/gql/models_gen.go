@@ -89,6 +89,8 @@ type DataJobExecutionDeployment struct {
 	Resources        DataJobResources `json:"resources"`
 	DeployedDate     *string          `json:"deployedDate,omitempty"`
 	DeployedBy       string           `json:"deployedBy"`
+	Contacts         *job.Contacts    `json:"contacts,omitempty"`
+	Status           *string          `json:"status,omitempty"`
 }
 
 type DataJobExecutionFilter struct {
