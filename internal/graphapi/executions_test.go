@@ -116,15 +116,16 @@ func TestTheExecutionsOfADeployment(t *testing.T) {
 		successfulExecutions failedExecutions
 		all: executions { id }
 		first: executions(pageNumber: 1, pageSize: 1, order: {property: "startTime", direction: ASC}) { id }
+		second: executions(pageNumber: 2, pageSize: 1) { id }
 		failed: executions(filter: {statusIn: [USER_ERROR, PLATFORM_ERROR]}) { id } } } } }`, "")
 	got, err := json.Marshal(r.page(t).Content)
 	require.NoError(t, err)
 	require.JSONEq(t, `[
 		{"jobName":"alpha-job","deployments":[{"successfulExecutions":1,"failedExecutions":1,
-			"all":[{"id":"alpha-job-2"},{"id":"alpha-job-1"}],"first":[{"id":"alpha-job-1"}],"failed":[{"id":"alpha-job-2"}]}]},
-		{"jobName":"delta-job","deployments":[{"successfulExecutions":0,"failedExecutions":0,"all":[],"first":[],"failed":[]}]},
+			"all":[{"id":"alpha-job-2"},{"id":"alpha-job-1"}],"first":[{"id":"alpha-job-1"}],"second":[{"id":"alpha-job-1"}],"failed":[{"id":"alpha-job-2"}]}]},
+		{"jobName":"delta-job","deployments":[{"successfulExecutions":0,"failedExecutions":0,"all":[],"first":[],"second":[],"failed":[]}]},
 		{"jobName":"omega-job","deployments":[{"successfulExecutions":0,"failedExecutions":0,
-			"all":[{"id":"omega-job-1"}],"first":[{"id":"omega-job-1"}],"failed":[]}]}]`, string(got))
+			"all":[{"id":"omega-job-1"}],"first":[{"id":"omega-job-1"}],"second":[],"failed":[]}]}]`, string(got))
 
 	r = e.query(`{ jobs { content { deployments { executions(filter: {jobNameIn: ["x"]}) { id } } } } }`, "")
 	require.Contains(t, r.errorMessage(t, http.StatusBadRequest), "Parameter filter.jobNameIn is not valid.")

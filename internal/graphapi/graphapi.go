@@ -19,6 +19,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -62,8 +63,15 @@ const (
 type Config struct {
 	// MaxPageSize is the largest pageSize a query may ask for; larger ones are refused
 	// with 400 rather than silently cut, so that a client paging until a short page never
-	// stops early (default 100, what `vdk list` asks for).
+	// stops early (default 1000: VDK's Operations UI reads every job in pages of 1000 and
+	// executions in pages of 500; `vdk list` asks for 100).
 	MaxPageSize int
+	// MaxRows caps the rows one request may answer in all: each page counts its
+	// pageSize, a deployment's executions the jobs of the page times their pageSize
+	// (default 20,000; VDK's clients need at most 10,100: `vdk list`'s 100 jobs with 100
+	// executions each). Over it the query is refused with 400 before the read that would
+	// pass it, so page sizes of 1000 cannot multiply into millions of rows in memory.
+	MaxRows int
 	// DefaultResources fill the resources a deployment leaves unset, as the REST API
 	// shows them (pass service.Config().Resources.Default). Zero fields show as 0.
 	DefaultResources job.Resources
@@ -148,7 +156,8 @@ type Handler struct {
 
 // New returns the handler of the jobs and executions queries, reading from r.
 func New(cfg Config, r Reader) (*Handler, error) {
-	cfg.MaxPageSize = cmp.Or(cfg.MaxPageSize, 100)
+	cfg.MaxPageSize = cmp.Or(cfg.MaxPageSize, 1000)
+	cfg.MaxRows = cmp.Or(cfg.MaxRows, 20000)
 	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, 64<<10)
 	cfg.MaxQueryBytes = cmp.Or(cfg.MaxQueryBytes, DefaultMaxQueryBytes)
 	cfg.MaxTokens = cmp.Or(cfg.MaxTokens, 2000)
@@ -167,6 +176,9 @@ func New(cfg Config, r Reader) (*Handler, error) {
 	}
 	if cfg.MaxPageSize < 1 {
 		return nil, fmt.Errorf("graphql: max page size must be positive, not %d", cfg.MaxPageSize)
+	}
+	if cfg.MaxRows < cfg.MaxPageSize {
+		return nil, fmt.Errorf("graphql: max rows (%d) must be at least the max page size (%d)", cfg.MaxRows, cfg.MaxPageSize)
 	}
 	h := &Handler{
 		cfg: cfg, props: properties(cfg.SourceURLTemplate != ""),
@@ -270,7 +282,7 @@ func (h *Handler) exec1(ctx context.Context, req request) *graphql.Response {
 		return &graphql.Response{Errors: errs}
 	}
 	h.cache.commit(doc) // parsed, validated and within every bound
-	responses, ctx := h.exec.DispatchOperation(ctx, op)
+	responses, ctx := h.exec.DispatchOperation(withRowBudget(ctx, h.cfg.MaxRows), op)
 	resp := responses(ctx)
 	// VDK's REST wrapper answers the value of the only root field (data.jobs becomes
 	// data). A document with several root fields, or an introspection query, keeps its
@@ -288,7 +300,7 @@ func (h *Handler) exec1(ctx context.Context, req request) *graphql.Response {
 func (h *Handler) decode(w http.ResponseWriter, r *http.Request) (request, error) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		p := r.URL.Query()
+		p := queryParams(r.URL.RawQuery)
 		req := request{Query: p.Get("query"), OperationName: cmp.Or(p.Get("operation_name"), p.Get("operationName"))}
 		vars, err := decodeVariables([]byte(p.Get("variables")))
 		req.Variables = vars
@@ -318,6 +330,28 @@ func (h *Handler) decode(w http.ResponseWriter, r *http.Request) (request, error
 	default:
 		return request{}, fmt.Errorf("method %s is not supported: use GET or POST", r.Method)
 	}
+}
+
+// queryParams parses a GET query string as VDK's server does: the pairs are split on '&'
+// only. Go's url.ParseQuery drops every pair that holds a ';' (golang.org/issue/25192),
+// and Angular's HttpParams, which VDK's Operations UI sends its queries with, leaves ';'
+// unescaped: a search text "a;b" would lose the whole variables parameter. Otherwise it
+// is url.ParseQuery: the first '=' splits key and value, both query-unescaped ('+' is a
+// space), and a pair that does not unescape is dropped.
+func queryParams(raw string) url.Values {
+	out := url.Values{}
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		k, v, _ := strings.Cut(pair, "=")
+		k, errK := url.QueryUnescape(k)
+		v, errV := url.QueryUnescape(v)
+		if pair == "" || errK != nil || errV != nil {
+			continue
+		}
+		out[k] = append(out[k], v)
+	}
+	return out
 }
 
 func decodeVariables(b []byte) (map[string]any, error) {

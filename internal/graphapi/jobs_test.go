@@ -194,7 +194,7 @@ func TestPaging(t *testing.T) {
 		{"the last, short page", `{"n":3,"s":2}`, []string{"omega-job"}, 3, 5},
 		{"a page past the end is empty", `{"n":4,"s":2}`, []string{}, 3, 5},
 		{"an exact multiple", `{"n":1,"s":5}`, []string{"alpha-job", "beta-job", "delta-job", "gamma-job", "omega-job"}, 1, 5},
-		{"the maximum page size", `{"n":1,"s":100}`, []string{"alpha-job", "beta-job", "delta-job", "gamma-job", "omega-job"}, 1, 5},
+		{"the maximum page size", `{"n":1,"s":1000}`, []string{"alpha-job", "beta-job", "delta-job", "gamma-job", "omega-job"}, 1, 5},
 		{"no match has 0 pages (VDK says 1)", `{"n":1,"s":2,"f":[{"property":"jobName","pattern":"nothing"}]}`, []string{}, 0, 0},
 	}
 	for _, tt := range tests {
@@ -211,8 +211,8 @@ func TestPaging(t *testing.T) {
 	for _, tt := range []struct{ name, vars, message string }{
 		{"page 0", `{"n":0}`, "Parameter pageNumber is not valid. It must be at least 1, but was 0."},
 		{"a negative page", `{"n":-3}`, "Parameter pageNumber is not valid. It must be at least 1, but was -3."},
-		{"page size 0", `{"s":0}`, "Parameter pageSize is not valid. It must be between 1 and 100, but was 0."},
-		{"a page size over the maximum", `{"s":101}`, "Parameter pageSize is not valid. It must be between 1 and 100, but was 101."},
+		{"page size 0", `{"s":0}`, "Parameter pageSize is not valid. It must be between 1 and 1000, but was 0."},
+		{"a page size over the maximum", `{"s":1001}`, "Parameter pageSize is not valid. It must be between 1 and 1000, but was 1001."},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

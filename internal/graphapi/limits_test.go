@@ -127,3 +127,31 @@ func TestAWideSelectionSetIsRefusedBeforeValidation(t *testing.T) {
 	require.Contains(t, e.query(spread, "").errorMessage(t, http.StatusBadRequest), "more than 100 fields", "fragments spread flat")
 	require.Equal(t, http.StatusOK, e.query("{ jobs { content {"+strings.Repeat(" jobName", 100)+" } } }", "").status)
 }
+
+// TestTheRowsOfARequestAreBounded: pages of up to MaxPageSize, several root fields and a
+// deployment's executions per job of a page add up; past MaxRows the query is refused
+// before the read that would pass it, whatever the page sizes.
+func TestTheRowsOfARequestAreBounded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(o *options) { o.cfg.MaxPageSize, o.cfg.MaxRows = 100, 200 })
+	seed(e)
+	seedExecutions(e)
+	const nested = `{ jobs(pageSize: %d) { content { deployments { executions(pageNumber: 1, pageSize: %d) { id } } } } }`
+	require.Equal(t, http.StatusOK, e.query(fmt.Sprintf(nested, 100, 20), "").status, "a page of 100, and 20 executions of each of its 5 jobs")
+
+	e.stmts.take()
+	msg := e.query(fmt.Sprintf(nested, 100, 30), "").errorMessage(t, http.StatusBadRequest)
+	require.Contains(t, msg, "The query could answer up to 250 rows, more than the maximum of 200.")
+	require.Contains(t, msg, "the executions of a page of jobs: 150")
+	for _, s := range e.stmts.take() {
+		require.NotContains(t, s, "data_job_execution", "the executions are not read")
+	}
+
+	msg = e.query(`{ a: jobs(pageSize: 100) { totalItems } b: executions(pageNumber: 1, pageSize: 100) { totalItems } c: jobs(pageSize: 1) { totalItems } }`, "").
+		errorMessage(t, http.StatusBadRequest)
+	require.Contains(t, msg, "up to 201 rows", "root fields add up")
+	require.Equal(t, http.StatusOK, e.query(`{ a: jobs(pageSize: 100) { totalItems } b: executions(pageNumber: 1, pageSize: 100) { totalItems } }`, "").status)
+
+	_, err := graphapi.New(graphapi.Config{MaxPageSize: 1000, MaxRows: 999}, nil)
+	require.ErrorContains(t, err, "max rows (999) must be at least the max page size (1000)")
+}

@@ -43,6 +43,9 @@ func (q *resolver) Jobs(ctx context.Context, pageNumber, pageSize *int32, preds 
 		filter.Search = s
 		filter.SearchFields = searchFields(sel, q.h.cfg.SourceURLTemplate != "")
 	}
+	if err := takeRows(ctx, size, "a page of jobs"); err != nil {
+		return nil, err
+	}
 	l := q.h.newLoader(q.store)
 	l.configNextRun = sel["content.config.schedule.nextRunEpochSeconds"]
 	l.deploymentNextRun = sel["content.deployments.schedule.nextRunEpochSeconds"]
@@ -90,16 +93,22 @@ func searchFields(sel selection, sourceURL bool) []job.ListField {
 	return out // empty: the store searches the name
 }
 
+// unpagedExecutions is how many executions an executions field without pageNumber and
+// pageSize answers: the first page of 100 (VDK answered every row). It was the maximum
+// page size when that was 100; it stays 100 so that `vdk list`'s 100 jobs, each with its
+// unpaged executions, stay within MaxRows.
+const unpagedExecutions = 100
+
 // paging checks VDK's page arguments: both at least 1 and the size at most the maximum.
 // Absent ones take the defaults (page 1 of 20), or for executions, when both are absent,
-// the first page of the maximum size; there one without the other is an error, as in VDK.
+// the first unpagedExecutions; there one without the other is an error, as in VDK.
 func (h *Handler) paging(number, size *int32, jobs bool) (int, int, error) {
 	if !jobs && (number == nil) != (size == nil) {
 		return 0, 0, job.Invalid("pageNumber and pageSize", "given together or not at all", "only one of them")
 	}
 	n, s := 1, 20
 	if !jobs {
-		s = h.cfg.MaxPageSize
+		s = min(unpagedExecutions, h.cfg.MaxPageSize)
 	}
 	if number != nil {
 		n = int(*number)
@@ -207,6 +216,9 @@ func (l *loader) executionsOf(ctx context.Context, name string, args executionsA
 		if err != nil {
 			return nil, err
 		}
+		if err := takeRows(ctx, len(l.names)*q.Limit, "the executions of a page of jobs"); err != nil {
+			return nil, err
+		}
 		return l.store.ExecutionsOfJobs(ctx, l.names, q)
 	})
 	return all[name], err
@@ -224,6 +236,9 @@ func (l *loader) executionCount(ctx context.Context, name string) (job.Execution
 func (q *resolver) Executions(ctx context.Context, pageNumber, pageSize *int32, filter *gql.DataJobExecutionFilter, order *gql.DataJobExecutionOrder) (*gql.DataJobExecutionResponse, error) {
 	sq, err := q.h.executionsQuery(ctx, executionsArgs{pageNumber, pageSize, filter, order}, false)
 	if err != nil {
+		return nil, err
+	}
+	if err := takeRows(ctx, sq.Limit, "a page of executions"); err != nil {
 		return nil, err
 	}
 	sel := selectedFields(ctx)

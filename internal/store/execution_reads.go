@@ -105,7 +105,9 @@ func executionOrder(q job.ExecutionsQuery) string {
 }
 
 // Executions reads a page of executions across jobs, with the total when asked, in one
-// round trip.
+// round trip. The page orders and skips narrow rows (the ids with their sort key) and
+// reads the whole rows of the page's ids only, as a jobs page does (list.go): a page of
+// 1000 or a deep one sorts no wide rows.
 func (s *Store) Executions(ctx context.Context, q job.ExecutionsQuery) (job.ExecutionsPage, error) {
 	if q.Limit <= 0 || q.Offset < 0 {
 		return job.ExecutionsPage{}, fmt.Errorf("executions page: bad limit %d or offset %d", q.Limit, q.Offset)
@@ -117,8 +119,10 @@ func (s *Store) Executions(ctx context.Context, q job.ExecutionsQuery) (job.Exec
 		batch.Queue("SELECT count(*)"+executionsFrom(b, q.Filter, false), b.args...).QueryRow(func(row pgx.Row) error { return row.Scan(&page.Total) })
 	}
 	b := &sqlBuilder{}
-	sql := "SELECT " + executionColumns + executionsFrom(b, q.Filter, false) +
+	ids := "SELECT e.id" + executionsFrom(b, q.Filter, false) +
 		"\nORDER BY " + executionOrder(q) + "\nLIMIT " + b.arg(q.Limit) + " OFFSET " + b.arg(q.Offset)
+	sql := "SELECT " + executionColumns + "\nFROM unnest(ARRAY(" + ids + ")) WITH ORDINALITY AS page(id, n)" +
+		"\nJOIN data_job_execution e ON e.id = page.id\nORDER BY page.n"
 	batch.Queue(sql, b.args...).Query(func(rows pgx.Rows) error {
 		var err error
 		page.Rows, err = pgx.CollectRows(rows, scanExecution)
@@ -131,7 +135,10 @@ func (s *Store) Executions(ctx context.Context, q job.ExecutionsQuery) (job.Exec
 }
 
 // ExecutionsOfJobs reads the executions of each of the jobs names, filtered, ordered and
-// paged per job as q says, in one statement. Jobs without executions are absent.
+// paged per job as q says, in one statement. Jobs without executions are absent. Each
+// job's page is its own narrow top-N (the ids of that job's executions, along the
+// (job_name, start_time) index), and only the pages' whole rows are read: a page of 1000
+// jobs reads 1000 small sorts, never every execution of them sorted at once.
 func (s *Store) ExecutionsOfJobs(ctx context.Context, names []string, q job.ExecutionsQuery) (map[string][]job.Execution, error) {
 	if q.Limit <= 0 || q.Offset < 0 {
 		return nil, fmt.Errorf("executions of jobs: bad limit %d or offset %d", q.Limit, q.Offset)
@@ -140,29 +147,25 @@ func (s *Store) ExecutionsOfJobs(ctx context.Context, names []string, q job.Exec
 		return map[string][]job.Execution{}, nil
 	}
 	b := &sqlBuilder{}
-	sql := `SELECT * FROM (
-	SELECT ` + executionColumns + `, row_number() OVER (PARTITION BY e.job_name ORDER BY ` + executionOrder(q) + `) AS rn` +
-		executionsFrom(b, q.Filter, true, "e.job_name = ANY("+b.arg(names)+"::text[])") + `
-) x WHERE rn > ` + b.arg(q.Offset) + ` AND rn <= ` + b.arg(q.Offset+q.Limit) + `
-ORDER BY job_name, rn`
+	jobs := b.arg(names)
+	ids := "SELECT e.id" + executionsFrom(b, q.Filter, true, "e.job_name = p.name") +
+		"\n\tORDER BY " + executionOrder(q) + " LIMIT " + b.arg(q.Limit) + " OFFSET " + b.arg(q.Offset)
+	sql := "SELECT " + executionColumns + "\nFROM unnest(" + jobs + "::text[]) WITH ORDINALITY AS p(name, n)" +
+		"\nCROSS JOIN LATERAL unnest(ARRAY(" + ids + ")) WITH ORDINALITY AS x(id, rn)" +
+		"\nJOIN data_job_execution e ON e.id = x.id\nORDER BY p.n, x.rn"
 	rows, err := s.pool.Query(ctx, sql, b.args...)
-	if err == nil {
-		var all []job.Execution
-		all, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (job.Execution, error) {
-			var e job.Execution
-			var rn int64
-			err := row.Scan(append(executionDest(&e), &rn)...)
-			return e, err
-		})
-		out := map[string][]job.Execution{}
-		for _, e := range all {
-			out[e.JobName] = append(out[e.JobName], e)
-		}
-		if err == nil {
-			return out, nil
-		}
+	if err != nil {
+		return nil, translate(fmt.Errorf("read executions of jobs: %w", err))
 	}
-	return nil, translate(fmt.Errorf("read executions of jobs: %w", err))
+	all, err := pgx.CollectRows(rows, scanExecution) // a fresh Execution per row: Args is a map
+	if err != nil {
+		return nil, translate(fmt.Errorf("read executions of jobs: %w", err))
+	}
+	out := map[string][]job.Execution{}
+	for _, e := range all {
+		out[e.JobName] = append(out[e.JobName], e)
+	}
+	return out, nil
 }
 
 // ExecutionCounts counts the executions of each of the jobs names, in one statement.
