@@ -111,7 +111,7 @@ def test_deploy_lifecycle(vdk, service, job_dir, tmp_path):
     assert_runs_version(service, service.cronjob(name), name, v2)
 
     # download-job: GET .../sources gives back the latest upload. The keytab it also asks
-    # for is not implemented (501): the client warns and goes on.
+    # for is not found (404, as VDK with keytabs off): the client warns and goes on.
     downloads = tmp_path / "downloads"
     downloads.mkdir()
     r = vdk("download-job", "-n", name, "-t", team, "-p", downloads)

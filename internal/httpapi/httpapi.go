@@ -160,7 +160,7 @@ func (a *api) routes() *router {
 	rt.handleFunc("PUT "+oauth, memberOfTeam, a.putTeamOAuth)
 	rt.handleFunc("GET "+oauth+"/client-id", memberOfTeam, a.getTeamClientID)
 	rt.handleFunc("POST /data-jobs/oauth-credentials/client-ids", anyCaller, a.teamsOfClientIDs)
-	rt.handleFunc("GET "+jobPath+"/keytab", memberOfTeam, a.keytabGone)
+	rt.handleFunc("GET "+jobPath+"/keytab", memberOfTeam, a.keytab)
 	return rt
 }
 

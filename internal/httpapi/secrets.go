@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 
 	"github.com/datajobs/datajobs/internal/job"
@@ -114,14 +115,20 @@ func (a *api) teamsOfClientIDs(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// keytabGone is GET .../keytab: VDK's Kerberos keytab, which this service does not issue.
-// A job authenticates with its own short-lived identity instead (docs/api.md).
-func (a *api) keytabGone(w http.ResponseWriter, r *http.Request) error {
+// keytab is GET .../keytab: VDK's Kerberos keytab, which this service does not issue.
+// It answers as VDK does with keytabs off (it finds no keytab secret for the job): 404,
+// here with a body that says why. A job authenticates with its own short-lived identity
+// instead (docs/api.md). A job that is not in the team is the usual 404.
+func (a *api) keytab(w http.ResponseWriter, r *http.Request) error {
+	team, name := jobOf(r)
+	if _, err := a.svc.GetJob(r.Context(), team, name); err != nil {
+		return err
+	}
 	return &job.Error{
-		Kind:            job.KindNotImplemented,
-		What:            "Keytabs are not issued by this service.",
-		Why:             "A data job authenticates to datajobs with its job identity, a short-lived Kubernetes ServiceAccount token mounted into its pod, not with a long-lived Kerberos keytab.",
-		Consequences:    "The request was not processed.",
+		Kind:            job.KindNotFound,
+		What:            fmt.Sprintf("The data job %q has no keytab.", name),
+		Why:             "This service issues no Kerberos keytabs, as VDK with keytabs off: a data job authenticates to datajobs with its job identity, a short-lived Kubernetes ServiceAccount token mounted into its pod.",
+		Consequences:    "No keytab was downloaded.",
 		Countermeasures: "Read a job's properties and secrets with its job identity from inside the job (docs/api.md, \"Job identity\").",
 	}
 }

@@ -317,15 +317,21 @@ func TestTeamOAuthCredentialsAsVDK(t *testing.T) {
 	assert.NotContains(t, e.logs.String(), "s3cr3t")
 }
 
-// TestKeytabNamesJobIdentity: VDK's keytab endpoint stays 501, pointing at how a job
-// authenticates here.
-func TestKeytabNamesJobIdentity(t *testing.T) {
+// TestKeytabIsNotFoundAsInVDKWithKeytabsOff: the Operations UI's "Download key" and
+// vdkcli's download-key get VDK's answer with keytabs off, 404, with a body pointing at
+// how a job authenticates here; a job that is not in the team is the usual 404.
+func TestKeytabIsNotFoundAsInVDKWithKeytabsOff(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	j := e.createJob("team-a", "secret-job")
 	r := e.do("GET", j+"/keytab", "")
-	require.Equal(t, http.StatusNotImplemented, r.status, "%s", r.body)
+	require.Equal(t, http.StatusNotFound, r.status, "%s", r.body)
 	body := r.vdkError(t)
+	assert.Contains(t, body["what"], "has no keytab")
 	assert.Contains(t, body["why"], "job identity")
 	assert.Contains(t, body["countermeasures"], "docs/api.md")
+
+	r = e.do("GET", "/data-jobs/for-team/team-b/jobs/secret-job/keytab", "")
+	require.Equal(t, http.StatusNotFound, r.status, "%s", r.body)
+	assert.Contains(t, r.vdkError(t)["what"], "was not found")
 }
