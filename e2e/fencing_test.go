@@ -45,6 +45,114 @@ func (r *replica) holds(holder string) bool {
 	return strings.Contains(holder, fmt.Sprintf("-%d-", r.Cmd.Process.Pid))
 }
 
+// takeover is a leader (old) with a short lease and its successor (next) with a long one,
+// sharing a database: depose pauses old until next leads, then pauses next too (its lease
+// still valid), so that old is the only process that could act on a change made then.
+type takeover struct {
+	db                  *store.Store
+	old, next           *replica
+	oldEpoch, nextEpoch int64
+}
+
+// startTakeover starts old, waits until it leads, and starts next; args go to both.
+func startTakeover(t *testing.T, dbURL, kubeconfig, ns string, args ...string) *takeover {
+	t.Helper()
+	db, err := store.Open(t.Context(), store.Config{URL: dbURL})
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
+	tk := &takeover{db: db}
+	// A short lease, so that a pause of a few seconds deposes old.
+	tk.old = startReplica(t, dbURL, kubeconfig, ns, append([]string{"--lease-duration", "4s"}, args...)...)
+	tk.oldEpoch = tk.awaitLease(t, tk.old, "the first replica leads")
+	// A lease long enough that next still holds it, paused, while old resumes and finds
+	// out that its term is over.
+	tk.next = startReplica(t, dbURL, kubeconfig, ns, append([]string{"--lease-duration", "60s"}, args...)...)
+	return tk
+}
+
+// lease reads the sync lease row; it returns zero values on an error, so that it can be
+// polled.
+func (tk *takeover) lease(t *testing.T) (holder string, epoch int64, expires time.Time) {
+	h, e, x, err := tk.db.LeaseHolder(t.Context(), store.SyncLeaseName)
+	if err != nil {
+		t.Logf("read lease: %v", err)
+	}
+	return h, e, x
+}
+
+// awaitLease waits until r holds the sync lease, and returns its epoch.
+func (tk *takeover) awaitLease(t *testing.T, r *replica, msg string) int64 {
+	t.Helper()
+	var epoch int64
+	require.Eventually(t, func() bool {
+		h, e, x := tk.lease(t)
+		epoch = e
+		return r.holds(h) && x.After(time.Now())
+	}, 2*time.Minute, 100*time.Millisecond, msg)
+	return epoch
+}
+
+// depose pauses old; next takes over once the lease expires and completes a full pass;
+// then next is paused too.
+func (tk *takeover) depose(t *testing.T) {
+	t.Helper()
+	pause(t, tk.old)
+	tk.nextEpoch = tk.awaitLease(t, tk.next, "the successor takes the lease of the paused leader")
+	require.Greater(t, tk.nextEpoch, tk.oldEpoch)
+	require.Eventually(t, func() bool {
+		v, ok := tk.next.metric(`datajobs_sync_passes_total{result="ok"}`)
+		return ok && v >= 1
+	}, 2*time.Minute, 100*time.Millisecond, "the successor completes a full pass")
+	pause(t, tk.next)
+}
+
+// resumeOld resumes old and waits until its term has ended (the gauge drops to 0 only
+// after the term's work, every worker, has returned) or until it has written; version
+// reads the resourceVersion of the object it must not write ("" on an error), before its
+// value before old resumed. It returns the version after.
+func (tk *takeover) resumeOld(t *testing.T, version func() string, before string) string {
+	t.Helper()
+	resume(t, tk.old)
+	var after string
+	require.Eventually(t, func() bool {
+		after = version()
+		if after != "" && after != before {
+			return true
+		}
+		if v, ok := tk.old.metric(`datajobs_leader_is_leader{lease="synchronizer"}`); ok && v == 0 {
+			after = version()
+			return after != ""
+		}
+		return false
+	}, 2*time.Minute, 100*time.Millisecond, "the resumed leader ends its term")
+	h, e, _ := tk.lease(t)
+	// Read after the object: the successor's term never ended in between, so the old
+	// leader had no new term in which a write would have been legitimate.
+	require.True(t, tk.next.holds(h), "the successor still holds the lease: %s", h)
+	require.Equal(t, tk.nextEpoch, e)
+	logs := tk.old.Logs()
+	require.Regexp(t, fmt.Sprintf(`msg=leader_stopped.* epoch=%d `, tk.oldEpoch), logs, "the old term ended")
+	// Not asserted: usually the renewer's expired deadline cancels the term before a worker
+	// reaches the write, and then no fenced write is attempted at all.
+	if strings.Contains(logs, "lease of this term may have passed to another replica") {
+		t.Log("the deposed leader's fence refused a write (ErrTermOver)")
+	}
+	return after
+}
+
+// pause stops r (SIGSTOP) until the test resumes it or ends (so that SIGTERM ends it).
+func pause(t *testing.T, r *replica) {
+	t.Helper()
+	require.NoError(t, r.Cmd.Process.Signal(syscall.SIGSTOP))
+	t.Cleanup(func() { _ = r.Cmd.Process.Signal(syscall.SIGCONT) })
+}
+
+// resume continues r, paused by pause.
+func resume(t *testing.T, r *replica) {
+	t.Helper()
+	require.NoError(t, r.Cmd.Process.Signal(syscall.SIGCONT))
+}
+
 // A leader paused (SIGSTOP) past its lease, resumed while its successor holds the lease,
 // must not apply the desired state it finds waiting: only the rightful leader may write
 // to Kubernetes (issue 11 item 3). The change is made while the successor is paused too,
@@ -54,35 +162,12 @@ func TestPausedLeaderResumedAfterTakeoverWritesNothingToKubernetes(t *testing.T)
 	t.Parallel()
 	dbURL, kubeconfig, ns := testenv.DatabaseURL(t), testenv.Kubeconfig(t), testenv.Namespace(t)
 	client := testenv.Clientset(t)
-	db, err := store.Open(t.Context(), store.Config{URL: dbURL})
-	require.NoError(t, err)
-	defer db.Close()
-	// lease and cronJob return zero values on an error, so that they can be polled.
-	lease := func() (holder string, epoch int64, expires time.Time) {
-		h, e, x, err := db.LeaseHolder(t.Context(), store.SyncLeaseName)
-		if err != nil {
-			t.Logf("read lease: %v", err)
-		}
-		return h, e, x
-	}
-	const isLeader = `datajobs_leader_is_leader{lease="synchronizer"}`
-	const passesOK = `datajobs_sync_passes_total{result="ok"}`
-
 	// api serves the API only: it never leads, so it cannot write to Kubernetes.
 	api := startReplica(t, dbURL, kubeconfig, ns, "--sync-mode", "off")
-	// The old leader: a short lease, so that a pause of a few seconds deposes it.
-	old := startReplica(t, dbURL, kubeconfig, ns, "--lease-duration", "4s")
-	var oldEpoch int64
-	require.Eventually(t, func() bool {
-		h, e, x := lease()
-		oldEpoch = e
-		return old.holds(h) && x.After(time.Now())
-	}, 2*time.Minute, 100*time.Millisecond, "the first replica leads")
-	// The successor: a lease long enough that it still holds it, paused, while the old
-	// leader resumes and finds out that its term is over.
-	next := startReplica(t, dbURL, kubeconfig, ns, "--lease-duration", "60s")
+	tk := startTakeover(t, dbURL, kubeconfig, ns)
 
 	api.deploy(t, "fenced")
+	// cronJob returns the zero value on an error, so that it can be polled.
 	cronJob := func() *batchv1.CronJob {
 		cj, err := client.BatchV1().CronJobs(ns).Get(t.Context(), "fenced", metav1.GetOptions{})
 		if err != nil {
@@ -96,63 +181,21 @@ func TestPausedLeaderResumedAfterTakeoverWritesNothingToKubernetes(t *testing.T)
 		return cj.Spec.Suspend != nil && !*cj.Spec.Suspend
 	}, 2*time.Minute, 100*time.Millisecond, "the leader creates the CronJob, enabled")
 
-	// Pause the leader; the successor takes over once the lease expires and syncs.
-	require.NoError(t, old.Cmd.Process.Signal(syscall.SIGSTOP))
-	t.Cleanup(func() { _ = old.Cmd.Process.Signal(syscall.SIGCONT) }) // so that SIGTERM ends it
-	var nextEpoch int64
-	require.Eventually(t, func() bool {
-		h, e, x := lease()
-		nextEpoch = e
-		return next.holds(h) && x.After(time.Now())
-	}, 2*time.Minute, 100*time.Millisecond, "the successor takes the lease of the paused leader")
-	require.Greater(t, nextEpoch, oldEpoch)
-	require.Eventually(t, func() bool {
-		v, ok := next.metric(passesOK)
-		return ok && v >= 1
-	}, 2*time.Minute, 100*time.Millisecond, "the successor completes a full pass")
-
-	// Pause the successor too (its lease stays valid), and disable the deployment: nobody
-	// may apply that now, and the old leader is the only process that could.
-	require.NoError(t, next.Cmd.Process.Signal(syscall.SIGSTOP))
-	t.Cleanup(func() { _ = next.Cmd.Process.Signal(syscall.SIGCONT) })
+	// Disable the deployment once both are paused: nobody may apply that now, and the old
+	// leader is the only process that could.
+	tk.depose(t)
 	require.Equal(t, http.StatusAccepted, api.do(t, http.MethodPatch,
 		"/data-jobs/for-team/team-a/jobs/fenced/deployments/production", `{"enabled":false}`))
 	before := cronJob()
 	require.NotEmpty(t, before.ResourceVersion)
 	require.False(t, *before.Spec.Suspend)
 
-	// Resume the old leader and wait until its term has ended (the gauge drops to 0 only
-	// after the term's work, every worker, has returned), or until it has written.
-	require.NoError(t, old.Cmd.Process.Signal(syscall.SIGCONT))
-	var after *batchv1.CronJob
-	require.Eventually(t, func() bool {
-		after = cronJob()
-		if after.ResourceVersion != "" && after.ResourceVersion != before.ResourceVersion {
-			return true
-		}
-		if v, ok := old.metric(isLeader); ok && v == 0 {
-			after = cronJob()
-			return after.ResourceVersion != ""
-		}
-		return false
-	}, 2*time.Minute, 100*time.Millisecond, "the resumed leader ends its term")
-	h, e, _ := lease()
-	// Read after the CronJob: the successor's term never ended in between, so the old
-	// leader had no new term in which a write would have been legitimate.
-	require.True(t, next.holds(h), "the successor still holds the lease: %s", h)
-	require.Equal(t, nextEpoch, e)
-	require.Equal(t, before.ResourceVersion, after.ResourceVersion, "the deposed leader wrote to the CronJob")
-	require.False(t, *after.Spec.Suspend, "the deposed leader applied the change")
-	logs := old.Logs()
-	require.Regexp(t, fmt.Sprintf(`msg=leader_stopped.* epoch=%d `, oldEpoch), logs, "the old term ended")
-	// Not asserted: usually the renewer's expired deadline cancels the term before a worker
-	// reaches the write, and then no fenced write is attempted at all.
-	if strings.Contains(logs, "lease of this term may have passed to another replica") {
-		t.Log("the deposed leader's fence refused a write (sync_failed … ErrTermOver)")
-	}
+	after := tk.resumeOld(t, func() string { return cronJob().ResourceVersion }, before.ResourceVersion)
+	require.Equal(t, before.ResourceVersion, after, "the deposed leader wrote to the CronJob")
+	require.False(t, *cronJob().Spec.Suspend, "the deposed leader applied the change")
 
 	// The rightful leader, resumed, applies the change.
-	require.NoError(t, next.Cmd.Process.Signal(syscall.SIGCONT))
+	resume(t, tk.next)
 	require.Eventually(t, func() bool {
 		cj := cronJob()
 		return cj.Spec.Suspend != nil && *cj.Spec.Suspend

@@ -12,51 +12,23 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	batchv1ac "k8s.io/client-go/applyconfigurations/batch/v1"
-	"k8s.io/client-go/kubernetes"
 	typedbatchv1 "k8s.io/client-go/kubernetes/typed/batch/v1"
 	"k8s.io/client-go/util/csaupgrade"
 )
 
-// Applier writes rendered CronJobs to one namespace. It is the only code that changes
-// CronJobs; every write is made as field manager FieldManager, and every write is
-// conditioned on what the caller last saw: a new CronJob is created by an apply that only
-// creates, or by a plain create (CreatePlainly; either fails with AlreadyExists rather than
-// take over an object of that name), and an update or delete carries the resourceVersion
-// of the object the caller planned from (the apiserver answers Conflict when it has
-// changed since). Before each write the Applier asks its fence, if it has one, whether it
-// may still write at all (see Fenced).
+// Applier writes rendered CronJobs to its Writer's namespace (Writer.CronJobs). It is
+// the only code that changes CronJobs; every write is made as field manager FieldManager,
+// after the Writer's fence allowed it, and every write is conditioned on what the caller
+// last saw: a new CronJob is created by an apply that only creates, or by a plain create
+// (CreatePlainly; either fails with AlreadyExists rather than take over an object of that
+// name), and an update or delete carries the resourceVersion of the object the caller
+// planned from (the apiserver answers Conflict when it has changed since).
 type Applier struct {
-	client    kubernetes.Interface
-	namespace string
-	fence     fence
-}
-
-// fence is what a leader's writer asks right before every write (Fenced); nil allows all.
-type fence func(context.Context) error
-
-// check is called right before each write.
-func (f fence) check(ctx context.Context) error {
-	if f == nil {
-		return nil
-	}
-	return f(ctx)
-}
-
-// NewApplier returns an Applier for the CronJobs of namespace.
-func NewApplier(client kubernetes.Interface, namespace string) *Applier {
-	return &Applier{client: client, namespace: namespace}
-}
-
-// Fenced returns a copy of the Applier that calls fence right before every write and
-// writes nothing when it returns an error: a leader checks that its lease is still held.
-func (a *Applier) Fenced(fence func(context.Context) error) *Applier {
-	c := *a
-	c.fence = fence
-	return &c
+	w *Writer
 }
 
 func (a *Applier) cronJobs() typedbatchv1.CronJobInterface {
-	return a.client.BatchV1().CronJobs(a.namespace)
+	return a.w.client.BatchV1().CronJobs(a.w.namespace)
 }
 
 // Apply makes the CronJob in the cluster equal to cj and returns the object the
@@ -85,9 +57,6 @@ func (a *Applier) Apply(ctx context.Context, live, cj *batchv1.CronJob) (*batchv
 		return nil, fmt.Errorf("apply cronjob %s: %w", cj.Name, err)
 	}
 	ac.WithResourceVersion(live.ResourceVersion)
-	if err := a.fence.check(ctx); err != nil {
-		return nil, fmt.Errorf("apply cronjob %s: %w", cj.Name, err)
-	}
 	got, err := a.serverSideApply(ctx, ac, true)
 	if err != nil {
 		return nil, fmt.Errorf("apply cronjob %s: %w", cj.Name, err)
@@ -99,10 +68,9 @@ func (a *Applier) Apply(ctx context.Context, live, cj *batchv1.CronJob) (*batchv
 	up.Spec = *cj.Spec.DeepCopy()
 	up.Labels = merged(up.Labels, cj.Labels)
 	up.Annotations = merged(up.Annotations, cj.Annotations)
-	if err := a.fence.check(ctx); err != nil {
-		return nil, fmt.Errorf("update cronjob %s: %w", cj.Name, err)
-	}
-	got, err = a.cronJobs().Update(ctx, up, metav1.UpdateOptions{FieldManager: FieldManager})
+	got, err = fenced(ctx, a.w, func() (*batchv1.CronJob, error) {
+		return a.cronJobs().Update(ctx, up, metav1.UpdateOptions{FieldManager: FieldManager})
+	})
 	if err != nil {
 		return nil, fmt.Errorf("update cronjob %s: %w", cj.Name, err)
 	}
@@ -147,10 +115,9 @@ func (a *Applier) ownCreated(ctx context.Context, live *batchv1.CronJob) (*batch
 			return live, err
 		}
 	}
-	if err := a.fence.check(ctx); err != nil {
-		return nil, err
-	}
-	return a.cronJobs().Patch(ctx, live.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
+	return fenced(ctx, a.w, func() (*batchv1.CronJob, error) {
+		return a.cronJobs().Patch(ctx, live.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
+	})
 }
 
 // create creates cj by server-side apply, so that datajobs' apply manager owns its fields
@@ -169,9 +136,6 @@ func (a *Applier) create(ctx context.Context, cj *batchv1.CronJob) (*batchv1.Cro
 		return nil, fmt.Errorf("create cronjob %s: %w", cj.Name, err)
 	}
 	ac.WithResourceVersion(absentVersion)
-	if err := a.fence.check(ctx); err != nil {
-		return nil, fmt.Errorf("create cronjob %s: %w", cj.Name, err)
-	}
 	got, err := a.serverSideApply(ctx, ac, false)
 	if apierrors.IsConflict(err) {
 		err = apierrors.NewAlreadyExists(batchv1.Resource("cronjobs"), cj.Name)
@@ -196,8 +160,10 @@ func (a *Applier) serverSideApply(ctx context.Context, ac *batchv1ac.CronJobAppl
 	if err != nil {
 		return nil, fmt.Errorf("marshal apply configuration: %w", err)
 	}
-	return a.cronJobs().Patch(ctx, *ac.Name, types.ApplyPatchType, body, metav1.PatchOptions{
-		FieldManager: FieldManager, Force: &force, FieldValidation: metav1.FieldValidationIgnore,
+	return fenced(ctx, a.w, func() (*batchv1.CronJob, error) {
+		return a.cronJobs().Patch(ctx, *ac.Name, types.ApplyPatchType, body, metav1.PatchOptions{
+			FieldManager: FieldManager, Force: &force, FieldValidation: metav1.FieldValidationIgnore,
+		})
 	})
 }
 
@@ -209,10 +175,9 @@ func (a *Applier) serverSideApply(ctx context.Context, ac *batchv1ac.CronJobAppl
 // fields as its Update entry, which the CronJob's first change hands over to the apply
 // manager (ownCreated): the synchronizer creates so when it has a backlog to catch up.
 func (a *Applier) CreatePlainly(ctx context.Context, cj *batchv1.CronJob) (*batchv1.CronJob, error) {
-	if err := a.fence.check(ctx); err != nil {
-		return nil, fmt.Errorf("create cronjob %s: %w", cj.Name, err)
-	}
-	got, err := a.cronJobs().Create(ctx, cj, metav1.CreateOptions{FieldManager: FieldManager})
+	got, err := fenced(ctx, a.w, func() (*batchv1.CronJob, error) {
+		return a.cronJobs().Create(ctx, cj, metav1.CreateOptions{FieldManager: FieldManager})
+	})
 	if err != nil {
 		return nil, fmt.Errorf("create cronjob %s: %w", cj.Name, err)
 	}
@@ -264,10 +229,7 @@ func (a *Applier) delete(ctx context.Context, live *batchv1.CronJob, policy meta
 	if live.ResourceVersion != "" {
 		opts.Preconditions.ResourceVersion = &live.ResourceVersion
 	}
-	if err := a.fence.check(ctx); err != nil {
-		return fmt.Errorf("delete cronjob %s: %w", live.Name, err)
-	}
-	err := a.cronJobs().Delete(ctx, live.Name, opts)
+	err := fencedErr(ctx, a.w, func() error { return a.cronJobs().Delete(ctx, live.Name, opts) })
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete cronjob %s: %w", live.Name, err)
 	}

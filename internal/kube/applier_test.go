@@ -38,7 +38,7 @@ func newCluster(t *testing.T) cluster {
 	cs := testenv.Clientset(t)
 	cfg := testConfig()
 	cfg.Namespace = ns
-	return cluster{ns: ns, client: cs, applier: NewApplier(cs, ns), cfg: cfg}
+	return cluster{ns: ns, client: cs, applier: NewWriter(cs, ns).CronJobs(), cfg: cfg}
 }
 
 func (c cluster) get(t *testing.T, name string) *batchv1.CronJob {
@@ -406,7 +406,7 @@ func TestFencedApplierWritesNothingOnceTheFenceIsDown(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
 	errDeposed := errors.New("lease lost")
-	fenced := c.applier.Fenced(func(context.Context) error { return errDeposed })
+	fenced := NewWriter(c.client, c.ns).Fenced(func(context.Context) error { return errDeposed }).CronJobs()
 	rendered, _ := Render(testJob(), testDeployment(), c.cfg)
 	_, err := fenced.Apply(t.Context(), nil, rendered)
 	require.ErrorIs(t, err, errDeposed)
@@ -453,7 +453,7 @@ func TestApplyErrors(t *testing.T) {
 		cfg := c.cfg
 		cfg.Namespace = "no-such-namespace"
 		rendered, _ := Render(testJob(), testDeployment(), cfg)
-		_, err := applyOver(t.Context(), c.client, NewApplier(c.client, cfg.Namespace), rendered)
+		_, err := applyOver(t.Context(), c.client, NewWriter(c.client, cfg.Namespace).CronJobs(), rendered)
 		require.Error(t, err)
 		require.False(t, IsUserError(err), err)
 	})

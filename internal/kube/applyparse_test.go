@@ -36,7 +36,7 @@ func TestAppliesAskForOneParseOfTheirBody(t *testing.T) {
 			return rt.RoundTrip(r)
 		})
 	}
-	a := NewApplier(kubernetes.NewForConfigOrDie(rc), c.ns)
+	a := NewWriter(kubernetes.NewForConfigOrDie(rc), c.ns).CronJobs()
 	j, d := testJob(), testDeployment()
 	rendered, _ := Render(j, d, c.cfg)
 	created, err := a.Apply(t.Context(), nil, rendered)

@@ -37,7 +37,7 @@ func BenchmarkApplyUnchanged(b *testing.B) {
 	require.NoError(b, err)
 	cfg := testConfig()
 	cfg.Namespace = ns
-	a := NewApplier(cs, ns)
+	a := NewWriter(cs, ns).CronJobs()
 	rendered, _ := Render(testJob(), testDeployment(), cfg)
 	live, err := a.Apply(b.Context(), nil, rendered)
 	require.NoError(b, err)

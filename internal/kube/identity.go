@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/datajobs/datajobs/internal/job"
 )
@@ -68,24 +67,27 @@ func withJobIdentity(spec *corev1.PodSpec, j job.Job, cfg RenderConfig) {
 	sortEnv(c.Env)
 }
 
-// EnsureJobServiceAccount creates the job pods' ServiceAccount in namespace when it is
-// missing, labelled as this installation's; without it the apiserver admits no job pod. It
-// never changes or deletes one that exists, whoever made it (the Helm chart makes it in
-// a cluster; a synchronizer makes it in `datajobs dev` and tests), and grants it nothing:
-// the token it yields is meant for datajobs alone.
-func EnsureJobServiceAccount(ctx context.Context, client kubernetes.Interface, namespace, name, installation string) (created bool, err error) {
-	sas := client.CoreV1().ServiceAccounts(namespace)
+// EnsureJobServiceAccount creates the job pods' ServiceAccount name in the Writer's
+// namespace when it is missing, labelled as installation's; without it the apiserver admits
+// no job pod. It never changes or deletes one that exists, whoever made it (the Helm chart
+// makes it in a cluster; a synchronizer makes it in `datajobs dev` and tests), and grants
+// it nothing: the token it yields is meant for datajobs alone.
+func (w *Writer) EnsureJobServiceAccount(ctx context.Context, name, installation string) (created bool, err error) {
+	sas := w.client.CoreV1().ServiceAccounts(w.namespace)
 	if _, err := sas.Get(ctx, name, metav1.GetOptions{}); err == nil || !apierrors.IsNotFound(err) {
 		return false, err
 	}
 	sa := &corev1.ServiceAccount{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.namespace, Labels: map[string]string{
 			LabelManagedBy: ManagedByValue, LabelInstallation: installation,
 		}},
 		// No API token in any pod that names it by mistake; job pods mount their own.
 		AutomountServiceAccountToken: new(false),
 	}
-	if _, err := sas.Create(ctx, sa, metav1.CreateOptions{FieldManager: FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+	_, err = fenced(ctx, w, func() (*corev1.ServiceAccount, error) {
+		return sas.Create(ctx, sa, metav1.CreateOptions{FieldManager: FieldManager})
+	})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return false, err
 	}
 	return true, nil

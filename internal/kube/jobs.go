@@ -8,36 +8,21 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	typedbatchv1 "k8s.io/client-go/kubernetes/typed/batch/v1"
 )
 
-// JobApplier writes the Jobs of executions in one namespace, the execution tracker's twin
-// of Applier: every write is made as field manager FieldManager and is conditioned on
-// what the caller saw (a create never takes over an existing object, a delete carries
-// the UID of the Job it means), and before each write it asks its fence, if it has one,
-// whether it may still write at all (see Fenced).
+// JobApplier writes the Jobs of executions in its Writer's namespace (Writer.Jobs), the
+// execution tracker's twin of Applier: every write is made as field manager FieldManager,
+// after the Writer's fence allowed it (a deposed leader starts and stops nothing), and is
+// conditioned on what the caller saw (a create never takes over an existing object, a
+// delete carries the UID of the Job it means).
 type JobApplier struct {
-	client    kubernetes.Interface
-	namespace string
-	fence     fence
+	w *Writer
 }
 
-// NewJobApplier returns a JobApplier for the Jobs of namespace.
-func NewJobApplier(client kubernetes.Interface, namespace string) *JobApplier {
-	return &JobApplier{client: client, namespace: namespace}
+func (a *JobApplier) jobs() typedbatchv1.JobInterface {
+	return a.w.client.BatchV1().Jobs(a.w.namespace)
 }
-
-// Fenced returns a copy that calls fence right before every write and writes nothing
-// when it returns an error: a leader checks that its lease is still held, so that a
-// deposed leader starts and stops nothing.
-func (a *JobApplier) Fenced(fence func(context.Context) error) *JobApplier {
-	c := *a
-	c.fence = fence
-	return &c
-}
-
-func (a *JobApplier) jobs() typedbatchv1.JobInterface { return a.client.BatchV1().Jobs(a.namespace) }
 
 // ErrNoCronJob is returned by Start when the job's CronJob is missing, being deleted, or
 // of another incarnation of the job: its deployment is not applied (yet).
@@ -49,7 +34,7 @@ var ErrNoCronJob = errors.New("the job's CronJob is not there")
 // Job of that name already there (this start was made before, by this leader or the
 // previous one) counts as started.
 func (a *JobApplier) Start(ctx context.Context, cronJob, jobUID string, e ManualExecution) error {
-	cj, err := a.client.BatchV1().CronJobs(a.namespace).Get(ctx, cronJob, metav1.GetOptions{})
+	cj, err := a.w.client.BatchV1().CronJobs(a.w.namespace).Get(ctx, cronJob, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) || err == nil && (cj.Labels[LabelJobUID] != jobUID || cj.DeletionTimestamp != nil) {
 		return fmt.Errorf("cronjob %s: %w", cronJob, ErrNoCronJob)
 	}
@@ -57,10 +42,9 @@ func (a *JobApplier) Start(ctx context.Context, cronJob, jobUID string, e Manual
 		return fmt.Errorf("read cronjob %s: %w", cronJob, err)
 	}
 	j := ExecutionJob(cj, e)
-	if err := a.fence.check(ctx); err != nil {
-		return fmt.Errorf("create job %s: %w", j.Name, err)
-	}
-	_, err = a.jobs().Create(ctx, j, metav1.CreateOptions{FieldManager: FieldManager})
+	_, err = fenced(ctx, a.w, func() (*batchv1.Job, error) {
+		return a.jobs().Create(ctx, j, metav1.CreateOptions{FieldManager: FieldManager})
+	})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create job %s: %w", j.Name, err)
 	}
@@ -72,11 +56,10 @@ func (a *JobApplier) Start(ctx context.Context, cronJob, jobUID string, e Manual
 // Foreground propagation waits for the pods (a cancel is recorded once they are gone),
 // Background lets the garbage collector remove them after.
 func (a *JobApplier) Delete(ctx context.Context, j *batchv1.Job, policy metav1.DeletionPropagation) error {
-	if err := a.fence.check(ctx); err != nil {
-		return fmt.Errorf("delete job %s: %w", j.Name, err)
-	}
-	err := a.jobs().Delete(ctx, j.Name, metav1.DeleteOptions{
-		PropagationPolicy: &policy, Preconditions: &metav1.Preconditions{UID: &j.UID},
+	err := fencedErr(ctx, a.w, func() error {
+		return a.jobs().Delete(ctx, j.Name, metav1.DeleteOptions{
+			PropagationPolicy: &policy, Preconditions: &metav1.Preconditions{UID: &j.UID},
+		})
 	})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("delete job %s: %w", j.Name, err)

@@ -135,7 +135,7 @@ func (c cluster) countingApplier(t *testing.T) (a *Applier, gets, writes *atomic
 			return rt.RoundTrip(r)
 		})
 	}
-	return NewApplier(kubernetes.NewForConfigOrDie(rc), c.ns), gets, writes
+	return NewWriter(kubernetes.NewForConfigOrDie(rc), c.ns).CronJobs(), gets, writes
 }
 
 // The first change of a CronJob, planned from the trimmed cache, reads nothing (issue 28:

@@ -132,7 +132,7 @@ func NewExecutions(cfg ExecutionConfig, db ExecutionStore, client kubernetes.Int
 	cfg = cfg.withDefaults()
 	return &Executions{
 		cfg: cfg, db: db, client: client, log: cfg.Logger,
-		jobs: kube.NewJobApplier(client, cfg.Namespace).Fenced(leader.Check),
+		jobs: kube.NewWriter(client, cfg.Namespace).Fenced(leader.Check).Jobs(),
 		logs: kube.NewLogReader(client, cfg.Namespace, kube.LogConfig{MaxBytes: cfg.LogBytes}),
 	}
 }

@@ -41,7 +41,7 @@ func newExecFixture(t *testing.T) *execFixture {
 	f := &execFixture{fixture: newFixture(t)}
 	// The execution stage runs alone here: in serve, the synchronizer's term has made the
 	// job pods' ServiceAccount, without which the apiserver admits no pod of a Job.
-	_, err := kube.EnsureJobServiceAccount(t.Context(), f.client, f.ns, kube.DefaultJobServiceAccount, "test")
+	_, err := kube.NewWriter(f.client, f.ns).EnsureJobServiceAccount(t.Context(), kube.DefaultJobServiceAccount, "test")
 	require.NoError(t, err)
 	t.Cleanup(f.stopExecutions)
 	return f

@@ -7,14 +7,14 @@ import (
 )
 
 // ensureJobServiceAccount makes the job pods' ServiceAccount at the start of a term when
-// it is missing (kube.EnsureJobServiceAccount); the apiserver admits no job pod without
+// it is missing (kube.Writer.EnsureJobServiceAccount); the apiserver admits no job pod without
 // it. A failure is logged and the term goes on: a cluster's chart makes it, and a Role
 // without the right to create it is no reason to stop syncing CronJobs.
 func (s *Synchronizer) ensureJobServiceAccount(ctx context.Context, render kube.RenderConfig) {
 	if s.cfg.DryRun {
 		return
 	}
-	created, err := kube.EnsureJobServiceAccount(ctx, s.client, render.Namespace, render.JobServiceAccount, render.Installation)
+	created, err := s.writer.EnsureJobServiceAccount(ctx, render.JobServiceAccount, render.Installation)
 	switch {
 	case err != nil:
 		s.log.WarnContext(ctx, "job_service_account_unavailable", "service_account", render.JobServiceAccount, "namespace", render.Namespace, "error", err,

@@ -145,10 +145,15 @@ func (c Config) withDefaults() Config {
 
 // Synchronizer reconciles desired deployments into CronJobs. Run it only on the leader.
 type Synchronizer struct {
-	cfg     Config
-	db      Store
-	client  kubernetes.Interface
+	cfg    Config
+	db     Store
+	client kubernetes.Interface
+	// writer makes every write to Kubernetes, fenced by the leader's lease (leader.Check):
+	// the CronJobs through applier (unless New was given another), the team Secrets
+	// through secrets.
+	writer  *kube.Writer
 	applier Applier
+	secrets *kube.SecretApplier
 	log     *slog.Logger
 	metrics *Metrics
 
@@ -163,13 +168,19 @@ type Synchronizer struct {
 	restore *RestoreRefusal
 }
 
-// New builds a synchronizer over the database and the cluster's client.
+// New builds a synchronizer over the database and the cluster's client; its writes to
+// Kubernetes are fenced by the leader's lease (leader.Check), and applier, when not nil,
+// writes the CronJobs instead of its own fenced kube.Applier (tests inject failures so).
 func New(cfg Config, db Store, client kubernetes.Interface, applier Applier) *Synchronizer {
 	cfg = cfg.withDefaults()
+	writer := kube.NewWriter(client, cfg.Render.Namespace).Fenced(leader.Check)
 	if applier == nil {
-		applier = kube.NewApplier(client, cfg.Render.Namespace).Fenced(leader.Check)
+		applier = writer.CronJobs()
 	}
-	return &Synchronizer{cfg: cfg, db: db, client: client, applier: applier, log: cfg.Logger, metrics: cfg.Metrics}
+	return &Synchronizer{
+		cfg: cfg, db: db, client: client, writer: writer, applier: applier, secrets: writer.Secrets(),
+		log: cfg.Logger, metrics: cfg.Metrics,
+	}
 }
 
 // term is one leadership term of the synchronizer: its fence, rendering configuration

@@ -70,7 +70,7 @@ func newFixtureIn(t testing.TB, ns string) *fixture {
 	require.NoError(t, err)
 	f := &fixture{t: t, dbURL: dbURL, db: db, svc: svc, client: client, ns: ns}
 	f.render = kube.RenderConfig{Namespace: f.ns, ImageRegistry: "registry.test/jobs"}
-	f.applier = &faultyApplier{real: kube.NewApplier(f.client, f.ns), ns: f.ns}
+	f.applier = &faultyApplier{real: kube.NewWriter(f.client, f.ns).CronJobs(), ns: f.ns}
 	epoch, ok, err := db.TryAcquireLease(t.Context(), store.SyncLeaseName, "test", time.Hour)
 	require.NoError(t, err)
 	require.True(t, ok)
@@ -302,7 +302,7 @@ func (a *faultyApplier) setDown(t *testing.T) {
 	require.NoError(t, err)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.down = kube.NewApplier(cs, a.ns)
+	a.down = kube.NewWriter(cs, a.ns).CronJobs()
 }
 
 func (a *faultyApplier) setUp() {

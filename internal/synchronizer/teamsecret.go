@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -260,11 +259,10 @@ func (t *term) executeTeamSecret(ctx context.Context, p teamSecretPlan) error {
 		log.InfoContext(ctx, "team_oauth_secret_planned", "dry_run", true)
 		return nil
 	}
-	secretsAPI := t.s.client.CoreV1().Secrets(t.render.Namespace)
 	var err error
 	switch p.Action {
 	case ActionCreate:
-		_, err = secretsAPI.Create(ctx, p.Want, metav1.CreateOptions{FieldManager: kube.FieldManager})
+		err = t.s.secrets.Create(ctx, p.Want)
 		if apierrors.IsAlreadyExists(err) {
 			p.Action, p.Reason = ActionConflict, "a Secret not managed by datajobs has this name; it is left alone"
 			t.s.log.WarnContext(ctx, "team_oauth_secret_conflict", "team", p.Team, "secret", p.Name, "action", p.Action, "reason", p.Reason)
@@ -272,22 +270,15 @@ func (t *term) executeTeamSecret(ctx context.Context, p teamSecretPlan) error {
 			return nil
 		}
 	case ActionUpdate:
-		s := p.Want.DeepCopy()
-		s.UID, s.ResourceVersion = p.Live.UID, p.Live.ResourceVersion // preconditions: this very object, unchanged since read
-		_, err = secretsAPI.Update(ctx, s, metav1.UpdateOptions{FieldManager: kube.FieldManager})
+		err = t.s.secrets.Update(ctx, p.Live, p.Want)
 	case ActionDelete:
-		err = secretsAPI.Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{
-			UID: new(types.UID(p.Live.UID)), ResourceVersion: new(p.Live.ResourceVersion),
-		}})
-		if apierrors.IsNotFound(err) {
-			err = nil
-		}
+		err = t.s.secrets.Delete(ctx, p.Live)
 	}
 	t.s.metrics.teamSecret(p.Action, err)
 	if err != nil {
 		// The sync queue logs no failure of its own: the reconcile does (retried with backoff).
 		log.WarnContext(ctx, "team_oauth_secret_failed", "error", err)
-		return fmt.Errorf("%s team oauth secret %s: %w", p.Action, p.Name, err)
+		return fmt.Errorf("%s team oauth secret: %w", p.Action, err)
 	}
 	log.InfoContext(ctx, "team_oauth_secret_written")
 	return nil
