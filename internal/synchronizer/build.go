@@ -78,7 +78,7 @@ func (s *Synchronizer) newBuildStage(t *term) *buildStage {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewBuildMetrics(nil)
 	}
-	backoff := newBuildBackoff(s.cfg.RetryBase, s.cfg.RetryMax)
+	backoff := newBuildBackoff(s.cfg.RetryBase, s.cfg.RetryMax, s.cfg.Now)
 	return &buildStage{
 		t: t, cfg: cfg, metrics: cfg.Metrics, backoff: backoff,
 		queue: controller.NewQueue(cfg.Metrics.queue, backoff, s.log, "job", "build_failed"),
@@ -197,7 +197,7 @@ func (b *buildStage) build(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	b.backoff.note(name, started, time.Now())
+	b.backoff.note(name, started, s.cfg.Now())
 	start := time.Now()
 	res, err := b.buildImage(ctx, j, d)
 	if err != nil {

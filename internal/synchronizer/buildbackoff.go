@@ -20,6 +20,7 @@ import (
 type buildBackoff struct {
 	workqueue.TypedRateLimiter[string]
 	base, max time.Duration
+	now       func() time.Time
 	mu        sync.Mutex
 	started   map[string]buildStarts
 }
@@ -30,10 +31,10 @@ type buildStarts struct {
 	last time.Time
 }
 
-func newBuildBackoff(base, maxDelay time.Duration) *buildBackoff {
+func newBuildBackoff(base, maxDelay time.Duration, now func() time.Time) *buildBackoff {
 	return &buildBackoff{
 		TypedRateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](base, maxDelay),
-		base:             base, max: maxDelay, started: map[string]buildStarts{},
+		base:             base, max: maxDelay, now: now, started: map[string]buildStarts{},
 	}
 }
 
@@ -55,7 +56,7 @@ func (b *buildBackoff) When(name string) time.Duration {
 		if wait <= 0 || wait > b.max {
 			wait = b.max
 		}
-		d = max(d, wait-time.Since(s.last))
+		d = max(d, wait-b.now().Sub(s.last))
 	}
 	return d
 }

@@ -30,15 +30,12 @@ type result struct {
 	handedOver bool
 }
 
-// execute carries out a plan: the Kubernetes write first, then the database record of it,
-// conditioned on the generation the plan was made for. In dry-run mode it only logs. An
-// error is retried with backoff; a result without one says whether and when to look again.
+// execute carries out a decided plan (decide.go): the Kubernetes write first, then the
+// database record of it, conditioned on the generation the plan was made for. In dry-run
+// mode it only logs. An error is retried with backoff; a result without one says whether
+// and when to look again.
 func (t *term) execute(ctx context.Context, p Plan) (result, error) {
 	s := t.s
-	p, err := t.resolve(ctx, p)
-	if err != nil {
-		return result{}, err
-	}
 	log := s.log.With("job", p.Name, "action", string(p.Action), "op_id", opID())
 	if p.State.Job != nil {
 		log = log.With("generation", p.State.Job.Generation)
@@ -162,7 +159,7 @@ func (t *term) apply(ctx context.Context, p Plan, finish func(result, error) (re
 		JobName: j.Name, JobUID: j.UID, Generation: j.Generation, Team: j.Team,
 		DeploymentVersionSHA: p.Hash, JobVersion: d.JobVersion, VDKVersion: d.VDKVersion,
 		PythonVersion: d.PythonVersion, Schedule: d.Schedule, Resources: eff, Enabled: d.Enabled,
-		DeployedBy: d.DeployedBy, DeployedDate: appliedAt(p, applied),
+		DeployedBy: d.DeployedBy, DeployedDate: appliedAt(p, applied, s.cfg.Now),
 		CronJobGeneration: applied.Generation, CronJobUID: string(applied.UID),
 	}
 	recorded := func(wrote bool, err error) (result, error) {
@@ -305,14 +302,14 @@ func changedAt(p Plan) time.Time {
 }
 
 // appliedAt is the deployed date of the actual row: when the CronJob last changed.
-func appliedAt(p Plan, applied *batchv1.CronJob) time.Time {
+func appliedAt(p Plan, applied *batchv1.CronJob, now func() time.Time) time.Time {
 	if p.Action == ActionRecord && p.State.Actual != nil && p.State.Actual.JobUID == p.State.Job.UID {
 		return p.State.Actual.DeployedDate
 	}
 	if p.Action == ActionRecord && applied != nil {
 		return applied.CreationTimestamp.Time
 	}
-	return time.Now()
+	return now()
 }
 
 // conflict records that a CronJob datajobs does not manage holds the job's name. It is not

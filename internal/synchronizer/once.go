@@ -41,10 +41,14 @@ func (s *Synchronizer) RunOnce(ctx context.Context, epoch int64) (Report, error)
 	}
 	sort.Slice(plans, func(i, j int) bool { return plans[i].Name < plans[j].Name })
 	rep := Report{Plans: plans, Errors: map[string]error{}, PruneRefusal: s.PruneRefusal(), RestoreRefusal: s.restoreRefusal()}
+	v := t.verdicts()
+	v.pass = true
 	for i, p := range plans {
-		// A verify is reported as what the CronJob read from the apiserver made of it.
+		// A verify is reported as what the CronJob read from the apiserver made of it,
+		// decided by the pass's verdicts (deciding a decided plan again changes nothing).
 		p, err := t.resolve(ctx, p)
 		if err == nil {
+			p = decide(p, v)
 			plans[i] = p
 			_, err = t.execute(ctx, p)
 		}

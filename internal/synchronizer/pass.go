@@ -16,38 +16,23 @@ import (
 	"github.com/datajobs/datajobs/internal/store"
 )
 
-// pass plans every job name the database or the cluster knows of, in memory, and queues
-// those that need work; the workers then reconcile each from fresh reads.
+// pass plans every job name the database or the cluster knows of, in memory, decides
+// every plan with the verdicts the pass makes (decidePass), and queues those that need
+// work; the workers then reconcile each from fresh reads.
 func (t *term) pass(ctx context.Context) ([]Plan, error) {
 	start := time.Now()
 	since := t.beginPass()
-	// The restore guard compares CronJobs listed before the states are loaded (restore.go).
-	earlier, err := t.lister.List(labels.Everything())
-	if err != nil {
-		return nil, fmt.Errorf("resync: list cronjobs from cache: %w", err)
-	}
-	states, full, err := t.readStates(ctx)
+	plans, f, err := t.loadAndPlan(ctx)
 	if err != nil {
 		t.s.metrics.passDone(start, err)
 		return nil, fmt.Errorf("resync: %w", err)
 	}
-	lives, err := t.lister.List(labels.Everything())
-	if err != nil {
-		return nil, fmt.Errorf("resync: list cronjobs from cache: %w", err)
-	}
-	t.prepareAll(states)
-	jobs := 0
-	for _, st := range states {
-		if st.Job != nil {
-			jobs++
-		}
-	}
-	plans, ownedCount := planAll(states, lives, t.render, t.s.memo)
-	if err := t.guardRestore(ctx, plans, earlier, states); err != nil {
+	v := decidePass(plans, f, t.verdicts(), t.s.cfg, t.s.cfg.Now())
+	if err := t.recordRestore(ctx, f.restore, v.restore); err != nil {
 		t.s.metrics.passDone(start, err)
 		return nil, err
 	}
-	t.s.guardPrune(ctx, plans, jobs, ownedCount)
+	t.s.recordPrune(ctx, v.prune)
 	t.s.metrics.planned(plans)
 	t.intendCreates(ctx, plans)
 	queued := 0
@@ -66,8 +51,35 @@ func (t *term) pass(ctx context.Context) ([]Plan, error) {
 	}
 	t.s.updateStatusGauge(ctx)
 	t.s.metrics.passDone(start, nil)
-	t.s.log.InfoContext(ctx, "resync_pass", "jobs", len(plans), "queued", queued, "full_read", full, "duration", time.Since(start))
+	t.s.log.InfoContext(ctx, "resync_pass", "jobs", len(plans), "queued", queued, "full_read", f.full, "duration", time.Since(start))
 	return plans, nil
+}
+
+// loadAndPlan is a pass's load and plan steps: it reads every state and the live
+// CronJobs, plans every name, and returns what the pass found for its verdicts.
+func (t *term) loadAndPlan(ctx context.Context) ([]Plan, passFindings, error) {
+	// The restore guard compares CronJobs listed before the states are loaded (restore.go).
+	earlier, err := t.lister.List(labels.Everything())
+	if err != nil {
+		return nil, passFindings{}, fmt.Errorf("list cronjobs from cache: %w", err)
+	}
+	states, full, err := t.readStates(ctx)
+	if err != nil {
+		return nil, passFindings{}, err
+	}
+	lives, err := t.lister.List(labels.Everything())
+	if err != nil {
+		return nil, passFindings{}, fmt.Errorf("list cronjobs from cache: %w", err)
+	}
+	issued, err := t.s.db.IssuedRevision(ctx)
+	if err != nil {
+		return nil, passFindings{}, fmt.Errorf("restore guard: %w", err)
+	}
+	t.prepareAll(states)
+	f := passFindings{full: full, jobs: countJobs(states), restore: newerThanDatabase(earlier, states, issued, t.render.Installation)}
+	var plans []Plan
+	plans, f.owned = planAll(states, lives, t.render, t.s.memo)
+	return plans, f, nil
 }
 
 // planAll plans every name found in the database states or among the live CronJobs, and
@@ -139,7 +151,7 @@ type passStates struct {
 func (t *term) readStates(ctx context.Context) (map[string]job.SyncState, bool, error) {
 	c := &t.passStates
 	since := c.cursor
-	if c.states == nil || time.Since(c.lastFull) >= t.s.cfg.FullReadInterval {
+	if c.states == nil || t.s.cfg.Now().Sub(c.lastFull) >= t.s.cfg.FullReadInterval {
 		since = store.SyncCursor{}
 	}
 	ch, err := t.s.db.LoadSyncChanges(ctx, since)
@@ -150,7 +162,7 @@ func (t *term) readStates(ctx context.Context) (map[string]job.SyncState, bool, 
 		for name, st := range ch.States {
 			ch.States[name] = compact(st)
 		}
-		c.states, c.lastFull = ch.States, time.Now()
+		c.states, c.lastFull = ch.States, t.s.cfg.Now()
 	} else {
 		for _, name := range ch.Changed {
 			if st, ok := ch.States[name]; ok {

@@ -60,6 +60,12 @@ type Plan struct {
 	// Rendered and Hash are the CronJob the desired deployment renders to (nil without one).
 	Rendered *batchv1.CronJob
 	Hash     string
+	// Resync asks for a full pass after this plan, which decide made: only a pass can
+	// judge for the whole namespace (a restore suspected, an orphan no pass judged yet).
+	Resync bool
+	// TeamSecrets asks for the team Secrets' reconcile after this CronJob write, which may
+	// change what they need (decide).
+	TeamSecrets bool
 }
 
 // verified remembers, per job name, the state the leader last saw in agreement: the job

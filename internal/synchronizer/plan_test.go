@@ -3,6 +3,7 @@ package synchronizer
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
@@ -233,6 +234,143 @@ func TestPlanDecidesOneActionPerSituation(t *testing.T) {
 	}
 }
 
+// decide turns a plan into what is done, by the guards and verdicts the term holds; each
+// row is a world of the plan table and what the term knows besides it.
+func TestDecideAppliesTheGuardsAndVerdictsToThePlan(t *testing.T) {
+	t.Parallel()
+	restored := &RestoreRefusal{Reason: "restore detected: 2 CronJobs newer than the database"}
+	refusedPrune := pruneVerdict{refusal: &PruneRefusal{Reason: "kept: the database holds no data job"}}
+	approved := func(uid types.UID) pruneVerdict { return pruneVerdict{approved: map[string]types.UID{"orders": uid}} }
+	changed := func() world { return agreed().changeDesired(func(d *job.Deployment) { d.JobVersion = "v2" }) }
+	// newer is a changed deployment whose CronJob carries a revision newer than its row's.
+	newer := func() world {
+		w := changed().editLive(func(cj *batchv1.CronJob) { cj.Annotations[kube.AnnotationRevision] = "7" })
+		w.st.Job.Revision = 5
+		return w
+	}
+	orphan := func() world {
+		w := agreed()
+		w.st = job.SyncState{Name: "orders"}
+		return w
+	}
+	withCredentials := func() world {
+		w := changed()
+		w.st.Job.TeamOAuth = true
+		return w
+	}
+	deleted := func() world {
+		w := agreed()
+		w.st.Desired = nil
+		return w
+	}
+	hasSecret := func(team string) bool { return team == "team-a" }
+	for _, tc := range []struct {
+		behaviour           string
+		world               func() world
+		verdicts            verdicts
+		want                Action
+		reason              string
+		resync, teamSecrets bool
+	}{
+		{behaviour: "without a guard or verdict, the plan is what is done", world: changed, want: ActionUpdate, reason: "hash"},
+		{
+			behaviour: "a standing restore refusal refuses a write, saying what was planned", world: changed,
+			verdicts: verdicts{restore: restored, guardRestore: true}, want: ActionRefuse, reason: "restore detected: 2 CronJobs newer than the database (planned: update",
+		},
+		{
+			behaviour: "a standing restore refusal leaves a plan that writes nothing as it is", world: agreed,
+			verdicts: verdicts{restore: restored, guardRestore: true}, want: ActionUnchanged,
+		},
+		{
+			behaviour: "a dry run or --accept-restore refuses nothing", world: changed,
+			verdicts: verdicts{restore: restored}, want: ActionUpdate,
+		},
+		{
+			behaviour: "a CronJob newer than its row refuses the write and asks for a full pass", world: newer,
+			verdicts: verdicts{guardRestore: true, installation: installation}, want: ActionRefuse, reason: "restore suspected: CronJob revision 7 is newer than its row's 5", resync: true,
+		},
+		{
+			behaviour: "in a full pass, a CronJob newer than its row is the pass's finding to judge", world: newer,
+			verdicts: verdicts{guardRestore: true, installation: installation, pass: true}, want: ActionUpdate,
+		},
+		{
+			behaviour: "an orphan the latest pass refused to prune is kept", world: orphan,
+			verdicts: verdicts{prune: refusedPrune}, want: ActionKeep, reason: "kept: the database holds no data job",
+		},
+		{
+			behaviour: "an orphan the latest pass approved is deleted", world: orphan,
+			verdicts: verdicts{prune: approved("cronjob-uid")}, want: ActionOrphan,
+		},
+		{
+			behaviour: "an orphan no pass has judged is kept, and a full pass decides", world: orphan,
+			want: ActionKeep, reason: "a full pass decides", resync: true,
+		},
+		{
+			behaviour: "an orphan re-created since the pass approved another object of the name waits for a pass", world: orphan,
+			verdicts: verdicts{prune: approved("older-uid")}, want: ActionKeep, reason: "a full pass decides", resync: true,
+		},
+		{
+			behaviour: "a write for a team with credentials asks for the team Secrets' reconcile", world: withCredentials,
+			verdicts: verdicts{teamSecret: func(string) bool { return false }}, want: ActionUpdate, teamSecrets: true,
+		},
+		{
+			behaviour: "a write to a CronJob of a team that has a Secret asks for it too (its last job may go)", world: deleted,
+			verdicts: verdicts{teamSecret: hasSecret}, want: ActionDelete, teamSecrets: true,
+		},
+		{
+			behaviour: "a plan that writes nothing asks for no team Secrets' reconcile", world: agreed,
+			verdicts: verdicts{teamSecret: hasSecret}, want: ActionUnchanged,
+		},
+		{
+			behaviour: "without team Secrets nothing is asked for them", world: withCredentials,
+			want: ActionUpdate,
+		},
+	} {
+		t.Run(tc.behaviour, func(t *testing.T) {
+			t.Parallel()
+			w := tc.world()
+			p := decide(plan(w.st, w.live, planConfig, w.memo), tc.verdicts)
+			require.Equal(t, tc.want, p.Action, p.Reason)
+			require.Contains(t, p.Reason, tc.reason)
+			require.Equal(t, tc.resync, p.Resync, "asks for a full pass")
+			require.Equal(t, tc.teamSecrets, p.TeamSecrets, "asks for the team Secrets' reconcile")
+		})
+	}
+}
+
+// A full pass's finding of CronJobs newer than the database makes the restore refusal
+// that stands until the process ends.
+func TestRestoreVerdict(t *testing.T) {
+	t.Parallel()
+	then, now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
+	found := restoreFinding{newer: map[string]int64{"a": 7, "b": 9}, newest: 9, issued: 5}
+	standing := &RestoreRefusal{Newer: 1, Newest: 8, Issued: 5, Reason: "restore detected: 1 CronJobs newer than the database", At: then}
+	for _, tc := range []struct {
+		behaviour string
+		finding   restoreFinding
+		standing  *RestoreRefusal
+		accept    bool
+		want      *RestoreRefusal
+	}{
+		{"a pass that finds nothing refuses nothing", restoreFinding{}, nil, false, nil},
+		{"a pass that finds nothing keeps the standing refusal (the restored database is still there)", restoreFinding{}, standing, false, standing},
+		{"a finding refuses from now", found, nil, false, &RestoreRefusal{
+			Newer: 2, Newest: 9, Issued: 5, At: now,
+			Reason: "restore detected: 2 CronJobs newer than the database; start with --sync-mode dry-run, check, then --accept-restore",
+		}},
+		{"a later finding updates the refusal, which keeps when it was first made", found, standing, false, &RestoreRefusal{
+			Newer: 2, Newest: 9, Issued: 5, At: then,
+			Reason: "restore detected: 2 CronJobs newer than the database; start with --sync-mode dry-run, check, then --accept-restore",
+		}},
+		{"an accepted restore refuses nothing", found, nil, true, nil},
+	} {
+		t.Run(tc.behaviour, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tc.want, restoreVerdict(tc.finding, tc.standing, tc.accept, now))
+		})
+	}
+}
+
 // A pass over jobs that are all in agreement keeps none of their renderings: a new leader's
 // first pass renders every job to compare it, and the plans held every rendered CronJob
 // until the pass ended (1.2 GB at 100,000 jobs, over the container's 1 GiB). A plan that
@@ -285,10 +423,9 @@ func TestPruneGuard(t *testing.T) {
 	} {
 		t.Run(tc.behaviour, func(t *testing.T) {
 			t.Parallel()
-			s := New(tc.cfg, nil, nil, nil)
 			ps := plans(tc.orphans)
-			s.guardPrune(t.Context(), ps, tc.jobs, tc.owned)
-			r := s.PruneRefusal()
+			v := decidePass(ps, passFindings{jobs: tc.jobs, owned: tc.owned}, verdicts{}, tc.cfg.withDefaults(), time.Now())
+			r := v.prune.refusal
 			require.Equal(t, tc.refused, r != nil, "refusal %+v", r)
 			kept := 0
 			for _, p := range ps {
@@ -303,7 +440,7 @@ func TestPruneGuard(t *testing.T) {
 			} else {
 				require.Zero(t, kept)
 			}
-			require.Len(t, s.pruneVerdict().approved, tc.approvedOrphans)
+			require.Len(t, v.prune.approved, tc.approvedOrphans)
 		})
 	}
 }

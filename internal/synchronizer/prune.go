@@ -27,6 +27,8 @@ type PruneRefusal struct {
 	Reason string `json:"reason"`
 	// At is when the pass refused.
 	At time.Time `json:"at"`
+	// why is Reason without its advice, for the log.
+	why string
 }
 
 // pruneVerdict is what the latest full pass decided about orphans: refused, or the
@@ -36,11 +38,11 @@ type pruneVerdict struct {
 	approved map[string]types.UID
 }
 
-// guardPrune applies the mass-prune guard to a full pass's plans: if deleting its orphans
-// would be a mass prune, each orphan plan becomes a keep, and the refusal is logged,
-// exported and kept for PruneRefusal. jobs counts the data jobs in the database, owned the
-// CronJobs of this installation.
-func (s *Synchronizer) guardPrune(ctx context.Context, plans []Plan, jobs, owned int) {
+// pruneVerdictOf is the mass-prune guard's verdict on a full pass's plans: if deleting its
+// orphans would be a mass prune, a refusal (decidePrune then keeps each orphan), and
+// otherwise every orphan approved. jobs counts the data jobs in the database, owned the
+// CronJobs of this installation. It is pure.
+func pruneVerdictOf(plans []Plan, jobs, owned int, cfg Config, now time.Time) pruneVerdict {
 	orphans := 0
 	for _, p := range plans {
 		if p.Action == ActionOrphan {
@@ -49,30 +51,33 @@ func (s *Synchronizer) guardPrune(ctx context.Context, plans []Plan, jobs, owned
 	}
 	var why string
 	switch {
-	case orphans == 0 || s.cfg.AllowMassPrune:
+	case orphans == 0 || cfg.AllowMassPrune:
 	case jobs == 0:
 		why = fmt.Sprintf("the database holds no data job, and deleting all %d CronJobs of this installation looks like a wrong or empty database", orphans)
-	case float64(orphans) > s.cfg.PruneMaxFraction*float64(owned):
-		why = fmt.Sprintf("%d of the %d CronJobs of this installation have no data job, more than the prune limit of %g", orphans, owned, s.cfg.PruneMaxFraction)
+	case float64(orphans) > cfg.PruneMaxFraction*float64(owned):
+		why = fmt.Sprintf("%d of the %d CronJobs of this installation have no data job, more than the prune limit of %g", orphans, owned, cfg.PruneMaxFraction)
 	}
 	v := pruneVerdict{approved: map[string]types.UID{}}
 	if why != "" {
 		v.refusal = &PruneRefusal{
-			Orphans: orphans, Owned: owned, Jobs: jobs, At: time.Now(),
+			Orphans: orphans, Owned: owned, Jobs: jobs, At: now, why: why,
 			Reason: "kept: " + why + "; check --database-url, or run with --allow-mass-prune (or a higher --prune-max-fraction) to delete them",
 		}
-		for i := range plans {
-			if plans[i].Action == ActionOrphan {
-				plans[i].Action, plans[i].Reason = ActionKeep, v.refusal.Reason
-			}
+		return v
+	}
+	for _, p := range plans {
+		if p.Action == ActionOrphan {
+			v.approved[p.Name] = p.Live.UID
 		}
-		s.log.WarnContext(ctx, "prune_refused", "orphans", orphans, "owned", owned, "jobs", jobs, "reason", why)
-	} else {
-		for _, p := range plans {
-			if p.Action == ActionOrphan {
-				v.approved[p.Name] = p.Live.UID
-			}
-		}
+	}
+	return v
+}
+
+// recordPrune keeps a full pass's prune verdict for the term's single reconciles and
+// PruneRefusal, logs a refusal and exports it.
+func (s *Synchronizer) recordPrune(ctx context.Context, v pruneVerdict) {
+	if r := v.refusal; r != nil {
+		s.log.WarnContext(ctx, "prune_refused", "orphans", r.Orphans, "owned", r.Owned, "jobs", r.Jobs, "reason", r.why)
 	}
 	s.metrics.pruneGuarded(v.refusal)
 	s.mu.Lock()

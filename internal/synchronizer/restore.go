@@ -73,90 +73,56 @@ func newerThanRow(rev int64, st job.SyncState, issued int64) bool {
 	return rev > issued || (st.Job != nil && rev > st.Job.Revision)
 }
 
-// guardRestore applies the restore guard to a full pass's plans. lives were listed before
-// the pass loaded its states. On a finding it logs and exports it and, unless the
-// synchronizer runs dry (which writes nothing and should show what a sync would do) or
-// the operator accepted the restore, refuses every plan that writes, for the rest of the
-// process's life: a later pass may no longer see the finding once the API has issued new
-// revisions, while the database is still the restored one.
-func (t *term) guardRestore(ctx context.Context, plans []Plan, lives []*batchv1.CronJob, states map[string]job.SyncState) error {
-	s := t.s
-	issued, err := s.db.IssuedRevision(ctx)
-	if err != nil {
-		return fmt.Errorf("restore guard: %w", err)
+// restoreVerdict is the restore refusal after a full pass's finding f: the standing one,
+// or with a finding a refusal kept (or updated) until the process ends, for a later pass
+// may no longer see the finding once the API has issued new revisions while the database
+// is still the restored one; none when the operator accepted the restore. It is pure.
+func restoreVerdict(f restoreFinding, standing *RestoreRefusal, accept bool, now time.Time) *RestoreRefusal {
+	if len(f.newer) == 0 || accept {
+		return standing
 	}
-	f := newerThanDatabase(lives, states, issued, t.render.Installation)
-	if len(f.newer) > 0 {
-		if err := t.foundRestore(ctx, f); err != nil {
-			return err
-		}
+	at := now
+	if standing != nil {
+		at = standing.At
 	}
-	r := s.restoreRefusal()
-	s.metrics.restoreGuarded(r, len(f.newer))
-	if r == nil || s.cfg.DryRun {
-		return nil
+	return &RestoreRefusal{
+		Newer: len(f.newer), Newest: f.newest, Issued: f.issued, At: at,
+		Reason: fmt.Sprintf("restore detected: %d CronJobs newer than the database; start with --sync-mode dry-run, check, then --accept-restore", len(f.newer)),
 	}
-	for i := range plans {
-		plans[i] = refuseRestored(plans[i], r)
-	}
-	return nil
 }
 
-// foundRestore handles a pass's finding: a refusal, kept (or updated) until the process
-// ends, or with AcceptRestore the revision sequence moved past the newest CronJob, so that
+// recordRestore carries out a full pass's restore verdict r on its finding f: it logs the
+// finding, keeps r for the term's single reconciles and Safety, and exports it. With
+// AcceptRestore it moves the revision sequence past the newest CronJob instead, so that
 // the pass's writes re-stamp every CronJob with its row's revision and later changes are
 // newer than any CronJob the backup never knew.
-func (t *term) foundRestore(ctx context.Context, f restoreFinding) error {
+func (t *term) recordRestore(ctx context.Context, f restoreFinding, r *RestoreRefusal) error {
 	s := t.s
-	names := make([]string, 0, min(len(f.newer), 10))
-	for name := range f.newer {
-		if len(names) == cap(names) {
-			break
+	if len(f.newer) > 0 {
+		names := make([]string, 0, min(len(f.newer), 10))
+		for name := range f.newer {
+			if len(names) == cap(names) {
+				break
+			}
+			names = append(names, name)
 		}
-		names = append(names, name)
+		if s.cfg.AcceptRestore {
+			s.log.WarnContext(ctx, "restore_accepted", "newer", len(f.newer), "newest_revision", f.newest, "issued_revision", f.issued, "some", names)
+			if !s.cfg.DryRun {
+				if _, err := s.db.AdvanceRevision(ctx, t.fence, f.newest); err != nil {
+					return fmt.Errorf("restore guard: %w", err)
+				}
+			}
+		} else {
+			s.log.ErrorContext(ctx, "restore_detected", "newer", len(f.newer), "newest_revision", f.newest, "issued_revision", f.issued, "some", names,
+				"reason", "live CronJobs of this installation carry revisions newer than their rows or than the database ever issued: it was restored from an older backup")
+		}
 	}
-	if s.cfg.AcceptRestore {
-		s.log.WarnContext(ctx, "restore_accepted", "newer", len(f.newer), "newest_revision", f.newest, "issued_revision", f.issued, "some", names)
-		if s.cfg.DryRun {
-			return nil
-		}
-		if _, err := s.db.AdvanceRevision(ctx, t.fence, f.newest); err != nil {
-			return fmt.Errorf("restore guard: %w", err)
-		}
-		return nil
-	}
-	reason := fmt.Sprintf("restore detected: %d CronJobs newer than the database; start with --sync-mode dry-run, check, then --accept-restore", len(f.newer))
-	s.log.ErrorContext(ctx, "restore_detected", "newer", len(f.newer), "newest_revision", f.newest, "issued_revision", f.issued, "some", names,
-		"reason", "live CronJobs of this installation carry revisions newer than their rows or than the database ever issued: it was restored from an older backup")
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	at := time.Now()
-	if s.restore != nil {
-		at = s.restore.At
-	}
-	s.restore = &RestoreRefusal{Newer: len(f.newer), Newest: f.newest, Issued: f.issued, Reason: reason, At: at}
+	s.restore = r
+	s.mu.Unlock()
+	s.metrics.restoreGuarded(r, len(f.newer))
 	return nil
-}
-
-// guardRestoreOne is the guard of a single reconcile: the refusal of an earlier pass, or
-// a CronJob found newer than the row just loaded, which refuses the plan and asks for a
-// full pass to decide for the whole namespace.
-func (t *term) guardRestoreOne(p Plan) Plan {
-	s := t.s
-	if s.cfg.DryRun || s.cfg.AcceptRestore {
-		return p
-	}
-	if r := s.restoreRefusal(); r != nil {
-		return refuseRestored(p, r)
-	}
-	if p.Live == nil || !owned(p.Live, p.State, t.render.Installation) {
-		return p
-	}
-	if rev, ok := kube.Revision(p.Live); ok && p.State.Job != nil && rev > p.State.Job.Revision {
-		t.queue.Add(resyncKey)
-		return refuseRestored(p, &RestoreRefusal{Reason: fmt.Sprintf("restore suspected: CronJob revision %d is newer than its row's %d; a full pass decides", rev, p.State.Job.Revision)})
-	}
-	return p
 }
 
 // refuseRestored turns a plan that would write into a refusal.

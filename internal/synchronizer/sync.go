@@ -119,6 +119,9 @@ type Config struct {
 	// confirmed (record.go; default 500). They are group commits: a row is written at once
 	// when no write is in flight, with the rows that arrived during the previous one otherwise.
 	RecordBatch int
+	// Now is the clock of every time the synchronizer writes or decides by (the deployed
+	// date of an applied CronJob, when a refusal was made, build backoffs; default time.Now).
+	Now func() time.Time
 	// TeamOAuthKeys opens the teams' OAuth client secrets (the keyring of
 	// --secrets-key-file) for the Secrets their job pods read (teamsecret.go). Nil: no
 	// team Secret is written or deleted (CronJobs of teams with credentials still refer
@@ -139,6 +142,9 @@ func (c Config) withDefaults() Config {
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.Metrics == nil {
 		c.Metrics = NewMetrics(nil)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	return c
 }
@@ -401,19 +407,31 @@ func (t *term) reconcile(ctx context.Context, name string) (result, error) {
 	if p, err = t.resolve(ctx, p); err != nil {
 		return result{}, err
 	}
-	p = t.guardRestoreOne(p)
-	if p.Action == ActionOrphan {
-		switch v := t.s.pruneVerdict(); {
-		case v.refusal != nil:
-			p.Action, p.Reason = ActionKeep, v.refusal.Reason
-		case v.approved[p.Name] != p.Live.UID:
-			// Only a full pass can tell one orphan from a mass prune: let it decide.
-			t.queue.Add(resyncKey)
-			return result{}, nil
+	p = decide(p, t.verdicts())
+	if p.Resync {
+		t.queue.Add(resyncKey)
+	}
+	if p.TeamSecrets {
+		t.queue.Add(teamSecretsKey)
+	}
+	return t.execute(ctx, p)
+}
+
+// verdicts is what the term's single reconciles decide by (decide): the standing
+// refusals and the latest full pass's approvals.
+func (t *term) verdicts() verdicts {
+	s := t.s
+	v := verdicts{
+		restore: s.restoreRefusal(), guardRestore: !s.cfg.DryRun && !s.cfg.AcceptRestore,
+		prune: s.pruneVerdict(), installation: t.render.Installation,
+	}
+	if t.teams != nil {
+		v.teamSecret = func(team string) bool {
+			_, err := t.teams.lister.Get(kube.TeamOAuthSecretName(team))
+			return err == nil
 		}
 	}
-	t.teamSecretsAfter(p)
-	return t.execute(ctx, p)
+	return v
 }
 
 // live returns the CronJob of name from the informer cache (of any owner: the plan

@@ -94,23 +94,6 @@ func (t *term) listenTeamOAuth(ctx context.Context) {
 	listenLoop(ctx, t.s.db, store.TeamOAuthChannel, t.s.cfg.RetryBase, t.s.log, func(bool) { again() }, func(string) { again() })
 }
 
-// teamSecretsAfter queues the team Secrets after a CronJob write that may change what
-// they need: a job of a team with credentials, or a CronJob of a team that has a Secret.
-func (t *term) teamSecretsAfter(p Plan) {
-	if t.teams == nil || !p.Action.writesKubernetes() {
-		return
-	}
-	if p.State.Job != nil && p.State.Job.TeamOAuth {
-		t.queue.Add(teamSecretsKey)
-		return
-	}
-	if p.Live != nil {
-		if _, err := t.teams.lister.Get(kube.TeamOAuthSecretName(p.Live.Labels[kube.LabelTeam])); err == nil {
-			t.queue.Add(teamSecretsKey)
-		}
-	}
-}
-
 // reconcileTeamSecrets plans every team's Secret and does each plan.
 func (t *term) reconcileTeamSecrets(ctx context.Context) (result, error) {
 	if t.teams == nil {
