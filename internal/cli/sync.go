@@ -133,15 +133,21 @@ func runOnce(ctx context.Context, db *store.Store, syncer *synchronizer.Synchron
 func printReport(g *globals, rep synchronizer.Report, dryRun bool) {
 	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "JOB\tACTION\tREASON\tRESULT")
-	for _, p := range rep.Plans {
-		result := "done"
+	outcome := func(err error) string {
 		switch {
-		case rep.Errors[p.Name] != nil:
-			result = "failed: " + rep.Errors[p.Name].Error()
+		case err != nil:
+			return "failed: " + err.Error()
 		case dryRun:
-			result = "planned"
+			return "planned"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", p.Name, p.Action, p.Reason, result)
+		return "done"
+	}
+	for _, p := range rep.Plans {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", p.Name, p.Action, p.Reason, outcome(rep.Errors[p.Name]))
+	}
+	// The team OAuth Secrets the pass wrote (or would write), never their values.
+	for _, p := range rep.TeamSecrets {
+		fmt.Fprintf(w, "secret/%s\t%s\t%s\t%s\n", p.Secret, p.Action, p.Reason, outcome(p.Err))
 	}
 	_ = w.Flush()
 	summary := rep.Summary()

@@ -102,7 +102,8 @@ type passFindings struct {
 // decidePass decides the plans of a full pass and returns the verdicts the pass makes, for
 // its single reconciles to read until the next pass: the restore refusal, kept from an
 // earlier pass or made from this pass's finding, is decided first, and the prune verdict
-// is then made from the orphans that are left. It is pure; recordVerdicts keeps them.
+// is then made from the orphans that are left. It is pure; recordRestore and recordPrune
+// keep what it returns.
 func decidePass(plans []Plan, f passFindings, v verdicts, cfg Config, now time.Time) verdicts {
 	v.pass = true
 	v.restore = restoreVerdict(f.restore, v.restore, cfg.AcceptRestore, now)

@@ -13,6 +13,8 @@ type Report struct {
 	PruneRefusal *PruneRefusal
 	// RestoreRefusal is set when the database looks restored from an older backup (restore.go).
 	RestoreRefusal *RestoreRefusal
+	// TeamSecrets is what the pass did with each team's OAuth Secret (teamsecret.go).
+	TeamSecrets []TeamSecretPlan
 }
 
 // Summary counts the plans by action.
@@ -56,7 +58,7 @@ func (s *Synchronizer) RunOnce(ctx context.Context, epoch int64) (Report, error)
 			rep.Errors[p.Name] = err
 		}
 	}
-	if err := t.teamSecretsOnce(ctx); err != nil {
+	if rep.TeamSecrets, err = t.teamSecretsOnce(ctx); err != nil {
 		rep.Errors[teamSecretsKey] = err
 	}
 	return rep, nil

@@ -96,44 +96,63 @@ func (t *term) listenTeamOAuth(ctx context.Context) {
 
 // reconcileTeamSecrets plans every team's Secret and does each plan.
 func (t *term) reconcileTeamSecrets(ctx context.Context) (result, error) {
+	res, _, err := t.syncTeamSecrets(ctx)
+	return res, err
+}
+
+// syncTeamSecrets plans every team's Secret, does each plan, and returns what it did.
+func (t *term) syncTeamSecrets(ctx context.Context) (result, []TeamSecretPlan, error) {
 	if t.teams == nil {
-		return result{}, nil
+		return result{}, nil, nil
 	}
 	if !t.teams.synced() {
-		return result{requeueAfter: time.Second}, nil
+		return result{requeueAfter: time.Second}, nil, nil
 	}
 	want, err := t.wantedTeamSecrets(ctx)
 	if err != nil {
-		return result{}, err
+		return result{}, nil, err
 	}
 	lives, err := t.teams.lister.List(labels.Everything())
 	if err != nil {
-		return result{}, fmt.Errorf("list team oauth secrets from cache: %w", err)
+		return result{}, nil, fmt.Errorf("list team oauth secrets from cache: %w", err)
 	}
 	var errs []error
+	var done []TeamSecretPlan
 	res := result{}
 	for _, p := range planTeamSecrets(want, lives, t.render.Installation, t.refersToTeamOAuth) {
 		if p.again {
 			res.requeueAfter = 2 * time.Second
 		}
-		errs = append(errs, t.executeTeamSecret(ctx, p))
+		err := t.executeTeamSecret(ctx, p)
+		errs = append(errs, err)
+		done = append(done, TeamSecretPlan{Team: p.Team, Secret: p.Name, Action: p.Action, Reason: p.Reason, Err: err})
 	}
-	return res, errors.Join(errs...)
+	return res, done, errors.Join(errs...)
+}
+
+// TeamSecretPlan is what a single pass (RunOnce) planned and did for the OAuth Secret of
+// one team, as `datajobs sync --once` prints it: never its values.
+type TeamSecretPlan struct {
+	Team, Secret string
+	Action       Action
+	Reason       string
+	// Err is why the write failed, or nil.
+	Err error
 }
 
 // teamSecretsOnce is the team Secrets' reconcile of a single pass (RunOnce), once the
 // informer's cache has synced (within a minute: a Role that may not list Secrets fails it).
-func (t *term) teamSecretsOnce(ctx context.Context) error {
+func (t *term) teamSecretsOnce(ctx context.Context) ([]TeamSecretPlan, error) {
 	if t.teams == nil {
-		return nil
+		return nil, nil
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if !cache.WaitForCacheSync(waitCtx.Done(), t.teams.synced) {
-		return errors.New("team oauth secrets: the Secret cache did not sync (may this service list and watch Secrets?)")
+		return nil, errors.New("team oauth secrets: the Secret cache did not sync (may this service list and watch Secrets?)")
 	}
-	_, err := t.reconcileTeamSecrets(ctx)
-	return err
+	_, done, err := t.syncTeamSecrets(ctx)
+	return done, err
 }
 
 // wantedTeamSecrets returns, per team with credentials and a deployed job, its Secret; nil
