@@ -59,9 +59,9 @@ func TestPausedLeaderResumedAfterTakeoverWritesNoSecret(t *testing.T) {
 	require.NotEmpty(t, before.ResourceVersion)
 	setCredentials("client-b", "s3cret-b")
 
-	after := tk.resumeOld(t, func() string { return secret().ResourceVersion }, before.ResourceVersion)
-	require.Equal(t, before.ResourceVersion, after, "the deposed leader wrote to the Secret")
-	require.True(t, holds(secret(), "client-a"), "the deposed leader wrote the new credentials")
+	after := resumeOld(t, tk, secret, before.ResourceVersion)
+	require.Equal(t, before.ResourceVersion, after.ResourceVersion, "the deposed leader wrote to the Secret")
+	require.True(t, holds(after, "client-a"), "the deposed leader wrote the new credentials")
 
 	// The rightful leader, resumed, writes the new credentials.
 	resume(t, tk.next)

@@ -106,22 +106,22 @@ func (tk *takeover) depose(t *testing.T) {
 	pause(t, tk.next)
 }
 
-// resumeOld resumes old and waits until its term has ended (the gauge drops to 0 only
-// after the term's work, every worker, has returned) or until it has written; version
-// reads the resourceVersion of the object it must not write ("" on an error), before its
-// value before old resumed. It returns the version after.
-func (tk *takeover) resumeOld(t *testing.T, version func() string, before string) string {
+// resumeOld resumes tk's old leader and waits until its term has ended (the gauge drops
+// to 0 only after the term's work, every worker, has returned) or until it has written the
+// object read reads (an empty object on an error), whose resourceVersion was before when
+// old resumed. It returns the object as it is then.
+func resumeOld[T metav1.Object](t *testing.T, tk *takeover, read func() T, before string) T {
 	t.Helper()
 	resume(t, tk.old)
-	var after string
+	var after T
 	require.Eventually(t, func() bool {
-		after = version()
-		if after != "" && after != before {
+		after = read()
+		if v := after.GetResourceVersion(); v != "" && v != before {
 			return true
 		}
 		if v, ok := tk.old.metric(`datajobs_leader_is_leader{lease="synchronizer"}`); ok && v == 0 {
-			after = version()
-			return after != ""
+			after = read()
+			return after.GetResourceVersion() != ""
 		}
 		return false
 	}, 2*time.Minute, 100*time.Millisecond, "the resumed leader ends its term")
@@ -190,9 +190,9 @@ func TestPausedLeaderResumedAfterTakeoverWritesNothingToKubernetes(t *testing.T)
 	require.NotEmpty(t, before.ResourceVersion)
 	require.False(t, *before.Spec.Suspend)
 
-	after := tk.resumeOld(t, func() string { return cronJob().ResourceVersion }, before.ResourceVersion)
-	require.Equal(t, before.ResourceVersion, after, "the deposed leader wrote to the CronJob")
-	require.False(t, *cronJob().Spec.Suspend, "the deposed leader applied the change")
+	after := resumeOld(t, tk, cronJob, before.ResourceVersion)
+	require.Equal(t, before.ResourceVersion, after.ResourceVersion, "the deposed leader wrote to the CronJob")
+	require.False(t, *after.Spec.Suspend, "the deposed leader applied the change")
 
 	// The rightful leader, resumed, applies the change.
 	resume(t, tk.next)
