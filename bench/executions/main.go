@@ -44,7 +44,7 @@ import (
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/service"
-	"github.com/datajobs/datajobs/internal/synchronizer"
+	"github.com/datajobs/datajobs/internal/tracker"
 )
 
 const team = "bench"
@@ -95,7 +95,7 @@ type env struct {
 	lagRunning histogram
 	log        *slog.Logger
 	// metrics are the stage's, registered on reg: the benchmark reads the write lag.
-	metrics *synchronizer.ExecutionMetrics
+	metrics *tracker.Metrics
 	reg     *prometheus.Registry
 }
 
@@ -187,13 +187,13 @@ func setup(ctx context.Context, admin, kubeconfig string) (*env, func(), error) 
 		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		reg: prometheus.NewRegistry(),
 	}
-	e.metrics = synchronizer.NewExecutionMetrics(e.reg)
+	e.metrics = tracker.NewMetrics(e.reg)
 	return e, be.Close, nil
 }
 
 // track runs the execution stage until the returned stop is called.
 func (e *env) track() func() {
-	x := synchronizer.NewExecutions(synchronizer.ExecutionConfig{
+	x := tracker.New(tracker.Config{
 		Namespace: e.NS, ResyncInterval: time.Hour, Logger: e.log, Metrics: e.metrics, Workers: e.workers,
 	}, e.DB, e.Client)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -41,6 +41,7 @@ import (
 	"github.com/datajobs/datajobs/internal/notify/email"
 	"github.com/datajobs/datajobs/internal/notify/webhook"
 	"github.com/datajobs/datajobs/internal/synchronizer"
+	"github.com/datajobs/datajobs/internal/tracker"
 )
 
 const team = "bench"
@@ -149,10 +150,10 @@ func run() error {
 type named struct{ name, uid string }
 
 // keepLogs keeps every job's run log as the tracker's log queue does after the final
-// statuses, synchronizer.DefaultExecutionLogWorkers at a time.
+// statuses, tracker.DefaultLogWorkers at a time.
 func (e *env) keepLogs(ctx context.Context, names []named) error {
 	g, ctx := errgroup.WithContext(ctx)
-	g.SetLimit(synchronizer.DefaultExecutionLogWorkers)
+	g.SetLimit(tracker.DefaultLogWorkers)
 	for _, n := range names {
 		g.Go(func() error {
 			_, err := e.DB.StoreExecutionLog(ctx, job.Fence{Epoch: e.Epoch}, n.name+"-run-1", job.StoredLog{Logs: "done\n"})

@@ -6,10 +6,12 @@ import (
 	"github.com/datajobs/datajobs/internal/auth"
 	"github.com/datajobs/datajobs/internal/graphapi"
 	"github.com/datajobs/datajobs/internal/httpapi"
+	"github.com/datajobs/datajobs/internal/maintenance"
 	"github.com/datajobs/datajobs/internal/server"
 	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/slots"
 	"github.com/datajobs/datajobs/internal/synchronizer"
+	"github.com/datajobs/datajobs/internal/tracker"
 )
 
 // registerServeFlags declares every `datajobs serve` flag, a group a function, each group
@@ -48,10 +50,10 @@ func registerCoreFlags(f *pflag.FlagSet, fl *serveFlags) {
 
 // registerExecutionFlags: executions.
 func registerExecutionFlags(f *pflag.FlagSet, cfg *server.Config) {
-	f.Int64Var(&cfg.Executions.LogBytes, "execution-log-bytes", synchronizer.DefaultExecutionLogBytes, "bytes of the end of a finished execution's log kept in the database")
-	f.IntVar(&cfg.Executions.KeptPerJob, "executions-kept-per-job", synchronizer.DefaultExecutionsKeptPerJob, "finished executions kept per job")
-	f.DurationVar(&cfg.Executions.MaxAge, "executions-max-age", synchronizer.DefaultExecutionsMaxAge, "finished executions older than this are deleted")
-	f.DurationVar(&cfg.Executions.ImagePullGrace, "image-pull-grace", synchronizer.DefaultImagePullGrace, "how long an execution's image may fail to pull before it is a platform error")
+	f.Int64Var(&cfg.Executions.LogBytes, "execution-log-bytes", tracker.DefaultLogBytes, "bytes of the end of a finished execution's log kept in the database")
+	f.IntVar(&cfg.Executions.KeptPerJob, "executions-kept-per-job", maintenance.ExecutionsKeptPerJobDefault, "finished executions kept per job")
+	f.DurationVar(&cfg.Executions.MaxAge, "executions-max-age", maintenance.ExecutionsMaxAgeDefault, "finished executions older than this are deleted")
+	f.DurationVar(&cfg.Executions.ImagePullGrace, "image-pull-grace", tracker.DefaultImagePullGrace, "how long an execution's image may fail to pull before it is a platform error")
 	f.DurationVar(&cfg.Executions.MaxTimeout, "max-execution-timeout", server.DefaultMaxExecutionTimeout, "largest timeout_seconds a deployment may set (400 above); below 12h also the timeout of runs that set none")
 	f.StringVar(&cfg.Executions.LogsURLTemplate, "logs-url-template", "", "logs_url of executions, with {job_name} {team} {execution_id} {op_id} {start_time} {end_time} (empty: none)")
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/datajobs/datajobs/internal/maintenance"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/synchronizer"
+	"github.com/datajobs/datajobs/internal/tracker"
 )
 
 // ExecutionsConfig configures executions: how much of their logs is kept, how long they
@@ -38,16 +39,16 @@ type ExecutionsConfig struct {
 // newTracker builds the leader's execution stage and its maintenance services (with
 // more), wired together: a final status the tracker writes wakes the backfills, and its
 // cache of Jobs tells the missed runs a run the CronJob controller started.
-func newTracker(cfg Config, db *store.Store, cluster *kube.Cluster, reg prometheus.Registerer, metrics *maintenance.Metrics, more ...maintenance.Service) (*synchronizer.Executions, *maintenance.Maintainer) {
+func newTracker(cfg Config, db *store.Store, cluster *kube.Cluster, reg prometheus.Registerer, metrics *maintenance.Metrics, more ...maintenance.Service) (*tracker.Tracker, *maintenance.Maintainer) {
 	backfills := maintenance.NewBackfills(maintenance.BackfillsConfig{Logger: cfg.Logger}, db)
-	execs := synchronizer.NewExecutions(synchronizer.ExecutionConfig{
+	execs := tracker.New(tracker.Config{
 		Namespace:      cfg.Namespace,
 		ResyncInterval: cfg.ResyncInterval,
 		ImagePullGrace: cfg.Executions.ImagePullGrace,
 		LogBytes:       cfg.Executions.LogBytes,
 		OnFinal:        backfills.Kick,
 		Logger:         cfg.Logger,
-		Metrics:        synchronizer.NewExecutionMetrics(reg),
+		Metrics:        tracker.NewMetrics(reg),
 	}, db, cluster.Client)
 	services := append([]maintenance.Service{
 		maintenance.NewMissedRuns(maintenance.MissedRunsConfig{Jobs: execs, Logger: cfg.Logger}, db).Service(),
@@ -62,13 +63,13 @@ func newTracker(cfg Config, db *store.Store, cluster *kube.Cluster, reg promethe
 
 // logReader reads running executions' logs for the API (bounded; see kube.LogReader).
 func logReader(cfg Config, cluster *kube.Cluster) *kube.LogReader {
-	return kube.NewLogReader(cluster.Client, cfg.Namespace, kube.LogConfig{MaxBytes: cmp.Or(cfg.Executions.LogBytes, synchronizer.DefaultExecutionLogBytes) * 4})
+	return kube.NewLogReader(cluster.Client, cfg.Namespace, kube.LogConfig{MaxBytes: cmp.Or(cfg.Executions.LogBytes, tracker.DefaultLogBytes) * 4})
 }
 
 // leaderStages runs the synchronizer and, when not nil, the execution stage and the
 // leader's maintenance services, for one leadership term, and returns when all have
 // stopped (the first to return ends the term for all).
-func leaderStages(ctx context.Context, epoch int64, syncer *synchronizer.Synchronizer, execs *synchronizer.Executions, maint *maintenance.Maintainer) error {
+func leaderStages(ctx context.Context, epoch int64, syncer *synchronizer.Synchronizer, execs *tracker.Tracker, maint *maintenance.Maintainer) error {
 	stages := []func(context.Context, int64) error{syncer.Run}
 	if execs != nil {
 		stages = append(stages, execs.Run)

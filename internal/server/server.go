@@ -26,6 +26,7 @@ import (
 	"github.com/datajobs/datajobs/internal/slots"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/synchronizer"
+	"github.com/datajobs/datajobs/internal/tracker"
 	"github.com/datajobs/datajobs/internal/vdkmetrics"
 )
 
@@ -319,7 +320,7 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 		Metrics:            synchronizer.NewMetrics(reg),
 	}, db, cluster.Client, nil)
 	var (
-		execs      *synchronizer.Executions
+		execs      *tracker.Tracker
 		maint      *maintenance.Maintainer
 		dispatcher *notify.Dispatcher
 	)

@@ -1,11 +1,13 @@
-// Package synchronizer is the leader's two stages. The synchronizer keeps this
+// Package synchronizer is the leader's CronJob controller and its stages. It keeps this
 // installation's Kubernetes CronJobs of a namespace an exact projection of the desired
 // deployments in PostgreSQL. It is level-triggered and keyed by job name: whatever woke it
 // (a NOTIFY from the API, an informer event on a CronJob of the namespace, the periodic
 // resync), a reconcile reads fresh state, plans the one thing that makes the cluster match
-// (plan.go) and does it (execute.go). The execution tracker (Executions) does the same for
-// the Jobs of executions, keyed by execution id. Every queue of both runs on the shared
-// loop of package controller.
+// (plan.go) and does it (execute.go), and records what Kubernetes confirmed (record.go,
+// intent.go). Its stages: the full pass (pass.go, prefetch.go), the guards of a plan (the
+// prune guard, prune.go; the restore guard, restore.go), the image builds (build.go) and
+// the teams' OAuth Secrets (teamsecret.go). Its queues run on the shared loop of package
+// controller; the Jobs of executions are package tracker's.
 package synchronizer
 
 import (

@@ -1,4 +1,4 @@
-package synchronizer_test
+package tracker_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/datajobs/datajobs/internal/maintenance"
 	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/store"
-	"github.com/datajobs/datajobs/internal/synchronizer"
+	"github.com/datajobs/datajobs/internal/tracker"
 )
 
 // backfillJob is a held job (pods never scheduled: each run ends when the test says)
@@ -216,7 +216,7 @@ func TestAFinishedBackfillGoesWithTheExecutionsRetention(t *testing.T) {
 	f.stopExecutions()
 	f.exec(fmt.Sprintf(`UPDATE data_job_backfill SET finished_at = now() - interval '15 days' WHERE id = %d`, b.ID))
 
-	f.startStages(synchronizer.ExecutionConfig{}, maintenance.RetentionConfig{Interval: 100 * time.Millisecond})
+	f.startStages(tracker.Config{}, maintenance.RetentionConfig{Interval: 100 * time.Millisecond})
 	f.eventually(func() bool {
 		_, err := f.svc.Backfill(t.Context(), team, name, b.ID)
 		return job.KindOf(err) == job.KindNotFound

@@ -1,4 +1,12 @@
-package synchronizer
+// Package tracker is the leader's execution tracker, a controller of the Jobs of
+// executions keyed by execution id: it creates the Job of each manual start (and
+// catch-up or backfill run), deletes the Job of each cancel, and records every status of
+// every Job of this installation's data jobs in the database, once, fenced. A reconcile
+// plans from the term's view (plan.go: planExecution, pure), then executes the plan's
+// steps (execute.go); the term's informers and queue are in term.go, its view of the rows
+// in view.go, the batched status writes in writer.go, the kept logs in logs.go and what
+// it keeps beside its caches in kept.go. It runs on the shared loop of package controller.
+package tracker
 
 import (
 	"cmp"
@@ -20,11 +28,10 @@ import (
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/leader"
-	"github.com/datajobs/datajobs/internal/maintenance"
 )
 
-// ExecutionStore is what the execution tracker reads from and writes to the database.
-type ExecutionStore interface {
+// Store is what the execution tracker reads from and writes to the database.
+type Store interface {
 	ActiveExecutions(ctx context.Context) ([]job.TrackedExecution, error)
 	LoadExecution(ctx context.Context, id string) (job.TrackedExecution, bool, error)
 	MarkExecutionJobCreated(ctx context.Context, fence job.Fence, id string) (bool, error)
@@ -34,25 +41,18 @@ type ExecutionStore interface {
 	Listen(ctx context.Context, channel string, ready func(), notify func(payload string)) error
 }
 
-// The defaults of ExecutionConfig, which the flags of `datajobs serve` use too.
+// The defaults of Config, which the flags of `datajobs serve` use too.
 const (
-	DefaultExecutionWorkers    = 16
-	DefaultExecutionLogWorkers = 4
-	DefaultExecutionResync     = 5 * time.Minute
-	DefaultImagePullGrace      = 5 * time.Minute
-	DefaultStartTimeout        = 5 * time.Minute
-	DefaultExecutionLogBytes   = 256 << 10
+	DefaultWorkers        = 16
+	DefaultLogWorkers     = 4
+	DefaultResyncInterval = 5 * time.Minute
+	DefaultImagePullGrace = 5 * time.Minute
+	DefaultStartTimeout   = 5 * time.Minute
+	DefaultLogBytes       = 256 << 10
 )
 
-// The retention's defaults, until the flags of `datajobs serve` read them from
-// maintenance (internal/cli/serveflags.go); then these go.
-const (
-	DefaultExecutionsKeptPerJob = maintenance.ExecutionsKeptPerJobDefault
-	DefaultExecutionsMaxAge     = maintenance.ExecutionsMaxAgeDefault
-)
-
-// ExecutionConfig configures the execution tracker.
-type ExecutionConfig struct {
+// Config configures the execution tracker.
+type Config struct {
 	// Namespace holds the CronJobs, Jobs and Pods (default "datajobs").
 	Namespace string
 	// Workers handle that many executions in parallel (default 16); their status writes
@@ -73,7 +73,7 @@ type ExecutionConfig struct {
 	LogBytes int64
 	// MaxKept bounds each of what the tracker keeps beside the informers' caches: the last
 	// states of deleted Jobs, of deleted pods, and the pods whose log is to be kept
-	// (default 10,000 executions each; executions_kept.go says what happens past it).
+	// (default 10,000 executions each; kept.go says what happens past it).
 	MaxKept int
 	// OnFinal, when not nil, is called after each final status the tracker writes (a run
 	// ended: the backfills service may start the next; maintenance.Backfills.Kick).
@@ -81,23 +81,23 @@ type ExecutionConfig struct {
 	// Logger receives the tracker's logs (default slog.Default()).
 	Logger *slog.Logger
 	// Metrics records telemetry (default: registered nowhere).
-	Metrics *ExecutionMetrics
+	Metrics *Metrics
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
 
-func (c ExecutionConfig) withDefaults() ExecutionConfig {
+func (c Config) withDefaults() Config {
 	c.Namespace = cmp.Or(c.Namespace, "datajobs")
-	c.Workers = cmp.Or(c.Workers, DefaultExecutionWorkers)
-	c.LogWorkers = cmp.Or(c.LogWorkers, DefaultExecutionLogWorkers)
-	c.ResyncInterval = cmp.Or(c.ResyncInterval, DefaultExecutionResync)
+	c.Workers = cmp.Or(c.Workers, DefaultWorkers)
+	c.LogWorkers = cmp.Or(c.LogWorkers, DefaultLogWorkers)
+	c.ResyncInterval = cmp.Or(c.ResyncInterval, DefaultResyncInterval)
 	c.ImagePullGrace = cmp.Or(c.ImagePullGrace, DefaultImagePullGrace)
 	c.StartTimeout = cmp.Or(c.StartTimeout, DefaultStartTimeout)
-	c.LogBytes = cmp.Or(c.LogBytes, DefaultExecutionLogBytes)
+	c.LogBytes = cmp.Or(c.LogBytes, DefaultLogBytes)
 	c.MaxKept = cmp.Or(c.MaxKept, DefaultMaxKept)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.Metrics == nil {
-		c.Metrics = NewExecutionMetrics(nil)
+		c.Metrics = NewMetrics(nil)
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -108,16 +108,15 @@ func (c ExecutionConfig) withDefaults() ExecutionConfig {
 	return c
 }
 
-// Executions is the leader's execution stage, the tracker: it creates the Kubernetes Job
-// of each manual start, deletes the Job of each cancel, and records every status
-// transition of every Job of this installation's data jobs (manual or scheduled) in the
-// database, once, fenced by the lease epoch and the job's UID. Like the CronJob side it
-// plans, then acts: planExecution (executions_plan.go) decides from what the term knows,
-// executeExecution (executions_execute.go) writes. Run it only on the leader, beside the
-// Synchronizer.
-type Executions struct {
-	cfg    ExecutionConfig
-	db     ExecutionStore
+// Tracker is the leader's execution tracker: it creates the Kubernetes Job of each
+// manual start, deletes the Job of each cancel, and records every status transition of
+// every Job of this installation's data jobs (manual or scheduled) in the database, once,
+// fenced by the lease epoch and the job's UID. Like the CronJob side it plans, then acts:
+// planExecution (plan.go) decides from what the term knows, execute (execute.go) writes.
+// Run it only on the leader, beside the synchronizer.
+type Tracker struct {
+	cfg    Config
+	db     Store
 	client kubernetes.Interface
 	jobs   *kube.JobApplier
 	logs   *kube.LogReader
@@ -126,11 +125,11 @@ type Executions struct {
 	term atomic.Pointer[execTerm]
 }
 
-// NewExecutions builds the execution tracker; its Job writes are fenced by the leader's
+// New builds the execution tracker; its Job writes are fenced by the leader's
 // lease (leader.Check).
-func NewExecutions(cfg ExecutionConfig, db ExecutionStore, client kubernetes.Interface) *Executions {
+func New(cfg Config, db Store, client kubernetes.Interface) *Tracker {
 	cfg = cfg.withDefaults()
-	return &Executions{
+	return &Tracker{
 		cfg: cfg, db: db, client: client, log: cfg.Logger,
 		jobs: kube.NewWriter(client, cfg.Namespace).Fenced(leader.Check).Jobs(),
 		logs: kube.NewLogReader(client, cfg.Namespace, kube.LogConfig{MaxBytes: cfg.LogBytes}),
@@ -139,7 +138,7 @@ func NewExecutions(cfg ExecutionConfig, db ExecutionStore, client kubernetes.Int
 
 // execTerm is one leadership term of the tracker.
 type execTerm struct {
-	x     *Executions
+	x     *Tracker
 	fence job.Fence
 	jobs  batchlisters.JobNamespaceLister
 	pods  cache.Indexer
@@ -150,22 +149,22 @@ type execTerm struct {
 	// deleted holds the last state of Jobs deleted since their execution was last looked
 	// at: a Job removed right after it finished (history limit, TTL) still tells its
 	// outcome; deletedPods that of their pods, kept until the execution is planned with its
-	// Job gone. Both are bounded (executions_kept.go).
+	// Job gone. Both are bounded (kept.go).
 	deleted     *kept[*batchv1.Job]
 	deletedPods *kept[[]*corev1.Pod]
 	// rows is the view of execution rows as this term last read or wrote them: only the
 	// leader writes a status, so an event about a known execution needs no read. The API's
 	// requests (a start, a cancel) arrive by NOTIFY, which marks the id stale: its row is
 	// read again. An entry goes when its Job is gone or a write of it is refused
-	// (executions_view.go).
+	// (view.go).
 	rows  map[string]job.TrackedExecution
 	stale map[string]bool
 
-	// writes batches the workers' status writes (executions_writer.go).
+	// writes batches the workers' status writes (writer.go).
 	writes *controller.Batcher[writeRequest]
 	// logQueue holds the finished executions whose log is to be kept, the pod of each in
 	// logPods: read and written after the final status, so that a slow log read delays
-	// no status (executions_logs.go).
+	// no status (logs.go).
 	logQueue *controller.Queue
 	logPods  *kept[*corev1.Pod]
 }
@@ -174,7 +173,7 @@ type execTerm struct {
 // execution under way against the live Jobs (what happened while no leader watched),
 // then follows Job and Pod events, the API's requests (NOTIFY) and a periodic pass. On
 // return every goroutine it started has stopped.
-func (x *Executions) Run(ctx context.Context, epoch int64) error {
+func (x *Tracker) Run(ctx context.Context, epoch int64) error {
 	t, stop, err := x.startTerm(ctx, epoch)
 	if err != nil {
 		return err
@@ -217,7 +216,7 @@ var errNoTerm = errors.New("the execution tracker's cache of Jobs is not running
 // JobExists says whether a Job of name is in the tracker's cache of this installation's
 // Jobs (maintenance.JobCache: a scheduled run the CronJob controller started is no
 // missed run, recorded or not).
-func (x *Executions) JobExists(name string) (bool, error) {
+func (x *Tracker) JobExists(name string) (bool, error) {
 	t := x.term.Load()
 	if t == nil {
 		return false, errNoTerm
@@ -225,6 +224,9 @@ func (x *Executions) JobExists(name string) (bool, error) {
 	j, err := t.live(name)
 	return j != nil, err
 }
+
+// resyncKey is a queue item that asks for a full pass; it cannot be an execution id.
+const resyncKey = "#resync"
 
 // reconcile handles one queue item: an execution id, or a full pass. It plans from the
 // term's view of the row, the cached Job and pods, and carries the plan out.

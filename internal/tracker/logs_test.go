@@ -1,4 +1,4 @@
-package synchronizer_test
+package tracker_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package synchronizer_test
+package tracker_test
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/datajobs/datajobs/internal/job"
-	"github.com/datajobs/datajobs/internal/synchronizer"
+	"github.com/datajobs/datajobs/internal/tracker"
 )
 
 // jobCreated waits until the leader recorded that it created the Job of execution id.
@@ -114,7 +114,7 @@ func TestARunWhoseJobAndPodAreDeletedBeforeTheLeaderSawItEndIsRecordedWithItsTru
 		f.heldJob(name)
 	}
 	reg := prometheus.NewRegistry()
-	f.startExecutionsWith(synchronizer.ExecutionConfig{Workers: 1, Metrics: synchronizer.NewExecutionMetrics(reg)})
+	f.startExecutionsWith(tracker.Config{Workers: 1, Metrics: tracker.NewMetrics(reg)})
 	runs := map[string]string{}
 	pods := map[string]*corev1.Pod{}
 	for _, name := range []string{"busy-job", "ended-ok", "ended-fg", "ended-failed"} {
@@ -185,8 +185,8 @@ func TestPastItsBoundTheTrackerDropsTheOldestDeletedStatesAndSaysSo(t *testing.T
 		f.heldJob(name)
 	}
 	reg, logs := prometheus.NewRegistry(), &logBuffer{}
-	f.startExecutionsWith(synchronizer.ExecutionConfig{
-		Workers: 1, MaxKept: 1, Metrics: synchronizer.NewExecutionMetrics(reg), Logger: slog.New(slog.NewJSONHandler(logs, nil)),
+	f.startExecutionsWith(tracker.Config{
+		Workers: 1, MaxKept: 1, Metrics: tracker.NewMetrics(reg), Logger: slog.New(slog.NewJSONHandler(logs, nil)),
 	})
 	runs, pods := map[string]string{}, map[string]*corev1.Pod{}
 	for _, name := range []string{"busy-job", "older-run", "newer-run"} {
@@ -262,7 +262,7 @@ func TestPastItsBoundALogThatCannotBeReadIsNotKeptAndThatIsSaid(t *testing.T) {
 	f.heldJob("unreadable-1")
 	f.heldJob("unreadable-2")
 	reg := prometheus.NewRegistry()
-	f.startExecutionsWith(synchronizer.ExecutionConfig{MaxKept: 1, Metrics: synchronizer.NewExecutionMetrics(reg)})
+	f.startExecutionsWith(tracker.Config{MaxKept: 1, Metrics: tracker.NewMetrics(reg)})
 	node := f.unreachableNode()
 	var ids []string
 	for _, name := range []string{"unreadable-1", "unreadable-2"} {

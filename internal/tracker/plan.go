@@ -1,4 +1,4 @@
-package synchronizer
+package tracker
 
 import (
 	"cmp"
@@ -15,7 +15,7 @@ import (
 )
 
 // execAction is one step of an execution's plan; executeExecution carries the steps out
-// in order (executions_execute.go).
+// in order (execute.go).
 type execAction string
 
 const (

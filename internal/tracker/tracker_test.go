@@ -1,4 +1,4 @@
-package synchronizer_test
+package tracker_test
 
 import (
 	"cmp"
@@ -21,7 +21,7 @@ import (
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/maintenance"
 	"github.com/datajobs/datajobs/internal/service"
-	"github.com/datajobs/datajobs/internal/synchronizer"
+	"github.com/datajobs/datajobs/internal/tracker"
 )
 
 // holdLabel is a node selector no node has: pods of a CronJob rendered with it stay
@@ -47,22 +47,22 @@ func newExecFixture(t *testing.T) *execFixture {
 	return f
 }
 
-func (f *execFixture) startExecutions() { f.startExecutionsWith(synchronizer.ExecutionConfig{}) }
+func (f *execFixture) startExecutions() { f.startExecutionsWith(tracker.Config{}) }
 
 // startExecutionsWith starts the execution stage with cfg, the fixture's settings where
 // cfg has none, and the leader's maintenance services beside it, as serve does.
-func (f *execFixture) startExecutionsWith(cfg synchronizer.ExecutionConfig) {
+func (f *execFixture) startExecutionsWith(cfg tracker.Config) {
 	f.startStages(cfg, maintenance.RetentionConfig{})
 }
 
 // startStages starts the execution stage with cfg and the maintenance services, the
 // retention with retention; the missed runs and lateness are checked every 300 ms.
-func (f *execFixture) startStages(cfg synchronizer.ExecutionConfig, retention maintenance.RetentionConfig) {
+func (f *execFixture) startStages(cfg tracker.Config, retention maintenance.RetentionConfig) {
 	cfg.Namespace, cfg.ResyncInterval, cfg.StartTimeout = f.ns, time.Hour, time.Hour
 	cfg.ImagePullGrace = cmp.Or(cfg.ImagePullGrace, 2*time.Second)
 	backfills := maintenance.NewBackfills(maintenance.BackfillsConfig{}, f.db)
 	cfg.OnFinal = backfills.Kick
-	x := synchronizer.NewExecutions(cfg, f.db, f.client)
+	x := tracker.New(cfg, f.db, f.client)
 	m := maintenance.New(maintenance.Config{Listener: f.db},
 		maintenance.NewMissedRuns(maintenance.MissedRunsConfig{Interval: 300 * time.Millisecond, Jobs: x}, f.db).Service(),
 		maintenance.NewLateness(maintenance.LatenessConfig{Interval: 300 * time.Millisecond}, f.db).Service(),

@@ -1,4 +1,4 @@
-package synchronizer
+package tracker
 
 import (
 	"time"
@@ -9,8 +9,8 @@ import (
 	"github.com/datajobs/datajobs/internal/job"
 )
 
-// ExecutionMetrics is the execution tracker's telemetry; labels are low-cardinality.
-type ExecutionMetrics struct {
+// Metrics is the execution tracker's telemetry; labels are low-cardinality.
+type Metrics struct {
 	started  prometheus.Counter
 	finished *prometheus.CounterVec
 	duration *prometheus.HistogramVec
@@ -22,7 +22,7 @@ type ExecutionMetrics struct {
 	logsUnreadable, logsLost prometheus.Counter
 	// logsDropped counts the logs not kept because MaxKept others waited to be read;
 	// statesDropped the last states of deleted Jobs and pods (kind) dropped past MaxKept;
-	// kept is the size of each keep (executions_kept.go).
+	// kept is the size of each keep (kept.go).
 	logsDropped   prometheus.Counter
 	statesDropped *prometheus.CounterVec
 	kept          *prometheus.GaugeVec
@@ -30,16 +30,16 @@ type ExecutionMetrics struct {
 	queue, logQueue *controller.Metrics
 }
 
-// NewExecutionMetrics registers the execution metrics on reg (nil: registered nowhere).
-func NewExecutionMetrics(reg prometheus.Registerer) *ExecutionMetrics {
-	m := &ExecutionMetrics{
+// NewMetrics registers the execution metrics on reg (nil: registered nowhere).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
 		queue:    controller.NewMetrics("datajobs_executions_queue", "execution", "Execution ids", "datajobs_executions_panics_total"),
 		logQueue: controller.NewMetrics("datajobs_execution_logs_queue", "execution_log", "Execution ids", "datajobs_execution_logs_panics_total"),
 		started: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "datajobs_executions_jobs_created_total", Help: "Kubernetes Jobs created for manual starts.",
 		}),
 		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "datajobs_executions_finished_total", Help: "Executions recorded with a final status, by type and status.",
+			Name: "datajobs_executions_finished_total", Help: "Tracker recorded with a final status, by type and status.",
 		}, []string{"type", "status"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "datajobs_execution_duration_seconds", Help: "Duration of finished executions, by final status.",
@@ -50,7 +50,7 @@ func NewExecutionMetrics(reg prometheus.Registerer) *ExecutionMetrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 		}),
 		running: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "datajobs_executions_running", Help: "Executions recorded as running.",
+			Name: "datajobs_executions_running", Help: "Tracker recorded as running.",
 		}),
 		logsUnreadable: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "datajobs_execution_logs_unreadable_total", Help: "Failed reads of a finished execution's pod log (retried while the pod is there).",
@@ -79,7 +79,7 @@ func NewExecutionMetrics(reg prometheus.Registerer) *ExecutionMetrics {
 
 // recorded counts a written status; prev is the row before (nil: a new run), seen when
 // the event that led to it was first seen (zero: none).
-func (m *ExecutionMetrics) recorded(u job.ExecutionUpdate, prev *job.TrackedExecution, seen time.Time) {
+func (m *Metrics) recorded(u job.ExecutionUpdate, prev *job.TrackedExecution, seen time.Time) {
 	if !seen.IsZero() {
 		m.writeLag.Observe(time.Since(seen).Seconds())
 	}

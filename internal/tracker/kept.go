@@ -1,4 +1,4 @@
-package synchronizer
+package tracker
 
 import (
 	"container/list"
@@ -9,7 +9,7 @@ import (
 )
 
 // What the tracker keeps beside the informers' caches, each by execution id and bounded
-// by ExecutionConfig.MaxKept: the last state of deleted Jobs and of deleted pods (an
+// by Config.MaxKept: the last state of deleted Jobs and of deleted pods (an
 // informer forgets an object once it is deleted, and a Job deleted with its pod right
 // after the pod ended still tells the outcome only by them), and the pods whose log is to
 // be kept. An entry goes as soon as its execution is planned with its Job gone (the

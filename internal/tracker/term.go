@@ -1,4 +1,4 @@
-package synchronizer
+package tracker
 
 import (
 	"context"
@@ -24,7 +24,7 @@ const podsByJobIndex = "job-name"
 
 // startTerm starts a term's informers on this installation's Jobs and their pods, and
 // waits for their caches; stop ends them.
-func (x *Executions) startTerm(ctx context.Context, epoch int64) (*execTerm, func(), error) {
+func (x *Tracker) startTerm(ctx context.Context, epoch int64) (*execTerm, func(), error) {
 	factory := informers.NewSharedInformerFactoryWithOptions(x.client, 0, informers.WithNamespace(x.cfg.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = kube.ManagedSelector().String() }),
 		informers.WithTransform(kube.Trim)) // only what ObserveExecution and the tracker read
