@@ -77,8 +77,11 @@ func TestAMaintainerRunsEachServiceAtStartOnWakeAndEveryPeriodUntilTheTermEnds(t
 		Service{Name: "periodic", Period: 50 * time.Millisecond, RunOnce: periodic.runOnce},
 	)
 	ctx, cancel := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	wg.Go(func() { require.NoError(t, m.Run(ctx, 7)) })
+	var (
+		wg     sync.WaitGroup
+		runErr error
+	)
+	wg.Go(func() { runErr = m.Run(ctx, 7) })
 
 	woken.ran(t, "AtStart runs at once")
 	woken.idle(t, 100*time.Millisecond, "no wake-up, and the period is an hour")
@@ -94,6 +97,7 @@ func TestAMaintainerRunsEachServiceAtStartOnWakeAndEveryPeriodUntilTheTermEnds(t
 
 	cancel()
 	wg.Wait()
+	require.NoError(t, runErr)
 	require.InEpsilon(t, 2, value(metrics.runs.WithLabelValues("woken")), 0)
 	require.Zero(t, value(metrics.errors.WithLabelValues("woken")))
 	require.GreaterOrEqual(t, value(metrics.errors.WithLabelValues("periodic")), 2.0)

@@ -29,7 +29,8 @@ import (
 // status itself.
 const holdLabel = "datajobs.test/hold"
 
-// execFixture runs the execution stage (without the CronJob synchronizer unless asked).
+// execFixture runs the execution stage and the leader's maintenance services beside it
+// (without the CronJob synchronizer unless asked).
 type execFixture struct {
 	*fixture
 	cancel context.CancelFunc
