@@ -2,12 +2,13 @@
 // installation's Kubernetes CronJobs of a namespace an exact projection of the desired
 // deployments in PostgreSQL. It is level-triggered and keyed by job name: whatever woke it
 // (a NOTIFY from the API, an informer event on a CronJob of the namespace, the periodic
-// resync), a reconcile reads fresh state, plans the one thing that makes the cluster match
-// (plan.go) and does it (execute.go), and records what Kubernetes confirmed (record.go,
-// intent.go). Its stages: the full pass (pass.go, prefetch.go), the guards of a plan (the
-// prune guard, prune.go; the restore guard, restore.go), the image builds (build.go) and
-// the teams' OAuth Secrets (teamsecret.go). Its queues run on the shared loop of package
-// controller; the Jobs of executions are package tracker's.
+// resync), a reconcile loads fresh state, plans the one thing that makes the cluster
+// match (plan.go), decides what the term's guards let it do of that (decide.go: the prune
+// guard, prune.go; the restore guard, restore.go) and does it (execute.go), recording what
+// Kubernetes confirmed (record.go, intent.go). Its stages beside: the full pass (pass.go,
+// prefetch.go), the image builds (build.go) and the teams' OAuth Secrets (teamsecret.go).
+// Its queues run on the shared loop of package controller; the Jobs of executions are
+// package tracker's, the leader's periodic services package maintenance's.
 package synchronizer
 
 import (
