@@ -82,7 +82,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics records telemetry (default: registered nowhere).
 	Metrics *Metrics
-	// Now is the clock (default time.Now).
+	// Now is the clock of every time the tracker writes or decides by (end times, the
+	// image pull grace, the start timeout; default time.Now). Durations it only measures
+	// for metrics and logs use the monotonic clock.
 	Now func() time.Time
 }
 
