@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -44,6 +45,12 @@ func addSecretsKeyFile(f *pflag.FlagSet, p *string, usage string) {
 func addPythonFlags(f *pflag.FlagSet, versions *[]string, def *string, versionsUsage, defUsage string) {
 	f.StringSliceVar(versions, "supported-python-versions", job.DefaultSupportedPythonVersions(), versionsUsage)
 	f.StringVar(def, "default-python-version", job.DefaultPythonVersion, defUsage)
+}
+
+// addMaxExecutionTimeout declares --max-execution-timeout, which also sets the deadline
+// of the Jobs of runs that set no timeout (below 12 h): serve and sync --once render it.
+func addMaxExecutionTimeout(f *pflag.FlagSet, p *time.Duration) {
+	f.DurationVar(p, "max-execution-timeout", server.DefaultMaxExecutionTimeout, "largest timeout_seconds a deployment may set (400 above); below 12h also the timeout of runs that set none")
 }
 
 // addGuardFlags declares the synchronizer's guards of serve and sync --once: the

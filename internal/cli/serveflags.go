@@ -54,7 +54,7 @@ func registerExecutionFlags(f *pflag.FlagSet, cfg *server.Config) {
 	f.IntVar(&cfg.Executions.KeptPerJob, "executions-kept-per-job", maintenance.ExecutionsKeptPerJobDefault, "finished executions kept per job")
 	f.DurationVar(&cfg.Executions.MaxAge, "executions-max-age", maintenance.ExecutionsMaxAgeDefault, "finished executions older than this are deleted")
 	f.DurationVar(&cfg.Executions.ImagePullGrace, "image-pull-grace", tracker.DefaultImagePullGrace, "how long an execution's image may fail to pull before it is a platform error")
-	f.DurationVar(&cfg.Executions.MaxTimeout, "max-execution-timeout", server.DefaultMaxExecutionTimeout, "largest timeout_seconds a deployment may set (400 above); below 12h also the timeout of runs that set none")
+	addMaxExecutionTimeout(f, &cfg.Executions.MaxTimeout)
 	f.StringVar(&cfg.Executions.LogsURLTemplate, "logs-url-template", "", "logs_url of executions, with {job_name} {team} {execution_id} {op_id} {start_time} {end_time} (empty: none)")
 }
 

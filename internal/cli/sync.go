@@ -4,27 +4,38 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/datajobs/datajobs/internal/leader"
-	"github.com/datajobs/datajobs/internal/secrets"
 	"github.com/datajobs/datajobs/internal/server"
-	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/synchronizer"
 )
 
+// syncFlags are the flags of `datajobs sync --once`: the part of serve's configuration
+// that decides what the synchronizer writes.
+type syncFlags struct {
+	once, dryRun bool
+	cfg          server.Config
+	render       renderFlags
+}
+
+// config is the server configuration of the pass, logging as g says.
+func (fl *syncFlags) config(g *globals) (server.Config, error) {
+	c := fl.cfg
+	log, err := g.logger()
+	if err != nil {
+		return c, err
+	}
+	c.Logger, c.Version, c.SyncMode = log, Version, server.SyncOn
+	if fl.dryRun {
+		c.SyncMode = server.SyncDryRun
+	}
+	return c, fl.render.apply(&c)
+}
+
 func newSyncCommand(g *globals) *cobra.Command {
-	var (
-		once, dryRun            bool
-		databaseURL, kubeconfig string
-		keyFile                 string
-		render                  renderFlags
-		safety                  server.SafetyConfig
-	)
+	fl := &syncFlags{}
 	cmd := &cobra.Command{
 		Use:   "sync --once [--dry-run]",
 		Short: "Run one synchronizer pass and print its plan",
@@ -35,99 +46,45 @@ func newSyncCommand(g *globals) *cobra.Command {
 			"(see --prune-max-fraction). Without --dry-run it takes the synchronizer's lease\n" +
 			"first and refuses to run while a serving replica holds it.",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !once {
-				return errors.New("only one pass is supported: add --once (the continuous synchronizer runs in serve)")
-			}
-			log, err := g.logger()
-			if err != nil {
-				return err
-			}
-			rc, err := render.render()
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			db, err := openStore(ctx, databaseURL)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			cluster, err := connectCluster(ctx, kubeconfig, "sync")
-			if err != nil {
-				return err
-			}
-			var keys *secrets.Keyring
-			if keyFile != "" {
-				if keys, err = secrets.LoadKeyring(keyFile); err != nil {
-					return err
-				}
-			}
-			syncer := synchronizer.New(synchronizer.Config{
-				Render: rc, DryRun: dryRun, Logger: log,
-				PruneMaxFraction: safety.PruneMaxFraction, AllowMassPrune: safety.AllowMassPrune, AcceptConfigChange: safety.AcceptConfigChange,
-				AcceptRestore: safety.AcceptRestore, TeamOAuthKeys: keys,
-			}, db, cluster.Client, nil)
-			rep, err := runOnce(ctx, db, syncer, dryRun)
-			if err != nil {
-				return err
-			}
-			printReport(g, rep, dryRun)
-			if len(rep.Errors) > 0 {
-				return fmt.Errorf("%d of %d jobs failed", len(rep.Errors), len(rep.Plans))
-			}
-			if r := rep.PruneRefusal; r != nil {
-				return fmt.Errorf("refused to prune %d orphaned CronJobs", r.Orphans)
-			}
-			if r := rep.RestoreRefusal; r != nil && !dryRun {
-				return fmt.Errorf("refused to sync: %d CronJobs are newer than the database", r.Newer)
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runSync(cmd.Context(), g, fl) },
 	}
 	f := cmd.Flags()
-	f.BoolVar(&once, "once", false, "run one pass and exit")
-	f.BoolVar(&dryRun, "dry-run", false, "compute and print the plan, write nothing")
-	addDatabaseURL(f, &databaseURL, required)
-	addKubeconfig(f, &kubeconfig)
-	render.register(f, "", ": <registry>/<job>:<version>")
-	addSecretsKeyFile(f, &keyFile, "keyring file of serve: the pass also writes the teams' OAuth Secrets; without it they are left as they are")
-	addGuardFlags(f, &safety, "--dry-run")
+	f.BoolVar(&fl.once, "once", false, "run one pass and exit")
+	f.BoolVar(&fl.dryRun, "dry-run", false, "compute and print the plan, write nothing")
+	addDatabaseURL(f, &fl.cfg.DatabaseURL, required)
+	addKubeconfig(f, &fl.cfg.Kubeconfig)
+	fl.render.register(f, "", ": <registry>/<job>:<version>")
+	addMaxExecutionTimeout(f, &fl.cfg.Executions.MaxTimeout)
+	addSecretsKeyFile(f, &fl.cfg.Secrets.KeyFile, "keyring file of serve: the pass also writes the teams' OAuth Secrets; without it they are left as they are")
+	addGuardFlags(f, &fl.cfg.Safety, "--dry-run")
 	return cmd
 }
 
-// runOnce runs the pass; a pass that writes does so under the synchronizer's lease, so it
-// never races a serving leader.
-func runOnce(ctx context.Context, db *store.Store, syncer *synchronizer.Synchronizer, dryRun bool) (synchronizer.Report, error) {
-	if dryRun {
-		return syncer.RunOnce(ctx, 0)
+// runSync runs the pass the flags say and prints its report; it fails when a job failed
+// or a guard refused.
+func runSync(ctx context.Context, g *globals, fl *syncFlags) error {
+	if !fl.once {
+		return errors.New("only one pass is supported: add --once (the continuous synchronizer runs in serve)")
 	}
-	host, _ := os.Hostname()
-	identity := fmt.Sprintf("sync-once-%s-%d", host, os.Getpid())
-	elector, err := leader.New(leader.Config{Name: store.SyncLeaseName, Identity: identity, LeaseDuration: leader.DefaultLeaseDuration}, db)
+	c, err := fl.config(g)
 	if err != nil {
-		return synchronizer.Report{}, err
+		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var rep synchronizer.Report
-	var passErr error
-	led := false
-	timer := time.AfterFunc(3*time.Second, cancel)
-	runErr := elector.Run(ctx, func(ctx context.Context, epoch int64) {
-		timer.Stop()
-		led = true
-		rep, passErr = syncer.RunOnce(ctx, epoch)
-		cancel()
-	})
-	if !led {
-		holder, _, expires, err := db.LeaseHolder(context.WithoutCancel(ctx), store.SyncLeaseName)
-		if err != nil {
-			return rep, fmt.Errorf("could not take the synchronizer lease: %w", err)
-		}
-		return rep, fmt.Errorf("the synchronizer lease is held by %s until %s: stop that replica or use --dry-run", holder, expires.Format(time.RFC3339))
+	rep, err := server.SyncOnce(ctx, c)
+	if err != nil {
+		return err
 	}
-	return rep, errors.Join(passErr, runErr)
+	printReport(g, rep, fl.dryRun)
+	if len(rep.Errors) > 0 {
+		return fmt.Errorf("%d of %d jobs failed", len(rep.Errors), len(rep.Plans))
+	}
+	if r := rep.PruneRefusal; r != nil {
+		return fmt.Errorf("refused to prune %d orphaned CronJobs", r.Orphans)
+	}
+	if r := rep.RestoreRefusal; r != nil && !fl.dryRun {
+		return fmt.Errorf("refused to sync: %d CronJobs are newer than the database", r.Newer)
+	}
+	return nil
 }
 
 func printReport(g *globals, rep synchronizer.Report, dryRun bool) {

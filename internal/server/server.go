@@ -16,7 +16,6 @@ import (
 	"github.com/datajobs/datajobs/internal/backoff"
 	"github.com/datajobs/datajobs/internal/graphapi"
 	"github.com/datajobs/datajobs/internal/httpapi"
-	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/jobidentity"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/leader"
@@ -74,11 +73,7 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	db, err := store.Open(ctx, store.Config{
-		URL: cfg.DatabaseURL, MaxConns: cfg.Safety.DBMaxConns, StatementTimeout: cfg.Safety.DBStatementTimeout,
-		Quotas:  store.TeamQuotas{MaxJobs: cfg.Requests.MaxJobsPerTeam, MaxSourceBytes: cfg.Requests.MaxSourceBytesPerTeam},
-		Metrics: store.NewMetrics(registry), Logger: cfg.Logger,
-	})
+	db, err := openStore(ctx, cfg, registry)
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +82,7 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 			db.Close()
 		}
 	}()
-	cluster, err := kube.Connect(ctx, kube.ClusterConfig{Kubeconfig: cfg.Kubeconfig, QPS: cfg.KubeQPS, Burst: cfg.KubeBurst, UserAgent: "datajobs/" + cfg.Version})
+	cluster, err := connect(ctx, cfg, "datajobs")
 	if err != nil {
 		return nil, err
 	}
@@ -298,27 +293,10 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 	if err != nil {
 		return synchronizerUnit{}, err
 	}
-	keys, err := loadKeyring(cfg)
+	syncer, err := newSyncer(cfg, db, cluster, builds, reg)
 	if err != nil {
 		return synchronizerUnit{}, err
 	}
-	syncer := synchronizer.New(synchronizer.Config{
-		Build: builds, TeamOAuthKeys: keys,
-		Render: kube.RenderConfig{
-			Namespace: cfg.Namespace, ImageRegistry: cfg.ImageRegistry, Resources: cfg.Resources, EphemeralStorageLimitBytes: cfg.JobEphemeralStorageBytes,
-			JobServiceAccount: cfg.JobServiceAccount, JobAPIURL: cfg.JobAPIURL, ActiveDeadlineSeconds: job.DefaultTimeout(cfg.Executions.MaxTimeout),
-		},
-		Workers:            cfg.SyncWorkers,
-		ResyncInterval:     cfg.ResyncInterval,
-		DryRun:             cfg.SyncMode == SyncDryRun,
-		PruneMaxFraction:   cfg.Safety.PruneMaxFraction,
-		AllowMassPrune:     cfg.Safety.AllowMassPrune,
-		AcceptConfigChange: cfg.Safety.AcceptConfigChange,
-		AcceptRestore:      cfg.Safety.AcceptRestore,
-		StepDownAfter:      stepDownAfter(cfg),
-		Logger:             cfg.Logger,
-		Metrics:            synchronizer.NewMetrics(reg),
-	}, db, cluster.Client, nil)
 	var (
 		execs      *tracker.Tracker
 		maint      *maintenance.Maintainer

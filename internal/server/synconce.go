@@ -1,0 +1,77 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/datajobs/datajobs/internal/leader"
+	"github.com/datajobs/datajobs/internal/store"
+	"github.com/datajobs/datajobs/internal/synchronizer"
+)
+
+// leaseWait is how long a writing sync --once waits for the synchronizer's lease before
+// it says who holds it.
+const leaseWait = 3 * time.Second
+
+// SyncOnce runs one pass of the synchronizer that serve runs with cfg and reports it
+// (`datajobs sync --once`). In SyncMode dry-run it writes nothing; otherwise it writes
+// under the synchronizer's lease, so it never races a serving leader, and fails saying
+// who holds the lease when it cannot take it. A single pass builds no image: it renders
+// the images the database records.
+func SyncOnce(ctx context.Context, cfg Config) (synchronizer.Report, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return synchronizer.Report{}, err
+	}
+	db, err := openStore(ctx, cfg, nil)
+	if err != nil {
+		return synchronizer.Report{}, err
+	}
+	defer db.Close()
+	cluster, err := connect(ctx, cfg, "datajobs-sync")
+	if err != nil {
+		return synchronizer.Report{}, err
+	}
+	syncer, err := newSyncer(cfg, db, cluster, synchronizer.BuildConfig{}, nil)
+	if err != nil {
+		return synchronizer.Report{}, err
+	}
+	if cfg.SyncMode == SyncDryRun {
+		return syncer.RunOnce(ctx, 0)
+	}
+	return runOnceLeading(ctx, db, syncer, cfg.LeaseDuration)
+}
+
+// runOnceLeading runs the pass as the leader of a term of its own, under a lease of
+// that duration.
+func runOnceLeading(ctx context.Context, db *store.Store, syncer *synchronizer.Synchronizer, lease time.Duration) (synchronizer.Report, error) {
+	host, _ := os.Hostname()
+	identity := fmt.Sprintf("sync-once-%s-%d", host, os.Getpid())
+	elector, err := leader.New(leader.Config{Name: store.SyncLeaseName, Identity: identity, LeaseDuration: lease}, db)
+	if err != nil {
+		return synchronizer.Report{}, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var rep synchronizer.Report
+	var passErr error
+	led := false
+	timer := time.AfterFunc(leaseWait, cancel)
+	runErr := elector.Run(ctx, func(ctx context.Context, epoch int64) {
+		timer.Stop()
+		led = true
+		rep, passErr = syncer.RunOnce(ctx, epoch)
+		cancel()
+	})
+	if !led {
+		holder, _, expires, err := db.LeaseHolder(context.WithoutCancel(ctx), store.SyncLeaseName)
+		if err != nil {
+			return rep, fmt.Errorf("could not take the synchronizer lease: %w", err)
+		}
+		return rep, fmt.Errorf("the synchronizer lease is held by %s until %s: stop that replica or use --dry-run", holder, expires.Format(time.RFC3339))
+	}
+	return rep, errors.Join(passErr, runErr)
+}
