@@ -73,36 +73,12 @@ func runDevCommand(cmd *cobra.Command, serve ServeFunc, fl devFlags) (err error)
 			return err
 		}
 	}
-	node, err := devNode(fl, realNodeUnavailable(), out)
+	cfg, err := devEnvConfig(ctx, fl, out, errOut)
 	if err != nil {
 		return err
 	}
-	binDir := fl.binDir
-	if binDir == "" {
-		root, err := devenv.RepoRoot()
-		if err != nil {
-			return fmt.Errorf("dev builds the Kubernetes binaries from the datajobs checkout (or pass --bin-dir): %w", err)
-		}
-		if binDir, err = devenv.EnsureBinaries(ctx, root, errOut); err != nil {
-			return err
-		}
-	}
-	hydraBin, mailpitBin := fl.hydraBin, ""
-	if fl.envOnly && hydraBin == "" {
-		hydraBin = devenv.HydraBinary() // the tests' OIDC provider, when built
-	}
-	if !fl.envOnly { // the tests start a Mailpit of their own each
-		if mailpitBin, err = mailpitForDev(ctx, errOut, out); err != nil {
-			return err
-		}
-	}
 	began := time.Now()
-	env, err := devenv.Start(ctx, devenv.Config{
-		StateDir: fl.stateDir, BinDir: binDir, Kubernetes: true, Controllers: fl.controllers, Fast: fl.fast,
-		RegistryBin: devenv.RegistryBinary(), // when hack/registry/build.sh has built it
-		HydraBin:    hydraBin, Node: node, NodeBinDir: devenv.NodeBinaries(), MailpitBin: mailpitBin,
-		Logger: slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	env, err := devenv.Start(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -112,17 +88,63 @@ func runDevCommand(cmd *cobra.Command, serve ServeFunc, fl devFlags) (err error)
 		return err
 	}
 	if !fl.envOnly {
-		if ctx, err = withDevSecrets(ctx, env.StateDir); err != nil {
-			return err
-		}
-		var closeForward func() error
-		if ctx, closeForward, err = forwardDevJobAPI(ctx, env, fl.listen, out); err != nil {
-			return err
-		}
-		defer func() { err = errors.Join(err, closeForward()) }()
-		ctx = withDevMailpit(ctx, env, out)
-		return serve(withDevListen(ctx, fl.listen, fl.adminListen), env.DatabaseURL, env.Kubeconfig, out)
+		return serveOnDevEnv(ctx, fl, env, serve, out)
 	}
+	return waitOnDevEnv(ctx, fl, env, out)
+}
+
+// devEnvConfig is the environment the flags ask for: its node, the Kubernetes binaries
+// (built from the checkout unless --bin-dir), the tests' OIDC provider with --env-only,
+// Mailpit without.
+func devEnvConfig(ctx context.Context, fl devFlags, out, errOut io.Writer) (devenv.Config, error) {
+	node, err := devNode(fl, realNodeUnavailable(), out)
+	if err != nil {
+		return devenv.Config{}, err
+	}
+	binDir := fl.binDir
+	if binDir == "" {
+		root, err := devenv.RepoRoot()
+		if err != nil {
+			return devenv.Config{}, fmt.Errorf("dev builds the Kubernetes binaries from the datajobs checkout (or pass --bin-dir): %w", err)
+		}
+		if binDir, err = devenv.EnsureBinaries(ctx, root, errOut); err != nil {
+			return devenv.Config{}, err
+		}
+	}
+	hydraBin, mailpitBin := fl.hydraBin, ""
+	if fl.envOnly && hydraBin == "" {
+		hydraBin = devenv.HydraBinary() // the tests' OIDC provider, when built
+	}
+	if !fl.envOnly { // the tests start a Mailpit of their own each
+		if mailpitBin, err = mailpitForDev(ctx, errOut, out); err != nil {
+			return devenv.Config{}, err
+		}
+	}
+	return devenv.Config{
+		StateDir: fl.stateDir, BinDir: binDir, Kubernetes: true, Controllers: fl.controllers, Fast: fl.fast,
+		RegistryBin: devenv.RegistryBinary(), // when hack/registry/build.sh has built it
+		HydraBin:    hydraBin, Node: node, NodeBinDir: devenv.NodeBinaries(), MailpitBin: mailpitBin,
+		Logger: slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}, nil
+}
+
+// serveOnDevEnv serves the API and the console on the environment until ctx ends, with
+// its secrets key file, the job pods' way to the API and its Mailpit.
+func serveOnDevEnv(ctx context.Context, fl devFlags, env *devenv.Env, serve ServeFunc, out io.Writer) (err error) {
+	if ctx, err = withDevSecrets(ctx, env.StateDir); err != nil {
+		return err
+	}
+	ctx, closeForward, err := forwardDevJobAPI(ctx, env, fl.listen, out)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, closeForward()) }()
+	ctx = withDevMailpit(ctx, env, out)
+	return serve(withDevListen(ctx, fl.listen, fl.adminListen), env.DatabaseURL, env.Kubeconfig, out)
+}
+
+// waitOnDevEnv (--env-only) writes the env file, if asked, and waits for ctx to end.
+func waitOnDevEnv(ctx context.Context, fl devFlags, env *devenv.Env, out io.Writer) error {
 	if fl.envFile != "" {
 		if err := writeEnvFile(ctx, fl.envFile, env); err != nil {
 			return err

@@ -89,10 +89,31 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 	if cfg.Notifications.VDKJobMetrics {
 		registry.MustRegister(vdkmetrics.New(db, vdkmetrics.Config{Logger: cfg.Logger}))
 	}
-
-	keys, err := loadKeyring(cfg)
+	svc, secretsSvc, err := newUseCases(cfg, db, cluster)
 	if err != nil {
 		return nil, err
+	}
+	syncUnit, err := newSynchronizer(cfg, db, cluster, registry)
+	if err != nil {
+		return nil, err
+	}
+	jobs, err := newJobIdentity(cfg, cluster, db)
+	if err != nil {
+		return nil, err
+	}
+	a = &app{cfg: cfg, db: db, sync: syncUnit, jobs: jobs, secrets: secretsSvc, migrated: make(chan struct{}), kubeProbe: newKubeProbe(cluster.Ping, 10*time.Second, registry)}
+	if err = a.buildHandlers(ctx, svc, authn, authz, registry); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// newUseCases builds the use cases the API and the console share: the service and the
+// secrets, both with the key file's keyring.
+func newUseCases(cfg Config, db *store.Store, cluster *kube.Cluster) (*service.Service, *service.Secrets, error) {
+	keys, err := loadKeyring(cfg)
+	if err != nil {
+		return nil, nil, err
 	}
 	svc, err := service.New(service.Config{
 		SupportedPythonVersions: cfg.SupportedPythonVersions,
@@ -107,12 +128,16 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 		Keys:                    keys,
 	}, db)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	secretsSvc, err := buildSecrets(cfg, db, keys)
-	if err != nil {
-		return nil, err
-	}
+	return svc, secretsSvc, err
+}
+
+// buildHandlers builds a's public handler (health, console, REST and GraphQL API) and its
+// admin handler (health with details, metrics, the synchronizer's plan, profiles).
+func (a *app) buildHandlers(ctx context.Context, svc *service.Service, authn httpapi.Authenticator, authz httpapi.Authorizer, registry *prometheus.Registry) error {
+	cfg, syncUnit := a.cfg, a.sync
 	admission := slots.Queue{Wait: cfg.Requests.AdmissionWait, WaitFlag: "--admission-wait", Metrics: slots.NewMetrics(registry)}
 	jobsQuery, err := graphapi.New(graphapi.Config{
 		DefaultResources: svc.Config().Resources.Default, Logger: cfg.Logger, MaxExecutionTimeout: cfg.Executions.MaxTimeout,
@@ -121,34 +146,25 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 		Webhook: authz, Admission: admission,
 	}, svc)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	syncUnit, err := newSynchronizer(cfg, db, cluster, registry)
-	if err != nil {
-		return nil, err
-	}
-	jobs, err := newJobIdentity(cfg, cluster, db)
-	if err != nil {
-		return nil, err
-	}
-	a = &app{cfg: cfg, db: db, sync: syncUnit, jobs: jobs, secrets: secretsSvc, migrated: make(chan struct{}), kubeProbe: newKubeProbe(cluster.Ping, 10*time.Second, registry)}
-	health := &health{db: db, migrated: a.migrated, kube: a.kubeProbe, sync: syncUnit.state, notify: syncUnit.notify, log: cfg.Logger}
+	health := &health{db: a.db, migrated: a.migrated, kube: a.kubeProbe, sync: syncUnit.state, notify: syncUnit.notify, log: cfg.Logger}
 	health.safety.syncer.Store(syncUnit.syncer)
 
 	logReads := httpapi.NewLogReadSlots(cfg.Requests.MaxConcurrentLogReads, cfg.Requests.MaxLogReadsPerCaller, admission)
-	console, err := consoleHandler(ctx, cfg, svc, db, logReads, authn, authz, syncUnit.syncer, secretsSvc)
+	console, err := consoleHandler(ctx, cfg, svc, a.db, logReads, authn, authz, syncUnit.syncer, a.secrets)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	api := httpapi.New(httpapi.Config{
-		JobsQuery: jobsQuery, Auth: authn, Webhook: authz, Jobs: jobs,
+		JobsQuery: jobsQuery, Auth: authn, Webhook: authz, Jobs: a.jobs,
 		Limits: cfg.Requests.Limits, LogReads: logReads,
-		Metrics: httpapi.NewMetrics(registry), Secrets: secretsSvc, Admission: admission,
+		Metrics: httpapi.NewMetrics(registry), Secrets: a.secrets, Admission: admission,
 	}, svc, cfg.Logger)
 	a.public = mux(publicRoutes(health, console, api))
 	a.admin = mux(adminRoutes(health, promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}),
 		syncPlanHandler(cfg.SyncMode, syncUnit.syncer), cfg.AdminProfiling))
-	return a, nil
+	return nil
 }
 
 // serve opens the listeners, runs the servers, the probe, the migrations and then the
