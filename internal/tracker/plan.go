@@ -137,28 +137,9 @@ func planExecution(v execView, l execLimits) execPlan {
 	p.Job = live
 	switch {
 	case row != nil && row.Status.Final():
-		if live == nil {
-			p.Forget = true
-			return p.then("final, and its Job is gone", execNone)
-		}
-		if o, _ := observe(live); live.DeletionTimestamp == nil && !ended(o) {
-			// Decided while still running (an image that never came): stop it. A Job whose
-			// pod succeeded is left to the Job controller to complete.
-			return p.then("final while its Job still runs", execStop)
-		}
-		return p.then("final, and its Job ended", execNone)
+		return p.final(live, observe)
 	case row != nil && row.CancelRequested:
-		if live == nil {
-			u := job.ExecutionUpdate{Status: job.ExecCancelled, Message: cmp.Or(row.CancelMessage, msgCancelled), EndTime: &now}
-			return p.lost(v.JobGone, u, "cancel requested and its Job is gone")
-		}
-		if o, _ := observe(live); ended(o) {
-			return p.outcome(live, o, "it ended before the cancel reached it")
-		}
-		if live.DeletionTimestamp == nil {
-			return p.then("cancel requested", execCancel)
-		}
-		return p.then("its Job is being deleted: the delete event brings it back", execNone)
+		return p.cancel(live, v.JobGone, observe)
 	case live == nil && row == nil:
 		return p.then("no row and no Job", execNone)
 	case live == nil && last == nil && slices.ContainsFunc(pods, ofJobNamed(p.ID)):
@@ -177,6 +158,38 @@ func planExecution(v execView, l execLimits) execPlan {
 		o, _ := observe(live)
 		return p.outcome(live, o, "its Job shows a status")
 	}
+}
+
+// final plans for an execution whose row is final: its Job live (nil: gone) is stopped
+// when it still runs, observe tells what a Job shows.
+func (p execPlan) final(live *batchv1.Job, observe func(*batchv1.Job) (kube.Observation, []*corev1.Pod)) execPlan {
+	if live == nil {
+		p.Forget = true
+		return p.then("final, and its Job is gone", execNone)
+	}
+	if o, _ := observe(live); live.DeletionTimestamp == nil && !ended(o) {
+		// Decided while still running (an image that never came): stop it. A Job whose
+		// pod succeeded is left to the Job controller to complete.
+		return p.then("final while its Job still runs", execStop)
+	}
+	return p.then("final, and its Job ended", execNone)
+}
+
+// cancel plans for an execution whose cancel was requested: its Job live (nil: gone,
+// jobGone what the apiserver said of it) is deleted unless it ended first.
+func (p execPlan) cancel(live *batchv1.Job, jobGone goneWord, observe func(*batchv1.Job) (kube.Observation, []*corev1.Pod)) execPlan {
+	if live == nil {
+		now := p.Now
+		u := job.ExecutionUpdate{Status: job.ExecCancelled, Message: cmp.Or(p.Row.CancelMessage, msgCancelled), EndTime: &now}
+		return p.lost(jobGone, u, "cancel requested and its Job is gone")
+	}
+	if o, _ := observe(live); ended(o) {
+		return p.outcome(live, o, "it ended before the cancel reached it")
+	}
+	if live.DeletionTimestamp == nil {
+		return p.then("cancel requested", execCancel)
+	}
+	return p.then("its Job is being deleted: the delete event brings it back", execNone)
 }
 
 // fromDeleted plans from the last state of the deleted Job last (o, what it shows; live
