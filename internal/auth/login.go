@@ -15,6 +15,9 @@ import (
 	"github.com/datajobs/datajobs/internal/job"
 )
 
+// DefaultScopes are LoginConfig.Scopes' default, which --ui-oidc-scopes uses too.
+func DefaultScopes() []string { return []string{oidc.ScopeOpenID} }
+
 // LoginConfig configures the sign-in of people through a browser (the web console): the
 // authorization-code flow with PKCE against one issuer.
 type LoginConfig struct {
@@ -59,7 +62,7 @@ func NewLogin(cfg LoginConfig, tokens *OIDC) (*Login, error) {
 		return nil, fmt.Errorf("console issuer %q is not among the trusted issuers (--oidc-issuer-url)", cfg.IssuerURL)
 	}
 	if len(cfg.Scopes) == 0 {
-		cfg.Scopes = []string{oidc.ScopeOpenID}
+		cfg.Scopes = DefaultScopes()
 	}
 	cfg.Audience = cmp.Or(cfg.Audience, tokens.cfg.Audience)
 	if cfg.HTTPClient == nil {

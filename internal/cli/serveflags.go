@@ -119,7 +119,7 @@ func registerUIFlags(f *pflag.FlagSet, cfg *server.Config) {
 	f.StringVar(&cfg.UI.OIDCClientID, "ui-oidc-client-id", "", "OAuth2 client of the web console at the issuer (auth mode oidc: the console is off without it)")
 	f.StringVar(&cfg.UI.OIDCClientSecret, "ui-oidc-client-secret", "", "secret of that client (empty: a public client; the flow uses PKCE either way)")
 	f.StringVar(&cfg.UI.OIDCIssuerURL, "ui-oidc-issuer-url", "", "issuer the console signs people in with (default: the first --oidc-issuer-url)")
-	f.StringSliceVar(&cfg.UI.OIDCScopes, "ui-oidc-scopes", []string{"openid"}, "scopes the console asks for at sign-in")
+	f.StringSliceVar(&cfg.UI.OIDCScopes, "ui-oidc-scopes", auth.DefaultScopes(), "scopes the console asks for at sign-in")
 	f.StringVar(&cfg.UI.PublicURL, "ui-public-url", "", "external base URL of the console, e.g. https://datajobs.example.com (required with --ui-oidc-client-id: the sign-in redirect is made from it, never from the request's Host)")
 	f.StringVar(&cfg.UI.SessionKey, "ui-session-key", "", "secret sealing the console's session cookies, the same on every replica (default: random per process; use the environment variable)")
 }
