@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/datajobs/datajobs/internal/httpapi"
 )
 
 type revisionBody struct {
@@ -263,4 +265,34 @@ func TestAuditLogRefusesUpdateAndDelete(t *testing.T) {
 	var n int
 	require.NoError(t, conn.QueryRow(t.Context(), `SELECT count(*) FROM audit_log WHERE actor <> 'nobody'`).Scan(&n))
 	require.Equal(t, 5, n, "newAuthEnv's five writes are all there, unchanged")
+}
+
+// Issue 41, M1: a write to a 64 KiB path reached the audit log whole (a 404 included),
+// 124 KiB a request; this failed on the code before (404 and a new audit row). Such a
+// path is refused before routing with 414 and a VDK error body, and leaves no audit row;
+// a routed path at the bound leaves a row of bounded size.
+func TestOverlongPathIsRefusedBeforeRoutingAndNotAudited(t *testing.T) {
+	t.Parallel()
+	e := newAuthEnv(t)
+	conn := e.storeConn(t)
+	count := func() (n int) {
+		require.NoError(t, conn.QueryRow(t.Context(), `SELECT count(*) FROM audit_log`).Scan(&n))
+		return n
+	}
+	before := count()
+	huge := strings.Repeat("a", 64<<10)
+	for _, method := range []string{"DELETE", "GET", "POST"} {
+		r := e.do(method, "/data-jobs/for-team/team-a/jobs/"+huge, "", bearer(e.tokA)...)
+		require.Equal(t, http.StatusRequestURITooLong, r.status, "%s: %.200s", method, r.body)
+		require.Contains(t, r.vdkError(t)["what"], "65568 bytes", method)
+	}
+	require.Equal(t, before, count(), "a refused path writes no audit row")
+
+	long := strings.Repeat("b", httpapi.MaxPathBytes-len("/data-jobs/for-team/team-a/jobs/"))
+	r := e.do("DELETE", "/data-jobs/for-team/team-a/jobs/"+long, "", bearer(e.tokA)...)
+	require.GreaterOrEqual(t, r.status, 400, "%.200s", r.body)
+	require.Equal(t, before+1, count(), "a routed write is audited")
+	var size int
+	require.NoError(t, conn.QueryRow(t.Context(), `SELECT octet_length(a::text) FROM audit_log a ORDER BY id DESC LIMIT 1`).Scan(&size))
+	require.Less(t, size, 2048, "the audit row's bytes are bounded")
 }

@@ -68,6 +68,10 @@ func (a *api) middleware(rt *router) http.Handler {
 		}()
 
 		deadlines(rec, a.cfg.RequestTimeout) // sources transfers extend theirs
+		if len(r.URL.EscapedPath()) > MaxPathBytes { // before routing: no handler, no audit row
+			writeErrorBody(rec, http.StatusRequestURITooLong, pathTooLong(len(r.URL.EscapedPath())))
+			return
+		}
 		caller, err := a.authenticate(r)
 		if err != nil {
 			if job.KindOf(err) == job.KindUnauthenticated {
@@ -90,6 +94,21 @@ func (a *api) middleware(rt *router) http.Handler {
 		}
 		mux.ServeHTTP(rec, r)
 	})
+}
+
+// MaxPathBytes is the longest request path (escaped) the API routes; a longer one is
+// refused with 414 before authentication and routing (issue 41, M1: a 64 KiB path reached
+// the audit log whole). The API's longest paths are under 300 bytes with VDK's name limits.
+const MaxPathBytes = 2048
+
+// pathTooLong is the body of the 414 of a path of n bytes.
+func pathTooLong(n int) *job.Error {
+	return &job.Error{
+		What:            fmt.Sprintf("The request's path is %d bytes long.", n),
+		Why:             fmt.Sprintf("The API serves no path longer than %d bytes.", MaxPathBytes),
+		Consequences:    "The request was not processed.",
+		Countermeasures: "Check the team, job and deployment names in the path.",
+	}
 }
 
 // unrouted answers a request no route matches with the router's status (404, or 405 with

@@ -71,7 +71,12 @@ func (s *Retention) runOnce(ctx context.Context, fence job.Fence) (Counts, error
 
 // cleaned logs what a retention statement of rows (executions, backfills) deleted.
 func (s *Retention) cleaned(ctx context.Context, rows string, n int) {
+	logCleaned(ctx, s.cfg.Logger, rows, n)
+}
+
+// logCleaned logs, on logger, what a retention deleted of rows, if anything.
+func logCleaned(ctx context.Context, logger *slog.Logger, rows string, n int) {
 	if n > 0 {
-		s.cfg.Logger.InfoContext(ctx, "retention_cleaned", "rows", rows, "deleted", n)
+		logger.InfoContext(ctx, "retention_cleaned", "rows", rows, "deleted", n)
 	}
 }

@@ -138,8 +138,10 @@ func (s *Store) RollbackDeployment(ctx context.Context, team, name string, n int
 	})
 }
 
-// RecordAudit appends e to its team's audit log.
+// RecordAudit appends e to its team's audit log, its path and names cut to the bounds of
+// an audit row (auditbound.go).
 func (s *Store) RecordAudit(ctx context.Context, e job.AuditEntry) error {
+	e = boundedAudit(e)
 	const q = `INSERT INTO audit_log (team, actor, op_id, method, route, path, job_name, status) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
 	if _, err := s.pool.Exec(ctx, q, e.Team, e.Actor, e.OpID, e.Method, e.Route, e.Path, e.JobName, e.Status); err != nil {
 		return writeError("record audit entry of team "+e.Team, err)
