@@ -13,6 +13,7 @@ import (
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/leader"
+	"github.com/datajobs/datajobs/internal/maintenance"
 	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/synchronizer"
 )
@@ -97,6 +98,9 @@ type Config struct {
 	Requests RequestLimits
 	// Executions configures how executions are tracked and kept.
 	Executions ExecutionsConfig
+	// AuditRetention bounds the audit log and the revisions kept (issue 41, M1; zero
+	// fields take maintenance's defaults; its Logger defaults to Logger).
+	AuditRetention maintenance.AuditRetentionConfig
 	// LeaseDuration is how long a leader holds the lease without renewing (default 10s).
 	LeaseDuration time.Duration
 	// ShutdownTimeout bounds graceful shutdown (default 20s).

@@ -50,6 +50,8 @@ func newTracker(cfg Config, db *store.Store, cluster *kube.Cluster, reg promethe
 		Logger:         cfg.Logger,
 		Metrics:        tracker.NewMetrics(reg),
 	}, db, cluster.Client)
+	audit := cfg.AuditRetention
+	audit.Logger = cmp.Or(audit.Logger, cfg.Logger)
 	services := append([]maintenance.Service{
 		maintenance.NewMissedRuns(maintenance.MissedRunsConfig{Jobs: execs, Logger: cfg.Logger}, db).Service(),
 		maintenance.NewLateness(maintenance.LatenessConfig{}, db).Service(),
@@ -57,6 +59,7 @@ func newTracker(cfg Config, db *store.Store, cluster *kube.Cluster, reg promethe
 		maintenance.NewRetention(maintenance.RetentionConfig{
 			Retention: job.Retention{KeptPerJob: cfg.Executions.KeptPerJob, MaxAge: cfg.Executions.MaxAge}, Logger: cfg.Logger,
 		}, db).Service(),
+		maintenance.NewAuditRetention(audit, db).Service(),
 	}, more...)
 	return execs, maintenance.New(maintenance.Config{Listener: db, Logger: cfg.Logger, Metrics: metrics}, services...)
 }
