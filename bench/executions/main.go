@@ -1,4 +1,4 @@
-// Command executions benchmarks the leader's execution stage against a real PostgreSQL,
+// Command executions benchmarks the leader's execution tracker against a real PostgreSQL,
 // kube-apiserver and kube-controller-manager (the environment of `datajobs dev --env-only`):
 //
 //   - start: -starts manual starts, one after the other, each on its own job: the time from
@@ -191,7 +191,7 @@ func setup(ctx context.Context, admin, kubeconfig string) (*env, func(), error) 
 	return e, be.Close, nil
 }
 
-// track runs the execution stage until the returned stop is called.
+// track runs the execution tracker until the returned stop is called.
 func (e *env) track() func() {
 	x := tracker.New(tracker.Config{
 		Namespace: e.NS, ResyncInterval: time.Hour, Logger: e.log, Metrics: e.metrics, Workers: e.workers,

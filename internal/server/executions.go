@@ -36,7 +36,7 @@ type ExecutionsConfig struct {
 	MaxTimeout time.Duration
 }
 
-// newTracker builds the leader's execution stage and its maintenance services (with
+// newTracker builds the leader's execution tracker and its maintenance services (with
 // more), wired together: a final status the tracker writes wakes the backfills, and its
 // cache of Jobs tells the missed runs a run the CronJob controller started.
 func newTracker(cfg Config, db *store.Store, cluster *kube.Cluster, reg prometheus.Registerer, metrics *maintenance.Metrics, more ...maintenance.Service) (*tracker.Tracker, *maintenance.Maintainer) {
@@ -69,7 +69,7 @@ func logReader(cfg Config, cluster *kube.Cluster) *kube.LogReader {
 	return kube.NewLogReader(cluster.Client, cfg.Namespace, kube.LogConfig{MaxBytes: cmp.Or(cfg.Executions.LogBytes, tracker.DefaultLogBytes) * 4})
 }
 
-// leaderStages runs the synchronizer and, when not nil, the execution stage and the
+// leaderStages runs the synchronizer and, when not nil, the execution tracker and the
 // leader's maintenance services, for one leadership term, and returns when all have
 // stopped (the first to return ends the term for all).
 func leaderStages(ctx context.Context, epoch int64, syncer *synchronizer.Synchronizer, execs *tracker.Tracker, maint *maintenance.Maintainer) error {

@@ -127,4 +127,3 @@ func (f *fixture) synced(name string) {
 }
 
 func ptr[T any](v T) *T { return &v }
-

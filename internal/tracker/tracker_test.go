@@ -29,7 +29,7 @@ import (
 // status itself.
 const holdLabel = "datajobs.test/hold"
 
-// execFixture runs the execution stage and the leader's maintenance services beside it
+// execFixture runs the execution tracker and the leader's maintenance services beside it
 // (without the CronJob synchronizer unless asked).
 type execFixture struct {
 	*fixture
@@ -40,7 +40,7 @@ type execFixture struct {
 func newExecFixture(t *testing.T) *execFixture {
 	t.Helper()
 	f := &execFixture{fixture: newFixture(t)}
-	// The execution stage runs alone here: in serve, the synchronizer's term has made the
+	// The execution tracker runs alone here: in serve, the synchronizer's term has made the
 	// job pods' ServiceAccount, without which the apiserver admits no pod of a Job.
 	_, err := kube.NewWriter(f.client, f.ns).EnsureJobServiceAccount(t.Context(), kube.DefaultJobServiceAccount, "test")
 	require.NoError(t, err)
@@ -50,13 +50,13 @@ func newExecFixture(t *testing.T) *execFixture {
 
 func (f *execFixture) startExecutions() { f.startExecutionsWith(tracker.Config{}) }
 
-// startExecutionsWith starts the execution stage with cfg, the fixture's settings where
+// startExecutionsWith starts the execution tracker with cfg, the fixture's settings where
 // cfg has none, and the leader's maintenance services beside it, as serve does.
 func (f *execFixture) startExecutionsWith(cfg tracker.Config) {
 	f.startStages(cfg, maintenance.RetentionConfig{})
 }
 
-// startStages starts the execution stage with cfg and the maintenance services, the
+// startStages starts the execution tracker with cfg and the maintenance services, the
 // retention with retention; the missed runs and lateness are checked every 300 ms.
 func (f *execFixture) startStages(cfg tracker.Config, retention maintenance.RetentionConfig) {
 	cfg.Namespace, cfg.ResyncInterval, cfg.StartTimeout = f.ns, time.Hour, time.Hour
