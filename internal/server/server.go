@@ -18,14 +18,10 @@ import (
 	"github.com/datajobs/datajobs/internal/httpapi"
 	"github.com/datajobs/datajobs/internal/jobidentity"
 	"github.com/datajobs/datajobs/internal/kube"
-	"github.com/datajobs/datajobs/internal/leader"
 	"github.com/datajobs/datajobs/internal/maintenance"
-	"github.com/datajobs/datajobs/internal/notify"
 	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/slots"
 	"github.com/datajobs/datajobs/internal/store"
-	"github.com/datajobs/datajobs/internal/synchronizer"
-	"github.com/datajobs/datajobs/internal/tracker"
 	"github.com/datajobs/datajobs/internal/vdkmetrics"
 )
 
@@ -171,31 +167,15 @@ func (a *app) buildHandlers(ctx context.Context, svc *service.Service, authn htt
 // synchronizer until ctx ends or a server fails, and shuts them down gracefully.
 func (a *app) serve(ctx context.Context, ready chan<- net.Addr) error {
 	cfg, log := a.cfg, a.cfg.Logger
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, adminLn, err := listen(cfg)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
-	}
-	adminLn, err := net.Listen("tcp", cfg.AdminListen)
-	if err != nil {
-		ln.Close()
-		return fmt.Errorf("listen on %s (admin): %w", cfg.AdminListen, err)
+		return err
 	}
 	// Requests run under their own context: a shutdown lets them finish, then cancels
 	// them when the grace period is over.
 	requests, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRequests()
-	srv := &http.Server{
-		Handler:           a.public,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       5 * time.Minute, // a 50 MiB sources upload over a slow link
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		BaseContext:       func(net.Listener) context.Context { return requests },
-	}
-	adminSrv := &http.Server{
-		Handler: a.admin, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, MaxHeaderBytes: 64 << 10,
-		BaseContext: func(net.Listener) context.Context { return requests },
-	}
+	srv, adminSrv := a.servers(requests)
 
 	// background ends when ctx does, or when a server fails.
 	background, stop := context.WithCancel(ctx)
@@ -209,24 +189,7 @@ func (a *app) serve(ctx context.Context, ready chan<- net.Addr) error {
 			}
 		})
 	}
-	wg.Go(func() { _ = maintenance.New(maintenance.Config{Logger: log}, a.kubeProbe.service()).Run(background, 0) })
-	wg.Go(func() { a.jobs.Run(background) })
-	// Migrations are retried until the database answers: the process stays up and
-	// reports itself not ready meanwhile, instead of crash-looping. The synchronizer
-	// starts once the schema is there.
-	wg.Go(func() {
-		if err := migrateWithRetry(background, a.db, cfg); err != nil {
-			return
-		}
-		// A database whose secrets this key file cannot open is refused, not served.
-		if err := a.secrets.CheckKeys(background); err != nil {
-			serveErr <- err
-			return
-		}
-		close(a.migrated)
-		wg.Go(func() { _ = a.sync.upkeep.Run(background, 0) })
-		a.sync.run(background)
-	})
+	a.runBackground(background, &wg, serveErr)
 	log.InfoContext(ctx, "serving", "address", ln.Addr().String(), "admin_address", adminLn.Addr().String(),
 		"namespace", cfg.Namespace, "sync_mode", string(cfg.SyncMode), "auth_mode", string(cfg.Auth.Mode))
 	if ready != nil {
@@ -242,7 +205,6 @@ func (a *app) serve(ctx context.Context, ready chan<- net.Addr) error {
 		log.ErrorContext(ctx, "http_server_failed", "error", err)
 	}
 	stop()
-
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancel()
 	if shutErr := errors.Join(srv.Shutdown(shutdownCtx), adminSrv.Shutdown(shutdownCtx)); shutErr != nil {
@@ -253,6 +215,65 @@ func (a *app) serve(ctx context.Context, ready chan<- net.Addr) error {
 	wg.Wait()
 	log.InfoContext(shutdownCtx, "stopped")
 	return err
+}
+
+// listen opens the API's and the admin listeners of cfg.
+func listen(cfg Config) (api, admin net.Listener, err error) {
+	api, err = net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	admin, err = net.Listen("tcp", cfg.AdminListen)
+	if err != nil {
+		api.Close()
+		return nil, nil, fmt.Errorf("listen on %s (admin): %w", cfg.AdminListen, err)
+	}
+	return api, admin, nil
+}
+
+// servers are the API's and the admin HTTP servers, whose requests run under requests.
+func (a *app) servers(requests context.Context) (api, admin *http.Server) {
+	base := func(net.Listener) context.Context { return requests }
+	api = &http.Server{
+		Handler:           a.public,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       5 * time.Minute, // a 50 MiB sources upload over a slow link
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		BaseContext:       base,
+	}
+	admin = &http.Server{
+		Handler: a.admin, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, MaxHeaderBytes: 64 << 10,
+		BaseContext: base,
+	}
+	return api, admin
+}
+
+// runBackground starts, in wg, what runs beside the servers until ctx ends: the
+// apiserver probe, the job tokens' verifier (its issuer and pod watch), and the
+// migrations, then the upkeep and the synchronizer. A failure that must stop the server
+// goes to serveErr.
+func (a *app) runBackground(ctx context.Context, wg *sync.WaitGroup, serveErr chan<- error) {
+	wg.Go(func() {
+		_ = maintenance.New(maintenance.Config{Logger: a.cfg.Logger}, a.kubeProbe.service()).Run(ctx, 0)
+	})
+	wg.Go(func() { a.jobs.Run(ctx) })
+	// Migrations are retried until the database answers: the process stays up and
+	// reports itself not ready meanwhile, instead of crash-looping. The synchronizer
+	// starts once the schema is there.
+	wg.Go(func() {
+		if err := migrateWithRetry(ctx, a.db, a.cfg); err != nil {
+			return
+		}
+		// A database whose secrets this key file cannot open is refused, not served.
+		if err := a.secrets.CheckKeys(ctx); err != nil {
+			serveErr <- err
+			return
+		}
+		close(a.migrated)
+		wg.Go(func() { _ = a.sync.upkeep.Run(ctx, 0) })
+		a.sync.run(ctx)
+	})
 }
 
 func migrateWithRetry(ctx context.Context, db *store.Store, cfg Config) error {
@@ -268,102 +289,4 @@ func migrateWithRetry(ctx context.Context, db *store.Store, cfg Config) error {
 			return ctx.Err()
 		}
 	}
-}
-
-// stepDownAfter is how long a leader keeps its term without reaching the apiserver: the
-// lease duration. A dry run holds no lease and never steps down.
-func stepDownAfter(cfg Config) time.Duration {
-	if cfg.SyncMode != SyncOn {
-		return 0
-	}
-	return cfg.LeaseDuration
-}
-
-// synchronizerUnit is what runs the synchronizer in this process.
-type synchronizerUnit struct {
-	// run runs it until ctx ends.
-	run func(ctx context.Context)
-	// syncer is the synchronizer, nil when the mode is off.
-	syncer *synchronizer.Synchronizer
-	// state is its part of the /healthz detail.
-	state func() syncState
-	// notify is the leader's notification dispatcher, nil unless the mode is on.
-	notify *notify.Dispatcher
-	// upkeep is the maintenance every replica runs, leader or not, in every mode: the
-	// change log's bound.
-	upkeep *maintenance.Maintainer
-}
-
-// newSynchronizer returns what runs the synchronizer in this process until ctx ends: under
-// the leader lease when it writes, on its own in dry-run mode (it writes nothing), or
-// nothing at all when the mode is off.
-func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg prometheus.Registerer) (synchronizerUnit, error) {
-	state := func() syncState { return syncState{Mode: cfg.SyncMode} }
-	maintMetrics := maintenance.NewMetrics(reg)
-	upkeep := maintenance.New(maintenance.Config{Logger: cfg.Logger, Metrics: maintMetrics},
-		maintenance.NewSyncChanges(maintenance.SyncChangesConfig{Retention: cfg.SyncChangeRetention}, db).Service())
-	if cfg.SyncMode == SyncOff {
-		return synchronizerUnit{run: func(context.Context) {}, state: state, upkeep: upkeep}, nil
-	}
-	builds, err := newBuildStage(cfg, db, reg)
-	if err != nil {
-		return synchronizerUnit{}, err
-	}
-	syncer, err := newSyncer(cfg, db, cluster, builds, reg)
-	if err != nil {
-		return synchronizerUnit{}, err
-	}
-	var (
-		execs      *tracker.Tracker
-		maint      *maintenance.Maintainer
-		dispatcher *notify.Dispatcher
-	)
-	if cfg.SyncMode == SyncOn {
-		if dispatcher, err = newDispatcher(cfg, db, reg); err != nil {
-			return synchronizerUnit{}, err
-		}
-		execs, maint = newTracker(cfg, db, cluster, reg, maintMetrics, maintenance.Dispatch(dispatcher))
-	}
-	run := func(ctx context.Context, epoch int64) {
-		b := backoff.New(time.Second, 30*time.Second)
-		for ctx.Err() == nil {
-			err := leaderStages(ctx, epoch, syncer, execs, maint)
-			if ctx.Err() != nil {
-				return
-			}
-			if errors.Is(err, synchronizer.ErrAPIServerUnreachable) || errors.Is(err, synchronizer.ErrConfigChanged) {
-				// End the term: another replica may reach the apiserver, or have the
-				// configuration the previous leader synced with.
-				cfg.Logger.WarnContext(ctx, "synchronizer_stepped_down", "error", err)
-				return
-			}
-			cfg.Logger.WarnContext(ctx, "synchronizer_stopped", "error", err, "restart_in", b.Next())
-			b.Wait(ctx)
-		}
-	}
-	if cfg.SyncMode == SyncDryRun {
-		return synchronizerUnit{run: func(ctx context.Context) { run(ctx, 0) }, syncer: syncer, state: state, upkeep: upkeep}, nil
-	}
-	metrics, err := leader.NewMetrics(reg)
-	if err != nil {
-		return synchronizerUnit{}, err
-	}
-	elector, err := leader.New(leader.Config{
-		Name:          store.SyncLeaseName,
-		LeaseDuration: cfg.LeaseDuration,
-		Logger:        cfg.Logger,
-		Metrics:       metrics,
-	}, db)
-	if err != nil {
-		return synchronizerUnit{}, err
-	}
-	return synchronizerUnit{
-		run: func(ctx context.Context) {
-			if err := elector.Run(ctx, run); err != nil {
-				cfg.Logger.WarnContext(ctx, "leader_release_failed", "error", err)
-			}
-		},
-		syncer: syncer, notify: dispatcher, upkeep: upkeep,
-		state: func() syncState { return syncState{Mode: cfg.SyncMode, Leader: elector.IsLeader()} },
-	}, nil
 }

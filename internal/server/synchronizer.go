@@ -2,14 +2,22 @@ package server
 
 import (
 	"context"
+	"errors"
+	"log/slog"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/datajobs/datajobs/internal/backoff"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
+	"github.com/datajobs/datajobs/internal/leader"
+	"github.com/datajobs/datajobs/internal/maintenance"
+	"github.com/datajobs/datajobs/internal/notify"
 	"github.com/datajobs/datajobs/internal/secrets"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/synchronizer"
+	"github.com/datajobs/datajobs/internal/tracker"
 )
 
 // openStore opens the main database pool of cfg (serve's and sync --once's), its metrics
@@ -59,4 +67,118 @@ func syncerConfig(cfg Config, builds synchronizer.BuildConfig, keys *secrets.Key
 		Logger:             cfg.Logger,
 		Metrics:            synchronizer.NewMetrics(reg),
 	}
+}
+
+// stepDownAfter is how long a leader keeps its term without reaching the apiserver: the
+// lease duration. A dry run holds no lease and never steps down.
+func stepDownAfter(cfg Config) time.Duration {
+	if cfg.SyncMode != SyncOn {
+		return 0
+	}
+	return cfg.LeaseDuration
+}
+
+// synchronizerUnit is what runs the synchronizer in this process.
+type synchronizerUnit struct {
+	// run runs it until ctx ends.
+	run func(ctx context.Context)
+	// syncer is the synchronizer, nil when the mode is off.
+	syncer *synchronizer.Synchronizer
+	// state is its part of the /healthz detail.
+	state func() syncState
+	// notify is the leader's notification dispatcher, nil unless the mode is on.
+	notify *notify.Dispatcher
+	// upkeep is the maintenance every replica runs, leader or not, in every mode: the
+	// change log's bound.
+	upkeep *maintenance.Maintainer
+}
+
+// newSynchronizer returns what runs the synchronizer in this process until ctx ends: under
+// the leader lease when it writes, on its own in dry-run mode (it writes nothing), or
+// nothing at all when the mode is off.
+func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg prometheus.Registerer) (synchronizerUnit, error) {
+	maintMetrics := maintenance.NewMetrics(reg)
+	u := synchronizerUnit{
+		run:   func(context.Context) {},
+		state: func() syncState { return syncState{Mode: cfg.SyncMode} },
+		upkeep: maintenance.New(maintenance.Config{Logger: cfg.Logger, Metrics: maintMetrics},
+			maintenance.NewSyncChanges(maintenance.SyncChangesConfig{Retention: cfg.SyncChangeRetention}, db).Service()),
+	}
+	if cfg.SyncMode == SyncOff {
+		return u, nil
+	}
+	builds, err := newBuildStage(cfg, db, reg)
+	if err != nil {
+		return synchronizerUnit{}, err
+	}
+	if u.syncer, err = newSyncer(cfg, db, cluster, builds, reg); err != nil {
+		return synchronizerUnit{}, err
+	}
+	var (
+		execs *tracker.Tracker
+		maint *maintenance.Maintainer
+	)
+	if cfg.SyncMode == SyncOn {
+		if u.notify, err = newDispatcher(cfg, db, reg); err != nil {
+			return synchronizerUnit{}, err
+		}
+		execs, maint = newTracker(cfg, db, cluster, reg, maintMetrics, maintenance.Dispatch(u.notify))
+	}
+	term := leaderTerm(cfg.Logger, u.syncer, execs, maint)
+	if cfg.SyncMode == SyncDryRun {
+		u.run = func(ctx context.Context) { term(ctx, 0) }
+		return u, nil
+	}
+	if err := u.elect(cfg, db, reg, term); err != nil {
+		return synchronizerUnit{}, err
+	}
+	return u, nil
+}
+
+// leaderTerm is the work of one leadership term: the synchronizer and, when not nil, the
+// tracker and the leader's maintenance services, started again after a failure until ctx
+// ends, or until a failure that ends the term.
+func leaderTerm(log *slog.Logger, syncer *synchronizer.Synchronizer, execs *tracker.Tracker, maint *maintenance.Maintainer) func(ctx context.Context, epoch int64) {
+	return func(ctx context.Context, epoch int64) {
+		b := backoff.New(time.Second, 30*time.Second)
+		for ctx.Err() == nil {
+			err := leaderStages(ctx, epoch, syncer, execs, maint)
+			if ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, synchronizer.ErrAPIServerUnreachable) || errors.Is(err, synchronizer.ErrConfigChanged) {
+				// End the term: another replica may reach the apiserver, or have the
+				// configuration the previous leader synced with.
+				log.WarnContext(ctx, "synchronizer_stepped_down", "error", err)
+				return
+			}
+			log.WarnContext(ctx, "synchronizer_stopped", "error", err, "restart_in", b.Next())
+			b.Wait(ctx)
+		}
+	}
+}
+
+// elect makes u run term under the synchronizer's leader lease, and say in its state
+// whether this replica leads.
+func (u *synchronizerUnit) elect(cfg Config, db *store.Store, reg prometheus.Registerer, term func(context.Context, int64)) error {
+	metrics, err := leader.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	elector, err := leader.New(leader.Config{
+		Name:          store.SyncLeaseName,
+		LeaseDuration: cfg.LeaseDuration,
+		Logger:        cfg.Logger,
+		Metrics:       metrics,
+	}, db)
+	if err != nil {
+		return err
+	}
+	u.run = func(ctx context.Context) {
+		if err := elector.Run(ctx, term); err != nil {
+			cfg.Logger.WarnContext(ctx, "leader_release_failed", "error", err)
+		}
+	}
+	u.state = func() syncState { return syncState{Mode: cfg.SyncMode, Leader: elector.IsLeader()} }
+	return nil
 }
