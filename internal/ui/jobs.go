@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/datajobs/datajobs/internal/auth"
 	"github.com/datajobs/datajobs/internal/job"
 )
 
@@ -168,10 +169,17 @@ func (c *Console) jobsList(w http.ResponseWriter, r *http.Request, s session) er
 	return nil
 }
 
+// listJobs reads a page of the jobs s may see: the teams auth.VisibleTeams leaves (the
+// webhook asked about each, as GraphQL does; issue 41, M2: the list showed the jobs of
+// teams the webhook denies).
 func (c *Console) listJobs(r *http.Request, s session, q listQuery) (listData, error) {
 	now := c.cfg.Now()
+	visible, err := auth.VisibleTeams(r.Context(), s.identity(), c.cfg.Webhook, c.svc.Teams)
+	if err != nil {
+		return listData{}, err
+	}
 	filter := job.ListFilter{
-		Visible: job.Visibility{AllTeams: s.Admin, Teams: s.Teams}, NameGlob: q.glob(), TeamGlob: q.Team,
+		Visible: visible, NameGlob: q.glob(), TeamGlob: q.Team,
 		Status: job.SyncStatus(q.Status), Deployment: job.DeploymentState(q.Deployment), LastExecutionStatus: q.LastStatus,
 	}
 	size := c.cfg.PageSize
@@ -186,8 +194,8 @@ func (c *Console) listJobs(r *http.Request, s session, q listQuery) (listData, e
 		Query: q, Total: page.Total, Pages: max(1, (page.Total+size-1)/size),
 		Statuses: job.ExecutionStatuses(), Sync: job.SyncStatuses(), Deployment: deploymentFilters, CSRF: s.CSRF,
 	}
-	if !s.Admin {
-		d.Teams = s.Teams
+	if !visible.AllTeams && !s.Admin {
+		d.Teams = visible.Teams
 	}
 	if len(page.Jobs) > 0 {
 		d.From, d.To = (q.Page-1)*size+1, (q.Page-1)*size+len(page.Jobs)

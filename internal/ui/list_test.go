@@ -1,13 +1,17 @@
 package ui_test
 
 import (
+	"context"
 	"net/http"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/datajobs/datajobs/internal/auth"
 	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/ui"
 )
 
 // TestJobsListFollowsAJobWhoseDeploymentChanges changes job-of-b's deployment (disabled,
@@ -62,3 +66,37 @@ func TestJobsListFollowsAJobWhoseDeploymentChanges(t *testing.T) {
 
 // jobLink is the link of a row of the jobs list to its job's page.
 var jobLink = regexp.MustCompile(`href="/ui/teams/[^/"]+/jobs/([^/"]+)"`)
+
+// denyTeam is an authorization webhook that denies every request about team.
+type denyTeam string
+
+func (d denyTeam) Authorize(_ context.Context, r auth.WebhookRequest) error {
+	if r.RequestedResourceTeam == string(d) || strings.Contains(r.RequestedHTTPPath, "/"+string(d)+"/") {
+		return job.Forbidden(r.RequesterUserID, string(d), "The webhook denies team "+string(d)+".")
+	}
+	return nil
+}
+
+// Issue 41, M2: the console's job list showed the jobs (names, versions, statuses) of a
+// team the authorization webhook denies, while that team's job page answered 403; this
+// failed on the code before (job-of-b and its version in the list). The list follows
+// auth.VisibleTeams, as GraphQL does: nothing of the denied team, for a member of it and
+// for an admin, in the page, its table fragment and its team filter.
+func TestJobsListShowsNothingOfATeamTheWebhookDenies(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true, func(c *ui.Config) { c.Webhook = denyTeam("team-b") })
+	for _, teams := range [][]string{{"team-a", "team-b"}, {"platform"}} {
+		b := e.browser(t)
+		page := e.provider.SignIn(t, b.client, e.url+"/ui/", "carol", teams...)
+		require.Contains(t, page, "job-of-a", "%v", teams)
+		fragment := b.get("/ui/?sort=status", "HX-Request", "true")
+		require.Equal(t, http.StatusOK, fragment.status, fragment.body)
+		for _, body := range []string{page, fragment.body, b.get("/ui/?team=team-b").body} {
+			require.NotContains(t, body, "job-of-b", "%v", teams)
+			require.NotContains(t, body, "v1-of-b", "%v", teams)
+			require.NotContains(t, body, "/ui/teams/team-b/", "%v", teams)
+			require.NotContains(t, body, "<option>team-b</option>", "%v", teams)
+		}
+		require.Equal(t, http.StatusForbidden, b.get("/ui/teams/team-b/jobs/job-of-b").status, "%v", teams)
+	}
+}

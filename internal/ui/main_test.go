@@ -39,7 +39,7 @@ type env struct {
 	provider *testenv.OIDCProvider // nil in auth mode none
 }
 
-func newEnv(t *testing.T, oidc bool) *env {
+func newEnv(t *testing.T, oidc bool, opts ...func(*ui.Config)) *env {
 	t.Helper()
 	dbURL := testenv.DatabaseURL(t)
 	st, err := store.Open(t.Context(), store.Config{URL: dbURL})
@@ -77,6 +77,9 @@ func newEnv(t *testing.T, oidc bool) *env {
 	require.NoError(t, err)
 	e.secrets = service.NewSecrets(st, keys, 0)
 	cfg.Secrets = e.secrets
+	for _, o := range opts {
+		o(&cfg)
+	}
 	e.console, err = ui.New(cfg, svc)
 	require.NoError(t, err)
 	mux.Handle(ui.Prefix, e.console)

@@ -41,6 +41,8 @@ const Prefix = "/ui/"
 // PostgreSQL). *service.Service implements it.
 type Service interface {
 	ListJobs(ctx context.Context, r job.ListRequest) (job.ListPage, error)
+	// Teams lists the teams that own jobs (asked only with a Webhook, for an admin).
+	Teams(ctx context.Context) ([]string, error)
 	GetJob(ctx context.Context, team, name string) (job.Job, error)
 	GetDeployment(ctx context.Context, team, name string) (service.DeploymentView, error)
 	PatchDeployment(ctx context.Context, team, name string, c job.DeploymentChange, user string) (job.Deployment, error)
