@@ -15,7 +15,7 @@ func registerNotificationFlags(f *pflag.FlagSet, cfg *server.Config) {
 	f.StringVar(&n.SMTPPasswordFile, "smtp-password-file", "", "file holding the SMTP password (replaces the URL's; keeps it out of the process listing)")
 	f.StringVar(&n.SMTPFrom, "smtp-from", "", "sender address of the notification mails (required with --smtp-url)")
 	f.DurationVar(&n.MaxAge, "notification-max-age", notify.MaxAgeDefault, "how long a notification is retried before it is marked failed")
-	f.IntVar(&n.RateLimit, "notification-rate-limit", notify.RateLimitMessagesDefault, "most e-mails per recipient per --notification-rate-window; more go as one digest (negative: no limit)")
+	f.IntVar(&n.RateLimit, "notification-rate-limit", notify.RateLimitMessagesDefault, "most e-mails per team and recipient per --notification-rate-window, and as many again for execution failures; more go as one digest (negative: no limit)")
 	f.DurationVar(&n.RateWindow, "notification-rate-window", notify.RateWindowDefault, "period of --notification-rate-limit")
 	f.DurationVar(&n.Retention, "notification-retention", notify.RetentionDefault, "how long delivered, failed, bounced and suppressed notifications are kept before the leader deletes them (negative: forever)")
 	f.DurationVar(&n.SuppressionPeriod, "notification-suppression-period", notify.SuppressForDefault, "how long a recipient whose mail server refused it for good (5xx to RCPT TO) is sent nothing (negative: until `datajobs notifications unsuppress`)")

@@ -69,6 +69,14 @@ type DeliveryOutcome struct {
 	At time.Time
 }
 
+// MessageSent is one message accepted by its transport, as the rate limit counts it.
+type MessageSent struct {
+	Team, Recipient string
+	// Failure: it told an execution's failure (failures have a budget of their own).
+	Failure bool
+	At      time.Time
+}
+
 // OutboxStats are the outbox's gauges.
 type OutboxStats struct {
 	// Pending is the number of deliveries not yet accepted, plus the events not yet

@@ -41,6 +41,10 @@ type Service struct {
 	Listen string
 	// RunOnce does one run under the term's fence.
 	RunOnce func(ctx context.Context, fence job.Fence) (Counts, error)
+	// Start, when not nil, starts the service's own workers for the term before its first
+	// run (the dispatcher's lanes, which its runs feed); the service's loop calls the
+	// wait it returns when the term ends, after ctx is done.
+	Start func(ctx context.Context, fence job.Fence) (wait func())
 }
 
 // Wake asks a service for a run soon; kicks while one is pending are one run.
@@ -110,6 +114,9 @@ func (m *Maintainer) loop(ctx context.Context, fence job.Fence, s Service) {
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	if s.Start != nil {
+		defer s.Start(ctx, fence)()
+	}
 	if s.Listen != "" {
 		wg.Go(func() {
 			controller.Listen(ctx, m.cfg.Listener, s.Listen, 500*time.Millisecond, m.cfg.Logger,

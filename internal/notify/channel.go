@@ -1,8 +1,16 @@
 // Package notify delivers the notifications outbox (docs/notifications.md): a dispatcher,
-// run by the synchronizer's leader, expands each event into one delivery per recipient,
-// hands each to its channel (e-mail, webhooks) with an idempotency key, retries failures
-// with exponential backoff up to a maximum age, stops at permanent refusals, and turns a
-// recipient's flood into a digest. Every write is fenced by the leader's term.
+// run by the leader's maintenance (internal/maintenance/dispatch.go), expands each event
+// into one delivery per recipient, hands each to its channel (e-mail, webhooks) with an
+// idempotency key, retries failures with exponential backoff up to a maximum age, stops
+// at permanent refusals, and turns a recipient's flood into a digest. Every write is
+// fenced by the leader's term.
+//
+// Sending is continuous, not a pass: Dispatcher.Start starts the term's lanes (lanes.go:
+// e-mail's workers apart from the webhooks', a share per team and one message in flight
+// per recipient, failures first), and the maintainer that called it waits for them when
+// the term ends. Each RunOnce, every Period, plans what is due and feeds the lanes
+// without waiting for a send; without Start (tests, a one-shot) RunOnce sends through
+// lanes of its own and returns when they are done.
 package notify
 
 import (

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -16,9 +17,9 @@ import (
 type Store interface {
 	UnexpandedEvents(ctx context.Context, limit int) ([]job.NotificationEvent, error)
 	ExpandEvents(ctx context.Context, fence job.Fence, now time.Time, ids []int64, targets []job.NotificationTarget) (bool, error)
-	DueDeliveries(ctx context.Context, now time.Time, limit int) ([]job.NotificationDelivery, error)
+	DueDeliveries(ctx context.Context, now time.Time, limit int, failureStatuses []string) ([]job.NotificationDelivery, error)
 	RecordDeliveries(ctx context.Context, fence job.Fence, outs []job.DeliveryOutcome) (int, error)
-	MessagesSent(ctx context.Context, channel string, recipients []string, since time.Time) (map[string][]time.Time, error)
+	MessagesSent(ctx context.Context, channel string, recipients []string, since time.Time, failureStatuses []string) ([]job.MessageSent, error)
 	OutboxStats(ctx context.Context) (job.OutboxStats, error)
 	SuppressRecipients(ctx context.Context, fence job.Fence, sups []job.Suppression) error
 	SuppressedRecipients(ctx context.Context, channel string, recipients []string, now time.Time) (map[string]job.Suppression, error)
@@ -41,9 +42,16 @@ type Config struct {
 	RetryBase, RetryMax time.Duration
 	// Interval is how often the outbox is read (default 1s).
 	Interval time.Duration
-	// Workers is the number of messages sent at once (default 8).
+	// Workers is the number of webhook messages sent at once (default 8).
 	Workers int
-	// RateLimit bounds the e-mails per recipient (RateLimit; Messages < 0: no limit).
+	// EmailWorkers is the number of e-mails sent at once, apart from the webhooks so
+	// that a slow receiver never holds a mail (default 4).
+	EmailWorkers int
+	// TeamShare is the most messages of one team in flight at once in each of the two
+	// (default 2): a team whose receivers hang holds that many workers, no more.
+	TeamShare int
+	// RateLimit bounds the e-mails per team and recipient, failures apart (RateLimit;
+	// Messages < 0: no limit).
 	RateLimit RateLimit
 	// ConsoleURL is the console's external base URL (--ui-public-url) the messages link
 	// to; empty: no link.
@@ -66,7 +74,8 @@ type Config struct {
 }
 
 // Dispatcher delivers the outbox while its leader term lasts: the leader's maintenance
-// runs it every Period (RunOnce).
+// starts its lanes for the term (Start) and runs RunOnce every Period, which plans what
+// is due and feeds the lanes without waiting for them.
 type Dispatcher struct {
 	cfg    Config
 	db     Store
@@ -74,6 +83,9 @@ type Dispatcher struct {
 
 	mu      sync.Mutex
 	failing map[string]string // channel → the last error, while its last attempt failed
+	term    *termLanes        // the lanes Start runs for a term, nil between terms
+
+	runMu sync.Mutex // one RunOnce at a time: it plans only groups its lanes do not hold
 
 	prunedAt time.Time // when the retention last ran (Pass's goroutine only)
 }
@@ -85,6 +97,8 @@ const (
 	RetryMaxDefault          = 10 * time.Minute
 	IntervalDefault          = time.Second
 	WorkersDefault           = 8
+	EmailWorkersDefault      = 4
+	TeamShareDefault         = 2
 	RateLimitMessagesDefault = 10
 	RateWindowDefault        = time.Hour
 	SuppressForDefault       = 7 * 24 * time.Hour
@@ -101,6 +115,8 @@ func New(cfg Config, db Store) *Dispatcher {
 	cfg.RetryMax = cmp.Or(cfg.RetryMax, RetryMaxDefault)
 	cfg.Interval = cmp.Or(cfg.Interval, IntervalDefault)
 	cfg.Workers = cmp.Or(cfg.Workers, WorkersDefault)
+	cfg.EmailWorkers = cmp.Or(cfg.EmailWorkers, EmailWorkersDefault)
+	cfg.TeamShare = cmp.Or(cfg.TeamShare, TeamShareDefault)
 	cfg.RateLimit.Messages = cmp.Or(cfg.RateLimit.Messages, RateLimitMessagesDefault)
 	cfg.RateLimit.Window = cmp.Or(cfg.RateLimit.Window, RateWindowDefault)
 	cfg.SuppressFor = cmp.Or(cfg.SuppressFor, SuppressForDefault)
@@ -130,17 +146,52 @@ func (d *Dispatcher) Failing() map[string]string {
 // Period is how often the leader's maintenance runs the dispatcher (Config.Interval).
 func (d *Dispatcher) Period() time.Duration { return d.cfg.Interval }
 
+// termLanes are the lanes of fence's term.
+type termLanes struct {
+	fence job.Fence
+	lanes *lanes
+}
+
+// Start starts the lanes that send fence's messages, fed by each RunOnce of the term,
+// until ctx ends; the returned wait returns once every worker has stopped (the
+// maintainer calls it when the term ends).
+func (d *Dispatcher) Start(ctx context.Context, fence job.Fence) (wait func()) {
+	l := d.newLanes()
+	d.mu.Lock()
+	d.term = &termLanes{fence: fence, lanes: l}
+	d.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.run(ctx, false, func(ctx context.Context, m message) { d.deliver(ctx, fence, m) })
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.term != nil && d.term.lanes == l {
+			d.term = nil
+		}
+	}()
+	return func() { <-done }
+}
+
+func (d *Dispatcher) newLanes() *lanes {
+	return newLanes(d.cfg.TeamShare, d.cfg.Workers, d.cfg.EmailWorkers)
+}
+
 // Pass expands new events, sends what is due and records the outcomes, once.
 func (d *Dispatcher) Pass(ctx context.Context, fence job.Fence) error {
 	_, err := d.RunOnce(ctx, fence)
 	return err
 }
 
-// RunOnce is one Pass as the leader's maintenance runs it, every Period of its term: it
-// returns how many events it expanded, messages it sent and deliveries it postponed. A
-// pass that fails is tried again at the next: the outbox keeps every event until it is
-// delivered.
+// RunOnce expands new events and plans the due deliveries into messages; it returns how
+// many events it expanded, messages it planned and deliveries it postponed. In a term
+// Start began it feeds the messages to the term's lanes and returns; otherwise (a test,
+// a one-shot) it sends them itself, through lanes of its own, and returns when they are
+// sent. A run that fails is tried again at the next: the outbox keeps every event until
+// it is delivered.
 func (d *Dispatcher) RunOnce(ctx context.Context, fence job.Fence) (map[string]int, error) {
+	d.runMu.Lock()
+	defer d.runMu.Unlock()
 	counts := map[string]int{"expanded": 0, "messages": 0, "postponed": 0}
 	// Expand every new event before sending (a burst of outcomes is sent in one pass,
 	// not one expansion batch a tick), up to expandRounds batches.
@@ -154,11 +205,14 @@ func (d *Dispatcher) RunOnce(ctx context.Context, fence job.Fence) (map[string]i
 			break
 		}
 	}
+	l, fed := d.lanesOf(fence)
+	busy := l.busyGroups() // before the read: what they hold may be recorded meanwhile
 	now := d.cfg.Now()
-	due, err := d.db.DueDeliveries(ctx, now, 1000)
+	due, err := d.db.DueDeliveries(ctx, now, dueBatch, failureStatuses())
 	if err != nil {
 		return counts, err
 	}
+	due = slices.DeleteFunc(due, func(dl job.NotificationDelivery) bool { return busy[groupOf(dl)] })
 	due, err = d.suppressed(ctx, fence, due, now)
 	if err != nil {
 		return counts, err
@@ -172,7 +226,10 @@ func (d *Dispatcher) RunOnce(ctx context.Context, fence job.Fence) (map[string]i
 	}
 	d.count(postponed, "postponed")
 	counts["postponed"] = len(postponed)
-	d.send(ctx, fence, msgs)
+	l.add(msgs)
+	if !fed {
+		l.run(ctx, true, func(ctx context.Context, m message) { d.deliver(ctx, fence, m) })
+	}
 	counts["messages"] = len(msgs)
 	if err := d.prune(ctx, fence); err != nil {
 		return counts, err
@@ -180,8 +237,20 @@ func (d *Dispatcher) RunOnce(ctx context.Context, fence job.Fence) (map[string]i
 	return counts, d.observe(ctx)
 }
 
-// expandBatch events are expanded per statement, at most expandRounds times a pass.
-const expandBatch, expandRounds = 500, 10
+// lanesOf returns the lanes of fence's term and true, or new lanes and false when Start
+// runs none for it.
+func (d *Dispatcher) lanesOf(fence job.Fence) (*lanes, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.term != nil && d.term.fence == fence {
+		return d.term.lanes, true
+	}
+	return d.newLanes(), false
+}
+
+// expandBatch events are expanded per statement, at most expandRounds times a pass;
+// dueBatch deliveries are read per pass.
+const expandBatch, expandRounds, dueBatch = 500, 10, 1000
 
 // expand writes the deliveries of the events not yet expanded: one per e-mail contact
 // (deduplicated, case-insensitively) and one per Targets recipient.
@@ -218,76 +287,6 @@ func (d *Dispatcher) expand(ctx context.Context, fence job.Fence) (int, error) {
 		return 0, err // a deposed term expands nothing: no second round
 	}
 	return len(events), nil
-}
-
-// plan groups the due deliveries into messages, per recipient, under the e-mail rate
-// limit, and returns the deliveries it postpones (with their next attempt time).
-func (d *Dispatcher) plan(ctx context.Context, due []job.NotificationDelivery, now time.Time) ([]message, []job.DeliveryOutcome, error) {
-	type key struct{ channel, recipient string }
-	var order []key
-	groups := map[key][]job.NotificationDelivery{}
-	var emails []string
-	for _, dl := range due {
-		k := key{dl.Channel, dl.Recipient}
-		if _, ok := groups[k]; !ok {
-			order = append(order, k)
-			if k.channel == ChannelEmail {
-				emails = append(emails, k.recipient)
-			}
-		}
-		groups[k] = append(groups[k], dl)
-	}
-	sent := map[string][]time.Time{}
-	if len(emails) > 0 && d.cfg.RateLimit.Messages >= 0 {
-		var err error
-		if sent, err = d.db.MessagesSent(ctx, ChannelEmail, emails, now.Add(-d.cfg.RateLimit.Window)); err != nil {
-			return nil, nil, err
-		}
-	}
-	var (
-		msgs      []message
-		postponed []job.DeliveryOutcome
-	)
-	for _, k := range order {
-		if k.channel != ChannelEmail || d.cfg.RateLimit.Messages < 0 {
-			for _, dl := range groups[k] {
-				msgs = append(msgs, message{channel: k.channel, recipient: k.recipient, deliveries: []job.NotificationDelivery{dl}})
-			}
-			continue
-		}
-		ms, until := planRecipient(k.channel, k.recipient, groups[k], sent[k.recipient], d.cfg.RateLimit)
-		msgs = append(msgs, ms...)
-		if !until.IsZero() {
-			for _, dl := range groups[k] {
-				postponed = append(postponed, job.DeliveryOutcome{
-					NotificationTarget: dl.NotificationTarget,
-					State:              job.DeliveryPending, Error: dl.LastError, NextAttemptAt: until, At: now,
-				})
-			}
-		}
-	}
-	return msgs, postponed, nil
-}
-
-// send delivers msgs, Workers at a time, and records each outcome as it comes.
-func (d *Dispatcher) send(ctx context.Context, fence job.Fence, msgs []message) {
-	work := make(chan message)
-	var wg sync.WaitGroup
-	for range min(d.cfg.Workers, len(msgs)) {
-		wg.Go(func() {
-			for m := range work {
-				d.deliver(ctx, fence, m)
-			}
-		})
-	}
-	for _, m := range msgs {
-		select {
-		case work <- m:
-		case <-ctx.Done():
-		}
-	}
-	close(work)
-	wg.Wait()
 }
 
 // deliver sends one message and records what became of its deliveries.

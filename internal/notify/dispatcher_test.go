@@ -80,10 +80,16 @@ func (f *fixture) pass() {
 // finish records a final status of a new run of the job, as the execution tracker does.
 func (f *fixture) finish(id string, status job.ExecutionStatus, message, logs string) {
 	f.t.Helper()
+	f.finishOf(f.job, id, status, message, logs)
+}
+
+// finishOf records a final status of a new run of j.
+func (f *fixture) finishOf(j job.Job, id string, status job.ExecutionStatus, message, logs string) {
+	f.t.Helper()
 	start := time.Now().Add(-time.Minute).UTC().Truncate(time.Second)
 	end := start.Add(42 * time.Second)
 	wrote, err := f.db.RecordExecutions(f.t.Context(), f.fence, []job.ExecutionUpdate{{
-		ID: id, JobName: f.job.Name, JobUID: f.job.UID, Type: job.ExecScheduled, OpID: id,
+		ID: id, JobName: j.Name, JobUID: j.UID, Type: job.ExecScheduled, OpID: id,
 		Status: status, Message: message, StartTime: &start, EndTime: &end, Log: &job.StoredLog{Logs: logs},
 	}})
 	require.NoError(f.t, err)

@@ -79,14 +79,21 @@ func scanDelivery(r pgx.CollectableRow) (job.NotificationDelivery, error) {
 }
 
 // DueDeliveries reads up to limit pending deliveries whose next attempt is at now or
-// before, the longest waiting first.
-func (s *Store) DueDeliveries(ctx context.Context, now time.Time, limit int) ([]job.NotificationDelivery, error) {
+// before, in turns: every team's first before any team's second, and within a team its
+// execution failures first (failureStatuses), then the longest waiting. One team's
+// backlog never hides another team's deliveries from the dispatcher.
+func (s *Store) DueDeliveries(ctx context.Context, now time.Time, limit int, failureStatuses []string) ([]job.NotificationDelivery, error) {
 	rows, _ := s.pool.Query(ctx, `SELECT `+deliveryColumns+` FROM notification_delivery d
 JOIN notification_event e ON e.id = d.event_id
-WHERE d.state = 'pending' AND d.next_attempt_at <= $1 ORDER BY d.next_attempt_at, d.event_id LIMIT $2`, now, limit)
+WHERE d.state = 'pending' AND d.next_attempt_at <= $1
+ORDER BY row_number() OVER (PARTITION BY e.team ORDER BY `+failureFirst+`, d.next_attempt_at, d.event_id),
+	`+failureFirst+`, d.next_attempt_at, d.event_id LIMIT $2`, now, limit, failureStatuses)
 	out, err := pgx.CollectRows(rows, scanDelivery)
 	return out, rowError(err, nil, "read due notification deliveries")
 }
+
+// failureFirst orders an execution's failure (a status in $3) before other events.
+const failureFirst = `(e.kind = '` + EventExecutionFinished + `' AND e.payload->>'status' = ANY($3::text[])) DESC`
 
 // RecordDeliveries records the outcomes of attempts (or postponements) in one
 // statement, while fence's term holds the lease, only over deliveries still pending. It
@@ -116,20 +123,19 @@ WHERE d.event_id = o.event_id AND d.channel = o.channel AND d.recipient = o.reci
 	return int(tag.RowsAffected()), nil
 }
 
-// MessagesSent reads, for each recipient of channel, when each message (a digest counts
-// once) sent to it since since was accepted, oldest first: the rate limit's window.
-func (s *Store) MessagesSent(ctx context.Context, channel string, recipients []string, since time.Time) (map[string][]time.Time, error) {
-	rows, _ := s.pool.Query(ctx, `SELECT recipient, min(delivered_at) AS at FROM notification_delivery
-WHERE channel = $1 AND recipient = ANY($2::text[]) AND delivered_at > $3
-GROUP BY recipient, message_id ORDER BY recipient, at`, channel, recipients, since)
-	out := map[string][]time.Time{}
-	var (
-		r  string
-		at time.Time
-	)
-	_, err := pgx.ForEachRow(rows, []any{&r, &at}, func() error {
-		out[r] = append(out[r], at)
-		return nil
+// MessagesSent reads, for each recipient of channel, the messages (a digest counts once)
+// sent to it since since: when each was accepted, for which team, and whether it told
+// an execution's failure (a status in failureStatuses), oldest first: the rate limit's
+// windows, one per team, recipient and kind of message.
+func (s *Store) MessagesSent(ctx context.Context, channel string, recipients []string, since time.Time, failureStatuses []string) ([]job.MessageSent, error) {
+	rows, _ := s.pool.Query(ctx, `SELECT e.team, d.recipient,
+	bool_and(e.kind = '`+EventExecutionFinished+`' AND e.payload->>'status' = ANY($4::text[])), min(d.delivered_at) AS at
+FROM notification_delivery d JOIN notification_event e ON e.id = d.event_id
+WHERE d.channel = $1 AND d.recipient = ANY($2::text[]) AND d.delivered_at > $3
+GROUP BY e.team, d.recipient, d.message_id ORDER BY at`, channel, recipients, since, failureStatuses)
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (job.MessageSent, error) {
+		var m job.MessageSent
+		return m, r.Scan(&m.Team, &m.Recipient, &m.Failure, &m.At)
 	})
 	return out, rowError(err, nil, "read messages sent")
 }
