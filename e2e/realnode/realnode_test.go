@@ -174,6 +174,25 @@ func TestCancelStopsTheRunningContainer(t *testing.T) {
 	require.Eventually(t, func() bool { return !running(s, id) }, time.Minute, 200*time.Millisecond, "the container was stopped: %s", s.podsOf(t, id))
 }
 
+// TestAJobDeletedByHandWhileRunningIsAPlatformError guards issue 48, item 5: someone (not
+// a cancel) deletes a running execution's Job; the garbage collector deletes its pod, the
+// kubelet stops the container (exit 143), and the tracker recorded that as the job's own
+// failure, user_error. A run killed by a delete is never the user's fault.
+func TestAJobDeletedByHandWhileRunningIsAPlatformError(t *testing.T) {
+	t.Parallel()
+	s := startService(t, t.TempDir())
+	const name = "rn-deleted"
+	s.deploy(t, name, map[string]string{"10_sleep.py": "import time\n\ndef run(job_input):\n    print('waiting to be deleted', flush=True)\n    time.sleep(600)\n"})
+	id := s.start(t, name)
+	s.waitStatus(t, name, id, 2*time.Minute, "running")
+	require.Eventually(t, func() bool { return running(s, id) }, time.Minute, 200*time.Millisecond, "the container runs")
+	background := metav1.DeletePropagationBackground
+	require.NoError(t, s.kube.BatchV1().Jobs(s.ns).Delete(s.ctx(), id, metav1.DeleteOptions{PropagationPolicy: &background}))
+	e := s.waitStatus(t, name, id, 2*time.Minute, "platform_error", "user_error", "succeeded", "cancelled")
+	require.Equal(t, "platform_error", e.Status, "a run whose Job was deleted by hand: %+v; pods: %s", e, s.podsOf(t, id))
+	assert.Contains(t, e.Message, "was deleted", "the message says why")
+}
+
 // running reports whether a container of the execution's pods runs.
 func running(s *service, id string) bool {
 	l, err := s.kube.CoreV1().Pods(s.ns).List(s.ctx(), metav1.ListOptions{LabelSelector: "job-name=" + id})

@@ -296,6 +296,10 @@ func failure(j *batchv1.Job, cond *batchv1.JobCondition, pods []*corev1.Pod, las
 	if t := mainTerminated(last); t != nil && t.Reason == "OOMKilled" {
 		return killed(t, last)
 	}
+	if t, ok := deletedWhileRunning(last); ok {
+		return job.ExecPlatformError, fmt.Sprintf("The Job %s or its pod was deleted while the execution ran (not by a cancel): "+
+			"its container was stopped with exit code %d.", j.Name, t.ExitCode)
+	}
 	if reason, ok := platformFailure(last); ok {
 		return job.ExecPlatformError, fmt.Sprintf("The execution's pod was stopped by the platform (%s). %d attempt(s) failed.", reason, j.Status.Failed)
 	}
@@ -323,6 +327,25 @@ func killed(t *corev1.ContainerStateTerminated, p *corev1.Pod) (job.ExecutionSta
 		}
 	}
 	return job.ExecUserError, "The execution ran out of memory: it was killed for exceeding its memory limit" + limit + ". Lower its memory use or raise its memory limit."
+}
+
+// deletedWhileRunning reports a pod whose main container was stopped, non-zero, once the
+// pod's delete had begun: the delete killed it (a delete of the pod, or of its Job, whose
+// pods the garbage collector deletes), not anything the job did. The tracker read such a
+// pod's exit 143 as the job's own failure (user_error) when someone deleted a running
+// execution's Job by hand. A cancel's delete is the tracker's to judge (cancelled), before
+// this. The delete began its grace period before the deletion timestamp; times are whole
+// seconds, so a container that stopped within a second before it counts as killed.
+func deletedWhileRunning(p *corev1.Pod) (*corev1.ContainerStateTerminated, bool) {
+	t := mainTerminated(p)
+	if p == nil || p.DeletionTimestamp == nil || t == nil || t.ExitCode == 0 {
+		return nil, false
+	}
+	began := p.DeletionTimestamp.Time
+	if g := p.DeletionGracePeriodSeconds; g != nil {
+		began = began.Add(-time.Duration(*g) * time.Second)
+	}
+	return t, !t.FinishedAt.Time.Before(began.Add(-time.Second))
 }
 
 // platformFailure reports a pod that failed because of the platform: evicted, its node

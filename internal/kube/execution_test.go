@@ -46,6 +46,15 @@ func pod(phase corev1.PodPhase, state corev1.ContainerState) *corev1.Pod {
 	}
 }
 
+// deleting marks p's delete as begun at deleteAt with a grace period of grace seconds (its
+// deletion timestamp is the end of the grace period); its container stopped at t0.
+func deleting(p *corev1.Pod, deleteAt time.Time, grace int64) *corev1.Pod {
+	p.DeletionTimestamp = &metav1.Time{Time: deleteAt.Add(time.Duration(grace) * time.Second)}
+	p.DeletionGracePeriodSeconds = &grace
+	p.Status.ContainerStatuses[0].State.Terminated.FinishedAt = metav1.Time{Time: t0}
+	return p
+}
+
 func terminated(code int32, reason, msg string) corev1.ContainerState {
 	return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, Message: msg}}
 }
@@ -100,6 +109,18 @@ func TestObserveExecutionGivesTheTrueOutcome(t *testing.T) {
 		{
 			"a non-zero exit without a message is the user's error", execJob(cond(batchv1.JobFailed, "BackoffLimitExceeded")),
 			[]*corev1.Pod{pod(corev1.PodFailed, terminated(3, "Error", ""))},
+			t0, job.ExecUserError, "The data job exited with code 3 (Error).",
+		},
+		{
+			// Issue 48, item 5: a running execution's Job deleted by hand (not a cancel); the
+			// kubelet stopped the container with SIGTERM. It was recorded as the user's error.
+			"a container stopped by its pod's delete is the platform's error, not the job's", execJob(cond(batchv1.JobFailed, "JobDeleted")),
+			[]*corev1.Pod{deleting(pod(corev1.PodFailed, terminated(143, "Error", "")), t0, 30)},
+			t0, job.ExecPlatformError, "The Job my-job-1 or its pod was deleted while the execution ran (not by a cancel): its container was stopped with exit code 143.",
+		},
+		{
+			"a container that failed before its pod's delete began is the job's own failure", execJob(cond(batchv1.JobFailed, "JobDeleted")),
+			[]*corev1.Pod{deleting(pod(corev1.PodFailed, terminated(3, "Error", "")), t0.Add(time.Minute), 30)},
 			t0, job.ExecUserError, "The data job exited with code 3 (Error).",
 		},
 		{

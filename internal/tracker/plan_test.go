@@ -85,6 +85,13 @@ func execPod(j *batchv1.Job, phase corev1.PodPhase, state corev1.ContainerState,
 	return p
 }
 
+// deletedPod marks p's delete as begun at planNow, with a 30 s grace period.
+func deletedPod(p *corev1.Pod) *corev1.Pod {
+	grace := int64(30)
+	p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &metav1.Time{Time: planNow.Add(30 * time.Second)}, &grace
+	return p
+}
+
 func runningState() corev1.ContainerState {
 	return corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(planNow)}}
 }
@@ -256,6 +263,14 @@ func TestPlanExecutionDecidesOneActionPerSituation(t *testing.T) {
 			execWorld{row: execRow(job.ExecRunning, created), last: stuck, gone: []*corev1.Pod{execPod(stuck, corev1.PodFailed, exitedState(3), planNow)}},
 			[]execAction{execRecordOutcome, execCollectLogs},
 			job.ExecUserError,
+		},
+		{
+			// Issue 48, item 5: recorded user_error since the deleted Job's failed pod was read
+			// as the job's own failure; a delete by anyone but a cancel is not the user's.
+			"a run whose Job someone deleted while it ran (its pod stopped, exit 143) is a platform error",
+			execWorld{row: execRow(job.ExecRunning, created), last: stuck, gone: []*corev1.Pod{deletedPod(execPod(stuck, corev1.PodFailed, exitedState(143), planNow))}},
+			[]execAction{execRecordOutcome, execCollectLogs},
+			job.ExecPlatformError,
 		},
 		{
 			"a cancelled run whose pod the cancel's delete killed (exit 137) is cancelled, not a failure of its own",
