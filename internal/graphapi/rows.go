@@ -16,7 +16,7 @@ import (
 // request over the budget is refused before it reads anything more, and the same request
 // on the same rows always gets the same answer.
 type rowBudget struct {
-	mu         sync.Mutex
+	mu           sync.Mutex
 	limit, taken int
 }
 

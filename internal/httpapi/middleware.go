@@ -67,7 +67,7 @@ func (a *api) middleware(rt *router) http.Handler {
 				slog.String("op_id", id))
 		}()
 
-		deadlines(rec, a.cfg.RequestTimeout) // sources transfers extend theirs
+		deadlines(rec, a.cfg.RequestTimeout)         // sources transfers extend theirs
 		if len(r.URL.EscapedPath()) > MaxPathBytes { // before routing: no handler, no audit row
 			writeErrorBody(rec, http.StatusRequestURITooLong, pathTooLong(len(r.URL.EscapedPath())))
 			return

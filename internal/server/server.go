@@ -52,10 +52,8 @@ type app struct {
 	admin     http.Handler
 	kubeProbe *kubeProbe
 	sync      synchronizerUnit
-	// upkeep is the maintenance every replica runs, leader or not (the change log's bound).
-	upkeep  *maintenance.Maintainer
-	jobs    *jobidentity.Verifier
-	secrets *service.Secrets
+	jobs      *jobidentity.Verifier
+	secrets   *service.Secrets
 	// migrated is closed once the schema is there (readiness waits for it).
 	migrated chan struct{}
 }
