@@ -11,8 +11,9 @@ import (
 // docs/notifications.md).
 func registerNotificationFlags(f *pflag.FlagSet, cfg *server.Config) {
 	n := &cfg.Notifications
-	f.StringVar(&n.SMTPURL, "smtp-url", "", "mail server of the notifications, smtp://[user[:password]@]host[:port] (STARTTLS when offered) or smtps://… (implicit TLS); empty: no e-mail is sent")
+	f.StringVar(&n.SMTPURL, "smtp-url", "", "mail server of the notifications, smtp://[user[:password]@]host[:port] (STARTTLS; plain text only on loopback or with --smtp-allow-plaintext) or smtps://… (implicit TLS); empty: no e-mail is sent")
 	f.StringVar(&n.SMTPPasswordFile, "smtp-password-file", "", "file holding the SMTP password (replaces the URL's; keeps it out of the process listing)")
+	f.BoolVar(&n.SMTPAllowPlaintext, "smtp-allow-plaintext", false, "send mail in plain text to an smtp:// server that offers no STARTTLS (off: refused, and retried, unless the server is on loopback)")
 	f.StringVar(&n.SMTPFrom, "smtp-from", "", "sender address of the notification mails (required with --smtp-url)")
 	f.DurationVar(&n.MaxAge, "notification-max-age", notify.MaxAgeDefault, "how long a notification is retried before it is marked failed")
 	f.IntVar(&n.RateLimit, "notification-rate-limit", notify.RateLimitMessagesDefault, "most e-mails per team and recipient per --notification-rate-window, and as many again for execution failures; more go as one digest (negative: no limit)")

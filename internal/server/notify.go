@@ -24,6 +24,9 @@ type NotificationsConfig struct {
 	SMTPPasswordFile string
 	// SMTPFrom is the sender address (required with SMTPURL).
 	SMTPFrom string
+	// SMTPAllowPlaintext sends mail in plain text to an smtp:// server that offers no
+	// STARTTLS (default false: refused unless the server is on loopback).
+	SMTPAllowPlaintext bool
 	// MaxAge is how long a delivery is retried before it is marked failed (default 24h).
 	MaxAge time.Duration
 	// RateLimit is the most e-mails per recipient per RateWindow (default 10; negative:
@@ -61,7 +64,7 @@ func newDispatcher(cfg Config, db *store.Store, reg prometheus.Registerer) (*not
 			}
 			password = strings.TrimRight(string(b), "\r\n")
 		}
-		sender, err := email.New(email.Config{URL: n.SMTPURL, Password: password, From: n.SMTPFrom})
+		sender, err := email.New(email.Config{URL: n.SMTPURL, Password: password, From: n.SMTPFrom, AllowPlaintext: n.SMTPAllowPlaintext})
 		if err != nil {
 			return nil, err
 		}

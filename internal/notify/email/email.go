@@ -1,6 +1,6 @@
 // Package email is the e-mail channel of the notifications (internal/notify): one SMTP
-// session per message, STARTTLS when the server offers it (implicit TLS with smtps://),
-// the event's idempotency key as the Message-ID.
+// session per message, STARTTLS (implicit TLS with smtps://; plain text only to a server
+// on loopback or when allowed), the event's idempotency key as the Message-ID.
 package email
 
 import (
@@ -25,8 +25,8 @@ import (
 
 // Config configures a Sender.
 type Config struct {
-	// URL is the SMTP server, smtp://[user[:password]@]host[:port] (port 25; STARTTLS
-	// when offered) or smtps://… (port 465, implicit TLS). Required.
+	// URL is the SMTP server, smtp://[user[:password]@]host[:port] (port 25; STARTTLS)
+	// or smtps://… (port 465, implicit TLS). Required.
 	URL string
 	// Password, when not empty, replaces the URL's password (read from a file, as the
 	// other secrets are, so it is in no process listing or environment).
@@ -37,6 +37,10 @@ type Config struct {
 	Timeout time.Duration
 	// TLS is the client's TLS configuration (default: the system's roots, the URL's host).
 	TLS *tls.Config
+	// AllowPlaintext sends over a connection without TLS when an smtp:// server does not
+	// offer STARTTLS (--smtp-allow-plaintext; default false: such a message is refused,
+	// and retried, unless the server is on loopback). Mails carry job output.
+	AllowPlaintext bool
 }
 
 // Sender delivers notifications by e-mail.
@@ -44,6 +48,7 @@ type Sender struct {
 	cfg            Config
 	implicitTLS    bool
 	addr, host     string
+	loopback       bool // the URL's host is this machine: plain text is allowed
 	user, password string
 	from           *mail.Address
 	domain         string
@@ -64,6 +69,7 @@ func New(cfg Config) (*Sender, error) {
 	}
 	port := cmp.Or(u.Port(), map[bool]string{true: "465", false: "25"}[s.implicitTLS])
 	s.addr = net.JoinHostPort(s.host, port)
+	s.loopback = isLoopback(s.host)
 	if u.User != nil {
 		s.user = u.User.Username()
 		s.password, _ = u.User.Password()
@@ -156,10 +162,8 @@ func (s *Sender) hello(c *smtp.Client) error {
 	if err := c.Hello(s.domain); err != nil {
 		return fmt.Errorf("smtp EHLO: %w", err)
 	}
-	if ok, _ := c.Extension("STARTTLS"); ok && !s.implicitTLS {
-		if err := c.StartTLS(s.cfg.TLS); err != nil {
-			return fmt.Errorf("smtp STARTTLS: %w", err)
-		}
+	if err := s.startTLS(c); err != nil {
+		return err
 	}
 	if s.user != "" {
 		// PlainAuth refuses to send the password over a connection without TLS to a
@@ -169,6 +173,34 @@ func (s *Sender) hello(c *smtp.Client) error {
 		}
 	}
 	return nil
+}
+
+// startTLS upgrades an smtp:// session to TLS, or refuses to go on without it (a server
+// that does not offer STARTTLS, or a man in the middle who removed it) unless the server
+// is on loopback or AllowPlaintext says so.
+func (s *Sender) startTLS(c *smtp.Client) error {
+	if s.implicitTLS {
+		return nil
+	}
+	if ok, _ := c.Extension("STARTTLS"); ok {
+		if err := c.StartTLS(s.cfg.TLS); err != nil {
+			return fmt.Errorf("smtp STARTTLS: %w", err)
+		}
+		return nil
+	}
+	if s.cfg.AllowPlaintext || s.loopback {
+		return nil
+	}
+	return fmt.Errorf("smtp %s offers no STARTTLS: not sending in plain text (--smtp-allow-plaintext allows it, smtps:// uses implicit TLS)", s.addr)
+}
+
+// isLoopback says whether host names this machine: localhost or a loopback address.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // message is the mail of d: plain text, quoted-printable (a log line may be longer than
