@@ -46,9 +46,9 @@ func TestAuditRetentionRunOnce(t *testing.T) {
 		db:   auditRetentionDB{audit: 7, revisions: 2}, asked: []job.Retention{audit, revisions},
 		counts: Counts{"audit": 7, "revisions": 2},
 	}, {
-		name: "the bounds given are the bounds used",
-		cfg:  AuditRetentionConfig{AuditKeptPerTeam: 5, AuditMaxAge: time.Hour, RevisionsKeptPerJob: 3, RevisionsMaxAge: time.Minute, Batch: 10},
-		asked: []job.Retention{{KeptPerJob: 5, MaxAge: time.Hour, Batch: 10}, {KeptPerJob: 3, MaxAge: time.Minute, Batch: 10}},
+		name:   "the bounds given are the bounds used",
+		cfg:    AuditRetentionConfig{AuditKeptPerTeam: 5, AuditMaxAge: time.Hour, RevisionsKeptPerJob: 3, RevisionsMaxAge: time.Minute, Batch: 10},
+		asked:  []job.Retention{{KeptPerJob: 5, MaxAge: time.Hour, Batch: 10}, {KeptPerJob: 3, MaxAge: time.Minute, Batch: 10}},
 		counts: Counts{"audit": 0, "revisions": 0},
 	}, {
 		name: "an audit cut that fails leaves the revisions' cut to run, and is the run's error",
