@@ -10,31 +10,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/leader"
 )
 
-// result is what a reconcile wants next for its job name.
-type result struct {
-	// requeueAfter plans the name again after that long (0: not until something changes:
-	// a NOTIFY, an informer event, the next resync).
-	requeueAfter time.Duration
-	// retry plans the name again with the per-name backoff, as after an error.
-	retry bool
-	// terminal is a hold or a conflict: nothing but a change of the desired state or of
-	// the CronJob can help, so the name is not retried.
-	terminal bool
-	// handedOver says the applied CronJob's row went to the term's recorder, which
-	// finishes the name (term.finish) once the row is written.
-	handedOver bool
-}
-
 // execute carries out a decided plan (decide.go): the Kubernetes write first, then the
 // database record of it, conditioned on the generation the plan was made for. In dry-run
 // mode it only logs. An error is retried with backoff; a result without one says whether
 // and when to look again.
-func (t *term) execute(ctx context.Context, p Plan) (result, error) {
+func (t *term) execute(ctx context.Context, p Plan) (controller.Result, error) {
 	s := t.s
 	log := s.log.With("job", p.Name, "action", string(p.Action), "op_id", opID())
 	if p.State.Job != nil {
@@ -45,31 +31,31 @@ func (t *term) execute(ctx context.Context, p Plan) (result, error) {
 	case ActionUnchanged:
 		s.rememberUnchanged(p)
 		s.metrics.reconciled(string(p.Action), nil)
-		return result{}, nil
+		return controller.Result{}, nil
 	case ActionHold:
 		s.metrics.reconciled(string(p.Action), nil)
-		return result{terminal: true}, nil
+		return controller.Result{Terminal: true}, nil
 	case ActionKeep, ActionRefuse:
 		// The pass that refused the prune or the restore logged it; the next pass decides again.
 		s.metrics.reconciled(string(p.Action), nil)
-		return result{terminal: true}, nil
+		return controller.Result{Terminal: true}, nil
 	case ActionWait:
 		// The informer's delete event brings the name back; the requeue is for a missed one.
 		s.metrics.reconciled(string(p.Action), nil)
-		return result{requeueAfter: s.cfg.RetryMax}, nil
+		return controller.Result{RequeueAfter: s.cfg.RetryMax}, nil
 	}
 	if s.cfg.DryRun {
 		log.InfoContext(ctx, "sync_planned", "reason", p.Reason)
 		s.metrics.reconciled(string(p.Action), nil)
-		return result{terminal: p.Action == ActionConflict}, nil
+		return controller.Result{Terminal: p.Action == ActionConflict}, nil
 	}
 	start := time.Now()
-	finish := func(res result, err error) (result, error) {
+	finish := func(res controller.Result, err error) (controller.Result, error) {
 		s.metrics.reconciled(string(p.Action), err)
 		switch {
 		case err != nil:
 			log.WarnContext(ctx, "sync_failed", "reason", p.Reason, "error", err)
-		case res.retry:
+		case res.Retry:
 			log.InfoContext(ctx, "sync_replan", "reason", p.Reason)
 		default:
 			log.InfoContext(ctx, "synced", "reason", p.Reason, "duration", time.Since(start))
@@ -108,7 +94,7 @@ func (t *term) resolve(ctx context.Context, p Plan) (Plan, error) {
 // apiserver refused it (a resourceVersion or UID precondition, or a name taken
 // meanwhile), or the desired state changed before it could be recorded. The name is
 // planned again once the cache has caught up.
-func (t *term) replan() result { return result{retry: true} }
+func (t *term) replan() controller.Result { return controller.Result{Retry: true} }
 
 // stale reports whether the apiserver refused a write because the caller's view of the
 // CronJob is out of date.
@@ -117,8 +103,8 @@ func stale(err error) bool { return apierrors.IsConflict(err) || apierrors.IsAlr
 // apply makes the CronJob match the rendering and records it, or records why it could not.
 // finish logs and counts the outcome; apply calls it with the outcome, now or (when the
 // row is handed over to the term's recorder) once the row is written, and then returns
-// result{handedOver: true}.
-func (t *term) apply(ctx context.Context, p Plan, finish func(result, error) (result, error)) (result, error) {
+// controller.Result{HandedOver: true}.
+func (t *term) apply(ctx context.Context, p Plan, finish func(controller.Result, error) (controller.Result, error)) (controller.Result, error) {
 	s := t.s
 	j, d := p.State.Job, p.State.Desired
 	applied := p.Live
@@ -142,7 +128,7 @@ func (t *term) apply(ctx context.Context, p Plan, finish func(result, error) (re
 	}
 	if errors.Is(err, leader.ErrTermOver) {
 		// Not the job's failure, and no longer ours to record: the next leader plans it.
-		return finish(result{}, fmt.Errorf("%s cronjob %s: %w", p.Action, p.Name, err))
+		return finish(controller.Result{}, fmt.Errorf("%s cronjob %s: %w", p.Action, p.Name, err))
 	}
 	if err != nil {
 		return finish(t.failed(ctx, p, err))
@@ -162,9 +148,9 @@ func (t *term) apply(ctx context.Context, p Plan, finish func(result, error) (re
 		DeployedBy: d.DeployedBy, DeployedDate: appliedAt(p, applied, s.cfg.Now),
 		CronJobGeneration: applied.Generation, CronJobUID: string(applied.UID),
 	}
-	recorded := func(wrote bool, err error) (result, error) {
+	recorded := func(wrote bool, err error) (controller.Result, error) {
 		if err != nil {
-			return result{}, fmt.Errorf("record applied cronjob %s: %w", p.Name, err)
+			return controller.Result{}, fmt.Errorf("record applied cronjob %s: %w", p.Name, err)
 		}
 		if !wrote {
 			// The desired state moved on (or the term ended) while applying: plan again.
@@ -172,7 +158,7 @@ func (t *term) apply(ctx context.Context, p Plan, finish func(result, error) (re
 			return t.replan(), nil
 		}
 		s.remember(p.Name, &verified{uid: j.UID, generation: j.Generation, teamOAuth: j.TeamOAuth, resourceVersion: applied.ResourceVersion})
-		return result{}, nil
+		return controller.Result{}, nil
 	}
 	if t.records == nil { // a single pass (RunOnce): write it now
 		wrote, err := s.db.RecordAppliedAll(ctx, t.fence, []job.ActualDeployment{a})
@@ -182,7 +168,7 @@ func (t *term) apply(ctx context.Context, p Plan, finish func(result, error) (re
 		res, err := finish(recorded(wrote, err))
 		t.finish(ctx, p.Name, res, err)
 	})
-	return result{handedOver: true}, nil
+	return controller.Result{HandedOver: true}, nil
 }
 
 // write makes p's CronJob match its rendering. A create (p.Live nil) only creates: the
@@ -212,32 +198,32 @@ func written(cj *batchv1.CronJob, err error) *batchv1.CronJob {
 }
 
 // failed records why Kubernetes refused or failed a write, as the user will read it.
-func (t *term) failed(ctx context.Context, p Plan, err error) (result, error) {
+func (t *term) failed(ctx context.Context, p Plan, err error) (controller.Result, error) {
 	j := p.State.Job
 	status := job.StatusPlatformError
 	if kube.IsUserError(err) {
 		status = job.StatusUserError
 	}
 	if _, recErr := t.s.db.RecordUnappliedStatus(ctx, t.fence, j.Name, j.UID, j.Generation, status, failureMessage(p, err)); recErr != nil {
-		return result{}, fmt.Errorf("%s cronjob %s: %w (and recording the failure: %w)", p.Action, p.Name, err, recErr)
+		return controller.Result{}, fmt.Errorf("%s cronjob %s: %w (and recording the failure: %w)", p.Action, p.Name, err, recErr)
 	}
 	if status == job.StatusUserError {
 		// Not retried until the desired state changes: the next NOTIFY brings it back.
-		return result{terminal: true}, nil
+		return controller.Result{Terminal: true}, nil
 	}
-	return result{}, fmt.Errorf("%s cronjob %s: %w", p.Action, p.Name, err)
+	return controller.Result{}, fmt.Errorf("%s cronjob %s: %w", p.Action, p.Name, err)
 }
 
 // delete removes the CronJob (if any), confirms with the apiserver that it is gone, and
 // only then forgets the actual deployment.
-func (t *term) delete(ctx context.Context, p Plan) (result, error) {
+func (t *term) delete(ctx context.Context, p Plan) (controller.Result, error) {
 	s := t.s
 	if p.Live != nil {
 		if err := s.applier.Delete(ctx, p.Live); err != nil {
 			if stale(err) {
 				return t.replan(), nil // changed, or another incarnation took the name meanwhile
 			}
-			return result{}, fmt.Errorf("delete cronjob %s: %w", p.Name, err)
+			return controller.Result{}, fmt.Errorf("delete cronjob %s: %w", p.Name, err)
 		}
 		if p.Action == ActionOrphan {
 			s.metrics.orphansRemoved.Inc()
@@ -246,7 +232,7 @@ func (t *term) delete(ctx context.Context, p Plan) (result, error) {
 	for _, uid := range forgettable(p.State) {
 		gone, err := s.applier.Gone(ctx, p.Name, uid)
 		if err != nil {
-			return result{}, fmt.Errorf("confirm cronjob %s is gone: %w", p.Name, err)
+			return controller.Result{}, fmt.Errorf("confirm cronjob %s is gone: %w", p.Name, err)
 		}
 		switch {
 		case !gone && p.Live == nil:
@@ -256,14 +242,14 @@ func (t *term) delete(ctx context.Context, p Plan) (result, error) {
 		case !gone:
 			// Still being deleted (the garbage collector orphans its Jobs first): its delete
 			// event brings the name back.
-			return result{requeueAfter: s.cfg.RetryMax}, nil
+			return controller.Result{RequeueAfter: s.cfg.RetryMax}, nil
 		}
 		if _, err := s.db.DeleteActual(ctx, t.fence, p.Name, uid); err != nil {
-			return result{}, err
+			return controller.Result{}, err
 		}
 	}
 	s.remember(p.Name, nil)
-	return result{}, nil
+	return controller.Result{}, nil
 }
 
 // forgettable lists the job incarnations of a name whose CronJob the database remembers
@@ -314,7 +300,7 @@ func appliedAt(p Plan, applied *batchv1.CronJob, now func() time.Time) time.Time
 
 // conflict records that a CronJob datajobs does not manage holds the job's name. It is not
 // retried: an informer event on that CronJob (deleted, or relabelled) brings the job back.
-func (t *term) conflict(ctx context.Context, p Plan) (result, error) {
+func (t *term) conflict(ctx context.Context, p Plan) (controller.Result, error) {
 	j := p.State.Job
 	msg := fmt.Sprintf("a CronJob named %s exists in namespace %s and is not managed by datajobs; it is left alone", p.Name, t.s.cfg.Render.Namespace)
 	if id := p.Live.Labels[kube.LabelInstallation]; managed(p.Live) && id != "" {
@@ -325,7 +311,7 @@ func (t *term) conflict(ctx context.Context, p Plan) (result, error) {
 			p.Name, t.s.cfg.Render.Namespace)
 	}
 	if _, err := t.s.db.RecordUnappliedStatus(ctx, t.fence, j.Name, j.UID, j.Generation, job.StatusPlatformError, msg); err != nil {
-		return result{}, err
+		return controller.Result{}, err
 	}
-	return result{terminal: true}, nil
+	return controller.Result{Terminal: true}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
 )
 
@@ -28,20 +29,20 @@ func known(p Plan) bool {
 // intend records the intent of the plan's write unless the database knows of it already,
 // and reports whether the write may go ahead; if not, res and err are the outcome: the
 // job was deleted or changed since the plan read it, and the name is planned again.
-func (t *term) intend(ctx context.Context, p Plan) (res result, ok bool, err error) {
+func (t *term) intend(ctx context.Context, p Plan) (res controller.Result, ok bool, err error) {
 	if known(p) {
-		return result{}, true, nil
+		return controller.Result{}, true, nil
 	}
 	j := p.State.Job
 	wrote, err := t.s.db.RecordIntents(ctx, t.fence, []job.Intent{{JobName: j.Name, JobUID: j.UID, Generation: j.Generation}})
 	switch {
 	case err != nil:
-		return result{}, false, fmt.Errorf("record the intent to %s cronjob %s: %w", p.Action, p.Name, err)
+		return controller.Result{}, false, fmt.Errorf("record the intent to %s cronjob %s: %w", p.Action, p.Name, err)
 	case !wrote[0]:
 		t.s.remember(p.Name, nil)
 		return t.replan(), false, nil
 	}
-	return result{}, true, nil
+	return controller.Result{}, true, nil
 }
 
 // intendCreates records, in one statement, the intents of the creates a full pass

@@ -2,8 +2,6 @@ package synchronizer
 
 import (
 	"context"
-	"log/slog"
-	"time"
 
 	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/store"
@@ -25,22 +23,4 @@ func (t *term) listen(ctx context.Context) {
 		t.notify(name)
 		t.queue.Add(name)
 	})
-}
-
-// listenLoop is controller.Listen, as teamsecret.go calls it.
-func listenLoop(ctx context.Context, db controller.Listener, channel string, base time.Duration, log *slog.Logger,
-	connected func(first bool), notify func(payload string),
-) {
-	controller.Listen(ctx, db, channel, base, log, connected, notify)
-}
-
-// loop is what the CronJob controller's result asks of the shared loop.
-func (r result) loop() controller.Result {
-	return controller.Result{RequeueAfter: r.requeueAfter, Retry: r.retry, Terminal: r.terminal, HandedOver: r.handedOver}
-}
-
-// reconcileKey is the term's reconcile as the shared loop calls it.
-func (t *term) reconcileKey(ctx context.Context, key string) (controller.Result, error) {
-	res, err := t.reconcile(ctx, key)
-	return res.loop(), err
 }

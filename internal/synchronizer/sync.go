@@ -254,7 +254,7 @@ func (s *Synchronizer) Run(ctx context.Context, epoch int64) error {
 	t.records = newRecorder(s.db, t.fence, s.cfg.RecordBatch)
 	wg.Go(func() { t.records.run(ctx) })
 	var workers sync.WaitGroup
-	workers.Go(func() { controller.Run(ctx, t.queue, s.cfg.Workers, t.reconcileKey) })
+	workers.Go(func() { controller.Run(ctx, t.queue, s.cfg.Workers, t.reconcile) })
 	defer func() {
 		// The recorder stops after the last worker, which may have handed it a row.
 		t.queue.ShutDown()
@@ -380,35 +380,35 @@ func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(
 
 // finish ends the reconcile of a name handed over to the term's recorder, once its row
 // is written (controller.Queue.Finish).
-func (t *term) finish(ctx context.Context, name string, res result, err error) {
-	t.queue.Finish(ctx, name, res.loop(), err)
+func (t *term) finish(ctx context.Context, name string, res controller.Result, err error) {
+	t.queue.Finish(ctx, name, res, err)
 }
 
 // resyncKey is a queue item that asks for a full pass; it cannot be a job name.
 const resyncKey = "#resync"
 
 // reconcile handles one queue item: a job name, or a full pass.
-func (t *term) reconcile(ctx context.Context, name string) (result, error) {
+func (t *term) reconcile(ctx context.Context, name string) (controller.Result, error) {
 	switch name {
 	case resyncKey:
 		_, err := t.pass(ctx)
-		return result{}, err
+		return controller.Result{}, err
 	case teamSecretsKey:
 		return t.reconcileTeamSecrets(ctx)
 	}
 	p, ok, err := t.prefetchedPlan(name)
 	if err != nil {
-		return result{}, err
+		return controller.Result{}, err
 	}
 	if !ok {
 		st, live, err := t.load(ctx, name)
 		if err != nil {
-			return result{}, err
+			return controller.Result{}, err
 		}
 		p = plan(t.prepare(st), live, t.render, t.s.memo(name))
 	}
 	if p, err = t.resolve(ctx, p); err != nil {
-		return result{}, err
+		return controller.Result{}, err
 	}
 	p = decide(p, t.verdicts())
 	if p.Resync {

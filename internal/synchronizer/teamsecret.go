@@ -17,6 +17,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/secrets"
 	"github.com/datajobs/datajobs/internal/store"
@@ -91,37 +92,37 @@ func (t *term) listenTeamOAuth(ctx context.Context) {
 		t.queue.Add(teamSecretsKey)
 		t.queue.Add(resyncKey)
 	}
-	listenLoop(ctx, t.s.db, store.TeamOAuthChannel, t.s.cfg.RetryBase, t.s.log, func(bool) { again() }, func(string) { again() })
+	controller.Listen(ctx, t.s.db, store.TeamOAuthChannel, t.s.cfg.RetryBase, t.s.log, func(bool) { again() }, func(string) { again() })
 }
 
 // reconcileTeamSecrets plans every team's Secret and does each plan.
-func (t *term) reconcileTeamSecrets(ctx context.Context) (result, error) {
+func (t *term) reconcileTeamSecrets(ctx context.Context) (controller.Result, error) {
 	res, _, err := t.syncTeamSecrets(ctx)
 	return res, err
 }
 
 // syncTeamSecrets plans every team's Secret, does each plan, and returns what it did.
-func (t *term) syncTeamSecrets(ctx context.Context) (result, []TeamSecretPlan, error) {
+func (t *term) syncTeamSecrets(ctx context.Context) (controller.Result, []TeamSecretPlan, error) {
 	if t.teams == nil {
-		return result{}, nil, nil
+		return controller.Result{}, nil, nil
 	}
 	if !t.teams.synced() {
-		return result{requeueAfter: time.Second}, nil, nil
+		return controller.Result{RequeueAfter: time.Second}, nil, nil
 	}
 	want, err := t.wantedTeamSecrets(ctx)
 	if err != nil {
-		return result{}, nil, err
+		return controller.Result{}, nil, err
 	}
 	lives, err := t.teams.lister.List(labels.Everything())
 	if err != nil {
-		return result{}, nil, fmt.Errorf("list team oauth secrets from cache: %w", err)
+		return controller.Result{}, nil, fmt.Errorf("list team oauth secrets from cache: %w", err)
 	}
 	var errs []error
 	var done []TeamSecretPlan
-	res := result{}
+	res := controller.Result{}
 	for _, p := range planTeamSecrets(want, lives, t.render.Installation, t.refersToTeamOAuth) {
 		if p.again {
-			res.requeueAfter = 2 * time.Second
+			res.RequeueAfter = 2 * time.Second
 		}
 		err := t.executeTeamSecret(ctx, p)
 		errs = append(errs, err)
