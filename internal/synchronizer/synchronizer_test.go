@@ -62,19 +62,10 @@ func newFixtureIn(t testing.TB, ns string) *fixture {
 	t.Cleanup(db.Close)
 	svc, err := service.New(service.Config{SupportedPythonVersions: []string{"3.11"}}, db)
 	require.NoError(t, err)
-	// The service's fallback client rate limits (--kube-qps 50, --kube-burst 100 without
-	// API Priority and Fairness), not client-go's 5/10, which pace changes at 200 ms each.
-	rc := testenv.RestConfig(t)
-	rc.QPS, rc.Burst = 50, 100
-	client, err := kubernetes.NewForConfig(rc)
-	require.NoError(t, err)
-	f := &fixture{t: t, dbURL: dbURL, db: db, svc: svc, client: client, ns: ns}
+	f := &fixture{t: t, dbURL: dbURL, db: db, svc: svc, client: testenv.ServiceClientset(t), ns: ns}
 	f.render = kube.RenderConfig{Namespace: f.ns, ImageRegistry: "registry.test/jobs"}
 	f.applier = &faultyApplier{real: kube.NewWriter(f.client, f.ns).CronJobs(), ns: f.ns}
-	epoch, ok, err := db.TryAcquireLease(t.Context(), store.SyncLeaseName, "test", time.Hour)
-	require.NoError(t, err)
-	require.True(t, ok)
-	f.epoch = epoch
+	f.epoch = testenv.SyncEpoch(t, db)
 	t.Cleanup(f.stop)
 	return f
 }

@@ -45,16 +45,9 @@ func newFixture(t testing.TB) *fixture {
 	t.Cleanup(db.Close)
 	svc, err := service.New(service.Config{SupportedPythonVersions: []string{"3.11"}}, db)
 	require.NoError(t, err)
-	rc := testenv.RestConfig(t)
-	rc.QPS, rc.Burst = 50, 100 // the service's fallback client rate limits
-	client, err := kubernetes.NewForConfig(rc)
-	require.NoError(t, err)
-	f := &fixture{t: t, dbURL: dbURL, db: db, svc: svc, client: client, ns: testenv.Namespace(t)}
+	f := &fixture{t: t, dbURL: dbURL, db: db, svc: svc, client: testenv.ServiceClientset(t), ns: testenv.Namespace(t)}
 	f.render = kube.RenderConfig{Namespace: f.ns, ImageRegistry: "registry.test/jobs"}
-	epoch, ok, err := db.TryAcquireLease(t.Context(), store.SyncLeaseName, "test", time.Hour)
-	require.NoError(t, err)
-	require.True(t, ok)
-	f.epoch = epoch
+	f.epoch = testenv.SyncEpoch(t, db)
 	t.Cleanup(f.stop)
 	return f
 }
