@@ -177,9 +177,13 @@ func TestTheLogOfAnExecutionWhoseJobIsDeletedTheMomentItFinishesIsNeverAnsweredE
 		require.Contains(t, e.What, "was not kept")
 		require.Contains(t, e.Why, "pod was deleted before datajobs read its log")
 		require.NotEmpty(t, e.Countermeasures)
-		lost, ok := r.metric("datajobs_execution_logs_lost_total")
-		require.True(t, ok)
-		require.InDelta(t, 1, lost, 0, "the leader counts the log it could not keep")
+		// The API answers from the row (a pending log whose pod is gone) without waiting
+		// for the leader's log queue, which counts the loss when it tries the read: under
+		// load (CI at load 30) that came after the answer, and an at-once check saw 0.
+		require.Eventually(t, func() bool {
+			lost, ok := r.metric("datajobs_execution_logs_lost_total")
+			return ok && lost == 1
+		}, time.Minute, 50*time.Millisecond, "the leader counts the log it could not keep")
 	default:
 		t.Fatalf("GET logs answered %d %s", status, body)
 	}
