@@ -329,16 +329,19 @@ func killed(t *corev1.ContainerStateTerminated, p *corev1.Pod) (job.ExecutionSta
 	return job.ExecUserError, "The execution ran out of memory: it was killed for exceeding its memory limit" + limit + ". Lower its memory use or raise its memory limit."
 }
 
-// deletedWhileRunning reports a pod whose main container was stopped, non-zero, once the
-// pod's delete had begun: the delete killed it (a delete of the pod, or of its Job, whose
-// pods the garbage collector deletes), not anything the job did. The tracker read such a
-// pod's exit 143 as the job's own failure (user_error) when someone deleted a running
-// execution's Job by hand. A cancel's delete is the tracker's to judge (cancelled), before
-// this. The delete began its grace period before the deletion timestamp; times are whole
-// seconds, so a container that stopped within a second before it counts as killed.
+// deletedWhileRunning reports a pod whose main container was stopped by a signal (exit
+// 143, SIGTERM, or 137, SIGKILL past the grace period) once the pod's delete had begun:
+// the delete killed it (a delete of the pod, or of its Job, whose pods the garbage
+// collector deletes), not anything the job did. The tracker read such a pod's exit 143 as
+// the job's own failure (user_error) when someone deleted a running execution's Job by
+// hand. A cancel's delete is the tracker's to judge (cancelled), before this. The delete
+// began its grace period before the deletion timestamp; times are whole seconds, so a
+// container stopped within a second before it counts, which only the signal's exit code
+// tells apart from a job that failed on its own the moment its pod was deleted (exit 3 in
+// TestARunWhoseJobAndPodAreDeletedBeforeTheLeaderSawItEndIsRecordedWithItsTrueOutcome).
 func deletedWhileRunning(p *corev1.Pod) (*corev1.ContainerStateTerminated, bool) {
 	t := mainTerminated(p)
-	if p == nil || p.DeletionTimestamp == nil || t == nil || t.ExitCode == 0 {
+	if p == nil || p.DeletionTimestamp == nil || t == nil || (t.ExitCode != 143 && t.ExitCode != 137) {
 		return nil, false
 	}
 	began := p.DeletionTimestamp.Time

@@ -119,9 +119,14 @@ func TestObserveExecutionGivesTheTrueOutcome(t *testing.T) {
 			t0, job.ExecPlatformError, "The Job my-job-1 or its pod was deleted while the execution ran (not by a cancel): its container was stopped with exit code 143.",
 		},
 		{
-			"a container that failed before its pod's delete began is the job's own failure", execJob(cond(batchv1.JobFailed, "JobDeleted")),
-			[]*corev1.Pod{deleting(pod(corev1.PodFailed, terminated(3, "Error", "")), t0.Add(time.Minute), 30)},
+			"a container that failed on its own the moment its pod's delete began is the job's own failure", execJob(cond(batchv1.JobFailed, "JobDeleted")),
+			[]*corev1.Pod{deleting(pod(corev1.PodFailed, terminated(3, "Error", "")), t0, 0)},
 			t0, job.ExecUserError, "The data job exited with code 3 (Error).",
+		},
+		{
+			"a container that failed before its pod's delete began is the job's own failure", execJob(cond(batchv1.JobFailed, "JobDeleted")),
+			[]*corev1.Pod{deleting(pod(corev1.PodFailed, terminated(143, "Error", "")), t0.Add(time.Minute), 30)},
+			t0, job.ExecUserError, "The data job exited with code 143 (Error).",
 		},
 		{
 			"backoff after evictions is the platform's error", execJob(cond(batchv1.JobFailed, "BackoffLimitExceeded")),
