@@ -60,18 +60,13 @@ func (s *Retention) Service() Service {
 // runOnce deletes what is beyond the retention: the executions, then the backfills.
 func (s *Retention) runOnce(ctx context.Context, fence job.Fence) (Counts, error) {
 	execs, err := s.db.DeleteExpiredExecutions(ctx, fence, s.cfg.Retention)
-	s.cleaned(ctx, "executions", execs)
+	logCleaned(ctx, s.cfg.Logger, "executions", execs)
 	if err != nil {
 		return Counts{"executions": execs}, err
 	}
 	backfills, err := s.db.DeleteExpiredBackfills(ctx, fence, s.cfg.Retention)
-	s.cleaned(ctx, "backfills", backfills)
+	logCleaned(ctx, s.cfg.Logger, "backfills", backfills)
 	return Counts{"executions": execs, "backfills": backfills}, err
-}
-
-// cleaned logs what a retention statement of rows (executions, backfills) deleted.
-func (s *Retention) cleaned(ctx context.Context, rows string, n int) {
-	logCleaned(ctx, s.cfg.Logger, rows, n)
 }
 
 // logCleaned logs, on logger, what a retention deleted of rows, if anything.

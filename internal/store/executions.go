@@ -274,10 +274,7 @@ SELECT id FROM up`
 			u.ExitCode, u.TerminationReason, u.Log != nil && u.Log.Pending,
 		}
 	})
-	names := make([]string, len(us))
-	for i, u := range us {
-		names[i] = u.JobName
-	}
+	names := namesOf(us, func(u job.ExecutionUpdate) string { return u.JobName })
 	// The tracker writes the jobs' last execution: it takes their rows for no-key update
 	// first, or a deployment's delete (the job's lock, then its runs' cancel) and this
 	// (a run's row, then its job's last execution) would meet in the other order.

@@ -120,13 +120,6 @@ func (p *pipeline) lockJobs(mode string, names []string, held func()) {
 	}
 }
 
-// sendAlone sends what is queued on the main pool as one implicit transaction: the
-// statements of a batch not in an explicit transaction commit together at its end, or
-// none of them.
-func (s *Store) sendAlone(ctx context.Context, p *pipeline) error {
-	return s.pool.SendBatch(ctx, &p.b).Close()
-}
-
 // lockTimer returns the held callback of a lockJobs queued now by writer: it observes the
 // time since into the store's lock wait histogram.
 func (s *Store) lockTimer(writer string) func() {

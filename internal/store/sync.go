@@ -223,11 +223,7 @@ func (s *Store) RecordAppliedAll(ctx context.Context, fence job.Fence, as []job.
 		}
 		index[a.JobName] = i
 	}
-	names := make([]string, len(as))
-	for i, a := range as {
-		names[i] = a.JobName
-	}
-	written, err := s.recordLocked(ctx, names, recordAppliedAll, append(columns(as, actualValues), fence.Epoch)...)
+	written, err := s.recordLocked(ctx, namesOf(as, func(a job.ActualDeployment) string { return a.JobName }), recordAppliedAll, append(columns(as, actualValues), fence.Epoch)...)
 	if err != nil {
 		return nil, translate(fmt.Errorf("record %d applied deployments: %w", len(as), err))
 	}
@@ -280,11 +276,7 @@ func (s *Store) RecordIntents(ctx context.Context, fence job.Fence, is []job.Int
 		index[in.JobName] = i
 	}
 	args := columns(is, func(in job.Intent) []any { return []any{in.JobName, in.JobUID, in.Generation} })
-	names := make([]string, len(is))
-	for i, in := range is {
-		names[i] = in.JobName
-	}
-	written, err := s.recordLocked(ctx, names, recordIntents, append(args, fence.Epoch)...)
+	written, err := s.recordLocked(ctx, namesOf(is, func(in job.Intent) string { return in.JobName }), recordIntents, append(args, fence.Epoch)...)
 	if err != nil {
 		return nil, translate(fmt.Errorf("record %d cronjob intents: %w", len(is), err))
 	}
@@ -349,7 +341,18 @@ func (s *Store) writeLocked(ctx context.Context, mode, writer string, names []st
 		written, err = pgx.CollectRows(rows, pgx.RowTo[string])
 		return err
 	})
-	return written, s.sendAlone(ctx, &p)
+	// Not in an explicit transaction, the batch's statements are one implicit
+	// transaction: they commit together at its end, or none of them.
+	return written, s.pool.SendBatch(ctx, &p.b).Close()
+}
+
+// namesOf returns the job name of each of xs, in order.
+func namesOf[T any](xs []T, name func(T) string) []string {
+	names := make([]string, len(xs))
+	for i, x := range xs {
+		names[i] = name(x)
+	}
+	return names
 }
 
 // CountDeploymentsByStatus counts desired deployments by sync status, plus the actual rows
