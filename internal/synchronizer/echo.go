@@ -1,6 +1,8 @@
 package synchronizer
 
 import (
+	"strconv"
+
 	batchv1 "k8s.io/api/batch/v1"
 )
 
@@ -14,6 +16,9 @@ type echo struct {
 	// latest event delivered meanwhile ("": none), and afterwards that of the object written.
 	writing         bool
 	resourceVersion string
+	// written is the object the write returned, kept until its echo arrives: until then
+	// the informer's cache is older than what the term knows (ownWrite).
+	written *batchv1.CronJob
 }
 
 // beginWrite notes that a write of name is in flight: its events wait for its outcome.
@@ -33,7 +38,7 @@ func (t *term) endWrite(name string, written *batchv1.CronJob) {
 	seen := e.resourceVersion
 	switch {
 	case written != nil && seen == "":
-		t.echoes[name] = echo{resourceVersion: written.ResourceVersion} // the echo is still to come
+		t.echoes[name] = echo{resourceVersion: written.ResourceVersion, written: written} // the echo is still to come
 	case written != nil && seen == written.ResourceVersion:
 		seen = "" // the echo came already
 	}
@@ -64,6 +69,72 @@ func (t *term) echo(obj any) bool {
 		delete(t.echoes, cj.Name)
 		return e.resourceVersion == cj.ResourceVersion
 	}
+}
+
+// forget drops what the term knows of its write of name: the informer saw the CronJob
+// deleted, so no echo of it will come and the written object is no longer live.
+func (t *term) forget(name string) {
+	t.echoMu.Lock()
+	defer t.echoMu.Unlock()
+	delete(t.echoes, name)
+}
+
+// ownWrite returns the newer of cached (the informer's CronJob of name, or nil) and the
+// object this term's latest write of name returned while its echo has not arrived. A
+// plan made from the cache alone in that window repeated the write: a pass that read the
+// name changed (the write's own record) planned a second create of a CronJob created
+// milliseconds before, which the apiserver refused as AlreadyExists (CI:
+// TestAConvergeBeyondThePrefetchLimitCreatesEveryCronJobOnce counted two creates).
+// Resource versions are compared as integers, as client-go's MutationCache does; one
+// that is not an integer leaves the cache's object.
+func (t *term) ownWrite(name string, cached *batchv1.CronJob) *batchv1.CronJob {
+	t.echoMu.Lock()
+	e, ok := t.echoes[name]
+	t.echoMu.Unlock()
+	if !ok || e.written == nil {
+		return cached
+	}
+	if cached == nil || newerVersion(e.written.ResourceVersion, cached.ResourceVersion) {
+		return e.written
+	}
+	return cached
+}
+
+// withOwnWrites is lives (the informer's CronJobs) with each written object whose echo
+// has not arrived in place of (or beside) the cache's older copy (ownWrite).
+func (t *term) withOwnWrites(lives []*batchv1.CronJob) []*batchv1.CronJob {
+	t.echoMu.Lock()
+	pending := make(map[string]*batchv1.CronJob)
+	for name, e := range t.echoes {
+		if e.written != nil {
+			pending[name] = e.written
+		}
+	}
+	t.echoMu.Unlock()
+	if len(pending) == 0 {
+		return lives
+	}
+	out := make([]*batchv1.CronJob, 0, len(lives)+len(pending))
+	for _, cj := range lives {
+		if w, ok := pending[cj.Name]; ok {
+			delete(pending, cj.Name)
+			if newerVersion(w.ResourceVersion, cj.ResourceVersion) {
+				cj = w
+			}
+		}
+		out = append(out, cj)
+	}
+	for _, w := range pending {
+		out = append(out, w)
+	}
+	return out
+}
+
+// newerVersion reports whether resource version a is later than b, both integers.
+func newerVersion(a, b string) bool {
+	x, errA := strconv.ParseUint(a, 10, 64)
+	y, errB := strconv.ParseUint(b, 10, 64)
+	return errA == nil && errB == nil && x > y
 }
 
 // memo returns what the synchronizer last verified about a name, or nil. The value is

@@ -71,6 +71,7 @@ func (t *term) loadAndPlan(ctx context.Context) ([]Plan, passFindings, error) {
 	if err != nil {
 		return nil, passFindings{}, fmt.Errorf("list cronjobs from cache: %w", err)
 	}
+	lives = t.withOwnWrites(lives)
 	issued, err := t.s.db.IssuedRevision(ctx)
 	if err != nil {
 		return nil, passFindings{}, fmt.Errorf("restore guard: %w", err)

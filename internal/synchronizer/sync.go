@@ -335,10 +335,7 @@ func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(
 	}
 
 	enqueue := func(obj any) {
-		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = tomb.Obj
-		}
-		if cj, ok := obj.(*batchv1.CronJob); ok {
+		if cj, ok := cronJobOf(obj); ok {
 			queue.Add(cj.Name)
 		}
 	}
@@ -355,7 +352,12 @@ func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(
 				enqueue(obj)
 			}
 		},
-		DeleteFunc: enqueue,
+		DeleteFunc: func(obj any) {
+			if cj, ok := cronJobOf(obj); ok {
+				t.forget(cj.Name)
+				queue.Add(cj.Name)
+			}
+		},
 	}); err != nil {
 		queue.ShutDown()
 		return nil, nil, fmt.Errorf("watch cronjobs: %w", err)
@@ -442,12 +444,21 @@ func (t *term) verdicts() verdicts {
 func (t *term) live(name string) (*batchv1.CronJob, error) {
 	cj, err := t.lister.Get(name)
 	if apierrors.IsNotFound(err) {
-		return nil, nil
+		return t.ownWrite(name, nil), nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read cronjob %s from cache: %w", name, err)
 	}
-	return cj, nil
+	return t.ownWrite(name, cj), nil
+}
+
+// cronJobOf is the CronJob of an informer event, a delete's tombstone included.
+func cronJobOf(obj any) (*batchv1.CronJob, bool) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	cj, ok := obj.(*batchv1.CronJob)
+	return cj, ok
 }
 
 // opID is a short random id that ties together the log lines of one reconcile.
