@@ -20,7 +20,6 @@ import (
 
 	"github.com/datajobs/datajobs/bench/internal/stats"
 	"github.com/datajobs/datajobs/internal/kube"
-	"github.com/datajobs/datajobs/internal/synchronizer"
 )
 
 // converge runs, for each size, the floor and the synchronizer on the same N rendered
@@ -303,10 +302,7 @@ func (b *bench) syncConverge(ctx context.Context, f *fleet, n int, logName strin
 	// The clock stops when the n-th applied row has been written: every CronJob was then
 	// created and recorded (the database is checked once afterwards, not polled).
 	obs := newObservedStore(f.db, n)
-	s := synchronizer.New(synchronizer.Config{
-		Render: f.render, Workers: b.workers, ResyncInterval: time.Hour,
-		Logger: slog.New(slog.NewJSONHandler(logFile, nil)),
-	}, obs, cs, nil)
+	s := b.syncer(f, obs, cs, time.Hour, slog.New(slog.NewJSONHandler(logFile, nil)), nil)
 	runCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var runErr error

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -25,6 +26,7 @@ import (
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/store"
+	"github.com/datajobs/datajobs/internal/synchronizer"
 )
 
 // team owns every benchmark job.
@@ -357,4 +359,16 @@ func restConfigFor(kubeconfig string) (*rest.Config, error) {
 	}
 	rc.QPS, rc.Burst = 500, 1000
 	return rc, nil
+}
+
+// syncer is the synchronizer every in-process measurement runs: the fleet's rendering and
+// the bench's workers, with a resync period (0: the default), a log (nil: discarded) and
+// metrics (nil: none) as the measurement needs.
+func (b *bench) syncer(f *fleet, db synchronizer.Store, cs kubernetes.Interface, resync time.Duration, log *slog.Logger, metrics *synchronizer.Metrics) *synchronizer.Synchronizer {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return synchronizer.New(synchronizer.Config{
+		Render: f.render, Workers: b.workers, ResyncInterval: resync, Logger: log, Metrics: metrics,
+	}, db, cs, nil)
 }

@@ -46,10 +46,7 @@ func (b *bench) latency(ctx context.Context, f *fleet, changes, jobs int) error 
 		return err
 	}
 	defer logFile.Close()
-	s := synchronizer.New(synchronizer.Config{
-		Render: f.render, Workers: b.workers,
-		Logger: slog.New(slog.NewJSONHandler(logFile, nil)), Metrics: synchronizer.NewMetrics(reg),
-	}, obs, cs, nil)
+	s := b.syncer(f, obs, cs, 0, slog.New(slog.NewJSONHandler(logFile, nil)), synchronizer.NewMetrics(reg))
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup

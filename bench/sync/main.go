@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/datajobs/datajobs/internal/kube"
 )
@@ -60,6 +61,7 @@ func main() {
 type bench struct {
 	adminURL   string
 	kubeconfig string
+	rest       *rest.Config
 	admin      kubernetes.Interface
 	limits     limits
 	workers    int
@@ -74,84 +76,49 @@ type bench struct {
 	latencyGap time.Duration
 }
 
-func run() error {
-	var (
-		envFile, scenarios, sizes, limitsFlag, outDir, datajobsBin             string
-		repeat, noopN, changes, latencyJobs, failoverN, workers, hogs, running int
-		timeout                                                                time.Duration
-	)
-	flag.StringVar(&envFile, "env-file", "", "file of DATAJOBS_TEST_DATABASE_URL= and DATAJOBS_TEST_KUBECONFIG= lines (default: the environment)")
-	flag.StringVar(&scenarios, "scenarios", "converge,noop,latency,failover", "benchmarks to run, in this order")
-	flag.StringVar(&sizes, "n", "1000,10000", "converge: numbers of deployments")
-	flag.IntVar(&repeat, "repeat", 3, "converge: runs per size up to 1000")
-	repeatLarge := flag.Int("repeat-large", 1, "converge: runs per size above 1000")
-	flag.IntVar(&noopN, "noop-n", 10000, "noop, memory, sustained, leader and latency: number of synced jobs (reuses converge's last fleet when sizes match)")
-	flag.IntVar(&changes, "changes", 200, "latency: number of changes")
-	flag.IntVar(&latencyJobs, "latency-jobs", 0, "latency: number of jobs the changes cycle through (default: a different job for each change); 1 toggles one job back and forth, as a user would")
-	latencyGap := flag.Duration("latency-gap", 10*time.Millisecond, "latency: pause between a change seen in the cluster and the next change (0: at once, as a script waiting for each change would)")
-	flag.IntVar(&running, "running", 1000, "leader: executions made running")
-	compareBin := flag.String("compare-datajobs", "", "leader: another datajobs binary (say, of main) measured first on the same fleet, for a before/after")
-	flag.IntVar(&failoverN, "failover-n", 1000, "failover: number of pending deployments")
-	flag.IntVar(&hogs, "hog", 0, "failover: busy processes (each a shell loop) run beside it from the freeze until all are applied, to measure a takeover on a busy machine")
-	flag.IntVar(&workers, "workers", 16, "synchronizer workers, and the floor's concurrency (the service's default)")
-	flag.StringVar(&limitsFlag, "kube-limits", "auto", `client QPS/burst of the synchronizer, the floor and the serve processes: "auto" (the service's default), "none", or QPS/burst such as 2000/4000`)
-	flag.StringVar(&outDir, "out", "", "folder for logs and CPU profiles (default: a new temporary folder)")
-	flag.StringVar(&datajobsBin, "datajobs", ".cache/bin/datajobs", "failover: the datajobs binary to serve with")
-	variants := flag.String("floor-variants", "", `converge: extra floor runs, comma-separated: "get" (a GET before each apply, as the synchronizer's create does), "get+watch" (and an informer on the namespace)`)
-	rates := flag.String("rates", "10,50,200", "sustained: changes per second, one run each")
-	sustainFor := flag.Duration("sustain", 5*time.Minute, "sustained: how long each rate is driven")
-	flag.DurationVar(&timeout, "timeout", 25*time.Minute, "stop everything after this long")
-	flag.Parse()
+// options are the command line: which scenarios to run and their sizes.
+type options struct {
+	envFile, scenarios, sizes, limits, outDir, datajobs, compareBin, variants, rates    string
+	repeat, repeatLarge, noopN, changes, latencyJobs, failoverN, workers, hogs, running int
+	timeout, latencyGap, sustainFor                                                     time.Duration
+}
 
+func parseOptions() options {
+	var o options
+	flag.StringVar(&o.envFile, "env-file", "", "file of DATAJOBS_TEST_DATABASE_URL= and DATAJOBS_TEST_KUBECONFIG= lines (default: the environment)")
+	flag.StringVar(&o.scenarios, "scenarios", "converge,noop,latency,failover", "benchmarks to run, in this order")
+	flag.StringVar(&o.sizes, "n", "1000,10000", "converge: numbers of deployments")
+	flag.IntVar(&o.repeat, "repeat", 3, "converge: runs per size up to 1000")
+	flag.IntVar(&o.repeatLarge, "repeat-large", 1, "converge: runs per size above 1000")
+	flag.IntVar(&o.noopN, "noop-n", 10000, "noop, memory, sustained, leader and latency: number of synced jobs (reuses converge's last fleet when sizes match)")
+	flag.IntVar(&o.changes, "changes", 200, "latency: number of changes")
+	flag.IntVar(&o.latencyJobs, "latency-jobs", 0, "latency: number of jobs the changes cycle through (default: a different job for each change); 1 toggles one job back and forth, as a user would")
+	flag.DurationVar(&o.latencyGap, "latency-gap", 10*time.Millisecond, "latency: pause between a change seen in the cluster and the next change (0: at once, as a script waiting for each change would)")
+	flag.IntVar(&o.running, "running", 1000, "leader: executions made running")
+	flag.StringVar(&o.compareBin, "compare-datajobs", "", "leader: another datajobs binary (say, of main) measured first on the same fleet, for a before/after")
+	flag.IntVar(&o.failoverN, "failover-n", 1000, "failover: number of pending deployments")
+	flag.IntVar(&o.hogs, "hog", 0, "failover: busy processes (each a shell loop) run beside it from the freeze until all are applied, to measure a takeover on a busy machine")
+	flag.IntVar(&o.workers, "workers", 16, "synchronizer workers, and the floor's concurrency (the service's default)")
+	flag.StringVar(&o.limits, "kube-limits", "auto", `client QPS/burst of the synchronizer, the floor and the serve processes: "auto" (the service's default), "none", or QPS/burst such as 2000/4000`)
+	flag.StringVar(&o.outDir, "out", "", "folder for logs and CPU profiles (default: a new temporary folder)")
+	flag.StringVar(&o.datajobs, "datajobs", ".cache/bin/datajobs", "failover: the datajobs binary to serve with")
+	flag.StringVar(&o.variants, "floor-variants", "", `converge: extra floor runs, comma-separated: "get" (a GET before each apply, as the synchronizer's create does), "get+watch" (and an informer on the namespace)`)
+	flag.StringVar(&o.rates, "rates", "10,50,200", "sustained: changes per second, one run each")
+	flag.DurationVar(&o.sustainFor, "sustain", 5*time.Minute, "sustained: how long each rate is driven")
+	flag.DurationVar(&o.timeout, "timeout", 25*time.Minute, "stop everything after this long")
+	flag.Parse()
+	return o
+}
+
+func run() error {
+	o := parseOptions()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-
-	if envFile != "" {
-		if err := loadEnvFile(envFile); err != nil {
-			return err
-		}
-	}
-	b := &bench{
-		adminURL:   os.Getenv("DATAJOBS_TEST_DATABASE_URL"),
-		kubeconfig: os.Getenv("DATAJOBS_TEST_KUBECONFIG"),
-		workers:    workers,
-		datajobs:   datajobsBin,
-		log:        slog.New(slog.NewTextHandler(os.Stderr, nil)),
-		latencyGap: *latencyGap,
-	}
-	if b.adminURL == "" || b.kubeconfig == "" {
-		return errors.New("set DATAJOBS_TEST_DATABASE_URL and DATAJOBS_TEST_KUBECONFIG (from `datajobs dev --env-only --fast --env-file FILE`), or pass -env-file FILE")
-	}
-	var err error
-	if *variants != "" {
-		b.floorVariants = strings.Split(*variants, ",")
-	}
-	if b.limits, err = parseLimits(limitsFlag); err != nil {
-		return err
-	}
-	if b.outDir = outDir; b.outDir == "" {
-		if b.outDir, err = os.MkdirTemp("", "bench-sync-"); err != nil {
-			return err
-		}
-	} else if err := os.MkdirAll(b.outDir, 0o755); err != nil {
-		return err
-	}
-	rc, err := restConfigFor(b.kubeconfig)
+	b, err := newBench(ctx, o)
 	if err != nil {
 		return err
-	}
-	if b.admin, err = kubernetes.NewForConfig(rc); err != nil {
-		return err
-	}
-	u, err := url.Parse(b.adminURL)
-	if err != nil {
-		return fmt.Errorf("parse database url: %w", err)
-	}
-	b.cpu = findEnvProcesses(filepath.Dir(b.kubeconfig), u.Port())
-	if b.cpu.pgPID == 0 || len(b.cpu.pids["apiserver"]) == 0 {
-		b.log.WarnContext(ctx, "environment_processes_not_found", "detail", "CPU per process will be incomplete")
 	}
 	resultsPath := filepath.Join(b.outDir, "results.md")
 	results, err := os.Create(resultsPath)
@@ -160,20 +127,76 @@ func run() error {
 	}
 	defer results.Close()
 	b.report = io.MultiWriter(os.Stdout, results)
+	if err := b.runScenarios(ctx, o); err != nil {
+		return err
+	}
+	b.printf("\nload average at end %s; results in %s\n", loadAverage(), resultsPath)
+	return ctx.Err()
+}
 
-	b.printf("# synchronizer benchmarks, %s\n\n", time.Now().UTC().Format(time.RFC3339))
-	apf, err := kube.PriorityAndFairness(ctx, rc)
+// newBench connects to the environment the options name and finds its processes.
+func newBench(ctx context.Context, o options) (*bench, error) {
+	if o.envFile != "" {
+		if err := loadEnvFile(o.envFile); err != nil {
+			return nil, err
+		}
+	}
+	b := &bench{
+		adminURL:   os.Getenv("DATAJOBS_TEST_DATABASE_URL"),
+		kubeconfig: os.Getenv("DATAJOBS_TEST_KUBECONFIG"),
+		workers:    o.workers,
+		datajobs:   o.datajobs,
+		log:        slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		latencyGap: o.latencyGap,
+	}
+	if b.adminURL == "" || b.kubeconfig == "" {
+		return nil, errors.New("set DATAJOBS_TEST_DATABASE_URL and DATAJOBS_TEST_KUBECONFIG (from `datajobs dev --env-only --fast --env-file FILE`), or pass -env-file FILE")
+	}
+	var err error
+	if o.variants != "" {
+		b.floorVariants = strings.Split(o.variants, ",")
+	}
+	if b.limits, err = parseLimits(o.limits); err != nil {
+		return nil, err
+	}
+	if b.outDir = o.outDir; b.outDir == "" {
+		if b.outDir, err = os.MkdirTemp("", "bench-sync-"); err != nil {
+			return nil, err
+		}
+	} else if err := os.MkdirAll(b.outDir, 0o755); err != nil {
+		return nil, err
+	}
+	if b.rest, err = restConfigFor(b.kubeconfig); err != nil {
+		return nil, err
+	}
+	if b.admin, err = kubernetes.NewForConfig(b.rest); err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(b.adminURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	b.cpu = findEnvProcesses(filepath.Dir(b.kubeconfig), u.Port())
+	if b.cpu.pgPID == 0 || len(b.cpu.pids["apiserver"]) == 0 {
+		b.log.WarnContext(ctx, "environment_processes_not_found", "detail", "CPU per process will be incomplete")
+	}
+	return b, nil
+}
+
+// runScenarios runs the scenarios the options name, in order, after the report's header.
+func (b *bench) runScenarios(ctx context.Context, o options) error {
+	apf, err := kube.PriorityAndFairness(ctx, b.rest)
 	if err != nil {
 		return err
 	}
+	b.printf("# synchronizer benchmarks, %s\n\n", time.Now().UTC().Format(time.RFC3339))
 	b.printf("machine: %d CPUs (%s), %s; load average at start %s; client QPS/burst %s (apiserver runs API Priority and Fairness: %v), %d workers; out %s\n\n",
 		runtime.NumCPU(), cpuModel(), runtime.Version(), loadAverage(), b.limits, apf, b.workers, b.outDir)
-
-	sizeList, err := parseInts(sizes)
+	sizeList, err := parseInts(o.sizes)
 	if err != nil {
 		return err
 	}
-	rateList, err := parseInts(*rates)
+	rateList, err := parseInts(o.rates)
 	if err != nil {
 		return err
 	}
@@ -183,14 +206,14 @@ func run() error {
 			kept.drop()
 		}
 	}()
-	for _, sc := range strings.Split(scenarios, ",") {
+	for _, sc := range strings.Split(o.scenarios, ",") {
 		if ctx.Err() != nil {
 			break
 		}
 		b.log.InfoContext(ctx, "scenario_started", "scenario", sc)
 		switch sc {
 		case "converge":
-			f, err := b.converge(ctx, sizeList, repeat, *repeatLarge, noopN)
+			f, err := b.converge(ctx, sizeList, o.repeat, o.repeatLarge, o.noopN)
 			if kept != nil && f != nil {
 				kept.drop()
 			}
@@ -199,33 +222,16 @@ func run() error {
 				return fmt.Errorf("converge: %w", err)
 			}
 		case "noop", "latency", "memory", "sustained", "leader":
-			if kept == nil || len(kept.names) != noopN {
+			if kept == nil || len(kept.names) != o.noopN {
 				if kept != nil {
 					kept.drop()
 					kept = nil
 				}
-				if kept, err = b.syncedFleet(ctx, noopN); err != nil {
+				if kept, err = b.syncedFleet(ctx, o.noopN); err != nil {
 					return fmt.Errorf("%s: %w", sc, err)
 				}
 			}
-			switch sc {
-			case "noop":
-				err = b.noop(ctx, kept)
-			case "memory":
-				err = b.memory(ctx, kept)
-			case "sustained":
-				err = b.sustained(ctx, kept, rateList, *sustainFor)
-			case "leader":
-				if *compareBin != "" {
-					if err = b.leader(ctx, kept, running, *compareBin, "before-"); err != nil {
-						break
-					}
-				}
-				err = b.leader(ctx, kept, running, b.datajobs, "")
-			default:
-				err = b.latency(ctx, kept, changes, latencyJobs)
-			}
-			if err != nil {
+			if err := b.onSyncedFleet(ctx, sc, kept, o, rateList); err != nil {
 				return fmt.Errorf("%s: %w", sc, err)
 			}
 		case "failover":
@@ -233,15 +239,35 @@ func run() error {
 				kept.drop()
 				kept = nil
 			}
-			if err := b.failover(ctx, failoverN, hogs); err != nil {
+			if err := b.failover(ctx, o.failoverN, o.hogs); err != nil {
 				return fmt.Errorf("failover: %w", err)
 			}
 		default:
 			return fmt.Errorf("unknown scenario %q", sc)
 		}
 	}
-	b.printf("\nload average at end %s; results in %s\n", loadAverage(), resultsPath)
-	return ctx.Err()
+	return nil
+}
+
+// onSyncedFleet runs one of the scenarios that measure a fleet already in sync.
+func (b *bench) onSyncedFleet(ctx context.Context, sc string, f *fleet, o options, rates []int) error {
+	switch sc {
+	case "noop":
+		return b.noop(ctx, f)
+	case "memory":
+		return b.memory(ctx, f)
+	case "sustained":
+		return b.sustained(ctx, f, rates, o.sustainFor)
+	case "leader":
+		if o.compareBin != "" {
+			if err := b.leader(ctx, f, o.running, o.compareBin, "before-"); err != nil {
+				return err
+			}
+		}
+		return b.leader(ctx, f, o.running, b.datajobs, "")
+	default:
+		return b.latency(ctx, f, o.changes, o.latencyJobs)
+	}
 }
 
 func (b *bench) printf(format string, args ...any) {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -105,10 +104,7 @@ func (b *bench) termMemory(ctx context.Context, f *fleet) (heap, rss uint64, err
 	}
 	reg := prometheus.NewRegistry()
 	obs := newObservedStore(f.db, 0)
-	s := synchronizer.New(synchronizer.Config{
-		Render: f.render, Workers: b.workers, ResyncInterval: time.Hour,
-		Logger: slog.New(slog.DiscardHandler), Metrics: synchronizer.NewMetrics(reg),
-	}, obs, cs, nil)
+	s := b.syncer(f, obs, cs, time.Hour, nil, synchronizer.NewMetrics(reg))
 	runCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()

@@ -190,10 +190,7 @@ func (b *bench) noop(ctx context.Context, f *fleet) error {
 		return err
 	}
 	obs := newObservedStore(f.db, 0)
-	s := synchronizer.New(synchronizer.Config{
-		Render: f.render, Workers: b.workers, ResyncInterval: time.Hour,
-		Logger: slog.New(slog.DiscardHandler),
-	}, obs, cs, nil)
+	s := b.syncer(f, obs, cs, time.Hour, nil, nil)
 	var ms0, ms1 runtime.MemStats
 	var rep synchronizer.Report
 	c0 := b.cpu.sample()
@@ -277,10 +274,7 @@ func (b *bench) noopTerm(ctx context.Context, f *fleet, n int) (termResult, erro
 		return res, err
 	}
 	defer logFile.Close()
-	s := synchronizer.New(synchronizer.Config{
-		Render: f.render, Workers: b.workers, ResyncInterval: 2 * time.Second,
-		Logger: slog.New(slog.NewJSONHandler(logFile, nil)), Metrics: synchronizer.NewMetrics(reg),
-	}, obs, cs, nil)
+	s := b.syncer(f, obs, cs, 2*time.Second, slog.New(slog.NewJSONHandler(logFile, nil)), synchronizer.NewMetrics(reg))
 
 	c0 := b.cpu.sample()
 	err = b.profile("noop-term", func() error {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,9 +78,7 @@ func (b *bench) sustained(ctx context.Context, f *fleet, rates []int, d time.Dur
 	if err != nil {
 		return err
 	}
-	s := synchronizer.New(synchronizer.Config{
-		Render: f.render, Workers: b.workers, Logger: slog.New(slog.DiscardHandler), Metrics: synchronizer.NewMetrics(reg),
-	}, obs, cs, nil)
+	s := b.syncer(f, obs, cs, 0, nil, synchronizer.NewMetrics(reg))
 	// run starts a term of s and waits until it is idle; the function it returns ends it.
 	run := func() (func(), error) {
 		runCtx, cancel := context.WithCancel(ctx)
