@@ -31,6 +31,10 @@ type payload struct {
 	Lateness     string     `json:"lateness"`
 	LateMinutes  int        `json:"late_minutes"`
 	RunStartTime *time.Time `json:"run_start_time"`
+	// Changes are the revisions a deployment's sync made live (nil: an event from
+	// before they were listed), the oldest first; ChangesLeftOut counts older ones.
+	Changes        []revisionChange `json:"changes"`
+	ChangesLeftOut int              `json:"changes_left_out"`
 }
 
 // renderer writes the messages people read; consoleURL is --ui-public-url ("" when there
@@ -51,7 +55,7 @@ func (r renderer) subject(e job.NotificationEvent) string {
 	_ = json.Unmarshal(e.Payload, &p) // a payload the store wrote; a missing field reads empty
 	switch e.Kind {
 	case "deploy_succeeded":
-		return fmt.Sprintf("[datajobs] %s deployed (version %s)", e.JobName, p.JobVersion)
+		return fmt.Sprintf("[datajobs] %s %s (version %s)", e.JobName, deployedWhat(p), p.JobVersion)
 	case "deploy_failed":
 		return fmt.Sprintf("[datajobs] %s: deployment failed (%s)", e.JobName, p.Status)
 	case "execution_finished":
@@ -95,6 +99,9 @@ func (r renderer) body(e job.NotificationEvent) string {
 	line("Console", r.jobLink(e))
 	if p.Message != "" {
 		fmt.Fprintf(&b, "\n%s\n", p.Message)
+	}
+	if e.Kind == "deploy_succeeded" {
+		writeChanges(&b, p)
 	}
 	if e.Kind == "job_late" {
 		fmt.Fprintf(&b, "\n%s\n", lateExplanation(p))

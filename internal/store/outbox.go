@@ -18,15 +18,42 @@ const (
 // deploySucceededEvents is the CTE body of recordAppliedAll that records, for each row of
 // ok whose generation was not synced before (a person's deploy or change: a resync or a
 // failover re-applies a synced generation and finds it synced), a deploy_succeeded event
-// to the job's deploy contacts.
+// to the job's deploy contacts. It says what changed: the job's revisions made since the
+// one its previous deploy_succeeded event named (revisionsSince), so a disable, an enable
+// and a policy change are not the same mail.
 const deploySucceededEvents = `INSERT INTO notification_event (key, kind, job_name, team, recipients, payload)
 	SELECT 'deploy:' || ok.job_uid || ':' || ok.generation || ':synced', '` + EventDeploySucceeded + `',
 		ok.data_job_name, ok.job_team, ok.deploy_contacts,
 		jsonb_build_object('status', 'synced', 'generation', ok.generation, 'job_version', ok.git_commit_sha,
-			'deployed_by', ok.last_deployed_by, 'enabled', ok.enabled, 'schedule', ok.schedule)
-	FROM ok WHERE (ok.prior_status, ok.prior_generation) IS DISTINCT FROM ('synced', ok.generation)
+			'deployed_by', ok.last_deployed_by, 'enabled', ok.enabled, 'schedule', ok.schedule,
+			'revision', rev.latest, 'changes', coalesce(rev.changes, '[]'::jsonb), 'changes_left_out', rev.left_out)
+	FROM ok CROSS JOIN LATERAL (` + revisionsSince + `) rev
+	WHERE (ok.prior_status, ok.prior_generation) IS DISTINCT FROM ('synced', ok.generation)
 	ORDER BY ok.data_job_name
 	ON CONFLICT (key) DO NOTHING`
+
+// revisionsSince is the lateral subquery of deploySucceededEvents over a row of ok: the
+// newest revision of the job (latest), the newest shownRevisions of those made after the
+// revision the job incarnation's previous deploy_succeeded event named (all, for the
+// first), oldest first (changes), and how many older ones are left out.
+const revisionsSince = `WITH since AS (
+		SELECT coalesce((SELECT (e.payload->>'revision')::integer FROM notification_event e
+			WHERE e.team = ok.job_team AND e.job_name = ok.data_job_name AND e.kind = '` + EventDeploySucceeded + `'
+				AND e.key LIKE 'deploy:' || ok.job_uid || ':%' ORDER BY e.id DESC LIMIT 1), 0) AS n
+	), made AS (
+		SELECT r.revision, r.kind, r.actor, r.created_at, r.diff FROM data_job_revision r, since
+		WHERE r.job_uid = ok.job_uid AND r.revision > since.n
+	), shown AS (
+		SELECT * FROM made ORDER BY revision DESC LIMIT ` + shownRevisions + `
+	)
+	SELECT (SELECT max(revision) FROM data_job_revision WHERE job_uid = ok.job_uid) AS latest,
+		(SELECT jsonb_agg(jsonb_build_object('revision', revision, 'kind', kind, 'actor', actor,
+			'created_at', created_at, 'diff', diff) ORDER BY revision) FROM shown) AS changes,
+		(SELECT count(*) FROM made) - (SELECT count(*) FROM shown) AS left_out`
+
+// shownRevisions bounds the revisions a deployment mail lists (a job changed many times
+// between two successful deployments, while its deployment kept failing).
+const shownRevisions = "10"
 
 // deployFailedEvent is the CTE body of RecordUnappliedStatus ($1 name, $3 generation, $5
 // status, $6 message; CTE up holds the row it wrote) that records a deploy_failed event
