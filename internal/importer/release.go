@@ -17,10 +17,6 @@ import (
 	"github.com/datajobs/datajobs/internal/kube"
 )
 
-// ReleaseFieldManager is the field manager of Release's updates. It is not datajobs'
-// own, so that the update leaves no ownership of datajobs behind.
-const ReleaseFieldManager = "datajobs-release"
-
 // ReleaseConfig configures Release.
 type ReleaseConfig struct {
 	// Namespace whose managed CronJobs are released (default "datajobs").
@@ -77,6 +73,7 @@ func Release(ctx context.Context, client kubernetes.Interface, cfg ReleaseConfig
 	cfg.Namespace = cmp.Or(cfg.Namespace, "datajobs")
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	cronJobs := client.BatchV1().CronJobs(cfg.Namespace)
+	writer := kube.NewWriter(client, cfg.Namespace).CronJobs()
 	var managed []batchv1.CronJob
 	opts := metav1.ListOptions{LabelSelector: kube.ManagedSelector().String(), Limit: 500}
 	for {
@@ -95,7 +92,7 @@ func Release(ctx context.Context, client kubernetes.Interface, cfg ReleaseConfig
 	for i := range managed {
 		cj := &managed[i]
 		r := Released{Name: cj.Name, Result: ResultReleased}
-		removed, err := releaseOne(ctx, cronJobs, cj, cfg.DryRun)
+		removed, err := releaseOne(ctx, cronJobs, writer, cj, cfg.DryRun)
 		r.Removed = removed
 		if err != nil {
 			r.Result, r.Reason = ResultFailed, err.Error()
@@ -113,17 +110,13 @@ func Release(ctx context.Context, client kubernetes.Interface, cfg ReleaseConfig
 // releaseAttempts bounds the retries of an update that lost a race with another writer.
 const releaseAttempts = 5
 
-// releaseOne strips one CronJob with an update guarded by its resourceVersion; when the
-// object changed meanwhile it reads it again and retries.
-func releaseOne(ctx context.Context, cronJobs typedbatchv1.CronJobInterface, cj *batchv1.CronJob, dryRun bool) ([]string, error) {
-	opts := metav1.UpdateOptions{FieldManager: ReleaseFieldManager}
-	if dryRun {
-		opts.DryRun = []string{metav1.DryRunAll}
-	}
+// releaseOne strips one CronJob with an update guarded by its resourceVersion (writer's
+// Release); when the object changed meanwhile it reads it again and retries.
+func releaseOne(ctx context.Context, cronJobs typedbatchv1.CronJobInterface, writer *kube.Applier, cj *batchv1.CronJob, dryRun bool) ([]string, error) {
 	name := cj.Name
 	for attempt := 1; ; attempt++ {
 		removed := strip(cj)
-		got, err := cronJobs.Update(ctx, cj, opts)
+		got, err := writer.Release(ctx, cj, dryRun)
 		switch {
 		case err == nil && slices.ContainsFunc(got.ManagedFields, func(f metav1.ManagedFieldsEntry) bool { return f.Manager == kube.FieldManager }):
 			return removed, fmt.Errorf("cronjob %s still lists field manager %s after the update", name, kube.FieldManager)
