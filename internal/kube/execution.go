@@ -157,7 +157,15 @@ var imagePullReasons = []string{"ErrImagePull", "ImagePullBackOff", "InvalidImag
 // outcome worse, never better: a Failed condition, a non-zero exit or an OOM kill stays a
 // failure whatever the message says (invariant 7). A Job never reads as succeeded unless
 // Kubernetes says it completed, or its one pod succeeded (exit 0, as the kubelet reports it).
+// Its message and reason are read through PodText: a pod controls them.
 func ObserveExecution(j *batchv1.Job, pods []*corev1.Pod, now time.Time, pullGrace time.Duration) Observation {
+	o := observe(j, pods, now, pullGrace)
+	o.Message = PodText(o.Message, MessageBytes, KeepHead)
+	o.Reason = PodText(o.Reason, MessageBytes, KeepHead)
+	return o
+}
+
+func observe(j *batchv1.Job, pods []*corev1.Pod, now time.Time, pullGrace time.Duration) Observation {
 	o := Observation{Status: job.ExecSubmitted, Pod: LatestPod(pods)}
 	if j.Status.StartTime != nil {
 		o.Start = &j.Status.StartTime.Time
@@ -381,20 +389,13 @@ func terminationStatus(p *corev1.Pod) (job.ExecutionStatus, string, bool) {
 	}
 	status, ok := vdkStatuses[strings.ToLower(strings.TrimSpace(text))]
 	if !ok {
-		return job.ExecPlatformError, "Unknown termination status of the data job: " + truncate(text, 200), true
+		return job.ExecPlatformError, "Unknown termination status of the data job: " + PodText(text, 200, KeepHead), true
 	}
 	out := text
 	if msg.VDKVersion != "" {
 		out += " (vdk " + msg.VDKVersion + ")"
 	}
 	return status, out, true
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }
 
 // LatestPod is the pod created last: the execution's current or final attempt.

@@ -1,6 +1,7 @@
 package kube_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -159,6 +160,23 @@ func TestObserveExecutionGivesTheTrueOutcome(t *testing.T) {
 			"a failure the message reports as the same kind keeps both explanations", execJob(cond(batchv1.JobFailed, "BackoffLimitExceeded")),
 			[]*corev1.Pod{pod(corev1.PodFailed, terminated(1, "Error", `{"status": "User error", "vdk_version": "0.3.1"}`))},
 			t0, job.ExecUserError, "User error (vdk 0.3.1) The data job exited with code 1 (Error).",
+		},
+		// Issue 41, L1: the unknown message was cut at byte 200, inside the "é" at 199-200,
+		// and PostgreSQL refused the batch of statuses the row went with.
+		{
+			"an unknown termination message is cut at a character, never inside one", execJob(cond(batchv1.JobComplete, "")),
+			[]*corev1.Pod{pod(corev1.PodSucceeded, terminated(0, "Completed", strings.Repeat("x", 199)+"é"))},
+			t0, job.ExecPlatformError, "Unknown termination status of the data job: " + strings.Repeat("x", 197) + "...",
+		},
+		{
+			"a Latin-1 byte of the termination message is kept as U+FFFD", execJob(cond(batchv1.JobComplete, "")),
+			[]*corev1.Pod{pod(corev1.PodSucceeded, terminated(0, "Completed", "caf\xe9"))},
+			t0, job.ExecPlatformError, "Unknown termination status of the data job: caf\uFFFD",
+		},
+		{
+			"a NUL of vdk-core's version is kept as U+FFFD", execJob(cond(batchv1.JobComplete, "")),
+			[]*corev1.Pod{pod(corev1.PodSucceeded, terminated(0, "Completed", `{"status": "User error", "vdk_version": "0.3\u0000"}`))},
+			t0, job.ExecUserError, "User error (vdk 0.3\uFFFD)",
 		},
 		{"a one-completion Job's succeeded pod succeeded before the Job controller says so", execJob(), []*corev1.Pod{pod(corev1.PodSucceeded, terminated(0, "Completed", ""))}, t0, job.ExecSucceeded, ""},
 		{

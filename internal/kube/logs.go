@@ -71,8 +71,9 @@ func (r *LogReader) ExecutionLog(ctx context.Context, id string, tailLines int) 
 }
 
 // PodLog reads the log of the pod's main container: the last keep bytes of it (the last
-// tailLines lines when tailLines > 0). truncated tells that the log was longer. A pod
-// whose container never started has an empty log; one that is gone, ErrPodGone.
+// tailLines lines when tailLines > 0), read through PodText. truncated tells that the log
+// was longer. A pod whose container never started has an empty log; one that is gone,
+// ErrPodGone.
 func (r *LogReader) PodLog(ctx context.Context, p *corev1.Pod, tailLines int, keep int64) (text string, truncated bool, err error) {
 	c := mainContainer(p)
 	if c == nil {
@@ -100,7 +101,7 @@ func (r *LogReader) PodLog(ctx context.Context, p *corev1.Pod, tailLines int, ke
 	if _, err := io.Copy(ring, stream); err != nil && !errors.Is(err, io.EOF) {
 		return "", false, fmt.Errorf("read log of pod %s: %w", p.Name, err)
 	}
-	return ring.String(), ring.dropped, nil
+	return PodText(string(ring.buf), int(keep), KeepTail), ring.dropped, nil
 }
 
 // tailBuffer keeps the last keep bytes written to it.
@@ -119,5 +120,3 @@ func (b *tailBuffer) Write(p []byte) (int, error) {
 	}
 	return n, nil
 }
-
-func (b *tailBuffer) String() string { return string(b.buf) }

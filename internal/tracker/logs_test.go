@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,20 +58,29 @@ func (f *execFixture) printingPod(p *corev1.Pod, lines ...string) {
 	require.NoError(f.t, devenv.ServePodLog(f.t.Context(), testenv.RestConfig(f.t), p, file))
 }
 
+// printingRun starts the executions and a run of a new held job whose pod runs printing
+// lines, and waits until kwok serves them (it sees the Logs object a moment after it is
+// created).
+func (f *execFixture) printingRun(name string, lines ...string) (string, *corev1.Pod) {
+	f.t.Helper()
+	f.heldJob(name)
+	f.startExecutions()
+	id := f.run(name, "")
+	p := f.pod(id)
+	f.printingPod(p, lines...)
+	f.kubelet(p, corev1.PodRunning, running(), "")
+	f.status(name, id, job.ExecRunning)
+	want := strings.Join(lines, "\n") + "\n"
+	require.Eventually(f.t, func() bool {
+		s, err := f.client.CoreV1().Pods(f.ns).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(f.t.Context())
+		return err == nil && string(s) == want
+	}, 30*time.Second, 50*time.Millisecond, "kwok serves the log of %s", p.Name)
+	return id, p
+}
+
 func TestTheLogIsKeptAfterTheFinalStatusAndByTheNextTermWhenItWasNot(t *testing.T) {
 	f := newExecFixture(t)
-	f.heldJob("log-job")
-	f.startExecutions()
-	id := f.run("log-job", "")
-	p := f.pod(id)
-	f.printingPod(p, "hello", "bye")
-	f.kubelet(p, corev1.PodRunning, running(), "")
-	f.status("log-job", id, job.ExecRunning)
-	// kwok sees the Logs object a moment after it is created: wait until it serves it.
-	require.Eventually(t, func() bool {
-		s, err := f.client.CoreV1().Pods(f.ns).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(t.Context())
-		return err == nil && string(s) == "hello\nbye\n"
-	}, 30*time.Second, 50*time.Millisecond)
+	id, p := f.printingRun("log-job", "hello", "bye")
 
 	f.kubelet(p, corev1.PodSucceeded, exited(0, "Completed", ""), "")
 	f.status("log-job", id, job.ExecSucceeded)

@@ -64,21 +64,47 @@ func (t *execTerm) writeBatch(ctx context.Context, batch []writeRequest) {
 			ids[r.u.ID] = true
 			now = append(now, r)
 		}
-		us := make([]job.ExecutionUpdate, len(now))
-		for i, r := range now {
-			us[i] = r.u
-		}
-		wrote, err := t.x.db.RecordExecutions(ctx, t.fence, us)
-		for i, r := range now {
-			if err == nil && wrote[i] && r.u.Status.Final() {
-				t.x.cfg.OnFinal() // a run ended: a backfill may start its next
-			}
-			if err != nil {
-				r.done <- writeResult{err: err}
-			} else {
-				r.done <- writeResult{wrote: wrote[i]}
+		switch err := t.writeTogether(ctx, now); {
+		case err == nil: // each status has its outcome
+		case ctx.Err() != nil:
+			t.deliver(now, nil, err)
+		default:
+			// One row PostgreSQL refuses fails its statement: each status is then written
+			// alone, so that it fails only its own execution (issue 41, L1).
+			for _, r := range now {
+				_ = t.writeTogether(ctx, []writeRequest{r}) // alone: never an error back
 			}
 		}
 		batch = later
+	}
+}
+
+// writeTogether writes the statuses of distinct executions in one statement and hands
+// each its outcome, unless the statement failed for more than one: it returns the error
+// then, the caller deciding what the statuses learn.
+func (t *execTerm) writeTogether(ctx context.Context, rs []writeRequest) error {
+	us := make([]job.ExecutionUpdate, len(rs))
+	for i, r := range rs {
+		us[i] = r.u
+	}
+	wrote, err := t.x.db.RecordExecutions(ctx, t.fence, us)
+	if err != nil && len(rs) > 1 {
+		return err
+	}
+	t.deliver(rs, wrote, err)
+	return nil
+}
+
+// deliver hands each status its outcome: err, or whether it was written.
+func (t *execTerm) deliver(rs []writeRequest, wrote []bool, err error) {
+	for i, r := range rs {
+		if err != nil {
+			r.done <- writeResult{err: err}
+			continue
+		}
+		if wrote[i] && r.u.Status.Final() {
+			t.x.cfg.OnFinal() // a run ended: a backfill may start its next
+		}
+		r.done <- writeResult{wrote: wrote[i]}
 	}
 }
