@@ -19,7 +19,9 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
 )
 
 // The formats of an Endpoint.
@@ -182,12 +184,39 @@ func ParseURL(raw string, allowPrivate bool) (*url.URL, error) {
 	return u, nil
 }
 
-// readBounded reads at most limit bytes of r and returns its first 200 as a snippet for
-// an error message.
+// answerBytes bounds what of a receiver's answer an error quotes.
+const answerBytes = 80
+
+// readBounded reads at most limit bytes of r and returns the start of it as a snippet for
+// an error message (answerText).
 func readBounded(r io.Reader, limit int64) string {
 	b, _ := io.ReadAll(io.LimitReader(r, limit))
-	if len(b) > 200 {
-		b = b[:200]
+	return answerText(b)
+}
+
+// answerText is what of a receiver's answer an error quotes: the team reads it in its
+// deliveries, so the receiver's words are kept short and plain (issue 41, L4). A URL may
+// point at a service that answers with what it holds (an SSRF read, or an installation
+// that allows private receivers); and an answer's control characters or invalid
+// UTF-8 have no place in a stored error. So: valid UTF-8, each run of whitespace or
+// unprintable characters one space, at most answerBytes, cut at a character.
+func answerText(b []byte) string {
+	var out strings.Builder
+	space := false
+	for _, r := range strings.ToValidUTF8(string(b[:min(len(b), 4*answerBytes)]), "\uFFFD") {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
+			space = true
+			continue
+		}
+		word := string(r)
+		if space && out.Len() > 0 {
+			word = " " + word
+		}
+		if out.Len()+len(word) > answerBytes {
+			break
+		}
+		space = false
+		out.WriteString(word)
 	}
-	return string(b)
+	return out.String()
 }
