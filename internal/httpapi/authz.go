@@ -45,6 +45,10 @@ type rule struct {
 	// theJob lets a data job's own token through (auth.Identity.Job) when the path's
 	// {team} and {job} are that job's; every other route refuses job callers.
 	theJob bool
+	// teamJobs lets a data job's token through when the path's {team} is the job's own
+	// team and Config.JobTokenTeamExecutions is on: what vdk-dag needs to start and follow
+	// the executions of the other jobs of its DAG.
+	teamJobs bool
 }
 
 // The rules of the routes.
@@ -55,6 +59,9 @@ var (
 	// memberOfTeamOrTheJob: a member of {team}, or the running job {job} itself (its
 	// properties and secrets: what vdk-core's job_input reads and writes at run time).
 	memberOfTeamOrTheJob = rule{teamParams: []string{"team"}, theJob: true}
+	// memberOfTeamOrATeamJob: a member of {team}, or, with Config.JobTokenTeamExecutions,
+	// a running job of {team} (vdk-dag's start, list and read of its DAG's executions).
+	memberOfTeamOrATeamJob = rule{teamParams: []string{"team"}, teamJobs: true}
 	// memberOfBothTeams: moving a job needs both the old and the new team.
 	memberOfBothTeams = rule{teamParams: []string{"team", "new_team"}}
 	// anyCaller: a route that names no team (authentication only).
@@ -174,7 +181,7 @@ func (a *api) authorize(r *http.Request, id auth.Identity, rt route) error {
 // is the job the path names on a route that lets it through.
 func (a *api) authorizeTeams(r *http.Request, id auth.Identity, rt route) error {
 	if id.Job != nil {
-		return authorizeJob(r, id, rt)
+		return authorizeJob(r, id, rt, a.cfg.JobTokenTeamExecutions)
 	}
 	for _, p := range rt.rule.teamParams {
 		if team := r.PathValue(p); !id.MemberOf(team) {
@@ -184,13 +191,21 @@ func (a *api) authorizeTeams(r *http.Request, id auth.Identity, rt route) error 
 	return nil
 }
 
-// authorizeJob lets a job caller act only on its own job, on routes that allow it.
-func authorizeJob(r *http.Request, id auth.Identity, rt route) error {
+// authorizeJob lets a job caller act on its own job, on routes that allow it, and, when
+// teamExecutions is on, on the executions of its own team's jobs (rule.teamJobs).
+func authorizeJob(r *http.Request, id auth.Identity, rt route, teamExecutions bool) error {
 	team, name := r.PathValue("team"), r.PathValue("job")
 	if rt.rule.theJob && team == id.Job.Team && name == id.Job.Name {
 		return nil
 	}
-	return job.Forbidden(id.Username, team, "A data job's token reads its own deployment's properties and secrets and writes its own properties, nothing else.")
+	if rt.rule.teamJobs && teamExecutions && team == id.Job.Team {
+		return nil
+	}
+	why := "A data job's token reads its own deployment's properties and secrets and writes its own properties, nothing else."
+	if teamExecutions {
+		why = "A data job's token reads its own deployment's properties and secrets, writes its own properties, and starts, lists and reads the executions of its own team's jobs, nothing else."
+	}
+	return job.Forbidden(id.Username, team, why)
 }
 
 // checkBodyType refuses a body whose media type the route does not take (415): a

@@ -53,6 +53,11 @@ type Config struct {
 	// Jobs authenticates the tokens of running data jobs (internal/jobidentity), in
 	// every auth mode: a job is never an admin. Nil: job tokens are not accepted.
 	Jobs JobAuthenticator
+	// JobTokenTeamExecutions lets a running job's token start, list and read the
+	// executions of the jobs of its own team (never another team's, never cancel or
+	// logs): what VDK's vdk-dag plugin does from a DAG job's pod (docs/compatibility.md).
+	// Off by default: a job's token then reaches its own properties and secrets only.
+	JobTokenTeamExecutions bool
 	// Secrets serves the secrets and team OAuth credentials endpoints; nil answers 501.
 	Secrets *service.Secrets
 }
@@ -142,10 +147,10 @@ func (a *api) routes() *router {
 		rt.handle("GET "+team+"/jobs", memberOfTeam, a.notImplemented("jobs query (GraphQL)"))
 	}
 	const execution = jobPath + "/executions/{execution_id}"
-	rt.handleFunc("GET "+jobPath+"/executions", memberOfTeam, a.listExecutions)
+	rt.handleFunc("GET "+jobPath+"/executions", memberOfTeamOrATeamJob, a.listExecutions)
 	rt.handleFunc("GET "+dep+"/executions", memberOfTeam, a.listExecutions)
-	rt.handleFunc("POST "+dep+"/executions", memberOfTeam, a.startExecution)
-	rt.handleFunc("GET "+execution, memberOfTeam, a.getExecution)
+	rt.handleFunc("POST "+dep+"/executions", memberOfTeamOrATeamJob, a.startExecution)
+	rt.handleFunc("GET "+execution, memberOfTeamOrATeamJob, a.getExecution)
 	rt.handleFunc("DELETE "+execution, memberOfTeam, a.cancelExecution)
 	rt.handleFunc("GET "+execution+"/logs", memberOfTeam, a.limit(a.logReads, a.executionLogs))
 	a.backfillRoutes(rt, dep)

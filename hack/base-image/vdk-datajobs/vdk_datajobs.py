@@ -6,6 +6,8 @@ takes it as that job, for its own deployment's properties (read and write) and s
 (read). This plugin registers clients of type "default", which vdk-core picks when
 PROPERTIES_DEFAULT_TYPE / SECRETS_DEFAULT_TYPE are not set, so a step's
 job_input.get_all_properties(), set_all_properties() and get_all_secrets() work unchanged.
+When VDK's vdk-dag plugin is installed too, its calls to the API (start, list and read the
+executions of the DAG's jobs) carry the same token (docs/compatibility.md, "vdk-dag").
 Outside a datajobs pod (no token file or API URL in the environment) it registers nothing.
 """
 
@@ -79,9 +81,33 @@ class DatajobsSecrets(ISecretsServiceClient):
         return secrets
 
 
+class PodTokenAuthentication:
+    """Stands for vdk-control-api-auth's Authentication where vdk-dag makes one
+    (vdk/plugin/dag/remote_data_job.py, RemoteDataJob._login): vdk-dag asks it only for
+    read_access_token(), once per request it sends, and gets the pod's token, read
+    afresh because the kubelet renews the file. vdk-dag passes no credentials of its own:
+    without this it would send no Authorization header at all."""
+
+    def __init__(self, *args, **kwargs):
+        self._token_file = os.environ["DATAJOBS_TOKEN_FILE"]
+
+    def read_access_token(self):
+        with open(self._token_file) as f:
+            return f.read().strip()
+
+
+def _give_vdk_dag_the_pod_token():
+    try:
+        from vdk.plugin.dag import remote_data_job
+    except ImportError:
+        return  # no vdk-dag in this image
+    remote_data_job.Authentication = PodTokenAuthentication
+
+
 @hookimpl
 def initialize_job(context):
     if not (os.environ.get("DATAJOBS_TOKEN_FILE") and os.environ.get("VDK_CONTROL_SERVICE_REST_API_URL")):
         return
     context.properties.set_properties_factory_method("default", DatajobsProperties)
     context.secrets.set_secrets_factory_method("default", DatajobsSecrets)
+    _give_vdk_dag_the_pod_token()
