@@ -328,6 +328,14 @@ func (b *browser) text(sel string) string {
 	return s
 }
 
+// eval is the number the JavaScript expression gives in the page.
+func (b *browser) eval(expr string) float64 {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[float64](expr))
+	require.NoError(b.t, err, "evaluate %s", expr)
+	return v
+}
+
 func (b *browser) location() string {
 	b.t.Helper()
 	s, err := chromedp.Run(b.ctx, chromedp.Location())

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5"
@@ -74,6 +75,7 @@ func teamPanels(t *testing.T, b *browser, dbURL, base, tok, shots string) {
 	id := strings.TrimSpace(b.text("#executions tbody tr th"))
 	sql(t, dbURL, `UPDATE data_job_execution SET status = 'user_error', exit_code = 1, termination_reason = 'Error', message = 'forecast failed' WHERE id = $1`, id)
 	sql(t, dbURL, `UPDATE data_job SET last_execution_status = 'user_error' WHERE name = 'sales-forecast'`)
+	failedLog(t, dbURL, id)
 	b.do(chromedp.Navigate(base + "/ui/")) // the list links the health of alice's teams
 	b.do(chromedp.Click(chromedp.CSS(`.page-head a[href="/ui/teams/team-a/health"]`)))
 	b.do(chromedp.WaitVisible(chromedp.CSS("#by-status")))
@@ -112,3 +114,27 @@ func sql(t *testing.T, dbURL, query string, args ...any) {
 	_, err = conn.Exec(t.Context(), query, args...)
 	require.NoError(t, err)
 }
+
+// failedLog writes, once the leader has kept the run's log (kwok's one line), the log of
+// a user error over it: 300 lines of output, the traceback, then vdk-core's summary.
+func failedLog(t *testing.T, dbURL, id string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		conn, err := pgx.Connect(t.Context(), dbURL)
+		require.NoError(t, err)
+		defer conn.Close(context.WithoutCancel(t.Context()))
+		var kept bool
+		err = conn.QueryRow(t.Context(), `SELECT NOT pending FROM data_job_execution_log WHERE execution_id = $1`, id).Scan(&kept)
+		return err == nil && kept
+	}, time.Minute, 200*time.Millisecond, "the leader keeps the run's log")
+	var log strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&log, "2026-12-01 09:00:%02d INFO  forecast.step  reading partition %d of 300\n", i%60, i+1)
+	}
+	log.WriteString("Traceback (most recent call last):\n  File \"10_forecast.py\", line 3, in run\n    job_input.execute_query(\"SELECT 1\")\n" +
+		forecastError + "\nWhat happened: Data Job sales-forecast failed.\nWhy it happened: user error.\n")
+	sql(t, dbURL, `UPDATE data_job_execution_log SET logs = $2 WHERE execution_id = $1`, id, log.String())
+}
+
+// forecastError is the exception that ends the failed run's log.
+const forecastError = "ValueError: no sales rows for 2026-11-30"

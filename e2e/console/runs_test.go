@@ -4,7 +4,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
@@ -23,6 +22,13 @@ func rerunAndBackfill(t *testing.T, b *browser, base, shots string) {
 	b.do(chromedp.Click(chromedp.CSS(`#executions tbody tr th a`)))
 	b.do(chromedp.WaitVisible(chromedp.CSS(`button[type="submit"]`)))
 	require.Contains(t, b.text("main"), "forecast failed", "the failed run's page")
+	// The error first: the exception above the log and marked in it, the log box opened at
+	// its end (its 300 lines of output above, out of view).
+	require.Contains(t, b.text("#logs .log-error"), forecastError)
+	require.Equal(t, forecastError, b.text("#logs pre.log mark"))
+	b.waitFor(`(() => { const p = document.querySelector('#logs pre.log');
+		return p.scrollTop > 0 && p.scrollTop + p.clientHeight >= p.scrollHeight - 2; })()`, "the log box at its end")
+	b.shot(shots, "execution-failed")
 	b.do(chromedp.Click(chromedp.CSS(`form[action$="/rerun"] button`)))
 	b.do(chromedp.WaitVisible(chromedp.CSS("dialog#confirm")))
 	require.Contains(t, b.text("dialog#confirm"), "same arguments")
@@ -38,25 +44,51 @@ func rerunAndBackfill(t *testing.T, b *browser, base, shots string) {
 	require.Contains(t, strings.ToLower(b.text("main")), "re-run of\n"+failed, "the re-run names the run it repeats")
 	b.shot(shots, "execution-rerun")
 
-	// Three days of 09:00 in Sofia (07:00 UTC in winter): three runs, one at a time.
+	// Run with arguments, from the job page's head: a bad object is refused with the REST
+	// API's message, a good one starts a run that has them.
 	b.do(chromedp.Navigate(base + jobPage))
-	b.do(chromedp.WaitVisible(chromedp.CSS("#backfills")))
-	b.do(chromedp.Click(chromedp.CSS(`#backfills summary`)))
+	b.waitFor(`document.querySelector('#executions .e-running, #executions .e-submitted') === null`, "the re-run ended")
+	b.do(chromedp.Click(chromedp.CSS(`#run-new summary`)))
+	b.do(chromedp.SendKeys(chromedp.CSS(`#run-args`), `{"day": ["2026-11-30"]}`))
+	b.do(chromedp.Click(chromedp.CSS(`#run-new form button[type="submit"]`)))
+	b.do(chromedp.Click(chromedp.CSS(`dialog#confirm button[value="ok"]`)))
+	b.waitFor(`document.querySelector('#flash .alert.error') !== null`, "the refusal")
+	require.Contains(t, b.text("#flash"), "a JSON object of strings, numbers and booleans")
+	b.do(chromedp.SetValue(`#run-args`, `{"day": "2026-11-30", "dry_run": true}`))
+	b.shot(shots, "job-run-args")
+	b.do(chromedp.Click(chromedp.CSS(`#run-new form button[type="submit"]`)))
+	b.do(chromedp.Click(chromedp.CSS(`dialog#confirm button[value="ok"]`)))
+	b.waitFor(`document.querySelector('#flash .alert.ok') !== null`, "the notice of the run")
+	require.Contains(t, b.text("#flash"), `with arguments {"day": "2026-11-30", "dry_run": true}`)
+	b.waitFor(`document.querySelector('#executions .e-running, #executions .e-submitted') === null`, "the run ended")
+	// Durations as people say them ("850 ms", "1.2 s", "11 s", "2 min 5 s"), never "11.000 s".
+	durations := regexp.MustCompile(`^(\d+ ms|\d+(\.\d)? s|\d+ (min|h|d)( \d+ (s|min|h))?)$`)
+	require.Regexp(t, durations, b.text(`#executions tbody tr td[data-label="Duration"]`))
+
+	// Three days of 09:00 in Sofia (07:00 UTC in winter): three runs, one at a time, from
+	// the Backfill button at the top of the page.
+	b.do(chromedp.Click(chromedp.CSS(`#backfill-new summary`)))
 	b.do(chromedp.SetValue(`#bf-from`, "2026-11-20T00:00"))
 	b.do(chromedp.SetValue(`#bf-to`, "2026-11-22T23:59"))
-	b.do(chromedp.Click(chromedp.CSS(`#backfills form button[type="submit"]`)))
+	top := b.eval(`document.querySelector('#backfill-new form').getBoundingClientRect().bottom`)
+	require.Less(t, top, 900.0, "the form is in the first screen, not 4,500 px down")
+	b.shot(shots, "job-backfill-form")
+	b.do(chromedp.Click(chromedp.CSS(`#backfill-new form button[type="submit"]`)))
 	b.do(chromedp.WaitVisible(chromedp.CSS("dialog#confirm")))
 	b.do(chromedp.Click(chromedp.CSS(`dialog#confirm button[value="ok"]`)))
-	b.waitFor(`document.querySelector('#flash .alert.ok') !== null`, "the notice of the backfill")
+	b.waitFor(`document.querySelector('#flash').innerText.includes('Started backfill')`, "the notice of the backfill")
 	require.Contains(t, b.text("#flash"), "3 runs, at most 1 at once")
-	require.Eventually(t, func() bool {
-		b.do(chromedp.Reload()) // the panel is not polled
-		b.do(chromedp.WaitVisible(chromedp.CSS("#backfills table.backfills")))
-		return strings.Contains(b.text("#backfills"), "3 succeeded")
-	}, 2*time.Minute, time.Second, "kwok ends each run in turn")
+	b.waitFor(`document.querySelector('#backfills') && document.querySelector('#backfills').innerText.includes('3 succeeded')`,
+		"kwok ends each run in turn, the panel follows")
 	row := b.text("#backfills tbody tr")
 	require.Contains(t, row, "finished")
 	require.Contains(t, row, "of 3")
 	require.Contains(t, row, "alice")
+	// Its runs say they are the backfill's, with their logical times.
+	b.waitFor(`document.querySelectorAll('#executions .k-backfill').length === 3`, "the backfill's three runs listed as such")
+	runs := b.text("#executions tbody")
+	for _, day := range []string{"2026-11-20T07:00:00Z", "2026-11-21T07:00:00Z", "2026-11-22T07:00:00Z"} {
+		require.Contains(t, runs, day)
+	}
 	b.shot(shots, "job-backfill")
 }

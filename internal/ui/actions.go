@@ -2,6 +2,7 @@ package ui
 
 import (
 	"crypto/rand"
+	"encoding/json"
 	"net/http"
 	"strings"
 
@@ -33,11 +34,21 @@ func (c *Console) patchEnabled(w http.ResponseWriter, r *http.Request, s session
 	return c.done(w, r, "Disabled "+name+". The synchronizer suspends its CronJob.")
 }
 
+// run starts a run now: without arguments (the deployment panel's button) or with the
+// JSON object of the "Run with arguments" form, which the service validates as it does
+// the REST API's args.
 func (c *Console) run(w http.ResponseWriter, r *http.Request, s session) error {
 	team, name := r.PathValue("team"), r.PathValue("job")
-	e, err := c.svc.StartExecution(r.Context(), team, name, service.ExecutionRequest{StartedBy: "manual/console/" + s.User}, s.User, rand.Text())
+	req := service.ExecutionRequest{StartedBy: "manual/console/" + s.User}
+	if args := strings.TrimSpace(r.PostFormValue("args")); args != "" {
+		req.Args = json.RawMessage(args)
+	}
+	e, err := c.svc.StartExecution(r.Context(), team, name, req, s.User, rand.Text())
 	if err != nil {
 		return err
+	}
+	if len(e.Args) > 0 {
+		return c.done(w, r, "Started execution "+e.ID+" with arguments "+string(e.Args)+".")
 	}
 	return c.done(w, r, "Started execution "+e.ID+".")
 }

@@ -13,9 +13,9 @@ import (
 	"github.com/datajobs/datajobs/internal/service"
 )
 
-// Re-run and backfill in the console (issue 27): the job page's backfill panel (a form,
-// the latest backfills with their progress and a cancel button) and the re-run button of
-// a finished execution. Each action goes through the same service call as its REST twin.
+// Re-run and backfill in the console (issue 27): the job page's "Backfill…" form near its
+// top, its backfill panel (the latest backfills with their progress and a cancel button)
+// and the re-run button of a finished execution. Each action goes through the same service call as its REST twin.
 
 // backfillsShown is how many backfills the job page lists.
 const backfillsShown = 10
@@ -37,12 +37,16 @@ type backfillsData struct {
 	Rows []backfillRow
 	Err  string
 	CSRF string
+	// PageHref is the job page, which the panel reloads itself from (after an action, and
+	// while a backfill runs).
+	PageHref string
+	Running  bool
 }
 
 // backfills is the job page's backfill panel; a failed read is shown in it, not as the
 // page's error.
 func (c *Console) backfills(r *http.Request, s session, team, name string) backfillsData {
-	d := backfillsData{Href: jobURL(team, name) + "/backfills", CSRF: s.CSRF}
+	d := backfillsData{Href: jobURL(team, name) + "/backfills", PageHref: jobURL(team, name), CSRF: s.CSRF}
 	bs, err := c.svc.Backfills(r.Context(), team, name)
 	if err != nil {
 		d.Err = errorText(err)
@@ -65,6 +69,7 @@ func (c *Console) backfills(r *http.Request, s session, team, name string) backf
 			row.State = "cancelling"
 		default:
 			row.State = "running"
+			d.Running = true
 			row.CancelURL = d.Href + "/" + strconv.FormatInt(b.ID, 10) + "/cancel"
 		}
 		d.Rows = append(d.Rows, row)

@@ -5,12 +5,14 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/testenv"
 )
 
@@ -88,4 +90,35 @@ func TestBackfillFormStartsListsAndCancelsABackfill(t *testing.T) {
 		url.Values{"csrf": {token}, "from": {"2026-01-02T00:00"}, "to": {"2026-01-01T00:00"}}, "HX-Request", "true")
 	assert.Equal(t, http.StatusBadRequest, r.status)
 	assert.Contains(t, r.body, "at or after from")
+}
+
+// The backfill form is near the top of the job page, behind its button, and a
+// backfill's runs are listed as such with their logical time (issue 48, item 7): before,
+// the form was at the page's bottom and its runs read "manual" with no logical time.
+func TestBackfillRunsShowTheirBackfillAndLogicalTime(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	bf, err := e.svc.CreateBackfill(t.Context(), "team-b", "job-of-b",
+		service.BackfillRequest{From: "2026-01-01T00:00:00Z", To: "2026-01-01T00:00:00Z"}, "alice")
+	require.NoError(t, err)
+	ex, err := e.svc.ListExecutions(t.Context(), "team-b", "job-of-b", nil)
+	require.NoError(t, err)
+	conn, err := pgx.Connect(t.Context(), e.dbURL)
+	require.NoError(t, err)
+	defer conn.Close(context.WithoutCancel(t.Context()))
+	_, err = conn.Exec(t.Context(), `UPDATE data_job_execution SET backfill_id = $2, logical_time = '2026-01-01T00:00:00Z' WHERE id = $1`, ex[0].ID, bf.ID)
+	require.NoError(t, err)
+
+	b := e.browser(t)
+	page := b.get("/ui/teams/team-b/jobs/job-of-b")
+	require.Equal(t, http.StatusOK, page.status, page.body)
+	form, list := strings.Index(page.body, `id="backfill-new"`), strings.Index(page.body, `id="executions"`)
+	require.Positive(t, form)
+	assert.Less(t, form, list, "the form is above the executions, in the page's head")
+	badge := `<span class="pill k-backfill" title="type manual">backfill ` + strconv.FormatInt(bf.ID, 10) + `</span>`
+	assert.Contains(t, page.body, badge)
+	assert.Contains(t, page.body, `<td data-label="Logical time"><code class="small">2026-01-01T00:00:00Z</code>`)
+	page = b.get("/ui/teams/team-b/jobs/job-of-b/executions/" + ex[0].ID)
+	assert.Contains(t, page.body, badge)
+	assert.Contains(t, page.body, "<code>2026-01-01T00:00:00Z</code>")
 }

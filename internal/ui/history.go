@@ -67,21 +67,30 @@ func (c *Console) rollback(w http.ResponseWriter, r *http.Request, s session) er
 	return c.done(w, r, fmt.Sprintf("Rolled %s back to revision %d. The synchronizer applies it.", name, n))
 }
 
-// duration is a run's length as the console shows it, to the millisecond: "850 ms",
-// "12.345 s", "3m 05.120s", "2h 5m".
+// duration is a run's length as people say it, in its two largest units: "850 ms",
+// "2.5 s", "11 s", "2 min 5 s", "1 h 5 min", "2 d 3 h".
 func duration(d time.Duration) string {
+	two := func(a int64, ua string, b int64, ub string) string {
+		if b == 0 {
+			return fmt.Sprintf("%d %s", a, ua)
+		}
+		return fmt.Sprintf("%d %s %d %s", a, ua, b, ub)
+	}
 	switch {
 	case d < 0:
 		return ""
 	case d < time.Second:
 		return fmt.Sprintf("%d ms", d.Milliseconds())
+	case d < 10*time.Second:
+		return strings.TrimSuffix(fmt.Sprintf("%.1f", d.Seconds()), ".0") + " s"
 	case d < time.Minute:
-		return fmt.Sprintf("%.3f s", d.Seconds())
+		return fmt.Sprintf("%d s", int64(d/time.Second))
 	case d < time.Hour:
-		m := int(d.Minutes())
-		return fmt.Sprintf("%dm %06.3fs", m, (d - time.Duration(m)*time.Minute).Seconds())
+		return two(int64(d/time.Minute), "min", int64(d%time.Minute/time.Second), "s")
+	case d < 24*time.Hour:
+		return two(int64(d/time.Hour), "h", int64(d%time.Hour/time.Minute), "min")
 	default:
-		return span(d)
+		return two(int64(d/(24*time.Hour)), "d", int64(d%(24*time.Hour)/time.Hour), "h")
 	}
 }
 

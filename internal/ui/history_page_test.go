@@ -66,13 +66,13 @@ func TestExecutionPageShowsArgumentsExitCodeAndReason(t *testing.T) {
 	start := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	_, err = conn.Exec(t.Context(), `UPDATE data_job_execution SET status = 'user_error', args = '{"day":"2026-11-30"}',
 		exit_code = 3, termination_reason = 'Error', start_time = $2, end_time = $3 WHERE id = $1`,
-		id, start, start.Add(1250*time.Millisecond))
+		id, start, start.Add(125250*time.Millisecond))
 	require.NoError(t, err)
 
 	b := e.browser(t)
 	r := b.get("/ui/teams/team-b/jobs/job-of-b/executions/" + id)
 	require.Equal(t, http.StatusOK, r.status, r.body)
-	for _, want := range []string{"<dt>Exit code</dt><dd><code>3</code>", "<dt>Termination reason</dt><dd>Error", "&#34;day&#34;: &#34;2026-11-30&#34;", "1.250 s"} {
+	for _, want := range []string{"<dt>Exit code</dt><dd><code>3</code>", "<dt>Termination reason</dt><dd>Error", "&#34;day&#34;: &#34;2026-11-30&#34;", "2 min 5 s"} {
 		assert.Contains(t, r.body, want)
 	}
 	r = b.get("/ui/teams/team-b/jobs/job-of-b")
@@ -81,7 +81,7 @@ func TestExecutionPageShowsArgumentsExitCodeAndReason(t *testing.T) {
 	require.GreaterOrEqual(t, i, 0, "the run chart")
 	svg := r.body[i : i+strings.Index(r.body[i:], "</svg>")]
 	assert.Contains(t, svg, `class="bar e-user_error"`)
-	assert.Contains(t, svg, id+": user error, 1.250 s")
+	assert.Contains(t, svg, id+": user error, 2 min 5 s")
 	svg = strings.Replace(svg, `xmlns="http://www.w3.org/2000/svg"`, "", 1)
 	assert.NotContains(t, svg, "http", "no external resource")
 	assert.NotContains(t, svg, "href")

@@ -84,6 +84,9 @@ type executionRow struct {
 	// LogicalTime is the schedule time a catch-up or backfill run stands for; RerunOf the
 	// execution a re-run repeats, RerunOfHref its page ("" for none).
 	LogicalTime, RerunOf, RerunOfHref string
+	// BackfillID is the backfill that started the run (0: none), which the lists show as
+	// its kind instead of VDK's type manual.
+	BackfillID int64
 }
 
 type executionsData struct {
@@ -258,7 +261,7 @@ func (c *Console) executionRow(team, name string, e job.Execution) executionRow 
 	row := executionRow{
 		ID: e.ID, Href: jobURL(team, name) + "/executions/" + url.PathEscape(e.ID), Type: e.Type, Status: e.Status,
 		StartedBy: e.StartedBy, Message: e.Message, Version: e.JobVersion, Start: c.when(e.StartTime), Running: !finished(e.Status),
-		Reason: e.TerminationReason, RerunOf: e.RerunOf, RerunOfHref: rerunOf(team, name, e.RerunOf),
+		Reason: e.TerminationReason, RerunOf: e.RerunOf, RerunOfHref: rerunOf(team, name, e.RerunOf), BackfillID: e.BackfillID,
 	}
 	if e.LogicalTime != nil {
 		row.LogicalTime = e.LogicalTime.UTC().Format(time.RFC3339)
@@ -305,6 +308,9 @@ type logsData struct {
 	// open tab reads logTailLines lines a second, never the whole log.
 	Poll bool
 	Err  string
+	// Error is Text split around the line that says why a failed run failed (logerror.go);
+	// a run that did not fail has it all in Error.Before.
+	Error logError
 }
 
 // executionPage is one execution and its logs.
@@ -355,8 +361,16 @@ func (c *Console) logs(r *http.Request, s session, e job.Execution, all bool) lo
 	if err != nil {
 		d.Err = errorText(err)
 	}
-	d.Text = text
+	d.Text, d.Error = text, logError{Before: text}
+	if failed(e.Status) {
+		d.Error = findError(text)
+	}
 	return d
+}
+
+// failed reports whether an execution's status is a failure.
+func failed(status string) bool {
+	return status == string(job.ExecUserError) || status == string(job.ExecPlatformError)
 }
 
 // errorText is a domain error's what and why, as the REST API's body says them.

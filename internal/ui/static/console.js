@@ -36,6 +36,21 @@
     });
     dialog.showModal();
   });
+  // A log box opens at its end, where a failed run's exception is (pre.log[data-end]);
+  // a poll that brings new lines keeps it there.
+  function toEnd(root) {
+    root.querySelectorAll("pre.log[data-end]").forEach(function (pre) { pre.scrollTop = pre.scrollHeight; });
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", function () { toEnd(document); });
+  else toEnd(document);
+  document.addEventListener("htmx:afterSettle", function (e) {
+    if (e.detail.target && e.detail.target.id === "logs") toEnd(document);
+  });
+  // A form that opened under its button (details.run-args) closes once it succeeded.
+  document.addEventListener("htmx:afterRequest", function (e) {
+    var menu = e.detail.elt.closest && e.detail.elt.closest("details.run-args");
+    if (menu && e.detail.successful && e.detail.xhr && e.detail.xhr.status < 300) menu.open = false;
+  });
   document.addEventListener("htmx:afterRequest", function (e) {
     var id = e.detail.elt.id, xhr = e.detail.xhr;
     if (!id || !xhr) return;
