@@ -110,6 +110,12 @@ func (s *service) deploy(t *testing.T, name string, files map[string]string) {
 	}
 	s.vdk(t, "create", "-n", name, "-t", team, "--cloud")
 	s.vdk(t, "deploy", "-n", name, "-t", team, "-p", dir, "-r", "realnode e2e")
+	s.waitBuilt(t, name)
+}
+
+// waitBuilt waits until job name's CronJob runs the image built from its sources.
+func (s *service) waitBuilt(t *testing.T, name string) {
+	t.Helper()
 	require.Eventually(t, func() bool {
 		cj, err := s.kube.BatchV1().CronJobs(s.ns).Get(t.Context(), name, metav1.GetOptions{})
 		return err == nil && strings.Contains(cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Image, "@sha256:")

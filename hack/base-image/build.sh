@@ -5,10 +5,11 @@
 #            fetched with `apt-get download` and unpacked with `dpkg -x` (nothing is
 #            installed on the host, no root needed), without docs, manuals and locales;
 #            /etc/passwd with the job user 1000, /tmp, /job;
-#   layer 2: vdk-core and its dependencies (requirements.txt, pinned) from PyPI, and the
-#            vdk-datajobs plugin of this folder (the job's properties and secrets through the
-#            datajobs API with the pod's token), installed by Debian's pip of the same
-#            python 3.11 into /usr/local.
+#   layer 2: vdk-core, the plugins VDK's job template needs (vdk-sqlite, the ingestion
+#            plugins of VDK's quickstart) and their dependencies (requirements.txt, pinned)
+#            from PyPI, and the vdk-datajobs plugin of this folder (the job's properties
+#            and secrets through the datajobs API with the pod's token), installed by
+#            Debian's pip of the same python 3.11 into /usr/local.
 # Both are byte-compiled (hash-checked .pyc, no times), so pods do not compile python's
 # standard library and vdk-core at every start (a run took 7.4 s p50 without, 3.1 s with).
 # The layers are written by internal/build (sorted, fixed times and owners), so the same
