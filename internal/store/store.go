@@ -24,7 +24,7 @@ import (
 
 // Store is a pool of connections to the datajobs database, and a small pool of its own
 // for the leader lease, so that API load saturating the main pool never delays a
-// renewal past the lease (the LISTEN connection is also its own: see Listen).
+// renewal past the lease (the one LISTEN connection all listens share is also its own: see Listen).
 type Store struct {
 	pool   *pgxpool.Pool
 	quotas TeamQuotas
@@ -40,6 +40,8 @@ type Store struct {
 	listenKeepalive time.Duration
 	metrics         *Metrics
 	log             *slog.Logger
+	// listener is the one LISTEN connection every Listen shares (listen.go).
+	listener *listener
 }
 
 // Config configures the connection pool.
@@ -47,7 +49,7 @@ type Config struct {
 	// URL is a PostgreSQL connection URL or key=value string. Required.
 	URL string
 	// MaxConns caps the main pool (default: pgx's, the larger of 4 and the number of
-	// CPUs). The lease pool (2 connections), the probe's connection and the LISTEN
+	// CPUs). The lease pool (2 connections), the probe's connection and the one LISTEN
 	// connection come on top.
 	MaxConns int32
 	// StatementTimeout bounds every statement of the main pool (PostgreSQL's
@@ -107,15 +109,18 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		leases.Close()
 		return nil, fmt.Errorf("open probe pool: %w", redact(err))
 	}
-	return &Store{
+	s := &Store{
 		pool: pool, leases: leases, probe: probe, quotas: cfg.Quotas,
 		listenKeepalive: cmp.Or(cfg.ListenKeepalive, 30*time.Second),
 		metrics:         cfg.Metrics, log: cmp.Or(cfg.Logger, slog.Default()),
-	}, nil
+	}
+	s.listener = newListener(s)
+	return s, nil
 }
 
-// Close closes every connection of the pools.
+// Close closes every connection of the pools and the LISTEN connection.
 func (s *Store) Close() {
+	s.listener.shutdown()
 	s.pool.Close()
 	s.leases.Close()
 	s.probe.Close()

@@ -2,9 +2,7 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -371,48 +369,4 @@ UNION ALL SELECT 'deleting', count(*) FROM actual_data_job_deployment a
 		return nil
 	})
 	return counts, rowError(err, nil, "count deployments")
-}
-
-// Listen holds a dedicated connection that LISTENs on channel, calls ready once it
-// listens, and calls notify with the payload of every notification, until ctx ends or the
-// connection fails (then it returns the error; the caller reconnects and must assume it
-// missed notifications meanwhile).
-func (s *Store) Listen(ctx context.Context, channel string, ready func(), notify func(payload string)) error {
-	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return translate(fmt.Errorf("listen: connect: %w", redact(err)))
-	}
-	defer func() {
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		conn.Close(closeCtx) //nolint:errcheck // closing a connection we are done with
-	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
-		return translate(fmt.Errorf("listen on %s: %w", channel, err))
-	}
-	ready()
-	for {
-		// Wake up every s.listenKeepalive to ask the server whether the connection still
-		// works: a LISTEN connection that a proxy or a failover cut silently would
-		// otherwise wait for notifications forever (TCP keepalives take many minutes).
-		waitCtx, cancel := context.WithTimeout(ctx, s.listenKeepalive)
-		n, err := conn.WaitForNotification(waitCtx)
-		idle := errors.Is(waitCtx.Err(), context.DeadlineExceeded)
-		cancel()
-		switch {
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case err != nil && idle:
-			pingCtx, cancel := context.WithTimeout(ctx, s.listenKeepalive)
-			err = conn.Ping(pingCtx)
-			cancel()
-			if err != nil {
-				return translate(fmt.Errorf("listen on %s: keepalive: %w", channel, err))
-			}
-		case err != nil:
-			return translate(fmt.Errorf("wait for notification on %s: %w", channel, err))
-		default:
-			notify(n.Payload)
-		}
-	}
 }
