@@ -66,6 +66,31 @@ ON CONFLICT (job_name, job_version, python_version, base_image) DO UPDATE SET ba
 	return tag.RowsAffected() > 0, nil
 }
 
+// ClaimPrebuiltImage records that incarnation jobUID of job name runs the prebuilt image
+// (by digest) unless another incarnation of the name ran it first, while the job is
+// still jobUID and fence holds the lease, and returns the incarnation the image belongs
+// to ("" when it wrote nothing and none had it): a job created again under a name runs no
+// image its previous owner ran (issue 41, L9).
+func (s *Store) ClaimPrebuiltImage(ctx context.Context, fence job.Fence, name, jobUID, image string) (string, error) {
+	var owner *string
+	err := s.pool.QueryRow(ctx, `WITH claim AS (
+	INSERT INTO prebuilt_image_owner (job_name, image, job_uid)
+	SELECT $1, $3, $2::uuid
+	WHERE EXISTS (SELECT 1 FROM data_job WHERE name = $1 AND uid = $2::uuid) AND `+syncLeaseHeld("$4")+`
+	ON CONFLICT (job_name, image) DO NOTHING
+	RETURNING job_uid
+)
+SELECT COALESCE((SELECT job_uid FROM claim), (SELECT job_uid FROM prebuilt_image_owner WHERE job_name = $1 AND image = $3))::text`,
+		name, jobUID, image, fence.Epoch).Scan(&owner)
+	if err != nil {
+		return "", translate(fmt.Errorf("claim prebuilt image %s of %s: %w", image, name, err))
+	}
+	if owner == nil {
+		return "", nil
+	}
+	return *owner, nil
+}
+
 // deleteAttempts deletes the attempts of build key ($1 job, $3 version, $4 python, $5
 // base) while $2 is the job's incarnation and the term of epochArg holds the lease.
 func deleteAttempts(epochArg string) string {

@@ -36,6 +36,8 @@ type ImageBuilder interface {
 type BuildStore interface {
 	GetSources(ctx context.Context, team, name, version string) (job.Sources, error)
 	RecordBuild(ctx context.Context, fence job.Fence, b job.ImageBuild) (bool, error)
+	// ClaimPrebuiltImage returns the incarnation a prebuilt image belongs to (prebuilt.go).
+	ClaimPrebuiltImage(ctx context.Context, fence job.Fence, name, jobUID, image string) (string, error)
 	// StartBuild and EndBuild keep the count of a key's unfinished builds (buildbackoff.go).
 	StartBuild(ctx context.Context, fence job.Fence, key job.BuildKey) (int, error)
 	EndBuild(ctx context.Context, fence job.Fence, key job.BuildKey) error

@@ -17,7 +17,9 @@ import (
 // a built image's (without a base image) and the CronJob runs <registry>/<job>@sha256:…;
 // a tag the registry does not have is a user error of the deployment and the CronJob keeps
 // its last good image (DESIGN invariant 12). A version's image is looked up once: a later
-// push to the same tag is a new image only for a new job version, as with sources.
+// push to the same tag is a new image only for a new job version, as with sources. The tag
+// outlives its job: an image a previous job of the name ran is refused to a job created
+// again under it (claim).
 
 // Resolver pins a prebuilt image by digest; build.Resolver is one.
 type Resolver interface {
@@ -52,6 +54,9 @@ func (b *buildStage) resolve(ctx context.Context, st job.SyncState) error {
 	}
 	ref := b.t.prebuiltImage(st)
 	image, err := b.cfg.Resolver.Resolve(ctx, ref)
+	if err == nil {
+		err = b.claim(ctx, j, ref, image)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return err // the term ended; the next leader looks it up
@@ -77,5 +82,20 @@ func (b *buildStage) resolve(ctx context.Context, st job.SyncState) error {
 	}
 	s.log.InfoContext(ctx, "prebuilt_image_resolved", "job", j.Name, "image", image)
 	b.t.queue.Add(j.Name)
+	return nil
+}
+
+// claim refuses the image a tag resolved to when a previous job of the name ran it: a job
+// deleted and created again (by another team, say) that deployed a version its previous
+// owner pushed ran the previous owner's code with its own secrets (issue 41, L9).
+func (b *buildStage) claim(ctx context.Context, j *job.Job, ref, image string) error {
+	owner, err := b.cfg.Store.ClaimPrebuiltImage(ctx, b.t.fence, j.Name, j.UID, image)
+	if err != nil {
+		return err
+	}
+	if owner != "" && owner != j.UID {
+		return &build.UserError{Message: fmt.Sprintf("%s is %s, which a previous job named %s ran (deleted since): "+
+			"a job created again under a name runs only images pushed for it", ref, image, j.Name)}
+	}
 	return nil
 }

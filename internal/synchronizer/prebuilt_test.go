@@ -99,3 +99,35 @@ func TestPrebuiltVersionWhileTheRegistryIsDownIsAPlatformErrorAndRecovers(t *tes
 	assert.Equal(t, f.render.ImageRegistry+"/prebuilt-down@"+digest,
 		f.cronJob("prebuilt-down").Spec.JobTemplate.Spec.Template.Spec.Containers[0].Image)
 }
+
+// Issue 41, L9: a tag outlives its job. A job deleted and created again under its name
+// (by another team, say) that deployed a version the previous job had pushed and ran,
+// ran the previous owner's image with its own secrets and identity. It is refused now (a
+// user error, no CronJob); an image pushed for the new job runs.
+func TestAJobCreatedAgainDoesNotRunAnImageItsPreviousOwnerRan(t *testing.T) {
+	t.Parallel()
+	f := resolving(t, testenv.Registry(t))
+	pushPrebuilt(t, f, "reused-name", "v1")
+	f.createJob("reused-name")
+	f.deploy("reused-name", job.DeploymentChange{JobVersion: ptr("v1"), PythonVersion: ptr("3.11")})
+	f.synced("reused-name")
+	require.NoError(t, f.svc.DeleteJob(t.Context(), team, "reused-name"))
+	f.eventually(func() bool { return f.cronJob("reused-name") == nil }, "the deleted job's CronJob is gone")
+
+	f.createJob("reused-name")
+	f.deploy("reused-name", job.DeploymentChange{JobVersion: ptr("v1"), PythonVersion: ptr("3.11")})
+	var d *job.Deployment
+	f.eventually(func() bool {
+		st := f.state("reused-name")
+		d = st.Desired
+		return d != nil && d.Status == job.StatusUserError && d.StatusGeneration == st.Job.Generation
+	}, "user_error recorded for the previous owner's image")
+	assert.Contains(t, d.Message, "a previous job named reused-name ran")
+	assert.Nil(t, f.cronJob("reused-name"), "no CronJob on the previous owner's image")
+
+	mine := pushPrebuilt(t, f, "reused-name", "v2")
+	f.deploy("reused-name", job.DeploymentChange{JobVersion: ptr("v2")})
+	f.synced("reused-name")
+	assert.Equal(t, f.render.ImageRegistry+"/reused-name@"+mine,
+		f.cronJob("reused-name").Spec.JobTemplate.Spec.Template.Spec.Containers[0].Image)
+}
