@@ -4,7 +4,8 @@
 // keys are read from the apiserver (no TokenReview, no ClusterRole: the default
 // system:service-account-issuer-discovery binding lets any ServiceAccount read them), and
 // the token's kubernetes.io claims name the pod it is bound to. A token is accepted only
-// while that pod exists with that UID, is a pod of a Job of this installation and runs;
+// while that pod exists with that UID, is a pod of a Job of this installation and runs,
+// not being deleted;
 // the caller is then that data job, nothing more.
 package jobidentity
 
@@ -183,6 +184,11 @@ func jobOfPod(p *corev1.Pod) (*auth.JobCaller, error) {
 		return nil, job.Unauthenticated("The token's pod is not a pod of a data job.")
 	case p.Status.Phase != corev1.PodRunning:
 		return nil, job.Unauthenticated(fmt.Sprintf("The token's pod is %s, not running.", cmp.Or(string(p.Status.Phase), "not started")))
+	case p.DeletionTimestamp != nil:
+		// A pod being deleted still runs, for its grace period: the pods of a deleted job
+		// are, and its token read the secrets of a job created again under its name
+		// meanwhile (issue 41, L3).
+		return nil, job.Unauthenticated("The token's pod is being deleted.")
 	}
 	return c, nil
 }

@@ -86,6 +86,7 @@ func slimPod(obj any) (any, error) {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: p.Name, Namespace: p.Namespace, UID: p.UID, Labels: p.Labels,
 			OwnerReferences: p.OwnerReferences, ResourceVersion: p.ResourceVersion,
+			DeletionTimestamp: p.DeletionTimestamp,
 		},
 		Status: corev1.PodStatus{Phase: p.Status.Phase},
 	}, nil
