@@ -90,12 +90,15 @@ type executionRow struct {
 }
 
 type executionsData struct {
-	Href              string
-	Rows              []executionRow
-	Page, Pages       int
-	Total             int
-	PrevURL, NextURL  string
-	Running           bool
+	Href             string
+	Rows             []executionRow
+	Page, Pages      int
+	Total            int
+	PrevURL, NextURL string
+	Running          bool
+	// Logical is whether a run of the page has a logical time (a backfill's, a catch-up's):
+	// only then has the table that column.
+	Logical           bool
 	Team, Name, CSRF  string
 	CancelURLTemplate string
 }
@@ -249,7 +252,9 @@ func (c *Console) executions(r *http.Request, s session, n int) (executionsData,
 	d.Running = slices.ContainsFunc(all, func(e job.Execution) bool { return !finished(e.Status) })
 	from := (d.Page - 1) * executionsPerPage
 	for _, e := range all[from:min(from+executionsPerPage, len(all))] {
-		d.Rows = append(d.Rows, c.executionRow(team, name, e))
+		row := c.executionRow(team, name, e)
+		d.Logical = d.Logical || row.LogicalTime != ""
+		d.Rows = append(d.Rows, row)
 	}
 	if d.Page > 1 {
 		d.Href += "?page=" + strconv.Itoa(d.Page)
