@@ -49,7 +49,9 @@ func deployedWhat(p payload) string {
 	return "changed: " + cut(strings.Join(fields, ", "))
 }
 
-// writeChanges writes the body's account of the revisions a deployment mail covers.
+// writeChanges writes the body's account of the revisions a deployment mail covers: those
+// since the job's previous deploy_succeeded (a failed deploy's mail lists what failed to
+// go live; the success after it lists them again, as they then went live).
 func writeChanges(b *strings.Builder, p payload) {
 	if p.Changes == nil {
 		return // an event from before revisions were listed
@@ -58,7 +60,7 @@ func writeChanges(b *strings.Builder, p payload) {
 		fmt.Fprintf(b, "\nWhat changed: nothing (the same configuration was applied again).\n")
 		return
 	}
-	fmt.Fprintf(b, "\nWhat changed since the last deployment mail:\n")
+	fmt.Fprintf(b, "\nWhat changed since the job's last deployment that went live:\n")
 	if p.ChangesLeftOut > 0 {
 		fmt.Fprintf(b, "  (%d earlier revisions not shown; the job's history in the console lists them)\n", p.ChangesLeftOut)
 	}

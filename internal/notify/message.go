@@ -100,7 +100,7 @@ func (r renderer) body(e job.NotificationEvent) string {
 	if p.Message != "" {
 		fmt.Fprintf(&b, "\n%s\n", p.Message)
 	}
-	if e.Kind == "deploy_succeeded" {
+	if e.Kind == "deploy_succeeded" || e.Kind == "deploy_failed" {
 		writeChanges(&b, p)
 	}
 	if e.Kind == "job_late" {

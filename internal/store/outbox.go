@@ -18,38 +18,41 @@ const (
 // deploySucceededEvents is the CTE body of recordAppliedAll that records, for each row of
 // ok whose generation was not synced before (a person's deploy or change: a resync or a
 // failover re-applies a synced generation and finds it synced), a deploy_succeeded event
-// to the job's deploy contacts. It says what changed: the job's revisions made since the
-// one its previous deploy_succeeded event named (revisionsSince), so a disable, an enable
-// and a policy change are not the same mail.
-const deploySucceededEvents = `INSERT INTO notification_event (key, kind, job_name, team, recipients, payload)
+// to the job's deploy contacts. It says what changed (revisionsSince), so a disable, an
+// enable and a policy change are not the same mail; its revision is where the next
+// deployment mail of the job starts.
+var deploySucceededEvents = `INSERT INTO notification_event (key, kind, job_name, team, recipients, payload)
 	SELECT 'deploy:' || ok.job_uid || ':' || ok.generation || ':synced', '` + EventDeploySucceeded + `',
 		ok.data_job_name, ok.job_team, ok.deploy_contacts,
 		jsonb_build_object('status', 'synced', 'generation', ok.generation, 'job_version', ok.git_commit_sha,
 			'deployed_by', ok.last_deployed_by, 'enabled', ok.enabled, 'schedule', ok.schedule,
 			'revision', rev.latest, 'changes', coalesce(rev.changes, '[]'::jsonb), 'changes_left_out', rev.left_out)
-	FROM ok CROSS JOIN LATERAL (` + revisionsSince + `) rev
+	FROM ok CROSS JOIN LATERAL (` + revisionsSince("ok.job_team", "ok.data_job_name", "ok.job_uid") + `) rev
 	WHERE (ok.prior_status, ok.prior_generation) IS DISTINCT FROM ('synced', ok.generation)
 	ORDER BY ok.data_job_name
 	ON CONFLICT (key) DO NOTHING`
 
-// revisionsSince is the lateral subquery of deploySucceededEvents over a row of ok: the
-// newest revision of the job (latest), the newest shownRevisions of those made after the
-// revision the job incarnation's previous deploy_succeeded event named (all, for the
-// first), oldest first (changes), and how many older ones are left out.
-const revisionsSince = `WITH since AS (
+// revisionsSince is a lateral subquery over the job incarnation uid of name in team: the
+// job's newest revision (latest), the newest shownRevisions of those made after the
+// revision its previous deploy_succeeded event named (all, before the first), oldest
+// first (changes), and how many older ones are left out: what a deployment mail says
+// changed since the last one that went live.
+func revisionsSince(team, name, uid string) string {
+	return `WITH since AS (
 		SELECT coalesce((SELECT (e.payload->>'revision')::integer FROM notification_event e
-			WHERE e.team = ok.job_team AND e.job_name = ok.data_job_name AND e.kind = '` + EventDeploySucceeded + `'
-				AND e.key LIKE 'deploy:' || ok.job_uid || ':%' ORDER BY e.id DESC LIMIT 1), 0) AS n
+			WHERE e.team = ` + team + ` AND e.job_name = ` + name + ` AND e.kind = '` + EventDeploySucceeded + `'
+				AND e.key LIKE 'deploy:' || ` + uid + ` || ':%' ORDER BY e.id DESC LIMIT 1), 0) AS n
 	), made AS (
 		SELECT r.revision, r.kind, r.actor, r.created_at, r.diff FROM data_job_revision r, since
-		WHERE r.job_uid = ok.job_uid AND r.revision > since.n
+		WHERE r.job_uid = ` + uid + ` AND r.revision > since.n
 	), shown AS (
 		SELECT * FROM made ORDER BY revision DESC LIMIT ` + shownRevisions + `
 	)
-	SELECT (SELECT max(revision) FROM data_job_revision WHERE job_uid = ok.job_uid) AS latest,
+	SELECT (SELECT max(revision) FROM data_job_revision WHERE job_uid = ` + uid + `) AS latest,
 		(SELECT jsonb_agg(jsonb_build_object('revision', revision, 'kind', kind, 'actor', actor,
 			'created_at', created_at, 'diff', diff) ORDER BY revision) FROM shown) AS changes,
 		(SELECT count(*) FROM made) - (SELECT count(*) FROM shown) AS left_out`
+}
 
 // shownRevisions bounds the revisions a deployment mail lists (a job changed many times
 // between two successful deployments, while its deployment kept failing).
@@ -57,14 +60,17 @@ const shownRevisions = "10"
 
 // deployFailedEvent is the CTE body of RecordUnappliedStatus ($1 name, $3 generation, $5
 // status, $6 message; CTE up holds the row it wrote) that records a deploy_failed event
-// when the status is a failure. Its key is the generation and the status: a retry that
-// fails the same way again notifies nobody.
-const deployFailedEvent = `INSERT INTO notification_event (key, kind, job_name, team, recipients, payload)
+// when the status is a failure, with the changes that failed to go live (revisionsSince).
+// Its key is the generation and the status: a retry that fails the same way again
+// notifies nobody.
+var deployFailedEvent = `INSERT INTO notification_event (key, kind, job_name, team, recipients, payload)
 	SELECT 'deploy:' || j.uid || ':' || $3::bigint || ':' || $5::text, '` + EventDeployFailed + `',
 		j.name, j.team, j.notified_on_job_deploy,
 		jsonb_build_object('status', $5::text, 'message', $6::text, 'generation', $3::bigint,
-			'job_version', d.git_commit_sha, 'deployed_by', d.last_deployed_by)
+			'job_version', d.git_commit_sha, 'deployed_by', d.last_deployed_by,
+			'changes', coalesce(rev.changes, '[]'::jsonb), 'changes_left_out', rev.left_out)
 	FROM up JOIN data_job j ON j.name = up.data_job_name JOIN desired_data_job_deployment d ON d.data_job_name = j.name
+		CROSS JOIN LATERAL (` + revisionsSince("j.team", "j.name", "j.uid") + `) rev
 	WHERE $5::text IN ('user_error', 'platform_error')
 	ON CONFLICT (key) DO NOTHING`
 
