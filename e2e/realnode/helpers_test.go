@@ -23,6 +23,7 @@ import (
 
 	"github.com/datajobs/datajobs/internal/build/buildtest"
 	"github.com/datajobs/datajobs/internal/devenv"
+	"github.com/datajobs/datajobs/internal/httpapi"
 	"github.com/datajobs/datajobs/internal/testenv"
 )
 
@@ -52,7 +53,7 @@ func startService(t *testing.T, wheels string, extraArgs ...string) *service {
 	require.NoError(t, err)
 	addr, adminAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	// The pods reach the service through a forward on the node's gateway, as in datajobs dev.
-	fwd, err := devenv.StartForward(net.JoinHostPort(os.Getenv(envGateway), "0"), addr)
+	fwd, err := devenv.StartForward(net.JoinHostPort(os.Getenv(envGateway), "0"), addr, httpapi.JobsOnly)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = fwd.Close() })
 	args := []string{

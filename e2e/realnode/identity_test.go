@@ -31,6 +31,14 @@ def _api(method, path, body=None, job=None):
     with urllib.request.urlopen(req, timeout=30) as resp:
         return json.loads(resp.read() or b"null")
 
+def _status(url, token=None):
+    headers = {"Authorization": "Bearer " + token} if token else {}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30) as resp:
+            return resp.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
 def run(job_input):
     claims = json.loads(base64.urlsafe_b64decode(open(os.environ["DATAJOBS_TOKEN_FILE"]).read().split(".")[1] + "=="))
     print("identity-token aud=%s pod=%s" % (",".join(claims["aud"]), claims["kubernetes.io"]["pod"]["name"]), flush=True)
@@ -45,6 +53,12 @@ def run(job_input):
         print("identity-other status=200", flush=True)
     except urllib.error.HTTPError as e:
         print("identity-other status=%d" % e.code, flush=True)
+    # The bridge serves a pod only its own job's routes, and only with its token.
+    base = os.environ["VDK_CONTROL_SERVICE_REST_API_URL"].rstrip("/")
+    own = "%s/data-jobs/for-team/%s/jobs/%s/deployments/%s/secrets" % (
+        base, os.environ["VDK_JOB_TEAM"], os.environ["DATA_JOB_NAME"], os.environ["DATAJOBS_DEPLOYMENT_ID"])
+    print("bridge-no-token status=%d" % _status(own), flush=True)
+    print("bridge-console status=%d" % _status(base + "/ui/", open(os.environ["DATAJOBS_TOKEN_FILE"]).read().strip()), flush=True)
 `
 
 // TestAJobReadsItsOwnPropertiesAndSecretsFromItsPodAndNoOtherJobs proves issue 26's job
@@ -52,9 +66,11 @@ def run(job_input):
 // $VDK_CONTROL_SERVICE_REST_API_URL (the forward on the node's gateway) with the token the
 // kubelet projected into the pod (audience datajobs, bound to that pod), reads its own
 // properties and secrets through vdk-core's job_input, writes a property back, and is refused another job's secrets
-// (403), although the service runs in auth mode none, where a person may read them. It
-// guards against pods with no way to the API, a token that is not accepted as the job, and
-// a job token that reaches beyond its own job.
+// (403), although the service runs in auth mode none, where a person may read them; on the
+// forward (httpapi.JobsOnly, as in datajobs dev) its request without the token is refused
+// and the console is not there (issue 41, M4). It guards against pods with no way to the
+// API, a token that is not accepted as the job, a job token that reaches beyond its own
+// job, and a pod that is an admin.
 func TestAJobReadsItsOwnPropertiesAndSecretsFromItsPodAndNoOtherJobs(t *testing.T) {
 	t.Parallel()
 	s := startService(t, t.TempDir())
@@ -79,6 +95,9 @@ func TestAJobReadsItsOwnPropertiesAndSecretsFromItsPodAndNoOtherJobs(t *testing.
 	assert.Contains(t, log, "identity-token aud=datajobs pod="+pod, "the step's token is the kubelet's, bound to its pod")
 	assert.Contains(t, log, "identity-read db=warehouse password-length=12", "the step read its own properties and secrets")
 	assert.Contains(t, log, "identity-other status=403", "another job's secrets are refused to a job's token")
+	// Issue 41, M4: on the bridge a pod is no admin of auth mode none.
+	assert.Contains(t, log, "bridge-no-token status=401", "the bridge refuses a pod's request without its job token")
+	assert.Contains(t, log, "bridge-console status=404", "the bridge serves nothing but the job-token routes")
 
 	got := call(t, http.MethodGet, path(name, "properties"), "")
 	require.Equal(t, http.StatusOK, got.status, got.body)

@@ -1,115 +1,74 @@
 package devenv
 
 import (
+	"context"
 	"errors"
-	"io"
+	"fmt"
 	"net"
-	"sync"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"time"
 )
 
-// Forward is a TCP port-forward: what connects to its address is joined to a new
-// connection to its target. It is how the real node's pods reach a service that listens
-// on 127.0.0.1 (the API of `datajobs dev` and of the tests): a forward on the node's
-// gateway address, as a Kubernetes Service forwards to its pods in a cluster. The service
-// keeps its loopback address (the console's URL, nothing open to the machine's network),
-// and no iptables rule is needed. The service sees the forward's loopback address as the
-// caller's: a job is told apart by its token, never by its address.
+// Forward is an HTTP forward: the requests it lets through are sent on to an HTTP
+// server. It is how the real node's pods reach a service that listens on 127.0.0.1 (the
+// API of `datajobs dev` and of the tests): a forward on the node's gateway address, as a
+// Kubernetes Service forwards to its pods in a cluster. The service keeps its loopback
+// address (the console's URL, nothing open to the machine's network), and no iptables rule
+// is needed. It forwards requests, not bytes, so that it can choose which it serves (dev's
+// serves the pods only the job-token routes: httpapi.JobsOnly, issue 41 M4), and the
+// service sees its own loopback address as Host and the forward's as the caller's: a job
+// is told apart by its token, never by its address.
 type Forward struct {
 	// Addr is the address the forward listens on, host:port.
 	Addr string
 
-	l      net.Listener
-	target string
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
-	wg     sync.WaitGroup
+	srv    *http.Server
+	served chan error
 }
 
+// forwardShutdown bounds how long Close waits for requests under way.
+const forwardShutdown = 5 * time.Second
+
 // StartForward listens on listen (host:port; port 0 picks one) and forwards every
-// connection to target until Close.
-func StartForward(listen, target string) (*Forward, error) {
+// request that wrap lets through (all when wrap is nil) to the HTTP server at target
+// (host:port) until Close.
+func StartForward(listen, target string, wrap func(http.Handler) http.Handler) (*Forward, error) {
 	l, err := net.Listen("tcp", listen)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("forward %s: %w", listen, err)
 	}
-	f := &Forward{Addr: l.Addr().String(), l: l, target: target, conns: map[net.Conn]struct{}{}}
-	f.wg.Go(f.accept)
+	to := &url.URL{Scheme: "http", Host: target}
+	var h http.Handler = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(to) }, // Host: the target's
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			http.Error(w, "forward to "+target+": "+err.Error(), http.StatusBadGateway)
+		},
+	}
+	if wrap != nil {
+		h = wrap(h)
+	}
+	f := &Forward{
+		Addr:   l.Addr().String(),
+		srv:    &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10},
+		served: make(chan error, 1),
+	}
+	go func() { f.served <- f.srv.Serve(l) }()
 	return f, nil
 }
 
-func (f *Forward) accept() {
-	for {
-		c, err := f.l.Accept()
-		if err != nil {
-			return // closed
-		}
-		if !f.track(c) {
-			c.Close()
-			return
-		}
-		f.wg.Go(func() { f.join(c) })
-	}
-}
-
-// join copies both ways between c and a new connection to the target, passing each
-// side's end of writing on as a half close, until both are done.
-func (f *Forward) join(c net.Conn) {
-	defer f.untrack(c)
-	t, err := net.Dial("tcp", f.target)
-	if err != nil {
-		return
-	}
-	if !f.track(t) {
-		t.Close()
-		return
-	}
-	defer f.untrack(t)
-	var copies sync.WaitGroup
-	half := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
-		if tcp, ok := dst.(*net.TCPConn); ok {
-			_ = tcp.CloseWrite()
-		}
-	}
-	copies.Go(func() { half(t, c) })
-	half(c, t)
-	copies.Wait()
-}
-
-func (f *Forward) track(c net.Conn) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed {
-		return false
-	}
-	f.conns[c] = struct{}{}
-	return true
-}
-
-func (f *Forward) untrack(c net.Conn) {
-	f.mu.Lock()
-	delete(f.conns, c)
-	f.mu.Unlock()
-	c.Close()
-}
-
-// Close stops listening, closes every forwarded connection and waits for them.
+// Close stops listening and waits for the requests under way (forwardShutdown at most,
+// then closes their connections) and for the server to return.
 func (f *Forward) Close() error {
-	f.mu.Lock()
-	f.closed = true
-	conns := make([]net.Conn, 0, len(f.conns))
-	for c := range f.conns {
-		conns = append(conns, c)
+	ctx, cancel := context.WithTimeout(context.Background(), forwardShutdown)
+	defer cancel()
+	err := f.srv.Shutdown(ctx)
+	if err != nil {
+		err = errors.Join(err, f.srv.Close())
 	}
-	f.mu.Unlock()
-	err := f.l.Close()
-	for _, c := range conns {
-		c.Close()
-	}
-	f.wg.Wait()
-	if errors.Is(err, net.ErrClosed) {
-		return nil
+	if served := <-f.served; !errors.Is(served, http.ErrServerClosed) {
+		err = errors.Join(err, served)
 	}
 	return err
 }

@@ -102,7 +102,7 @@ func TestARealNodeRunsAPodAndLeavesNothingOnTheHost(t *testing.T) {
 	require.NoError(t, err)
 	host := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "hello from the host") }))
 	defer host.Close()
-	fwd, err := devenv.StartForward(net.JoinHostPort(env.Node.Gateway, "0"), host.Listener.Addr().String())
+	fwd, err := devenv.StartForward(net.JoinHostPort(env.Node.Gateway, "0"), host.Listener.Addr().String(), nil)
 	require.NoError(t, err)
 	defer fwd.Close()
 

@@ -141,10 +141,13 @@ func Patterns(cfg Config) []string {
 }
 
 // authenticate returns the caller: from the token in auth mode oidc; in mode none an
-// admin named by X-Datajobs-User.
+// admin named by X-Datajobs-User. A request marked JobsOnlyHeader is a job or nobody.
 func (a *api) authenticate(r *http.Request) (auth.Identity, error) {
 	if a.cfg.Jobs != nil && a.cfg.Jobs.Owns(r) {
 		return a.cfg.Jobs.Authenticate(r)
+	}
+	if r.Header.Get(JobsOnlyHeader) != "" {
+		return auth.Identity{}, job.Unauthenticated("This address serves running data jobs only: the job's own pod token is required.")
 	}
 	if a.cfg.Auth == nil {
 		return auth.Identity{Username: r.Header.Get(userHeader), Admin: true}, nil

@@ -156,6 +156,9 @@ func (a *app) buildHandlers(ctx context.Context, svc *service.Service, authn htt
 		Metrics: httpapi.NewMetrics(registry), Secrets: a.secrets, Admission: admission,
 	}, svc, cfg.Logger)
 	a.public = mux(publicRoutes(health, console, api))
+	if cfg.Auth.Mode == AuthNone {
+		a.public = localOnly(a.public) // every caller is an admin: only this machine's
+	}
 	a.admin = mux(adminRoutes(health, promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}),
 		syncPlanHandler(cfg.SyncMode, syncUnit.syncer), cfg.AdminProfiling))
 	return nil
@@ -248,17 +251,18 @@ func (a *app) servers(requests context.Context) (api, admin *http.Server) {
 }
 
 // runBackground starts, in wg, what runs beside the servers until ctx ends: the
-// apiserver probe, the job tokens' verifier (its issuer and pod watch), and the
-// migrations, then the upkeep and the synchronizer. A failure that must stop the server
-// goes to serveErr.
+// apiserver probe and the migrations, then the job tokens' verifier (its issuer, the
+// installation's id and its pod watch), the upkeep and the synchronizer. A failure that
+// must stop the server goes to serveErr.
 func (a *app) runBackground(ctx context.Context, wg *sync.WaitGroup, serveErr chan<- error) {
 	wg.Go(func() {
 		_ = maintenance.New(maintenance.Config{Logger: a.cfg.Logger}, a.kubeProbe.service()).Run(ctx, 0)
 	})
-	wg.Go(func() { a.jobs.Run(ctx) })
 	// Migrations are retried until the database answers: the process stays up and
-	// reports itself not ready meanwhile, instead of crash-looping. The synchronizer
-	// starts once the schema is there.
+	// reports itself not ready meanwhile, instead of crash-looping. What reads the schema
+	// starts once it is there: the verifier reads the installation's id (on a first start
+	// it warned that relation "installation" does not exist, issue 48), the synchronizer
+	// everything.
 	wg.Go(func() {
 		if err := migrateWithRetry(ctx, a.db, a.cfg); err != nil {
 			return
@@ -269,6 +273,7 @@ func (a *app) runBackground(ctx context.Context, wg *sync.WaitGroup, serveErr ch
 			return
 		}
 		close(a.migrated)
+		wg.Go(func() { a.jobs.Run(ctx) })
 		wg.Go(func() { _ = a.sync.upkeep.Run(ctx, 0) })
 		a.sync.run(ctx)
 	})
