@@ -1,5 +1,6 @@
 # The two commands of the README: `make dev` runs the service on embedded defaults,
-# `make test` runs every test. Both do all set-up first (hack/setup.sh, idempotent).
+# `make test` runs every test. Both do their set-up first (hack/setup.sh, idempotent):
+# make dev only what it runs.
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := .cache/tools/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
@@ -18,7 +19,9 @@ PUSH ?= $(if $(DATAJOBS_TEST_REGISTRY),$(DATAJOBS_TEST_REGISTRY)/datajobs:dev)
 image:
 	go run ./hack/image $(foreach r,$(PUSH),--push $(r))
 
-dev: setup
+# make dev sets up only what datajobs dev runs (hack/setup.sh dev), not the tests' tools.
+dev:
+	@bash hack/setup.sh dev
 	.cache/bin/datajobs dev --log-format text
 
 test: setup

@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
 # Installs or builds everything the service and the tests need on a Debian machine, as
 # root or not. Idempotent, and fast when everything is already there.
+# `setup.sh dev` (make dev) does only what `datajobs dev` runs: not the tests' OIDC
+# provider, browser and compatibility suite's virtualenv, and the real node's runtime only
+# as root (the only user dev runs a real node for).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+dev_only=false
+case "${1:-}" in
+  "") ;;
+  dev) dev_only=true ;;
+  *) echo "usage: hack/setup.sh [dev]" >&2; exit 2 ;;
+esac
 
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then
@@ -12,8 +21,10 @@ fi
 need_apt=()
 compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null || need_apt+=(postgresql)
 command -v python3 >/dev/null || need_apt+=(python3)
-python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
-command -v chromium >/dev/null || need_apt+=(chromium)
+if ! $dev_only; then # the compatibility suite's virtualenv and the console's browser test
+  python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
+  command -v chromium >/dev/null || need_apt+=(chromium)
+fi
 /usr/bin/python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip) # the base image's pip (hack/base-image)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${need_apt[*]}" >&2
@@ -29,13 +40,18 @@ fi
 bash hack/k8s-bins/build.sh
 bash hack/registry/build.sh
 bash hack/mailpit/build.sh # Mailpit, the SMTP server of the tests and dev mode (notifications)
-bash hack/hydra/build.sh # Ory Hydra, the OIDC provider of the tests (internal/devenv/hydra.go)
-bash hack/node-bins/build.sh # the real node's containerd, runc, CNI and pause (internal/devenv/node.go)
+$dev_only || bash hack/hydra/build.sh # Ory Hydra, the OIDC provider of the tests (internal/devenv/hydra.go)
+if ! $dev_only || [ "$(id -u)" -eq 0 ]; then
+  bash hack/node-bins/build.sh # the real node's containerd, runc, CNI and pause (internal/devenv/node.go)
+fi
 bash hack/base-image/build.sh # python 3.11 + vdk-core, the dev and test base image
 mkdir -p .cache/bin
 t=$SECONDS
 go build -o .cache/bin/datajobs ./cmd/datajobs 2> >(grep -v '^go: downloading ' >&2)
 echo "  datajobs                   built in $((SECONDS - t))s" >&2
+if $dev_only; then
+  exit 0
+fi
 
 # The compatibility suite's virtualenv (compat/): the VDK client and pytest, pinned in
 # compat/requirements.txt, from PyPI. Rebuilt only when the requirements or the python
