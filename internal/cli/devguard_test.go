@@ -185,8 +185,10 @@ func TestDevServesPodsOnTheBridgeOnlyTheirOwnTokensRoutes(t *testing.T) {
 		{"properties without a token", http.MethodPut, dep + "/properties", jsonBody, http.StatusUnauthorized},
 		// M4: a bearer token that is no job's is not the admin of auth mode none here.
 		{"secrets with a token that is no job's", http.MethodGet, dep + "/secrets", notAJob, http.StatusUnauthorized},
+		{"a run started without a token", http.MethodPost, dep + "/executions", nil, http.StatusUnauthorized},
 		// M4: nothing but the job routes is served on the bridge.
-		{"a run started", http.MethodPost, dep + "/executions", nil, http.StatusNotFound},
+		{"a deploy", http.MethodPost, "/data-jobs/for-team/devteam/jobs/bridged/deployments", jsonBody, http.StatusNotFound},
+		{"a rollback", http.MethodPost, dep + "/revisions/1/rollback", nil, http.StatusNotFound},
 		{"the job", http.MethodGet, "/data-jobs/for-team/devteam/jobs/bridged", nil, http.StatusNotFound},
 		{"the console", http.MethodGet, "/ui/", nil, http.StatusNotFound},
 		{"the GraphQL jobs query", http.MethodGet, "/data-jobs/for-team/devteam/jobs?query=%7Bjobs%7D", nil, http.StatusNotFound},
@@ -203,8 +205,11 @@ func TestDevServesPodsOnTheBridgeOnlyTheirOwnTokensRoutes(t *testing.T) {
 	require.Equal(t, []string{
 		"GET /data-jobs/for-team/{team}/jobs/{job}/deployments/{deployment_id}/properties",
 		"GET /data-jobs/for-team/{team}/jobs/{job}/deployments/{deployment_id}/secrets",
+		"GET /data-jobs/for-team/{team}/jobs/{job}/executions",
+		"GET /data-jobs/for-team/{team}/jobs/{job}/executions/{execution_id}",
+		"POST /data-jobs/for-team/{team}/jobs/{job}/deployments/{deployment_id}/executions",
 		"PUT /data-jobs/for-team/{team}/jobs/{job}/deployments/{deployment_id}/properties",
-	}, httpapi.JobPatterns(), "the bridge's routes are those of a job's own token")
+	}, httpapi.JobPatterns(), "the bridge's routes are those a job's token may use")
 	// Issue 48: the job tokens' verifier starts once the schema is there; on a first
 	// start it warned that relation "installation" does not exist.
 	assert.NotContains(t, logs.String(), "job_identity_not_ready")

@@ -12,9 +12,10 @@ const JobsOnlyHeader = "X-Datajobs-Jobs-Only"
 
 // JobsOnly is the door of running data jobs to the API when they reach it at an address
 // of their own (`datajobs dev`'s forward on the real node's bridge, issue 41 M4): it lets
-// through only the routes a job's own token uses (its properties and secrets), marked
-// with JobsOnlyHeader, to next; any other path is 404, so nothing else of the service (the
-// rest of the API, the console, GraphQL) is served there.
+// through only the routes a job's token may use (its properties and secrets; with
+// Config.JobTokenTeamExecutions its team's executions, which the API decides), marked with
+// JobsOnlyHeader, to next; any other path is 404, so nothing else of the service (the rest
+// of the API, the console, GraphQL) is served there.
 func JobsOnly(next http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	marked := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -27,12 +28,12 @@ func JobsOnly(next http.Handler) http.Handler {
 	return mux
 }
 
-// JobPatterns returns the patterns JobsOnly lets through, sorted: those whose rule lets a
-// job's own token through (memberOfTeamOrTheJob).
+// JobPatterns returns the patterns JobsOnly lets through, sorted: those whose rule may let
+// a job's token through (memberOfTeamOrTheJob, memberOfTeamOrATeamJob).
 func JobPatterns() []string {
 	var out []string
 	for pattern, rt := range (&api{}).routes().routes {
-		if rt.rule.theJob {
+		if rt.rule.theJob || rt.rule.teamJobs {
 			out = append(out, pattern)
 		}
 	}
