@@ -119,8 +119,10 @@ type Observation struct {
 	// container ended (DeadlineExceeded, BackoffLimitExceeded, ...).
 	ExitCode *int32
 	Reason   string
-	// Pod is the execution's latest pod (nil when it has none): its log is the execution's.
-	Pod *corev1.Pod
+	// Pod is the execution's latest pod (nil when it has none); Attempts all its pods,
+	// oldest first (Attempts): each attempt's log is kept.
+	Pod      *corev1.Pod
+	Attempts []*corev1.Pod
 	// RecheckAfter > 0 asks to look again then even without an event (a grace period runs).
 	RecheckAfter time.Duration
 	// Abandon is set when the Job must be deleted because its status was decided while it
@@ -166,7 +168,7 @@ func ObserveExecution(j *batchv1.Job, pods []*corev1.Pod, now time.Time, pullGra
 }
 
 func observe(j *batchv1.Job, pods []*corev1.Pod, now time.Time, pullGrace time.Duration) Observation {
-	o := Observation{Status: job.ExecSubmitted, Pod: LatestPod(pods)}
+	o := Observation{Status: job.ExecSubmitted, Pod: LatestPod(pods), Attempts: Attempts(pods)}
 	if j.Status.StartTime != nil {
 		o.Start = &j.Status.StartTime.Time
 	}
@@ -182,6 +184,9 @@ func observe(j *batchv1.Job, pods []*corev1.Pod, now time.Time, pullGrace time.D
 		}
 		o.End = &end
 		o.Status, o.Message = finalStatus(j, failed, pods, o.Pod)
+		if n := max(len(pods), int(j.Status.Failed+j.Status.Succeeded)); n > 1 {
+			o.Message = strings.TrimSpace(fmt.Sprintf("%s It ran %d attempts; the log keeps each.", o.Message, n))
+		}
 		o.ExitCode, o.Reason = termination(failed, o.Pod)
 		return o
 	}
@@ -326,7 +331,11 @@ func failure(j *batchv1.Job, cond *batchv1.JobCondition, pods []*corev1.Pod, las
 // killed explains a main container that was OOM-killed or exited non-zero: the user's error.
 func killed(t *corev1.ContainerStateTerminated, p *corev1.Pod) (job.ExecutionStatus, string) {
 	if t.Reason != "OOMKilled" {
-		return job.ExecUserError, fmt.Sprintf("The data job exited with code %d (%s).", t.ExitCode, t.Reason)
+		msg := fmt.Sprintf("The data job exited with code %d (%s).", t.ExitCode, t.Reason)
+		if t.ExitCode == UserErrorExitCode {
+			msg += " vdk-core blamed the job's own code, so it was not retried."
+		}
+		return job.ExecUserError, msg
 	}
 	limit := ""
 	if c := mainContainer(p); c != nil {

@@ -27,6 +27,16 @@ func execJob(conds ...batchv1.JobCondition) *batchv1.Job {
 	return j
 }
 
+func withFailed(j *batchv1.Job, n int32) *batchv1.Job {
+	j.Status.Failed = n
+	return j
+}
+
+func named(p *corev1.Pod, name string) *corev1.Pod {
+	p.Name = name
+	return p
+}
+
 func twoCompletions(j *batchv1.Job) *batchv1.Job {
 	j.Spec.Completions = new(int32(2))
 	return j
@@ -177,6 +187,21 @@ func TestObserveExecutionGivesTheTrueOutcome(t *testing.T) {
 			"a NUL of vdk-core's version is kept as U+FFFD", execJob(cond(batchv1.JobComplete, "")),
 			[]*corev1.Pod{pod(corev1.PodSucceeded, terminated(0, "Completed", `{"status": "User error", "vdk_version": "0.3\u0000"}`))},
 			t0, job.ExecUserError, "User error (vdk 0.3\uFFFD)",
+		},
+		{
+			// Issue 48, item 2: the plugin's user-error code failed the Job through its
+			// podFailurePolicy, at the first attempt.
+			"a user error the podFailurePolicy stopped says it was not retried", execJob(cond(batchv1.JobFailed, "PodFailurePolicy")),
+			[]*corev1.Pod{pod(corev1.PodFailed, terminated(65, "Error", `{"status": "User error", "vdk_version": "0.3.1"}`))},
+			t0, job.ExecUserError, "User error (vdk 0.3.1) The data job exited with code 65 (Error). vdk-core blamed the job's own code, so it was not retried.",
+		},
+		{
+			"a platform error retried until the backoff limit says how many attempts ran", withFailed(execJob(cond(batchv1.JobFailed, "BackoffLimitExceeded")), 2),
+			[]*corev1.Pod{
+				pod(corev1.PodFailed, terminated(70, "Error", `{"status": "Platform error", "vdk_version": "0.3.1"}`)),
+				named(pod(corev1.PodFailed, terminated(70, "Error", `{"status": "Platform error", "vdk_version": "0.3.1"}`)), "my-job-1-def"),
+			},
+			t0, job.ExecPlatformError, "Platform error (vdk 0.3.1) It ran 2 attempts; the log keeps each.",
 		},
 		{"a one-completion Job's succeeded pod succeeded before the Job controller says so", execJob(), []*corev1.Pod{pod(corev1.PodSucceeded, terminated(0, "Completed", ""))}, t0, job.ExecSucceeded, ""},
 		{

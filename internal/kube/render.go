@@ -77,6 +77,21 @@ const (
 	EnvNotifiedOnUserError = "VDK_NOTIFIED_ON_JOB_FAILURE_USER_ERROR"
 	EnvNotifiedOnPlatform  = "VDK_NOTIFIED_ON_JOB_FAILURE_PLATFORM_ERROR"
 	EnvNotifiedOnDeploy    = "VDK_NOTIFIED_ON_JOB_DEPLOY"
+	// EnvPythonUnbuffered makes the job's python write each print at once: block-buffered
+	// output came after vdk-core's summary in the log, and a run killed at its deadline
+	// lost it.
+	EnvPythonUnbuffered = "PYTHONUNBUFFERED"
+)
+
+// Exit codes of a failed run that the base image's vdk-core plugin (vdk-datajobs) gives
+// from vdk-core's blame; vdk-core alone exits 1 either way. docs/cronjob.md lists them.
+const (
+	// UserErrorExitCode is the job's own error: the Job fails at once, not retried, as a
+	// deterministic error would fail every retry the same way.
+	UserErrorExitCode int32 = 65
+	// PlatformErrorExitCode is the platform's error: counted against the retries and run
+	// again, like any other failure.
+	PlatformErrorExitCode int32 = 70
 )
 
 // ManagedSelector is the label selector of every CronJob datajobs manages: nothing
@@ -228,6 +243,7 @@ func Render(j job.Job, d job.Deployment, cfg RenderConfig) (*batchv1.CronJob, st
 					ActiveDeadlineSeconds:   &cfg.ActiveDeadlineSeconds,
 					BackoffLimit:            &cfg.BackoffLimit,
 					TTLSecondsAfterFinished: &cfg.TTLSecondsAfterFinished,
+					PodFailurePolicy:        podFailurePolicy(j.Name),
 					Template: corev1.PodTemplateSpec{
 						ObjectMeta: metav1.ObjectMeta{Labels: maps.Clone(lbls)},
 						Spec:       podSpec(j, d, cfg),
@@ -261,6 +277,30 @@ func applyPolicy(s *batchv1.CronJobSpec, p job.RunPolicy) {
 	if p.StartingDeadlineSeconds > 0 {
 		s.StartingDeadlineSeconds = new(p.StartingDeadlineSeconds)
 	}
+}
+
+// podFailurePolicy retries only what a retry can mend: a pod disrupted by the platform
+// (evicted, preempted, its node drained) is run again without counting against the
+// retries; a main container that exits UserErrorExitCode fails the Job at once; every other
+// failure (PlatformErrorExitCode, an image without the plugin exiting 1, an OOM kill)
+// counts against the backoff limit as before.
+func podFailurePolicy(container string) *batchv1.PodFailurePolicy {
+	return &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{
+		{
+			Action: batchv1.PodFailurePolicyActionIgnore,
+			OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{
+				{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue},
+			},
+		},
+		{
+			Action: batchv1.PodFailurePolicyActionFailJob,
+			OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
+				ContainerName: new(container),
+				Operator:      batchv1.PodFailurePolicyOnExitCodesOpIn,
+				Values:        []int32{UserErrorExitCode},
+			},
+		},
+	}}
 }
 
 // podSpec is the pod of every run of job j: non-root, no Kubernetes API token (only the
@@ -366,6 +406,7 @@ func env(j job.Job, d job.Deployment) []corev1.EnvVar {
 		{Name: EnvNotifiedOnUserError, Value: strings.Join(j.Contacts.NotifiedOnJobFailureUserError, ",")},
 		{Name: EnvNotifiedOnPlatform, Value: strings.Join(j.Contacts.NotifiedOnJobFailurePlatformError, ",")},
 		{Name: EnvNotifiedOnDeploy, Value: strings.Join(j.Contacts.NotifiedOnJobDeploy, ",")},
+		{Name: EnvPythonUnbuffered, Value: "1"},
 	}
 	if j.DBDefaultType != "" {
 		vars = append(vars, corev1.EnvVar{Name: EnvDBDefaultType, Value: j.DBDefaultType})

@@ -157,6 +157,7 @@ func TestRenderFullDeployment(t *testing.T) {
 		{Name: "DATA_JOB_NAME", Value: "sales-ingest"},
 		{Name: "DATA_JOB_PYTHON_VERSION", Value: "3.11"},
 		{Name: "DATA_JOB_VDK_VERSION", Value: "0.3.1"},
+		{Name: "PYTHONUNBUFFERED", Value: "1"},
 		{Name: "VDK_ATTEMPT_ID", ValueFrom: &corev1.EnvVarSource{
 			FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"},
 		}},
@@ -169,6 +170,29 @@ func TestRenderFullDeployment(t *testing.T) {
 		{Name: "VDK_NOTIFIED_ON_JOB_FAILURE_USER_ERROR", Value: "a@example.com,b@example.com"},
 		{Name: "VDK_NOTIFIED_ON_JOB_SUCCESS", Value: ""},
 	}, c.Env)
+}
+
+// A user error (the plugin's exit code) fails the Job at once: a deterministic error
+// retried three times took 114 s to report. A disruption is retried without counting;
+// everything else (a platform error, an image without the plugin that exits 1) counts
+// against the backoff limit as before. Manual runs carry the same policy.
+func TestRenderFailsTheJobAtOnceOnAUserErrorAndRetriesTheRest(t *testing.T) {
+	t.Parallel()
+	cj, _ := Render(testJob(), testDeployment(), testConfig())
+	want := &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{
+		{Action: batchv1.PodFailurePolicyActionIgnore, OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{
+			{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue},
+		}},
+		{Action: batchv1.PodFailurePolicyActionFailJob, OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
+			ContainerName: new("sales-ingest"), Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{65},
+		}},
+	}}
+	spec := cj.Spec.JobTemplate.Spec
+	require.Equal(t, want, spec.PodFailurePolicy)
+	require.Equal(t, "sales-ingest", spec.Template.Spec.Containers[0].Name, "the rule names the job's container")
+	require.Equal(t, corev1.RestartPolicyNever, spec.Template.Spec.RestartPolicy, "a podFailurePolicy needs restartPolicy Never")
+	require.NotContains(t, want.Rules[1].OnExitCodes.Values, PlatformErrorExitCode, "a platform error is retried")
+	require.Equal(t, want, ExecutionJob(cj, ManualExecution{ID: "sales-ingest-manual"}).Spec.PodFailurePolicy)
 }
 
 // requireQuantity checks the quantity and that it is written in the form the apiserver
@@ -279,8 +303,9 @@ func TestHashIsStable(t *testing.T) {
 	// Fixed, so that a change of the rendering (which redeploys every job once) is a
 	// deliberate decision: update this value and say so in the release notes. (Changed by
 	// issue 22: enableServiceLinks false and the ephemeral-storage limit; issue 26: the
-	// job's ServiceAccount, its token volume and DATAJOBS_* variables.)
-	require.Equal(t, "ac3ff2d738808dc67316faae39d98215e110b8c92e09fb7413eb4ee8267dd549", want)
+	// job's ServiceAccount, its token volume and DATAJOBS_* variables; issue 48: the
+	// podFailurePolicy and PYTHONUNBUFFERED.)
+	require.Equal(t, "dc7e32e475524b3038a3b689ee67ea33cf50ca26864f338f2d25f20ded134ac7", want)
 }
 
 func TestHashCoversEveryRenderedField(t *testing.T) {

@@ -40,10 +40,10 @@ func (t *execTerm) execute(ctx context.Context, p execPlan) (controller.Result, 
 		case execRecordLost:
 			err = t.record(ctx, p.Row, nil, p.Update)
 		case execCollectLogs:
-			if p.Pod == nil {
+			if len(p.Pods) == 0 {
 				t.logLost(ctx, p.ID)
 			} else {
-				t.queueLog(ctx, p.ID, p.Pod)
+				t.queueLog(ctx, p.ID, p.Pods)
 			}
 		}
 		if err != nil {

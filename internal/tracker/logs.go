@@ -22,11 +22,16 @@ import (
 // right after it finished, before this queue read it) is answered as not kept (410), never
 // as an empty log.
 
-// queueLog asks for the log of the finished execution id, printed by pod, to be kept.
-// Past MaxKept waiting, the oldest one is not kept (logDropped).
-func (t *execTerm) queueLog(ctx context.Context, id string, pod *corev1.Pod) {
+// attempts are the pods of a finished execution whose logs are to be kept, oldest first
+// (kube.Attempts); kept by pointer, so that a newer queueing is told apart.
+type attempts struct{ pods []*corev1.Pod }
+
+// queueLog asks for the log of the finished execution id, printed by its pods (one per
+// attempt, oldest first), to be kept. Past MaxKept waiting, the oldest one is not kept
+// (logDropped).
+func (t *execTerm) queueLog(ctx context.Context, id string, pods []*corev1.Pod) {
 	t.mu.Lock()
-	gone, dropped := t.logPods.put(id, pod)
+	gone, dropped := t.logPods.put(id, &attempts{pods: pods})
 	t.x.cfg.Metrics.kept.WithLabelValues("log").Set(float64(t.logPods.len()))
 	t.mu.Unlock()
 	if dropped {
@@ -50,8 +55,8 @@ func (t *execTerm) queueMissingLogs(ctx context.Context, jobs []*batchv1.Job) er
 		return fmt.Errorf("executions pass: %w", err)
 	}
 	for _, id := range missing {
-		if p := kube.LatestPod(controlledBy(t.podsNamed(id), byID[id])); p != nil {
-			t.queueLog(ctx, id, p)
+		if pods := kube.Attempts(controlledBy(t.podsNamed(id), byID[id])); len(pods) > 0 {
+			t.queueLog(ctx, id, pods)
 		}
 	}
 	return nil
@@ -62,12 +67,12 @@ func (t *execTerm) queueMissingLogs(ctx context.Context, jobs []*batchv1.Job) er
 // the log pending: it was not kept, and the API says so.
 func (t *execTerm) keepLog(ctx context.Context, id string) (controller.Result, error) {
 	t.mu.Lock()
-	pod, _ := t.logPods.get(id)
+	pods, _ := t.logPods.get(id)
 	t.mu.Unlock()
-	if pod == nil {
+	if pods == nil {
 		return controller.Result{}, nil // kept meanwhile, or dropped past the bound
 	}
-	text, truncated, err := t.x.logs.PodLog(ctx, pod, 0, t.x.cfg.LogBytes)
+	text, truncated, err := t.x.logs.AttemptsLog(ctx, pods.pods, 0, t.x.cfg.LogBytes)
 	switch {
 	case errors.Is(err, kube.ErrPodGone):
 		t.logLost(ctx, id)
@@ -82,7 +87,7 @@ func (t *execTerm) keepLog(ctx context.Context, id string) (controller.Result, e
 		}
 	}
 	t.mu.Lock()
-	if cur, _ := t.logPods.get(id); cur == pod {
+	if cur, _ := t.logPods.get(id); cur == pods {
 		t.logPods.take(id)
 		t.x.cfg.Metrics.kept.WithLabelValues("log").Set(float64(t.logPods.len()))
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/datajobs/datajobs/internal/devenv"
 	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/testenv"
 )
 
@@ -59,13 +60,20 @@ func (f *execFixture) printingPod(p *corev1.Pod, lines ...string) {
 }
 
 // printingRun starts the executions and a run of a new held job whose pod runs printing
-// lines, and waits until kwok serves them (it sees the Logs object a moment after it is
-// created).
+// lines (runningAndPrinting).
 func (f *execFixture) printingRun(name string, lines ...string) (string, *corev1.Pod) {
 	f.t.Helper()
 	f.heldJob(name)
 	f.startExecutions()
 	id := f.run(name, "")
+	return id, f.runningAndPrinting(name, id, lines...)
+}
+
+// runningAndPrinting makes the first pod of execution id of job name run printing lines,
+// and waits until the execution is recorded running and kwok serves the lines (it sees the
+// Logs object a moment after it is created).
+func (f *execFixture) runningAndPrinting(name, id string, lines ...string) *corev1.Pod {
+	f.t.Helper()
 	p := f.pod(id)
 	f.printingPod(p, lines...)
 	f.kubelet(p, corev1.PodRunning, running(), "")
@@ -75,7 +83,7 @@ func (f *execFixture) printingRun(name string, lines ...string) (string, *corev1
 		s, err := f.client.CoreV1().Pods(f.ns).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(f.t.Context())
 		return err == nil && string(s) == want
 	}, 30*time.Second, 50*time.Millisecond, "kwok serves the log of %s", p.Name)
-	return id, p
+	return p
 }
 
 func TestTheLogIsKeptAfterTheFinalStatusAndByTheNextTermWhenItWasNot(t *testing.T) {
@@ -99,13 +107,7 @@ func TestTheLogIsKeptAfterTheFinalStatusAndByTheNextTermWhenItWasNot(t *testing.
 // log pending (not kept), not empty, and keeps nothing in its place.
 func TestAFinishedRunWhosePodWentBeforeItsLogWasReadHasItsLogPendingNotEmpty(t *testing.T) {
 	f := newExecFixture(t)
-	f.heldJob("gone-job")
-	f.startExecutions()
-	id := f.run("gone-job", "")
-	p := f.pod(id)
-	f.printingPod(p, "printed, then lost")
-	f.kubelet(p, corev1.PodRunning, running(), "")
-	f.status("gone-job", id, job.ExecRunning)
+	id, p := f.printingRun("gone-job", "printed, then lost")
 
 	f.stopExecutions()
 	f.kubelet(p, corev1.PodSucceeded, exited(0, "Completed", ""), "")
@@ -134,4 +136,41 @@ func (f *execFixture) eventuallyKeptLog(id string) string {
 		return ok
 	}, 30*time.Second, 20*time.Millisecond, "the log of %s is kept", id)
 	return logs
+}
+
+// Issue 48, item 3: only the last attempt's log was kept, and nothing said there were
+// more. A run whose first attempt failed (the platform's error, so it is retried) and
+// whose second succeeded keeps both logs, in order, each under its attempt's header, and
+// its message counts the attempts.
+func TestEveryAttemptsLogIsKeptInOrder(t *testing.T) {
+	f := newExecFixture(t)
+	f.heldJob("retry-job")
+	cj, err := f.client.BatchV1().CronJobs(f.ns).Get(t.Context(), "retry-job", metav1.GetOptions{})
+	require.NoError(t, err)
+	cj.Spec.JobTemplate.Spec.BackoffLimit = new(int32(1))
+	_, err = f.client.BatchV1().CronJobs(f.ns).Update(t.Context(), cj, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	f.startExecutions()
+	id := f.run("retry-job", "")
+	first := f.runningAndPrinting("retry-job", id, "first attempt")
+	f.kubelet(first, corev1.PodFailed, exited(70, "Error", `{"status": "Platform error"}`), "")
+
+	var second *corev1.Pod
+	require.Eventually(t, func() bool {
+		pods, err := f.client.CoreV1().Pods(f.ns).List(t.Context(), metav1.ListOptions{LabelSelector: kube.LabelJobName + "=" + id})
+		require.NoError(t, err)
+		for i := range pods.Items {
+			if pods.Items[i].Name != first.Name {
+				second = &pods.Items[i]
+			}
+		}
+		return second != nil
+	}, time.Minute, 50*time.Millisecond, "the Job controller retries with a second pod")
+	f.printingPod(second, "second attempt")
+	f.kubelet(second, corev1.PodRunning, running(), "")
+	f.kubelet(second, corev1.PodSucceeded, exited(0, "Completed", ""), "")
+	e := f.status("retry-job", id, job.ExecSucceeded)
+	require.Contains(t, e.Message, "It ran 2 attempts")
+	require.Equal(t, "=== datajobs: attempt 1 of 2, pod "+first.Name+", exit code 70 ===\nfirst attempt\n"+
+		"=== datajobs: attempt 2 of 2, pod "+second.Name+", exit code 0 ===\nsecond attempt\n", f.eventuallyKeptLog(id))
 }

@@ -90,8 +90,9 @@ type execPlan struct {
 	// Update is the status to record (record_outcome, record_lost; create: the platform
 	// error recorded instead when the start timed out and the CronJob is still missing).
 	Update job.ExecutionUpdate
-	// Pod is the pod whose log collect_logs keeps (nil: the pods that ran are gone).
-	Pod *corev1.Pod
+	// Pods are the pods whose logs collect_logs keeps, one per attempt, oldest first
+	// (none: the pods that ran are gone).
+	Pods []*corev1.Pod
 	// RecheckAfter > 0 asks to look again then even without an event (a grace period runs).
 	RecheckAfter time.Duration
 	// Settled says the row already holds what the Job shows: the events seen are handled.
@@ -230,7 +231,7 @@ func (p execPlan) outcome(j *batchv1.Job, o kube.Observation, reason string) exe
 		// Its log is kept next, pending meanwhile (the API reads it from the pod). A Job
 		// whose pods ran and are gone already has a log nobody can read: pending, it is
 		// answered as not kept, never as empty.
-		p.Pod, p.Update.Log = o.Pod, &job.StoredLog{Pending: true}
+		p.Pods, p.Update.Log = o.Attempts, &job.StoredLog{Pending: true}
 		steps = append(steps, execCollectLogs)
 	}
 	if o.Abandon && j.DeletionTimestamp == nil {

@@ -46,7 +46,7 @@ func (x *Tracker) startTerm(ctx context.Context, epoch int64) (*execTerm, func()
 		seen:  map[string]time.Time{}, deleted: newKept[*batchv1.Job](x.cfg.MaxKept),
 		deletedPods: newKept[[]*corev1.Pod](x.cfg.MaxKept),
 		rows:        map[string]job.TrackedExecution{}, stale: map[string]bool{},
-		logPods:  newKept[*corev1.Pod](x.cfg.MaxKept),
+		logPods:  newKept[*attempts](x.cfg.MaxKept),
 		logQueue: controller.NewQueue(m.logQueue, controller.Exponential(time.Second, time.Minute), x.log, "execution", "execution_log_store_failed"),
 	}
 	t.writes = t.newStatusWriter()

@@ -168,7 +168,7 @@ type execTerm struct {
 	// logPods: read and written after the final status, so that a slow log read delays
 	// no status (logs.go).
 	logQueue *controller.Queue
-	logPods  *kept[*corev1.Pod]
+	logPods  *kept[*attempts]
 }
 
 // Run tracks executions until ctx ends, as the leader of term epoch. It first plans every

@@ -9,6 +9,12 @@ job_input.get_all_properties(), set_all_properties() and get_all_secrets() work 
 When VDK's vdk-dag plugin is installed too, its calls to the API (start, list and read the
 executions of the DAG's jobs) carry the same token (docs/compatibility.md, "vdk-dag").
 Outside a datajobs pod (no token file or API URL in the environment) it registers nothing.
+
+It also gives a failed run an exit code that says whom vdk-core blames (vdk-core itself
+exits 1 either way and says it only in its termination message): USER_ERROR_EXIT_CODE for
+the job's own error, PLATFORM_ERROR_EXIT_CODE for the platform's. The Job's
+podFailurePolicy (internal/kube, docs/cronjob.md) fails the Job at once on the first, so a
+deterministic user error is not run again, and retries the second.
 """
 
 import json
@@ -21,6 +27,12 @@ from vdk.api.plugin.hook_markers import hookimpl
 from vdk.api.plugin.plugin_input import IPropertiesServiceClient, ISecretsServiceClient
 
 _TIMEOUT_SECONDS = 30
+
+# The exit codes of a failed run (sysexits.h's EX_DATAERR and EX_SOFTWARE), the contract
+# with internal/kube's podFailurePolicy (kube.UserErrorExitCode). A success keeps 0; a run
+# whose blame vdk-core did not record keeps vdk-core's own code.
+USER_ERROR_EXIT_CODE = 65
+PLATFORM_ERROR_EXIT_CODE = 70
 
 
 class _DatajobsAPI:
@@ -111,3 +123,27 @@ def initialize_job(context):
     context.properties.set_properties_factory_method("default", DatajobsProperties)
     context.secrets.set_secrets_factory_method("default", DatajobsSecrets)
     _give_vdk_dag_the_pod_token()
+
+
+def exit_code_of(exit_code, blamee):
+    """The exit code of a run that vdk-core ended with exit_code, given its blamee."""
+    if not exit_code or blamee is None:
+        return exit_code
+    if getattr(blamee, "name", blamee) == "USER":
+        return USER_ERROR_EXIT_CODE
+    return PLATFORM_ERROR_EXIT_CODE
+
+
+@hookimpl(wrapper=True)
+def vdk_main(plugin_registry, root_command, command_line_args):
+    # vdk-core's vdk_main returns the failed run's exit code after its vdk_exit hooks
+    # (the termination message) ran; a success leaves through click's SystemExit(0),
+    # which passes through here untouched.
+    exit_code = yield
+    try:
+        from vdk.internal.core import errors
+
+        blamee = errors.get_blamee_overall()
+    except Exception:  # an older vdk-core without the blame: its own code stands
+        return exit_code
+    return exit_code_of(exit_code, blamee)
