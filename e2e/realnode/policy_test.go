@@ -11,28 +11,67 @@ import (
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/datajobs/datajobs/internal/kube"
 )
 
-// TestRetriesRunAFailedStepAgainOnANewPod guards the retries policy: with retries 1 a
-// step that fails is run a second time, on a new pod of the same Job, and only then is
-// the execution a user error (with retries 0, TestARaisingStepIsAUserErrorWithVdkCoresOwnStatus
-// sees one pod).
-func TestRetriesRunAFailedStepAgainOnANewPod(t *testing.T) {
+// TestAUserErrorFailsAtOnceAtTheDefaultPolicy guards issue 48, item 2: at the default
+// 3 retries a step raising ValueError ran four times (114 s) before it was reported. The
+// base image's plugin exits 65 on vdk-core's user blame and the Job's podFailurePolicy
+// fails the Job at once: one pod, one attempt, user_error.
+func TestAUserErrorFailsAtOnceAtTheDefaultPolicy(t *testing.T) {
+	t.Parallel()
+	s := startService(t, t.TempDir())
+	const name = "rn-failfast"
+	s.deploy(t, name, map[string]string{"10_fail.py": "def run(job_input):\n    print('attempt', flush=True)\n    raise ValueError('realnode-failfast')\n"})
+	id := s.start(t, name)
+	start := time.Now()
+	e := s.waitStatus(t, name, id, 4*time.Minute, "succeeded", "user_error", "platform_error")
+	t.Logf("start to user_error: %s", time.Since(start).Round(100*time.Millisecond))
+	require.Equal(t, "user_error", e.Status, "%+v", e)
+	assert.Contains(t, e.Message, "not retried", "%+v", e)
+	pods := s.pods(t, id)
+	require.Len(t, pods, 1, "not retried: %s", s.podsOf(t, id))
+	require.NotEmpty(t, pods[0].Status.ContainerStatuses)
+	term := pods[0].Status.ContainerStatuses[0].State.Terminated
+	require.NotNil(t, term, s.podsOf(t, id))
+	assert.Equal(t, int32(65), term.ExitCode, "the plugin's user-error code")
+	assert.Contains(t, s.logs(t, name, id), "realnode-failfast")
+}
+
+// TestAPlatformErrorIsRetriedAndEveryAttemptsLogKept guards the other half of the
+// policy: an error vdk-core blames on the platform (exit 70) is run again on a new pod, up
+// to the retries, and the log kept holds what each attempt printed, in order.
+func TestAPlatformErrorIsRetriedAndEveryAttemptsLogKept(t *testing.T) {
 	t.Parallel()
 	s := startService(t, t.TempDir())
 	const name = "rn-retry"
-	s.deploy(t, name, map[string]string{"10_fail.py": "def run(job_input):\n    print('attempt', flush=True)\n    raise ValueError('realnode-retry')\n"})
+	s.deploy(t, name, map[string]string{"10_fail.py": `import os
+from vdk.internal.core import errors
+
+def run(job_input):
+    print("attempt of pod", os.environ["VDK_ATTEMPT_ID"])
+    e = RuntimeError("realnode-platform")
+    errors.set_exception_resolvable_by(e, errors.ResolvableBy.PLATFORM_ERROR)
+    raise e
+`})
 	require.NoError(t, s.redeploy(name, `"retries":1`, withRetries(1)))
 	id := s.start(t, name)
 	e := s.waitStatus(t, name, id, 4*time.Minute, "succeeded", "user_error", "platform_error")
-	require.Equal(t, "user_error", e.Status, "%+v", e)
-	failed := 0
+	require.Equal(t, "platform_error", e.Status, "%+v", e)
+	assert.Contains(t, e.Message, "It ran 2 attempts", "%+v", e)
+	var failed []string
 	for _, p := range s.pods(t, id) {
 		if p.Status.Phase == corev1.PodFailed {
-			failed++
+			failed = append(failed, p.Name)
 		}
 	}
-	assert.Equal(t, 2, failed, "the first attempt and its one retry ran and failed: %s", s.podsOf(t, id))
+	require.Len(t, failed, 2, "the first attempt and its one retry ran and failed: %s", s.podsOf(t, id))
+	logs := s.logs(t, name, id)
+	for i, pod := range kubeAttempts(s.pods(t, id)) {
+		assert.Contains(t, logs, fmt.Sprintf("=== datajobs: attempt %d of 2, pod %s, exit code 70 ===", i+1, pod.Name))
+		assert.Contains(t, logs, "attempt of pod "+pod.Name, "each attempt's own print is kept")
+	}
 }
 
 // TestForbidRefusesASecondRunAndAllowRunsTwoAtOnce guards concurrency_policy for runs
@@ -94,4 +133,13 @@ func TestATimeZoneMovesTheScheduledRun(t *testing.T) {
 	}, time.Until(at)+2*time.Minute, 500*time.Millisecond, "the run scheduled at %s in Asia/Kathmandu (%s UTC) ran: %+v", at, at.UTC(), &e)
 	assert.Equal(t, "scheduled", e.Type)
 	assert.Equal(t, "succeeded", e.Status, "%+v", e)
+}
+
+// kubeAttempts orders pods as the log does: oldest first.
+func kubeAttempts(pods []corev1.Pod) []*corev1.Pod {
+	ptrs := make([]*corev1.Pod, len(pods))
+	for i := range pods {
+		ptrs[i] = &pods[i]
+	}
+	return kube.Attempts(ptrs)
 }

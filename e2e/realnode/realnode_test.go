@@ -139,12 +139,13 @@ func TestAStepPastItsMemoryLimitIsOOMKilledAndAUserError(t *testing.T) {
 // TestAStepPastTheDeadlineIsStoppedAndAUserError guards the time limit: a step that sleeps
 // past its deployment's timeout_seconds (the Job's activeDeadlineSeconds) is stopped and
 // recorded as the product documents (docs/api.md: user_error, "ran longer than its time
-// limit"), at the timeout and not at the end of its sleep.
+// limit"), at the timeout and not at the end of its sleep. What it printed before (without
+// a flush: issue 48, item 3, PYTHONUNBUFFERED) is in the log.
 func TestAStepPastTheDeadlineIsStoppedAndAUserError(t *testing.T) {
 	t.Parallel()
 	s := startService(t, t.TempDir())
 	const name = "rn-sleep"
-	s.deploy(t, name, map[string]string{"10_sleep.py": "import time\n\ndef run(job_input):\n    print('sleeping', flush=True)\n    time.sleep(600)\n"})
+	s.deploy(t, name, map[string]string{"10_sleep.py": "import time\n\ndef run(job_input):\n    print('realnode-sleeping')\n    time.sleep(600)\n"})
 	require.NoError(t, s.redeploy(name, `"retries":0,"timeout_seconds":20`, func(cj *batchv1.CronJob) bool {
 		d := cj.Spec.JobTemplate.Spec.ActiveDeadlineSeconds
 		return d != nil && *d == 20
@@ -156,6 +157,7 @@ func TestAStepPastTheDeadlineIsStoppedAndAUserError(t *testing.T) {
 	assert.Contains(t, e.Message, "ran longer than its time limit")
 	assert.Less(t, time.Since(start), 90*time.Second, "stopped at its timeout, not at the end of the sleep")
 	require.Eventually(t, func() bool { return len(s.pods(t, id)) == 0 || !running(s, id) }, time.Minute, 200*time.Millisecond, "the container is stopped")
+	assert.Contains(t, s.logs(t, name, id), "realnode-sleeping", "the print before the sleep survives the kill")
 }
 
 // TestCancelStopsTheRunningContainer guards cancel: vdkcli execute --cancel of a running
