@@ -21,6 +21,7 @@ type SecretStore interface {
 	ReplaceJobSecrets(ctx context.Context, team, name, by string, seal func(uid string, cur *secrets.Envelope) (secrets.Envelope, error)) error
 	EnvelopeSamples(ctx context.Context) ([]secrets.Owned, error)
 	RewrapEnvelopes(ctx context.Context, newest string, rewrap func(secrets.Owned) (secrets.Envelope, error)) (int, error)
+	RetireKeys(ctx context.Context, ids []string, newest string) error
 	TeamOAuthStore
 }
 
@@ -167,13 +168,19 @@ func (s *Secrets) CheckKeys(ctx context.Context) error {
 // Rotate re-wraps every data key under the keyring's newest key, online: each row in its
 // own short transaction; a team webhook secret stored open (written while no keyring was
 // configured) is sealed. It returns how many it re-wrapped; once it returned without an
-// error, no data key is wrapped under an older key and older keys may be removed from the
-// file (after every replica reads the new file: it does so by itself on its next wrap).
+// error, no data key is wrapped under an older key, nor will be (a replica whose file is
+// older fails its secret writes until it reads the new file: it does so by itself on its
+// next wrap), and older keys may be removed from the file.
 func (s *Secrets) Rotate(ctx context.Context) (int, error) {
 	if err := s.configured(); err != nil {
 		return 0, err
 	}
 	newest := s.keys.Newest()
+	// The older keys are retired first: a replica whose key file is not updated yet can
+	// no longer wrap under one of them once this pass began (issue 41, L7).
+	if err := s.store.RetireKeys(ctx, s.keys.IDs(), newest); err != nil {
+		return 0, err
+	}
 	return s.store.RewrapEnvelopes(ctx, newest, func(e secrets.Owned) (secrets.Envelope, error) {
 		if e.KeyID == "" { // a webhook secret written before the key ring: sealed now
 			return s.keys.Seal(e.Owner, e.Sealed)

@@ -108,6 +108,28 @@ func (s *Store) EnvelopeSamples(ctx context.Context) ([]secrets.Owned, error) {
 	return out, nil
 }
 
+// RetireKeys retires the keyring keys ids before a rotation re-wraps (issue 41, L7): from
+// its commit on, no replica stores a data key newly wrapped under one of them (migration
+// 0041's trigger). The statement first takes the envelope tables in SHARE mode, which
+// waits for the writes in flight, so the rotation's pass that follows sees every
+// envelope under an old key there will ever be. newest is never retired (a key retired
+// once and made the newest again is not).
+func (s *Store) RetireKeys(ctx context.Context, ids []string, newest string) error {
+	err := s.InTx(ctx, func(tx Tx) error {
+		if _, err := tx.Exec(ctx, `LOCK TABLE job_secrets, team_oauth_credentials, team_webhook IN SHARE MODE`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `WITH back AS (DELETE FROM secrets_retired_key WHERE key_id = $2)
+INSERT INTO secrets_retired_key (key_id) SELECT unnest($1::text[]) EXCEPT SELECT $2
+ON CONFLICT (key_id) DO NOTHING`, ids, newest)
+		return err
+	})
+	if err != nil {
+		return translate(fmt.Errorf("retire secrets keys: %w", err))
+	}
+	return nil
+}
+
 // RewrapEnvelopes gives every envelope whose key id is not newest to rewrap, one row per
 // transaction under the row's lock (a concurrent replace waits for it, and the API stays
 // up), and stores what rewrap returns (a new wrapped data key; for a webhook secret

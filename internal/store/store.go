@@ -226,11 +226,18 @@ func translate(err error) error {
 	if isConnectionError(err) {
 		return job.Unavailable("database", err)
 	}
-	if sqlState(err) == queryCanceled {
+	switch sqlState(err) {
+	case queryCanceled:
 		return job.TooSlow("the database's statement timeout (--db-statement-timeout)", err)
+	case retiredKey:
+		return job.Unavailable("this replica's secrets key file (older than the last rotation)", err)
 	}
 	return err
 }
+
+// retiredKey is the code of the trigger that refuses a data key wrapped under a key a
+// rotation retired (migration 0041, RetireKeys).
+const retiredKey = "DJ001"
 
 // queryCanceled is PostgreSQL's code for a statement cancelled by statement_timeout (or
 // by a cancel request).
