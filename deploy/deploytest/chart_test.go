@@ -10,8 +10,10 @@ import (
 	"helm.sh/helm/v3/pkg/lint/support"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
@@ -94,9 +96,21 @@ func TestDefaultValuesRenderAnInstallTheAPIServerAccepts(t *testing.T) {
 			require.NotEqual(t, kind, o.GetKind(), "not rendered by default")
 		}
 	}
-	for _, o := range objs {
-		require.False(t, o.GetKind() == "NetworkPolicy" && o.GetNamespace() == ns, "the service's own NetworkPolicy is not rendered by default")
-	}
+	// Issue 41, L8: the service's own NetworkPolicy was off by default, and anything in
+	// the cluster (a job pod of any team) reached the admin port: metrics, profiles, the
+	// sync commands. It is on by default: the API port open, the admin port to Prometheus.
+	np := into[networkingv1.NetworkPolicy](t, find(t, objs, "NetworkPolicy", "dj-datajobs"))
+	require.Equal(t, ns, np.Namespace)
+	require.Equal(t, d.Spec.Selector.MatchLabels, np.Spec.PodSelector.MatchLabels, "it selects the service's pods")
+	require.Equal(t, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}, np.Spec.PolicyTypes)
+	require.Len(t, np.Spec.Ingress, 2)
+	require.Equal(t, intstr.FromString("http"), *np.Spec.Ingress[0].Ports[0].Port)
+	require.Empty(t, np.Spec.Ingress[0].From, "the API port is open")
+	require.Equal(t, intstr.FromString("admin"), *np.Spec.Ingress[1].Ports[0].Port)
+	require.Equal(t, []networkingv1.NetworkPolicyPeer{{
+		PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "prometheus"}},
+		NamespaceSelector: &metav1.LabelSelector{},
+	}}, np.Spec.Ingress[1].From, "the admin port only to Prometheus")
 }
 
 // The documented combinations (README "Examples"): everything on with the jobs in another

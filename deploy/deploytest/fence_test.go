@@ -114,7 +114,7 @@ jobPods:
 	require.Equal(t, int32(53), np.Spec.Egress[1].Ports[0].Port.IntVal)
 	require.Equal(t, "kube-system", np.Spec.Egress[1].To[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"])
 
-	objs = render(t, "default", values(t, "database: {existingSecret: db}\nauth: {mode: none}\njobsNamespace: default\njobPods: {networkPolicy: {enabled: false}, admissionPolicy: {enabled: false}}"))
+	objs = render(t, "default", values(t, "database: {existingSecret: db}\nauth: {mode: none}\njobsNamespace: default\nnetworkPolicy: {enabled: false}\njobPods: {networkPolicy: {enabled: false}, admissionPolicy: {enabled: false}}"))
 	for _, o := range objs {
 		require.NotContains(t, []string{"Namespace", "NetworkPolicy", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}, o.GetKind(),
 			"the release namespace is never created, and the fence can be turned off")
