@@ -155,6 +155,7 @@ func (a *api) routes() *router {
 	rt.handleFunc("GET "+execution+"/logs", memberOfTeam, a.limit(a.logReads, a.executionLogs))
 	a.backfillRoutes(rt, dep)
 	a.webhookRoutes(rt, team)
+	a.pipelineRoutes(rt, team, jobPath)
 
 	// Secrets and team OAuth credentials (secrets.go); without Config.Secrets they answer
 	// 501 naming --secrets-key-file.

@@ -82,6 +82,18 @@ var routeCases = map[string]routeCase{
 	"GET /data-jobs/for-team/{team}/webhooks/{webhook_id}":                                                 {},
 	"PUT /data-jobs/for-team/{team}/webhooks/{webhook_id}":                                                 {body: `{"url":"https://evil.example.com/","rotate_secret":true}`},
 	"DELETE /data-jobs/for-team/{team}/webhooks/{webhook_id}":                                              {},
+	"PUT /data-jobs/for-team/{team}/jobs/{job}/grants/{grantee_team}":                                      {},
+	"DELETE /data-jobs/for-team/{team}/jobs/{job}/grants/{grantee_team}":                                   {},
+	"GET /data-jobs/for-team/{team}/pipelines":                                                             {},
+	"PUT /data-jobs/for-team/{team}/pipelines/{pipeline}":                                                  {body: `{"nodes":[{"name":"stolen-node","job_name":"job-of-b","team":"team-b"}]}`},
+	"GET /data-jobs/for-team/{team}/pipelines/{pipeline}":                                                  {},
+	"DELETE /data-jobs/for-team/{team}/pipelines/{pipeline}":                                               {},
+	"POST /data-jobs/for-team/{team}/pipelines/{pipeline}/runs":                                            {body: `{}`},
+	"GET /data-jobs/for-team/{team}/pipelines/{pipeline}/runs":                                             {},
+	"GET /data-jobs/for-team/{team}/pipelines/{pipeline}/runs/{run_id}":                                    {},
+	"DELETE /data-jobs/for-team/{team}/pipelines/{pipeline}/runs/{run_id}":                                 {},
+	"POST /data-jobs/for-team/{team}/pipelines/{pipeline}/runs/{run_id}/repair":                            {},
+	"POST /data-jobs/for-team/{team}/pipelines/{pipeline}/backfills":                                       {body: `{"from":"2026-01-01T00:00:00Z","to":"2026-01-02T00:00:00Z"}`},
 	"GET /data-jobs/teams/{team}/oauth-credentials":                                                        {},
 	"PUT /data-jobs/teams/{team}/oauth-credentials":                                                        {body: `{"clientId":"x","clientSecret":"y"}`},
 	"GET /data-jobs/teams/{team}/oauth-credentials/client-id":                                              {},
@@ -180,17 +192,27 @@ func TestEveryRouteIsAuthenticatedAndKeepsTeamsApart(t *testing.T) {
 		ID string `json:"id"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(c.must(tokB, "POST", "/data-jobs/for-team/team-b/webhooks", `{"name":"hook-of-b","url":"https://hooks.example.com/of-b"}`, http.StatusCreated)), &hook))
+	c.must(tokB, "PUT", "/data-jobs/for-team/team-b/pipelines/pipeline-of-b",
+		`{"description":"secret plans of b","nodes":[{"name":"node-of-b","job_name":"job-of-b"}]}`, http.StatusCreated)
+	var run struct {
+		ID int64 `json:"id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(c.must(tokB, "POST", "/data-jobs/for-team/team-b/pipelines/pipeline-of-b/runs", `{}`, http.StatusAccepted)), &run))
 	fill := func(pattern, team string) (method, path string) {
 		method, path, _ = strings.Cut(pattern, " ")
 		return method, strings.NewReplacer("{$}", "", "{team}", team, "{job}", "job-of-b", "{deployment_id}", "release",
 			"{execution_id}", exec.ID, "{id}", exec.ID, "{new_team}", "team-a", "{revision}", "1", "{webhook_id}", hook.ID,
-			"{backfill_id}", strconv.FormatInt(backfill.ID, 10)).Replace(path)
+			"{backfill_id}", strconv.FormatInt(backfill.ID, 10), "{pipeline}", "pipeline-of-b", "{run_id}", strconv.FormatInt(run.ID, 10),
+			"{grantee_team}", "team-a").Replace(path)
 	}
 	// stateOfB is everything a caller of team-b can read about its job.
 	stateOfB := func() []string {
 		var out []string
 		for _, p := range []string{"", "/deployments/release", "/deployments/release/properties", "/deployments/release/secrets", "/sources", "/executions", "/deployments/release/backfills"} {
 			out = append(out, c.must(tokB, "GET", "/data-jobs/for-team/team-b/jobs/job-of-b"+p, "", http.StatusOK))
+		}
+		for _, p := range []string{"", "/runs", "/runs/" + strconv.FormatInt(run.ID, 10)} {
+			out = append(out, c.must(tokB, "GET", "/data-jobs/for-team/team-b/pipelines/pipeline-of-b"+p, "", http.StatusOK))
 		}
 		out = append(out, c.must(tokB, "GET", "/data-jobs/teams/team-b/oauth-credentials", "", http.StatusOK))
 		return append(out, c.must(tokB, "GET", "/data-jobs/for-team/team-b/webhooks", "", http.StatusOK))
@@ -291,7 +313,11 @@ func TestEveryRouteIsAuthenticatedAndKeepsTeamsApart(t *testing.T) {
 		if strings.Contains(pattern, "{job}") {
 			require.GreaterOrEqual(t, r.status, 400, "%s: team-b's job through team-a's path: %s", pattern, r.body)
 		}
-		showsNothingOfB(method, path, r.body)
+		named := path
+		if rc.body != "" {
+			named += " " + rc.body // an error may name what the request named
+		}
+		showsNothingOfB(method, named, r.body)
 	}
 	require.Equal(t, before, stateOfB(), "team-b's job is as it was")
 

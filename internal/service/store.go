@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/pipeline"
 	"github.com/datajobs/datajobs/internal/secrets"
 )
 
@@ -56,4 +57,17 @@ type Store interface {
 	TeamWebhook(ctx context.Context, team, id string) (job.TeamWebhook, error)
 	UpdateTeamWebhook(ctx context.Context, team, id, by string, ch job.TeamWebhookChange, secret *secrets.Envelope) (job.TeamWebhook, error)
 	DeleteTeamWebhook(ctx context.Context, team, id string) error
+
+	PutPipeline(ctx context.Context, team, name string, spec pipeline.Spec, actor, opID string) (bool, error)
+	GetPipeline(ctx context.Context, team, name string) (pipeline.Pipeline, error)
+	ListPipelines(ctx context.Context, team string, page, size int) (pipeline.Page[pipeline.Pipeline], error)
+	DeletePipeline(ctx context.Context, team, name string) error
+	GrantJob(ctx context.Context, team, name, grantee, by string) error
+	RevokeGrant(ctx context.Context, team, name, grantee string) error
+	StartPipelineRun(ctx context.Context, team, name string, r pipeline.NewRun) (int64, error)
+	ListPipelineRuns(ctx context.Context, team, name string, page, size int) (pipeline.Page[pipeline.Run], error)
+	GetPipelineRun(ctx context.Context, team, name string, id int64) (pipeline.Run, error)
+	CancelPipelineRun(ctx context.Context, team, name string, id int64) error
+	RepairPipelineRun(ctx context.Context, team, name string, id int64) ([]string, error)
+	CreatePipelineBackfill(ctx context.Context, team, name string, b pipeline.NewBackfill) (int64, error)
 }

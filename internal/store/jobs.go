@@ -159,6 +159,10 @@ func (s *Store) DeleteJob(ctx context.Context, team, name string) error {
 		if err != nil {
 			return rowError(err, job.JobNotFound(team, name), "delete job "+name)
 		}
+		// Read after the delete took the job's lock: a pipeline stored meanwhile is seen.
+		if err := pipelineUsing(ctx, tx, name); err != nil {
+			return err
+		}
 		if err := cancelJobExecutions(ctx, tx, uid, MsgJobDeleted); err != nil {
 			return err
 		}

@@ -1,0 +1,355 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/datajobs/datajobs/internal/job"
+	pl "github.com/datajobs/datajobs/internal/pipeline"
+	"github.com/datajobs/datajobs/internal/service"
+)
+
+// Pipelines (issue 40; docs/pipelines.md), a datajobs extension VDK clients do not know:
+// dependencies between data jobs, stepped by the leader.
+
+// pipelineRoutes adds the pipeline and grant routes under the team path team and the job
+// path jobPath.
+func (a *api) pipelineRoutes(rt *router, team, jobPath string) {
+	const pipelines = "/pipelines"
+	const one = pipelines + "/{pipeline}"
+	const run = one + "/runs/{run_id}"
+	rt.handleFunc("PUT "+jobPath+"/grants/{grantee_team}", memberOfTeam, a.grantJob)
+	rt.handleFunc("DELETE "+jobPath+"/grants/{grantee_team}", memberOfTeam, a.revokeGrant)
+	rt.handleFunc("GET "+team+pipelines, memberOfTeam, a.listPipelines)
+	rt.handleFunc("PUT "+team+one, memberOfTeam, a.putPipeline)
+	rt.handleFunc("GET "+team+one, memberOfTeam, a.getPipeline)
+	rt.handleFunc("DELETE "+team+one, memberOfTeam, a.deletePipeline)
+	rt.handleFunc("POST "+team+one+"/runs", memberOfTeam, a.startPipelineRun)
+	rt.handleFunc("GET "+team+one+"/runs", memberOfTeam, a.listPipelineRuns)
+	rt.handleFunc("GET "+team+run, memberOfTeam, a.getPipelineRun)
+	rt.handleFunc("DELETE "+team+run, memberOfTeam, a.cancelPipelineRun)
+	rt.handleFunc("POST "+team+run+"/repair", memberOfTeam, a.repairPipelineRun)
+	rt.handleFunc("POST "+team+one+"/backfills", memberOfTeam, a.createPipelineBackfill)
+}
+
+// pipelineResponse is a pipeline: the PUT body with the defaults applied, and what the
+// service knows of it.
+type pipelineResponse struct {
+	Team         string          `json:"team"`
+	PipelineName string          `json:"pipeline_name"`
+	Description  string          `json:"description"`
+	Schedule     *pl.Schedule    `json:"schedule"`
+	Enabled      bool            `json:"enabled"`
+	MaxActive    int             `json:"max_active_runs"`
+	Nodes        []pl.Node       `json:"nodes"`
+	Revision     int             `json:"revision"`
+	LastRun      *runSummaryBody `json:"last_run"`
+	NextRunTime  *time.Time      `json:"next_run_time"`
+}
+
+type runSummaryBody struct {
+	ID          int64        `json:"id"`
+	Status      pl.RunStatus `json:"status"`
+	LogicalTime time.Time    `json:"logical_time"`
+	StartTime   time.Time    `json:"start_time"`
+	EndTime     *time.Time   `json:"end_time"`
+}
+
+func toPipelineResponse(v service.PipelineView) pipelineResponse {
+	s := v.Spec
+	out := pipelineResponse{
+		Team: v.Team, PipelineName: v.Name, Description: s.Description, Schedule: s.Schedule, Enabled: s.Enabled,
+		MaxActive: s.MaxActiveRuns, Nodes: s.Nodes, Revision: v.Revision, NextRunTime: v.NextRunTime,
+	}
+	if r := v.LastRun; r != nil {
+		out.LastRun = &runSummaryBody{ID: r.ID, Status: r.Status, LogicalTime: r.LogicalTime, StartTime: r.StartTime, EndTime: r.EndTime}
+	}
+	return out
+}
+
+// pageBody is a page of a list: its items and where it stands among them.
+type pageBody[T any] struct {
+	Content    []T `json:"content"`
+	PageNumber int `json:"page_number"`
+	PageSize   int `json:"page_size"`
+	TotalItems int `json:"total_items"`
+	TotalPages int `json:"total_pages"`
+}
+
+// pageOf reads ?page_number= and ?page_size= (absent: the service's defaults).
+func pageOf(r *http.Request) (page, size int, err error) {
+	q := r.URL.Query()
+	for _, p := range []struct {
+		name string
+		v    *int
+	}{{"page_number", &page}, {"page_size", &size}} {
+		if s := q.Get(p.name); s != "" {
+			if *p.v, err = strconv.Atoi(s); err != nil {
+				return 0, 0, job.Invalid(p.name, "an integer", s)
+			}
+		}
+	}
+	return service.Paging(page, size)
+}
+
+func newPage[T any](items []T, page, size, total int) pageBody[T] {
+	if items == nil {
+		items = []T{}
+	}
+	return pageBody[T]{Content: items, PageNumber: page, PageSize: size, TotalItems: total, TotalPages: (total + size - 1) / size}
+}
+
+func pipelineLocation(team, name string) string {
+	return "/data-jobs/for-team/" + url.PathEscape(team) + "/pipelines/" + url.PathEscape(name)
+}
+
+// putPipeline is PUT …/pipelines/{pipeline}: 201 when created, 200 when replaced.
+func (a *api) putPipeline(w http.ResponseWriter, r *http.Request) error {
+	team, name := r.PathValue("team"), r.PathValue("pipeline")
+	body, err := a.body(w, r)
+	if err != nil {
+		return err
+	}
+	created, v, err := a.svc.PutPipeline(r.Context(), team, name, body, a.user(r, ""), opID(r.Context()))
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		w.Header().Set("Location", pipelineLocation(team, name))
+	}
+	writeJSON(w, status, toPipelineResponse(v))
+	return nil
+}
+
+// getPipeline is GET …/pipelines/{pipeline}.
+func (a *api) getPipeline(w http.ResponseWriter, r *http.Request) error {
+	v, err := a.svc.GetPipeline(r.Context(), r.PathValue("team"), r.PathValue("pipeline"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toPipelineResponse(v))
+	return nil
+}
+
+// listPipelines is GET …/pipelines?page_number=&page_size=: the team's pipelines by name.
+func (a *api) listPipelines(w http.ResponseWriter, r *http.Request) error {
+	page, size, err := pageOf(r)
+	if err != nil {
+		return err
+	}
+	ps, err := a.svc.ListPipelines(r.Context(), r.PathValue("team"), page, size)
+	if err != nil {
+		return err
+	}
+	items := make([]pipelineResponse, 0, len(ps.Items))
+	for _, v := range ps.Items {
+		items = append(items, toPipelineResponse(v))
+	}
+	writeJSON(w, http.StatusOK, newPage(items, page, size, ps.TotalItems))
+	return nil
+}
+
+// deletePipeline is DELETE …/pipelines/{pipeline}: 200; its running runs are cancelled.
+func (a *api) deletePipeline(w http.ResponseWriter, r *http.Request) error {
+	if err := a.svc.DeletePipeline(r.Context(), r.PathValue("team"), r.PathValue("pipeline")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+// grantJob is PUT …/jobs/{job}/grants/{grantee_team}: 200.
+func (a *api) grantJob(w http.ResponseWriter, r *http.Request) error {
+	team, name := jobOf(r)
+	if err := a.svc.GrantJob(r.Context(), team, name, r.PathValue("grantee_team"), a.user(r, "")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+// revokeGrant is DELETE …/jobs/{job}/grants/{grantee_team}: 200.
+func (a *api) revokeGrant(w http.ResponseWriter, r *http.Request) error {
+	team, name := jobOf(r)
+	if err := a.svc.RevokeGrant(r.Context(), team, name, r.PathValue("grantee_team")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+// runRequest is the body of POST …/runs.
+type runRequest struct {
+	Arguments   json.RawMessage `json:"arguments"`
+	LogicalTime string          `json:"logical_time"`
+}
+
+// startPipelineRun is POST …/pipelines/{pipeline}/runs: 202 with the run's id and
+// Location; 409 while max_active_runs runs are running.
+func (a *api) startPipelineRun(w http.ResponseWriter, r *http.Request) error {
+	team, name := r.PathValue("team"), r.PathValue("pipeline")
+	body, err := a.body(w, r)
+	if err != nil {
+		return err
+	}
+	var req runRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return err
+	}
+	id, err := a.svc.StartPipelineRun(r.Context(), team, name, service.RunRequest{Arguments: req.Arguments, LogicalTime: req.LogicalTime}, a.user(r, ""))
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", pipelineLocation(team, name)+"/runs/"+strconv.FormatInt(id, 10))
+	writeJSON(w, http.StatusAccepted, struct {
+		ID int64 `json:"id"`
+	}{id})
+	return nil
+}
+
+type runBody struct {
+	ID           int64         `json:"id"`
+	PipelineName string        `json:"pipeline_name"`
+	Status       pl.RunStatus  `json:"status"`
+	LogicalTime  time.Time     `json:"logical_time"`
+	StartedBy    string        `json:"started_by"`
+	StartTime    time.Time     `json:"start_time"`
+	EndTime      *time.Time    `json:"end_time"`
+	Nodes        []nodeRunBody `json:"nodes,omitempty"`
+}
+
+type nodeRunBody struct {
+	Name        string        `json:"name"`
+	JobName     string        `json:"job_name"`
+	Team        string        `json:"team"`
+	Status      pl.NodeStatus `json:"status"`
+	ExecutionID *string       `json:"execution_id"`
+	Attempt     int           `json:"attempt"`
+	StartTime   *time.Time    `json:"start_time"`
+	EndTime     *time.Time    `json:"end_time"`
+	Message     string        `json:"message"`
+}
+
+func toRunBody(r pl.Run) runBody {
+	out := runBody{
+		ID: r.ID, PipelineName: r.PipelineName, Status: r.Status, LogicalTime: r.LogicalTime,
+		StartedBy: r.StartedBy, StartTime: r.StartTime, EndTime: r.EndTime,
+	}
+	for _, n := range r.Nodes {
+		out.Nodes = append(out.Nodes, nodeRunBody{
+			Name: n.Name, JobName: n.JobName, Team: n.Team, Status: n.Status, ExecutionID: n.ExecutionID,
+			Attempt: n.Attempt, StartTime: n.StartTime, EndTime: n.EndTime, Message: n.Message,
+		})
+	}
+	return out
+}
+
+// listPipelineRuns is GET …/runs?page_number=&page_size=: newest first, without nodes.
+func (a *api) listPipelineRuns(w http.ResponseWriter, r *http.Request) error {
+	page, size, err := pageOf(r)
+	if err != nil {
+		return err
+	}
+	runs, err := a.svc.ListPipelineRuns(r.Context(), r.PathValue("team"), r.PathValue("pipeline"), page, size)
+	if err != nil {
+		return err
+	}
+	items := make([]runBody, 0, len(runs.Items))
+	for _, run := range runs.Items {
+		items = append(items, toRunBody(run))
+	}
+	writeJSON(w, http.StatusOK, newPage(items, page, size, runs.TotalItems))
+	return nil
+}
+
+// runOf returns the run of the path; an id that is not a number is not found.
+func runOf(r *http.Request) (team, name string, id int64, err error) {
+	team, name = r.PathValue("team"), r.PathValue("pipeline")
+	id, perr := strconv.ParseInt(r.PathValue("run_id"), 10, 64)
+	if perr != nil || id <= 0 {
+		return team, name, 0, pl.RunNotFound(name, id)
+	}
+	return team, name, id, nil
+}
+
+// getPipelineRun is GET …/runs/{run_id}: the run with the latest attempt of each node.
+func (a *api) getPipelineRun(w http.ResponseWriter, r *http.Request) error {
+	team, name, id, err := runOf(r)
+	if err != nil {
+		return err
+	}
+	run, err := a.svc.GetPipelineRun(r.Context(), team, name, id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toRunBody(run))
+	return nil
+}
+
+// cancelPipelineRun is DELETE …/runs/{run_id}: 200 with the run once the cancel is
+// recorded; it ends cancelled once its running executions are.
+func (a *api) cancelPipelineRun(w http.ResponseWriter, r *http.Request) error {
+	team, name, id, err := runOf(r)
+	if err != nil {
+		return err
+	}
+	if err := a.svc.CancelPipelineRun(r.Context(), team, name, id); err != nil {
+		return err
+	}
+	return a.getPipelineRun(w, r)
+}
+
+// repairPipelineRun is POST …/runs/{run_id}/repair: 202 with the nodes started again.
+func (a *api) repairPipelineRun(w http.ResponseWriter, r *http.Request) error {
+	team, name, id, err := runOf(r)
+	if err != nil {
+		return err
+	}
+	nodes, err := a.svc.RepairPipelineRun(r.Context(), team, name, id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, struct {
+		ID    int64    `json:"id"`
+		Nodes []string `json:"nodes"`
+	}{id, nodes})
+	return nil
+}
+
+// pipelineBackfillRequest is the body of POST …/pipelines/{pipeline}/backfills.
+type pipelineBackfillRequest struct {
+	From            string   `json:"from"`
+	To              string   `json:"to"`
+	MaxParallelRuns int      `json:"max_parallel_runs"`
+	Nodes           []string `json:"nodes"`
+}
+
+// createPipelineBackfill is POST …/pipelines/{pipeline}/backfills: 202 with the backfill's
+// id and its number of runs.
+func (a *api) createPipelineBackfill(w http.ResponseWriter, r *http.Request) error {
+	team, name := r.PathValue("team"), r.PathValue("pipeline")
+	body, err := a.body(w, r)
+	if err != nil {
+		return err
+	}
+	var req pipelineBackfillRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return err
+	}
+	id, runs, err := a.svc.CreatePipelineBackfill(r.Context(), team, name, service.PipelineBackfillRequest{
+		From: req.From, To: req.To, MaxParallelRuns: req.MaxParallelRuns, Nodes: req.Nodes,
+	}, a.user(r, ""))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, struct {
+		ID   int64 `json:"id"`
+		Runs int   `json:"runs"`
+	}{id, runs})
+	return nil
+}

@@ -1,0 +1,168 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/datajobs/datajobs/internal/job"
+)
+
+// Pipeline is a stored pipeline as the API shows it.
+type Pipeline struct {
+	Team, Name string
+	Spec       Spec
+	Revision   int
+	// LastRun is the newest run, nil before the first.
+	LastRun *RunSummary
+	// CheckedUntil is the schedule time up to which the leader accounted for scheduled
+	// runs; CreatedAt, when the pipeline was first stored.
+	CheckedUntil *time.Time
+	CreatedAt    time.Time
+}
+
+// RunSummary is a run without its nodes.
+type RunSummary struct {
+	ID          int64
+	Status      RunStatus
+	LogicalTime time.Time
+	StartTime   time.Time
+	EndTime     *time.Time
+}
+
+// Run is a pipeline run with the latest attempt of each node.
+type Run struct {
+	RunSummary
+	PipelineName string
+	StartedBy    string
+	Nodes        []NodeRun
+}
+
+// NodeRun is the latest attempt of one node of a run.
+type NodeRun struct {
+	Name, JobName, Team string
+	Status              NodeStatus
+	ExecutionID         *string
+	Attempt             int
+	StartTime, EndTime  *time.Time
+	Message             string
+}
+
+// Page is one page of a list, as the jobs list pages (page_number from 1, page_size).
+type Page[T any] struct {
+	Items      []T
+	TotalItems int
+}
+
+// NewRun is a run to start: its arguments (under each node's) and logical time.
+type NewRun struct {
+	Arguments   []byte
+	LogicalTime time.Time
+	StartedBy   string
+}
+
+// NewBackfill is a backfill to record: its schedule times, oldest first.
+type NewBackfill struct {
+	Times       []time.Time
+	MaxParallel int
+	Nodes       []string
+	CreatedBy   string
+}
+
+// StartedBy is the started_by of the executions a run starts: pipeline/{team}/{name}/{run}.
+func StartedBy(team, name string, run int64) string {
+	return fmt.Sprintf("pipeline/%s/%s/%d", team, name, run)
+}
+
+// NodeArgs are the arguments of a node's execution: the run's, the node's over them, and
+// logical_time (RFC 3339, UTC) over both, as a backfill's run has it.
+func NodeArgs(run, node []byte, logical time.Time) ([]byte, error) {
+	m := map[string]any{}
+	for _, raw := range [][]byte{run, node} {
+		if len(raw) == 0 {
+			continue
+		}
+		var part map[string]any
+		if err := json.Unmarshal(raw, &part); err != nil {
+			return nil, fmt.Errorf("node arguments: %w", err)
+		}
+		for k, v := range part {
+			m[k] = v
+		}
+	}
+	m["logical_time"] = logical.UTC().Format(time.RFC3339)
+	return json.Marshal(m)
+}
+
+// NotFound reports a pipeline that is not one of the team's.
+func NotFound(team, name string) *job.Error {
+	return &job.Error{
+		Kind:            job.KindNotFound,
+		What:            fmt.Sprintf("The pipeline %q of team %q was not found.", name, team),
+		Why:             "No pipeline of that name exists in the team.",
+		Consequences:    "The request was not processed.",
+		Countermeasures: "Check the team and pipeline name (GET …/pipelines lists them).",
+	}
+}
+
+// RunNotFound reports a run that is not one of the pipeline's.
+func RunNotFound(name string, id int64) *job.Error {
+	return &job.Error{
+		Kind:            job.KindNotFound,
+		What:            fmt.Sprintf("Run %d of pipeline %q was not found.", id, name),
+		Why:             "The pipeline has no run of that id.",
+		Consequences:    "The request was not processed.",
+		Countermeasures: "Check the run id (GET …/runs lists them).",
+	}
+}
+
+// TooManyRuns reports a start while max_active_runs runs are active.
+func TooManyRuns(name string, max int) *job.Error {
+	return &job.Error{
+		Kind:            job.KindConflict,
+		What:            fmt.Sprintf("The pipeline %q cannot start another run now.", name),
+		Why:             fmt.Sprintf("It has %d runs running, its max_active_runs.", max),
+		Consequences:    "No run was started.",
+		Countermeasures: "Wait for a run to end, cancel one, or raise max_active_runs.",
+	}
+}
+
+// RunState reports a cancel or repair the run's status does not allow.
+func RunState(id int64, status RunStatus, what string) *job.Error {
+	return &job.Error{
+		Kind:            job.KindConflict,
+		What:            fmt.Sprintf("Run %d cannot be %s.", id, what),
+		Why:             fmt.Sprintf("It is %s.", status),
+		Consequences:    "Nothing was changed.",
+		Countermeasures: "Cancel a running run; repair a failed or cancelled one.",
+	}
+}
+
+// UnknownJob reports a node whose job does not exist in its team.
+func UnknownJob(node, team, name string) *job.Error {
+	e := job.Invalid("nodes.job_name", "a job of the node's team", fmt.Sprintf("%q of team %q in node %q, which is no job", name, team, node))
+	e.Consequences = "The pipeline was not stored."
+	return e
+}
+
+// NotGranted reports a node whose job belongs to a team that did not grant it.
+func NotGranted(pipelineTeam, node, team, name string) *job.Error {
+	return &job.Error{
+		Kind:            job.KindForbidden,
+		What:            fmt.Sprintf("Node %q may not run the job %q of team %q.", node, name, team),
+		Why:             fmt.Sprintf("Team %q has not granted job %q to team %q.", team, name, pipelineTeam),
+		Consequences:    "The pipeline was not stored.",
+		Countermeasures: fmt.Sprintf("A member of team %q grants it: PUT /data-jobs/for-team/%s/jobs/%s/grants/%s.", team, team, name, pipelineTeam),
+	}
+}
+
+// UsedByPipeline reports a delete of a job a pipeline runs.
+func UsedByPipeline(jobName, team, name string) *job.Error {
+	return &job.Error{
+		Kind:            job.KindConflict,
+		What:            fmt.Sprintf("The data job %q cannot be deleted.", jobName),
+		Why:             fmt.Sprintf("The pipeline %q of team %q runs it.", name, team),
+		Consequences:    "The job was not deleted.",
+		Countermeasures: "Remove the job's node from the pipeline, or delete the pipeline, then delete the job.",
+	}
+}

@@ -1,0 +1,266 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/datajobs/datajobs/internal/job"
+	pl "github.com/datajobs/datajobs/internal/pipeline"
+)
+
+// The leader's side of pipelines: the stepper's one transaction per step of a run, the
+// scheduled runs and the backfills' runs. Every write is fenced by the lease epoch.
+
+// PipelineStep is what one step of a run did.
+type PipelineStep struct {
+	// Started are the ids of the executions the step inserted.
+	Started []string
+	// Status is the run's status after the step ("" when the run was not running).
+	Status pl.RunStatus
+}
+
+// ActivePipelineRuns returns the ids of the running runs, oldest first.
+func (s *Store) ActivePipelineRuns(ctx context.Context) ([]int64, error) {
+	rows, _ := s.pool.Query(ctx, `SELECT id FROM pipeline_run WHERE status = 'running' ORDER BY id`)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	return out, rowError(err, nil, "read running pipeline runs")
+}
+
+// stepRun is the locked row of a run being stepped.
+type stepRun struct {
+	id                  int64
+	team, name          string
+	spec                pl.Spec
+	logical             time.Time
+	args                []byte
+	cancelling, running bool
+}
+
+// fenced checks, in tx, that fence's term holds the lease, and keeps the lease row from
+// changing hands until tx ends (FOR SHARE): a deposed leader's step writes nothing.
+func fenced(ctx context.Context, tx Tx, fence job.Fence, op string) error {
+	var held bool
+	if err := tx.QueryRow(ctx, `SELECT `+syncLeaseHeld("$1"), fence.Epoch).Scan(&held); err != nil {
+		return fmt.Errorf("check lease: %w", err)
+	}
+	if !held {
+		return fmt.Errorf("%s: the lease of term %d is no longer held", op, fence.Epoch)
+	}
+	return nil
+}
+
+// StepPipelineRun takes one step of the run id while fence holds the lease, in one
+// transaction under the run's row lock: it reads the nodes' states (a started node's is
+// its execution's), decides with pipeline.Next, starts the nodes it may (an execution of
+// the node's job inserted as a manual start is, under the job's lock, its concurrency
+// policy applied: a busy job makes the node wait), ends those that never will, records
+// what each pending node waits for, and ends the run when every node has ended. A node
+// whose job, deployment or grant is gone ends cancelled.
+func (s *Store) StepPipelineRun(ctx context.Context, fence job.Fence, id int64, now time.Time) (PipelineStep, error) {
+	var out PipelineStep
+	err := s.InTx(ctx, func(tx Tx) error {
+		out = PipelineStep{}
+		if err := fenced(ctx, tx, fence, "step pipeline run "+strconv.FormatInt(id, 10)); err != nil {
+			return err
+		}
+		r, err := lockStepRun(ctx, tx, id)
+		if err != nil || !r.running {
+			return err
+		}
+		nodes, err := readNodeRuns(ctx, tx, id, r.spec)
+		if err != nil {
+			return err
+		}
+		states, attempts := map[string]pl.NodeStatus{}, map[string]int{}
+		var p pipeline
+		for _, n := range nodes {
+			states[n.Name], attempts[n.Name] = n.Status, n.Attempt
+			if n.ExecutionID != nil && n.Status.Final() {
+				p.exec(wrapped("record node "+n.Name), `UPDATE pipeline_node_run SET status = $4, end_time = $5, message = $6
+WHERE run_id = $1 AND node = $2 AND attempt = $3 AND status IS DISTINCT FROM $4`, id, n.Name, n.Attempt, n.Status, n.EndTime, n.Message)
+			}
+		}
+		if err := p.send(ctx, tx); err != nil {
+			return err
+		}
+		plan, waiting, err := s.stepNodes(ctx, tx, r, states, attempts, now, &out)
+		if err != nil {
+			return err
+		}
+		for name, msg := range waiting {
+			p.exec(wrapped("record wait of "+name), `UPDATE pipeline_node_run SET message = $4
+WHERE run_id = $1 AND node = $2 AND attempt = $3 AND message <> $4`, id, name, attempts[name], msg)
+		}
+		if out.Status = plan.Status; plan.Status.Final() {
+			p.exec(wrapped("end run"), `UPDATE pipeline_run SET status = $2, end_time = $3 WHERE id = $1`, id, plan.Status, now)
+		}
+		return p.send(ctx, tx)
+	})
+	return out, err
+}
+
+// stepNodes applies pipeline.Next to states until a pass changes nothing (a node that
+// could not start after all changes what its downstream decides), writing each node's
+// start or end. It returns the last plan and what each pending node waits for.
+func (s *Store) stepNodes(ctx context.Context, tx Tx, r stepRun, states map[string]pl.NodeStatus, attempts map[string]int,
+	now time.Time, out *PipelineStep,
+) (pl.Plan, map[string]string, error) {
+	blocked := map[string]string{}
+	for {
+		plan := pl.Next(r.spec, states, r.cancelling)
+		var p pipeline
+		changed := false
+		for _, e := range plan.Ends {
+			states[e.Node], changed = e.Status, true
+			p.exec(wrapped("end node "+e.Node), `UPDATE pipeline_node_run SET status = $4, message = $5, end_time = $6
+WHERE run_id = $1 AND node = $2 AND attempt = $3`, r.id, e.Node, attempts[e.Node], e.Status, e.Message, now)
+		}
+		if err := p.send(ctx, tx); err != nil {
+			return plan, nil, err
+		}
+		start := slices.DeleteFunc(plan.Start, func(n string) bool { _, ok := blocked[n]; return ok })
+		if len(start) > 0 {
+			got, err := s.startNodes(ctx, tx, r, start, attempts, now)
+			if err != nil {
+				return plan, nil, err
+			}
+			for _, g := range got {
+				switch {
+				case g.execution != "":
+					states[g.node], changed = pl.Running, true
+					out.Started = append(out.Started, g.execution)
+				case g.ended:
+					states[g.node], changed = pl.Cancelled, true
+				default:
+					blocked[g.node] = g.message
+				}
+			}
+		}
+		if !changed {
+			for n, msg := range plan.Waiting {
+				blocked[n] = msg
+			}
+			return plan, blocked, nil
+		}
+	}
+}
+
+// lockStepRun locks the run id; running is false when it ended or is gone.
+func lockStepRun(ctx context.Context, tx Tx, id int64) (stepRun, error) {
+	r := stepRun{id: id}
+	var status string
+	var raw []byte
+	err := tx.QueryRow(ctx, `SELECT status, spec, team, pipeline_name, logical_time, arguments, cancel_requested_at IS NOT NULL
+FROM pipeline_run WHERE id = $1 FOR UPDATE`, id).Scan(&status, &raw, &r.team, &r.name, &r.logical, &r.args, &r.cancelling)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, nil
+	}
+	if err != nil {
+		return r, fmt.Errorf("lock run %d: %w", id, err)
+	}
+	r.running = status == string(pl.RunRunning)
+	return r, json.Unmarshal(raw, &r.spec)
+}
+
+// nodeStart is what a start of one node came to: an execution, an end (cancelled, with
+// its message written), or a wait (message).
+type nodeStart struct {
+	node, execution, message string
+	ended                    bool
+}
+
+// startNodes starts the nodes names of run r: the jobs' rows locked first, in name order,
+// as a manual start locks its job; each node's execution inserted and notified as a manual
+// start's is, its node run marked running with it.
+func (s *Store) startNodes(ctx context.Context, tx Tx, r stepRun, names []string, attempts map[string]int, now time.Time) ([]nodeStart, error) {
+	var jobs []string
+	for _, name := range names {
+		n, _ := r.spec.Node(name)
+		if !slices.Contains(jobs, n.JobName) {
+			jobs = append(jobs, n.JobName)
+		}
+	}
+	slices.Sort(jobs)
+	var p pipeline
+	p.lockJobs(lockForUpdate, jobs, s.lockTimer("pipelines"))
+	if err := p.send(ctx, tx); err != nil {
+		return nil, err
+	}
+	out := make([]nodeStart, 0, len(names))
+	for _, name := range names {
+		n, _ := r.spec.Node(name)
+		res, err := startNode(ctx, tx, r, n, attempts[name], now)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+// startNode starts node n of run r (its job's row is locked).
+func startNode(ctx context.Context, tx Tx, r stepRun, n pl.Node, attempt int, now time.Time) (nodeStart, error) {
+	res := nodeStart{node: n.Name}
+	st, err := scanState(tx.QueryRow(ctx, stateQuery, n.JobName), n.Team, n.JobName)
+	if job.KindOf(err) == job.KindNotFound {
+		return endNode(ctx, tx, r, n, attempt, now, fmt.Sprintf("not started: job %q of team %q no longer exists", n.JobName, n.Team))
+	}
+	if err != nil {
+		return res, err
+	}
+	if n.Team != r.team {
+		var granted bool
+		err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM job_grant WHERE job_uid = $1::uuid AND grantee_team = $2)`, st.Job.UID, r.team).Scan(&granted)
+		if err != nil {
+			return res, fmt.Errorf("read grant of %s: %w", n.JobName, err)
+		}
+		if !granted {
+			return endNode(ctx, tx, r, n, attempt, now, fmt.Sprintf("not started: team %q no longer grants job %q to team %q", n.Team, n.JobName, r.team))
+		}
+	}
+	switch {
+	case st.Desired == nil:
+		return endNode(ctx, tx, r, n, attempt, now, fmt.Sprintf("not started: job %q has no deployment", n.JobName))
+	case st.Actual == nil:
+		res.message = fmt.Sprintf("waiting for the deployment of job %q to be applied", n.JobName)
+		return res, nil
+	}
+	if err := admitStart(ctx, tx, st); job.KindOf(err) == job.KindConflict {
+		res.message = fmt.Sprintf("waiting for the execution of job %q under way to end (its concurrency policy)", n.JobName)
+		return res, nil
+	} else if err != nil {
+		return res, err
+	}
+	args, err := pl.NodeArgs(r.args, n.Arguments, r.logical)
+	if err != nil {
+		return res, err
+	}
+	logical := r.logical
+	id, err := insertExecution(ctx, tx, st.Job, job.NewExecution{
+		OpID: fmt.Sprintf("pipeline-%d-%s-%d", r.id, n.Name, attempt), StartedBy: pl.StartedBy(r.team, r.name, r.id),
+		Args: args, Snapshot: st.Actual.Snapshot(), Start: now, Type: job.ExecManual, LogicalTime: &logical,
+	})
+	if err != nil {
+		return res, err
+	}
+	var p pipeline
+	p.notify(ExecutionsChannel, id)
+	p.exec(wrapped("start node "+n.Name), `UPDATE pipeline_node_run SET status = 'running', execution_id = $4, start_time = $5, message = ''
+WHERE run_id = $1 AND node = $2 AND attempt = $3`, r.id, n.Name, attempt, id, now)
+	res.execution = id
+	return res, p.send(ctx, tx)
+}
+
+// endNode ends node n of run r cancelled with msg, without starting it.
+func endNode(ctx context.Context, tx Tx, r stepRun, n pl.Node, attempt int, now time.Time, msg string) (nodeStart, error) {
+	_, err := tx.Exec(ctx, `UPDATE pipeline_node_run SET status = 'cancelled', message = $4, end_time = $5
+WHERE run_id = $1 AND node = $2 AND attempt = $3`, r.id, n.Name, attempt, msg, now)
+	return nodeStart{node: n.Name, ended: true, message: msg}, wrote("end node "+n.Name, err)
+}
