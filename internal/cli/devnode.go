@@ -32,7 +32,7 @@ func forwardDevJobAPI(ctx context.Context, env *devenv.Env, listen string, out i
 		return ctx, nil, fmt.Errorf("forward the API to the real node's pods: %w", err)
 	}
 	url := "http://" + fwd.Addr
-	fmt.Fprintf(out, "  job api:     %s (how the real node's pods reach the API: their own properties and secrets, with their job token)\n", url)
+	fmt.Fprintf(out, "  job api:     %s (how the real node's pods reach the API: only the routes of a job's token, with it)\n", url)
 	return context.WithValue(ctx, devJobAPIKey{}, url), fwd.Close, nil
 }
 

@@ -147,7 +147,9 @@ func (a *api) authenticate(r *http.Request) (auth.Identity, error) {
 		return a.cfg.Jobs.Authenticate(r)
 	}
 	if r.Header.Get(JobsOnlyHeader) != "" {
-		return auth.Identity{}, job.Unauthenticated("This address serves running data jobs only: the job's own pod token is required.")
+		err := job.Unauthenticated("This address serves running data jobs only: the job's own pod token is required.")
+		err.Countermeasures = "Call it from the job's pod with the token its DATAJOBS_TOKEN_FILE holds (the base image's vdk-datajobs plugin does); people use the API's own address."
+		return auth.Identity{}, err
 	}
 	if a.cfg.Auth == nil {
 		return auth.Identity{Username: r.Header.Get(userHeader), Admin: true}, nil
