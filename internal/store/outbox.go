@@ -1,5 +1,7 @@
 package store
 
+import "github.com/datajobs/datajobs/internal/job"
+
 // The outbox of notifications (issue 25, docs/notifications.md): events are inserted by
 // the statement that records their cause, as a CTE of it, so an event exists exactly when
 // its state change committed. Each event's key names its cause; ON CONFLICT DO NOTHING
@@ -35,8 +37,8 @@ var deploySucceededEvents = `INSERT INTO notification_event (key, kind, job_name
 // revisionsSince is a lateral subquery over the job incarnation uid of name in team: the
 // job's newest revision (latest), the newest shownRevisions of those made after the
 // revision its previous deploy_succeeded event named (all, before the first), oldest
-// first (changes), and how many older ones are left out: what a deployment mail says
-// changed since the last one that went live.
+// first (changes; a create's diff, every field of the job, left out), and how many older
+// ones are left out: what a deployment mail says changed since the last one that went live.
 func revisionsSince(team, name, uid string) string {
 	return `WITH since AS (
 		SELECT coalesce((SELECT (e.payload->>'revision')::integer FROM notification_event e
@@ -50,7 +52,8 @@ func revisionsSince(team, name, uid string) string {
 	)
 	SELECT (SELECT max(revision) FROM data_job_revision WHERE job_uid = ` + uid + `) AS latest,
 		(SELECT jsonb_agg(jsonb_build_object('revision', revision, 'kind', kind, 'actor', actor,
-			'created_at', created_at, 'diff', diff) ORDER BY revision) FROM shown) AS changes,
+			'created_at', created_at, 'diff', CASE WHEN kind = '` + job.RevisionCreate + `' THEN '[]'::jsonb ELSE diff END)
+			ORDER BY revision) FROM shown) AS changes,
 		(SELECT count(*) FROM made) - (SELECT count(*) FROM shown) AS left_out`
 }
 
