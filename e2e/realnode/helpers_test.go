@@ -99,13 +99,21 @@ func (s *service) vdk(t *testing.T, args ...string) string {
 	return string(out)
 }
 
-// deploy creates job name and deploys a job folder with the given step files through
-// vdkcli, and waits until its CronJob runs the built image.
+// configINI is a job's config.ini for the suite's team with python version py.
+func configINI(py string) string {
+	return "[owner]\nteam = " + team + "\n\n[job]\nschedule_cron = 0 0 1 1 *\npython_version = " + py + "\n"
+}
+
+// deploy creates job name and deploys a job folder with the given step files (and a
+// python 3.11 config.ini unless they have one) through vdkcli, and waits until its
+// CronJob runs the built image.
 func (s *service) deploy(t *testing.T, name string, files map[string]string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), name)
 	require.NoError(t, os.MkdirAll(dir, 0o755))
-	files["config.ini"] = "[owner]\nteam = " + team + "\n\n[job]\nschedule_cron = 0 0 1 1 *\npython_version = 3.11\n"
+	if _, ok := files["config.ini"]; !ok {
+		files["config.ini"] = configINI("3.11")
+	}
 	for f, body := range files {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, f), []byte(body), 0o644))
 	}

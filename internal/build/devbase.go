@@ -26,8 +26,9 @@ echo "datajobs dev base image: no python or vdk-core here; in dev and the tests 
 exit 1
 `
 
-// DevBaseImage is the stub base image of `datajobs dev` and of the tests for the python
-// versions without a real one (all but 3.11, whose image hack/base-image builds), assembled
+// DevBaseImage is the stub base image of the compatibility suite (every python version,
+// no run) and of `datajobs dev`'s python 3.11 while hack/base-image has not built the real
+// one (dev advertises no other version: it could not run), assembled
 // here because nothing can be pulled from the internet there. It has the layout of a python
 // base image (a passwd entry for uid 1000, a vdk on PATH) but no python: its vdk says so
 // and exits 1. Production uses real python images with vdk-core (docs/builder.md). The

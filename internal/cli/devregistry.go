@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -25,8 +26,9 @@ type devImagesKey struct{}
 
 // setUpDevRegistry pushes the dev base images to the environment's registry (when it has
 // one) and returns ctx carrying the settings for the service: python 3.11 gets the real
-// base image that hack/base-image/build.sh built; the other versions get the stub, whose
-// vdk says that it has no python.
+// base image that hack/base-image/build.sh built (the stub, whose vdk says that it has no
+// python, when it is not built); no other version has a base image, so the service
+// neither lists nor accepts them (server.Config.SupportedPythonVersions).
 func setUpDevRegistry(ctx context.Context, env *devenv.Env, out io.Writer) (context.Context, error) {
 	if env.Registry == nil {
 		return ctx, nil
@@ -40,9 +42,9 @@ func setUpDevRegistry(ctx context.Context, env *devenv.Env, out io.Writer) (cont
 		if d.python, err = build.PushLayout(ctx, layout, d.registry+"/python-base:"+devPython); err != nil {
 			return ctx, err
 		}
-		fmt.Fprintf(out, "  registry:    http://%s (base image for python %s: %s; other versions: a stub without python)\n", env.Registry.Addr, devPython, d.python)
+		fmt.Fprintf(out, "  registry:    http://%s (base image for python %s, the one version jobs deploy with: %s)\n", env.Registry.Addr, devPython, d.python)
 	} else {
-		fmt.Fprintf(out, "  registry:    http://%s (no python base image: build it with bash %s; every version gets a stub without python)\n", env.Registry.Addr, devenv.BaseImageScript)
+		fmt.Fprintf(out, "  registry:    http://%s (no python base image: build it with bash %s; python %s gets a stub without python)\n", env.Registry.Addr, devenv.BaseImageScript, devPython)
 	}
 	return context.WithValue(ctx, devImagesKey{}, d), nil
 }
@@ -56,17 +58,7 @@ func withDevImages(ctx context.Context, c server.Config) server.Config {
 	}
 	c.ImageRegistry = d.registry
 	c.Build.RegistryInsecure = true
-	versions := c.SupportedPythonVersions
-	if len(versions) == 0 {
-		versions = []string{devPython}
-	}
-	for _, py := range versions {
-		base := d.stub
-		if py == devPython && d.python != "" {
-			base = d.python
-		}
-		c.Build.BaseImages = append(c.Build.BaseImages, py+"="+base)
-	}
+	c.Build.BaseImages = []string{devPython + "=" + cmp.Or(d.python, d.stub)}
 	return c
 }
 

@@ -316,6 +316,10 @@ func failure(j *batchv1.Job, cond *batchv1.JobCondition, pods []*corev1.Pod, las
 	if reason, ok := platformFailure(last); ok {
 		return job.ExecPlatformError, fmt.Sprintf("The execution's pod was stopped by the platform (%s). %d attempt(s) failed.", reason, j.Status.Failed)
 	}
+	if t := startFailed(last); t != nil {
+		return job.ExecPlatformError, fmt.Sprintf("The image %s could not start its entrypoint (%s: %s): its base image lacks what runs the job "+
+			"(vdk on PATH). The job's code never ran.", mainContainer(last).Image, t.Reason, t.Message)
+	}
 	if t := mainTerminated(last); t != nil && t.ExitCode != 0 {
 		return killed(t, last)
 	}
@@ -368,6 +372,19 @@ func deletedWhileRunning(p *corev1.Pod) (*corev1.ContainerStateTerminated, bool)
 	return t, !t.FinishedAt.Time.Before(began.Add(-time.Second))
 }
 
+// startReasons are the reasons a container runtime gives a container whose entrypoint it
+// could not start (containerd's StartError, Docker's ContainerCannotRun, exit 128): no
+// code of the job ran, its image cannot run a job (a base image without vdk, issue 48).
+var startReasons = []string{"StartError", "ContainerCannotRun"}
+
+// startFailed is the main container's termination when its entrypoint could not start.
+func startFailed(p *corev1.Pod) *corev1.ContainerStateTerminated {
+	if t := mainTerminated(p); t != nil && slices.Contains(startReasons, t.Reason) {
+		return t
+	}
+	return nil
+}
+
 // platformFailure reports a pod that failed because of the platform: evicted, its node
 // lost or shut down, disrupted.
 func platformFailure(p *corev1.Pod) (string, bool) {
@@ -388,8 +405,8 @@ func platformFailure(p *corev1.Pod) (string, bool) {
 // terminationStatus reads vdk-core's termination message of the pod's main container.
 func terminationStatus(p *corev1.Pod) (job.ExecutionStatus, string, bool) {
 	t := mainTerminated(p)
-	if t == nil || strings.TrimSpace(t.Message) == "" {
-		return "", "", false
+	if t == nil || strings.TrimSpace(t.Message) == "" || startFailed(p) != nil {
+		return "", "", false // a start failure's message is the runtime's, not vdk-core's
 	}
 	var msg vdkTermination
 	text := strings.TrimSpace(t.Message)

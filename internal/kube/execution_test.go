@@ -140,6 +140,18 @@ func TestObserveExecutionGivesTheTrueOutcome(t *testing.T) {
 			t0, job.ExecUserError, "The data job exited with code 143 (Error).",
 		},
 		{
+			// Issue 48, item 8: the image's entrypoint could not start (a base image without
+			// vdk on PATH); runc's message read as an unknown termination status.
+			"an entrypoint that could not start is the platform's error naming the image", execJob(cond(batchv1.JobFailed, "BackoffLimitExceeded")),
+			[]*corev1.Pod{pod(corev1.PodFailed, terminated(128, "StartError", `failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: exec: "vdk": executable file not found in $PATH`))},
+			t0, job.ExecPlatformError, `The image reg/my-job:v1 could not start its entrypoint (StartError: failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: exec: "vdk": executable file not found in $PATH): its base image lacks what runs the job (vdk on PATH). The job's code never ran.`,
+		},
+		{
+			"an entrypoint Docker could not run is the platform's error too", execJob(cond(batchv1.JobFailed, "BackoffLimitExceeded")),
+			[]*corev1.Pod{pod(corev1.PodFailed, terminated(128, "ContainerCannotRun", `exec: "vdk": executable file not found in $PATH`))},
+			t0, job.ExecPlatformError, `The image reg/my-job:v1 could not start its entrypoint (ContainerCannotRun: exec: "vdk": executable file not found in $PATH): its base image lacks what runs the job (vdk on PATH). The job's code never ran.`,
+		},
+		{
 			"backoff after evictions is the platform's error", execJob(cond(batchv1.JobFailed, "BackoffLimitExceeded")),
 			[]*corev1.Pod{evicted},
 			t0, job.ExecPlatformError, "The execution's pod was stopped by the platform (Evicted). 0 attempt(s) failed.",

@@ -3,6 +3,7 @@ package server
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -105,13 +106,9 @@ func newBuildStage(cfg Config, db *store.Store, reg prometheus.Registerer) (sync
 	if c.Builder != BuilderLayer {
 		return out, nil
 	}
-	bases := map[string]string{}
-	for _, pair := range c.BaseImages {
-		py, ref, ok := strings.Cut(pair, "=")
-		if !ok || py == "" || ref == "" {
-			return synchronizer.BuildConfig{}, fmt.Errorf("--base-image %q: want <python version>=<image reference>", pair)
-		}
-		bases[py] = ref
+	bases, err := baseImages(c.BaseImages)
+	if err != nil {
+		return synchronizer.BuildConfig{}, err
 	}
 	bc := build.Config{
 		Registry: cfg.ImageRegistry, BaseImages: bases, Insecure: c.RegistryInsecure,
@@ -136,4 +133,38 @@ func newBuildStage(cfg Config, db *store.Store, reg prometheus.Registerer) (sync
 	}
 	out.Builder = builder
 	return out, nil
+}
+
+// baseImages parses --base-image's "<python version>=<image reference>" pairs.
+func baseImages(pairs []string) (map[string]string, error) {
+	bases := map[string]string{}
+	for _, pair := range pairs {
+		py, ref, ok := strings.Cut(pair, "=")
+		if !ok || py == "" || ref == "" {
+			return nil, fmt.Errorf("--base-image %q: want <python version>=<image reference>", pair)
+		}
+		bases[py] = ref
+	}
+	return bases, nil
+}
+
+// runnablePythonVersions narrows supported to the python versions the layer builder has a
+// base image of: only those can run here, so only those are listed by /info and accepted
+// by a deployment (a job deployed with another built nothing that could run, and every
+// run failed, issue 48). Without the layer builder, job images are someone else's: the
+// configured versions stand.
+func runnablePythonVersions(c BuildConfig, supported []string, def string) ([]string, error) {
+	if c.Builder != BuilderLayer || !slices.Contains(supported, def) {
+		return supported, nil // without a default among them, withDefaults says so
+	}
+	bases, err := baseImages(c.BaseImages)
+	if err != nil {
+		return nil, err
+	}
+	runnable := slices.DeleteFunc(slices.Clone(supported), func(py string) bool { return bases[py] == "" })
+	if !slices.Contains(runnable, def) {
+		return nil, fmt.Errorf("default python version %q has no base image (--base-image %s=<image>); the supported versions with one: %v",
+			def, def, runnable)
+	}
+	return runnable, nil
 }

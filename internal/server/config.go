@@ -75,7 +75,8 @@ type Config struct {
 	KubeQPS   float32
 	KubeBurst int
 	// SupportedPythonVersions are the python versions jobs may deploy with (default
-	// job.DefaultSupportedPythonVersions: 3.9-3.12).
+	// job.DefaultSupportedPythonVersions: 3.9-3.12); with the layer builder, only those
+	// of them with a base image (BuildConfig.BaseImages).
 	SupportedPythonVersions []string
 	// DefaultPythonVersion is used when a deployment names none (default
 	// job.DefaultPythonVersion: 3.11).
@@ -185,6 +186,9 @@ func (c Config) withDefaults() (_ Config, err error) {
 	c.AdminListen = cmp.Or(c.AdminListen, DefaultAdminListen)
 
 	if c.Build, err = c.Build.withDefaults(); err != nil {
+		return c, err
+	}
+	if c.SupportedPythonVersions, err = runnablePythonVersions(c.Build, c.SupportedPythonVersions, c.DefaultPythonVersion); err != nil {
 		return c, err
 	}
 	switch {

@@ -100,6 +100,14 @@ func exitedState(code int32) corev1.ContainerState {
 	return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, FinishedAt: metav1.NewTime(planNow)}}
 }
 
+// startErrorState is a container whose entrypoint the runtime could not start.
+func startErrorState() corev1.ContainerState {
+	return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		ExitCode: 128, Reason: "StartError", FinishedAt: metav1.NewTime(planNow),
+		Message: `failed to create containerd task: exec: "vdk": executable file not found in $PATH`,
+	}}
+}
+
 func pullingState() corev1.ContainerState {
 	return corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "not found"}}
 }
@@ -197,6 +205,13 @@ func TestPlanExecutionDecidesOneActionPerSituation(t *testing.T) {
 			execWorld{row: execRow(job.ExecRunning), live: failedJob, pods: []*corev1.Pod{execPod(failedJob, corev1.PodFailed, exitedState(1), planNow)}},
 			[]execAction{execRecordOutcome, execCollectLogs},
 			job.ExecUserError,
+		},
+		{
+			// Issue 48, item 8: a base image without vdk; the job's code never ran.
+			"a failed Job whose entrypoint could not start is a platform error, then its log is kept",
+			execWorld{row: execRow(job.ExecRunning), live: failedJob, pods: []*corev1.Pod{execPod(failedJob, corev1.PodFailed, startErrorState(), planNow)}},
+			[]execAction{execRecordOutcome, execCollectLogs},
+			job.ExecPlatformError,
 		},
 		{
 			"an image that cannot be pulled past the grace is a platform error, the log kept and the Job stopped",

@@ -1,0 +1,56 @@
+package realnode
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/datajobs/datajobs/internal/devenv"
+)
+
+// TestOnlyPythonVersionsWithABaseImageRunAndABaseImageThatCannotStartIsAPlatformError
+// guards issue 48, item 8: /info listed every configured python version while only 3.11
+// had a base image, a job deployed with another built on nothing that could run, and
+// every run ended user_error with the runtime's "exec ... no such file or directory".
+// Now /info lists the versions with a base image, a deployment of any other is refused
+// naming them, and a base image whose entrypoint cannot start (here the node's pause
+// image: no vdk) makes a platform error naming the image.
+func TestOnlyPythonVersionsWithABaseImageRunAndABaseImageThatCannotStartIsAPlatformError(t *testing.T) {
+	t.Parallel()
+	s := startService(t, t.TempDir(), "--base-image", "3.12="+os.Getenv(envRegistry)+"/"+devenv.PauseImageRepo)
+	resp, err := http.Get(s.base + "/data-jobs/for-team/" + team + "/info")
+	require.NoError(t, err)
+	var info struct {
+		Versions []string `json:"supported_python_versions"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&info))
+	resp.Body.Close()
+	assert.Equal(t, []string{"3.11", "3.12"}, info.Versions, "the versions with a base image")
+
+	const name = "rn-nostart"
+	s.deploy(t, name, map[string]string{"config.ini": configINI("3.12"), "10_print.py": "def run(job_input):\n    print('never', flush=True)\n"})
+	path := s.base + "/data-jobs/for-team/" + team + "/jobs/" + name + "/deployments"
+	resp, err = http.Post(path, "application/json", strings.NewReader(`{"python_version":"3.9"}`))
+	require.NoError(t, err)
+	var refusal struct{ What, Why string }
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&refusal))
+	resp.Body.Close()
+	assert.Equal(t, http.StatusConflict, resp.StatusCode, "refused as VDK refuses an unsupported version")
+	assert.Contains(t, refusal.Why, "3.11, 3.12", "the refusal names the versions there are")
+
+	require.NoError(t, s.redeploy(name, `"retries":0`, withRetries(0)))
+	cj, err := s.kube.BatchV1().CronJobs(s.ns).Get(t.Context(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	image := cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Image
+	id := s.start(t, name)
+	e := s.waitStatus(t, name, id, 2*time.Minute, "succeeded", "user_error", "platform_error")
+	require.Equal(t, "platform_error", e.Status, "%+v; pods: %s", e, s.podsOf(t, id))
+	assert.Contains(t, e.Message, "The image "+image+" could not start its entrypoint", "%+v", e)
+}
