@@ -19,15 +19,23 @@ import (
 	"github.com/datajobs/datajobs/internal/testenv"
 )
 
+// devRun is a running `datajobs dev`.
+type devRun struct {
+	base  string             // the API's URL, as dev prints it
+	admin string             // the admin listener's address
+	logs  *testenv.LogBuffer // the service's log
+}
+
 // startDev runs `datajobs dev` with the real service (no controllers, no node) until the
-// test ends and returns the API's base URL, as dev prints it, and the service's log.
-func startDev(t *testing.T) (string, *testenv.LogBuffer) {
+// test ends.
+func startDev(t *testing.T) devRun {
 	t.Helper()
+	admin := testenv.FreeAddr(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	logs := &testenv.LogBuffer{}
 	g := &globals{logLevel: "warn", logFormat: "text", stdout: io.Discard, stderr: logs}
 	cmd := newDevCommand(newServeCommand(g).run)
-	cmd.SetArgs([]string{"--state-dir", devStateDir(t), "--controllers=false", "--fast", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"})
+	cmd.SetArgs([]string{"--state-dir", devStateDir(t), "--controllers=false", "--fast", "--listen", "127.0.0.1:0", "--admin-listen", admin})
 	out := &testenv.LogBuffer{}
 	cmd.SetOut(out)
 	cmd.SetErr(io.Discard)
@@ -60,7 +68,7 @@ func startDev(t *testing.T) (string, *testenv.LogBuffer) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	}, 2*time.Minute, 100*time.Millisecond)
-	return base, logs
+	return devRun{base: base, admin: admin, logs: logs}
 }
 
 // send makes a request with the given headers (Host: the "Host" entry) and returns the
@@ -88,11 +96,13 @@ func send(t *testing.T, c *http.Client, method, url, body string, headers map[st
 // serves in auth mode none, every caller an admin, and every web page the developer opens
 // can send requests to loopback. A page whose name was re-pointed at 127.0.0.1 (DNS
 // rebinding: a foreign Host) read a secret, and a cross-site form, posted with an empty
-// body, rolled back a deployment and started a run. Each is refused now, while vdkcli-like
-// requests and the console's own same-origin use work.
+// body, rolled back a deployment and started a run. Each is refused now (and a foreign
+// Host on the admin listener too), while vdkcli-like requests and the console's own
+// same-origin use work.
 func TestDevAnswersOnlyThisMachinesProgramsAndItsOwnPages(t *testing.T) {
 	t.Parallel()
-	base, _ := startDev(t)
+	dev := startDev(t)
+	base := dev.base
 	_, port, _ := strings.Cut(strings.TrimPrefix(base, "http://"), ":")
 	dep := base + "/data-jobs/for-team/devteam/jobs/guarded/deployments/production"
 	c := http.DefaultClient
@@ -111,6 +121,11 @@ func TestDevAnswersOnlyThisMachinesProgramsAndItsOwnPages(t *testing.T) {
 	status, body = send(t, c, http.MethodGet, dep+"/secrets", "", map[string]string{"Host": "rebound.example:" + port})
 	assert.Equal(t, http.StatusForbidden, status, "a foreign Host is refused: %s", body)
 	assert.NotContains(t, body, "s3cr3t")
+	_, adminPort, _ := strings.Cut(dev.admin, ":")
+	status, body = send(t, c, http.MethodGet, "http://"+dev.admin+"/data-jobs/debug/sync-plan", "", map[string]string{"Host": "rebound.example:" + adminPort})
+	assert.Equal(t, http.StatusForbidden, status, "the admin listener refuses a foreign Host too: %s", body)
+	status, body = send(t, c, http.MethodGet, "http://"+dev.admin+"/metrics", "", nil)
+	assert.Equal(t, http.StatusOK, status, "the admin listener answers this machine: %s", body)
 
 	run := dep + "/executions"
 	refused := map[string]map[string]string{
@@ -160,7 +175,8 @@ func TestDevAnswersOnlyThisMachinesProgramsAndItsOwnPages(t *testing.T) {
 // (e2e/realnode TestAJobReadsItsOwnPropertiesAndSecretsFromItsPodAndNoOtherJobs).
 func TestDevServesPodsOnTheBridgeOnlyTheirOwnTokensRoutes(t *testing.T) {
 	t.Parallel()
-	base, logs := startDev(t)
+	dev := startDev(t)
+	base := dev.base
 	c := http.DefaultClient
 	jsonBody := map[string]string{"Content-Type": "application/json"}
 	status, body := send(t, c, http.MethodPost, base+"/data-jobs/for-team/devteam/jobs", `{"job_name":"bridged","team":"devteam"}`, jsonBody)
@@ -212,5 +228,5 @@ func TestDevServesPodsOnTheBridgeOnlyTheirOwnTokensRoutes(t *testing.T) {
 	}, httpapi.JobPatterns(), "the bridge's routes are those a job's token may use")
 	// Issue 48: the job tokens' verifier starts once the schema is there; on a first
 	// start it warned that relation "installation" does not exist.
-	assert.NotContains(t, logs.String(), "job_identity_not_ready")
+	assert.NotContains(t, dev.logs.String(), "job_identity_not_ready")
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // localOnly guards the public handler of auth mode none, which trusts every caller as an
-// admin (issue 41, M3). That trust is for the programs of this machine (vdkcli, curl, the
+// admin (issue 41, M3), and an admin listener on loopback, which has no authentication. That trust is for the programs of this machine (vdkcli, curl, the
 // console in its own tab), but every web page the developer's browser opens can send
 // requests to loopback too. So it refuses, with 403:
 //   - a Host that is no loopback name or address: a page whose name its owner re-pointed

@@ -161,6 +161,9 @@ func (a *app) buildHandlers(ctx context.Context, svc *service.Service, authn htt
 	}
 	a.admin = mux(adminRoutes(health, promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}),
 		syncPlanHandler(cfg.SyncMode, syncUnit.syncer), cfg.AdminProfiling))
+	if loopback(cfg.AdminListen) {
+		a.admin = localOnly(a.admin) // else a rebinding page reads the metrics and the plan
+	}
 	return nil
 }
 
