@@ -11,6 +11,7 @@ import (
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/maintenance"
+	"github.com/datajobs/datajobs/internal/stepper"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/synchronizer"
 	"github.com/datajobs/datajobs/internal/tracker"
@@ -60,6 +61,7 @@ func newTracker(cfg Config, db *store.Store, cluster *kube.Cluster, reg promethe
 			Retention: job.Retention{KeptPerJob: cfg.Executions.KeptPerJob, MaxAge: cfg.Executions.MaxAge}, Logger: cfg.Logger,
 		}, db).Service(),
 		maintenance.NewAuditRetention(audit, db).Service(),
+		stepper.New(stepper.Config{Logger: cfg.Logger, Registerer: reg}, db).Service(),
 	}, more...)
 	return execs, maintenance.New(maintenance.Config{Listener: db, Logger: cfg.Logger, Metrics: metrics}, services...)
 }
