@@ -25,19 +25,16 @@ import (
 func TestOnlyPythonVersionsWithABaseImageRunAndABaseImageThatCannotStartIsAPlatformError(t *testing.T) {
 	t.Parallel()
 	s := startService(t, t.TempDir(), "--base-image", "3.12="+os.Getenv(envRegistry)+"/"+devenv.PauseImageRepo)
-	resp, err := http.Get(s.base + "/data-jobs/for-team/" + team + "/info")
-	require.NoError(t, err)
 	var info struct {
 		Versions []string `json:"supported_python_versions"`
 	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&info))
-	resp.Body.Close()
+	s.getJSON(t, "/data-jobs/for-team/"+team+"/info", &info)
 	assert.Equal(t, []string{"3.11", "3.12"}, info.Versions, "the versions with a base image")
 
 	const name = "rn-nostart"
 	s.deploy(t, name, map[string]string{"config.ini": configINI("3.12"), "10_print.py": "def run(job_input):\n    print('never', flush=True)\n"})
 	path := s.base + "/data-jobs/for-team/" + team + "/jobs/" + name + "/deployments"
-	resp, err = http.Post(path, "application/json", strings.NewReader(`{"python_version":"3.9"}`))
+	resp, err := http.Post(path, "application/json", strings.NewReader(`{"python_version":"3.9"}`))
 	require.NoError(t, err)
 	var refusal struct{ What, Why string }
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&refusal))

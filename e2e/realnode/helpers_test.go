@@ -131,6 +131,16 @@ func (s *service) waitBuilt(t *testing.T, name string) {
 	}, 3*time.Minute, 200*time.Millisecond, "the CronJob of %s runs the built image (deployment: %s)", name, s.deployment(t, name))
 }
 
+// getJSON reads the service's answer to GET path (200) into v.
+func (s *service) getJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	resp, err := http.Get(s.base + path) //nolint:noctx // a test's short read of a local server
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "GET %s", path)
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(v))
+}
+
 func (s *service) deployment(t *testing.T, name string) string {
 	resp, err := http.Get(s.base + "/data-jobs/for-team/" + team + "/jobs/" + name + "/deployments/production")
 	if err != nil {

@@ -30,6 +30,18 @@ func TestTheJobVdkcliCreateMakesRunsUnchanged(t *testing.T) {
 	}
 	s.vdk(t, "deploy", "-n", name, "-t", team, "-p", dir, "-r", "first")
 	s.waitBuilt(t, name)
+	// The template names no python version: it gets the default, which /info lists first
+	// of the versions this installation runs (issue 48, item 8: a client taking the first).
+	var info struct {
+		Versions []string `json:"supported_python_versions"`
+	}
+	s.getJSON(t, "/data-jobs/for-team/"+team+"/info", &info)
+	var d struct {
+		PythonVersion string `json:"python_version"`
+	}
+	s.getJSON(t, "/data-jobs/for-team/"+team+"/jobs/"+name+"/deployments/production", &d)
+	require.NotEmpty(t, info.Versions)
+	assert.Equal(t, info.Versions[0], d.PythonVersion, "deployed with the first version /info lists")
 	assert.Contains(t, s.vdk(t, "show", "-n", name, "-t", team), name)
 	id := s.start(t, name)
 	e := s.waitStatus(t, name, id, 3*time.Minute, "succeeded", "user_error", "platform_error")
