@@ -272,6 +272,7 @@ func (c *Console) register() {
 		c.mux.Handle(r.pattern, c.guard(r.rule, r.h))
 		c.routes[r.pattern] = r.rule
 	}
+	c.registerPipelines()
 }
 
 // Patterns returns every route pattern of the console, so that a test can walk them all.
@@ -338,7 +339,7 @@ func (c *Console) authorize(r *http.Request, id auth.Identity, rl rule) error {
 	}
 	method, path, _ := strings.Cut(rl.rest, " ")
 	team := cmp.Or(r.PathValue("team"), "no-team-specified")
-	path = strings.NewReplacer("{team}", team, "{job}", r.PathValue("job"), "{id}", r.PathValue("id")).Replace(path)
+	path = strings.NewReplacer("{team}", team, "{job}", r.PathValue("job"), "{id}", r.PathValue("id"), "{pipeline}", r.PathValue("pipeline")).Replace(path)
 	permission := "write"
 	if method == http.MethodGet {
 		permission = "read"
