@@ -29,18 +29,23 @@ type TeamWebhook struct {
 }
 
 // WebhookEvents are the events a team webhook can receive: the outbox's event kinds,
-// with execution_finished split by the execution's status.
+// with execution_finished split by the execution's status and pipeline_run_finished by
+// the run's.
 var WebhookEvents = []string{
 	"deploy_succeeded", "deploy_failed",
 	"execution_succeeded", "execution_user_error", "execution_platform_error", "execution_cancelled",
 	"job_late", "job_recovered",
+	"pipeline_run_succeeded", "pipeline_run_failed", "pipeline_run_cancelled",
 }
 
 // WebhookEventOf is the webhook event of an outbox event of kind (and, for
-// execution_finished, the execution's status).
+// execution_finished and pipeline_run_finished, the execution's or the run's status).
 func WebhookEventOf(kind, status string) string {
-	if kind == "execution_finished" {
+	switch kind {
+	case "execution_finished":
 		return "execution_" + status
+	case "pipeline_run_finished":
+		return "pipeline_run_" + status
 	}
 	return kind
 }

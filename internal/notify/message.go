@@ -62,20 +62,21 @@ func (r renderer) subject(e job.NotificationEvent) string {
 		return fmt.Sprintf("[datajobs] %s: execution %s %s", e.JobName, p.ExecutionID, p.Status)
 	case "job_late", "job_recovered":
 		return lateSubject(e, p)
+	case pipelineRunFinished:
+		return runSubject(e)
 	}
 	return fmt.Sprintf("[datajobs] %s: %s", e.JobName, e.Kind)
 }
 
 // body is the event's text: what, on which job, why, and where to look.
 func (r renderer) body(e job.NotificationEvent) string {
+	if e.Kind == pipelineRunFinished {
+		return r.runBody(e)
+	}
 	var p payload
 	_ = json.Unmarshal(e.Payload, &p)
 	var b strings.Builder
-	line := func(k, v string) {
-		if v != "" {
-			fmt.Fprintf(&b, "%-14s %s\n", k+":", v)
-		}
-	}
+	line := lines(&b)
 	line("Job", e.JobName)
 	line("Team", e.Team)
 	line("Event", e.Kind)
@@ -110,6 +111,15 @@ func (r renderer) body(e job.NotificationEvent) string {
 		fmt.Fprintf(&b, "\nLast lines of the log:\n%s\n", p.LogTail)
 	}
 	return b.String()
+}
+
+// lines returns a writer of "Key:   value" lines to b that skips empty values.
+func lines(b *strings.Builder) func(k, v string) {
+	return func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(b, "%-14s %s\n", k+":", v)
+		}
+	}
 }
 
 func timeText(t *time.Time) string {

@@ -138,12 +138,16 @@ func statusOf(e job.NotificationEvent) string {
 	return p.Status
 }
 
-// webhookData is the body's data: the event's payload with its job, team and kind.
+// webhookData is the body's data: the event's payload with its job (but for a pipeline's
+// event), team and kind.
 func webhookData(e job.NotificationEvent) (json.RawMessage, error) {
 	data := map[string]any{}
 	if err := json.Unmarshal(e.Payload, &data); err != nil {
 		return nil, fmt.Errorf("event %d payload: %w", e.ID, err)
 	}
-	data["job_name"], data["team"], data["event"] = e.JobName, e.Team, e.Kind
+	data["team"], data["event"] = e.Team, e.Kind
+	if e.Kind != pipelineRunFinished { // a pipeline's event names its pipeline (payload's "pipeline")
+		data["job_name"] = e.JobName
+	}
 	return json.Marshal(data)
 }
