@@ -213,6 +213,7 @@ func TestConsoleInABrowser(t *testing.T) {
 
 	teamPanels(t, b, dbURL, base, tokA, shots)
 	rerunAndBackfill(t, b, base, shots)
+	pipelinePages(t, b, dbURL, base, tokA, shots)
 
 	// Team isolation: team-b's job is refused by address, and no search finds it.
 	b.do(chromedp.Navigate(base + "/ui/teams/team-b/jobs/payroll-of-b"))

@@ -139,13 +139,33 @@ type ganttRow struct {
 	Start, End         *time.Time
 }
 
-// The Gantt's geometry.
+// The Gantt's geometry: the plot ends ganttRightW before the right edge, room for half
+// of the last tick's label.
 const (
 	ganttW      = 860
 	ganttLabelW = 190
+	ganttRightW = 28
 	ganttRowH   = 24
-	ganttTicks  = 5
+	ganttTicks  = 6
 )
+
+// tickSteps are the Gantt's time steps between ticks: the first that gives at most
+// ganttTicks ticks is used, so that ticks fall on round times.
+var tickSteps = []time.Duration{
+	time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 15 * time.Second, 30 * time.Second,
+	time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute,
+	time.Hour, 2 * time.Hour, 3 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour,
+}
+
+// tickStep is the step between the Gantt's ticks over total.
+func tickStep(total time.Duration) time.Duration {
+	for _, s := range tickSteps {
+		if total/s <= ganttTicks {
+			return s
+		}
+	}
+	return (total/ganttTicks + 24*time.Hour - 1).Truncate(24 * time.Hour)
+}
 
 // ganttSVG draws when each node of a run ran, from the first start to the last end (now
 // for a node still running); a node that has not started has an empty row.
@@ -155,7 +175,7 @@ func ganttSVG(rows []ganttRow, now time.Time) template.HTML {
 		return ""
 	}
 	total := max(t1.Sub(t0), time.Second)
-	plotW := float64(ganttW - ganttLabelW - pad)
+	plotW := float64(ganttW - ganttLabelW - ganttRightW)
 	x := func(t time.Time) float64 { return ganttLabelW + plotW*float64(t.Sub(t0))/float64(total) }
 	h := pad + len(rows)*ganttRowH + 22
 	var sb strings.Builder
@@ -163,8 +183,7 @@ func ganttSVG(rows []ganttRow, now time.Time) template.HTML {
 	fmt.Fprintf(&sb, `<svg class="gantt" viewBox="0 0 %d %d" role="img" aria-labelledby="gantt-t" xmlns="http://www.w3.org/2000/svg">`, ganttW, h)
 	fmt.Fprintf(&sb, `<title id="gantt-t">When each node ran, over %s from the first start</title>`, esc(duration(total)))
 	base := pad + len(rows)*ganttRowH
-	for i := range ganttTicks + 1 {
-		d := total * time.Duration(i) / ganttTicks
+	for d := time.Duration(0); d <= total; d += tickStep(total) {
 		tx := x(t0.Add(d))
 		fmt.Fprintf(&sb, `<line class="tick" x1="%.1f" y1="%d" x2="%.1f" y2="%d"/>`, tx, pad, tx, base)
 		fmt.Fprintf(&sb, `<text class="axis-label" x="%.1f" y="%d" text-anchor="middle">+%s</text>`, tx, base+15, esc(span(d)))

@@ -124,6 +124,16 @@ func TestALongNameIsCutInItsBoxAndWholeInItsTitle(t *testing.T) {
 	assert.Contains(t, svg, ">a-node-with-a-name-long…</text>")
 }
 
+func TestTheGanttsTicksFallOnRoundTimes(t *testing.T) {
+	t.Parallel()
+	for total, step := range map[time.Duration]time.Duration{
+		4 * time.Second: time.Second, 200 * time.Second: 30 * time.Second, 18 * time.Minute: 5 * time.Minute,
+		5 * time.Hour: time.Hour, 10 * 24 * time.Hour: 48 * time.Hour,
+	} {
+		assert.Equal(t, step, tickStep(total), "over %s", total)
+	}
+}
+
 func TestTheGanttDrawsWhenEachNodeRan(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 12, 5, 1, 0, 0, 0, time.UTC)
@@ -136,10 +146,11 @@ func TestTheGanttDrawsWhenEachNodeRan(t *testing.T) {
 	svg := string(ganttSVG(rows, t0.Add(200*time.Second)))
 	wellFormed(t, svg)
 	assert.Equal(t, 2, strings.Count(svg, "<rect "), "a bar per started node")
-	assert.Contains(t, svg, `class="bar st-succeeded" x="190.0" y="16" width="329.0"`,
-		"extract ran the first half of the 200 s (the plot is 860-190-12 wide)")
+	assert.Contains(t, svg, `class="bar st-succeeded" x="190.0" y="16" width="321.0"`,
+		"extract ran the first half of the 200 s (the plot is 860-190-28 wide)")
 	assert.Contains(t, svg, `class="bar st-running"`, "a running node's bar reaches now")
 	assert.Contains(t, svg, `<a href="/ui/x"><text class="row-label"`)
-	assert.Contains(t, svg, ">+3m 20s</text>", "the axis ends at the span")
+	assert.Contains(t, svg, ">+3m</text>", "a tick every 30 s up to the span")
+	assert.NotContains(t, svg, ">+4m</text>")
 	assert.Empty(t, ganttSVG(rows[2:], t0), "nothing started: no chart")
 }
