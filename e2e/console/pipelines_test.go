@@ -57,7 +57,7 @@ func pipelinePages(t *testing.T, b *browser, dbURL, base, tok, shots string) {
 		SELECT id, team, name, revision, spec, 'failed', $1, 'schedule', $1::timestamptz + interval '1 second', $1::timestamptz + interval '19 minutes' FROM pipeline WHERE name = 'orders-nightly'`, night)
 	for _, n := range []struct {
 		node, job, status, msg string
-		from, to           int // minutes after the run's start
+		from, to               int // minutes after the run's start
 	}{
 		{"ingest-orders", "ingest-orders", "succeeded", "", 0, 7},
 		{"ingest-payments", "ingest-payments", "user_error", "exit code 1: payments API answered 503", 0, 4},

@@ -124,6 +124,14 @@ var routeCases = map[string]routeCase{
 	"GET /ui/teams/{team}/webhooks":                            {ownTeam: true},
 	"POST /ui/teams/{team}/webhooks":                           {ownTeam: true},
 	"POST /ui/teams/{team}/webhooks/{id}/delete":               {},
+
+	// The pipeline pages (internal/ui/pipeline.go).
+	"GET /ui/teams/{team}/pipelines":                                  {ownTeam: true},
+	"GET /ui/teams/{team}/pipelines/{pipeline}":                       {},
+	"POST /ui/teams/{team}/pipelines/{pipeline}/run":                  {},
+	"GET /ui/teams/{team}/pipelines/{pipeline}/runs/{run_id}":         {},
+	"POST /ui/teams/{team}/pipelines/{pipeline}/runs/{run_id}/cancel": {},
+	"POST /ui/teams/{team}/pipelines/{pipeline}/runs/{run_id}/repair": {},
 }
 
 // routes are the patterns the public listener serves, the routers mounted on it expanded:

@@ -45,9 +45,9 @@ func (c *Console) registerPipelines() {
 		{"GET " + p, rule{team: true, rest: "GET " + rest}, c.pipelinesPage},
 		{"GET " + p + "/{pipeline}", rule{team: true, rest: "GET " + rest + "/{pipeline}"}, c.pipelinePage},
 		{"POST " + p + "/{pipeline}/run", rule{team: true, rest: "POST " + rest + "/{pipeline}/runs"}, c.startPipelineRun},
-		{"GET " + p + "/{pipeline}/runs/{id}", rule{team: true, rest: "GET " + rest + "/{pipeline}/runs/{id}"}, c.pipelineRunPage},
-		{"POST " + p + "/{pipeline}/runs/{id}/cancel", rule{team: true, rest: "DELETE " + rest + "/{pipeline}/runs/{id}"}, c.cancelPipelineRun},
-		{"POST " + p + "/{pipeline}/runs/{id}/repair", rule{team: true, rest: "POST " + rest + "/{pipeline}/runs/{id}/repair"}, c.repairPipelineRun},
+		{"GET " + p + "/{pipeline}/runs/{run_id}", rule{team: true, rest: "GET " + rest + "/{pipeline}/runs/{run_id}"}, c.pipelineRunPage},
+		{"POST " + p + "/{pipeline}/runs/{run_id}/cancel", rule{team: true, rest: "DELETE " + rest + "/{pipeline}/runs/{run_id}"}, c.cancelPipelineRun},
+		{"POST " + p + "/{pipeline}/runs/{run_id}/repair", rule{team: true, rest: "POST " + rest + "/{pipeline}/runs/{run_id}/repair"}, c.repairPipelineRun},
 	} {
 		c.mux.Handle(r.pattern, c.guard(r.rule, r.h))
 		c.routes[r.pattern] = r.rule
@@ -86,11 +86,11 @@ func pageNumber(r *http.Request) int {
 	return n
 }
 
-// runID reads the {id} of a run's path.
+// runID reads the {run_id} of a run's path.
 func runID(r *http.Request) (int64, error) {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	id, err := strconv.ParseInt(r.PathValue("run_id"), 10, 64)
 	if err != nil || id < 1 {
-		return 0, job.Invalid("run_id", "a run's number", strconv.Quote(r.PathValue("id")))
+		return 0, job.Invalid("run_id", "a run's number", strconv.Quote(r.PathValue("run_id")))
 	}
 	return id, nil
 }
@@ -151,7 +151,7 @@ func (c *Console) pipelinePage(w http.ResponseWriter, r *http.Request, s session
 	return nil
 }
 
-// runPath is the run a request's path names ({team}, {pipeline}, {id}), with the service.
+// runPath is the run a request's path names ({team}, {pipeline}, {run_id}), with the service.
 type runPath struct {
 	ps         PipelineService
 	team, name string
@@ -167,7 +167,7 @@ func (c *Console) runPath(r *http.Request) (runPath, error) {
 	return runPath{ps: ps, team: r.PathValue("team"), name: r.PathValue("pipeline"), id: id}, err
 }
 
-// pipelineRunPage is GET /ui/teams/{team}/pipelines/{pipeline}/runs/{id}.
+// pipelineRunPage is GET /ui/teams/{team}/pipelines/{pipeline}/runs/{run_id}.
 func (c *Console) pipelineRunPage(w http.ResponseWriter, r *http.Request, s session) error {
 	rp, err := c.runPath(r)
 	if err != nil {
@@ -206,7 +206,7 @@ func (c *Console) startPipelineRun(w http.ResponseWriter, r *http.Request, s ses
 	return goTo(w, r, pipelineRunURL(team, name, id))
 }
 
-// cancelPipelineRun is POST …/runs/{id}/cancel.
+// cancelPipelineRun is POST …/runs/{run_id}/cancel.
 func (c *Console) cancelPipelineRun(w http.ResponseWriter, r *http.Request, _ session) error {
 	return c.runAction(w, r, func(ps PipelineService, team, name string, id int64) (string, error) {
 		return "Asked to cancel run " + strconv.FormatInt(id, 10) + ": its pending nodes will not start, its running executions are cancelled.",
@@ -214,7 +214,7 @@ func (c *Console) cancelPipelineRun(w http.ResponseWriter, r *http.Request, _ se
 	})
 }
 
-// repairPipelineRun is POST …/runs/{id}/repair.
+// repairPipelineRun is POST …/runs/{run_id}/repair.
 func (c *Console) repairPipelineRun(w http.ResponseWriter, r *http.Request, _ session) error {
 	return c.runAction(w, r, func(ps PipelineService, team, name string, id int64) (string, error) {
 		nodes, err := ps.RepairPipelineRun(r.Context(), team, name, id)

@@ -339,7 +339,7 @@ func (c *Console) authorize(r *http.Request, id auth.Identity, rl rule) error {
 	}
 	method, path, _ := strings.Cut(rl.rest, " ")
 	team := cmp.Or(r.PathValue("team"), "no-team-specified")
-	path = strings.NewReplacer("{team}", team, "{job}", r.PathValue("job"), "{id}", r.PathValue("id"), "{pipeline}", r.PathValue("pipeline")).Replace(path)
+	path = strings.NewReplacer("{team}", team, "{job}", r.PathValue("job"), "{id}", r.PathValue("id"), "{pipeline}", r.PathValue("pipeline"), "{run_id}", r.PathValue("run_id")).Replace(path)
 	permission := "write"
 	if method == http.MethodGet {
 		permission = "read"
