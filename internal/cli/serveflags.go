@@ -113,6 +113,7 @@ func registerAuthFlags(f *pflag.FlagSet, fl *serveFlags) {
 	f.StringVar(&cfg.Auth.WebhookURL, "authz-webhook-url", "", "authorization webhook asked about every authenticated request (fail closed)")
 	f.DurationVar(&cfg.Auth.WebhookTimeout, "authz-webhook-timeout", auth.DefaultWebhookTimeout, "timeout of one webhook call (503 after it)")
 	f.DurationVar(&cfg.Auth.WebhookCacheTTL, "authz-webhook-cache-ttl", auth.DefaultWebhookCacheTTL, "how long a webhook decision is reused")
+	f.BoolVar(&cfg.Auth.JobTokenTeamExecutions, "job-token-team-executions", false, "let a running job's token start, list and read the executions of its own team's jobs (what VDK's vdk-dag plugin sends; off: a job's token reaches only its own job)")
 	f.StringVar(&cfg.AdminListen, "admin-listen", server.DefaultAdminListen, "address of /metrics and /data-jobs/debug/* (keep it private)")
 	f.BoolVar(&cfg.AdminProfiling, "admin-profiling", false, "also serve Go's profiles (/debug/pprof/) on the admin listener")
 }

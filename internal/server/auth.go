@@ -35,6 +35,10 @@ type AuthConfig struct {
 	WebhookTimeout time.Duration
 	// WebhookCacheTTL is how long a webhook decision is reused (default 10s).
 	WebhookCacheTTL time.Duration
+	// JobTokenTeamExecutions lets a running job's token start, list and read the
+	// executions of its own team's jobs, what VDK's vdk-dag plugin sends (default off:
+	// a job's token reaches only its own job; docs/compatibility.md).
+	JobTokenTeamExecutions bool
 }
 
 // buildAuth returns the API's authenticator and authorizer for cfg; nil ones mean auth

@@ -152,7 +152,7 @@ func (a *app) buildHandlers(ctx context.Context, svc *service.Service, authn htt
 	}
 	api := httpapi.New(httpapi.Config{
 		JobsQuery: jobsQuery, Auth: authn, Webhook: authz, Jobs: a.jobs,
-		Limits: cfg.Requests.Limits, LogReads: logReads,
+		Limits: cfg.Requests.Limits, LogReads: logReads, JobTokenTeamExecutions: cfg.Auth.JobTokenTeamExecutions,
 		Metrics: httpapi.NewMetrics(registry), Secrets: a.secrets, Admission: admission,
 	}, svc, cfg.Logger)
 	a.public = mux(publicRoutes(health, console, api))
