@@ -12,7 +12,7 @@ import (
 )
 
 // A pipeline run's end (issue 40, item 5): one event per run that ends, written by the
-// trigger of migration 0041 with the run's status, its times and the nodes that did not
+// trigger of migration 0043 with the run's status, its times and the nodes that did not
 // succeed. Its job_name is "pipeline:<name>".
 
 // pipelineRunFinished is the outbox kind of a pipeline run's end.

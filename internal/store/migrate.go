@@ -95,5 +95,12 @@ func loadMigrations() ([]migration, error) {
 		ms = append(ms, migration{version: version, name: e.Name(), sql: string(body)})
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
+	for i := 1; i < len(ms); i++ {
+		// schema_migrations is keyed by version: the second of two files with one version
+		// would be recorded as applied and never run.
+		if ms[i].version == ms[i-1].version {
+			return nil, fmt.Errorf("migrations %s and %s have the same version %d: renumber one", ms[i-1].name, ms[i].name, ms[i].version)
+		}
+	}
 	return ms, nil
 }
