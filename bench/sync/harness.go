@@ -142,7 +142,8 @@ func newFleet(ctx context.Context, b *bench, withLease bool) (*fleet, error) {
 		f.drop()
 		return nil, err
 	}
-	if f.db, err = store.Open(ctx, store.Config{URL: f.dbURL, MaxConns: 16}); err != nil {
+	// No bound on a team's active manual executions: a thousand run at once here.
+	if f.db, err = store.Open(ctx, store.Config{URL: f.dbURL, MaxConns: 16, Quotas: store.TeamQuotas{MaxActiveExecutions: -1}}); err != nil {
 		return fail(err)
 	}
 	cleanups = append(cleanups, f.db.Close)

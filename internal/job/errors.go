@@ -180,6 +180,18 @@ func TeamJobsQuota(team string, limit int) *Error {
 	}
 }
 
+// TeamExecutionsQuota reports a start while a team has as many manual executions
+// submitted or running as it may (issue 41, L6).
+func TeamExecutionsQuota(team string, limit int) *Error {
+	return &Error{
+		Kind:            KindConflict,
+		What:            fmt.Sprintf("The team %q has %d manual executions submitted or running, its limit.", team, limit),
+		Why:             fmt.Sprintf("The service runs at most %d manual executions (starts, re-runs, backfill runs) of a team at once.", limit),
+		Consequences:    "The execution was not started, and nothing was changed.",
+		Countermeasures: "Start it again once some of the team's executions have finished (a backfill waits by itself), or ask the operators to raise the limit.",
+	}
+}
+
 // TeamSourcesQuota reports an upload that would take a team's stored sources over its limit.
 func TeamSourcesQuota(team string, limit int64) *Error {
 	return &Error{

@@ -202,7 +202,11 @@ func (s *Store) AdvanceBackfill(ctx context.Context, fence job.Fence, id int64, 
 			}
 		}
 		if !b.cancelled && st.Actual != nil {
-			if started, err = startBackfillRuns(ctx, tx, b, st, now); err != nil {
+			room, err := s.activeRoom(ctx, tx, st.Job.Team)
+			if err != nil {
+				return err
+			}
+			if started, err = startBackfillRuns(ctx, tx, b, st, now, room); err != nil {
 				return err
 			}
 		}
@@ -266,11 +270,12 @@ func backfillJob(ctx context.Context, tx Tx, b openBackfill) (job.JobState, stri
 	return st, "", nil
 }
 
-// startBackfillRuns inserts the backfill's next runs, as many as max_parallel leaves room
-// for, each of its logical time (an argument and, by the leader, the environment), and
-// notifies the leader of each; it moves next_index on.
-func startBackfillRuns(ctx context.Context, tx Tx, b openBackfill, st job.JobState, now time.Time) ([]string, error) {
-	n := min(b.maxParallel-b.active, len(b.times)-b.next)
+// startBackfillRuns inserts the backfill's next runs, as many as max_parallel and the
+// team's room for active executions (TeamQuotas.MaxActiveExecutions) leave room for, each
+// of its logical time (an argument and, by the leader, the environment), and notifies the
+// leader of each; it moves next_index on.
+func startBackfillRuns(ctx context.Context, tx Tx, b openBackfill, st job.JobState, now time.Time, room int) ([]string, error) {
+	n := min(b.maxParallel-b.active, len(b.times)-b.next, room)
 	var ids []string
 	for i := range max(n, 0) {
 		at := b.times[b.next+i]

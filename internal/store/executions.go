@@ -21,13 +21,21 @@ const ExecutionsChannel = "datajobs_executions"
 const activeStatuses = `('submitted', 'running')`
 
 // StartExecution records a manual start of the job name of team: under the job's row lock
-// it refuses a start while another execution of the job is submitted or running, inserts
+// it refuses a start while another execution of the job is submitted or running (the
+// concurrency policy) or the team has its most (TeamQuotas.MaxActiveExecutions), inserts
 // the submitted execution and notifies the leader, in one transaction.
 func (s *Store) StartExecution(ctx context.Context, team, name string, build job.ExecutionStart) (job.Execution, error) {
 	var out job.Execution
 	err := s.inLockedTx(ctx, team, name, func(tx Tx, st job.JobState) error {
 		if err := admitStart(ctx, tx, st); err != nil {
 			return err
+		}
+		room, err := s.activeRoom(ctx, tx, team)
+		if err != nil {
+			return err
+		}
+		if room == 0 {
+			return job.TeamExecutionsQuota(team, s.quotas.MaxActiveExecutions)
 		}
 		n, err := build(st)
 		if err != nil {

@@ -1,8 +1,10 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/datajobs/datajobs/internal/job"
 )
@@ -15,6 +17,39 @@ type TeamQuotas struct {
 	MaxJobs int
 	// MaxSourceBytes caps the bytes of the stored sources archives of a team's jobs.
 	MaxSourceBytes int64
+	// MaxActiveExecutions caps the manual executions (starts, re-runs, backfill runs) of a
+	// team submitted or running at once (default DefaultMaxActiveExecutions; negative: no
+	// limit). A start over it is refused, a backfill waits. Without it backfills ×
+	// max_parallel × jobs had no bound (issue 41, L6). Scheduled runs are not counted: the
+	// CronJob controller starts them, as many as the team's jobs and schedules make.
+	MaxActiveExecutions int
+}
+
+// DefaultMaxActiveExecutions is TeamQuotas.MaxActiveExecutions's default.
+const DefaultMaxActiveExecutions = 100
+
+func (q TeamQuotas) withDefaults() TeamQuotas {
+	q.MaxActiveExecutions = cmp.Or(q.MaxActiveExecutions, DefaultMaxActiveExecutions)
+	return q
+}
+
+// activeRoom locks team and returns how many more manual executions it may have
+// submitted or running (TeamQuotas.MaxActiveExecutions).
+func (s *Store) activeRoom(ctx context.Context, tx Tx, team string) (int, error) {
+	limit := s.quotas.MaxActiveExecutions
+	if limit < 0 {
+		return math.MaxInt, nil
+	}
+	if err := lockTeam(ctx, tx, team); err != nil {
+		return 0, err
+	}
+	var n int
+	err := tx.QueryRow(ctx, `SELECT count(*) FROM data_job_execution e JOIN data_job j ON j.uid = e.job_uid
+WHERE j.team = $1 AND e.type = 'manual' AND e.status IN `+activeStatuses, team).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count the active executions of team %s: %w", team, err)
+	}
+	return max(limit-n, 0), nil
 }
 
 // lockTeam serialises, until tx ends, the writes that count against team's quotas. An

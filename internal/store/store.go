@@ -58,7 +58,8 @@ type Config struct {
 	// Tracer, when set, sees every statement the pool sends (tests count statements with
 	// it, e.g. to prove a page is not read with one query per job). Default: none.
 	Tracer pgx.QueryTracer
-	// Quotas are the limits per team the writes enforce (default: none).
+	// Quotas are the limits per team the writes enforce (default: none but
+	// MaxActiveExecutions, DefaultMaxActiveExecutions).
 	Quotas TeamQuotas
 	// ListenKeepalive is how long a LISTEN connection waits for a notification before it
 	// asks the server whether the connection still works, and how long it waits for the
@@ -110,7 +111,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("open probe pool: %w", redact(err))
 	}
 	s := &Store{
-		pool: pool, leases: leases, probe: probe, quotas: cfg.Quotas,
+		pool: pool, leases: leases, probe: probe, quotas: cfg.Quotas.withDefaults(),
 		listenKeepalive: cmp.Or(cfg.ListenKeepalive, 30*time.Second),
 		metrics:         cfg.Metrics, log: cmp.Or(cfg.Logger, slog.Default()),
 	}

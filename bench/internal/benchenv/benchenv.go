@@ -68,7 +68,8 @@ func Open(ctx context.Context, cfg Config) (_ *Env, err error) {
 	}
 	u.Path = "/" + name
 	e.URL = u.String()
-	if e.DB, err = store.Open(ctx, store.Config{URL: e.URL, MaxConns: 16, Tracer: cfg.Tracer}); err != nil {
+	// No bound on a team's active manual executions: a thousand run at once here.
+	if e.DB, err = store.Open(ctx, store.Config{URL: e.URL, MaxConns: 16, Tracer: cfg.Tracer, Quotas: store.TeamQuotas{MaxActiveExecutions: -1}}); err != nil {
 		return nil, err
 	}
 	e.OnClose(e.DB.Close)
