@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/datajobs/datajobs/internal/job"
 )
@@ -99,7 +101,7 @@ func (r renderer) body(e job.NotificationEvent) string {
 	line("Deployed by", p.DeployedBy)
 	line("Console", r.jobLink(e))
 	if p.Message != "" {
-		fmt.Fprintf(&b, "\n%s\n", p.Message)
+		fmt.Fprintf(&b, "\n%s", jobText(p.Message, jobMessageBytes))
 	}
 	if e.Kind == "deploy_succeeded" || e.Kind == "deploy_failed" {
 		writeChanges(&b, p)
@@ -108,7 +110,7 @@ func (r renderer) body(e job.NotificationEvent) string {
 		fmt.Fprintf(&b, "\n%s\n", lateExplanation(p))
 	}
 	if p.LogTail != "" {
-		fmt.Fprintf(&b, "\nLast lines of the log:\n%s\n", p.LogTail)
+		fmt.Fprintf(&b, "\nLast lines of the log:\n%s", jobText(p.LogTail, job.NotificationLogBytes))
 	}
 	return b.String()
 }
@@ -120,6 +122,40 @@ func lines(b *strings.Builder) func(k, v string) {
 			fmt.Fprintf(b, "%-14s %s\n", k+":", v)
 		}
 	}
+}
+
+// jobMessageBytes bounds the execution's message a notification quotes (the console has
+// the whole of it).
+const jobMessageBytes = 2 << 10
+
+// jobText is text a job wrote (an execution's message, which its termination message
+// makes, and its log's last lines) as a message quotes it (issue 41, L5): the mail goes
+// to whatever addresses the job's contacts name, from the installation's own address, so
+// the job's words are set apart from the service's, each line after "| ", and bounded
+// (n bytes, cut at a character); control and format characters (a terminal's escapes,
+// a bidirectional override that reorders what a reader sees) are dropped, tabs and line
+// breaks kept. It never reaches a header: the subject names the job, the execution and
+// its status alone.
+func jobText(s string, n int) string {
+	s = strings.Map(func(r rune) rune {
+		if r != '\n' && r != '\t' && (unicode.IsControl(r) || unicode.Is(unicode.Cf, r)) {
+			return -1
+		}
+		return r
+	}, strings.ToValidUTF8(s, "\uFFFD"))
+	if len(s) > n {
+		i := n
+		for i > 0 && !utf8.RuneStart(s[i]) {
+			i--
+		}
+		s = s[:i] + "\n[cut]"
+	}
+	var b strings.Builder
+	for line := range strings.Lines(strings.TrimRight(s, "\n")) {
+		b.WriteString("| " + line)
+	}
+	b.WriteString("\n")
+	return b.String()
 }
 
 func timeText(t *time.Time) string {

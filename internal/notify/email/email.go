@@ -41,6 +41,12 @@ type Config struct {
 	// offer STARTTLS (--smtp-allow-plaintext; default false: such a message is refused,
 	// and retried, unless the server is on loopback). Mails carry job output.
 	AllowPlaintext bool
+	// RecipientDomains, when not empty, are the only domains mail goes to (each with its
+	// subdomains): a recipient elsewhere is a permanent failure, never sent. A job's
+	// contacts are any addresses a team member writes, and its mails quote what the job
+	// wrote (its message, its log's last lines), from this installation's address
+	// (issue 41, L5). Default: any domain.
+	RecipientDomains []string
 }
 
 // Sender delivers notifications by e-mail.
@@ -94,6 +100,10 @@ func (s *Sender) Deliver(ctx context.Context, d notify.Delivery) error {
 	if err != nil {
 		return notify.Permanent(fmt.Errorf("recipient %q: %w", d.Recipient, err))
 	}
+	if !s.allowed(to.Address) {
+		return notify.Permanent(fmt.Errorf("recipient %s: mail goes only to the domains %s (--smtp-recipient-domains)",
+			to.Address, strings.Join(s.cfg.RecipientDomains, ", ")))
+	}
 	msg, err := s.message(d, to)
 	if err != nil {
 		return err
@@ -127,6 +137,21 @@ func (s *Sender) Deliver(ctx context.Context, d notify.Delivery) error {
 	}
 	_ = c.Quit() // the server accepted the message; a failed QUIT changes nothing
 	return nil
+}
+
+// allowed reports whether address is in one of RecipientDomains (any, when there are none).
+func (s *Sender) allowed(address string) bool {
+	if len(s.cfg.RecipientDomains) == 0 {
+		return true
+	}
+	domain := strings.ToLower(address[strings.LastIndex(address, "@")+1:])
+	for _, d := range s.cfg.RecipientDomains {
+		d = strings.ToLower(strings.TrimPrefix(d, "."))
+		if domain == d || strings.HasSuffix(domain, "."+d) {
+			return true
+		}
+	}
+	return false
 }
 
 // dial opens the session: TLS, EHLO, STARTTLS when offered, AUTH when a user is set.

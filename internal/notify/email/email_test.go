@@ -113,3 +113,24 @@ func TestNoMailInPlainTextOffLoopbackUnlessAllowed(t *testing.T) {
 		})
 	}
 }
+
+// L5 (issue 41): a job's contacts are any addresses a team member writes, and its mails
+// quote what the job wrote, from this installation's address. With RecipientDomains mail
+// goes to those domains (and their subdomains) alone: another recipient is a permanent
+// failure, refused before any connection.
+func TestMailGoesOnlyToTheRecipientDomains(t *testing.T) {
+	t.Parallel()
+	s, err := email.New(email.Config{URL: "smtp://127.0.0.1:1", From: "datajobs@example.com", RecipientDomains: []string{"example.com"}})
+	require.NoError(t, err)
+	d := delivery()
+	d.Recipient = "victim@elsewhere.test"
+	err = s.Deliver(t.Context(), d)
+	require.ErrorContains(t, err, "mail goes only to the domains example.com")
+	require.True(t, notify.IsPermanent(err))
+	for _, to := range []string{"dev@example.com", "Dev <dev@Data.Example.COM>"} {
+		d.Recipient = to
+		err = s.Deliver(t.Context(), d)
+		require.ErrorContains(t, err, "smtp connect", "%s is let through to the server", to)
+		require.False(t, notify.IsPermanent(err))
+	}
+}
