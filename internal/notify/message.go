@@ -124,9 +124,12 @@ func lines(b *strings.Builder) func(k, v string) {
 	}
 }
 
-// jobMessageBytes bounds the execution's message a notification quotes (the console has
-// the whole of it).
-const jobMessageBytes = 2 << 10
+// jobMessageBytes bounds the execution's message a notification quotes, nodeMessageBytes
+// that of each node of a pipeline run (the console has the whole of them).
+const (
+	jobMessageBytes  = 2 << 10
+	nodeMessageBytes = 512
+)
 
 // jobText is text a job wrote (an execution's message, which its termination message
 // makes, and its log's last lines) as a message quotes it (issue 41, L5): the mail goes
@@ -137,6 +140,17 @@ const jobMessageBytes = 2 << 10
 // breaks kept. It never reaches a header: the subject names the job, the execution and
 // its status alone.
 func jobText(s string, n int) string {
+	var b strings.Builder
+	for line := range strings.Lines(strings.TrimRight(cleanJobText(s, n), "\n")) {
+		b.WriteString("| " + line)
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+// cleanJobText is s without control and format characters but tabs and line breaks, cut
+// at a character to at most n bytes (a cut is marked "[cut]").
+func cleanJobText(s string, n int) string {
 	s = strings.Map(func(r rune) rune {
 		if r != '\n' && r != '\t' && (unicode.IsControl(r) || unicode.Is(unicode.Cf, r)) {
 			return -1
@@ -150,12 +164,7 @@ func jobText(s string, n int) string {
 		}
 		s = s[:i] + "\n[cut]"
 	}
-	var b strings.Builder
-	for line := range strings.Lines(strings.TrimRight(s, "\n")) {
-		b.WriteString("| " + line)
-	}
-	b.WriteString("\n")
-	return b.String()
+	return s
 }
 
 func timeText(t *time.Time) string {

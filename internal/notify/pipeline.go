@@ -76,8 +76,8 @@ func (r renderer) runBody(e job.NotificationEvent) string {
 		b.WriteString("\nNodes that did not succeed:\n")
 		for _, n := range p.Nodes {
 			fmt.Fprintf(&b, "- %s: %s", n.Name, strings.ReplaceAll(n.Status, "_", " "))
-			if n.Message != "" {
-				fmt.Fprintf(&b, " (%s)", n.Message)
+			if n.Message != "" { // the node's run's message: its job may have written it
+				fmt.Fprintf(&b, " (%s)", strings.ReplaceAll(cleanJobText(n.Message, nodeMessageBytes), "\n", " "))
 			}
 			b.WriteString("\n")
 		}
