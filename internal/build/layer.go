@@ -161,16 +161,7 @@ func sourceEntries(archive []byte) ([]entry, []byte, error) {
 	if len(files) == 0 {
 		return nil, nil, userErrorf("the job's sources hold no files")
 	}
-	prefix := ""
-	if top, _, ok := strings.Cut(files[0].Path, "/"); ok {
-		prefix = top + "/"
-		for _, f := range files {
-			if !strings.HasPrefix(f.Path, prefix) {
-				prefix = ""
-				break
-			}
-		}
-	}
+	prefix := ziparchive.TopFolder(files)
 	jobRoot := strings.TrimPrefix(JobDir, "/")
 	var (
 		entries      []entry

@@ -118,7 +118,9 @@ type deploymentRequest struct {
 	DeployedBy    string            `json:"deployed_by"`
 	Schedule      *scheduleRequest  `json:"schedule"`
 	Resources     *resourcesRequest `json:"resources"`
-	policyRequest
+	// The run policy: datajobs extensions that VDK clients never send (an absent field
+	// keeps the stored value).
+	job.PolicyChange
 }
 
 type resourcesRequest struct {
@@ -167,7 +169,7 @@ func decodeDeployment(body []byte) (job.DeploymentChange, string, error) {
 		VDKVersion:    req.VDKVersion,
 		PythonVersion: req.PythonVersion,
 		Enabled:       req.Enabled,
-		Policy:        req.change(),
+		Policy:        req.PolicyChange,
 	}
 	if req.Schedule != nil {
 		c.Schedule = req.Schedule.ScheduleCron

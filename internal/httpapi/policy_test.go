@@ -1,10 +1,14 @@
 package httpapi_test
 
 import (
+	"archive/zip"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/datajobs/datajobs/internal/testzip"
 )
 
 // policyOf is the run policy fields of a deployment as GET shows them.
@@ -104,4 +108,44 @@ func TestConcurrencyPolicyDecidesASecondManualStart(t *testing.T) {
 		count(*) FILTER (WHERE cancel_requested_at IS NULL AND id = $1) FROM data_job_execution`, []any{started["id"]}, &replaced, &kept)
 	require.Equal(t, 2, replaced, "both running runs are asked to stop")
 	require.Equal(t, 1, kept, "the new run is not")
+}
+
+// jobWithConfig is a job directory as vdk deploy zips it, with config.ini ini.
+func jobWithConfig(t *testing.T, ini string) string {
+	t.Helper()
+	return makeZip(t, time.Unix(1e9, 0), zip.Deflate,
+		testzip.File{Name: "my-job/config.ini", Body: ini},
+		testzip.File{Name: "my-job/10_step.py", Body: "def run(job_input):\n    pass\n"})
+}
+
+// TestConfigINISetsTheRunPolicyTheVDKWay guards issue 48, item 2: vdkcli cannot send the
+// policy fields, so the [job] section of the uploaded config.ini sets them when its
+// version is deployed; a request's own fields win, a version whose config.ini sets none
+// keeps what is stored, and a wrong key is refused at upload, naming config.ini.
+func TestConfigINISetsTheRunPolicyTheVDKWay(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	path := e.createJob("team-a", "my-job")
+	v1 := e.version(path, jobWithConfig(t, "[owner]\nteam = team-a\n\n[job]\nschedule_cron = 7 * * * *\nretries = 0\ntimeout_seconds = 600\ntime_zone = Europe/Sofia\n"))
+	e.deploy(path, `{"job_version":"`+v1+`","mode":"release"}`) // what vdk deploy sends
+	want := map[string]any{
+		"retries": 0.0, "timeout_seconds": 600.0, "concurrency_policy": "Forbid", "time_zone": "Europe/Sofia",
+		"starting_deadline_seconds": 1800.0, "catch_up": 0.0,
+	}
+	require.Equal(t, want, policyOf(e.deployment(path)))
+
+	e.deploy(path, `{"job_version":"`+v1+`","retries":2}`)
+	want["retries"] = 2.0
+	require.Equal(t, want, policyOf(e.deployment(path)), "the request's own field wins")
+
+	v2 := e.version(path, jobWithConfig(t, "[owner]\nteam = team-a\n\n[job]\nschedule_cron = 7 * * * *\n"))
+	e.deploy(path, `{"job_version":"`+v2+`"}`)
+	require.Equal(t, want, policyOf(e.deployment(path)), "a config.ini without the keys keeps the stored policy")
+
+	for _, ini := range []string{"[job]\nretries = 11\n", "[job]\ntimeout_seconds = ten\n", "[job]\ntime_zone = Mars/Olympus_Mons\n"} {
+		r := e.upload(path, jobWithConfig(t, ini))
+		require.Equal(t, http.StatusBadRequest, r.status, "%s: %s", ini, r.body)
+		require.Contains(t, r.vdkError(t)["what"], "config.ini", ini)
+	}
+	require.Equal(t, want, policyOf(e.deployment(path)), "a refused upload changes nothing")
 }

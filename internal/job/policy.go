@@ -89,14 +89,30 @@ func ValidateTimeZone(tz string) error {
 
 // PolicyChange is the part of a deployment request that sets run policy fields: each
 // non-nil field replaces the stored one; an absent field keeps it, on POST too, so a VDK
-// client that redeploys does not reset what a datajobs client set.
+// client that redeploys does not reset what a datajobs client set. Its JSON is the
+// request body's fields (and the stored form of a config.ini's, store.SourcesPolicy).
 type PolicyChange struct {
-	Retries                 *int32
-	TimeoutSeconds          *int64
-	ConcurrencyPolicy       *string
-	TimeZone                *string
-	StartingDeadlineSeconds *int64
-	CatchUp                 *int
+	Retries                 *int32  `json:"retries,omitempty"`
+	TimeoutSeconds          *int64  `json:"timeout_seconds,omitempty"`
+	ConcurrencyPolicy       *string `json:"concurrency_policy,omitempty"`
+	TimeZone                *string `json:"time_zone,omitempty"`
+	StartingDeadlineSeconds *int64  `json:"starting_deadline_seconds,omitempty"`
+	CatchUp                 *int    `json:"catch_up,omitempty"`
+}
+
+// IsZero reports a change that sets no field.
+func (c PolicyChange) IsZero() bool { return c == PolicyChange{} }
+
+// Or returns c with every field c does not give taken from fallback: a request's own
+// fields win over the deployed version's config.ini.
+func (c PolicyChange) Or(fallback PolicyChange) PolicyChange {
+	c.Retries = cmp.Or(c.Retries, fallback.Retries)
+	c.TimeoutSeconds = cmp.Or(c.TimeoutSeconds, fallback.TimeoutSeconds)
+	c.ConcurrencyPolicy = cmp.Or(c.ConcurrencyPolicy, fallback.ConcurrencyPolicy)
+	c.TimeZone = cmp.Or(c.TimeZone, fallback.TimeZone)
+	c.StartingDeadlineSeconds = cmp.Or(c.StartingDeadlineSeconds, fallback.StartingDeadlineSeconds)
+	c.CatchUp = cmp.Or(c.CatchUp, fallback.CatchUp)
+	return c
 }
 
 // ApplyTo returns p with every field the change gives replaced.

@@ -17,6 +17,9 @@ type Sources struct {
 	// UploadedBy and UploadedAt describe the latest upload of this content.
 	UploadedBy string
 	UploadedAt time.Time
+	// ConfigPolicy is the run policy its config.ini sets (ConfigPolicy); a deploy of the
+	// version applies it.
+	ConfigPolicy PolicyChange
 }
 
 // ErrNoSources is returned by GetSources when the job exists but has no sources, or not

@@ -100,7 +100,7 @@ func (s *Service) view(j job.Job, desired *job.Deployment, actual *job.ActualDep
 // or on a first deployment take their defaults: the configured python version, the
 // default VDK version, the configured resources. A first deployment needs a job_version.
 func (s *Service) Deploy(ctx context.Context, team, name string, c job.DeploymentChange, user string) (job.Deployment, error) {
-	c, err := s.checkChange(c, user)
+	c, err := s.checkChange(ctx, team, name, c, user)
 	if err != nil {
 		return job.Deployment{}, err
 	}
@@ -127,7 +127,7 @@ func (s *Service) Deploy(ctx context.Context, team, name string, c job.Deploymen
 // VDK, an absent enabled keeps the deployment as it is). A job without a desired
 // deployment is not found.
 func (s *Service) PatchDeployment(ctx context.Context, team, name string, c job.DeploymentChange, user string) (job.Deployment, error) {
-	c, err := s.checkChange(c, user)
+	c, err := s.checkChange(ctx, team, name, c, user)
 	if err != nil {
 		return job.Deployment{}, err
 	}
@@ -145,10 +145,18 @@ func (s *Service) DeleteDeployment(ctx context.Context, team, name string) error
 	return s.store.DeleteDeployment(ctx, team, name)
 }
 
-// checkChange validates c and returns it as it is stored: its schedule trimmed.
-func (s *Service) checkChange(c job.DeploymentChange, user string) (job.DeploymentChange, error) {
+// checkChange validates c and returns it as it is stored: its schedule trimmed, and when
+// it deploys a version, the run policy of that version's config.ini under its own fields.
+func (s *Service) checkChange(ctx context.Context, team, name string, c job.DeploymentChange, user string) (job.DeploymentChange, error) {
 	if err := ValidateUser(user); err != nil {
 		return c, err
+	}
+	if c.JobVersion != nil {
+		fromConfig, err := s.store.SourcesPolicy(ctx, team, name, *c.JobVersion)
+		if err != nil {
+			return c, err
+		}
+		c.Policy = c.Policy.Or(fromConfig)
 	}
 	if c.Schedule != nil {
 		clean := job.CleanSchedule(*c.Schedule)

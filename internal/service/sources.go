@@ -71,7 +71,11 @@ func (s *Service) UploadSources(ctx context.Context, team, name string, archive 
 	if err != nil {
 		return "", err
 	}
-	src := job.Sources{Version: version, Archive: archive, Reason: reason, UploadedBy: user, UploadedAt: s.now()}
+	policy, err := s.configPolicy(archive)
+	if err != nil {
+		return "", err
+	}
+	src := job.Sources{Version: version, Archive: archive, Reason: reason, UploadedBy: user, UploadedAt: s.now(), ConfigPolicy: policy}
 	if err := s.store.SaveSources(ctx, team, name, src, s.cfg.Sources.KeepVersions); err != nil {
 		return "", err
 	}

@@ -49,6 +49,7 @@ type Store interface {
 	Audit(ctx context.Context, team string, before int64, limit int) (job.AuditPage, error)
 
 	SaveSources(ctx context.Context, team, name string, src job.Sources, keep int) error
+	SourcesPolicy(ctx context.Context, team, name, version string) (job.PolicyChange, error)
 	OpenSources(ctx context.Context, team, name, version string) (*job.SourcesReader, error)
 	DeleteSources(ctx context.Context, team, name string) error
 

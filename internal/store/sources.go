@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -34,11 +35,15 @@ func (s *Store) SaveSources(ctx context.Context, team, name string, src job.Sour
 		if err != nil {
 			return fmt.Errorf("lock job %s: %w", name, err)
 		}
+		policy, err := policyJSON(src.ConfigPolicy)
+		if err != nil {
+			return err
+		}
 		// Known content: no need to send the archive again.
 		tag, err := tx.Exec(ctx, `
 UPDATE data_job_source SET upload_seq = nextval('data_job_source_upload_seq'),
-	reason = $3, uploaded_by = $4, uploaded_at = $5
-WHERE job_name = $1 AND version_sha = $2`, name, src.Version, src.Reason, src.UploadedBy, src.UploadedAt)
+	reason = $3, uploaded_by = $4, uploaded_at = $5, run_policy = $6
+WHERE job_name = $1 AND version_sha = $2`, name, src.Version, src.Reason, src.UploadedBy, src.UploadedAt, policy)
 		if err != nil {
 			return writeError(fmt.Sprintf("save sources of %s", name), err)
 		}
@@ -46,11 +51,11 @@ WHERE job_name = $1 AND version_sha = $2`, name, src.Version, src.Reason, src.Up
 		if added {
 			// ON CONFLICT: a concurrent upload of the same content may have won.
 			_, err = tx.Exec(ctx, `
-INSERT INTO data_job_source (job_name, version_sha, archive, size_bytes, reason, uploaded_by, uploaded_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+INSERT INTO data_job_source (job_name, version_sha, archive, size_bytes, reason, uploaded_by, uploaded_at, run_policy)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (job_name, version_sha) DO UPDATE SET upload_seq = nextval('data_job_source_upload_seq'),
-	reason = excluded.reason, uploaded_by = excluded.uploaded_by, uploaded_at = excluded.uploaded_at`,
-				name, src.Version, src.Archive, len(src.Archive), src.Reason, src.UploadedBy, src.UploadedAt)
+	reason = excluded.reason, uploaded_by = excluded.uploaded_by, uploaded_at = excluded.uploaded_at, run_policy = excluded.run_policy`,
+				name, src.Version, src.Archive, len(src.Archive), src.Reason, src.UploadedBy, src.UploadedAt, policy)
 			if err != nil {
 				return writeError(fmt.Sprintf("save sources of %s", name), err)
 			}
@@ -103,6 +108,41 @@ WHERE s.job_name = $1
 		return fmt.Errorf("prune sources of %s: %w", name, err)
 	}
 	return nil
+}
+
+// policyJSON is the run_policy column of a config.ini's policy: NULL when it sets none.
+func policyJSON(c job.PolicyChange) ([]byte, error) {
+	if c.IsZero() {
+		return nil, nil
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("encode run policy of config.ini: %w", err)
+	}
+	return b, nil
+}
+
+// SourcesPolicy returns the run policy the config.ini of version of the sources of the job
+// name of team sets: none when the version has no sources (a prebuilt image's version) or
+// its config.ini sets none.
+func (s *Store) SourcesPolicy(ctx context.Context, team, name, version string) (job.PolicyChange, error) {
+	var (
+		raw []byte
+		c   job.PolicyChange
+	)
+	err := s.pool.QueryRow(ctx, `
+SELECT s.run_policy FROM data_job_source s JOIN data_job j ON j.name = s.job_name
+WHERE s.job_name = $1 AND j.team = $2 AND s.version_sha = $3`, name, team, version).Scan(&raw)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && raw == nil) {
+		return c, nil
+	}
+	if err != nil {
+		return c, translate(fmt.Errorf("read run policy of %s sources %s: %w", name, version, err))
+	}
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return c, fmt.Errorf("decode run policy of %s sources %s: %w", name, version, err)
+	}
+	return c, nil
 }
 
 // GetSources returns the version of the sources of the job name of team, or its latest

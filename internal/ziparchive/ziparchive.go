@@ -174,3 +174,22 @@ func checkName(name string) error {
 	}
 	return nil
 }
+
+// TopFolder is "<folder>/" when every file of files is under that one top folder, as vdk
+// deploy zips a job's directory (the directory itself at the top), and "" otherwise: a
+// job's config.ini is at TopFolder(files) + "config.ini" either way.
+func TopFolder(files []File) string {
+	if len(files) == 0 {
+		return ""
+	}
+	top, _, ok := strings.Cut(files[0].Path, "/")
+	if !ok {
+		return ""
+	}
+	for _, f := range files {
+		if !strings.HasPrefix(f.Path, top+"/") {
+			return ""
+		}
+	}
+	return top + "/"
+}
