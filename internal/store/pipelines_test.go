@@ -222,3 +222,61 @@ func TestANodeWhoseDeploymentIsDeletedWhileItRunsFailsTheRun(t *testing.T) {
 	w.step(id)
 	require.Equal(t, map[string]pl.NodeStatus{"run": "failed", "first-step": pl.Cancelled, "second-step": pl.UpstreamFailed}, w.statuses("team-a", "two-steps", id))
 }
+
+// A scheduled pipeline starts one run per schedule time, whichever leader tries, and none
+// under a deposed one; a backfill starts its runs oldest first, at most max_parallel
+// running, and finishes once all ended.
+func TestScheduledRunsAndBackfillRunsStartOncePerTime(t *testing.T) {
+	t.Parallel()
+	w := newPipeWorld(t, map[string]string{"extract-job": "team-a"})
+	ctx := t.Context()
+	spec, err := pl.Parse("team-a", "nightly-etl", []byte(`{"schedule":{"schedule_cron":"* * * * *"},"nodes":[{"name":"extract","job_name":"extract-job"}],"max_active_runs":5}`))
+	require.NoError(t, err)
+	_, err = w.st.PutPipeline(ctx, "team-a", "nightly-etl", spec, "alice", "op")
+	require.NoError(t, err)
+	ps, err := w.st.ScheduledPipelines(ctx)
+	require.NoError(t, err)
+	require.Len(t, ps, 1)
+	at := time.Now().UTC().Truncate(time.Minute)
+	_, err = w.st.FireScheduledRun(ctx, job.Fence{Epoch: w.fence.Epoch + 1}, ps[0].ID, &at, time.Now())
+	require.Error(t, err, "a deposed leader fires nothing")
+	run, err := w.st.FireScheduledRun(ctx, w.fence, ps[0].ID, &at, time.Now())
+	require.NoError(t, err)
+	require.NotZero(t, run)
+	again, err := w.st.FireScheduledRun(ctx, w.fence, ps[0].ID, &at, time.Now())
+	require.NoError(t, err)
+	require.Zero(t, again, "one run per schedule time")
+	r, err := w.st.GetPipelineRun(ctx, "team-a", "nightly-etl", run)
+	require.NoError(t, err)
+	require.Equal(t, "schedule", r.StartedBy)
+	require.True(t, at.Equal(r.LogicalTime))
+	ps, err = w.st.ScheduledPipelines(ctx)
+	require.NoError(t, err)
+	require.False(t, ps[0].From.Before(at), "accounted for up to now")
+
+	var times []time.Time
+	for i := range 5 {
+		times = append(times, time.Date(2026, 1, 1+i, 3, 0, 0, 0, time.UTC))
+	}
+	b, err := w.st.CreatePipelineBackfill(ctx, "team-a", "nightly-etl", pl.NewBackfill{Times: times, MaxParallel: 2, CreatedBy: "bob"})
+	require.NoError(t, err)
+	var logical []time.Time
+	for range 10 {
+		started, err := w.st.AdvancePipelineBackfill(ctx, w.fence, b)
+		require.NoError(t, err)
+		require.LessOrEqual(t, w.count(`SELECT count(*) FROM pipeline_run WHERE backfill_id = $1 AND status = 'running'`, b), 2, "at most max_parallel")
+		for _, id := range started {
+			r, err := w.st.GetPipelineRun(ctx, "team-a", "nightly-etl", id)
+			require.NoError(t, err)
+			require.Equal(t, "backfill/bob", r.StartedBy)
+			logical = append(logical, r.LogicalTime.UTC())
+		}
+		conn, err := pgx.Connect(ctx, w.url)
+		require.NoError(t, err)
+		_, err = conn.Exec(ctx, `UPDATE pipeline_run SET status = 'succeeded' WHERE backfill_id = $1`, b)
+		require.NoError(t, err)
+		require.NoError(t, conn.Close(ctx))
+	}
+	require.Equal(t, times, logical, "one run per time, oldest first")
+	require.Equal(t, 1, w.count(`SELECT count(*) FROM pipeline_backfill WHERE id = $1 AND finished_at IS NOT NULL`, b))
+}
