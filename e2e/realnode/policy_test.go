@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/datajobs/datajobs/internal/kube"
 )
@@ -133,6 +134,24 @@ func TestATimeZoneMovesTheScheduledRun(t *testing.T) {
 	}, time.Until(at)+2*time.Minute, 500*time.Millisecond, "the run scheduled at %s in Asia/Kathmandu (%s UTC) ran: %+v", at, at.UTC(), &e)
 	assert.Equal(t, "scheduled", e.Type)
 	assert.Equal(t, "succeeded", e.Status, "%+v", e)
+}
+
+// TestConfigINISetsTheRunPolicyThroughVdkDeploy guards the run policy the VDK way: keys
+// of config.ini's [job] section, uploaded by vdkcli deploy (which cannot send the body's
+// fields), reach the CronJob.
+func TestConfigINISetsTheRunPolicyThroughVdkDeploy(t *testing.T) {
+	t.Parallel()
+	s := startService(t, t.TempDir())
+	const name = "rn-config"
+	s.deploy(t, name, map[string]string{
+		"config.ini":  configINI("3.11") + "retries = 0\ntimeout_seconds = 600\n",
+		"10_print.py": "def run(job_input):\n    print('configured', flush=True)\n",
+	})
+	cj, err := s.kube.BatchV1().CronJobs(s.ns).Get(t.Context(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	spec := cj.Spec.JobTemplate.Spec
+	assert.Equal(t, int32(0), *spec.BackoffLimit, "config.ini's retries")
+	assert.Equal(t, int64(600), *spec.ActiveDeadlineSeconds, "config.ini's timeout_seconds")
 }
 
 // kubeAttempts orders pods as the log does: oldest first.
