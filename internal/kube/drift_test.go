@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -41,7 +42,7 @@ func asStored(rendered *batchv1.CronJob) *batchv1.CronJob {
 	ps.TerminationGracePeriodSeconds = new(int64(30))
 	c := &ps.Containers[0]
 	c.TerminationMessagePath = "/dev/termination-log"
-	c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
+	c.TerminationMessagePolicy = cmp.Or(c.TerminationMessagePolicy, corev1.TerminationMessageReadFile)
 	live.Spec.JobTemplate.Spec.Completions = new(int32(1))
 	live.Spec.JobTemplate.Spec.Parallelism = new(int32(1))
 	return live

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -318,7 +319,7 @@ func failure(j *batchv1.Job, cond *batchv1.JobCondition, pods []*corev1.Pod, las
 	}
 	if t := startFailed(last); t != nil {
 		return job.ExecPlatformError, fmt.Sprintf("The image %s could not start its entrypoint (%s: %s): its base image lacks what runs the job "+
-			"(vdk on PATH). The job's code never ran.", mainContainer(last).Image, t.Reason, t.Message)
+			"(vdk on PATH). The job's code never ran.", mainContainer(last).Image, t.Reason, strings.TrimSpace(t.Message))
 	}
 	if t := mainTerminated(last); t != nil && t.ExitCode != 0 {
 		return killed(t, last)
@@ -377,9 +378,16 @@ func deletedWhileRunning(p *corev1.Pod) (*corev1.ContainerStateTerminated, bool)
 // code of the job ran, its image cannot run a job (a base image without vdk, issue 48).
 var startReasons = []string{"StartError", "ContainerCannotRun"}
 
+// execFailed is what runc prints, as the container's only output, when it found the
+// entrypoint but could not execute it (a script whose interpreter is missing: the dev
+// stub's vdk without /bin/sh), exiting 1; the kubelet gives it as the termination message
+// (FallbackToLogsOnError, kube.Render).
+var execFailed = regexp.MustCompile(`^exec (\S+): (no such file or directory|exec format error|permission denied)$`)
+
 // startFailed is the main container's termination when its entrypoint could not start.
 func startFailed(p *corev1.Pod) *corev1.ContainerStateTerminated {
-	if t := mainTerminated(p); t != nil && slices.Contains(startReasons, t.Reason) {
+	t := mainTerminated(p)
+	if t != nil && (slices.Contains(startReasons, t.Reason) || (t.ExitCode != 0 && execFailed.MatchString(strings.TrimSpace(t.Message)))) {
 		return t
 	}
 	return nil
@@ -414,6 +422,11 @@ func terminationStatus(p *corev1.Pod) (job.ExecutionStatus, string, bool) {
 		text = msg.Status
 	}
 	status, ok := vdkStatuses[strings.ToLower(strings.TrimSpace(text))]
+	if !ok && msg.Status == "" && t.ExitCode != 0 {
+		// Not vdk-core's: the end of the log the kubelet gives a failed container that wrote
+		// no termination message (FallbackToLogsOnError). The exit code tells.
+		return "", "", false
+	}
 	if !ok {
 		return job.ExecPlatformError, "Unknown termination status of the data job: " + PodText(text, 200, KeepHead), true
 	}

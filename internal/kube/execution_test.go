@@ -147,6 +147,18 @@ func TestObserveExecutionGivesTheTrueOutcome(t *testing.T) {
 			t0, job.ExecPlatformError, `The image reg/my-job:v1 could not start its entrypoint (StartError: failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: exec: "vdk": executable file not found in $PATH): its base image lacks what runs the job (vdk on PATH). The job's code never ran.`,
 		},
 		{
+			// The dev stub's vdk is a script without /bin/sh: runc found it, could not
+			// execute it, printed this (the kubelet's fallback message) and exited 1.
+			"an entrypoint runc could not execute is the platform's error naming the image", execJob(cond(batchv1.JobFailed, "BackoffLimitExceeded")),
+			[]*corev1.Pod{pod(corev1.PodFailed, terminated(1, "Error", "exec /usr/local/bin/vdk: no such file or directory\n"))},
+			t0, job.ExecPlatformError, `The image reg/my-job:v1 could not start its entrypoint (Error: exec /usr/local/bin/vdk: no such file or directory): its base image lacks what runs the job (vdk on PATH). The job's code never ran.`,
+		},
+		{
+			"the log's end of a failed container that wrote no termination message is not a status: its exit code tells", execJob(cond(batchv1.JobFailed, "BackoffLimitExceeded")),
+			[]*corev1.Pod{pod(corev1.PodFailed, terminated(1, "Error", "Traceback (most recent call last):\nValueError: boom\n"))},
+			t0, job.ExecUserError, "The data job exited with code 1 (Error).",
+		},
+		{
 			"an entrypoint Docker could not run is the platform's error too", execJob(cond(batchv1.JobFailed, "BackoffLimitExceeded")),
 			[]*corev1.Pod{pod(corev1.PodFailed, terminated(128, "ContainerCannotRun", `exec: "vdk": executable file not found in $PATH`))},
 			t0, job.ExecPlatformError, `The image reg/my-job:v1 could not start its entrypoint (ContainerCannotRun: exec: "vdk": executable file not found in $PATH): its base image lacks what runs the job (vdk on PATH). The job's code never ran.`,

@@ -332,7 +332,12 @@ func podSpec(j job.Job, d job.Deployment, cfg RenderConfig) corev1.PodSpec {
 			Name:            j.Name,
 			Image:           cmp.Or(d.Image, Image(cfg.ImageRegistry, j.Name, d.JobVersion)),
 			ImagePullPolicy: cfg.ImagePullPolicy,
-			Env:             env(j, d),
+			// A container that failed without writing a termination message (vdk-core
+			// always writes one) gets its log's end instead: runc's "exec …: no such file
+			// or directory" of an image whose vdk cannot run is then a platform error
+			// naming the image, not the job's exit 1 (kube.startFailed, issue 48).
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+			Env:                      env(j, d),
 			Resources: corev1.ResourceRequirements{
 				Requests: corev1.ResourceList{
 					corev1.ResourceCPU:    cpu(res.CPURequestMillis),

@@ -304,8 +304,9 @@ func TestHashIsStable(t *testing.T) {
 	// deliberate decision: update this value and say so in the release notes. (Changed by
 	// issue 22: enableServiceLinks false and the ephemeral-storage limit; issue 26: the
 	// job's ServiceAccount, its token volume and DATAJOBS_* variables; issue 48: the
-	// podFailurePolicy and PYTHONUNBUFFERED.)
-	require.Equal(t, "dc7e32e475524b3038a3b689ee67ea33cf50ca26864f338f2d25f20ded134ac7", want)
+	// podFailurePolicy and PYTHONUNBUFFERED, then terminationMessagePolicy
+	// FallbackToLogsOnError.)
+	require.Equal(t, "b198370b9d0ad409d1551298c89ccb6c9b9d78b0fb1b7664c7e17ee75ba5d545", want)
 }
 
 func TestHashCoversEveryRenderedField(t *testing.T) {
