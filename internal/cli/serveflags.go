@@ -10,6 +10,7 @@ import (
 	"github.com/datajobs/datajobs/internal/server"
 	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/slots"
+	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/synchronizer"
 	"github.com/datajobs/datajobs/internal/tracker"
 )
@@ -92,6 +93,7 @@ func registerRequestFlags(f *pflag.FlagSet, fl *serveFlags) {
 	f.DurationVar(&cfg.Requests.RequestTimeout, "request-timeout", httpapi.DefaultRequestTimeout, "time to read a request and write its answer")
 	f.DurationVar(&cfg.Requests.TransferTimeout, "transfer-timeout", httpapi.DefaultTransferTimeout, "time to read a sources upload or write a download")
 	f.IntVar(&cfg.Requests.MaxJobsPerTeam, "max-jobs-per-team", 0, "data jobs a team may have (0: no limit); more answer 409")
+	f.IntVar(&cfg.Requests.MaxActiveExecutionsPerTeam, "max-active-executions-per-team", store.DefaultMaxActiveExecutions, "manual executions (starts, re-runs, backfill runs) a team may have submitted or running at once (negative: no limit); a start past it answers 409, a backfill waits")
 	f.Int64Var(&cfg.Requests.MaxSourceBytesPerTeam, "max-source-bytes-per-team", 0, "bytes of sources archives stored per team (0: no limit); more answer 409")
 	f.DurationVar(&cfg.Requests.GraphQLTimeout, "graphql-timeout", graphapi.DefaultTimeout, "time a GraphQL query may take, parsing and validation included (503 past it)")
 	f.BoolVar(&fl.introspection, "graphql-introspection", true, "answer GraphQL introspection queries (__schema, __type)")

@@ -13,6 +13,7 @@ func registerNotificationFlags(f *pflag.FlagSet, cfg *server.Config) {
 	n := &cfg.Notifications
 	f.StringVar(&n.SMTPURL, "smtp-url", "", "mail server of the notifications, smtp://[user[:password]@]host[:port] (STARTTLS; plain text only on loopback or with --smtp-allow-plaintext) or smtps://… (implicit TLS); empty: no e-mail is sent")
 	f.StringVar(&n.SMTPPasswordFile, "smtp-password-file", "", "file holding the SMTP password (replaces the URL's; keeps it out of the process listing)")
+	f.StringSliceVar(&n.SMTPRecipientDomains, "smtp-recipient-domains", nil, "the only domains notification mail goes to, repeatable or comma-separated (default: any)")
 	f.BoolVar(&n.SMTPAllowPlaintext, "smtp-allow-plaintext", false, "send mail in plain text to an smtp:// server that offers no STARTTLS (off: refused, and retried, unless the server is on loopback)")
 	f.StringVar(&n.SMTPFrom, "smtp-from", "", "sender address of the notification mails (required with --smtp-url)")
 	f.DurationVar(&n.MaxAge, "notification-max-age", notify.MaxAgeDefault, "how long a notification is retried before it is marked failed")

@@ -18,6 +18,10 @@ type RequestLimits struct {
 	// MaxSourceBytesPerTeam caps the bytes of the sources archives stored for a team's
 	// jobs; an upload over it is refused with 409 (default 0: no limit).
 	MaxSourceBytesPerTeam int64
+	// MaxActiveExecutionsPerTeam caps a team's manual executions (starts, re-runs,
+	// backfill runs) submitted or running at once: a start past it answers 409, a
+	// backfill waits (default store.DefaultMaxActiveExecutions; negative: no limit).
+	MaxActiveExecutionsPerTeam int
 	// GraphQLTimeout bounds each GraphQL query (default graphapi.DefaultTimeout, 10s);
 	// past it the answer is 503.
 	GraphQLTimeout time.Duration

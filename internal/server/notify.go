@@ -27,6 +27,9 @@ type NotificationsConfig struct {
 	// SMTPAllowPlaintext sends mail in plain text to an smtp:// server that offers no
 	// STARTTLS (default false: refused unless the server is on loopback).
 	SMTPAllowPlaintext bool
+	// SMTPRecipientDomains, when not empty, are the only domains mail goes to (default:
+	// any); a recipient elsewhere is refused when a team sets it.
+	SMTPRecipientDomains []string
 	// MaxAge is how long a delivery is retried before it is marked failed (default 24h).
 	MaxAge time.Duration
 	// RateLimit is the most e-mails per recipient per RateWindow (default 10; negative:
@@ -64,7 +67,7 @@ func newDispatcher(cfg Config, db *store.Store, reg prometheus.Registerer) (*not
 			}
 			password = strings.TrimRight(string(b), "\r\n")
 		}
-		sender, err := email.New(email.Config{URL: n.SMTPURL, Password: password, From: n.SMTPFrom, AllowPlaintext: n.SMTPAllowPlaintext})
+		sender, err := email.New(email.Config{URL: n.SMTPURL, Password: password, From: n.SMTPFrom, AllowPlaintext: n.SMTPAllowPlaintext, RecipientDomains: n.SMTPRecipientDomains})
 		if err != nil {
 			return nil, err
 		}

@@ -25,7 +25,10 @@ import (
 func openStore(ctx context.Context, cfg Config, reg prometheus.Registerer) (*store.Store, error) {
 	return store.Open(ctx, store.Config{
 		URL: cfg.DatabaseURL, MaxConns: cfg.Safety.DBMaxConns, StatementTimeout: cfg.Safety.DBStatementTimeout,
-		Quotas:  store.TeamQuotas{MaxJobs: cfg.Requests.MaxJobsPerTeam, MaxSourceBytes: cfg.Requests.MaxSourceBytesPerTeam},
+		Quotas: store.TeamQuotas{
+			MaxJobs: cfg.Requests.MaxJobsPerTeam, MaxSourceBytes: cfg.Requests.MaxSourceBytesPerTeam,
+			MaxActiveExecutions: cfg.Requests.MaxActiveExecutionsPerTeam,
+		},
 		Metrics: store.NewMetrics(reg), Logger: cfg.Logger,
 	})
 }
