@@ -352,7 +352,10 @@ func killed(t *corev1.ContainerStateTerminated, p *corev1.Pod) (job.ExecutionSta
 }
 
 // deletedWhileRunning reports a pod whose main container was stopped by a signal (exit
-// 143, SIGTERM, or 137, SIGKILL past the grace period) once the pod's delete had begun:
+// 143, SIGTERM, or 137, SIGKILL past the grace period), or ended with vdk-core blaming the
+// platform (PlatformErrorExitCode: the base image's plugin turns the run that the signal
+// interrupted into that code, and the message lost the delete's cause), once the pod's
+// delete had begun:
 // the delete killed it (a delete of the pod, or of its Job, whose pods the garbage
 // collector deletes), not anything the job did. The tracker read such a pod's exit 143 as
 // the job's own failure (user_error) when someone deleted a running execution's Job by
@@ -363,7 +366,7 @@ func killed(t *corev1.ContainerStateTerminated, p *corev1.Pod) (job.ExecutionSta
 // TestARunWhoseJobAndPodAreDeletedBeforeTheLeaderSawItEndIsRecordedWithItsTrueOutcome).
 func deletedWhileRunning(p *corev1.Pod) (*corev1.ContainerStateTerminated, bool) {
 	t := mainTerminated(p)
-	if p == nil || p.DeletionTimestamp == nil || t == nil || (t.ExitCode != 143 && t.ExitCode != 137) {
+	if p == nil || p.DeletionTimestamp == nil || t == nil || !slices.Contains([]int32{143, 137, PlatformErrorExitCode}, t.ExitCode) {
 		return nil, false
 	}
 	began := p.DeletionTimestamp.Time

@@ -130,6 +130,14 @@ func TestObserveExecutionGivesTheTrueOutcome(t *testing.T) {
 			t0, job.ExecPlatformError, "The Job my-job-1 or its pod was deleted while the execution ran (not by a cancel): its container was stopped with exit code 143.",
 		},
 		{
+			// CI at 3c28424: with the base image's plugin, the run the delete's SIGTERM stopped
+			// left with vdk-core's "Platform error" and exit 70, and the message said nothing
+			// of the delete (TestAJobDeletedByHandWhileRunningIsAPlatformError).
+			"a run the plugin ended as the platform's error once its pod's delete began says the delete stopped it", execJob(cond(batchv1.JobFailed, "JobDeleted")),
+			[]*corev1.Pod{deleting(pod(corev1.PodFailed, terminated(70, "Error", `{"status": "Platform error", "vdk_version": "0.3"}`)), t0, 30)},
+			t0, job.ExecPlatformError, "Platform error (vdk 0.3) The Job my-job-1 or its pod was deleted while the execution ran (not by a cancel): its container was stopped with exit code 70.",
+		},
+		{
 			"a container that failed on its own the moment its pod's delete began is the job's own failure", execJob(cond(batchv1.JobFailed, "JobDeleted")),
 			[]*corev1.Pod{deleting(pod(corev1.PodFailed, terminated(3, "Error", "")), t0, 0)},
 			t0, job.ExecUserError, "The data job exited with code 3 (Error).",
