@@ -186,7 +186,10 @@ func (a *api) authorize(r *http.Request, id auth.Identity, rt route) error {
 // is the job the path names on a route that lets it through.
 func (a *api) authorizeTeams(r *http.Request, id auth.Identity, rt route) error {
 	if id.Job != nil {
-		return authorizeJob(r, id, rt, a.cfg.JobTokenTeamExecutions)
+		if err := authorizeJob(r, id, rt, a.cfg.JobTokenTeamExecutions); err != nil {
+			return err
+		}
+		return a.currentIncarnation(r, id)
 	}
 	for _, p := range rt.rule.teamParams {
 		if team := r.PathValue(p); !id.MemberOf(team) {
@@ -211,6 +214,23 @@ func authorizeJob(r *http.Request, id auth.Identity, rt route, teamExecutions bo
 		why = "A data job's token reads its own deployment's properties and secrets, writes its own properties, and starts, lists and reads the executions of its own team's jobs, nothing else."
 	}
 	return job.Forbidden(id.Username, team, why)
+}
+
+// currentIncarnation refuses a job token whose pod ran a previous job of its name: the
+// job was deleted and created again (by its team, or by another), and the pod of the old
+// one, still running, read the new one's secrets (issue 41, L3). The pod's label names the
+// incarnation it was made for; the job's row names the one there is now.
+func (a *api) currentIncarnation(r *http.Request, id auth.Identity) error {
+	j, err := a.svc.GetJob(r.Context(), id.Job.Team, id.Job.Name)
+	switch {
+	case job.KindOf(err) == job.KindNotFound:
+	case err != nil:
+		return err
+	case j.UID == id.Job.UID:
+		return nil
+	}
+	return job.Forbidden(id.Username, id.Job.Team, "The token's pod ran a previous data job named "+id.Job.Name+
+		", deleted since: it reaches nothing of the job of that name now.")
 }
 
 // checkBodyType refuses a body whose media type the route does not take (415): a

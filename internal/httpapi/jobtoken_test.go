@@ -13,8 +13,9 @@ import (
 )
 
 // jobTokens stands in for internal/jobidentity (whose tokens need a running pod, see
-// internal/server's all-routes test): "Bearer job:TEAM/NAME" is the running job NAME of
-// TEAM, as the verifier would answer for its pod's token.
+// internal/server's all-routes test): "Bearer job:TEAM/NAME@UID" is the running job NAME
+// of TEAM, its pod made for the job incarnation UID, as the verifier would answer for its
+// pod's token.
 type jobTokens struct{}
 
 func (jobTokens) Owns(r *http.Request) bool {
@@ -23,11 +24,20 @@ func (jobTokens) Owns(r *http.Request) bool {
 
 func (jobTokens) Authenticate(r *http.Request) (auth.Identity, error) {
 	who := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	who, uid, _ := strings.Cut(who, "@")
 	team, name, ok := strings.Cut(strings.TrimPrefix(who, "job:"), "/")
 	if !ok {
 		return auth.Identity{}, job.Unauthenticated("a job token that names no job")
 	}
-	return auth.Identity{Username: who, Verified: true, Job: &auth.JobCaller{Team: team, Name: name, UID: "uid", Pod: name + "-pod"}}, nil
+	return auth.Identity{Username: who, Verified: true, Job: &auth.JobCaller{Team: team, Name: name, UID: uid, Pod: name + "-pod"}}, nil
+}
+
+// jobToken is the header of the token of a pod of the job name of team as it is now.
+func (e *env) jobToken(team, name string) []string {
+	e.t.Helper()
+	j, err := e.store.GetJob(e.t.Context(), team, name)
+	require.NoError(e.t, err)
+	return []string{"Authorization", "Bearer job:" + team + "/" + name + "@" + j.UID}
 }
 
 // TestADAGJobsTokenStartsAndReadsTheExecutionsOfItsTeamsJobsOnly is what vdk-dag does from
@@ -39,13 +49,13 @@ func TestADAGJobsTokenStartsAndReadsTheExecutionsOfItsTeamsJobsOnly(t *testing.T
 	t.Parallel()
 	e := newEnv(t, func(o *options) { o.api.Jobs, o.api.JobTokenTeamExecutions = jobTokens{}, true })
 	off := newEnv(t, func(o *options) { o.api.Jobs = jobTokens{} })
-	dag := []string{"Authorization", "Bearer job:team-a/the-dag"}
 	for _, env := range []*env{e, off} {
 		env.createJob("team-a", "the-dag")
 		env.deploy(env.createJob("team-a", "extract"), `{"job_version":"v1"}`)
 		env.deploy(env.createJob("team-b", "of-team-b"), `{"job_version":"v1"}`)
 	}
 	extract := "/data-jobs/for-team/team-a/jobs/extract"
+	dag, offDag := e.jobToken("team-a", "the-dag"), off.jobToken("team-a", "the-dag")
 
 	// vdk-dag's three requests (remote_data_job.py): the list, the start, the read.
 	r := e.do("GET", extract+"/executions", "", dag...)
@@ -81,9 +91,33 @@ func TestADAGJobsTokenStartsAndReadsTheExecutionsOfItsTeamsJobsOnly(t *testing.T
 		{"GET", extract + "/executions", ""},
 		{"POST", extract + "/deployments/release/executions", `{}`},
 	} {
-		r := off.do(c.method, c.path, c.body, dag...)
+		r := off.do(c.method, c.path, c.body, offDag...)
 		require.Equal(t, http.StatusForbidden, r.status, "%s %s: %s", c.method, c.path, r.body)
 		assert.Contains(t, r.vdkError(t)["why"], "its own deployment's properties and secrets")
 	}
 	assert.Equal(t, 0, off.count(`SELECT count(*) FROM data_job_execution`))
+}
+
+// Issue 41, L3: a job token was its job by team and name: the pod of a job deleted and
+// created again under its name, still running, read the new job's secrets. The token of
+// a pod made for a previous incarnation is refused (403); the new job's pods read them.
+func TestATokenOfAPreviousJobOfTheNameReachesNothingOfTheNewOne(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(o *options) { o.api.Jobs = jobTokens{} })
+	path := e.createJob("team-a", "reborn")
+	old := e.jobToken("team-a", "reborn")
+	e.putSecrets(path, `{"k":"of-the-first"}`)
+	r := e.do("GET", path+"/deployments/release/secrets", "", old...)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+
+	r = e.do("DELETE", path, "")
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	e.createJob("team-a", "reborn")
+	e.putSecrets(path, `{"k":"of-the-second"}`)
+	r = e.do("GET", path+"/deployments/release/secrets", "", old...)
+	require.Equal(t, http.StatusForbidden, r.status, "%s", r.body)
+	assert.NotContains(t, string(r.body), "of-the-second")
+	assert.Contains(t, r.vdkError(t)["why"], "previous data job named reborn")
+	r = e.do("GET", path+"/deployments/release/secrets", "", e.jobToken("team-a", "reborn")...)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 }
