@@ -111,8 +111,9 @@ def pod_token(service, job, team, tmp):
     into the job's pods (testenv.JobPod and testenv.JobToken in Go): a Job that no
     controller manages and its pod on no node, set Running by hand."""
     installation = service.query("SELECT id::text AS id FROM installation")[0]["id"]
+    uid = service.query("SELECT uid::text AS uid FROM data_job WHERE name = %s", job)[0]["uid"]
     labels = {"app.kubernetes.io/managed-by": "datajobs", "datajobs.io/installation": installation,
-              "datajobs.io/job": job, "datajobs.io/team": team, "datajobs.io/job-uid": "any"}
+              "datajobs.io/job": job, "datajobs.io/team": team, "datajobs.io/job-uid": uid}
     spec = {"restartPolicy": "Never", "serviceAccountName": "datajobs-job", "automountServiceAccountToken": False,
             "nodeSelector": {"datajobs.io/test-node": "none"},
             "containers": [{"name": "job", "image": "registry.invalid/none:1"}]}

@@ -36,12 +36,14 @@ func checkJobCaller(t *testing.T, c *caller, dbURL, ns string, patterns []string
 	db, err := store.Open(t.Context(), store.Config{URL: dbURL})
 	require.NoError(t, err)
 	installation, err := db.InstallationID(t.Context())
+	require.NoError(t, err)
+	jobOfB, err := db.GetJob(t.Context(), "team-b", "job-of-b")
 	db.Close()
 	require.NoError(t, err)
 	kc := testenv.Clientset(t)
 	pod := testenv.JobPod(t, kc, ns, "job-of-b-exec", kube.DefaultJobServiceAccount, map[string]string{
 		kube.LabelManagedBy: kube.ManagedByValue, kube.LabelInstallation: installation,
-		kube.LabelJob: "job-of-b", kube.LabelTeam: "team-b", kube.LabelJobUID: "any",
+		kube.LabelJob: "job-of-b", kube.LabelTeam: "team-b", kube.LabelJobUID: jobOfB.UID,
 	})
 	tok := testenv.JobToken(t, kc, pod, kube.JobTokenAudience)
 	props := "/data-jobs/for-team/team-b/jobs/job-of-b/deployments/release/properties"

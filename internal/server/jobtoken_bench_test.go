@@ -87,13 +87,17 @@ func BenchmarkJobTokenVsPersonToken(b *testing.B) {
 		b.Fatal(err)
 	}
 	installation, err := db.InstallationID(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchJob, err := db.GetJob(ctx, "team-b", "bench-job")
 	db.Close()
 	if err != nil {
 		b.Fatal(err)
 	}
 	pod := testenv.JobPod(b, testenv.Clientset(b), ns, "bench-job-exec", kube.DefaultJobServiceAccount, map[string]string{
 		kube.LabelManagedBy: kube.ManagedByValue, kube.LabelInstallation: installation,
-		kube.LabelJob: "bench-job", kube.LabelTeam: "team-b", kube.LabelJobUID: "any",
+		kube.LabelJob: "bench-job", kube.LabelTeam: "team-b", kube.LabelJobUID: benchJob.UID,
 	})
 	jobToken := testenv.JobToken(b, testenv.Clientset(b), pod, kube.JobTokenAudience)
 	waitFor("the job token is accepted", func() bool { return do(jobToken, "GET", props, "") == http.StatusOK })
