@@ -47,8 +47,14 @@ func pipelinePages(t *testing.T, b *browser, dbURL, base, tok, shots string) {
 	b.do(chromedp.Click(chromedp.CSS(`form[action$="/cancel"] button`)))
 	b.do(chromedp.WaitVisible(chromedp.CSS("dialog#confirm")))
 	b.do(chromedp.Click(chromedp.CSS(`dialog#confirm button[value="ok"]`)))
-	b.waitFor(`document.querySelector('#flash .alert.ok') !== null`, "the notice of the cancel")
-	require.Contains(t, b.text("#flash"), "Asked to cancel run 1")
+	// kwok ends the nodes' executions at once, so the stepper may end the run (failed:
+	// customer-dedup has no deployment) before the click lands: make test at b436824 timed
+	// out waiting for the cancel's notice, the run having ended 0.3 s after it started.
+	// Either way the button goes through the service and says its outcome.
+	b.waitFor(`document.querySelector('#flash .alert') !== null`, "the notice of the cancel")
+	if notice := b.text("#flash"); !strings.Contains(notice, "Asked to cancel run 1") {
+		require.Contains(t, notice, "Run 1 cannot be cancelled", "a run that ended meanwhile is refused, and says so")
+	}
 
 	// A run that failed last night, as the stepper records one: the payments' ingestion
 	// failed, the report and the churn model did not start.
