@@ -3,6 +3,8 @@ package controller
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/datajobs/datajobs/internal/metric"
 )
 
 // Metrics exports client-go's own workqueue instrumentation (depth, adds, wait and
@@ -31,35 +33,18 @@ type Metrics struct {
 // subject+"_panic" and counted as panicsName. Register its Collectors.
 func NewMetrics(prefix, subject, items, panicsName string) *Metrics {
 	buckets := prometheus.ExponentialBuckets(0.001, 4, 10)
+	f := metric.On(nil) // registered by the caller, through Collectors
 	return &Metrics{
 		prefix: prefix, subject: subject,
-		depth: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: prefix + "_depth", Help: items + " waiting to be reconciled.",
-		}),
-		adds: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: prefix + "_adds_total", Help: items + " added to the work queue.",
-		}),
-		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: prefix + "_latency_seconds", Help: "Time an item waits in the queue before a worker takes it.", Buckets: buckets,
-		}),
-		workDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: prefix + "_work_duration_seconds", Help: "Time a worker spends on one queue item (a reconcile or a full pass).", Buckets: buckets,
-		}),
-		unfinished: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: prefix + "_unfinished_work_seconds", Help: "Seconds of work in progress not yet done; growing, it means a stuck worker.",
-		}),
-		longestRunning: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: prefix + "_longest_running_processor_seconds", Help: "Age of the longest reconcile in progress.",
-		}),
-		retries: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: prefix + "_retries_total", Help: items + " re-queued with backoff after a failure or a stale view.",
-		}),
-		results: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: prefix + "_results_total", Help: "Reconciles by result: success, error, requeue (with backoff), requeue_after, terminal (not retried until something changes).",
-		}, []string{"result"}),
-		panics: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: panicsName, Help: "Reconciles that panicked (recovered, logged with the key, retried with backoff).",
-		}),
+		depth:          f.Gauge(prefix+"_depth", items+" waiting to be reconciled."),
+		adds:           f.Counter(prefix+"_adds_total", items+" added to the work queue."),
+		latency:        f.Histogram(prefix+"_latency_seconds", "Time an item waits in the queue before a worker takes it.", buckets),
+		workDuration:   f.Histogram(prefix+"_work_duration_seconds", "Time a worker spends on one queue item (a reconcile or a full pass).", buckets),
+		unfinished:     f.Gauge(prefix+"_unfinished_work_seconds", "Seconds of work in progress not yet done; growing, it means a stuck worker."),
+		longestRunning: f.Gauge(prefix+"_longest_running_processor_seconds", "Age of the longest reconcile in progress."),
+		retries:        f.Counter(prefix+"_retries_total", items+" re-queued with backoff after a failure or a stale view."),
+		results:        f.CounterVec(prefix+"_results_total", "Reconciles by result: success, error, requeue (with backoff), requeue_after, terminal (not retried until something changes).", "result"),
+		panics:         f.Counter(panicsName, "Reconciles that panicked (recovered, logged with the key, retried with backoff)."),
 	}
 }
 

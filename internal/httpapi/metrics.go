@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/datajobs/datajobs/internal/metric"
 )
 
 // Metrics counts the API's requests by route pattern (never the path: job names would
@@ -18,23 +20,12 @@ type Metrics struct {
 
 // NewMetrics registers the HTTP metrics on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "datajobs_http_requests_total",
-			Help: "API requests answered, by method, route pattern and status code.",
-		}, []string{"method", "route", "code"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "datajobs_http_request_duration_seconds",
-			Help:    "Time from receiving an API request to the end of its answer, by method and route pattern.",
-			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
-		}, []string{"method", "route"}),
-		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "datajobs_http_requests_in_flight",
-			Help: "API requests being served.",
-		}),
+	f := metric.On(reg)
+	return &Metrics{
+		requests: f.CounterVec("datajobs_http_requests_total", "API requests answered, by method, route pattern and status code.", "method", "route", "code"),
+		duration: f.HistogramVec("datajobs_http_request_duration_seconds", "Time from receiving an API request to the end of its answer, by method and route pattern.", []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}, "method", "route"),
+		inFlight: f.Gauge("datajobs_http_requests_in_flight", "API requests being served."),
 	}
-	reg.MustRegister(m.requests, m.duration, m.inFlight)
-	return m
 }
 
 // observe records one answered request; pattern is the route's ("" when none matched).

@@ -116,8 +116,7 @@ func TestShutdownHandsOverAtOnce(t *testing.T) {
 	t.Parallel()
 	s := testenv.Store(t)
 	reg := prometheus.NewRegistry()
-	metrics, err := leader.NewMetrics(reg)
-	require.NoError(t, err)
+	metrics := leader.NewMetrics(reg)
 	cfg := fast
 	cfg.Metrics = metrics
 

@@ -1,9 +1,9 @@
 package leader
 
 import (
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/datajobs/datajobs/internal/metric"
 )
 
 // Metrics tell operators which replica leads and how often leadership moves: a flapping
@@ -17,25 +17,11 @@ type Metrics struct {
 
 // NewMetrics creates the leader metrics and registers them on reg. Electors of one
 // process share one Metrics.
-func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	m := &Metrics{
-		isLeader: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "datajobs_leader_is_leader",
-			Help: "1 while this replica holds the lease and runs the leader's work, else 0.",
-		}, []string{"lease"}),
-		epoch: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "datajobs_leader_epoch",
-			Help: "Fencing token of this replica's current or last term of leadership (0 before the first).",
-		}, []string{"lease"}),
-		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "datajobs_leader_transitions_total",
-			Help: "Times this replica started or stopped leading.",
-		}, []string{"lease"}),
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	f := metric.On(reg)
+	return &Metrics{
+		isLeader:    f.GaugeVec("datajobs_leader_is_leader", "1 while this replica holds the lease and runs the leader's work, else 0.", "lease"),
+		epoch:       f.GaugeVec("datajobs_leader_epoch", "Fencing token of this replica's current or last term of leadership (0 before the first).", "lease"),
+		transitions: f.CounterVec("datajobs_leader_transitions_total", "Times this replica started or stopped leading.", "lease"),
 	}
-	for _, c := range []prometheus.Collector{m.isLeader, m.epoch, m.transitions} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("register leader metrics: %w", err)
-		}
-	}
-	return m, nil
 }

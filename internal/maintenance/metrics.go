@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/datajobs/datajobs/internal/metric"
 )
 
 // Metrics is the maintenance services' telemetry, labelled by service name (a fixed set)
@@ -16,25 +18,13 @@ type Metrics struct {
 
 // NewMetrics registers the maintenance metrics on reg (nil: registered nowhere).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "datajobs_maintenance_runs_total", Help: "Runs of each leader maintenance service.",
-		}, []string{"service"}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "datajobs_maintenance_errors_total", Help: "Runs of each maintenance service that returned an error.",
-		}, []string{"service"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "datajobs_maintenance_run_duration_seconds", Help: "Duration of each maintenance service's runs.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
-		}, []string{"service"}),
-		counted: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "datajobs_maintenance_counted_total", Help: "What the maintenance services' runs did (rows deleted, runs skipped, ...), by service and count.",
-		}, []string{"service", "count"}),
+	f := metric.On(reg)
+	return &Metrics{
+		runs:     f.CounterVec("datajobs_maintenance_runs_total", "Runs of each leader maintenance service.", "service"),
+		errors:   f.CounterVec("datajobs_maintenance_errors_total", "Runs of each maintenance service that returned an error.", "service"),
+		duration: f.HistogramVec("datajobs_maintenance_run_duration_seconds", "Duration of each maintenance service's runs.", prometheus.ExponentialBuckets(0.001, 4, 10), "service"),
+		counted:  f.CounterVec("datajobs_maintenance_counted_total", "What the maintenance services' runs did (rows deleted, runs skipped, ...), by service and count.", "service", "count"),
 	}
-	if reg != nil {
-		reg.MustRegister(m.runs, m.errors, m.duration, m.counted)
-	}
-	return m
 }
 
 // ran records one run of service.

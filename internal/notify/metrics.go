@@ -2,6 +2,8 @@ package notify
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/datajobs/datajobs/internal/metric"
 )
 
 // Metrics are the dispatcher's series (docs/metrics.md).
@@ -13,18 +15,10 @@ type Metrics struct {
 
 // NewMetrics registers the dispatcher's series on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "datajobs_notifications_total",
-			Help: "Notification deliveries by channel and result: delivered, retried (a retryable failure), failed (given up at --notification-max-age), bounced (refused permanently), suppressed (not sent: the recipient bounced before), postponed (held for a digest by the rate limit).",
-		}, []string{"channel", "result"}),
-		depth: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "datajobs_notifications_outbox_depth", Help: "Notification deliveries (and events not yet expanded into deliveries) not yet accepted by their transport.",
-		}),
-		oldest: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "datajobs_notifications_oldest_undelivered_seconds", Help: "Age of the oldest event with a delivery not yet accepted (0: none).",
-		}),
+	f := metric.On(reg)
+	return &Metrics{
+		deliveries: f.CounterVec("datajobs_notifications_total", "Notification deliveries by channel and result: delivered, retried (a retryable failure), failed (given up at --notification-max-age), bounced (refused permanently), suppressed (not sent: the recipient bounced before), postponed (held for a digest by the rate limit).", "channel", "result"),
+		depth:      f.Gauge("datajobs_notifications_outbox_depth", "Notification deliveries (and events not yet expanded into deliveries) not yet accepted by their transport."),
+		oldest:     f.Gauge("datajobs_notifications_oldest_undelivered_seconds", "Age of the oldest event with a delivery not yet accepted (0: none)."),
 	}
-	reg.MustRegister(m.deliveries, m.depth, m.oldest)
-	return m
 }

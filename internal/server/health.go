@@ -13,6 +13,7 @@ import (
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/maintenance"
+	"github.com/datajobs/datajobs/internal/metric"
 	"github.com/datajobs/datajobs/internal/notify"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/synchronizer"
@@ -173,11 +174,7 @@ type kubeProbe struct {
 }
 
 func newKubeProbe(ping func(context.Context) error, interval time.Duration, reg prometheus.Registerer) *kubeProbe {
-	up := prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "datajobs_kubernetes_reachable",
-		Help: "1 when the last probe of the Kubernetes API server's /readyz succeeded, else 0.",
-	})
-	reg.MustRegister(up)
+	up := metric.On(reg).Gauge("datajobs_kubernetes_reachable", "1 when the last probe of the Kubernetes API server's /readyz succeeded, else 0.")
 	return &kubeProbe{ping: ping, interval: interval, up: up, last: "not checked yet"}
 }
 

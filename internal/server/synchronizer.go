@@ -164,10 +164,7 @@ func leaderTerm(log *slog.Logger, syncer *synchronizer.Synchronizer, execs *trac
 // elect makes u run term under the synchronizer's leader lease, and say in its state
 // whether this replica leads.
 func (u *synchronizerUnit) elect(cfg Config, db *store.Store, reg prometheus.Registerer, term func(context.Context, int64)) error {
-	metrics, err := leader.NewMetrics(reg)
-	if err != nil {
-		return err
-	}
+	metrics := leader.NewMetrics(reg)
 	elector, err := leader.New(leader.Config{
 		Name:          store.SyncLeaseName,
 		LeaseDuration: cfg.LeaseDuration,

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/datajobs/datajobs/internal/metric"
 )
 
 // Why a request was refused, the reason label of datajobs_admission_refusals_total.
@@ -24,23 +26,12 @@ type Metrics struct {
 
 // NewMetrics registers the admission metrics on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		waits: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "datajobs_admission_wait_seconds",
-			Help:    "Time requests waited for a slot of their kind (every slot was in use), by kind and whether they got one.",
-			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
-		}, []string{"kind", "admitted"}),
-		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "datajobs_admission_refusals_total",
-			Help: "Requests refused with 429 for want of a slot, by kind and reason (queue_full, wait_over, gone).",
-		}, []string{"kind", "reason"}),
-		queued: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "datajobs_admission_queued_requests",
-			Help: "Requests waiting for a slot now, by kind (at most the kind's limit).",
-		}, []string{"kind"}),
+	f := metric.On(reg)
+	return &Metrics{
+		waits:    f.HistogramVec("datajobs_admission_wait_seconds", "Time requests waited for a slot of their kind (every slot was in use), by kind and whether they got one.", []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}, "kind", "admitted"),
+		refusals: f.CounterVec("datajobs_admission_refusals_total", "Requests refused with 429 for want of a slot, by kind and reason (queue_full, wait_over, gone).", "kind", "reason"),
+		queued:   f.GaugeVec("datajobs_admission_queued_requests", "Requests waiting for a slot now, by kind (at most the kind's limit).", "kind"),
 	}
-	reg.MustRegister(m.waits, m.refusals, m.queued)
-	return m
 }
 
 func (m *Metrics) waited(kind string, d time.Duration, admitted bool) {

@@ -5,6 +5,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/datajobs/datajobs/internal/metric"
 )
 
 // Metrics is what the store's transactions meet from each other: deadlocks (one lock
@@ -23,25 +25,12 @@ type Metrics struct {
 
 // NewMetrics registers the store's metrics on reg (nil: registered nowhere).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		Deadlocks: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "datajobs_store_deadlocks_total",
-			Help: "Transactions PostgreSQL aborted as a deadlock's victim (run again, up to 3 times).",
-		}),
-		SerializationFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "datajobs_store_serialization_failures_total",
-			Help: "Transactions aborted by a serialization failure (run again, up to 3 times).",
-		}),
-		JobLockWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "datajobs_store_job_lock_wait_seconds",
-			Help:    "Time from asking for a job's row locks to holding them, one round trip included, by writer.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
-		}, []string{"writer"}),
+	f := metric.On(reg)
+	return &Metrics{
+		Deadlocks:             f.Counter("datajobs_store_deadlocks_total", "Transactions PostgreSQL aborted as a deadlock's victim (run again, up to 3 times)."),
+		SerializationFailures: f.Counter("datajobs_store_serialization_failures_total", "Transactions aborted by a serialization failure (run again, up to 3 times)."),
+		JobLockWait:           f.HistogramVec("datajobs_store_job_lock_wait_seconds", "Time from asking for a job's row locks to holding them, one round trip included, by writer.", prometheus.ExponentialBuckets(0.0005, 2, 14), "writer"),
 	}
-	if reg != nil {
-		reg.MustRegister(m.Deadlocks, m.SerializationFailures, m.JobLockWait)
-	}
-	return m
 }
 
 // conflictTracer counts the statements PostgreSQL aborted for their timing with another

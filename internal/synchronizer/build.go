@@ -15,6 +15,7 @@ import (
 	"github.com/datajobs/datajobs/internal/build"
 	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/metric"
 )
 
 // The build stage sits between a desired deployment and its CronJob: when the deployment
@@ -265,27 +266,16 @@ type BuildMetrics struct {
 
 // NewBuildMetrics registers the build metrics on reg (nil: registered nowhere).
 func NewBuildMetrics(reg prometheus.Registerer) *BuildMetrics {
+	f := metric.On(reg)
 	m := &BuildMetrics{
-		queue: controller.NewMetrics("datajobs_build_queue", "build", "Job names", "datajobs_build_panics_total"),
-		builds: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "datajobs_build_builds_total", Help: "Image builds, by result (ok, user_error, platform_error).",
-		}, []string{"result"}),
-		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "datajobs_build_duration_seconds", Help: "Time to build and push one image, pip included.",
-			Buckets: prometheus.ExponentialBuckets(0.05, 2, 14),
-		}),
-		pushed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "datajobs_build_pushed_bytes_total", Help: "Bytes of layers uploaded to the registry.",
-		}),
-		cacheHits: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "datajobs_build_cache_hits_total", Help: "Syncs of a job whose image was already built (no build, no registry request).",
-		}),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "datajobs_build_registry_requests_total", Help: "HTTP requests to registries, by method (reads: GET, HEAD; writes: POST, PUT, PATCH).",
-		}, []string{"method"}),
+		queue:     controller.NewMetrics("datajobs_build_queue", "build", "Job names", "datajobs_build_panics_total"),
+		builds:    f.CounterVec("datajobs_build_builds_total", "Image builds, by result (ok, user_error, platform_error).", "result"),
+		duration:  f.Histogram("datajobs_build_duration_seconds", "Time to build and push one image, pip included.", prometheus.ExponentialBuckets(0.05, 2, 14)),
+		pushed:    f.Counter("datajobs_build_pushed_bytes_total", "Bytes of layers uploaded to the registry."),
+		cacheHits: f.Counter("datajobs_build_cache_hits_total", "Syncs of a job whose image was already built (no build, no registry request)."),
+		requests:  f.CounterVec("datajobs_build_registry_requests_total", "HTTP requests to registries, by method (reads: GET, HEAD; writes: POST, PUT, PATCH).", "method"),
 	}
 	if reg != nil {
-		reg.MustRegister(m.builds, m.duration, m.pushed, m.cacheHits, m.requests)
 		reg.MustRegister(m.queue.Collectors()...)
 	}
 	return m

@@ -8,6 +8,7 @@ import (
 
 	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/metric"
 )
 
 // Metrics is the synchronizer's telemetry. Labels are low-cardinality: never a job name.
@@ -31,52 +32,24 @@ type Metrics struct {
 
 // NewMetrics registers the synchronizer's metrics on reg (nil: registered nowhere).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
+	f := metric.On(reg)
 	m := &Metrics{
-		queue: controller.NewMetrics("datajobs_sync_queue", "sync", "Job names", "datajobs_sync_panics_total"),
-		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "datajobs_sync_passes_total", Help: "Full resync passes, by result (ok or error).",
-		}, []string{"result"}),
-		passDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "datajobs_sync_pass_duration_seconds", Help: "Time to load and plan every job in a full resync pass.",
-			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
-		}),
-		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "datajobs_sync_reconciles_total", Help: "Reconciles of one job, by planned action and result (ok or error).",
-		}, []string{"action", "result"}),
-		driftRepairs: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "datajobs_sync_drift_repairs_total", Help: "CronJobs edited outside datajobs and reverted.",
-		}),
-		orphansRemoved: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "datajobs_sync_orphans_removed_total", Help: "CronJobs of this installation deleted because no data job knows them.",
-		}),
-		deployments: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "datajobs_sync_deployments", Help: "Deployments by sync status, as of the last resync pass.",
-		}, []string{"status"}),
-		plannedActions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "datajobs_sync_planned_jobs", Help: "Jobs by the action the last full pass planned for them (in dry-run mode: what would be done).",
-		}, []string{"action"}),
-		pruneRefused: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "datajobs_sync_prune_refused", Help: "1 while the last full pass refused to delete orphaned CronJobs as a mass prune (see --prune-max-fraction), else 0.",
-		}),
-		orphansKept: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "datajobs_sync_orphans_kept", Help: "Orphaned CronJobs the last full pass kept because deleting them would be a mass prune.",
-		}),
-		restoreRefused: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "datajobs_sync_restore_refused", Help: "1 while the synchronizer writes nothing because live CronJobs are newer than the database (restored from an older backup; see --accept-restore), else 0.",
-		}),
-		restoreNewer: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "datajobs_sync_restore_newer_cronjobs", Help: "CronJobs of this installation the last full pass found newer than the database (their revision is above their row's or above any the database issued).",
-		}),
-		teamSecrets: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "datajobs_sync_team_oauth_secrets_total", Help: "Writes of team OAuth Secrets by action (create, update, delete; conflict: a Secret of the name that is not this installation's, left alone) and result.",
-		}, []string{"action", "result"}),
-		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "datajobs_sync_lag_seconds", Help: "Time from a desired change being committed to its CronJob write.",
-			Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
-		}),
+		queue:          controller.NewMetrics("datajobs_sync_queue", "sync", "Job names", "datajobs_sync_panics_total"),
+		passes:         f.CounterVec("datajobs_sync_passes_total", "Full resync passes, by result (ok or error).", "result"),
+		passDuration:   f.Histogram("datajobs_sync_pass_duration_seconds", "Time to load and plan every job in a full resync pass.", prometheus.ExponentialBuckets(0.005, 2, 14)),
+		reconciles:     f.CounterVec("datajobs_sync_reconciles_total", "Reconciles of one job, by planned action and result (ok or error).", "action", "result"),
+		driftRepairs:   f.Counter("datajobs_sync_drift_repairs_total", "CronJobs edited outside datajobs and reverted."),
+		orphansRemoved: f.Counter("datajobs_sync_orphans_removed_total", "CronJobs of this installation deleted because no data job knows them."),
+		deployments:    f.GaugeVec("datajobs_sync_deployments", "Deployments by sync status, as of the last resync pass.", "status"),
+		plannedActions: f.GaugeVec("datajobs_sync_planned_jobs", "Jobs by the action the last full pass planned for them (in dry-run mode: what would be done).", "action"),
+		pruneRefused:   f.Gauge("datajobs_sync_prune_refused", "1 while the last full pass refused to delete orphaned CronJobs as a mass prune (see --prune-max-fraction), else 0."),
+		orphansKept:    f.Gauge("datajobs_sync_orphans_kept", "Orphaned CronJobs the last full pass kept because deleting them would be a mass prune."),
+		restoreRefused: f.Gauge("datajobs_sync_restore_refused", "1 while the synchronizer writes nothing because live CronJobs are newer than the database (restored from an older backup; see --accept-restore), else 0."),
+		restoreNewer:   f.Gauge("datajobs_sync_restore_newer_cronjobs", "CronJobs of this installation the last full pass found newer than the database (their revision is above their row's or above any the database issued)."),
+		teamSecrets:    f.CounterVec("datajobs_sync_team_oauth_secrets_total", "Writes of team OAuth Secrets by action (create, update, delete; conflict: a Secret of the name that is not this installation's, left alone) and result.", "action", "result"),
+		lag:            f.Histogram("datajobs_sync_lag_seconds", "Time from a desired change being committed to its CronJob write.", prometheus.ExponentialBuckets(0.005, 2, 16)),
 	}
 	if reg != nil {
-		reg.MustRegister(m.passes, m.passDuration, m.reconciles, m.driftRepairs, m.orphansRemoved, m.deployments, m.lag, m.plannedActions, m.pruneRefused, m.orphansKept, m.restoreRefused, m.restoreNewer, m.teamSecrets)
 		reg.MustRegister(m.queue.Collectors()...)
 	}
 	return m

@@ -7,6 +7,7 @@ import (
 
 	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/metric"
 )
 
 // Metrics is the execution tracker's telemetry; labels are low-cardinality.
@@ -32,45 +33,22 @@ type Metrics struct {
 
 // NewMetrics registers the execution metrics on reg (nil: registered nowhere).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
+	f := metric.On(reg)
 	m := &Metrics{
-		queue:    controller.NewMetrics("datajobs_executions_queue", "execution", "Execution ids", "datajobs_executions_panics_total"),
-		logQueue: controller.NewMetrics("datajobs_execution_logs_queue", "execution_log", "Execution ids", "datajobs_execution_logs_panics_total"),
-		started: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "datajobs_executions_jobs_created_total", Help: "Kubernetes Jobs created for manual starts.",
-		}),
-		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "datajobs_executions_finished_total", Help: "Tracker recorded with a final status, by type and status.",
-		}, []string{"type", "status"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "datajobs_execution_duration_seconds", Help: "Duration of finished executions, by final status.",
-			Buckets: prometheus.ExponentialBuckets(1, 2, 18),
-		}, []string{"status"}),
-		writeLag: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "datajobs_execution_status_write_lag_seconds", Help: "Time from a Job or Pod event being seen to the execution's row being committed.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
-		}),
-		running: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "datajobs_executions_running", Help: "Tracker recorded as running.",
-		}),
-		logsUnreadable: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "datajobs_execution_logs_unreadable_total", Help: "Failed reads of a finished execution's pod log (retried while the pod is there).",
-		}),
-		logsLost: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "datajobs_execution_logs_lost_total", Help: "Finished executions whose pod was gone before their log was read: not kept.",
-		}),
-		logsDropped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "datajobs_execution_logs_dropped_total", Help: "Finished executions whose log was not kept because too many others waited to be read (the bound of the log queue).",
-		}),
-		statesDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "datajobs_execution_states_dropped_total", Help: "Last states of deleted Jobs and pods (kind) the tracker dropped past its bound before it looked at them: their outcome was read from the live objects only.",
-		}, []string{"kind"}),
-		kept: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "datajobs_executions_kept", Help: "What the tracker keeps beside its caches, by kind: deleted_job and deleted_pod last states, log (pods whose log is to be kept).",
-		}, []string{"kind"}),
+		queue:          controller.NewMetrics("datajobs_executions_queue", "execution", "Execution ids", "datajobs_executions_panics_total"),
+		logQueue:       controller.NewMetrics("datajobs_execution_logs_queue", "execution_log", "Execution ids", "datajobs_execution_logs_panics_total"),
+		started:        f.Counter("datajobs_executions_jobs_created_total", "Kubernetes Jobs created for manual starts."),
+		finished:       f.CounterVec("datajobs_executions_finished_total", "Tracker recorded with a final status, by type and status.", "type", "status"),
+		duration:       f.HistogramVec("datajobs_execution_duration_seconds", "Duration of finished executions, by final status.", prometheus.ExponentialBuckets(1, 2, 18), "status"),
+		writeLag:       f.Histogram("datajobs_execution_status_write_lag_seconds", "Time from a Job or Pod event being seen to the execution's row being committed.", prometheus.ExponentialBuckets(0.001, 2, 16)),
+		running:        f.Gauge("datajobs_executions_running", "Tracker recorded as running."),
+		logsUnreadable: f.Counter("datajobs_execution_logs_unreadable_total", "Failed reads of a finished execution's pod log (retried while the pod is there)."),
+		logsLost:       f.Counter("datajobs_execution_logs_lost_total", "Finished executions whose pod was gone before their log was read: not kept."),
+		logsDropped:    f.Counter("datajobs_execution_logs_dropped_total", "Finished executions whose log was not kept because too many others waited to be read (the bound of the log queue)."),
+		statesDropped:  f.CounterVec("datajobs_execution_states_dropped_total", "Last states of deleted Jobs and pods (kind) the tracker dropped past its bound before it looked at them: their outcome was read from the live objects only.", "kind"),
+		kept:           f.GaugeVec("datajobs_executions_kept", "What the tracker keeps beside its caches, by kind: deleted_job and deleted_pod last states, log (pods whose log is to be kept).", "kind"),
 	}
 	if reg != nil {
-		reg.MustRegister(m.started, m.finished, m.duration, m.writeLag, m.running, m.logsUnreadable, m.logsLost,
-			m.logsDropped, m.statesDropped, m.kept)
 		reg.MustRegister(m.queue.Collectors()...)
 		reg.MustRegister(m.logQueue.Collectors()...)
 	}
