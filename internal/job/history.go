@@ -234,25 +234,17 @@ func SnakeCaseJSON(v json.RawMessage) json.RawMessage {
 
 // RevisionNotFound reports a revision number the job does not have.
 func RevisionNotFound(name string, n int) *Error {
-	return &Error{
-		Kind:            KindNotFound,
-		What:            fmt.Sprintf("The data job %q has no revision %d.", name, n),
-		Why:             "Revisions are numbered from 1 in the order of the job's changes; this one was never made, or belongs to an earlier job of that name.",
-		Consequences:    "Nothing was rolled back.",
-		Countermeasures: "List the revisions (GET .../deployments/{id}/revisions) and pick one of them.",
-	}
+	return newError(KindNotFound, fmt.Sprintf("The data job %q has no revision %d.", name, n),
+		"Revisions are numbered from 1 in the order of the job's changes; this one was never made, or belongs to an earlier job of that name.",
+		"Nothing was rolled back.", "List the revisions (GET .../deployments/{id}/revisions) and pick one of them.")
 }
 
 // RevisionWithoutDeployment reports a rollback to a revision in which the job was not
 // deployed.
 func RevisionWithoutDeployment(name string, n int) *Error {
-	return &Error{
-		Kind:            KindConflict,
-		What:            fmt.Sprintf("Revision %d of data job %q has no deployment to roll back to.", n, name),
-		Why:             "The job was not deployed at that revision (it was created, or its deployment deleted).",
-		Consequences:    "Nothing was rolled back.",
-		Countermeasures: "Pick a revision whose spec has a deployment, or delete the deployment instead.",
-	}
+	return newError(KindConflict, fmt.Sprintf("Revision %d of data job %q has no deployment to roll back to.", n, name),
+		"The job was not deployed at that revision (it was created, or its deployment deleted).",
+		"Nothing was rolled back.", "Pick a revision whose spec has a deployment, or delete the deployment instead.")
 }
 
 // AuditEntry is one write through the API, as the team's audit log keeps it: who, when,

@@ -90,13 +90,9 @@ func ValidatePythonVersion(version string, supported []string) error {
 	if slices.Contains(supported, version) {
 		return nil
 	}
-	return &Error{
-		Kind:            KindConflict,
-		What:            fmt.Sprintf("Not supported python version: %q.", version),
-		Why:             "The service is configured to run data jobs only on these python versions: " + strings.Join(supported, ", ") + ".",
-		Consequences:    "The deployment was not changed.",
-		Countermeasures: "Choose one of the supported python versions (GET .../info lists them).",
-	}
+	return newError(KindConflict, fmt.Sprintf("Not supported python version: %q.", version),
+		"The service is configured to run data jobs only on these python versions: "+strings.Join(supported, ", ")+".",
+		"The deployment was not changed.", "Choose one of the supported python versions (GET .../info lists them).")
 }
 
 // ResourceBounds are the configured defaults and maxima of deployment resources.
