@@ -16,6 +16,16 @@ func openStore(ctx context.Context, databaseURL string) (*store.Store, error) {
 	return store.Open(ctx, store.Config{URL: databaseURL})
 }
 
+// withStore runs fn on the database of a one-shot command, then closes it.
+func withStore(ctx context.Context, databaseURL string, fn func(*store.Store) error) error {
+	db, err := openStore(ctx, databaseURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return fn(db)
+}
+
 // connectCluster builds the Kubernetes client of a one-shot command, named after it in
 // the apiserver's logs, with the automatic throttle (none under API Priority and Fairness).
 func connectCluster(ctx context.Context, kubeconfig, command string) (*kube.Cluster, error) {

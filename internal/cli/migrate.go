@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/datajobs/datajobs/internal/store"
 )
 
 func newMigrateCommand(g *globals) *cobra.Command {
@@ -13,17 +15,14 @@ func newMigrateCommand(g *globals) *cobra.Command {
 		Short: "Apply the database migrations and exit",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			db, err := openStore(cmd.Context(), databaseURL)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			applied, err := db.Migrate(cmd.Context())
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(g.stdout, "applied %d migrations %v\n", len(applied), applied)
-			return nil
+			return withStore(cmd.Context(), databaseURL, func(db *store.Store) error {
+				applied, err := db.Migrate(cmd.Context())
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(g.stdout, "applied %d migrations %v\n", len(applied), applied)
+				return nil
+			})
 		},
 	}
 	addDatabaseURL(cmd.Flags(), &databaseURL, required)

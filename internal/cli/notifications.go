@@ -7,6 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/datajobs/datajobs/internal/store"
+
 	"github.com/datajobs/datajobs/internal/notify"
 )
 
@@ -21,23 +23,20 @@ func newNotificationsCommand(g *globals) *cobra.Command {
 		Short: "List the e-mail recipients sent nothing because their server refused them for good",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			db, err := openStore(cmd.Context(), databaseURL)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			sups, err := db.Suppressions(cmd.Context(), notify.ChannelEmail, time.Now())
-			if err != nil {
-				return err
-			}
-			for _, sp := range sups {
-				until := "until removed"
-				if sp.Until != nil {
-					until = "until " + sp.Until.UTC().Format(time.RFC3339)
+			return withStore(cmd.Context(), databaseURL, func(db *store.Store) error {
+				sups, err := db.Suppressions(cmd.Context(), notify.ChannelEmail, time.Now())
+				if err != nil {
+					return err
 				}
-				fmt.Fprintf(g.stdout, "%s\tsince %s\t%s\t%s\n", sp.Recipient, sp.At.UTC().Format(time.RFC3339), until, sp.Reason)
-			}
-			return nil
+				for _, sp := range sups {
+					until := "until removed"
+					if sp.Until != nil {
+						until = "until " + sp.Until.UTC().Format(time.RFC3339)
+					}
+					fmt.Fprintf(g.stdout, "%s\tsince %s\t%s\t%s\n", sp.Recipient, sp.At.UTC().Format(time.RFC3339), until, sp.Reason)
+				}
+				return nil
+			})
 		},
 	}
 	unsuppress := &cobra.Command{
@@ -45,21 +44,18 @@ func newNotificationsCommand(g *globals) *cobra.Command {
 		Short: "Lift the suppression of an e-mail recipient: the next events are mailed to it again",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			db, err := openStore(cmd.Context(), databaseURL)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
 			addr := strings.ToLower(strings.TrimSpace(args[0]))
-			removed, err := db.RemoveSuppression(cmd.Context(), notify.ChannelEmail, addr)
-			if err != nil {
-				return err
-			}
-			if !removed {
-				return fmt.Errorf("%s is not suppressed (`datajobs notifications suppressions` lists who is)", addr)
-			}
-			fmt.Fprintf(g.stdout, "%s is no longer suppressed\n", addr)
-			return nil
+			return withStore(cmd.Context(), databaseURL, func(db *store.Store) error {
+				removed, err := db.RemoveSuppression(cmd.Context(), notify.ChannelEmail, addr)
+				if err != nil {
+					return err
+				}
+				if !removed {
+					return fmt.Errorf("%s is not suppressed (`datajobs notifications suppressions` lists who is)", addr)
+				}
+				fmt.Fprintf(g.stdout, "%s is no longer suppressed\n", addr)
+				return nil
+			})
 		},
 	}
 	cmd.AddCommand(list, unsuppress)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/datajobs/datajobs/internal/store"
 	"github.com/spf13/pflag"
 
 	"github.com/datajobs/datajobs/internal/secrets"
@@ -62,17 +64,14 @@ func newSecretsRotateCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			db, err := openStore(cmd.Context(), databaseURL)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			n, err := service.NewSecrets(db, keys, 0).Rotate(cmd.Context())
-			if err != nil {
-				return fmt.Errorf("rotate (%d data keys re-encrypted before the failure): %w", n, err)
-			}
-			fmt.Fprintf(g.stdout, "re-encrypted %d data keys under key %s\n", n, keys.Newest())
-			return nil
+			return withStore(cmd.Context(), databaseURL, func(db *store.Store) error {
+				n, err := service.NewSecrets(db, keys, 0).Rotate(cmd.Context())
+				if err != nil {
+					return fmt.Errorf("rotate (%d data keys re-encrypted before the failure): %w", n, err)
+				}
+				fmt.Fprintf(g.stdout, "re-encrypted %d data keys under key %s\n", n, keys.Newest())
+				return nil
+			})
 		},
 	}
 	addSecretsKeyFile(cmd.Flags(), &keyFile, "keyring file"+required)
