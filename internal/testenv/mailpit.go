@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,16 +20,9 @@ import (
 // accepts: any other is refused permanently, as an unknown mailbox is.
 func StartMailpit(t testing.TB, allowedRecipients string) *devenv.Mailpit {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	root, err := devenv.RepoRoot()
-	if err != nil {
-		t.Fatalf("testenv: %v", err)
-	}
-	bin, err := devenv.EnsureMailpitBinary(ctx, root, os.Stderr)
-	if err != nil {
-		t.Fatalf("testenv: %v", err)
-	}
+	bin := builtBinary(t, devenv.EnsureMailpitBinary)
 	dir := t.TempDir()
 	m, err := devenv.StartMailpit(ctx, devenv.MailpitConfig{
 		Bin: bin, Dir: dir, LogPath: filepath.Join(dir, "mailpit.log"), AllowedRecipients: allowedRecipients,
@@ -83,4 +77,21 @@ func getJSON(t testing.TB, url string, into any) {
 	if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
 		t.Fatalf("testenv: mailpit: %v", fmt.Errorf("decode %s: %w", url, err))
 	}
+}
+
+// builtBinary is the path of a test component's binary, built by ensure when it is not
+// built yet (a cold build may take minutes).
+func builtBinary(t testing.TB, ensure func(ctx context.Context, root string, log io.Writer) (string, error)) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	root, err := devenv.RepoRoot()
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	bin, err := ensure(ctx, root, os.Stderr)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	return bin
 }

@@ -59,16 +59,9 @@ func StartRegistry(t testing.TB) *devenv.Registry {
 // startRegistry builds (when needed) and starts a registry; registries.mu is held.
 func startRegistry(t testing.TB) *devenv.Registry {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	root, err := devenv.RepoRoot()
-	if err != nil {
-		t.Fatalf("testenv: %v", err)
-	}
-	bin, err := devenv.EnsureRegistryBinary(ctx, root, os.Stderr)
-	if err != nil {
-		t.Fatalf("testenv: %v", err)
-	}
+	bin := builtBinary(t, devenv.EnsureRegistryBinary)
 	dir, err := os.MkdirTemp("", "datajobs-registry-")
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
