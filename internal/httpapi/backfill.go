@@ -114,11 +114,7 @@ func (a *api) listBackfills(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]backfillResponse, 0, len(bs))
-	for _, b := range bs {
-		out = append(out, toBackfillResponse(b))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, bodies(bs, toBackfillResponse))
 	return nil
 }
 
@@ -129,11 +125,7 @@ func (a *api) getBackfill(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	b, err := a.svc.Backfill(r.Context(), team, name, id)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, toBackfillResponse(b))
-	return nil
+	return reply(w, http.StatusOK, b, err, toBackfillResponse)
 }
 
 // cancelBackfill is DELETE …/backfills/{backfill_id}: 200 with the backfill once the
@@ -144,9 +136,5 @@ func (a *api) cancelBackfill(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	b, err := a.svc.CancelBackfill(r.Context(), team, name, id, a.user(r, ""))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, toBackfillResponse(b))
-	return nil
+	return reply(w, http.StatusOK, b, err, toBackfillResponse)
 }

@@ -114,11 +114,7 @@ func (a *api) listDeployments(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]deploymentResponse, 0, len(views))
-	for _, v := range views {
-		out = append(out, toDeploymentResponse(v))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, bodies(views, toDeploymentResponse))
 	return nil
 }
 
@@ -127,11 +123,7 @@ func (a *api) listDeployments(w http.ResponseWriter, r *http.Request) error {
 func (a *api) getDeployment(w http.ResponseWriter, r *http.Request) error {
 	team, name := jobOf(r)
 	v, err := a.svc.GetDeployment(r.Context(), team, name)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, toDeploymentResponse(v))
-	return nil
+	return reply(w, http.StatusOK, v, err, toDeploymentResponse)
 }
 
 // deploy is POST .../deployments: 202, applied asynchronously.

@@ -82,6 +82,25 @@ func bodyTooLarge(limit int64) *job.Error {
 	}
 }
 
+// reply answers body(v) with status, or returns err (for the error mapping) and answers
+// nothing: the tail of a handler that read or wrote one thing through the service.
+func reply[T, B any](w http.ResponseWriter, status int, v T, err error, body func(T) B) error {
+	if err != nil {
+		return err
+	}
+	writeJSON(w, status, body(v))
+	return nil
+}
+
+// bodies converts each of vs for an answer; an empty list is [], never null.
+func bodies[T, B any](vs []T, body func(T) B) []B {
+	out := make([]B, 0, len(vs))
+	for _, v := range vs {
+		out = append(out, body(v))
+	}
+	return out
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	body, err := json.Marshal(v)
 	if err != nil { // only plain structs are encoded here

@@ -54,19 +54,22 @@ type executionDeploymentResponse struct {
 	DeployedDate  *time.Time        `json:"deployed_date"`
 }
 
-func (a *api) toExecutionResponse(team string, e job.Execution) executionResponse {
-	return executionResponse{
-		ID: e.ID, JobName: e.JobName, Status: e.Status, Type: e.Type,
-		StartTime: e.StartTime, EndTime: e.EndTime, StartedBy: e.StartedBy, LogsURL: a.svc.LogsURL(team, e),
-		Message: e.Message, OpID: e.OpID,
-		Args: argsJSON(e.Args), ExitCode: e.ExitCode, TerminationReason: e.TerminationReason,
-		LogicalTime: e.LogicalTime, BackfillID: nonZero(e.BackfillID), RerunOf: nonZero(e.RerunOf),
-		Deployment: executionDeploymentResponse{
-			ID: "release", Mode: "release", Enabled: true,
-			VDKVersion: e.VDKVersion, JobVersion: e.JobVersion, PythonVersion: e.PythonVersion,
-			Schedule: scheduleResponse{ScheduleCron: e.JobSchedule}, Resources: toResources(e.Resources),
-			DeployedBy: e.DeployedBy, DeployedDate: e.DeployedDate,
-		},
+// executionBody converts executions of team's jobs for an answer (logs_url names the team).
+func (a *api) executionBody(team string) func(job.Execution) executionResponse {
+	return func(e job.Execution) executionResponse {
+		return executionResponse{
+			ID: e.ID, JobName: e.JobName, Status: e.Status, Type: e.Type,
+			StartTime: e.StartTime, EndTime: e.EndTime, StartedBy: e.StartedBy, LogsURL: a.svc.LogsURL(team, e),
+			Message: e.Message, OpID: e.OpID,
+			Args: argsJSON(e.Args), ExitCode: e.ExitCode, TerminationReason: e.TerminationReason,
+			LogicalTime: e.LogicalTime, BackfillID: nonZero(e.BackfillID), RerunOf: nonZero(e.RerunOf),
+			Deployment: executionDeploymentResponse{
+				ID: "release", Mode: "release", Enabled: true,
+				VDKVersion: e.VDKVersion, JobVersion: e.JobVersion, PythonVersion: e.PythonVersion,
+				Schedule: scheduleResponse{ScheduleCron: e.JobSchedule}, Resources: toResources(e.Resources),
+				DeployedBy: e.DeployedBy, DeployedDate: e.DeployedDate,
+			},
+		}
 	}
 }
 
@@ -84,11 +87,7 @@ func (a *api) listExecutions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]executionResponse, 0, len(execs))
-	for _, e := range execs {
-		out = append(out, a.toExecutionResponse(team, e))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, bodies(execs, a.executionBody(team)))
 	return nil
 }
 
@@ -142,7 +141,7 @@ func (a *api) startExecution(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	w.Header().Set("Location", executionLocation(team, name, e.ID))
-	writeJSON(w, http.StatusAccepted, a.toExecutionResponse(team, e))
+	writeJSON(w, http.StatusAccepted, a.executionBody(team)(e))
 	return nil
 }
 
@@ -150,11 +149,7 @@ func (a *api) startExecution(w http.ResponseWriter, r *http.Request) error {
 func (a *api) getExecution(w http.ResponseWriter, r *http.Request) error {
 	team, name, id := executionOf(r)
 	e, err := a.svc.GetExecution(r.Context(), team, name, id)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, a.toExecutionResponse(team, e))
-	return nil
+	return reply(w, http.StatusOK, e, err, a.executionBody(team))
 }
 
 // cancelExecution is DELETE .../executions/{execution_id}: 200 once the cancel is
@@ -162,11 +157,7 @@ func (a *api) getExecution(w http.ResponseWriter, r *http.Request) error {
 func (a *api) cancelExecution(w http.ResponseWriter, r *http.Request) error {
 	team, name, id := executionOf(r)
 	e, err := a.svc.CancelExecution(r.Context(), team, name, id, a.user(r, ""))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, a.toExecutionResponse(team, e))
-	return nil
+	return reply(w, http.StatusOK, e, err, a.executionBody(team))
 }
 
 // logsResponse is VDK's DataJobExecutionLogs.

@@ -95,11 +95,7 @@ func (a *api) listWebhooks(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]webhookResponse, 0, len(hooks))
-	for _, h := range hooks {
-		out = append(out, toWebhookResponse(h))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, bodies(hooks, toWebhookResponse))
 	return nil
 }
 
