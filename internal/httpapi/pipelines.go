@@ -44,6 +44,7 @@ type pipelineResponse struct {
 	Schedule     *pl.Schedule    `json:"schedule"`
 	Enabled      bool            `json:"enabled"`
 	MaxActive    int             `json:"max_active_runs"`
+	Contacts     pl.Contacts     `json:"contacts"`
 	Nodes        []pl.Node       `json:"nodes"`
 	Revision     int             `json:"revision"`
 	LastRun      *runSummaryBody `json:"last_run"`
@@ -62,7 +63,7 @@ func toPipelineResponse(v service.PipelineView) pipelineResponse {
 	s := v.Spec
 	out := pipelineResponse{
 		Team: v.Team, PipelineName: v.Name, Description: s.Description, Schedule: s.Schedule, Enabled: s.Enabled,
-		MaxActive: s.MaxActiveRuns, Nodes: s.Nodes, Revision: v.Revision, NextRunTime: v.NextRunTime,
+		MaxActive: s.MaxActiveRuns, Contacts: s.Contacts, Nodes: s.Nodes, Revision: v.Revision, NextRunTime: v.NextRunTime,
 	}
 	if r := v.LastRun; r != nil {
 		out.LastRun = &runSummaryBody{ID: r.ID, Status: r.Status, LogicalTime: r.LogicalTime, StartTime: r.StartTime, EndTime: r.EndTime}

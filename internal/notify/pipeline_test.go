@@ -13,22 +13,22 @@ import (
 )
 
 // A pipeline run's end is one notification, not one per node (issue 40, item 5): a run
-// whose node failed mails the failure contacts of its spec once, naming the node and why;
+// whose node failed mails the failure contacts of its spec (the PUT's contacts) once, naming the node and why;
 // writing the same end again mails nobody; repaired and ended again, it is a new event,
 // to the success contacts. The console link is the run's page.
 func TestAPipelineRunsEndIsOneNotificationPerEnd(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, notify.RateLimit{}, "", job.Contacts{})
 	ctx := t.Context()
-	spec, err := pl.Parse("team-a", "nightly", []byte(`{"nodes":[{"name":"load-sales","job_name":"nightly-load"},
+	spec, err := pl.Parse("team-a", "nightly", []byte(`{
+		"contacts":{"notified_on_run_failure":["oncall@example.com"],"notified_on_run_success":["team@example.com"]},
+		"nodes":[{"name":"load-sales","job_name":"nightly-load"},
 		{"name":"report","job_name":"nightly-load","depends_on":["load-sales"]}]}`))
 	require.NoError(t, err)
 	_, err = f.db.PutPipeline(ctx, "team-a", "nightly", spec, "alice", "op")
 	require.NoError(t, err)
 	id, err := f.db.StartPipelineRun(ctx, "team-a", "nightly", pl.NewRun{StartedBy: "alice"})
 	require.NoError(t, err)
-	// The contacts as a spec that has them pins them in the run (the trigger reads them there).
-	f.sql(`WITH u AS (UPDATE pipeline_run SET spec = spec || '{"contacts":{"notified_on_run_failure":["oncall@example.com"],"notified_on_run_success":["team@example.com"]}}' WHERE id = $1 RETURNING 1) SELECT count(*) FROM u`, id)
 	end := func(status string) {
 		f.sql(`WITH u AS (UPDATE pipeline_run SET status = $2, end_time = clock_timestamp() WHERE id = $1 RETURNING 1) SELECT count(*) FROM u`, id, status)
 	}

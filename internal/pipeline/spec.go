@@ -25,6 +25,9 @@ const (
 	MaxActiveRunsLimit = 100
 	// maxDescription bounds the description, in bytes.
 	maxDescription = 4096
+	// maxContacts bounds each contact list, as a job's; maxContactLen an address, in bytes.
+	maxContacts   = 100
+	maxContactLen = 253
 )
 
 // TriggerRule says when a node may start, from the final states of the nodes it depends on.
@@ -62,6 +65,40 @@ type Schedule struct {
 	TimeZone string `json:"time_zone"`
 }
 
+// Contacts are who is mailed when a run ends (one mail per run, never one per node): the
+// store's trigger of a run's end (migration 0043) reads them from the run's pinned spec.
+type Contacts struct {
+	// NotifiedOnRunFailure is mailed when a run fails or is cancelled.
+	NotifiedOnRunFailure []string `json:"notified_on_run_failure"`
+	// NotifiedOnRunSuccess is mailed when a run succeeds.
+	NotifiedOnRunSuccess []string `json:"notified_on_run_success"`
+}
+
+// validate checks both lists as a job's contact lists are checked and makes absent ones
+// empty.
+func (c *Contacts) validate() error {
+	for _, l := range []struct {
+		field string
+		list  *[]string
+	}{{"contacts.notified_on_run_failure", &c.NotifiedOnRunFailure}, {"contacts.notified_on_run_success", &c.NotifiedOnRunSuccess}} {
+		if *l.list == nil {
+			*l.list = []string{}
+		}
+		if len(*l.list) > maxContacts {
+			return job.Invalid(l.field, fmt.Sprintf("a list of at most %d addresses", maxContacts), fmt.Sprintf("%d addresses", len(*l.list)))
+		}
+		for _, a := range *l.list {
+			if strings.TrimSpace(a) == "" {
+				return job.Invalid(l.field, "a list of non-empty addresses", fmt.Sprintf("%q", a))
+			}
+			if err := job.ValidateText(l.field, a, maxContactLen); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // Node is one step of a pipeline: a run of the job JobName of Team.
 type Node struct {
 	Name        string          `json:"name"`
@@ -79,6 +116,7 @@ type Spec struct {
 	Schedule      *Schedule `json:"schedule,omitempty"`
 	Enabled       bool      `json:"enabled"`
 	MaxActiveRuns int       `json:"max_active_runs"`
+	Contacts      Contacts  `json:"contacts"`
 	Nodes         []Node    `json:"nodes"`
 }
 
@@ -88,6 +126,7 @@ type body struct {
 	Schedule      *Schedule `json:"schedule"`
 	Enabled       *bool     `json:"enabled"`
 	MaxActiveRuns *int      `json:"max_active_runs"`
+	Contacts      Contacts  `json:"contacts"`
 	Nodes         []Node    `json:"nodes"`
 }
 
@@ -105,7 +144,7 @@ func Parse(team, name string, raw []byte) (Spec, error) {
 	}
 	s := Spec{
 		Description: b.Description, Schedule: b.Schedule, Enabled: b.Enabled == nil || *b.Enabled,
-		MaxActiveRuns: 1, Nodes: b.Nodes,
+		MaxActiveRuns: 1, Contacts: b.Contacts, Nodes: b.Nodes,
 	}
 	if b.MaxActiveRuns != nil {
 		s.MaxActiveRuns = *b.MaxActiveRuns
@@ -133,6 +172,9 @@ func (s *Spec) validate(team string) error {
 	}
 	if s.MaxActiveRuns < 1 || s.MaxActiveRuns > MaxActiveRunsLimit {
 		return job.Invalid("max_active_runs", fmt.Sprintf("from 1 to %d", MaxActiveRunsLimit), s.MaxActiveRuns)
+	}
+	if err := s.Contacts.validate(); err != nil {
+		return err
 	}
 	if sc := s.Schedule; sc != nil {
 		sc.Cron = job.CleanSchedule(sc.Cron)

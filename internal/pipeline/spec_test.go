@@ -21,6 +21,7 @@ func TestParseAppliesTheDefaults(t *testing.T) {
 	require.True(t, s.Enabled, "enabled by default")
 	require.Equal(t, 1, s.MaxActiveRuns)
 	require.Nil(t, s.Schedule)
+	require.Equal(t, pipeline.Contacts{NotifiedOnRunFailure: []string{}, NotifiedOnRunSuccess: []string{}}, s.Contacts, "no contacts: none mailed")
 	require.Equal(t, pipeline.Node{
 		Name: "extract", JobName: "extract-job", Team: "team-a", DependsOn: []string{},
 		TriggerRule: pipeline.AllSuccess, OnFailure: pipeline.FailPipeline,
@@ -67,6 +68,8 @@ func TestParseRefusesEveryInvalidPipeline(t *testing.T) {
 		"arguments not an object":      {body: `{"nodes":[{"name":"node-a","job_name":"some-job","arguments":[1]}]}`, want: "args"},
 		"max_active_runs of 0":         {body: `{"max_active_runs":0,"nodes":[` + node("node-a") + `]}`, want: "max_active_runs"},
 		"not JSON":                     {body: `{"nodes":`, want: "body"},
+		"an empty contact":             {body: `{"contacts":{"notified_on_run_failure":[""]},"nodes":[` + node("node-a") + `]}`, want: "contacts.notified_on_run_failure"},
+		"too many contacts":            {body: `{"contacts":{"notified_on_run_success":[` + strings.Repeat(`"a@example.com",`, 100) + `"b@example.com"]},"nodes":[` + node("node-a") + `]}`, want: "contacts.notified_on_run_success"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

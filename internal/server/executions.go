@@ -37,10 +37,10 @@ type ExecutionsConfig struct {
 	MaxTimeout time.Duration
 }
 
-// newTracker builds the leader's execution tracker and its maintenance services (with
-// more), wired together: a final status the tracker writes wakes the backfills, and its
-// cache of Jobs tells the missed runs a run the CronJob controller started.
-func newTracker(cfg Config, db *store.Store, cluster *kube.Cluster, reg prometheus.Registerer, metrics *maintenance.Metrics, more ...maintenance.Service) (*tracker.Tracker, *maintenance.Maintainer) {
+// newTracker builds the leader's execution tracker, its maintenance services (with more)
+// and the pipeline stepper, wired together: a final status the tracker writes wakes the
+// backfills, and its cache of Jobs tells the missed runs a run the CronJob controller started.
+func newTracker(cfg Config, db *store.Store, cluster *kube.Cluster, reg prometheus.Registerer, metrics *maintenance.Metrics, more ...maintenance.Service) (*tracker.Tracker, *maintenance.Maintainer, *stepper.Stepper) {
 	backfills := maintenance.NewBackfills(maintenance.BackfillsConfig{Logger: cfg.Logger}, db)
 	execs := tracker.New(tracker.Config{
 		Namespace:      cfg.Namespace,
@@ -61,9 +61,9 @@ func newTracker(cfg Config, db *store.Store, cluster *kube.Cluster, reg promethe
 			Retention: job.Retention{KeptPerJob: cfg.Executions.KeptPerJob, MaxAge: cfg.Executions.MaxAge}, Logger: cfg.Logger,
 		}, db).Service(),
 		maintenance.NewAuditRetention(audit, db).Service(),
-		stepper.New(stepper.Config{Logger: cfg.Logger, Registerer: reg}, db).Service(),
 	}, more...)
-	return execs, maintenance.New(maintenance.Config{Listener: db, Logger: cfg.Logger, Metrics: metrics}, services...)
+	return execs, maintenance.New(maintenance.Config{Listener: db, Logger: cfg.Logger, Metrics: metrics}, services...),
+		stepper.New(stepper.Config{Logger: cfg.Logger, Registerer: reg}, db)
 }
 
 // logReader reads running executions' logs for the API (bounded; see kube.LogReader).
@@ -71,16 +71,19 @@ func logReader(cfg Config, cluster *kube.Cluster) *kube.LogReader {
 	return kube.NewLogReader(cluster.Client, cfg.Namespace, kube.LogConfig{MaxBytes: cmp.Or(cfg.Executions.LogBytes, tracker.DefaultLogBytes) * 4})
 }
 
-// leaderStages runs the synchronizer and, when not nil, the execution tracker and the
-// leader's maintenance services, for one leadership term, and returns when all have
+// leaderStages runs the synchronizer and, when not nil, the execution tracker, the
+// leader's maintenance services and the pipeline stepper, for one leadership term, and returns when all have
 // stopped (the first to return ends the term for all).
-func leaderStages(ctx context.Context, epoch int64, syncer *synchronizer.Synchronizer, execs *tracker.Tracker, maint *maintenance.Maintainer) error {
+func leaderStages(ctx context.Context, epoch int64, syncer *synchronizer.Synchronizer, execs *tracker.Tracker, maint *maintenance.Maintainer, pipes *stepper.Stepper) error {
 	stages := []func(context.Context, int64) error{syncer.Run}
 	if execs != nil {
 		stages = append(stages, execs.Run)
 	}
 	if maint != nil {
 		stages = append(stages, maint.Run)
+	}
+	if pipes != nil {
+		stages = append(stages, pipes.Run)
 	}
 	if len(stages) == 1 {
 		return syncer.Run(ctx, epoch)

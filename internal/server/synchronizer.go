@@ -15,6 +15,7 @@ import (
 	"github.com/datajobs/datajobs/internal/maintenance"
 	"github.com/datajobs/datajobs/internal/notify"
 	"github.com/datajobs/datajobs/internal/secrets"
+	"github.com/datajobs/datajobs/internal/stepper"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/synchronizer"
 	"github.com/datajobs/datajobs/internal/tracker"
@@ -120,14 +121,15 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 	var (
 		execs *tracker.Tracker
 		maint *maintenance.Maintainer
+		pipes *stepper.Stepper
 	)
 	if cfg.SyncMode == SyncOn {
 		if u.notify, err = newDispatcher(cfg, db, reg); err != nil {
 			return synchronizerUnit{}, err
 		}
-		execs, maint = newTracker(cfg, db, cluster, reg, maintMetrics, maintenance.Dispatch(u.notify))
+		execs, maint, pipes = newTracker(cfg, db, cluster, reg, maintMetrics, maintenance.Dispatch(u.notify))
 	}
-	term := leaderTerm(cfg.Logger, u.syncer, execs, maint)
+	term := leaderTerm(cfg.Logger, u.syncer, execs, maint, pipes)
 	if cfg.SyncMode == SyncDryRun {
 		u.run = func(ctx context.Context) { term(ctx, 0) }
 		return u, nil
@@ -139,13 +141,13 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 }
 
 // leaderTerm is the work of one leadership term: the synchronizer and, when not nil, the
-// tracker and the leader's maintenance services, started again after a failure until ctx
-// ends, or until a failure that ends the term.
-func leaderTerm(log *slog.Logger, syncer *synchronizer.Synchronizer, execs *tracker.Tracker, maint *maintenance.Maintainer) func(ctx context.Context, epoch int64) {
+// tracker, the leader's maintenance services and the pipeline stepper, started again after
+// a failure until ctx ends, or until a failure that ends the term.
+func leaderTerm(log *slog.Logger, syncer *synchronizer.Synchronizer, execs *tracker.Tracker, maint *maintenance.Maintainer, pipes *stepper.Stepper) func(ctx context.Context, epoch int64) {
 	return func(ctx context.Context, epoch int64) {
 		b := backoff.New(time.Second, 30*time.Second)
 		for ctx.Err() == nil {
-			err := leaderStages(ctx, epoch, syncer, execs, maint)
+			err := leaderStages(ctx, epoch, syncer, execs, maint, pipes)
 			if ctx.Err() != nil {
 				return
 			}

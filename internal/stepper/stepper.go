@@ -3,10 +3,12 @@
 // reconcile (store.StepPipelineRun: one transaction under the run's row lock, fenced by the
 // lease epoch). It is woken by the NOTIFY that the transaction recording a node's
 // execution's final status sends (a trigger, migration 0035), and by the API's start,
-// cancel and repair; a periodic pass queues every running run as the safety net, fires
-// the scheduled pipelines and moves the backfills on. A waiting node is a row: it holds no
-// pod, no worker and no connection. All state is in the database, so a new leader goes on
-// where the last one stopped, and the fence keeps a deposed one from starting anything.
+// cancel, repair and backfill. Its resync, a key of the same queue planned every
+// Interval (and once the term listens), is the controller's periodic look: it fires the
+// scheduled pipelines, moves the backfills on and queues every running run (a NOTIFY may
+// have been lost). A waiting node is a row: it holds no pod, no worker and no connection.
+// All state is in the database, so a new leader goes on where the last one stopped, and
+// the fence keeps a deposed one from starting anything.
 package stepper
 
 import (
@@ -23,7 +25,6 @@ import (
 
 	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
-	"github.com/datajobs/datajobs/internal/maintenance"
 	"github.com/datajobs/datajobs/internal/store"
 )
 
@@ -31,18 +32,21 @@ import (
 const (
 	// WorkersDefault is how many runs are stepped at once.
 	WorkersDefault = 4
-	// IntervalDefault is the period of the pass that needs no signal: scheduled pipelines
-	// fire within it of their time, and a run whose NOTIFY was lost is stepped within it.
+	// IntervalDefault is the period of the resync: scheduled pipelines fire within it of
+	// their time, and a run whose NOTIFY was lost is stepped within it.
 	IntervalDefault = 5 * time.Second
-	// maxMissedTimes bounds the schedule times one pass reads of one pipeline.
+	// maxMissedTimes bounds the schedule times one resync reads of one pipeline.
 	maxMissedTimes = 1000
 )
+
+// resyncKey is the queue's key of the resync; it cannot be a run id.
+const resyncKey = "#resync"
 
 // Config configures the stepper.
 type Config struct {
 	// Workers is how many runs are stepped at once (default WorkersDefault).
 	Workers int
-	// Interval is the period of the safety-net pass (default IntervalDefault).
+	// Interval is the period of the resync (default IntervalDefault).
 	Interval time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
@@ -69,9 +73,6 @@ type Stepper struct {
 	cfg     Config
 	db      Store
 	metrics *controller.Metrics
-
-	mu    sync.Mutex
-	queue *controller.Queue // the term's; nil between terms
 }
 
 // New returns a stepper of db's runs.
@@ -89,60 +90,71 @@ func New(cfg Config, db Store) *Stepper {
 	return &Stepper{cfg: cfg, db: db, metrics: m}
 }
 
-// Service is the stepper as the leader's Maintainer runs it, in its list of services:
-// Start runs the term's queue, workers and LISTEN; each run (at the start, every
-// Interval) is the safety-net pass.
-func (s *Stepper) Service() maintenance.Service {
-	return maintenance.Service{Name: "pipeline_stepper", Period: s.cfg.Interval, AtStart: true, Start: s.start, RunOnce: s.pass}
+// term is one leadership term of the stepper: its fence and its queue of run ids.
+type term struct {
+	s     *Stepper
+	fence job.Fence
+	queue *controller.Queue
 }
 
-// start starts the term's queue of run ids, its workers and the LISTEN that feeds it; the
-// wait it returns stops them once ctx is done.
-func (s *Stepper) start(ctx context.Context, fence job.Fence) func() {
+// Run steps pipeline runs until ctx ends, as the leader of term epoch: the term's queue of
+// run ids and its workers, the LISTEN that feeds it, and the resync once it listens and
+// every Interval. On return every goroutine it started has stopped.
+func (s *Stepper) Run(ctx context.Context, epoch int64) error {
 	q := controller.NewQueue(s.metrics, controller.Exponential(100*time.Millisecond, 30*time.Second), s.cfg.Logger, "pipeline_run", "pipeline_step_failed")
-	s.mu.Lock()
-	s.queue = q
-	s.mu.Unlock()
+	t := &term{s: s, fence: job.Fence{Epoch: epoch}, queue: q}
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		controller.Run(ctx, q, s.cfg.Workers, func(ctx context.Context, key string) (controller.Result, error) { return s.step(ctx, fence, key) })
-	})
+	defer wg.Wait()
+	defer t.queue.ShutDown()
+	wg.Go(func() { controller.Run(ctx, t.queue, s.cfg.Workers, t.reconcile) })
 	wg.Go(func() {
 		controller.Listen(ctx, s.db, store.PipelineRunsChannel, 500*time.Millisecond, s.cfg.Logger,
-			func(first bool) {
-				if !first {
-					s.queueActive(ctx, q) // a notification may have been lost while it reconnected
-				}
-			}, func(payload string) { s.notified(q, payload) })
+			func(bool) {
+				// The term's first resync, once it listens (nothing sent from then on is
+				// missed), and one after each reconnection (a notification may have been
+				// lost meanwhile).
+				t.queue.Add(resyncKey)
+			}, func(payload string) { t.queue.Add(keyOf(payload)) })
 	})
 	wg.Go(func() {
-		<-ctx.Done()
-		q.ShutDown()
+		controller.Every(ctx, s.cfg.Interval, func() bool { t.queue.Add(resyncKey); return true })
 	})
-	return func() {
-		wg.Wait()
-		s.mu.Lock()
-		s.queue = nil
-		s.mu.Unlock()
-	}
+	<-ctx.Done()
+	return nil
 }
 
-// notified queues the run a NOTIFY names; a backfill's notification asks for a pass.
-func (s *Stepper) notified(q *controller.Queue, payload string) {
+// keyOf is the queue key of a NOTIFY's payload: a run id, or the resync for anything else
+// (a backfill's notification asks for its first runs).
+func keyOf(payload string) string {
 	if _, err := strconv.ParseInt(payload, 10, 64); err == nil {
-		q.Add(payload)
+		return payload
 	}
+	return resyncKey
 }
 
-// step takes one step of the run key.
-func (s *Stepper) step(ctx context.Context, fence job.Fence, key string) (controller.Result, error) {
+// reconcile handles one key: a step of the run it names, or the resync, which queues
+// every running run.
+func (t *term) reconcile(ctx context.Context, key string) (controller.Result, error) {
+	if key == resyncKey {
+		ids, err := t.s.resync(ctx, t.fence)
+		for _, id := range ids {
+			t.queue.Add(strconv.FormatInt(id, 10))
+		}
+		return controller.Result{}, err
+	}
 	id, err := strconv.ParseInt(key, 10, 64)
 	if err != nil {
 		return controller.Result{Terminal: true}, nil
 	}
+	_, err = t.s.step(ctx, t.fence, id)
+	return controller.Result{}, err
+}
+
+// step takes one step of the run id.
+func (s *Stepper) step(ctx context.Context, fence job.Fence, id int64) (store.PipelineStep, error) {
 	res, err := s.db.StepPipelineRun(ctx, fence, id, s.cfg.Now())
 	if err != nil {
-		return controller.Result{}, fmt.Errorf("step pipeline run %d: %w", id, err)
+		return res, fmt.Errorf("step pipeline run %d: %w", id, err)
 	}
 	if len(res.Started) > 0 {
 		s.cfg.Logger.InfoContext(ctx, "pipeline_nodes_started", "pipeline_run", id, "executions", res.Started)
@@ -150,58 +162,39 @@ func (s *Stepper) step(ctx context.Context, fence job.Fence, key string) (contro
 	if res.Status.Final() {
 		s.cfg.Logger.InfoContext(ctx, "pipeline_run_ended", "pipeline_run", id, "status", string(res.Status))
 	}
-	return controller.Result{}, nil
+	return res, nil
 }
 
-// pass fires the scheduled pipelines, moves the backfills on and queues every running
-// run (a signal may have been lost).
-func (s *Stepper) pass(ctx context.Context, fence job.Fence) (maintenance.Counts, error) {
-	s.mu.Lock()
-	q := s.queue
-	s.mu.Unlock()
-	counts := maintenance.Counts{"scheduled_runs": 0, "backfill_runs": 0, "queued": 0}
+// resync fires the scheduled pipelines and moves the backfills on, and returns every
+// running run (a signal may have been lost), those it started included.
+func (s *Stepper) resync(ctx context.Context, fence job.Fence) ([]int64, error) {
 	var errs []error
-	fired, err := s.fire(ctx, fence)
-	counts["scheduled_runs"] = fired
+	_, err := s.fire(ctx, fence)
 	errs = append(errs, err)
 	ids, err := s.db.OpenPipelineBackfills(ctx)
 	errs = append(errs, err)
 	for _, id := range ids {
-		started, err := s.db.AdvancePipelineBackfill(ctx, fence, id)
-		if err != nil {
+		if _, err := s.db.AdvancePipelineBackfill(ctx, fence, id); err != nil {
 			errs = append(errs, fmt.Errorf("pipeline backfill %d: %w", id, err))
 		}
-		counts["backfill_runs"] += len(started)
 	}
-	if q != nil {
-		counts["queued"] = s.queueActive(ctx, q)
-	}
-	return counts, errors.Join(errs...)
-}
-
-// queueActive queues every running run and returns how many.
-func (s *Stepper) queueActive(ctx context.Context, q *controller.Queue) int {
-	ids, err := s.db.ActivePipelineRuns(ctx)
+	active, err := s.db.ActivePipelineRuns(ctx)
 	if err != nil {
-		s.cfg.Logger.WarnContext(ctx, "pipeline_runs_unread", "error", err)
-		return 0
+		errs = append(errs, fmt.Errorf("read running pipeline runs: %w", err))
 	}
-	for _, id := range ids {
-		q.Add(strconv.FormatInt(id, 10))
-	}
-	return len(ids)
+	return active, errors.Join(errs...)
 }
 
 // fire starts the run of the latest schedule time due of every scheduled pipeline (earlier
 // missed ones are skipped, as a CronJob without catch-up skips them) and accounts for its
-// schedule up to now. It returns how many runs it started.
-func (s *Stepper) fire(ctx context.Context, fence job.Fence) (int, error) {
+// schedule up to now. It returns the runs it started.
+func (s *Stepper) fire(ctx context.Context, fence job.Fence) ([]int64, error) {
 	ps, err := s.db.ScheduledPipelines(ctx)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	now := s.cfg.Now()
-	n := 0
+	var runs []int64
 	var errs []error
 	for _, p := range ps {
 		times, err := job.ScheduleTimes(p.Cron, p.TimeZone, p.From, now, maxMissedTimes)
@@ -215,9 +208,9 @@ func (s *Stepper) fire(ctx context.Context, fence job.Fence) (int, error) {
 			continue
 		}
 		if run != 0 {
-			n++
+			runs = append(runs, run)
 			s.cfg.Logger.InfoContext(ctx, "pipeline_scheduled_run", "team", p.Team, "pipeline", p.Name, "pipeline_run", run, "logical_time", at)
 		}
 	}
-	return n, errors.Join(errs...)
+	return runs, errors.Join(errs...)
 }

@@ -40,20 +40,7 @@ func newPipeWorld(t *testing.T, jobs map[string]string) *pipeWorld {
 
 // deployed creates name in team, deploys it and records it applied.
 func (w *pipeWorld) deployed(team, name string) {
-	ctx := w.t.Context()
-	_, err := w.st.CreateJob(ctx, job.Job{Name: name, Team: team})
-	require.NoError(w.t, err)
-	_, err = w.st.ChangeDeployment(ctx, team, name, func(_ job.Job, _ *job.Deployment) (job.Deployment, error) {
-		return job.Deployment{JobVersion: "v1", PythonVersion: "3.9", Enabled: true, DeployedBy: "me", DeployedDate: time.Now()}, nil
-	})
-	require.NoError(w.t, err)
-	s, err := w.st.LoadSyncState(ctx, name)
-	require.NoError(w.t, err)
-	_, err = w.st.RecordAppliedAll(ctx, w.fence, []job.ActualDeployment{{
-		JobName: name, JobUID: s.Job.UID, Generation: s.Job.Generation, Team: team, DeploymentVersionSHA: "h",
-		JobVersion: "v1", PythonVersion: "3.9", Enabled: true, DeployedBy: "me", DeployedDate: time.Now(),
-	}})
-	require.NoError(w.t, err)
+	testenv.DeployApplied(w.t, w.st, w.fence, team, name)
 }
 
 func (w *pipeWorld) count(q string, args ...any) int {

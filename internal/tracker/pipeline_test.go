@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/datajobs/datajobs/internal/job"
-	"github.com/datajobs/datajobs/internal/maintenance"
 	"github.com/datajobs/datajobs/internal/pipeline"
 	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/stepper"
@@ -38,10 +37,10 @@ func (f *execFixture) pipelineJob(name string) {
 // startStepper runs a stepper of epoch beside the tracker until the test ends or the
 // returned stop is called.
 func (f *execFixture) startStepper(epoch int64) (stop func()) {
-	m := maintenance.New(maintenance.Config{Listener: f.db}, stepper.New(stepper.Config{Interval: time.Second}, f.db).Service())
+	s := stepper.New(stepper.Config{Interval: time.Second}, f.db)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { _ = m.Run(ctx, epoch) })
+	wg.Go(func() { _ = s.Run(ctx, epoch) })
 	var once sync.Once
 	stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
 	f.t.Cleanup(stop)
@@ -156,8 +155,10 @@ func TestAPipelineDiamondRunsInOrderOnceThroughRestartsAndRacingSteppers(t *test
 	stop() // the leader stops mid-run; the next term goes on from the rows
 	f.startStepper(f.epoch)
 	f.ended("left-job", b, true)
-	_, ns = f.nodes(id)
-	require.Equal(t, "waiting for right-side", ns["join-all"].Message)
+	f.eventually(func() bool {
+		_, ns = f.nodes(id)
+		return ns["join-all"].Message == "waiting for right-side"
+	}, "join-all waits for right-side only")
 	f.ended("right-job", c, true)
 	d := f.started(id, "join-all")
 	f.ended("join-job", d, true)
