@@ -35,6 +35,13 @@ func TestAPipelineIsStoredOnlyWhenValidAndItsJobsStay(t *testing.T) {
 		{"a bad cron", `{"schedule":{"schedule_cron":"every day"},"nodes":[{"name":"extract","job_name":"extract-job"}]}`, "schedule_cron"},
 		{"a bad time zone", `{"schedule":{"schedule_cron":"0 3 * * *","time_zone":"Nowhere/City"},"nodes":[{"name":"extract","job_name":"extract-job"}]}`, "time_zone"},
 		{"a bad node name", `{"nodes":[{"name":"X","job_name":"extract-job"}]}`, "nodes.name"},
+		{"more than 200 nodes", `{"nodes":[` + manyNodes(201) + `]}`, "201 nodes"},
+		{"a name twice in depends_on", `{"nodes":[{"name":"extract","job_name":"extract-job"},` + node("loading", "load-job", "extract", "extract") + `]}`, `"extract" twice`},
+		{"an unknown trigger rule", `{"nodes":[{"name":"extract","job_name":"extract-job","trigger_rule":"sometimes"}]}`, "trigger_rule"},
+		{"an unknown on_failure", `{"nodes":[{"name":"extract","job_name":"extract-job","on_failure":"shrug"}]}`, "on_failure"},
+		{"max_active_runs over 100", `{"max_active_runs":101,"nodes":[{"name":"extract","job_name":"extract-job"}]}`, "max_active_runs"},
+		{"arguments not an object", `{"nodes":[{"name":"extract","job_name":"extract-job","arguments":[1]}]}`, "args"},
+		{"an empty contact", `{"contacts":{"notified_on_run_failure":[""]},"nodes":[{"name":"extract","job_name":"extract-job"}]}`, "contacts"},
 	} {
 		r := put("nightly-etl", tt.body)
 		require.Equal(t, http.StatusBadRequest, r.status, "%s: %s", tt.name, r.body)
@@ -43,6 +50,7 @@ func TestAPipelineIsStoredOnlyWhenValidAndItsJobsStay(t *testing.T) {
 		require.Contains(t, ve["what"]+" "+ve["why"], tt.want, tt.name)
 	}
 	require.Equal(t, http.StatusBadRequest, put("X", `{"nodes":[{"name":"extract","job_name":"extract-job"}]}`).status, "a bad pipeline name")
+	require.Equal(t, 0, e.count(`SELECT count(*) FROM pipeline`), "nothing stored")
 
 	shared := `{"nodes":[{"name":"extract","job_name":"extract-job"},{"name":"shared-step","job_name":"shared-job","team":"team-b","depends_on":["extract"]}]}`
 	r := put("nightly-etl", shared)
@@ -66,6 +74,10 @@ func TestAPipelineIsStoredOnlyWhenValidAndItsJobsStay(t *testing.T) {
 	r.json(t, &got)
 	require.EqualValues(t, 2, got["revision"])
 	require.NotNil(t, got["next_run_time"])
+	r = put("nightly-etl", `{"nodes":[]}`)
+	require.Equal(t, http.StatusBadRequest, r.status, "an invalid replacement")
+	require.Equal(t, 2, e.count(`SELECT count(*) FROM pipeline_revision`), "nothing stored: no revision")
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM pipeline_node`), "the stored nodes stay")
 
 	r = e.do("DELETE", "/data-jobs/for-team/team-a/jobs/extract-job", "")
 	require.Equal(t, http.StatusConflict, r.status, r.body)
@@ -85,6 +97,15 @@ func TestAPipelineIsStoredOnlyWhenValidAndItsJobsStay(t *testing.T) {
 	require.Equal(t, http.StatusOK, e.do("DELETE", pipelinesPath+"/nightly-etl", "").status)
 	require.Equal(t, http.StatusNotFound, e.do("GET", pipelinesPath+"/nightly-etl", "").status)
 	require.Equal(t, http.StatusOK, e.do("DELETE", "/data-jobs/for-team/team-a/jobs/extract-job", "").status, "no pipeline uses it now")
+}
+
+// manyNodes is a list of n valid nodes of extract-job.
+func manyNodes(n int) string {
+	nodes := make([]string, n)
+	for i := range nodes {
+		nodes[i] = fmt.Sprintf(`{"name":"node-%d","job_name":"extract-job"}`, i)
+	}
+	return strings.Join(nodes, ",")
 }
 
 // A run is accepted with its Location and id, a second one is a 409 at max_active_runs 1,

@@ -1,8 +1,8 @@
 package tracker_test
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -27,6 +27,13 @@ import (
 func (f *execFixture) pipelineJob(name string) {
 	f.t.Helper()
 	f.heldJob(name)
+	f.recordApplied(name)
+}
+
+// recordApplied records the deployment of name applied, as the synchronizer does once its
+// CronJob is written.
+func (f *execFixture) recordApplied(name string) {
+	f.t.Helper()
 	f.exec(fmt.Sprintf(`INSERT INTO actual_data_job_deployment (data_job_name, job_uid, generation, team,
 		deployment_version_sha, git_commit_sha, vdk_version, python_version, schedule, enabled, last_deployed_by, last_deployed_date,
 		resources_cpu_request_millis, resources_cpu_limit_millis, resources_memory_request_bytes, resources_memory_limit_bytes)
@@ -37,7 +44,13 @@ func (f *execFixture) pipelineJob(name string) {
 // startStepper runs a stepper of epoch beside the tracker until the test ends or the
 // returned stop is called.
 func (f *execFixture) startStepper(epoch int64) (stop func()) {
-	s := stepper.New(stepper.Config{Interval: time.Second}, f.db)
+	return f.startStepperWith(stepper.Config{Interval: time.Second}, epoch)
+}
+
+// startStepperWith runs a stepper of cfg and epoch beside the tracker until the test ends
+// or the returned stop is called.
+func (f *execFixture) startStepperWith(cfg stepper.Config, epoch int64) (stop func()) {
+	s := stepper.New(cfg, f.db)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = s.Run(ctx, epoch) })
@@ -66,10 +79,10 @@ func (f *execFixture) diamondPipeline(joinRule pipeline.TriggerRule) int64 {
 	return id
 }
 
-// nodes reads the run's nodes by name.
+// nodes reads the run's nodes by name (a run of the pipeline f.pipeline, default diamond).
 func (f *execFixture) nodes(id int64) (pipeline.RunStatus, map[string]pipeline.NodeRun) {
 	f.t.Helper()
-	r, err := f.svc.GetPipelineRun(f.t.Context(), team, "diamond", id)
+	r, err := f.svc.GetPipelineRun(f.t.Context(), team, cmp.Or(f.pipeline, "diamond"), id)
 	require.NoError(f.t, err)
 	out := map[string]pipeline.NodeRun{}
 	for _, n := range r.Nodes {
@@ -135,13 +148,7 @@ func TestAPipelineDiamondRunsInOrderOnceThroughRestartsAndRacingSteppers(t *test
 	f.startStepper(f.epoch - 1) // a deposed leader: fenced off, it starts nothing
 
 	a := f.started(id, "extract")
-	f.pod(a) // the tracker created its Job
-	j, err := f.client.BatchV1().Jobs(f.ns).Get(t.Context(), a, metav1.GetOptions{})
-	require.NoError(t, err)
-	args := j.Spec.Template.Spec.Containers[0].Args
-	require.Len(t, args, 2)
-	var got map[string]any
-	require.NoError(t, json.Unmarshal([]byte(args[1]), &got))
+	got := f.jobArgs(a) // the tracker created its Job
 	require.Equal(t, "extract", got["node"], "the node's arguments over the run's")
 	require.Equal(t, "eu", got["region"])
 	require.NotEmpty(t, got["logical_time"])

@@ -35,6 +35,8 @@ type execFixture struct {
 	*fixture
 	cancel context.CancelFunc
 	done   chan struct{}
+	// pipeline is the pipeline whose runs the pipeline tests read (default diamond).
+	pipeline string
 }
 
 func newExecFixture(t *testing.T) *execFixture {
@@ -100,6 +102,14 @@ func (f *execFixture) heldJob(name string) job.Job {
 	f.t.Helper()
 	j := f.createJob(name)
 	f.deploy(name, job.DeploymentChange{JobVersion: ptr("v1")})
+	f.heldCronJob(j)
+	return j
+}
+
+// heldCronJob creates the CronJob of j's deployment, its pods held.
+func (f *execFixture) heldCronJob(j job.Job) {
+	f.t.Helper()
+	name := j.Name
 	d, err := f.svc.GetDeployment(f.t.Context(), team, name)
 	require.NoError(f.t, err)
 	cj, _ := kube.Render(j, d.Deployment, f.render)
@@ -109,7 +119,6 @@ func (f *execFixture) heldJob(name string) job.Job {
 	cj.Spec.Suspend = ptr(true)
 	_, err = f.client.BatchV1().CronJobs(f.ns).Create(f.t.Context(), cj, metav1.CreateOptions{})
 	require.NoError(f.t, err)
-	return j
 }
 
 func (f *execFixture) run(name string, args string) string {
