@@ -1,6 +1,7 @@
 package graphapi
 
 import (
+	"cmp"
 	"math"
 	"strconv"
 	"strings"
@@ -35,7 +36,7 @@ func (l *loader) toDataJob(out *gql.DataJob, row *job.Listed) {
 		JobName: j.Name,
 		Config: gql.DataJobConfig{
 			Team: j.Team, Description: j.Description,
-			Schedule:                       l.schedule(j.Schedule, "", l.configNextRun),
+			Schedule:                       l.schedule(j.Schedule, j.HashedSchedule, "", l.configNextRun),
 			Contacts:                       j.Contacts,
 			GenerateKeytab:                 j.GenerateKeytab,
 			EnableExecutionNotifications:   j.EnableExecutionNotifications,
@@ -75,7 +76,7 @@ func (l *loader) toDataJob(out *gql.DataJob, row *job.Listed) {
 	dep.LastDeployedDate, dep.LastDeployedBy = formatTime(d.DeployedDate), d.DeployedBy
 	dep.Resources = toResources(d.Resources)
 	dep.RunPolicy = toRunPolicy(d.Policy.Effective(job.DefaultTimeout(l.h.cfg.MaxExecutionTimeout)))
-	dep.Schedule = l.schedule(d.Schedule, d.Policy.TimeZone, l.deploymentNextRun)
+	dep.Schedule = l.schedule(d.Schedule, d.HashedSchedule, d.Policy.TimeZone, l.deploymentNextRun)
 	dep.Status = vdkStatus(job.SyncStatus(dep.SyncStatus), dep.Message)
 	if s := row.LastExecution.Status; s != "" {
 		s = strings.ToUpper(s)
@@ -113,9 +114,10 @@ func vdkStatus(s job.SyncStatus, message string) string {
 
 // schedule shapes a cron schedule, with its next run when selected (it is computed only
 // then; -1 otherwise) as the schedule fires in time zone tz: a deployment's run policy's,
-// or "" (UTC) for the job configuration's, which has none.
-func (l *loader) schedule(cron, tz string, withNextRun bool) gql.DataJobSchedule {
-	s := gql.DataJobSchedule{ScheduleCron: cron, NextRunEpochSeconds: -1}
+// or "" (UTC) for the job configuration's, which has none. cron is resolved, hashed the
+// form with H it was resolved from ("" without H).
+func (l *loader) schedule(cron, hashed, tz string, withNextRun bool) gql.DataJobSchedule {
+	s := gql.DataJobSchedule{ScheduleCron: cmp.Or(hashed, cron), ScheduleCronResolved: cron, NextRunEpochSeconds: -1}
 	if withNextRun {
 		s.NextRunEpochSeconds = l.nextRun(job.ZonedSchedule(cron, tz))
 	}
@@ -166,7 +168,7 @@ func (h *Handler) toExecutions(rows []job.Execution) []*gql.DataJobExecution {
 			Deployment: gql.DataJobExecutionDeployment{
 				ID: "release", Mode: "release", Enabled: true,
 				JobVersion: e.JobVersion, JobPythonVersion: e.PythonVersion, VdkVersion: e.VDKVersion,
-				Schedule:  l.schedule(e.JobSchedule, "", true), // the run stores no time zone
+				Schedule:  l.schedule(e.JobSchedule, "", "", true), // the run stores no time zone
 				Resources: toResources(e.Resources), DeployedDate: deployedDate, DeployedBy: e.DeployedBy,
 			},
 		}

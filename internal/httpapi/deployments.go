@@ -78,7 +78,7 @@ func toDeploymentResponse(v service.DeploymentView) deploymentResponse {
 		JobVersion:        d.JobVersion,
 		VDKVersion:        d.VDKVersion,
 		PythonVersion:     d.PythonVersion,
-		Schedule:          scheduleResponse{ScheduleCron: d.Schedule},
+		Schedule:          toSchedule(d.Schedule, d.HashedSchedule),
 		Resources:         toResources(d.Resources),
 		Contacts:          toContacts(v.Job.Contacts),
 		LastDeployedDate:  d.DeployedDate,

@@ -26,8 +26,21 @@ type configResponse struct {
 	NotificationDelayPeriodMinutes int              `json:"notification_delay_period_minutes"`
 }
 
+// scheduleResponse is a schedule as its user sent it and, when it has hashed fields (H),
+// as its CronJob runs it; a schedule without H has no schedule_cron_resolved, so that
+// what a VDK client reads is unchanged.
 type scheduleResponse struct {
-	ScheduleCron string `json:"schedule_cron"`
+	ScheduleCron         string `json:"schedule_cron"`
+	ScheduleCronResolved string `json:"schedule_cron_resolved,omitempty"`
+}
+
+// toSchedule is the schedule of a job or deployment: resolved as stored, and the form
+// with H (hashed) when it had one.
+func toSchedule(resolved, hashed string) scheduleResponse {
+	if hashed == "" {
+		return scheduleResponse{ScheduleCron: resolved}
+	}
+	return scheduleResponse{ScheduleCron: hashed, ScheduleCronResolved: resolved}
 }
 
 func toJobResponse(j job.Job) jobResponse {
@@ -38,7 +51,7 @@ func toJobResponse(j job.Job) jobResponse {
 		Config: configResponse{
 			DBDefaultType:                  j.DBDefaultType,
 			Contacts:                       toContacts(j.Contacts),
-			Schedule:                       scheduleResponse{ScheduleCron: j.Schedule},
+			Schedule:                       toSchedule(j.Schedule, j.HashedSchedule),
 			GenerateKeytab:                 j.GenerateKeytab,
 			EnableExecutionNotifications:   j.EnableExecutionNotifications,
 			NotificationDelayPeriodMinutes: j.NotificationDelayPeriodMinutes,

@@ -179,8 +179,8 @@ func (c DeploymentChange) ApplyTo(d Deployment) Deployment {
 	if c.VDKVersion != nil {
 		d.VDKVersion = *c.VDKVersion
 	}
-	if c.Schedule != nil {
-		d.Schedule = *c.Schedule
+	if c.Schedule != nil { // as sent: the caller resolves it (ResolveSchedule)
+		d.Schedule, d.HashedSchedule = *c.Schedule, ""
 	}
 	if c.Enabled != nil {
 		d.Enabled = *c.Enabled

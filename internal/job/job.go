@@ -12,6 +12,7 @@
 package job
 
 import (
+	"cmp"
 	"slices"
 	"time"
 )
@@ -26,8 +27,12 @@ type Job struct {
 	// Team owns the job; it goes into a Kubernetes label, so it is DNS-label safe.
 	Team        string
 	Description string
-	// Schedule is the cron schedule from the job's config; deployments default to it.
-	Schedule                       string
+	// Schedule is the cron schedule from the job's config, hashed fields resolved;
+	// deployments default to it (to SentSchedule).
+	Schedule string
+	// HashedSchedule is the schedule as sent when it has hashed fields (H), "" otherwise
+	// (ResolveSchedule).
+	HashedSchedule                 string `json:",omitempty"`
 	DBDefaultType                  string
 	Contacts                       Contacts
 	GenerateKeytab                 bool
@@ -46,6 +51,13 @@ type Job struct {
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
+
+// SentSchedule is the job's schedule as its user sent it (hashed fields unresolved).
+func (j Job) SentSchedule() string { return cmp.Or(j.HashedSchedule, j.Schedule) }
+
+// SentSchedule is the deployment's schedule as its user sent it (hashed fields
+// unresolved): what a change that does not give a schedule resolves again.
+func (d Deployment) SentSchedule() string { return cmp.Or(d.HashedSchedule, d.Schedule) }
 
 // Contacts are the notification recipients of a job.
 type Contacts struct {
@@ -99,10 +111,14 @@ type Deployment struct {
 	JobVersion    string // git commit sha or any version tag of the job image
 	VDKVersion    string
 	PythonVersion string
-	// Schedule is the cron schedule; empty means the CronJob never fires.
-	Schedule  string
-	Resources Resources
-	Enabled   bool
+	// Schedule is the cron schedule the CronJob runs, hashed fields resolved; empty means
+	// it never fires.
+	Schedule string
+	// HashedSchedule is the schedule as sent when it has hashed fields (H), "" otherwise
+	// (ResolveSchedule). Revisions keep it, so that a rollback restores it.
+	HashedSchedule string `json:",omitempty"`
+	Resources      Resources
+	Enabled        bool
 	// Policy is how its runs are run (retries, timeout, concurrency, time zone, ...).
 	Policy RunPolicy
 	// Adopted is set for a deployment imported from a CronJob that datajobs did not create:
@@ -160,7 +176,7 @@ type ActualDeployment struct {
 // identity, the description, the generation and the timestamps (a change of any other
 // field bumps the generation). Absent and empty contact lists are the same.
 func (j Job) SameConfig(o Job) bool {
-	return j.Team == o.Team && j.Schedule == o.Schedule && j.DBDefaultType == o.DBDefaultType &&
+	return j.Team == o.Team && j.Schedule == o.Schedule && j.HashedSchedule == o.HashedSchedule && j.DBDefaultType == o.DBDefaultType &&
 		j.GenerateKeytab == o.GenerateKeytab && j.EnableExecutionNotifications == o.EnableExecutionNotifications &&
 		j.NotificationDelayPeriodMinutes == o.NotificationDelayPeriodMinutes && j.Contacts.Same(o.Contacts)
 }
@@ -178,5 +194,5 @@ func (c Contacts) Same(o Contacts) bool {
 // is a no-op: no write, no new generation, no work for the synchronizer.
 func (d Deployment) SameConfig(o Deployment) bool {
 	return d.JobVersion == o.JobVersion && d.VDKVersion == o.VDKVersion && d.PythonVersion == o.PythonVersion &&
-		d.Schedule == o.Schedule && d.Resources == o.Resources && d.Enabled == o.Enabled && d.Policy.Same(o.Policy)
+		d.Schedule == o.Schedule && d.HashedSchedule == o.HashedSchedule && d.Resources == o.Resources && d.Enabled == o.Enabled && d.Policy.Same(o.Policy)
 }

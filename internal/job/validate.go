@@ -53,7 +53,8 @@ func ValidateTeam(team string) error {
 }
 
 // ValidateSchedule checks a cron schedule the way Kubernetes will: five fields or one of
-// the @hourly-style macros, at most 512 bytes. Time zones in the expression are refused;
+// the @hourly-style macros, at most 512 bytes; hashed fields (H, hashed.go) must
+// resolve to such an expression. Time zones in the expression are refused;
 // empty means "never". Surrounding spaces pass (Kubernetes ignores them, and imported
 // CronJobs keep their schedule as it is); the API trims them before storing
 // (CleanSchedule).
@@ -70,6 +71,16 @@ func ValidateSchedule(schedule string) error {
 	}
 	if strings.HasPrefix(s, "@") && !slices.Contains(cronMacros, s) {
 		return Invalid("schedule_cron", "five cron fields or one of "+strings.Join(cronMacros, ", "), quote(schedule))
+	}
+	if HasHashedFields(s) { // any key: the values differ per job, the form does not
+		resolved, err := ResolveHashed(s, "validate/validate")
+		if err != nil {
+			e := Invalid("schedule_cron", "a cron expression whose H fields are H, H(lo-hi), H/step or H(lo-hi)/step", quote(schedule))
+			msg := err.Error()
+			e.Why += " " + strings.ToUpper(msg[:1]) + msg[1:] + "."
+			return e
+		}
+		s = resolved
 	}
 	if _, err := cronParser.Parse(s); err != nil {
 		e := Invalid("schedule_cron", "a valid cron expression of five fields (minute hour day-of-month month day-of-week) or a macro such as @hourly", quote(schedule))

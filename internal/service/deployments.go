@@ -111,7 +111,8 @@ func (s *Service) Deploy(ctx context.Context, team, name string, c job.Deploymen
 	return s.store.ChangeDeployment(ctx, team, name, func(j job.Job, cur *job.Deployment) (job.Deployment, error) {
 		fill := c
 		if fill.Schedule == nil {
-			fill.Schedule = &j.Schedule
+			sent := j.SentSchedule()
+			fill.Schedule = &sent
 		}
 		base := job.Deployment{PythonVersion: s.cfg.DefaultPythonVersion}
 		if cur != nil {
@@ -119,7 +120,7 @@ func (s *Service) Deploy(ctx context.Context, team, name string, c job.Deploymen
 		} else if fill.JobVersion == nil {
 			return job.Deployment{}, job.Invalid("job_version", "given on the first deployment of a job", "absent")
 		}
-		return s.finish(fill.ApplyTo(base), user)
+		return s.finish(j, fill.ApplyTo(base), user)
 	})
 }
 
@@ -135,7 +136,7 @@ func (s *Service) PatchDeployment(ctx context.Context, team, name string, c job.
 		if cur == nil {
 			return job.Deployment{}, job.DeploymentNotFound(name)
 		}
-		return s.finish(c.ApplyTo(*cur), user)
+		return s.finish(j, c.ApplyTo(*cur), user)
 	})
 }
 
@@ -165,9 +166,12 @@ func (s *Service) checkChange(ctx context.Context, team, name string, c job.Depl
 	return c, c.Validate(s.cfg.SupportedPythonVersions, s.cfg.Resources)
 }
 
-// finish stamps a merged deployment and checks its resources as a whole: each limit at
-// least its request once the defaults fill the unset ones.
-func (s *Service) finish(d job.Deployment, user string) (job.Deployment, error) {
+// finish stamps a merged deployment of job j, resolves its schedule's hashed fields
+// (every write resolves them again, with the job's team and name of the time) and checks
+// its resources as a whole: each limit at least its request once the defaults fill the
+// unset ones.
+func (s *Service) finish(j job.Job, d job.Deployment, user string) (job.Deployment, error) {
+	d.Schedule, d.HashedSchedule = job.ResolveSchedule(j.Team, j.Name, d.SentSchedule())
 	if err := s.cfg.Resources.Validate(d.Resources); err != nil {
 		return job.Deployment{}, err
 	}

@@ -43,12 +43,12 @@ func (s *Service) RollbackDeployment(ctx context.Context, team, name string, n i
 	if n < 1 {
 		return job.Deployment{}, job.RevisionNotFound(name, n)
 	}
-	return s.store.RollbackDeployment(ctx, team, name, n, func(_ job.Job, _ *job.Deployment, target job.Deployment) (job.Deployment, error) {
+	return s.store.RollbackDeployment(ctx, team, name, n, func(j job.Job, _ *job.Deployment, target job.Deployment) (job.Deployment, error) {
 		c := job.DeploymentChange{PythonVersion: &target.PythonVersion}
 		if err := c.Validate(s.cfg.SupportedPythonVersions, s.cfg.Resources); err != nil {
 			return job.Deployment{}, err
 		}
-		return s.finish(target, user)
+		return s.finish(j, target, user)
 	})
 }
 

@@ -25,6 +25,7 @@ func (s *Service) CreateJob(ctx context.Context, team string, j job.Job) (job.Jo
 	if err := job.ValidateJob(j); err != nil {
 		return job.Job{}, err
 	}
+	j.Schedule, j.HashedSchedule = job.ResolveSchedule(j.Team, j.Name, j.Schedule)
 	return s.store.CreateJob(ctx, j)
 }
 
@@ -54,6 +55,7 @@ func (s *Service) UpdateJob(ctx context.Context, team, name string, j job.Job, i
 	if err := job.ValidateJob(j); err != nil {
 		return job.Job{}, err
 	}
+	j.Schedule, j.HashedSchedule = job.ResolveSchedule(j.Team, j.Name, j.Schedule)
 	return s.store.UpdateJob(ctx, team, name, func(cur job.Job) (job.Job, bool, error) {
 		if err := ifMatch.check(fmt.Sprintf("The data job %q", name), JobETag(cur)); err != nil {
 			return job.Job{}, false, err

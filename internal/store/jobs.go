@@ -23,7 +23,7 @@ const jobColumns = `j.name, j.uid::text, j.team, j.description, j.schedule, j.db
 	j.notified_on_job_failure_user_error, j.notified_on_job_failure_platform_error,
 	j.notified_on_job_success, j.notified_on_job_deploy,
 	j.generate_keytab, j.enable_execution_notifications, j.notification_delay_period_minutes,
-	j.generation, j.revision, j.created_at, j.updated_at`
+	j.generation, j.revision, j.created_at, j.updated_at, j.hashed_schedule`
 
 // jobDest returns the scan destinations of jobColumns into j.
 func jobDest(j *job.Job) []any {
@@ -32,7 +32,7 @@ func jobDest(j *job.Job) []any {
 		&j.Contacts.NotifiedOnJobFailureUserError, &j.Contacts.NotifiedOnJobFailurePlatformError,
 		&j.Contacts.NotifiedOnJobSuccess, &j.Contacts.NotifiedOnJobDeploy,
 		&j.GenerateKeytab, &j.EnableExecutionNotifications, &j.NotificationDelayPeriodMinutes,
-		&j.Generation, &j.Revision, &j.CreatedAt, &j.UpdatedAt,
+		&j.Generation, &j.Revision, &j.CreatedAt, &j.UpdatedAt, &j.HashedSchedule,
 	}
 }
 
@@ -64,8 +64,8 @@ func insertJob(ctx context.Context, tx Tx, j job.Job) (job.Job, error) {
 INSERT INTO data_job AS j (name, team, description, schedule, db_default_type,
 	notified_on_job_failure_user_error, notified_on_job_failure_platform_error,
 	notified_on_job_success, notified_on_job_deploy,
-	generate_keytab, enable_execution_notifications, notification_delay_period_minutes, uid)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, gen_random_uuid())
+	generate_keytab, enable_execution_notifications, notification_delay_period_minutes, hashed_schedule, uid)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, gen_random_uuid())
 RETURNING ` + jobColumns
 	var out job.Job
 	err := tx.QueryRow(ctx, q, jobValues(j)...).Scan(jobDest(&out)...)
@@ -80,7 +80,7 @@ UPDATE data_job AS j SET team = $2, description = $3, schedule = $4, db_default_
 	notified_on_job_failure_user_error = $6, notified_on_job_failure_platform_error = $7,
 	notified_on_job_success = $8, notified_on_job_deploy = $9,
 	generate_keytab = $10, enable_execution_notifications = $11,
-	notification_delay_period_minutes = $12, generation = generation + $13, updated_at = now()
+	notification_delay_period_minutes = $12, hashed_schedule = $13, generation = generation + $14, updated_at = now()
 WHERE name = $1
 RETURNING ` + jobColumns
 	inc := 0
@@ -97,14 +97,14 @@ RETURNING ` + jobColumns
 	return out, nil
 }
 
-// jobValues are the parameters $1 to $12 of insertJob and updateJob.
+// jobValues are the parameters $1 to $13 of insertJob and updateJob.
 func jobValues(j job.Job) []any {
 	c := j.Contacts
 	return []any{
 		j.Name, j.Team, j.Description, j.Schedule, j.DBDefaultType,
 		nonNil(c.NotifiedOnJobFailureUserError), nonNil(c.NotifiedOnJobFailurePlatformError),
 		nonNil(c.NotifiedOnJobSuccess), nonNil(c.NotifiedOnJobDeploy),
-		j.GenerateKeytab, j.EnableExecutionNotifications, j.NotificationDelayPeriodMinutes,
+		j.GenerateKeytab, j.EnableExecutionNotifications, j.NotificationDelayPeriodMinutes, j.HashedSchedule,
 	}
 }
 

@@ -11,7 +11,7 @@ const joinedDesiredColumns = `d.data_job_name IS NOT NULL, COALESCE(d.git_commit
 	COALESCE(d.resources_memory_request_bytes, 0), COALESCE(d.resources_memory_limit_bytes, 0),
 	COALESCE(d.enabled, false), COALESCE(d.last_deployed_by, ''),
 	COALESCE(d.last_deployed_date, 'epoch'::timestamptz), COALESCE(d.status, ''), COALESCE(d.message, ''),
-	COALESCE(d.status_generation, 0), d.last_sync_at, COALESCE(d.run_policy, '{}'::jsonb)`
+	COALESCE(d.status_generation, 0), d.last_sync_at, COALESCE(d.run_policy, '{}'::jsonb), COALESCE(d.hashed_schedule, '')`
 
 // joinedActualColumns are the columns of the actual deployment a of the job's own
 // incarnation (joined on the job's UID), LEFT JOINed like joinedDesiredColumns.
@@ -37,7 +37,7 @@ func (r *joined) desiredDest() []any {
 		&r.desired, &d.JobVersion, &d.VDKVersion, &d.PythonVersion, &d.Schedule,
 		&d.Resources.CPURequestMillis, &d.Resources.CPULimitMillis,
 		&d.Resources.MemoryRequestBytes, &d.Resources.MemoryLimitBytes,
-		&d.Enabled, &d.DeployedBy, &d.DeployedDate, &r.status, &d.Message, &d.StatusGeneration, &d.LastSyncAt, &d.Policy,
+		&d.Enabled, &d.DeployedBy, &d.DeployedDate, &r.status, &d.Message, &d.StatusGeneration, &d.LastSyncAt, &d.Policy, &d.HashedSchedule,
 	}
 }
 

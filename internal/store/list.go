@@ -326,7 +326,7 @@ func listWhere(b *sqlBuilder, r job.ListRequest, mode listMode) []string {
 	add(b.visible(f.Visible, b.col("team")))
 	add(nameTeamWhere(b, f))
 	contains("j.description", f.DescriptionContains)
-	contains("j.schedule", f.ScheduleContains)
+	contains("(j.schedule || ' ' || j.hashed_schedule)", f.ScheduleContains) // resolved or as sent (H)
 	if f.SourceURLContains != "" {
 		contains(listExpr(b, r, job.FieldSourceURL), f.SourceURLContains)
 	}

@@ -213,15 +213,19 @@ func (c *Console) row(jr job.Listed, now time.Time) jobRow {
 		LastStatus: jr.LastExecution.Status, LastTime: c.when(jr.LastExecution.EndTime),
 	}
 	row.Status = string(jr.Status)
-	schedule, tz := j.Schedule, ""
+	schedule, hashed, tz := j.Schedule, j.HashedSchedule, ""
 	switch {
 	case jr.Desired != nil:
 		row.Deployed, row.Enabled, row.Version, schedule = true, jr.Desired.Enabled, jr.Desired.JobVersion, jr.Desired.Schedule
-		tz = jr.Desired.Policy.TimeZone
+		hashed, tz = jr.Desired.HashedSchedule, jr.Desired.Policy.TimeZone
 	case jr.Actual != nil: // being deleted: the run policy is gone with the desired row
 		row.Deployed, row.Enabled, row.Version, schedule = true, jr.Actual.Enabled, jr.Actual.JobVersion, jr.Actual.Schedule
+		hashed = ""
 	}
 	row.Schedule, row.ScheduleWords = schedule, describeSchedule(schedule, tz)
+	if hashed != "" { // the words say the resolved schedule; the title both
+		row.Schedule = hashed + " = " + schedule
+	}
 	// The same key as the list's sort by next run (store: zonedDeploymentSchedule).
 	if next, ok := c.schedules.NextRun(job.ZonedSchedule(schedule, tz), now); ok && row.Deployed && row.Enabled {
 		z := zoned(now, time.Unix(next, 0), tz)

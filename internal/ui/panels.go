@@ -67,6 +67,9 @@ func (c *Console) policy(v service.DeploymentView, deployed bool) policyData {
 		{"Starting deadline", seconds(p.StartingDeadlineSeconds), "a run not started this long after its time is missed", set.StartingDeadlineSeconds == 0},
 		{"Catch-up", strconv.Itoa(p.CatchUp), catchUp, set.CatchUp == 0},
 	}
+	if h := v.Deployment.HashedSchedule; h != "" {
+		d.Rows = append([]policyRow{{"Schedule", h, "H resolved for this job: " + d.Schedule + " (the next runs below are its)", false}}, d.Rows...)
+	}
 	if d.Enabled {
 		d.Next = nextRuns(d.Schedule, d.Zone, c.cfg.Now(), nextRunsShown)
 	}

@@ -220,7 +220,11 @@ type DataJobConfig {
 }
 
 type DataJobSchedule {
+    # The schedule as its user sent it, hashed fields (H) unresolved.
     scheduleCron: String!
+    # The schedule as the CronJob runs it: the job's own values in place of H (the same as
+    # scheduleCron without H). The next run is this one's.
+    scheduleCronResolved: String!
     # The next run in epoch seconds (UTC); -1 when the schedule is empty or never fires.
     nextRunEpochSeconds: Int!
 }
@@ -619,6 +623,8 @@ func (ec *executionContext) childFields_DataJobSchedule(ctx context.Context, fie
 	switch field.Name {
 	case "scheduleCron":
 		return ec.fieldContext_DataJobSchedule_scheduleCron(ctx, field)
+	case "scheduleCronResolved":
+		return ec.fieldContext_DataJobSchedule_scheduleCronResolved(ctx, field)
 	case "nextRunEpochSeconds":
 		return ec.fieldContext_DataJobSchedule_nextRunEpochSeconds(ctx, field)
 	}
@@ -3275,6 +3281,29 @@ func (ec *executionContext) fieldContext_DataJobSchedule_scheduleCron(_ context.
 	return graphql.NewScalarFieldContext("DataJobSchedule", field, false, false, "String")
 }
 
+func (ec *executionContext) _DataJobSchedule_scheduleCronResolved(ctx context.Context, field graphql.CollectedField, obj *DataJobSchedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DataJobSchedule_scheduleCronResolved(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ScheduleCronResolved, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DataJobSchedule_scheduleCronResolved(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DataJobSchedule", field, false, false, "String")
+}
+
 func (ec *executionContext) _DataJobSchedule_nextRunEpochSeconds(ctx context.Context, field graphql.CollectedField, obj *DataJobSchedule) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5498,6 +5527,11 @@ func (ec *executionContext) _DataJobSchedule(ctx context.Context, sel ast.Select
 			out.Values[i] = graphql.MarshalString("DataJobSchedule")
 		case "scheduleCron":
 			out.Values[i] = ec._DataJobSchedule_scheduleCron(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "scheduleCronResolved":
+			out.Values[i] = ec._DataJobSchedule_scheduleCronResolved(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}

@@ -140,8 +140,9 @@ type DataJobRunPolicy struct {
 }
 
 type DataJobSchedule struct {
-	ScheduleCron        string `json:"scheduleCron"`
-	NextRunEpochSeconds int32  `json:"nextRunEpochSeconds"`
+	ScheduleCron         string `json:"scheduleCron"`
+	ScheduleCronResolved string `json:"scheduleCronResolved"`
+	NextRunEpochSeconds  int32  `json:"nextRunEpochSeconds"`
 }
 
 type Predicate struct {
