@@ -35,6 +35,8 @@ func registerCoreFlags(f *pflag.FlagSet, fl *serveFlags) {
 	cfg := &fl.cfg
 	f.StringVar(&cfg.Listen, "listen", server.DefaultListen, "address the API listens on")
 	addDatabaseURL(f, &cfg.DatabaseURL, required)
+	f.StringVar(&cfg.DatabaseReadURL, "database-read-url", "", "PostgreSQL streaming replica of the database that serves the jobs lists, GraphQL and the console, never behind a caller's own writes (default: none; its role needs pg_read_all_stats)")
+	f.DurationVar(&cfg.DatabaseReadMaxLag, "database-read-max-lag", store.DefaultReadMaxLag, "most the replica of --database-read-url may lag behind the primary and still serve; past it the primary serves")
 	addKubeconfig(f, &cfg.Kubeconfig)
 	fl.render.register(f, "", ": <registry>/<job>:<version>")
 	f.DurationVar(&cfg.ResyncInterval, "resync-interval", 0, "period of the full resync pass (default 5m)")

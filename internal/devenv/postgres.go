@@ -42,6 +42,10 @@ type PostgresConfig struct {
 	Port int
 	// Fast turns durability off (fsync, synchronous_commit, full_page_writes) for tests.
 	Fast bool
+	// ReplicaOf, when not zero, is the port of a primary on 127.0.0.1 this server streams
+	// from as a hot standby (a real streaming replica): on first use its data folder is a
+	// copy of the primary's (pg_basebackup), not a new one.
+	ReplicaOf int
 	// Logger receives the environment's own logs (default: discarded).
 	Logger *slog.Logger
 }
@@ -89,7 +93,7 @@ func StartPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	}
 
 	if _, err := os.Stat(filepath.Join(dataDir, "PG_VERSION")); errors.Is(err, fs.ErrNotExist) {
-		if err := initdb(ctx, binDir, dataDir, logPath, cred, cfg.Fast); err != nil {
+		if err := makeDataDir(ctx, binDir, dataDir, logPath, cred, cfg); err != nil {
 			return nil, err
 		}
 	}
@@ -163,25 +167,33 @@ func (p *Postgres) URL(db string) string {
 	return u.String()
 }
 
-func initdb(ctx context.Context, binDir, dataDir, logPath string, cred *syscall.Credential, fast bool) error {
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("initdb: open log: %w", err)
-	}
-	defer logFile.Close()
-	args := []string{"-D", dataDir, "-U", "postgres", "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-instructions"}
-	if fast {
+// makeDataDir creates the server's data folder: a new cluster (initdb), or for a replica a
+// copy of its primary's that starts streaming from it (pg_basebackup -R).
+func makeDataDir(ctx context.Context, binDir, dataDir, logPath string, cred *syscall.Credential, cfg PostgresConfig) error {
+	tool, args := "initdb", []string{"-D", dataDir, "-U", "postgres", "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-instructions"}
+	if cfg.Fast {
 		args = append(args, "--no-sync")
 	}
-	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "initdb"), args...)
+	if cfg.ReplicaOf != 0 {
+		tool, args = "pg_basebackup", []string{
+			"-D", dataDir, "-h", "127.0.0.1", "-p", strconv.Itoa(cfg.ReplicaOf), "-U", "postgres",
+			"--write-recovery-conf", "--wal-method=stream", "--checkpoint=fast", "--no-sync",
+		}
+	}
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("%s: open log: %w", tool, err)
+	}
+	defer logFile.Close()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, tool), args...)
 	cmd.Dir = filepath.Dir(dataDir)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}
 	if err := cmd.Run(); err != nil {
-		// Leave no half-made data folder behind: the next start would not run initdb again.
+		// Leave no half-made data folder behind: the next start would not make it again.
 		_ = os.RemoveAll(dataDir)
-		return fmt.Errorf("initdb %s: %w; last lines of %s:\n%s", dataDir, err, logPath, tail(logPath, 20))
+		return fmt.Errorf("%s %s: %w; last lines of %s:\n%s", tool, dataDir, err, logPath, tail(logPath, 20))
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/replicaread"
 	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/slots"
 )
@@ -58,6 +59,9 @@ type Config struct {
 	// logs): what VDK's vdk-dag plugin does from a DAG job's pod (docs/compatibility.md).
 	// Off by default: a job's token then reaches its own properties and secrets only.
 	JobTokenTeamExecutions bool
+	// ReplicaReads serves the list reads of GET requests from the database's replica,
+	// past the caller's own writes (nil: the primary serves all).
+	ReplicaReads *replicaread.Router
 	// Secrets serves the secrets and team OAuth credentials endpoints; nil answers 501.
 	Secrets *service.Secrets
 }

@@ -92,7 +92,11 @@ func (a *api) middleware(rt *router) http.Handler {
 			a.writeError(rec, r, fmt.Errorf("route %q has no authorization rule", pattern))
 			return
 		}
-		mux.ServeHTTP(rec, r)
+		var out http.ResponseWriter = rec
+		if a.cfg.ReplicaReads != nil {
+			out, r = a.cfg.ReplicaReads.Prepare(rec, r, a.user(r, ""))
+		}
+		mux.ServeHTTP(out, r)
 	})
 }
 

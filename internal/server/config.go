@@ -50,6 +50,13 @@ type Config struct {
 	Listen string
 	// DatabaseURL is the PostgreSQL connection URL. Required.
 	DatabaseURL string
+	// DatabaseReadURL, when set, is a streaming replica of DatabaseURL's database that
+	// serves the jobs lists, GraphQL and the console, never behind a caller's own writes
+	// (internal/replicaread). Default: none.
+	DatabaseReadURL string
+	// DatabaseReadMaxLag is the most the replica may lag and still serve (default
+	// store.DefaultReadMaxLag).
+	DatabaseReadMaxLag time.Duration
 	// Kubeconfig is the kubeconfig path; empty means $KUBECONFIG, then in-cluster config.
 	Kubeconfig string
 	// Namespace is where the CronJobs live (default "datajobs").

@@ -19,6 +19,7 @@ import (
 	"github.com/datajobs/datajobs/internal/jobidentity"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/maintenance"
+	"github.com/datajobs/datajobs/internal/replicaread"
 	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/slots"
 	"github.com/datajobs/datajobs/internal/store"
@@ -146,14 +147,15 @@ func (a *app) buildHandlers(ctx context.Context, svc *service.Service, authn htt
 	health.safety.syncer.Store(syncUnit.syncer)
 
 	logReads := httpapi.NewLogReadSlots(cfg.Requests.MaxConcurrentLogReads, cfg.Requests.MaxLogReadsPerCaller, admission)
-	console, err := consoleHandler(ctx, cfg, svc, a.db, logReads, authn, authz, syncUnit.syncer, a.secrets)
+	replicaReads := replicaread.New(a.db, cfg.Logger)
+	console, err := consoleHandler(ctx, cfg, svc, a.db, logReads, authn, authz, syncUnit.syncer, a.secrets, replicaReads)
 	if err != nil {
 		return err
 	}
 	api := httpapi.New(httpapi.Config{
 		JobsQuery: jobsQuery, Auth: authn, Webhook: authz, Jobs: a.jobs,
 		Limits: cfg.Requests.Limits, LogReads: logReads, JobTokenTeamExecutions: cfg.Auth.JobTokenTeamExecutions,
-		Metrics: httpapi.NewMetrics(registry), Secrets: a.secrets, Admission: admission,
+		Metrics: httpapi.NewMetrics(registry), Secrets: a.secrets, Admission: admission, ReplicaReads: replicaReads,
 	}, svc, cfg.Logger)
 	a.public = mux(publicRoutes(health, console, api))
 	if cfg.Auth.Mode == AuthNone {

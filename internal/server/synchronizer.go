@@ -31,6 +31,7 @@ func openStore(ctx context.Context, cfg Config, reg prometheus.Registerer) (*sto
 			MaxActiveExecutions: cfg.Requests.MaxActiveExecutionsPerTeam,
 		},
 		Metrics: store.NewMetrics(reg), Logger: cfg.Logger,
+		ReadURL: cfg.DatabaseReadURL, ReadMaxLag: cfg.DatabaseReadMaxLag,
 	})
 }
 

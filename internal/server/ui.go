@@ -8,6 +8,7 @@ import (
 
 	"github.com/datajobs/datajobs/internal/auth"
 	"github.com/datajobs/datajobs/internal/httpapi"
+	"github.com/datajobs/datajobs/internal/replicaread"
 	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/slots"
 	"github.com/datajobs/datajobs/internal/store"
@@ -39,13 +40,13 @@ type UIConfig struct {
 
 // consoleHandler builds the web console on the same service, store and authorization
 // as the REST API; nil when it is off.
-func consoleHandler(ctx context.Context, cfg Config, svc *service.Service, db *store.Store, logReads *slots.Slots, authn httpapi.Authenticator, authz httpapi.Authorizer, syncer *synchronizer.Synchronizer, secrets *service.Secrets) (http.Handler, error) {
+func consoleHandler(ctx context.Context, cfg Config, svc *service.Service, db *store.Store, logReads *slots.Slots, authn httpapi.Authenticator, authz httpapi.Authorizer, syncer *synchronizer.Synchronizer, secrets *service.Secrets, replicaReads *replicaread.Router) (http.Handler, error) {
 	if cfg.UI.Disabled {
 		return nil, nil
 	}
 	c := ui.Config{
 		SessionKey: []byte(cfg.UI.SessionKey), PublicURL: cfg.UI.PublicURL, Logger: cfg.Logger,
-		Plans: latestPlan(syncer), Sessions: db, LogReads: logReads, Secrets: secrets,
+		Plans: latestPlan(syncer), Sessions: db, LogReads: logReads, Secrets: secrets, ReplicaReads: replicaReads,
 	}
 	if authz != nil {
 		c.Webhook = authz

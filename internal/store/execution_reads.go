@@ -128,7 +128,7 @@ func (s *Store) Executions(ctx context.Context, q job.ExecutionsQuery) (job.Exec
 		page.Rows, err = pgx.CollectRows(rows, scanExecution)
 		return err
 	})
-	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
+	if err := s.reads(ctx).SendBatch(ctx, batch).Close(); err != nil {
 		return job.ExecutionsPage{}, translate(fmt.Errorf("read executions page: %w", err))
 	}
 	return page, nil
@@ -153,7 +153,7 @@ func (s *Store) ExecutionsOfJobs(ctx context.Context, names []string, q job.Exec
 	sql := "SELECT " + executionColumns + "\nFROM unnest(" + jobs + "::text[]) WITH ORDINALITY AS p(name, n)" +
 		"\nCROSS JOIN LATERAL unnest(ARRAY(" + ids + ")) WITH ORDINALITY AS x(id, rn)" +
 		"\nJOIN data_job_execution e ON e.id = x.id\nORDER BY p.n, x.rn"
-	rows, err := s.pool.Query(ctx, sql, b.args...)
+	rows, err := s.reads(ctx).Query(ctx, sql, b.args...)
 	if err != nil {
 		return nil, translate(fmt.Errorf("read executions of jobs: %w", err))
 	}
@@ -178,7 +178,7 @@ WHERE e.job_name = ANY($1::text[]) GROUP BY e.job_name`
 	if len(names) == 0 {
 		return map[string]job.ExecutionCount{}, nil
 	}
-	rows, _ := s.pool.Query(ctx, q, names)
+	rows, _ := s.reads(ctx).Query(ctx, q, names)
 	out := map[string]job.ExecutionCount{}
 	var (
 		name string
@@ -198,7 +198,7 @@ func (s *Store) ListJobExecutions(ctx context.Context, team, name string, status
 	const q = `SELECT ` + executionColumns + ` FROM data_job_execution e JOIN data_job j ON j.name = e.job_name AND j.uid = e.job_uid
 WHERE j.name = $1 AND j.team = $2 AND (cardinality($3::text[]) = 0 OR e.status = ANY($3::text[]))
 ORDER BY e.start_time DESC NULLS FIRST, e.id DESC`
-	rows, err := s.pool.Query(ctx, q, name, team, nonNil(statuses))
+	rows, err := s.reads(ctx).Query(ctx, q, name, team, nonNil(statuses))
 	if err != nil {
 		return nil, translate(fmt.Errorf("list executions of %s: %w", name, err))
 	}

@@ -68,7 +68,7 @@ func (s *Store) ListJobs(ctx context.Context, r job.ListRequest, nextRun NextRun
 		page.Jobs, err = scanPage(rows, r)
 		return err
 	})
-	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
+	if err := s.reads(ctx).SendBatch(ctx, batch).Close(); err != nil {
 		return job.ListPage{}, translate(fmt.Errorf("list jobs: %w", err))
 	}
 	return page, nil
@@ -99,7 +99,7 @@ func scanPage(rows pgx.Rows, r job.ListRequest) ([]job.Listed, error) {
 // any condition on the next run.
 func (s *Store) jobSchedules(ctx context.Context, r job.ListRequest) ([]string, error) {
 	sql, args := listSQL(r, nil, listSchedules)
-	rows, err := s.pool.Query(ctx, sql, args...)
+	rows, err := s.reads(ctx).Query(ctx, sql, args...)
 	if err != nil {
 		return nil, translate(fmt.Errorf("read job schedules: %w", err))
 	}
@@ -474,7 +474,7 @@ func cmpOr[T any](s, def []T) []T {
 // Teams returns the teams that own at least one job, sorted: the teams an admin's query
 // could show, for the authorization webhook to be asked about each.
 func (s *Store) Teams(ctx context.Context) ([]string, error) {
-	rows, err := s.pool.Query(ctx, `SELECT DISTINCT team FROM data_job ORDER BY team`)
+	rows, err := s.reads(ctx).Query(ctx, `SELECT DISTINCT team FROM data_job ORDER BY team`)
 	if err != nil {
 		return nil, translate(fmt.Errorf("list teams: %w", err))
 	}

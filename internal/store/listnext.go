@@ -56,7 +56,7 @@ type nextRunGroup struct {
 // the page is the rows the groups counted.
 func (s *Store) listByNextRun(ctx context.Context, r job.ListRequest, nextRun NextRunFunc) (job.ListPage, error) {
 	var page job.ListPage
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, s.reads(ctx), pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		sql, args := keyCountsSQL(r)
 		rows, err := tx.Query(ctx, sql, args...)
 		if err != nil {

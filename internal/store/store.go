@@ -43,6 +43,8 @@ type Store struct {
 	log             *slog.Logger
 	// listener is the one LISTEN connection every Listen shares (listen.go).
 	listener *listener
+	// replica serves the list reads of requests that allow it (replica.go); nil: none.
+	replica *replica
 }
 
 // Config configures the connection pool.
@@ -70,6 +72,12 @@ type Config struct {
 	Metrics *Metrics
 	// Logger receives the warning of a transaction run again (default slog.Default()).
 	Logger *slog.Logger
+	// ReadURL, when set, is a streaming replica of URL's database that serves the list
+	// reads of requests marked WithReplicaReads (replica.go); its role needs
+	// pg_read_all_stats to see whether it streams. Default: none, the primary serves all.
+	ReadURL string
+	// ReadMaxLag is the most the replica may lag and still serve (default DefaultReadMaxLag).
+	ReadMaxLag time.Duration
 }
 
 // Open connects to the database. It does not fail when the database is down: the pool
@@ -117,6 +125,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		metrics:         cfg.Metrics, log: cmp.Or(cfg.Logger, slog.Default()),
 	}
 	s.listener = newListener(s)
+	if cfg.ReadURL != "" {
+		if s.replica, err = openReplica(ctx, cfg, pc); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -126,6 +140,9 @@ func (s *Store) Close() {
 	s.pool.Close()
 	s.leases.Close()
 	s.probe.Close()
+	if s.replica != nil {
+		s.replica.pool.Close()
+	}
 }
 
 // Ping checks that the database answers, on the store's probe connection (not the main

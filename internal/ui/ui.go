@@ -25,6 +25,7 @@ import (
 
 	"github.com/datajobs/datajobs/internal/auth"
 	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/replicaread"
 	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/slots"
 	"github.com/datajobs/datajobs/internal/store"
@@ -117,6 +118,9 @@ type Config struct {
 	// required with Login; https unless its host is a loopback address. An https URL
 	// (or a request over TLS) gives Secure, __Host- cookies.
 	PublicURL string
+	// ReplicaReads serves the pages' lists from the database's replica, past the
+	// user's own writes (nil: the primary serves all).
+	ReplicaReads *replicaread.Router
 	// LogReads bounds the console's log reads, shared with the REST API's (default: none).
 	LogReads *slots.Slots
 	// PageSize is the number of jobs per page (default 50).
@@ -327,6 +331,9 @@ func (c *Console) guard(rl rule, h handlerFunc) http.Handler {
 		if err := c.authorize(r, id, rl); err != nil {
 			c.fail(w, r, err)
 			return
+		}
+		if c.cfg.ReplicaReads != nil {
+			w, r = c.cfg.ReplicaReads.Prepare(w, r, id.Username)
 		}
 		c.finish(w, r, c.audited(w, r, s, h))
 	})
