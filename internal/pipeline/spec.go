@@ -63,6 +63,10 @@ const (
 type Schedule struct {
 	Cron     string `json:"schedule_cron"`
 	TimeZone string `json:"time_zone"`
+	// CatchUp is how many schedule times missed beyond the starting deadline (the leader
+	// was down) start late, the latest ones, as a job's catch_up (0 to job.MaxCatchUp;
+	// default 0: a missed time is not run).
+	CatchUp int `json:"catch_up"`
 }
 
 // Contacts are who is mailed when a run ends (one mail per run, never one per node): the
@@ -188,6 +192,9 @@ func (s *Spec) validate(team string) error {
 			return err
 		}
 		sc.TimeZone = cmp.Or(sc.TimeZone, job.DefaultTimeZone)
+		if sc.CatchUp < 0 || sc.CatchUp > job.MaxCatchUp {
+			return job.Invalid("schedule.catch_up", fmt.Sprintf("a number of runs from 0 to %d", job.MaxCatchUp), sc.CatchUp)
+		}
 	}
 	switch n := len(s.Nodes); {
 	case n == 0:

@@ -68,6 +68,7 @@ func TestParseRefusesEveryInvalidPipeline(t *testing.T) {
 		"arguments not an object":      {body: `{"nodes":[{"name":"node-a","job_name":"some-job","arguments":[1]}]}`, want: "args"},
 		"max_active_runs of 0":         {body: `{"max_active_runs":0,"nodes":[` + node("node-a") + `]}`, want: "max_active_runs"},
 		"not JSON":                     {body: `{"nodes":`, want: "body"},
+		"a catch_up over 10":           {body: `{"schedule":{"schedule_cron":"0 * * * *","catch_up":11},"nodes":[` + node("node-a") + `]}`, want: "schedule.catch_up"},
 		"an empty contact":             {body: `{"contacts":{"notified_on_run_failure":[""]},"nodes":[` + node("node-a") + `]}`, want: "contacts.notified_on_run_failure"},
 		"too many contacts":            {body: `{"contacts":{"notified_on_run_success":[` + strings.Repeat(`"a@example.com",`, 100) + `"b@example.com"]},"nodes":[` + node("node-a") + `]}`, want: "contacts.notified_on_run_success"},
 	}

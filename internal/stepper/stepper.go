@@ -185,9 +185,8 @@ func (s *Stepper) resync(ctx context.Context, fence job.Fence) ([]int64, error) 
 	return active, errors.Join(errs...)
 }
 
-// fire starts the run of the latest schedule time due of every scheduled pipeline (earlier
-// missed ones are skipped, as a CronJob without catch-up skips them) and accounts for its
-// schedule up to now. It returns the runs it started.
+// fire starts the runs of the schedule times due of every scheduled pipeline (Due) and
+// accounts for its schedule up to now. It returns the runs it started.
 func (s *Stepper) fire(ctx context.Context, fence job.Fence) ([]int64, error) {
 	ps, err := s.db.ScheduledPipelines(ctx)
 	if err != nil {
@@ -201,16 +200,53 @@ func (s *Stepper) fire(ctx context.Context, fence job.Fence) ([]int64, error) {
 		if err != nil || len(times) == 0 {
 			continue // nothing due (a bad cron was refused by the PUT)
 		}
-		at := times[len(times)-1]
-		run, err := s.db.FireScheduledRun(ctx, fence, p.ID, &at, now)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("pipeline %s/%s: %w", p.Team, p.Name, err))
-			continue
+		fire, missed := Due(times, now, p.CatchUp)
+		if missed > 0 {
+			s.cfg.Logger.InfoContext(ctx, "pipeline_runs_missed", "team", p.Team, "pipeline", p.Name, "missed", missed, "caught_up", p.CatchUp)
 		}
-		if run != 0 {
-			runs = append(runs, run)
-			s.cfg.Logger.InfoContext(ctx, "pipeline_scheduled_run", "team", p.Team, "pipeline", p.Name, "pipeline_run", run, "logical_time", at)
+		for _, at := range fire {
+			run, err := s.db.FireScheduledRun(ctx, fence, p.ID, &at, now)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("pipeline %s/%s: %w", p.Team, p.Name, err))
+				break
+			}
+			if run != 0 {
+				runs = append(runs, run)
+				s.cfg.Logger.InfoContext(ctx, "pipeline_scheduled_run", "team", p.Team, "pipeline", p.Name, "pipeline_run", run,
+					"logical_time", at, "late", now.Sub(at) > StartingDeadline)
+			}
+		}
+		if len(fire) == 0 {
+			if _, err := s.db.FireScheduledRun(ctx, fence, p.ID, nil, now); err != nil {
+				errs = append(errs, fmt.Errorf("pipeline %s/%s: %w", p.Team, p.Name, err))
+			}
 		}
 	}
 	return runs, errors.Join(errs...)
+}
+
+// StartingDeadline is how late a schedule time may still start as the time due, as a
+// job's default starting deadline: a time older than it was missed (no leader looked).
+const StartingDeadline = time.Duration(job.DefaultStartingDeadlineSeconds) * time.Second
+
+// Due splits the schedule times not accounted for yet (oldest first) at now: of those
+// within StartingDeadline, the latest starts (earlier ones are skipped, as the CronJob
+// controller skips them); of those older, missed while no leader looked, the latest
+// catchUp start late, as a job's catch_up starts them. It returns the times to start,
+// oldest first, and how many were missed.
+func Due(times []time.Time, now time.Time, catchUp int) (fire []time.Time, missed int) {
+	deadline := now.Add(-StartingDeadline)
+	var late, onTime []time.Time
+	for _, at := range times {
+		if at.Before(deadline) {
+			late = append(late, at)
+		} else {
+			onTime = append(onTime, at)
+		}
+	}
+	fire = append(fire, late[len(late)-min(catchUp, len(late)):]...)
+	if len(onTime) > 0 {
+		fire = append(fire, onTime[len(onTime)-1])
+	}
+	return fire, len(late)
 }

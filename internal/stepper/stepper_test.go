@@ -193,3 +193,51 @@ func TestADeposedStepperStartsNothing(t *testing.T) {
 	require.Zero(t, w.count(`SELECT count(*) FROM data_job_execution`))
 	require.Nil(t, w.node("two-steps", id, "first-step").ExecutionID)
 }
+
+func TestDueStartsTheLatestTimeDueAndCatchesUpTheLatestMissed(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	at := func(minutesAgo int) time.Time { return now.Add(-time.Duration(minutesAgo) * time.Minute) }
+	tests := map[string]struct {
+		times      []time.Time
+		catchUp    int
+		want       []time.Time
+		wantMissed int
+	}{
+		"a time due starts": {times: []time.Time{at(0)}, want: []time.Time{at(0)}},
+		"a time late within the starting deadline starts":  {times: []time.Time{at(29)}, want: []time.Time{at(29)}},
+		"of several due, the latest (a CronJob's)":         {times: []time.Time{at(20), at(10), at(1)}, want: []time.Time{at(1)}},
+		"a missed time without catch_up starts nothing":    {times: []time.Time{at(45)}, want: nil, wantMissed: 1},
+		"a missed time with catch_up starts late":          {times: []time.Time{at(45)}, catchUp: 1, want: []time.Time{at(45)}, wantMissed: 1},
+		"catch_up starts the latest missed, then the due":  {times: []time.Time{at(180), at(120), at(60), at(0)}, catchUp: 2, want: []time.Time{at(120), at(60), at(0)}, wantMissed: 3},
+		"catch_up over the missed starts each missed once": {times: []time.Time{at(120), at(60)}, catchUp: 10, want: []time.Time{at(120), at(60)}, wantMissed: 2},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			fire, missed := stepper.Due(tt.times, now, tt.catchUp)
+			require.Equal(t, tt.want, fire)
+			require.Equal(t, tt.wantMissed, missed)
+		})
+	}
+}
+
+// A pipeline whose schedule time passed while no leader looked (beyond the starting
+// deadline) starts that run late, once, with catch_up 1, and not at all with catch_up 0;
+// both have their schedule accounted for up to the stepper's now.
+func TestAMissedScheduleTimeStartsLateOnlyWithCatchUp(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "first-job", "second-job")
+	w.pipeline("caught-up", `{"schedule":{"schedule_cron":"0 * * * *","catch_up":1},"nodes":[{"name":"only-step","job_name":"first-job"}]}`)
+	w.pipeline("not-caught-up", `{"schedule":{"schedule_cron":"0 * * * *"},"nodes":[{"name":"only-step","job_name":"second-job"}]}`)
+	hour := time.Now().UTC().Truncate(time.Hour).Add(time.Hour)
+	later := hour.Add(45 * time.Minute) // the leader was down over the hour, and 45 minutes after
+	w.start(stepper.New(stepper.Config{Interval: 50 * time.Millisecond, Now: func() time.Time { return later }}, w.st), w.fence.Epoch)
+	require.Eventually(t, func() bool {
+		return w.count(`SELECT count(*) FROM pipeline WHERE checked_until = $1`, later) == 2
+	}, 10*time.Second, 20*time.Millisecond, "both schedules accounted for")
+	time.Sleep(300 * time.Millisecond) // more resyncs
+	require.Equal(t, 1, w.count(`SELECT count(*) FROM pipeline_run r JOIN pipeline p ON p.id = r.pipeline_id
+WHERE p.name = 'caught-up' AND r.logical_time = $1`, hour), "the missed run, started late once")
+	require.Equal(t, 1, w.count(`SELECT count(*) FROM pipeline_run`), "none for the pipeline without catch_up")
+}

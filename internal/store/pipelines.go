@@ -55,7 +55,8 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)
 ON CONFLICT (team, name) DO UPDATE SET description = EXCLUDED.description, schedule_cron = EXCLUDED.schedule_cron,
 	time_zone = EXCLUDED.time_zone, enabled = EXCLUDED.enabled, max_active_runs = EXCLUDED.max_active_runs, spec = EXCLUDED.spec,
 	revision = p.revision + 1, updated_by = EXCLUDED.updated_by, updated_at = now(),
-	checked_until = CASE WHEN p.schedule_cron = EXCLUDED.schedule_cron AND p.time_zone = EXCLUDED.time_zone THEN p.checked_until END
+	checked_until = CASE WHEN p.schedule_cron = EXCLUDED.schedule_cron AND p.time_zone = EXCLUDED.time_zone
+		AND (p.enabled OR NOT EXCLUDED.enabled) THEN p.checked_until END
 RETURNING id, revision, xmax = 0`, team, name, spec.Description, cron, tz, spec.Enabled, spec.MaxActiveRuns, raw, actor).Scan(&id, &rev, &created)
 		if err != nil {
 			return writeError("store pipeline "+name, err)

@@ -19,17 +19,21 @@ type ScheduledPipeline struct {
 	Team, Name     string
 	Cron, TimeZone string
 	// From is the time after which its schedule times are not accounted for yet: where the
-	// last look stopped, or when the pipeline was stored.
+	// last look stopped, or when the pipeline was stored (or enabled again).
 	From time.Time
+	// CatchUp is its schedule's catch_up: how many times missed beyond the starting
+	// deadline start late.
+	CatchUp int
 }
 
 // ScheduledPipelines returns the enabled pipelines with a schedule.
 func (s *Store) ScheduledPipelines(ctx context.Context) ([]ScheduledPipeline, error) {
-	rows, _ := s.pool.Query(ctx, `SELECT id, team, name, schedule_cron, time_zone, COALESCE(checked_until, updated_at)
+	rows, _ := s.pool.Query(ctx, `SELECT id, team, name, schedule_cron, time_zone, COALESCE(checked_until, updated_at),
+	COALESCE((spec->'schedule'->>'catch_up')::int, 0)
 FROM pipeline WHERE enabled AND schedule_cron <> '' ORDER BY id`)
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ScheduledPipeline, error) {
 		var p ScheduledPipeline
-		return p, row.Scan(&p.ID, &p.Team, &p.Name, &p.Cron, &p.TimeZone, &p.From)
+		return p, row.Scan(&p.ID, &p.Team, &p.Name, &p.Cron, &p.TimeZone, &p.From, &p.CatchUp)
 	})
 	return out, rowError(err, nil, "read scheduled pipelines")
 }
@@ -38,7 +42,8 @@ FROM pipeline WHERE enabled AND schedule_cron <> '' ORDER BY id`)
 // holds the lease: when at is set (the latest schedule time due; earlier missed ones are
 // not run, as a CronJob without catch-up) and fewer than max_active_runs runs are running,
 // it starts the run of at, once per schedule time whichever leader tries. It returns the
-// run's id, 0 when none started.
+// run's id, 0 when none started. The stepper calls it once per time it starts (a late
+// catch-up, the time due), oldest first.
 func (s *Store) FireScheduledRun(ctx context.Context, fence job.Fence, id int64, at *time.Time, until time.Time) (int64, error) {
 	var run int64
 	err := s.InTx(ctx, func(tx Tx) error {

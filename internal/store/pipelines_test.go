@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -266,4 +267,34 @@ func TestScheduledRunsAndBackfillRunsStartOncePerTime(t *testing.T) {
 	}
 	require.Equal(t, times, logical, "one run per time, oldest first")
 	require.Equal(t, 1, w.count(`SELECT count(*) FROM pipeline_backfill WHERE id = $1 AND finished_at IS NOT NULL`, b))
+}
+
+// A pipeline enabled again accounts for its schedule from then on: the times it was
+// disabled over are not missed runs for catch_up to start.
+func TestAPipelineEnabledAgainDoesNotCatchUpItsDisabledTimes(t *testing.T) {
+	t.Parallel()
+	w := newPipeWorld(t, map[string]string{"extract-job": "team-a"})
+	ctx := t.Context()
+	put := func(enabled bool) {
+		spec, err := pl.Parse("team-a", "hourly-etl", []byte(fmt.Sprintf(`{"enabled":%t,"schedule":{"schedule_cron":"0 * * * *","catch_up":3},"nodes":[{"name":"extract","job_name":"extract-job"}]}`, enabled)))
+		require.NoError(t, err)
+		_, err = w.st.PutPipeline(ctx, "team-a", "hourly-etl", spec, "alice", "op")
+		require.NoError(t, err)
+	}
+	put(true)
+	ps, err := w.st.ScheduledPipelines(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, ps[0].CatchUp)
+	past := time.Now().Add(-5 * time.Hour)
+	_, err = w.st.FireScheduledRun(ctx, w.fence, ps[0].ID, nil, past) // accounted up to 5 hours ago
+	require.NoError(t, err)
+	put(true)
+	ps, err = w.st.ScheduledPipelines(ctx)
+	require.NoError(t, err)
+	require.WithinDuration(t, past, ps[0].From, time.Millisecond, "an enabled pipeline's PUT keeps where its schedule was accounted")
+	put(false)
+	put(true)
+	ps, err = w.st.ScheduledPipelines(ctx)
+	require.NoError(t, err)
+	require.WithinDuration(t, time.Now(), ps[0].From, time.Minute, "enabled again: from now")
 }
