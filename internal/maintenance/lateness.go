@@ -87,8 +87,11 @@ func (s *Lateness) runOnce(ctx context.Context, fence job.Fence) (Counts, error)
 }
 
 // lateStart returns the schedule time whose run w is late with at now: the first one after
-// its last finished scheduled run (or its last deploy), once the delay has passed it with
-// no run started. A running run is no late start (the store counts it as a late run).
+// its last finished scheduled run (or its last deploy), once the delay and the starting
+// deadline have both passed it with no run started. The CronJob controller may start a
+// run up to its starting deadline after its time (at the top of the hour, with thousands
+// of jobs due, it does): a run that starts within it is on time, never late, however short
+// the delay. A running run is no late start (the store counts it as a late run).
 func lateStart(w job.LatenessWatch, now time.Time) (time.Time, bool, error) {
 	if w.Running {
 		return time.Time{}, false, nil
@@ -98,7 +101,8 @@ func lateStart(w job.LatenessWatch, now time.Time) (time.Time, bool, error) {
 		after = *w.LastEnd
 	}
 	p := w.Policy.Effective(job.DefaultTimeoutSeconds)
-	times, err := job.ScheduleTimes(w.Schedule, p.TimeZone, after, now.Add(-time.Duration(w.DelayMinutes)*time.Minute), 1)
+	wait := max(time.Duration(w.DelayMinutes)*time.Minute, time.Duration(p.StartingDeadlineSeconds)*time.Second)
+	times, err := job.ScheduleTimes(w.Schedule, p.TimeZone, after, now.Add(-wait), 1)
 	if err != nil || len(times) == 0 {
 		return time.Time{}, false, err
 	}

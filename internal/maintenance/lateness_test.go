@@ -33,11 +33,20 @@ func TestLatenessRunOnce(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 12, 4, 12, 0, 30, 0, time.UTC)
 	applied, lastEnd := now.Add(-10*time.Minute), now.Add(-30*time.Second)
-	// Hourly at :55, a delay of 2 minutes, deployed 10 minutes ago (11:50:30).
+	// Hourly at :55, a delay of 2 minutes, a starting deadline of 1, deployed 10 minutes
+	// ago (11:50:30).
 	watch := func(uid string) job.LatenessWatch {
-		return job.LatenessWatch{Name: "job-" + uid, UID: uid, Schedule: "55 * * * *", AppliedAt: applied, DelayMinutes: 2}
+		return job.LatenessWatch{
+			Name: "job-" + uid, UID: uid, Schedule: "55 * * * *", AppliedAt: applied, DelayMinutes: 2,
+			Policy: job.RunPolicy{StartingDeadlineSeconds: 60},
+		}
 	}
 	anchor := time.Date(2026, 12, 4, 11, 55, 0, 0, time.UTC)
+	with := func(change func(*job.LatenessWatch)) []job.LatenessWatch {
+		w := watch("a")
+		change(&w)
+		return []job.LatenessWatch{w}
+	}
 	for _, tc := range []struct {
 		name       string
 		watches    []job.LatenessWatch
@@ -60,6 +69,14 @@ func TestLatenessRunOnce(t *testing.T) {
 	}, {
 		name:    "a job not yet past its delay is not late",
 		watches: func() []job.LatenessWatch { w := watch("a"); w.DelayMinutes = 10; return []job.LatenessWatch{w} }(),
+		late:    []job.LateStart{}, counts: Counts{"late_starts": 0},
+	}, {
+		name:    "a run the controller may still start (its starting deadline, 10 minutes, not passed) is not late yet",
+		watches: with(func(w *job.LatenessWatch) { w.Policy.StartingDeadlineSeconds = 600 }),
+		late:    []job.LateStart{}, counts: Counts{"late_starts": 0},
+	}, {
+		name:    "the default starting deadline (30 minutes) holds a late start back as well",
+		watches: with(func(w *job.LatenessWatch) { w.Policy = job.RunPolicy{} }),
 		late:    []job.LateStart{}, counts: Counts{"late_starts": 0},
 	}, {
 		name: "a job whose schedule cannot be read is reported by name, and the others are recorded",
