@@ -49,6 +49,8 @@ type rule struct {
 	// team and Config.JobTokenTeamExecutions is on: what vdk-dag needs to start and follow
 	// the executions of the other jobs of its DAG.
 	teamJobs bool
+	// admin lets only the members of the admin teams through (execution profiles).
+	admin bool
 }
 
 // The rules of the routes.
@@ -190,6 +192,9 @@ func (a *api) authorizeTeams(r *http.Request, id auth.Identity, rt route) error 
 			return err
 		}
 		return a.currentIncarnation(r, id)
+	}
+	if rt.rule.admin && !id.Admin {
+		return job.AdminOnly(id.Username)
 	}
 	for _, p := range rt.rule.teamParams {
 		if team := r.PathValue(p); !id.MemberOf(team) {

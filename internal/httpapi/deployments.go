@@ -29,6 +29,8 @@ type deploymentResponse struct {
 	LastDeployedDate time.Time         `json:"last_deployed_date"`
 	LastDeployedBy   string            `json:"last_deployed_by"`
 	policyResponse
+	// ExecutionProfile is the profile the deployment selects (docs/profiles.md).
+	ExecutionProfile string `json:"execution_profile"`
 
 	Status            job.SyncStatus  `json:"status"`
 	Message           string          `json:"message"`
@@ -84,6 +86,7 @@ func toDeploymentResponse(v service.DeploymentView) deploymentResponse {
 		LastDeployedDate:  d.DeployedDate,
 		LastDeployedBy:    d.DeployedBy,
 		policyResponse:    toPolicy(d.Policy),
+		ExecutionProfile:  d.ProfileName(),
 		Status:            v.Status,
 		Message:           v.Message,
 		DesiredGeneration: v.DesiredGeneration,

@@ -45,7 +45,7 @@ func TestDeployStoresTheCompleteDesiredDeployment(t *testing.T) {
 	require.NotEmpty(t, d["last_deployed_date"])
 	delete(d, "last_deployed_date")
 	require.Equal(t, map[string]any{
-		"id": "my-job", "mode": "release", "enabled": true, "job_version": "abc123", "vdk_version": "",
+		"id": "my-job", "mode": "release", "enabled": true, "execution_profile": "default", "job_version": "abc123", "vdk_version": "",
 		"python_version": "3.11", "schedule": map[string]any{"schedule_cron": "15 10 * * *"},
 		"resources": map[string]any{"cpu_request": 1.0, "cpu_limit": 2.0, "memory_request": 500.0, "memory_limit": 1000.0},
 		"contacts": map[string]any{

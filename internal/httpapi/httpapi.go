@@ -160,6 +160,7 @@ func (a *api) routes() *router {
 	a.backfillRoutes(rt, dep)
 	a.webhookRoutes(rt, team)
 	a.pipelineRoutes(rt, team, jobPath)
+	a.profileRoutes(rt)
 
 	// Secrets and team OAuth credentials (secrets.go); without Config.Secrets they answer
 	// 501 naming --secrets-key-file.

@@ -21,6 +21,7 @@ const (
 	ConfigTimeZone                = "time_zone"
 	ConfigStartingDeadlineSeconds = "starting_deadline_seconds"
 	ConfigCatchUp                 = "catch_up"
+	ConfigExecutionProfile        = "execution_profile"
 )
 
 // configLineBytes is how much of one line of a config.ini is read; the rest of a longer
@@ -49,6 +50,7 @@ func ConfigPolicy(ini io.Reader) (PolicyChange, error) {
 		{ConfigCatchUp, func(v string) error { return parseInt(v, &c.CatchUp) }},
 		{ConfigConcurrencyPolicy, func(v string) error { c.ConcurrencyPolicy = &v; return nil }},
 		{ConfigTimeZone, func(v string) error { c.TimeZone = &v; return nil }},
+		{ConfigExecutionProfile, func(v string) error { c.ExecutionProfile = &v; return nil }},
 	} {
 		v, ok := values[f.key]
 		if !ok {

@@ -100,7 +100,9 @@ func NewRevisionSpec(j Job, d *Deployment) (RevisionSpec, error) {
 	}
 	s := RevisionSpec{Job: jb}
 	if d != nil {
-		db, err := specJSON(*d, "JobName", "Adopted", "Image", "DeployedBy", "DeployedDate",
+		// Profile is the selected profile's content, read with the deployment: its changes
+		// are revisions of their own (kind profile, with the profile's diff).
+		db, err := specJSON(*d, "JobName", "Adopted", "Image", "DeployedBy", "DeployedDate", "Profile",
 			"Status", "Message", "StatusGeneration", "LastSyncAt")
 		if err != nil {
 			return RevisionSpec{}, err

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Defaults of a data job's configuration when a request leaves a field out (VDK's).
@@ -116,6 +117,9 @@ type DeploymentChange struct {
 	Enabled       *bool
 	Resources     Resources
 	Policy        PolicyChange
+	// ExecutionProfile names the profile to select (docs/profiles.md); nil keeps the
+	// deployment's (DefaultProfile on a first deployment).
+	ExecutionProfile *string
 }
 
 // Validate checks every field the change gives, on its own. Checks across fields that
@@ -140,6 +144,11 @@ func (c DeploymentChange) Validate(supportedPython []string, bounds ResourceBoun
 	if c.Schedule != nil {
 		if err := ValidateSchedule(*c.Schedule); err != nil {
 			return err
+		}
+	}
+	if c.ExecutionProfile != nil {
+		if errs := validation.IsDNS1123Label(*c.ExecutionProfile); len(errs) > 0 {
+			return kubeInvalid("execution_profile", "the name of an execution profile (a DNS label)", *c.ExecutionProfile, errs)
 		}
 	}
 	// Each given resource within its maximum; ResourceBounds.Validate checks the merged
@@ -186,6 +195,9 @@ func (c DeploymentChange) ApplyTo(d Deployment) Deployment {
 		d.Enabled = *c.Enabled
 	}
 	d.Policy = c.Policy.ApplyTo(d.Policy)
+	if c.ExecutionProfile != nil {
+		d.ExecutionProfile = *c.ExecutionProfile
+	}
 	pick := func(v, cur int64) int64 {
 		if v != 0 {
 			return v

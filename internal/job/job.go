@@ -121,6 +121,12 @@ type Deployment struct {
 	Enabled        bool
 	// Policy is how its runs are run (retries, timeout, concurrency, time zone, ...).
 	Policy RunPolicy
+	// ExecutionProfile names the profile its pods run with (docs/profiles.md; empty is
+	// DefaultProfile).
+	ExecutionProfile string
+	// Profile is that profile as read with the deployment (nil when not read): what the
+	// rendering adds to the pods. It is not part of the desired row.
+	Profile *Profile
 	// Adopted is set for a deployment imported from a CronJob that datajobs did not create:
 	// its spec is kept as it was, so adopting it changes nothing but labels and annotations.
 	Adopted *Adoption
@@ -194,5 +200,14 @@ func (c Contacts) Same(o Contacts) bool {
 // is a no-op: no write, no new generation, no work for the synchronizer.
 func (d Deployment) SameConfig(o Deployment) bool {
 	return d.JobVersion == o.JobVersion && d.VDKVersion == o.VDKVersion && d.PythonVersion == o.PythonVersion &&
-		d.Schedule == o.Schedule && d.HashedSchedule == o.HashedSchedule && d.Resources == o.Resources && d.Enabled == o.Enabled && d.Policy.Same(o.Policy)
+		d.Schedule == o.Schedule && d.HashedSchedule == o.HashedSchedule && d.Resources == o.Resources && d.Enabled == o.Enabled && d.Policy.Same(o.Policy) &&
+		d.ProfileName() == o.ProfileName()
+}
+
+// ProfileName is the profile the deployment selects: ExecutionProfile, or DefaultProfile.
+func (d Deployment) ProfileName() string {
+	if d.ExecutionProfile == "" {
+		return DefaultProfile
+	}
+	return d.ExecutionProfile
 }

@@ -98,6 +98,10 @@ type PolicyChange struct {
 	TimeZone                *string `json:"time_zone,omitempty"`
 	StartingDeadlineSeconds *int64  `json:"starting_deadline_seconds,omitempty"`
 	CatchUp                 *int    `json:"catch_up,omitempty"`
+	// ExecutionProfile is config.ini's execution_profile: not a run policy field but a
+	// deployment's (DeploymentChange.ExecutionProfile), carried with the keys of the
+	// version's config.ini that a deploy applies; ApplyTo ignores it.
+	ExecutionProfile *string `json:"execution_profile,omitempty"`
 }
 
 // IsZero reports a change that sets no field.
@@ -112,6 +116,7 @@ func (c PolicyChange) Or(fallback PolicyChange) PolicyChange {
 	c.TimeZone = cmp.Or(c.TimeZone, fallback.TimeZone)
 	c.StartingDeadlineSeconds = cmp.Or(c.StartingDeadlineSeconds, fallback.StartingDeadlineSeconds)
 	c.CatchUp = cmp.Or(c.CatchUp, fallback.CatchUp)
+	c.ExecutionProfile = cmp.Or(c.ExecutionProfile, fallback.ExecutionProfile)
 	return c
 }
 

@@ -34,6 +34,7 @@ type routeCase struct {
 	anyCaller         bool // a REST route that names no team: authentication only
 	filtered          bool // any caller, only its teams' rows: the jobs query, the console's list
 	ownTeam           bool // a console page of a team (not of a job): under the caller's own team it answers
+	adminOnly         bool // a REST route of the admin teams only (execution profiles): 403 to team members
 }
 
 // routeCases covers every route of the public listener: the probes, the REST API (with
@@ -84,6 +85,11 @@ var routeCases = map[string]routeCase{
 	"DELETE /data-jobs/for-team/{team}/webhooks/{webhook_id}":                                              {},
 	"PUT /data-jobs/for-team/{team}/jobs/{job}/grants/{grantee_team}":                                      {},
 	"DELETE /data-jobs/for-team/{team}/jobs/{job}/grants/{grantee_team}":                                   {},
+	"GET /data-jobs/profiles":                                                                              {adminOnly: true},
+	"GET /data-jobs/profiles/{profile}":                                                                    {adminOnly: true},
+	"PUT /data-jobs/profiles/{profile}":                                                                    {adminOnly: true, body: `{"teams":["team-a"],"node_selector":{"pool":"stolen"}}`},
+	"DELETE /data-jobs/profiles/{profile}":                                                                 {adminOnly: true},
+	"GET /data-jobs/profiles/{profile}/revisions":                                                          {adminOnly: true},
 	"GET /data-jobs/for-team/{team}/pipelines":                                                             {},
 	"PUT /data-jobs/for-team/{team}/pipelines/{pipeline}":                                                  {body: `{"nodes":[{"name":"stolen-node","job_name":"job-of-b","team":"team-b"}]}`},
 	"GET /data-jobs/for-team/{team}/pipelines/{pipeline}":                                                  {},
@@ -186,6 +192,8 @@ func TestEveryRouteIsAuthenticatedAndKeepsTeamsApart(t *testing.T) {
 	c.must(tokB, "PUT", "/data-jobs/for-team/team-b/jobs/job-of-b/deployments/release/secrets", `{"password":"of-b"}`, http.StatusAccepted)
 	c.must(tokB, "PUT", "/data-jobs/teams/team-b/oauth-credentials", `{"clientId":"client-of-b","clientSecret":"of-b"}`, http.StatusAccepted)
 	c.must(tokB, "POST", "/data-jobs/for-team/team-b/jobs/job-of-b/sources", sources(t), http.StatusOK, "Content-Type", "application/octet-stream")
+	c.must(tokAdmin, "PUT", "/data-jobs/profiles/profile-of-b", `{"teams":["team-b"],"node_selector":{"pool":"of-b"}}`, http.StatusOK)
+	c.must(tokB, "PATCH", "/data-jobs/for-team/team-b/jobs/job-of-b/deployments/release", `{"execution_profile":"profile-of-b"}`, http.StatusAccepted)
 	var exec struct {
 		ID string `json:"id"`
 	}
@@ -211,7 +219,7 @@ func TestEveryRouteIsAuthenticatedAndKeepsTeamsApart(t *testing.T) {
 		return method, strings.NewReplacer("{$}", "", "{team}", team, "{job}", "job-of-b", "{deployment_id}", "release",
 			"{execution_id}", exec.ID, "{id}", exec.ID, "{new_team}", "team-a", "{revision}", "1", "{webhook_id}", hook.ID,
 			"{backfill_id}", strconv.FormatInt(backfill.ID, 10), "{pipeline}", "pipeline-of-b", "{run_id}", strconv.FormatInt(run.ID, 10),
-			"{grantee_team}", "team-a").Replace(path)
+			"{grantee_team}", "team-a", "{profile}", "profile-of-b").Replace(path)
 	}
 	// stateOfB is everything a caller of team-b can read about its job.
 	stateOfB := func() []string {
@@ -223,6 +231,7 @@ func TestEveryRouteIsAuthenticatedAndKeepsTeamsApart(t *testing.T) {
 			out = append(out, c.must(tokB, "GET", "/data-jobs/for-team/team-b/pipelines/pipeline-of-b"+p, "", http.StatusOK))
 		}
 		out = append(out, c.must(tokB, "GET", "/data-jobs/teams/team-b/oauth-credentials", "", http.StatusOK))
+		out = append(out, c.must(tokAdmin, "GET", "/data-jobs/profiles/profile-of-b", "", http.StatusOK))
 		return append(out, c.must(tokB, "GET", "/data-jobs/for-team/team-b/webhooks", "", http.StatusOK))
 	}
 	before := stateOfB()
@@ -310,6 +319,10 @@ func TestEveryRouteIsAuthenticatedAndKeepsTeamsApart(t *testing.T) {
 		case rc.anyCaller:
 			require.NotEqual(t, http.StatusForbidden, r.status, pattern)
 			require.NotEqual(t, http.StatusUnauthorized, r.status, pattern)
+			continue
+		case rc.adminOnly: // a team's member, of any team: 403 naming the admin teams
+			require.Equal(t, http.StatusForbidden, r.status, "%s by team-a: %s", pattern, r.body)
+			require.Contains(t, vdkError(t, r)["why"], "admin teams", pattern)
 			continue
 		}
 		require.Equal(t, http.StatusForbidden, r.status, "%s by team-a: %s", pattern, r.body)

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -100,7 +101,7 @@ func (s *Service) view(j job.Job, desired *job.Deployment, actual *job.ActualDep
 // or on a first deployment take their defaults: the configured python version, the
 // default VDK version, the configured resources. A first deployment needs a job_version.
 func (s *Service) Deploy(ctx context.Context, team, name string, c job.DeploymentChange, user string) (job.Deployment, error) {
-	c, err := s.checkChange(ctx, team, name, c, user)
+	c, profile, err := s.checkChange(ctx, team, name, c, user)
 	if err != nil {
 		return job.Deployment{}, err
 	}
@@ -120,7 +121,7 @@ func (s *Service) Deploy(ctx context.Context, team, name string, c job.Deploymen
 		} else if fill.JobVersion == nil {
 			return job.Deployment{}, job.Invalid("job_version", "given on the first deployment of a job", "absent")
 		}
-		return s.finish(j, fill.ApplyTo(base), user)
+		return s.finish(j, withProfile(fill.ApplyTo(base), profile), user)
 	})
 }
 
@@ -128,7 +129,7 @@ func (s *Service) Deploy(ctx context.Context, team, name string, c job.Deploymen
 // VDK, an absent enabled keeps the deployment as it is). A job without a desired
 // deployment is not found.
 func (s *Service) PatchDeployment(ctx context.Context, team, name string, c job.DeploymentChange, user string) (job.Deployment, error) {
-	c, err := s.checkChange(ctx, team, name, c, user)
+	c, profile, err := s.checkChange(ctx, team, name, c, user)
 	if err != nil {
 		return job.Deployment{}, err
 	}
@@ -136,8 +137,16 @@ func (s *Service) PatchDeployment(ctx context.Context, team, name string, c job.
 		if cur == nil {
 			return job.Deployment{}, job.DeploymentNotFound(name)
 		}
-		return s.finish(j, c.ApplyTo(*cur), user)
+		return s.finish(j, withProfile(c.ApplyTo(*cur), profile), user)
 	})
+}
+
+// withProfile is d with the profile a change selected (nil: d keeps its own).
+func withProfile(d job.Deployment, p *job.Profile) job.Deployment {
+	if p != nil {
+		d.ExecutionProfile, d.Profile = p.Name, p
+	}
+	return d
 }
 
 // DeleteDeployment deletes the desired deployment of the job name of team; the
@@ -148,14 +157,16 @@ func (s *Service) DeleteDeployment(ctx context.Context, team, name string) error
 
 // checkChange validates c and returns it as it is stored: its schedule trimmed, and when
 // it deploys a version, the run policy of that version's config.ini under its own fields.
-func (s *Service) checkChange(ctx context.Context, team, name string, c job.DeploymentChange, user string) (job.DeploymentChange, error) {
+// The execution profile it selects (the body's, else config.ini's) must be granted to the
+// team; it is returned read (nil: the change selects none).
+func (s *Service) checkChange(ctx context.Context, team, name string, c job.DeploymentChange, user string) (job.DeploymentChange, *job.Profile, error) {
 	if err := ValidateUser(user); err != nil {
-		return c, err
+		return c, nil, err
 	}
 	if c.JobVersion != nil {
 		fromConfig, err := s.store.SourcesPolicy(ctx, team, name, *c.JobVersion)
 		if err != nil {
-			return c, err
+			return c, nil, err
 		}
 		c.Policy = c.Policy.Or(fromConfig)
 	}
@@ -163,7 +174,16 @@ func (s *Service) checkChange(ctx context.Context, team, name string, c job.Depl
 		clean := job.CleanSchedule(*c.Schedule)
 		c.Schedule = &clean
 	}
-	return c, c.Validate(s.cfg.SupportedPythonVersions, s.cfg.Resources)
+	// The body's execution_profile and config.ini's arrive with the run policy's keys.
+	c.ExecutionProfile, c.Policy.ExecutionProfile = cmp.Or(c.ExecutionProfile, c.Policy.ExecutionProfile), nil
+	if err := c.Validate(s.cfg.SupportedPythonVersions, s.cfg.Resources); err != nil {
+		return c, nil, err
+	}
+	if c.ExecutionProfile == nil {
+		return c, nil, nil
+	}
+	p, err := s.grantedProfile(ctx, user, team, *c.ExecutionProfile)
+	return c, p, err
 }
 
 // finish stamps a merged deployment of job j, resolves its schedule's hashed fields
@@ -177,6 +197,11 @@ func (s *Service) finish(j job.Job, d job.Deployment, user string) (job.Deployme
 	}
 	if err := d.Policy.Validate(s.cfg.MaxExecutionTimeout); err != nil {
 		return job.Deployment{}, err
+	}
+	if d.Profile != nil {
+		if err := d.Profile.Resources.CapResources(s.cfg.Resources.Effective(d.Resources)); err != nil {
+			return job.Deployment{}, err
+		}
 	}
 	d.DeployedBy, d.DeployedDate = user, s.now()
 	return d, nil

@@ -71,4 +71,10 @@ type Store interface {
 	CancelPipelineRun(ctx context.Context, team, name string, id int64) error
 	RepairPipelineRun(ctx context.Context, team, name string, id int64) ([]string, error)
 	CreatePipelineBackfill(ctx context.Context, team, name string, b pipeline.NewBackfill) (int64, error)
+
+	PutProfile(ctx context.Context, p job.Profile) (job.ProfileChange, error)
+	GetProfile(ctx context.Context, name string) (job.ProfileRecord, error)
+	ListProfiles(ctx context.Context) ([]job.ProfileRecord, error)
+	DeleteProfile(ctx context.Context, name string) error
+	ProfileRevisions(ctx context.Context, name string) ([]job.ProfileRevision, error)
 }

@@ -108,8 +108,8 @@ func (p *pipeline) upsertDesired(d *job.Deployment, failed func(error) error) {
 INSERT INTO desired_data_job_deployment AS d (data_job_name, git_commit_sha, vdk_version,
 	python_version, schedule, resources_cpu_request_millis, resources_cpu_limit_millis,
 	resources_memory_request_bytes, resources_memory_limit_bytes, enabled, last_deployed_by,
-	last_deployed_date, status, message, run_policy, hashed_schedule)
-VALUES ($1, $2, $3, $4, $5, NULLIF($6::bigint, 0), NULLIF($7::bigint, 0), NULLIF($8::bigint, 0), NULLIF($9::bigint, 0), $10, $11, $12, 'pending', '', $13::jsonb, $14)
+	last_deployed_date, status, message, run_policy, hashed_schedule, execution_profile)
+VALUES ($1, $2, $3, $4, $5, NULLIF($6::bigint, 0), NULLIF($7::bigint, 0), NULLIF($8::bigint, 0), NULLIF($9::bigint, 0), $10, $11, $12, 'pending', '', $13::jsonb, $14, $15)
 ON CONFLICT (data_job_name) DO UPDATE SET git_commit_sha = excluded.git_commit_sha,
 	vdk_version = excluded.vdk_version, python_version = excluded.python_version,
 	schedule = excluded.schedule,
@@ -119,18 +119,23 @@ ON CONFLICT (data_job_name) DO UPDATE SET git_commit_sha = excluded.git_commit_s
 	resources_memory_limit_bytes = excluded.resources_memory_limit_bytes,
 	enabled = excluded.enabled, last_deployed_by = excluded.last_deployed_by,
 	last_deployed_date = excluded.last_deployed_date, status = 'pending', message = '',
-	run_policy = excluded.run_policy, hashed_schedule = excluded.hashed_schedule
+	run_policy = excluded.run_policy, hashed_schedule = excluded.hashed_schedule, execution_profile = excluded.execution_profile
 RETURNING status_generation, last_sync_at`
 	r := d.Resources
 	d.Status, d.Message = job.StatusPending, ""
+	d.ExecutionProfile = d.ProfileName()
 	p.queryRow(func(row pgx.Row) error {
-		if err := row.Scan(&d.StatusGeneration, &d.LastSyncAt); err != nil {
+		err := row.Scan(&d.StatusGeneration, &d.LastSyncAt)
+		if sqlState(err) == foreignKeyViolation { // the profile is gone (a rollback to it)
+			return job.ProfileNotFound(d.ExecutionProfile)
+		}
+		if err != nil {
 			return failed(err)
 		}
 		return nil
 	}, q, d.JobName, d.JobVersion, d.VDKVersion, d.PythonVersion, d.Schedule,
 		r.CPURequestMillis, r.CPULimitMillis, r.MemoryRequestBytes, r.MemoryLimitBytes,
-		d.Enabled, d.DeployedBy, d.DeployedDate, d.Policy, d.HashedSchedule)
+		d.Enabled, d.DeployedBy, d.DeployedDate, d.Policy, d.HashedSchedule, d.ExecutionProfile)
 }
 
 // DeleteDeployment deletes the desired deployment of the job name of team, bumps the job

@@ -52,9 +52,10 @@ func loadSyncStates(ctx context.Context, db interface {
 	}
 	batch := &pgx.Batch{}
 	states := map[string]job.SyncState{}
+	profiles := map[string]*job.Profile{}
 	batch.Queue(syncJobQuery+jobWhere, args...).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
-			j, d, err := scanSyncJob(rows)
+			j, d, err := scanSyncJob(rows, profiles)
 			if err != nil {
 				return err
 			}
@@ -91,10 +92,10 @@ func loadSyncStates(ctx context.Context, db interface {
 	return states, nil
 }
 
-func scanSyncJob(rows pgx.Rows) (*job.Job, *job.Deployment, error) {
+func scanSyncJob(rows pgx.Rows, profiles map[string]*job.Profile) (*job.Job, *job.Deployment, error) {
 	var (
 		j        job.Job
-		r        joined
+		r        = joined{profiles: profiles}
 		adoptUID *string
 		adopted  []byte
 	)

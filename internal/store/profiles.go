@@ -1,0 +1,262 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/datajobs/datajobs/internal/job"
+)
+
+// Execution profiles (issue 43, docs/profiles.md). A profile is read with every desired
+// deployment that selects it (joinedDesiredColumns), so its content is rendered as of the
+// snapshot the deployment is read in; a change bumps the generation of each job it
+// re-renders, in its own transaction, so that the synchronizer plans them again.
+
+const profileColumns = `p.name, p.spec, p.revision, p.updated_by, p.updated_at,
+	(SELECT count(*) FROM desired_data_job_deployment d WHERE d.execution_profile = p.name)`
+
+func scanProfile(row pgx.Row) (job.ProfileRecord, error) {
+	var r job.ProfileRecord
+	var spec []byte
+	if err := row.Scan(&r.Profile.Name, &spec, &r.Revision, &r.UpdatedBy, &r.UpdatedAt, &r.Deployments); err != nil {
+		return r, err
+	}
+	name := r.Profile.Name
+	if err := json.Unmarshal(spec, &r.Profile); err != nil {
+		return r, fmt.Errorf("decode profile %s: %w", name, err)
+	}
+	r.Profile.Name = name
+	return r, nil
+}
+
+// GetProfile reads the profile name.
+func (s *Store) GetProfile(ctx context.Context, name string) (job.ProfileRecord, error) {
+	r, err := scanProfile(s.pool.QueryRow(ctx, `SELECT `+profileColumns+` FROM execution_profile p WHERE p.name = $1`, name))
+	return r, rowError(err, job.ProfileNotFound(name), "read profile "+name)
+}
+
+// ListProfiles reads every profile, by name.
+func (s *Store) ListProfiles(ctx context.Context) ([]job.ProfileRecord, error) {
+	rows, _ := s.pool.Query(ctx, `SELECT `+profileColumns+` FROM execution_profile p ORDER BY p.name`)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (job.ProfileRecord, error) { return scanProfile(row) })
+	if err != nil {
+		return nil, translate(fmt.Errorf("list profiles: %w", err))
+	}
+	return out, nil
+}
+
+// PutProfile creates or replaces the profile p. When its rendering changes
+// (job.Profile.SameRendering), every job whose deployment selects it gets a revision of
+// kind profile (the diff of the profile) and a new generation, in the same transaction:
+// the synchronizer re-renders them through its queue like any other change. The jobs are
+// locked first, in name order (docs/architecture.md, "one lock order"), then the profile
+// row FOR UPDATE, which holds back a deploy selecting it (its foreign key check) until
+// the change commits, so no deployment misses it.
+func (s *Store) PutProfile(ctx context.Context, p job.Profile) (job.ProfileChange, error) {
+	var out job.ProfileChange
+	err := s.InTx(ctx, func(tx Tx) error {
+		names, err := profileUsers(ctx, tx, p.Name)
+		if err != nil {
+			return err
+		}
+		var first pipeline
+		if len(names) > 0 {
+			first.lockJobs(lockForUpdate, names, s.lockTimer("api"))
+		}
+		var old *job.Profile
+		var rev int
+		first.queryRow(func(row pgx.Row) error {
+			var spec []byte
+			switch err := row.Scan(&spec, &rev); {
+			case errors.Is(err, pgx.ErrNoRows):
+				return nil
+			case err != nil:
+				return err
+			}
+			old = &job.Profile{}
+			return json.Unmarshal(spec, old)
+		}, `SELECT spec, revision FROM execution_profile WHERE name = $1 FOR UPDATE`, p.Name)
+		if err := first.send(ctx, tx); err != nil {
+			return translate(fmt.Errorf("lock profile %s: %w", p.Name, err))
+		}
+		if old != nil {
+			old.Name = p.Name
+		}
+		if names, err = profileUsers(ctx, tx, p.Name); err != nil { // stable now: see above
+			return err
+		}
+		out, err = writeProfile(ctx, tx, p, old, rev, names)
+		return err
+	})
+	if err != nil {
+		return job.ProfileChange{}, err
+	}
+	return out, nil
+}
+
+// writeProfile writes p over old (nil: none) of revision rev, and the revisions and
+// generations of the jobs names when their rendering changes.
+func writeProfile(ctx context.Context, tx Tx, p job.Profile, old *job.Profile, rev int, names []string) (job.ProfileChange, error) {
+	out := job.ProfileChange{Record: job.ProfileRecord{Profile: p, Revision: rev, Deployments: len(names)}}
+	if old != nil && sameJSON(*old, p) {
+		return out, nil // nothing changed: no revision, no write
+	}
+	diff, err := job.ProfileDiff(old, &p)
+	if err != nil {
+		return out, err
+	}
+	spec, err := json.Marshal(withoutName(p))
+	if err != nil {
+		return out, fmt.Errorf("encode profile %s: %w", p.Name, err)
+	}
+	diffJSON, err := json.Marshal(diff)
+	if err != nil {
+		return out, fmt.Errorf("encode profile diff %s: %w", p.Name, err)
+	}
+	a := job.ActorFrom(ctx)
+	kind := job.ProfileCreate
+	if old != nil {
+		kind = job.ProfileUpdate
+	}
+	var w pipeline
+	w.queryRow(func(row pgx.Row) error {
+		return row.Scan(&out.Record.Revision, &out.Record.UpdatedBy, &out.Record.UpdatedAt)
+	}, `INSERT INTO execution_profile AS p (name, spec, updated_by, revision)
+VALUES ($1, $2, $3, (SELECT coalesce(max(revision), 0) + 1 FROM execution_profile_revision WHERE name = $1))
+ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, revision = p.revision + 1, updated_by = excluded.updated_by, updated_at = now()
+RETURNING revision, updated_by, updated_at`, p.Name, spec, a.User)
+	w.exec(wrapped("record revision of profile "+p.Name), `INSERT INTO execution_profile_revision (name, revision, kind, actor, op_id, spec, diff)
+SELECT $1, revision, $2, $3, $4, $5, $6 FROM execution_profile WHERE name = $1`, p.Name, kind, a.User, a.OpID, spec, diffJSON)
+	if old != nil && !old.SameRendering(p) && len(names) > 0 {
+		jobDiff := make([]job.FieldChange, len(diff))
+		for i, c := range diff {
+			c.Field = "deployment." + c.Field
+			jobDiff[i] = c
+		}
+		b, err := json.Marshal(jobDiff)
+		if err != nil {
+			return out, fmt.Errorf("encode profile diff %s: %w", p.Name, err)
+		}
+		rerender(&w, names, a, b)
+		out.Rerendered = names
+	}
+	w.queryRow(func(row pgx.Row) error { return row.Scan(&out.Teams) },
+		`SELECT coalesce(array_agg(DISTINCT team ORDER BY team), '{}') FROM data_job WHERE name = ANY($1::text[])`, names)
+	if err := w.send(ctx, tx); err != nil {
+		return out, translate(writeError("write profile "+p.Name, err))
+	}
+	return out, nil
+}
+
+// rerender queues, for the jobs names, a revision of kind profile (the job's last spec,
+// unchanged, with the profile's diff), a new generation and the synchronizer's NOTIFY:
+// three statements whatever the number of jobs.
+func rerender(w *pipeline, names []string, a job.Actor, diff []byte) {
+	w.exec(wrapped("record profile revisions"), `
+INSERT INTO data_job_revision (job_uid, revision, job_name, kind, actor, op_id, spec, diff)
+SELECT j.uid, coalesce(last.revision, 0) + 1, j.name, $2, $3, $4, coalesce(last.spec, '{}'), $5
+FROM data_job j
+LEFT JOIN LATERAL (SELECT r.revision, r.spec FROM data_job_revision r WHERE r.job_uid = j.uid ORDER BY r.revision DESC LIMIT 1) last ON true
+WHERE j.name = ANY($1::text[])`, names, job.RevisionProfile, a.User, a.OpID, diff)
+	w.exec(wrapped("bump generations of a profile's jobs"),
+		`UPDATE data_job SET generation = generation + 1, updated_at = now() WHERE name = ANY($1::text[])`, names)
+	w.exec(wrapped("notify a profile's jobs"), `SELECT pg_notify($1, n) FROM unnest($2::text[]) n`, DesiredChannel, names)
+}
+
+// profileUsers are the jobs whose desired deployment selects the profile name, by name.
+func profileUsers(ctx context.Context, tx Tx, name string) ([]string, error) {
+	rows, _ := tx.Query(ctx, `SELECT data_job_name FROM desired_data_job_deployment WHERE execution_profile = $1 ORDER BY data_job_name`, name)
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, translate(fmt.Errorf("read the deployments of profile %s: %w", name, err))
+	}
+	return names, nil
+}
+
+// DeleteProfile deletes the profile name: refused (409) while a deployment selects it,
+// and always for the default profile.
+func (s *Store) DeleteProfile(ctx context.Context, name string) error {
+	if name == job.DefaultProfile {
+		return job.ProfileInUse(name, -1)
+	}
+	return s.InTx(ctx, func(tx Tx) error {
+		var spec []byte
+		var users int
+		err := tx.QueryRow(ctx, `SELECT spec, (SELECT count(*) FROM desired_data_job_deployment WHERE execution_profile = $1)
+FROM execution_profile WHERE name = $1 FOR UPDATE`, name).Scan(&spec, &users)
+		if err = rowError(err, job.ProfileNotFound(name), "lock profile "+name); err != nil {
+			return err
+		}
+		if users > 0 {
+			return job.ProfileInUse(name, users)
+		}
+		a := job.ActorFrom(ctx)
+		var old job.Profile
+		if err := json.Unmarshal(spec, &old); err != nil {
+			return fmt.Errorf("decode profile %s: %w", name, err)
+		}
+		diff, err := job.ProfileDiff(&old, nil)
+		if err != nil {
+			return err
+		}
+		var w pipeline
+		w.exec(wrapped("record delete of profile "+name), `INSERT INTO execution_profile_revision (name, revision, kind, actor, op_id, spec, diff)
+SELECT $1, revision + 1, $2, $3, $4, spec, $5 FROM execution_profile WHERE name = $1`, name, job.ProfileDelete, a.User, a.OpID, mustJSON(diff))
+		w.exec(wrapped("delete profile "+name), `DELETE FROM execution_profile WHERE name = $1`, name)
+		return translate(w.send(ctx, tx))
+	})
+}
+
+// ProfileRevisions reads the revisions of the profile name, newest first (a deleted
+// profile's too).
+func (s *Store) ProfileRevisions(ctx context.Context, name string) ([]job.ProfileRevision, error) {
+	rows, _ := s.pool.Query(ctx, `SELECT revision, kind, actor, op_id, created_at, spec, diff
+FROM execution_profile_revision WHERE name = $1 ORDER BY revision DESC LIMIT 1000`, name)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (job.ProfileRevision, error) {
+		var r job.ProfileRevision
+		var spec, diff []byte
+		if err := row.Scan(&r.Number, &r.Kind, &r.Actor, &r.OpID, &r.CreatedAt, &spec, &diff); err != nil {
+			return r, err
+		}
+		if err := json.Unmarshal(spec, &r.Spec); err != nil {
+			return r, fmt.Errorf("decode revision %d of profile %s: %w", r.Number, name, err)
+		}
+		r.Spec.Name = name
+		return r, json.Unmarshal(diff, &r.Diff)
+	})
+	if err != nil {
+		return nil, translate(fmt.Errorf("read the revisions of profile %s: %w", name, err))
+	}
+	if len(out) == 0 {
+		return nil, job.ProfileNotFound(name)
+	}
+	return out, nil
+}
+
+func withoutName(p job.Profile) job.Profile {
+	p.Name = ""
+	return p
+}
+
+// sameJSON reports whether two profiles have the same JSON form.
+func sameJSON(a, b job.Profile) bool {
+	x, errA := json.Marshal(withoutName(a))
+	y, errB := json.Marshal(withoutName(b))
+	return errA == nil && errB == nil && slices.Equal(x, y)
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("store: marshal: " + err.Error()) // plain data always marshals
+	}
+	return b
+}
+
+// foreignKeyViolation is PostgreSQL's code for a reference to a row that does not exist.
+const foreignKeyViolation = "23503"
