@@ -161,6 +161,7 @@ func (a *api) routes() *router {
 	a.webhookRoutes(rt, team)
 	a.pipelineRoutes(rt, team, jobPath)
 	a.profileRoutes(rt)
+	a.triggerRoutes(rt, team)
 
 	// Secrets and team OAuth credentials (secrets.go); without Config.Secrets they answer
 	// 501 naming --secrets-key-file.

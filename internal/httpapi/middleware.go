@@ -72,7 +72,7 @@ func (a *api) middleware(rt *router) http.Handler {
 			writeErrorBody(rec, http.StatusRequestURITooLong, pathTooLong(len(r.URL.EscapedPath())))
 			return
 		}
-		caller, err := a.authenticate(r)
+		caller, err := a.callerOf(r, rt)
 		if err != nil {
 			if job.KindOf(err) == job.KindUnauthenticated {
 				rec.Header().Set("WWW-Authenticate", `Bearer realm="datajobs"`)

@@ -35,6 +35,7 @@ type routeCase struct {
 	filtered          bool // any caller, only its teams' rows: the jobs query, the console's list
 	ownTeam           bool // a console page of a team (not of a job): under the caller's own team it answers
 	adminOnly         bool // a REST route of the admin teams only (execution profiles): 403 to team members
+	signed            bool // authenticated by a signature of its body, not by a token (a trigger's invocation)
 }
 
 // routeCases covers every route of the public listener: the probes, the REST API (with
@@ -100,6 +101,12 @@ var routeCases = map[string]routeCase{
 	"DELETE /data-jobs/for-team/{team}/pipelines/{pipeline}/runs/{run_id}":                                 {},
 	"POST /data-jobs/for-team/{team}/pipelines/{pipeline}/runs/{run_id}/repair":                            {},
 	"POST /data-jobs/for-team/{team}/pipelines/{pipeline}/backfills":                                       {body: `{"from":"2026-01-01T00:00:00Z","to":"2026-01-02T00:00:00Z"}`},
+	"POST /data-jobs/for-team/{team}/triggers":                                                             {body: `{"name":"planted","target":{"job_name":"job-of-b"},"on":{"kind":"webhook"}}`},
+	"GET /data-jobs/for-team/{team}/triggers":                                                              {},
+	"GET /data-jobs/for-team/{team}/triggers/{trigger}":                                                    {},
+	"DELETE /data-jobs/for-team/{team}/triggers/{trigger}":                                                 {},
+	"GET /data-jobs/for-team/{team}/triggers/{trigger}/events":                                             {},
+	"POST /data-jobs/triggers/{trigger_id}/events":                                                         {body: `{"forged":true}`, signed: true},
 	"GET /data-jobs/teams/{team}/oauth-credentials":                                                        {},
 	"PUT /data-jobs/teams/{team}/oauth-credentials":                                                        {body: `{"clientId":"x","clientSecret":"y"}`},
 	"GET /data-jobs/teams/{team}/oauth-credentials/client-id":                                              {},
@@ -214,12 +221,18 @@ func TestEveryRouteIsAuthenticatedAndKeepsTeamsApart(t *testing.T) {
 		ID int64 `json:"id"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(c.must(tokB, "POST", "/data-jobs/for-team/team-b/pipelines/pipeline-of-b/runs", `{}`, http.StatusAccepted)), &run))
+	var trig struct {
+		ID string `json:"id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(c.must(tokB, "POST", "/data-jobs/for-team/team-b/triggers",
+		`{"name":"trigger-of-b","target":{"job_name":"job-of-b"},"on":{"kind":"webhook"}}`, http.StatusCreated)), &trig))
 	fill := func(pattern, team string) (method, path string) {
 		method, path, _ = strings.Cut(pattern, " ")
 		return method, strings.NewReplacer("{$}", "", "{team}", team, "{job}", "job-of-b", "{deployment_id}", "release",
 			"{execution_id}", exec.ID, "{id}", exec.ID, "{new_team}", "team-a", "{revision}", "1", "{webhook_id}", hook.ID,
 			"{backfill_id}", strconv.FormatInt(backfill.ID, 10), "{pipeline}", "pipeline-of-b", "{run_id}", strconv.FormatInt(run.ID, 10),
-			"{grantee_team}", "team-a", "{profile}", "profile-of-b").Replace(path)
+			"{grantee_team}", "team-a", "{profile}", "profile-of-b",
+			"{trigger}", "trigger-of-b", "{trigger_id}", trig.ID).Replace(path)
 	}
 	// stateOfB is everything a caller of team-b can read about its job.
 	stateOfB := func() []string {
@@ -232,6 +245,7 @@ func TestEveryRouteIsAuthenticatedAndKeepsTeamsApart(t *testing.T) {
 		}
 		out = append(out, c.must(tokB, "GET", "/data-jobs/teams/team-b/oauth-credentials", "", http.StatusOK))
 		out = append(out, c.must(tokAdmin, "GET", "/data-jobs/profiles/profile-of-b", "", http.StatusOK))
+		out = append(out, c.must(tokB, "GET", "/data-jobs/for-team/team-b/triggers/trigger-of-b/events", "", http.StatusOK))
 		return append(out, c.must(tokB, "GET", "/data-jobs/for-team/team-b/webhooks", "", http.StatusOK))
 	}
 	before := stateOfB()
@@ -302,8 +316,17 @@ func TestEveryRouteIsAuthenticatedAndKeepsTeamsApart(t *testing.T) {
 		if rc.body != "" {
 			headers = append(headers, "Content-Type", cmp.Or(rc.contentType, "application/json"))
 		}
-		// No token: 401 with the challenge, whatever the route.
 		method, path = fill(pattern, "team-b")
+		if rc.signed { // no token asked, and none is enough: without the signature 401, nothing recorded
+			for _, tok := range []string{"", tokA, tokB, tokAdmin} {
+				r := c.do(tok, method, path, rc.body, headers...)
+				require.Equal(t, http.StatusUnauthorized, r.status, "%s with token %q: %s", pattern, tok, r.body)
+				require.Contains(t, vdkError(t, r)["what"], "not signed", pattern)
+				showsNothingOfB(method, path, r.body)
+			}
+			continue
+		}
+		// No token: 401 with the challenge, whatever the route.
 		r := c.do("", method, path, rc.body, headers...)
 		require.Equal(t, http.StatusUnauthorized, r.status, "%s without a token: %s", pattern, r.body)
 		require.Contains(t, r.header.Get("WWW-Authenticate"), "Bearer", pattern)

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/datajobs/datajobs/internal/firer"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/maintenance"
@@ -15,6 +16,7 @@ import (
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/synchronizer"
 	"github.com/datajobs/datajobs/internal/tracker"
+	"github.com/datajobs/datajobs/internal/trigger"
 )
 
 // ExecutionsConfig configures executions: how much of their logs is kept, how long they
@@ -61,6 +63,7 @@ func newTracker(cfg Config, db *store.Store, cluster *kube.Cluster, reg promethe
 			Retention: job.Retention{KeptPerJob: cfg.Executions.KeptPerJob, MaxAge: cfg.Executions.MaxAge}, Logger: cfg.Logger,
 		}, db).Service(),
 		maintenance.NewAuditRetention(audit, db).Service(),
+		firer.New(firer.Config{Logger: cfg.Logger, Registerer: reg, Metrics: trigger.NewMetrics(reg)}, db).Service(),
 	}, more...)
 	return execs, maintenance.New(maintenance.Config{Listener: db, Logger: cfg.Logger, Metrics: metrics}, services...),
 		stepper.New(stepper.Config{Logger: cfg.Logger, Registerer: reg}, db)

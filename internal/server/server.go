@@ -23,6 +23,7 @@ import (
 	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/slots"
 	"github.com/datajobs/datajobs/internal/store"
+	"github.com/datajobs/datajobs/internal/trigger"
 	"github.com/datajobs/datajobs/internal/vdkmetrics"
 )
 
@@ -84,7 +85,7 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 	if cfg.Notifications.VDKJobMetrics {
 		registry.MustRegister(vdkmetrics.New(db, vdkmetrics.Config{Logger: cfg.Logger}))
 	}
-	svc, secretsSvc, err := newUseCases(cfg, db, cluster)
+	svc, secretsSvc, err := newUseCases(cfg, db, cluster, registry)
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +106,7 @@ func newApp(ctx context.Context, cfg Config) (a *app, err error) {
 
 // newUseCases builds the use cases the API and the console share: the service and the
 // secrets, both with the key file's keyring.
-func newUseCases(cfg Config, db *store.Store, cluster *kube.Cluster) (*service.Service, *service.Secrets, error) {
+func newUseCases(cfg Config, db *store.Store, cluster *kube.Cluster, reg prometheus.Registerer) (*service.Service, *service.Secrets, error) {
 	keys, err := loadKeyring(cfg)
 	if err != nil {
 		return nil, nil, err
@@ -121,6 +122,7 @@ func newUseCases(cfg Config, db *store.Store, cluster *kube.Cluster) (*service.S
 		Logs:                    logReader(cfg, cluster),
 		WebhookAllowPrivate:     cfg.NotificationWebhookAllowPrivate,
 		Keys:                    keys,
+		TriggerMetrics:          trigger.NewMetrics(reg),
 	}, db)
 	if err != nil {
 		return nil, nil, err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/secrets"
+	"github.com/datajobs/datajobs/internal/trigger"
 )
 
 // Config configures the service.
@@ -51,6 +52,8 @@ type Config struct {
 	// Keys seals team webhook secrets (--secrets-key-file); nil: they are stored open, as
 	// in auth mode none without a key file (docs/webhooks.md).
 	Keys *secrets.Keyring
+	// TriggerMetrics counts the events of signed trigger calls (nil: none).
+	TriggerMetrics *trigger.Metrics
 }
 
 // Service runs the use cases of data jobs and their deployments.

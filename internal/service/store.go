@@ -7,6 +7,7 @@ import (
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/pipeline"
 	"github.com/datajobs/datajobs/internal/secrets"
+	"github.com/datajobs/datajobs/internal/trigger"
 )
 
 // Store is what the use cases read and write (store.Store implements it).
@@ -77,4 +78,11 @@ type Store interface {
 	ListProfiles(ctx context.Context) ([]job.ProfileRecord, error)
 	DeleteProfile(ctx context.Context, name string) error
 	ProfileRevisions(ctx context.Context, name string) ([]job.ProfileRevision, error)
+	CreateTrigger(ctx context.Context, team string, spec trigger.Spec, by string, seal func(id string) (secrets.Envelope, error)) (trigger.Trigger, error)
+	GetTrigger(ctx context.Context, team, name string, lastEvents int) (trigger.Trigger, error)
+	ListTriggers(ctx context.Context, team, target string, pipeline bool, lastEvents int) ([]trigger.Trigger, error)
+	DeleteTrigger(ctx context.Context, team, name string) error
+	ListTriggerEvents(ctx context.Context, team, name string, page, size int) ([]trigger.Event, int, error)
+	SignedTriggerOf(ctx context.Context, id string) (trigger.Signed, error)
+	AddTriggerEvents(ctx context.Context, id string, events []trigger.NewEvent) ([]trigger.EventResult, error)
 }
