@@ -234,6 +234,7 @@ type nodeRunBody struct {
 	StartTime   *time.Time    `json:"start_time"`
 	EndTime     *time.Time    `json:"end_time"`
 	Message     string        `json:"message"`
+	Image       string        `json:"image"`
 }
 
 func toRunBody(r pl.Run) runBody {
@@ -244,7 +245,7 @@ func toRunBody(r pl.Run) runBody {
 	for _, n := range r.Nodes {
 		out.Nodes = append(out.Nodes, nodeRunBody{
 			Name: n.Name, JobName: n.JobName, Team: n.Team, Status: n.Status, ExecutionID: n.ExecutionID,
-			Attempt: n.Attempt, StartTime: n.StartTime, EndTime: n.EndTime, Message: n.Message,
+			Attempt: n.Attempt, StartTime: n.StartTime, EndTime: n.EndTime, Message: n.Message, Image: n.Image,
 		})
 	}
 	return out

@@ -25,6 +25,9 @@ type NewExecution struct {
 	// re-run repeats ("" : none).
 	BackfillID int64
 	RerunOf    string
+	// Image, when set, is the image its Job runs instead of the CronJob's: a pipeline
+	// node's, pinned at its run's start.
+	Image string
 }
 
 // ExecutionStart builds the execution to insert from the locked job and its deployments;
@@ -59,6 +62,9 @@ type TrackedExecution struct {
 	// LogicalTime is the schedule time of a catch-up or backfill run: the leader creates
 	// its Job as it does a manual start's.
 	LogicalTime *time.Time
+	// Image, when set, is the image the leader creates its Job with instead of the
+	// CronJob's (NewExecution.Image).
+	Image string
 }
 
 // StartedByLeader reports whether the leader creates the execution's Job (a manual start,

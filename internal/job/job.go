@@ -176,6 +176,9 @@ type ActualDeployment struct {
 	// re-created starts again at generation 1, so only UID and generation together say
 	// that it is the very object last applied.
 	CronJobUID string
+	// Image is the image of the CronJob's main container as applied (by digest when the
+	// synchronizer built it; empty: unknown). A pipeline run pins it at its start.
+	Image string
 }
 
 // SameConfig reports whether two jobs render the same CronJob: everything but the

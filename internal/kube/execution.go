@@ -50,6 +50,9 @@ type ManualExecution struct {
 	// LogicalTime, when set, is the schedule time a catch-up or backfill run stands for,
 	// given to the job as EnvLogicalTime (RFC 3339, UTC).
 	LogicalTime *time.Time
+	// Image, when set, replaces the main container's image of the CronJob's template (a
+	// pipeline node pinned to the image of its run's start).
+	Image string
 }
 
 // EnvLogicalTime is the environment variable of a run's logical (schedule) time.
@@ -88,6 +91,7 @@ func ExecutionJob(cj *batchv1.CronJob, e ManualExecution) *batchv1.Job {
 	j.Spec.TTLSecondsAfterFinished = new(ManualTTLSeconds)
 	if cs := j.Spec.Template.Spec.Containers; len(cs) > 0 {
 		c := &cs[0]
+		c.Image = cmp.Or(e.Image, c.Image)
 		c.Env = append(c.Env, corev1.EnvVar{Name: EnvOpID, Value: e.OpID})
 		if e.LogicalTime != nil {
 			c.Env = append(c.Env, corev1.EnvVar{Name: EnvLogicalTime, Value: e.LogicalTime.UTC().Format(time.RFC3339)})
@@ -101,6 +105,15 @@ func ExecutionJob(cj *batchv1.CronJob, e ManualExecution) *batchv1.Job {
 		}
 	}
 	return j
+}
+
+// CronJobImage is the image of cj's main container ("" when it has none): what a run
+// started from it runs.
+func CronJobImage(cj *batchv1.CronJob) string {
+	if cj == nil || len(cj.Spec.JobTemplate.Spec.Template.Spec.Containers) == 0 {
+		return ""
+	}
+	return cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Image
 }
 
 // shellQuote quotes s for a POSIX shell.

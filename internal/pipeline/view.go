@@ -46,6 +46,9 @@ type NodeRun struct {
 	Attempt             int
 	StartTime, EndTime  *time.Time
 	Message             string
+	// Image is the image its job was deployed with when the run started, which every
+	// attempt of the node runs ("" : none recorded, the job's CronJob's).
+	Image string
 }
 
 // Page is one page of a list, as the jobs list pages (page_number from 1, page_size).

@@ -96,9 +96,9 @@ func insertExecution(ctx context.Context, tx Tx, j job.Job, n job.NewExecution) 
 	const q = `INSERT INTO data_job_execution (id, job_name, job_uid, type, status, op_id, start_time,
 	started_by, args, job_version, job_schedule, vdk_version, job_python_version,
 	resources_cpu_request_millis, resources_cpu_limit_millis, resources_memory_request_bytes,
-	resources_memory_limit_bytes, last_deployed_date, last_deployed_by, logical_time, backfill_id, rerun_of)
+	resources_memory_limit_bytes, last_deployed_date, last_deployed_by, logical_time, backfill_id, rerun_of, image)
 SELECT c.id, $2, $3::uuid, $18, 'submitted', $4, date_trunc('second', $5::timestamptz), $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-	$19, NULLIF($20::bigint, 0), NULLIF($21, '')
+	$19, NULLIF($20::bigint, 0), NULLIF($21, ''), $24
 FROM (
 	SELECT CASE WHEN i = 0 AND $1 <> '' THEN $1 ELSE $22 || ($23::bigint + i)::text END AS id, i
 	FROM generate_series(0, 999) i
@@ -114,7 +114,7 @@ RETURNING id`
 			d.JobVersion, d.Schedule, d.VDKVersion, d.PythonVersion,
 			r.CPURequestMillis, r.CPULimitMillis, r.MemoryRequestBytes, r.MemoryLimitBytes,
 			d.DeployedDate, d.DeployedBy, cmp.Or(n.Type, job.ExecManual), n.LogicalTime, n.BackfillID, n.RerunOf,
-			j.Name+"-", n.Start.Unix())
+			j.Name+"-", n.Start.Unix(), n.Image)
 		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		if err != nil {
 			return "", writeError("insert execution of "+j.Name, err)
@@ -183,12 +183,12 @@ func (s *Store) ExecutionLog(ctx context.Context, team, name, id string) (job.Ex
 // Tracking, by the synchronizer leader.
 
 const trackedColumns = `id, job_name, COALESCE(job_uid::text, ''), type, status, op_id, started_by, args,
-	cancel_requested_at IS NOT NULL, cancel_message, start_time, job_created_at IS NOT NULL, logical_time`
+	cancel_requested_at IS NOT NULL, cancel_message, start_time, job_created_at IS NOT NULL, logical_time, image`
 
 func scanTracked(row pgx.CollectableRow) (job.TrackedExecution, error) {
 	var e job.TrackedExecution
 	err := row.Scan(&e.ID, &e.JobName, &e.JobUID, &e.Type, &e.Status, &e.OpID, &e.StartedBy, &e.Args,
-		&e.CancelRequested, &e.CancelMessage, &e.StartTime, &e.JobCreated, &e.LogicalTime)
+		&e.CancelRequested, &e.CancelMessage, &e.StartTime, &e.JobCreated, &e.LogicalTime, &e.Image)
 	return e, err
 }
 

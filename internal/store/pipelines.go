@@ -285,8 +285,10 @@ ON CONFLICT (pipeline_id, schedule_time) DO NOTHING RETURNING id`, pid, r.Logica
 	}
 	var p pipeline
 	for _, n := range spec.Nodes {
-		p.exec(wrapped("insert node run "+n.Name), `INSERT INTO pipeline_node_run (run_id, node, attempt, job_team, job_name) VALUES ($1, $2, 1, $3, $4)`,
-			id, n.Name, n.Team, n.JobName)
+		// The image its job is deployed with now: every attempt of the node runs it.
+		p.exec(wrapped("insert node run "+n.Name), `INSERT INTO pipeline_node_run (run_id, node, attempt, job_team, job_name, image)
+VALUES ($1, $2, 1, $3, $4, COALESCE((SELECT a.image FROM actual_data_job_deployment a JOIN data_job j ON j.uid = a.job_uid
+	WHERE a.data_job_name = $4 AND j.team = $3), ''))`, id, n.Name, n.Team, n.JobName)
 	}
 	p.notify(PipelineRunsChannel, strconv.FormatInt(id, 10))
 	return id, p.send(ctx, tx)

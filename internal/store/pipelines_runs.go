@@ -43,7 +43,7 @@ func (s *Store) ListPipelineRuns(ctx context.Context, team, name string, page, s
 // nodeRunsQuery reads the latest attempt of each node of the run $1, with its execution's
 // status when it has one, in the spec's order.
 const nodeRunsQuery = `SELECT nr.node, nr.job_name, nr.job_team, nr.status, nr.execution_id, nr.attempt,
-	COALESCE(nr.start_time, e.start_time), COALESCE(e.end_time, nr.end_time), nr.message, e.status, e.id IS NOT NULL
+	COALESCE(nr.start_time, e.start_time), COALESCE(e.end_time, nr.end_time), nr.message, nr.image, e.status, e.id IS NOT NULL
 FROM (SELECT DISTINCT ON (node) * FROM pipeline_node_run WHERE run_id = $1 ORDER BY node, attempt DESC) nr
 LEFT JOIN data_job_execution e ON e.id = nr.execution_id`
 
@@ -54,7 +54,7 @@ func scanNodeRun(row pgx.CollectableRow) (pl.NodeRun, error) {
 	var status string
 	var exec *string
 	var found bool
-	err := row.Scan(&n.Name, &n.JobName, &n.Team, &status, &n.ExecutionID, &n.Attempt, &n.StartTime, &n.EndTime, &n.Message, &exec, &found)
+	err := row.Scan(&n.Name, &n.JobName, &n.Team, &status, &n.ExecutionID, &n.Attempt, &n.StartTime, &n.EndTime, &n.Message, &n.Image, &exec, &found)
 	n.Status = pl.NodeStatus(status)
 	switch {
 	case n.ExecutionID == nil:
@@ -148,7 +148,8 @@ func (s *Store) CancelPipelineRun(ctx context.Context, team, name string, id int
 
 // RepairPipelineRun starts again, in the same run, its nodes that failed, were cancelled
 // or upstream_failed and every node downstream of them (pipeline.Repair): each gets its
-// next attempt, pending, and the run is running again. Only a failed or cancelled run is
+// next attempt, pending, with the image recorded at the run's start, and the run is
+// running again. Only a failed or cancelled run is
 // repaired (409 otherwise). It returns the nodes started again.
 func (s *Store) RepairPipelineRun(ctx context.Context, team, name string, id int64) ([]string, error) {
 	var again []string
@@ -171,8 +172,9 @@ func (s *Store) RepairPipelineRun(ctx context.Context, team, name string, id int
 		again = pl.Repair(spec, states)
 		var p pipeline
 		p.exec(wrapped("repair run"), `UPDATE pipeline_run SET status = 'running', end_time = NULL, cancel_requested_at = NULL WHERE id = $1`, id)
-		p.exec(wrapped("insert repaired nodes"), `INSERT INTO pipeline_node_run (run_id, node, attempt, job_team, job_name)
-SELECT run_id, node, max(attempt) + 1, min(job_team), min(job_name) FROM pipeline_node_run WHERE run_id = $1 AND node = ANY($2::text[])
+		p.exec(wrapped("insert repaired nodes"), `INSERT INTO pipeline_node_run (run_id, node, attempt, job_team, job_name, image)
+SELECT run_id, node, max(attempt) + 1, min(job_team), min(job_name), (array_agg(image ORDER BY attempt))[1]
+FROM pipeline_node_run WHERE run_id = $1 AND node = ANY($2::text[])
 GROUP BY run_id, node`, id, again)
 		p.notify(PipelineRunsChannel, strconv.FormatInt(id, 10))
 		return p.send(ctx, tx)

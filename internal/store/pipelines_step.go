@@ -41,6 +41,8 @@ type stepRun struct {
 	logical             time.Time
 	args                []byte
 	cancelling, running bool
+	// images are the nodes' images pinned at the run's start (pl.NodeRun.Image).
+	images map[string]string
 }
 
 // fenced checks, in tx, that fence's term holds the lease, and keeps the lease row from
@@ -79,9 +81,10 @@ func (s *Store) StepPipelineRun(ctx context.Context, fence job.Fence, id int64, 
 			return err
 		}
 		states, attempts := map[string]pl.NodeStatus{}, map[string]int{}
+		r.images = map[string]string{}
 		var p pipeline
 		for _, n := range nodes {
-			states[n.Name], attempts[n.Name] = n.Status, n.Attempt
+			states[n.Name], attempts[n.Name], r.images[n.Name] = n.Status, n.Attempt, n.Image
 			if n.ExecutionID != nil && n.Status.Final() {
 				p.exec(wrapped("record node "+n.Name), `UPDATE pipeline_node_run SET status = $4, end_time = $5, message = $6
 WHERE run_id = $1 AND node = $2 AND attempt = $3 AND status IS DISTINCT FROM $4`, id, n.Name, n.Attempt, n.Status, n.EndTime, n.Message)
@@ -246,6 +249,7 @@ func startNode(ctx context.Context, tx Tx, r stepRun, n pl.Node, attempt int, no
 	id, err := insertExecution(ctx, tx, st.Job, job.NewExecution{
 		OpID: fmt.Sprintf("pipeline-%d-%s-%d", r.id, n.Name, attempt), StartedBy: pl.StartedBy(r.team, r.name, r.id),
 		Args: args, Snapshot: st.Actual.Snapshot(), Start: now, Type: job.ExecManual, LogicalTime: &logical,
+		Image: r.images[n.Name],
 	})
 	if err != nil {
 		return res, err

@@ -128,7 +128,7 @@ func currentDesired(epochArg string) string {
 const actualColumns = `data_job_name, job_uid, generation, team, deployment_version_sha,
 	git_commit_sha, vdk_version, python_version, schedule,
 	resources_cpu_request_millis, resources_cpu_limit_millis, resources_memory_request_bytes, resources_memory_limit_bytes,
-	enabled, last_deployed_by, last_deployed_date, cronjob_generation, cronjob_uid`
+	enabled, last_deployed_by, last_deployed_date, cronjob_generation, cronjob_uid, image`
 
 // actualOnConflict makes an insert of actual rows replace the row of the same name.
 const actualOnConflict = `ON CONFLICT (data_job_name) DO UPDATE SET job_uid = EXCLUDED.job_uid, generation = EXCLUDED.generation,
@@ -141,22 +141,22 @@ const actualOnConflict = `ON CONFLICT (data_job_name) DO UPDATE SET job_uid = EX
 	resources_memory_limit_bytes = EXCLUDED.resources_memory_limit_bytes,
 	enabled = EXCLUDED.enabled, last_deployed_by = EXCLUDED.last_deployed_by,
 	last_deployed_date = EXCLUDED.last_deployed_date, cronjob_generation = EXCLUDED.cronjob_generation,
-	cronjob_uid = EXCLUDED.cronjob_uid`
+	cronjob_uid = EXCLUDED.cronjob_uid, image = EXCLUDED.image`
 
-// upsertActual is the insert-or-replace of an actual deployment row from the 18 values
-// of actualValues ($1 to $18).
+// upsertActual is the insert-or-replace of an actual deployment row from the 19 values
+// of actualValues ($1 to $19).
 const upsertActual = `INSERT INTO actual_data_job_deployment (` + actualColumns + `)
-VALUES ($1, $2::uuid, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+VALUES ($1, $2::uuid, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
 ` + actualOnConflict
 
-// actualValues are the arguments $1 to $18 of upsertActual.
+// actualValues are the arguments $1 to $19 of upsertActual.
 func actualValues(a job.ActualDeployment) []any {
 	r := a.Resources
 	return []any{
 		a.JobName, a.JobUID, a.Generation, a.Team, a.DeploymentVersionSHA,
 		a.JobVersion, a.VDKVersion, a.PythonVersion, a.Schedule,
 		r.CPURequestMillis, r.CPULimitMillis, r.MemoryRequestBytes, r.MemoryLimitBytes,
-		a.Enabled, a.DeployedBy, a.DeployedDate, a.CronJobGeneration, a.CronJobUID,
+		a.Enabled, a.DeployedBy, a.DeployedDate, a.CronJobGeneration, a.CronJobUID, a.Image,
 	}
 }
 
@@ -167,14 +167,14 @@ func actualDest(a *job.ActualDeployment) []any {
 		&a.JobName, &a.JobUID, &a.Generation, &a.Team, &a.DeploymentVersionSHA,
 		&a.JobVersion, &a.VDKVersion, &a.PythonVersion, &a.Schedule,
 		&r.CPURequestMillis, &r.CPULimitMillis, &r.MemoryRequestBytes, &r.MemoryLimitBytes,
-		&a.Enabled, &a.DeployedBy, &a.DeployedDate, &a.CronJobGeneration, &a.CronJobUID,
+		&a.Enabled, &a.DeployedBy, &a.DeployedDate, &a.CronJobGeneration, &a.CronJobUID, &a.Image,
 	}
 }
 
-// recordAppliedAll upserts the actual rows of arrays $1 to $18 (one element per job, the
+// recordAppliedAll upserts the actual rows of arrays $1 to $19 (one element per job, the
 // columns of actualValues) and marks their deployments synced, in one statement, for the
 // rows whose job still has the incarnation and generation they were applied for, while
-// term $19 holds the lease (LeaseHeldCondition, evaluated once for the whole statement).
+// term $20 holds the lease (LeaseHeldCondition, evaluated once for the whole statement).
 // It returns the names it wrote. A row that brings its generation to synced for the first
 // time records a deploy_succeeded event in the outbox (deploySucceededEvents). The intents of those names end with it: Kubernetes
 // confirmed that the name's one CronJob is the recorded one, so no CronJob of an intent
@@ -183,14 +183,14 @@ func actualDest(a *job.ActualDeployment) []any {
 var recordAppliedAll = `WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[]::uuid[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
 		$9::text[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $14::boolean[], $15::text[],
-		$16::timestamptz[], $17::bigint[], $18::text[]) AS i(` + actualColumns + `)
+		$16::timestamptz[], $17::bigint[], $18::text[], $19::text[]) AS i(` + actualColumns + `)
 ),
 ok AS (
 	SELECT i.*, d.status AS prior_status, d.status_generation AS prior_generation,
 		j.team AS job_team, j.notified_on_job_deploy AS deploy_contacts FROM input i
 	JOIN data_job j ON j.name = i.data_job_name AND j.uid = i.job_uid AND j.generation = i.generation
 	JOIN desired_data_job_deployment d ON d.data_job_name = j.name
-	WHERE ` + syncLeaseHeld("$19") + `
+	WHERE ` + syncLeaseHeld("$20") + `
 ),
 events AS (` + deploySucceededEvents + `),
 up AS (

@@ -146,7 +146,7 @@ func (t *term) apply(ctx context.Context, p Plan, finish func(controller.Result,
 		DeploymentVersionSHA: p.Hash, JobVersion: d.JobVersion, VDKVersion: d.VDKVersion,
 		PythonVersion: d.PythonVersion, Schedule: d.Schedule, Resources: eff, Enabled: d.Enabled,
 		DeployedBy: d.DeployedBy, DeployedDate: appliedAt(p, applied, s.cfg.Now),
-		CronJobGeneration: applied.Generation, CronJobUID: string(applied.UID),
+		CronJobGeneration: applied.Generation, CronJobUID: string(applied.UID), Image: kube.CronJobImage(applied),
 	}
 	recorded := func(wrote bool, err error) (controller.Result, error) {
 		if err != nil {

@@ -95,6 +95,7 @@ func (t *execTerm) create(ctx context.Context, p execPlan) error {
 	row := p.Row
 	err := t.x.jobs.Start(ctx, row.JobName, row.JobUID, kube.ManualExecution{
 		ID: row.ID, OpID: row.OpID, StartedBy: row.StartedBy, Args: row.Args, Type: row.Type, LogicalTime: row.LogicalTime,
+		Image: row.Image,
 	})
 	if errors.Is(err, kube.ErrNoCronJob) {
 		if p.Update.Status != "" {

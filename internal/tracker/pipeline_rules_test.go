@@ -3,6 +3,7 @@ package tracker_test
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -199,4 +200,59 @@ JOIN data_job_execution e ON e.id = nr.execution_id WHERE e.status IN ('submitte
 		return f.count(`SELECT count(*) FROM pipeline_backfill WHERE finished_at IS NOT NULL`) == 1
 	}, "the backfill finished")
 	require.Equal(t, 5, f.count(`SELECT count(*) FROM pipeline_run WHERE status = 'succeeded'`))
+}
+
+// redeploy plays the synchronizer's apply of a new image of name: the CronJob's main
+// container and the applied record say image.
+func (f *execFixture) redeploy(name, image string) {
+	f.t.Helper()
+	cj, err := f.client.BatchV1().CronJobs(f.ns).Get(f.t.Context(), name, metav1.GetOptions{})
+	require.NoError(f.t, err)
+	cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Image = image
+	_, err = f.client.BatchV1().CronJobs(f.ns).Update(f.t.Context(), cj, metav1.UpdateOptions{})
+	require.NoError(f.t, err)
+	f.exec(fmt.Sprintf(`UPDATE actual_data_job_deployment SET image = '%s' WHERE data_job_name = '%s'`, image, name))
+}
+
+// jobImage returns the image the Job of execution id runs.
+func (f *execFixture) jobImage(id string) string {
+	f.t.Helper()
+	f.pod(id)
+	j, err := f.client.BatchV1().Jobs(f.ns).Get(f.t.Context(), id, metav1.GetOptions{})
+	require.NoError(f.t, err)
+	return j.Spec.Template.Spec.Containers[0].Image
+}
+
+// A repair runs the images the run's jobs were deployed with when it started, even after
+// a deploy of a new one: the repaired node's Job runs the old image; a new run, the new.
+func TestARepairRunsTheImagesOfTheRunsStart(t *testing.T) {
+	f := newExecFixture(t)
+	f.startExecutions()
+	f.pipelineJob("pinned-job")
+	old := "registry.example.com/pinned-job@sha256:" + strings.Repeat("1", 64)
+	f.redeploy("pinned-job", old)
+	f.putPipeline("pinned-one", `{"nodes":[{"name":"pinned-step","job_name":"pinned-job"}]}`)
+	f.startStepper(f.epoch)
+	id := f.startRun()
+	e := f.started(id, "pinned-step")
+	require.Equal(t, old, f.jobImage(e))
+	f.ended("pinned-job", e, false)
+	_, ns := f.nodes(id)
+	require.Equal(t, old, ns["pinned-step"].Image, "recorded at the run's start")
+	f.runEnds(id, pipeline.RunFailed)
+
+	newer := "registry.example.com/pinned-job@sha256:" + strings.Repeat("2", 64)
+	f.redeploy("pinned-job", newer)
+	_, err := f.svc.RepairPipelineRun(t.Context(), team, "pinned-one", id)
+	require.NoError(t, err)
+	e = f.started(id, "pinned-step")
+	require.Equal(t, old, f.jobImage(e), "the repair runs the image of the run's start")
+	f.ended("pinned-job", e, true)
+	ns = f.runEnds(id, pipeline.RunSucceeded)
+	require.Equal(t, 2, ns["pinned-step"].Attempt)
+
+	id = f.startRun()
+	e = f.started(id, "pinned-step")
+	require.Equal(t, newer, f.jobImage(e), "a new run runs the image deployed now")
+	f.ended("pinned-job", e, true)
 }
