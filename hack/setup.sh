@@ -57,8 +57,12 @@ fi
 # compat/requirements.txt, from PyPI. Rebuilt only when the requirements or the python
 # change. vdk-control-cli is an sdist whose setup.py needs pkg_resources: it is built
 # with the pinned setuptools, without build isolation.
-venv=.cache/compat-venv
-want="$(sha256sum compat/requirements.txt | cut -d' ' -f1) $(python3 -c 'import sys; print(sys.version.split()[0])')"
+# It is made at .cache's physical path, which its scripts' #! lines name: made through a
+# worktree's .cache symlink, they named the worktree's path and broke when it was removed
+# (every vdkcli call of e2e/realnode failed with "no such file or directory"). The path
+# is in the stamp, so a venv made elsewhere is made again.
+venv="$(cd .cache && pwd -P)/compat-venv"
+want="$(sha256sum compat/requirements.txt | cut -d' ' -f1) $(python3 -c 'import sys; print(sys.version.split()[0])') $venv"
 if [ "$(cat "$venv/.stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: installing the compatibility suite's virtualenv into $venv" >&2
   rm -rf "$venv"
