@@ -22,6 +22,7 @@ const logTailLines = 200
 
 type jobData struct {
 	Team, Name, Href string
+	Triggers         *triggersPanel
 	Job              job.Job
 	Contacts         []contactRow
 	Deployment       deploymentData
@@ -130,7 +131,7 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request, s session) err
 	}
 	d := jobData{
 		Team: team, Name: name, Href: jobURL(team, name), Job: j, Deployment: dep, Executions: execs, CSRF: s.CSRF,
-		Revisions: revs, Chart: runChart(all), Backfills: c.backfills(r, s, team, name),
+		Revisions: revs, Chart: runChart(all), Backfills: c.backfills(r, s, team, name), Triggers: c.triggers(r, team, name, false),
 		Policy: c.policy(view, dep.Deployed), Notifications: c.notifications(r, team, name),
 		Contacts: []contactRow{
 			{"On user error", j.Contacts.NotifiedOnJobFailureUserError},

@@ -143,6 +143,7 @@ func (c *Console) pipelinePage(w http.ResponseWriter, r *http.Request, s session
 	d := pipelineData{
 		pipelineRow: c.pipelineRow(p), CSRF: s.CSRF, Spec: p.Spec,
 		Graph: graphSVG(graphNodes(team, p.Spec, latest)), Pager: c.pager(pipelineURL(team, name), n, runs.TotalItems),
+		Triggers: c.triggers(r, team, name, true),
 	}
 	for _, run := range runs.Items {
 		d.Runs = append(d.Runs, c.runRow(team, name, run))

@@ -38,6 +38,8 @@ type pipelineData struct {
 	Graph template.HTML
 	Runs  []runRow
 	Pager pagerData
+	// Triggers are the triggers that start it (issue 42).
+	Triggers *triggersPanel
 }
 
 // runRow is a run in a pipeline's runs.

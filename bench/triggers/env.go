@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/datajobs/datajobs/bench/internal/benchenv"
+	"github.com/datajobs/datajobs/bench/internal/moments"
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/kube"
+)
+
+type env struct {
+	*benchenv.Env
+	// seen is when the watch saw each Job (by name: the execution's id) added.
+	seen *moments.Moments
+}
+
+// job creates the trigger's job, deployed with concurrency policy Allow, its CronJob
+// rendered and applied as the synchronizer would (suspended: only the leader starts its
+// runs), and its applied deployment recorded.
+func (e *env) job(ctx context.Context) error {
+	if _, err := kube.NewWriter(e.Client, e.NS).EnsureJobServiceAccount(ctx, kube.DefaultJobServiceAccount, "bench"); err != nil {
+		return fmt.Errorf("job service account: %w", err)
+	}
+	render := kube.RenderConfig{Namespace: e.NS}.WithDefaults()
+	v, allow, suspend := "v1", "Allow", true
+	if _, err := e.Svc.CreateJob(ctx, team, job.Job{Name: jobName, Team: team, Schedule: "0 3 1 1 *"}); err != nil {
+		return fmt.Errorf("create job: %w", err)
+	}
+	d, err := e.Svc.Deploy(ctx, team, jobName, job.DeploymentChange{JobVersion: &v, Policy: job.PolicyChange{ConcurrencyPolicy: &allow}}, "bench")
+	if err != nil {
+		return fmt.Errorf("deploy: %w", err)
+	}
+	j, err := e.Svc.GetJob(ctx, team, jobName)
+	if err != nil {
+		return fmt.Errorf("read job: %w", err)
+	}
+	cj, hash := kube.Render(j, d, render)
+	cj.Spec.Suspend = &suspend
+	if cj, err = e.Client.BatchV1().CronJobs(e.NS).Create(ctx, cj, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create cronjob: %w", err)
+	}
+	wrote, err := e.DB.RecordAppliedAll(ctx, job.Fence{Epoch: e.Epoch}, []job.ActualDeployment{{
+		JobName: j.Name, JobUID: j.UID, Generation: j.Generation, Team: j.Team, DeploymentVersionSHA: hash,
+		JobVersion: d.JobVersion, VDKVersion: d.VDKVersion, PythonVersion: d.PythonVersion, Schedule: d.Schedule,
+		Resources: render.Resources.Effective(d.Resources), Enabled: d.Enabled, DeployedBy: d.DeployedBy,
+		DeployedDate: time.Now(), CronJobGeneration: cj.Generation, CronJobUID: string(cj.UID),
+	}})
+	if err != nil || !wrote[0] {
+		return fmt.Errorf("record the applied deployment (%v): %w", wrote, err)
+	}
+	return nil
+}
+
+// watch watches the namespace's Jobs (each added one is seen), watching again from the
+// last version seen when the server ends a watch, until the returned stop is called.
+func (e *env) watch(ctx context.Context) (stop func(), err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	w, err := e.Client.BatchV1().Jobs(e.NS).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("watch jobs: %w", err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		rv := ""
+		for ctx.Err() == nil {
+			for ev := range w.ResultChan() {
+				if j, ok := ev.Object.(*batchv1.Job); ok {
+					rv = j.ResourceVersion
+					if ev.Type == watch.Added {
+						e.seen.Set(j.Name, time.Now())
+					}
+				}
+			}
+			if w, err = e.Client.BatchV1().Jobs(e.NS).Watch(ctx, metav1.ListOptions{ResourceVersion: rv}); err != nil {
+				return
+			}
+		}
+	})
+	return func() {
+		cancel() // ends the watch under way
+		wg.Wait()
+	}, nil
+}

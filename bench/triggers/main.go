@@ -1,0 +1,254 @@
+// Command triggers benchmarks triggers (issue 42) on kwok, against a real PostgreSQL,
+// kube-apiserver and kube-controller-manager (the environment of `datajobs dev
+// --env-only`), with the REST API served in process and the execution tracker and the
+// trigger firer running in process as the leader runs them (their default settings):
+//
+//   - floor: -starts manual starts one after the other: the time from the start's answer
+//     (its row committed) to its Job seen by a watch;
+//   - triggers: signed events sent to a webhook trigger's invocation URL at -rate a second
+//     for -seconds (each its own goroutine, on a ticker): the time from the 202 (the event
+//     committed) to the Job of the run it started seen by the watch, p50/p99/max; then
+//     every event is checked: none lost (every event started a run), none duplicated (no
+//     event started two).
+//
+// The trigger's job has concurrency policy Allow (its runs go side by side: the firer is
+// measured, not the policy); kwok's stages run and complete the pods. It reads
+// DATAJOBS_TEST_DATABASE_URL and DATAJOBS_TEST_KUBECONFIG:
+//
+//	bash hack/with-env.sh .cache/bin/datajobs go run ./bench/triggers
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/datajobs/datajobs/bench/internal/benchenv"
+	"github.com/datajobs/datajobs/bench/internal/moments"
+	"github.com/datajobs/datajobs/bench/internal/stats"
+	"github.com/datajobs/datajobs/internal/firer"
+	"github.com/datajobs/datajobs/internal/httpapi"
+	"github.com/datajobs/datajobs/internal/maintenance"
+	"github.com/datajobs/datajobs/internal/service"
+	"github.com/datajobs/datajobs/internal/tracker"
+	"github.com/datajobs/datajobs/internal/trigger"
+)
+
+const (
+	team    = "bench"
+	jobName = "bench-target"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/triggers:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	rate := flag.Int("rate", 100, "signed events a second")
+	seconds := flag.Int("seconds", 60, "seconds of events")
+	starts := flag.Int("starts", 100, "manual starts of the floor, one after the other")
+	timeout := flag.Duration("timeout", 15*time.Minute, "bound of the whole benchmark")
+	flag.Parse()
+	fmt.Printf("machine: %d CPUs, load average at the start %s\n", runtime.NumCPU(), stats.LoadAverage())
+	defer func() { fmt.Printf("load average at the end %s\n", stats.LoadAverage()) }()
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	admin, kubeconfig := os.Getenv("DATAJOBS_TEST_DATABASE_URL"), os.Getenv("DATAJOBS_TEST_KUBECONFIG")
+	if admin == "" || kubeconfig == "" {
+		return errors.New("DATAJOBS_TEST_DATABASE_URL and DATAJOBS_TEST_KUBECONFIG are required (run under hack/with-env.sh)")
+	}
+	be, err := benchenv.Open(ctx, benchenv.Config{Admin: admin, Kubeconfig: kubeconfig, Prefix: "bench-trig"})
+	if err != nil {
+		return err
+	}
+	defer be.Close()
+	e := &env{Env: be, seen: moments.New()}
+	if err := e.job(ctx); err != nil {
+		return err
+	}
+	stopLeader := e.leader()
+	defer stopLeader()
+	stopWatch, err := e.watch(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopWatch()
+
+	floor, err := e.floor(ctx, *starts)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("floor, %d manual starts one after the other: start committed -> Job seen: %s\n", len(floor), stats.Summary(floor))
+
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	srv := httptest.NewServer(httpapi.New(httpapi.Config{}, e.Svc, log))
+	defer srv.Close()
+	t, err := e.Svc.CreateTrigger(ctx, team, []byte(fmt.Sprintf(`{"name":"bench-hook","target":{"job_name":%q},"on":{"kind":"webhook"},"max_events_per_minute":%d}`,
+		jobName, min(trigger.MaxEventsPerMinute, *rate*60*2))), "bench")
+	if err != nil {
+		return fmt.Errorf("create trigger: %w", err)
+	}
+	accepted, sendErrs := send(ctx, srv.URL+"/data-jobs/triggers/"+t.ID+"/events", t.Secret, *rate, *seconds)
+	if sendErrs > 0 {
+		fmt.Printf("  %d calls failed\n", sendErrs)
+	}
+	lat, lost, dup, err := e.check(ctx, accepted)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("triggers, %d signed events at %d/s for %d s: event accepted (202) -> Job seen: %s\n", len(lat), *rate, *seconds, stats.Summary(lat))
+	fmt.Printf("  lost %d, duplicated %d\n", lost, dup)
+	return nil
+}
+
+// send sends rate signed events a second for seconds to url and returns when each event
+// (by id) was accepted, and how many calls failed.
+func send(ctx context.Context, url string, secret []byte, rate, seconds int) (map[int64]time.Time, int) {
+	var mu sync.Mutex
+	accepted, failed := map[int64]time.Time{}, 0
+	var wg sync.WaitGroup
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	defer tick.Stop()
+	for i := range rate * seconds {
+		<-tick.C
+		wg.Go(func() {
+			id, err := call(ctx, url, secret, i)
+			now := time.Now()
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failed++
+				if failed <= 3 {
+					fmt.Fprintln(os.Stderr, "bench/triggers: call:", err)
+				}
+				return
+			}
+			accepted[id] = now
+		})
+	}
+	wg.Wait()
+	return accepted, failed
+}
+
+// call sends the signed event i and returns its event id.
+func call(ctx context.Context, url string, secret []byte, i int) (int64, error) {
+	body := []byte(fmt.Sprintf(`{"n":%d}`, i))
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(trigger.TimestampHeader, ts)
+	req.Header.Set(trigger.SignatureHeader, trigger.Sign(secret, ts, body))
+	req.Header.Set(trigger.IdempotencyHeader, "event-"+strconv.Itoa(i))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusAccepted {
+		return 0, fmt.Errorf("status %d: %s", resp.StatusCode, b)
+	}
+	var out struct {
+		EventID int64 `json:"event_id"`
+	}
+	return out.EventID, json.Unmarshal(b, &out)
+}
+
+// leader runs the execution tracker and the trigger firer (their defaults) until the
+// returned stop is called, as a leader's term runs them.
+func (e *env) leader() (stop func()) {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	x := tracker.New(tracker.Config{Namespace: e.NS, ResyncInterval: time.Hour, Logger: log}, e.DB, e.Client)
+	m := maintenance.New(maintenance.Config{Listener: e.DB, Logger: log}, firer.New(firer.Config{Logger: log}, e.DB).Service())
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = x.Run(ctx, e.Epoch) })
+	wg.Go(func() { _ = m.Run(ctx, e.Epoch) })
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// floor starts n manual executions one after the other, each once the last one's Job
+// was seen, and returns the times from each start's answer to its Job seen.
+func (e *env) floor(ctx context.Context, n int) ([]time.Duration, error) {
+	var out []time.Duration
+	for range n {
+		ex, err := e.Svc.StartExecution(ctx, team, jobName, service.ExecutionRequest{}, "bench", "op")
+		if err != nil {
+			return nil, fmt.Errorf("start %s: %w", jobName, err)
+		}
+		t1 := time.Now()
+		seen, err := e.seen.Wait(ctx, ex.ID)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, seen.Sub(t1))
+	}
+	return out, nil
+}
+
+// check waits for the Job of every accepted event's run and returns the latencies, the
+// events lost (no run) and duplicated (more than one run).
+func (e *env) check(ctx context.Context, accepted map[int64]time.Time) (lat []time.Duration, lost, dup int, err error) {
+	var runs map[int64][]string
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		rows, err := e.Conn.Query(ctx, `SELECT id, started_by FROM data_job_execution WHERE started_by LIKE 'trigger/%'`)
+		if err != nil {
+			return nil, 0, 0, fmt.Errorf("read runs: %w", err)
+		}
+		runs = map[int64][]string{}
+		for rows.Next() {
+			var id, by string
+			if err := rows.Scan(&id, &by); err != nil {
+				return nil, 0, 0, err
+			}
+			ev, _ := strconv.ParseInt(by[strings.LastIndex(by, "/")+1:], 10, 64)
+			runs[ev] = append(runs[ev], id)
+		}
+		if rows.Err() != nil {
+			return nil, 0, 0, rows.Err()
+		}
+		if len(runs) >= len(accepted) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for ev, at := range accepted {
+		ids := runs[ev]
+		switch {
+		case len(ids) == 0:
+			lost++
+			continue
+		case len(ids) > 1:
+			dup++
+		}
+		seen, err := e.seen.Wait(ctx, ids[0])
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		lat = append(lat, seen.Sub(at))
+	}
+	return lat, lost, dup, nil
+}
