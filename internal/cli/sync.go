@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/datajobs/datajobs/internal/server"
+	"github.com/datajobs/datajobs/internal/stepper"
 	"github.com/datajobs/datajobs/internal/synchronizer"
 )
 
@@ -38,12 +40,14 @@ func newSyncCommand(g *globals) *cobra.Command {
 	fl := &syncFlags{}
 	cmd := &cobra.Command{
 		Use:   "sync --once [--dry-run]",
-		Short: "Run one synchronizer pass and print its plan",
+		Short: "Run one synchronizer pass and one pipeline stepper pass and print their plans",
 		Long: "sync runs one full pass of the synchronizer against the configured database and cluster and prints,\n" +
 			"per job, what it did (or, with --dry-run, what it would do): create, update, suspend, resume, repair,\n" +
 			"replace, adopt, record, delete, orphan, keep, wait, hold, conflict or unchanged. Orphans (CronJobs of this\n" +
 			"installation no data job knows) are kept, and the command fails, when deleting them would be a mass prune\n" +
-			"(see --prune-max-fraction). Without --dry-run it takes the synchronizer's lease\n" +
+			"(see --prune-max-fraction). Then one pass of the pipeline stepper: the scheduled pipelines' runs due,\n" +
+			"the backfills' next runs, and one step of every running pipeline run, printing each node it starts\n" +
+			"(with --dry-run: would start). Without --dry-run it takes the synchronizer's lease\n" +
 			"first and refuses to run while a serving replica holds it.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runSync(cmd.Context(), g, fl) },
@@ -75,6 +79,11 @@ func runSync(ctx context.Context, g *globals, fl *syncFlags) error {
 		return err
 	}
 	printReport(g, rep, fl.dryRun)
+	steps, stepErr := server.StepOnce(ctx, c)
+	printSteps(g, steps, fl.dryRun)
+	if stepErr != nil {
+		return fmt.Errorf("pipeline stepper pass: %w", stepErr)
+	}
 	if len(rep.Errors) > 0 {
 		return fmt.Errorf("%d of %d jobs failed", len(rep.Errors), len(rep.Plans))
 	}
@@ -127,4 +136,22 @@ func printReport(g *globals, rep synchronizer.Report, dryRun bool) {
 	if r := rep.RestoreRefusal; r != nil {
 		fmt.Fprintf(g.stdout, "%s\n", r.Reason)
 	}
+}
+
+// printSteps prints what the stepper's pass started, or would start.
+func printSteps(g *globals, rep stepper.Report, dryRun bool) {
+	verb := "started"
+	if dryRun {
+		verb = "would start"
+	}
+	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "\nPIPELINE\tRUN\tNODE\tEXECUTION\tRESULT")
+	for _, sc := range rep.Scheduled {
+		fmt.Fprintf(w, "%s/%s\t-\t-\t-\t%s the run of %s\n", sc.Team, sc.Pipeline, verb, sc.LogicalTime.UTC().Format(time.RFC3339))
+	}
+	for _, n := range rep.Started {
+		fmt.Fprintf(w, "%s/%s\t%d\t%s\t%s\t%s\n", n.Team, n.Pipeline, n.Run, n.Node, n.Execution, verb)
+	}
+	_ = w.Flush()
+	fmt.Fprintf(g.stdout, "\n%d pipeline nodes %s, %d scheduled runs %s\n", len(rep.Started), verb, len(rep.Scheduled), verb)
 }

@@ -62,6 +62,7 @@ type Store interface {
 	controller.Listener
 	ActivePipelineRuns(ctx context.Context) ([]int64, error)
 	StepPipelineRun(ctx context.Context, fence job.Fence, id int64, now time.Time) (store.PipelineStep, error)
+	PlanPipelineRun(ctx context.Context, id int64, now time.Time) (store.PipelineStep, error)
 	ScheduledPipelines(ctx context.Context) ([]store.ScheduledPipeline, error)
 	FireScheduledRun(ctx context.Context, fence job.Fence, id int64, at *time.Time, until time.Time) (int64, error)
 	OpenPipelineBackfills(ctx context.Context) ([]int64, error)

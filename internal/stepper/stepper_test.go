@@ -241,3 +241,33 @@ func TestAMissedScheduleTimeStartsLateOnlyWithCatchUp(t *testing.T) {
 WHERE p.name = 'caught-up' AND r.logical_time = $1`, hour), "the missed run, started late once")
 	require.Equal(t, 1, w.count(`SELECT count(*) FROM pipeline_run`), "none for the pipeline without catch_up")
 }
+
+// A planned pass (sync --once --dry-run) says which nodes it would start and writes
+// nothing; the pass then starts those and says so; a plan after it has nothing to start
+// (the second node waits for the first).
+func TestAPassStartsWhatItsPlanSaysAndAPlanWritesNothing(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "first-job", "second-job")
+	w.pipeline("two-steps", twoSteps)
+	id := w.run("two-steps")
+	s := stepper.New(stepper.Config{}, w.st)
+
+	plan, err := s.Plan(t.Context())
+	require.NoError(t, err)
+	require.Len(t, plan.Started, 1)
+	require.Equal(t, stepper.NodeStart{Team: "team-a", Pipeline: "two-steps", Run: id, Node: "first-step", Execution: plan.Started[0].Execution}, plan.Started[0])
+	require.Zero(t, w.count(`SELECT count(*) FROM data_job_execution`), "a plan writes nothing")
+	require.Nil(t, w.node("two-steps", id, "first-step").ExecutionID)
+
+	done, err := s.Once(t.Context(), w.fence)
+	require.NoError(t, err)
+	require.Len(t, done.Started, 1)
+	require.Equal(t, "first-step", done.Started[0].Node)
+	require.Equal(t, done.Started[0].Execution, *w.node("two-steps", id, "first-step").ExecutionID)
+
+	plan, err = s.Plan(t.Context())
+	require.NoError(t, err)
+	require.Empty(t, plan.Started, "the second node waits for the first")
+	_, err = s.Once(t.Context(), job.Fence{Epoch: w.fence.Epoch + 1})
+	require.Error(t, err, "a pass without the lease is refused")
+}

@@ -20,8 +20,10 @@ import (
 
 // PipelineStep is what one step of a run did.
 type PipelineStep struct {
-	// Started are the ids of the executions the step inserted.
-	Started []string
+	// Team and Pipeline name the run's pipeline.
+	Team, Pipeline string
+	// Started are the ids of the executions the step inserted; Nodes the nodes they run.
+	Started, Nodes []string
 	// Status is the run's status after the step ("" when the run was not running).
 	Status pl.RunStatus
 }
@@ -66,16 +68,39 @@ func fenced(ctx context.Context, tx Tx, fence job.Fence, op string) error {
 // what each pending node waits for, and ends the run when every node has ended. A node
 // whose job, deployment or grant is gone ends cancelled.
 func (s *Store) StepPipelineRun(ctx context.Context, fence job.Fence, id int64, now time.Time) (PipelineStep, error) {
+	return s.stepRun(ctx, &fence, id, now)
+}
+
+// errPlanned rolls a planned step back.
+var errPlanned = errors.New("a planned step writes nothing")
+
+// PlanPipelineRun is the step StepPipelineRun would take of the run id now, rolled back:
+// what it would start and end, without the lease, writing nothing (sync --once --dry-run).
+// The execution ids it answers are those the step would have inserted.
+func (s *Store) PlanPipelineRun(ctx context.Context, id int64, now time.Time) (PipelineStep, error) {
+	out, err := s.stepRun(ctx, nil, id, now)
+	if errors.Is(err, errPlanned) {
+		err = nil
+	}
+	return out, err
+}
+
+// stepRun takes one step of the run id in one transaction, fenced when fence is set, and
+// rolled back (errPlanned) when it is not.
+func (s *Store) stepRun(ctx context.Context, fence *job.Fence, id int64, now time.Time) (PipelineStep, error) {
 	var out PipelineStep
 	err := s.InTx(ctx, func(tx Tx) error {
 		out = PipelineStep{}
-		if err := fenced(ctx, tx, fence, "step pipeline run "+strconv.FormatInt(id, 10)); err != nil {
-			return err
+		if fence != nil {
+			if err := fenced(ctx, tx, *fence, "step pipeline run "+strconv.FormatInt(id, 10)); err != nil {
+				return err
+			}
 		}
 		r, err := lockStepRun(ctx, tx, id)
 		if err != nil || !r.running {
 			return err
 		}
+		out.Team, out.Pipeline = r.team, r.name
 		nodes, err := readNodeRuns(ctx, tx, id, r.spec)
 		if err != nil {
 			return err
@@ -104,7 +129,10 @@ WHERE run_id = $1 AND node = $2 AND attempt = $3 AND message <> $4`, id, name, a
 		if out.Status = plan.Status; plan.Status.Final() {
 			p.exec(wrapped("end run"), `UPDATE pipeline_run SET status = $2, end_time = $3 WHERE id = $1`, id, plan.Status, now)
 		}
-		return p.send(ctx, tx)
+		if err := p.send(ctx, tx); err != nil || fence != nil {
+			return err
+		}
+		return errPlanned
 	})
 	return out, err
 }
@@ -138,7 +166,7 @@ WHERE run_id = $1 AND node = $2 AND attempt = $3`, r.id, e.Node, attempts[e.Node
 				switch {
 				case g.execution != "":
 					states[g.node], changed = pl.Running, true
-					out.Started = append(out.Started, g.execution)
+					out.Started, out.Nodes = append(out.Started, g.execution), append(out.Nodes, g.node)
 				case g.ended:
 					states[g.node], changed = pl.Cancelled, true
 				default:
