@@ -122,13 +122,16 @@ func run() error {
 func send(ctx context.Context, url string, secret []byte, rate, seconds int) (map[int64]time.Time, int) {
 	var mu sync.Mutex
 	accepted, failed := map[int64]time.Time{}, 0
+	// At most 64 connections: one a call piled up to thousands of sockets on a loaded
+	// machine, and calls failed with EOF.
+	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 64, MaxIdleConnsPerHost: 64}}
 	var wg sync.WaitGroup
 	tick := time.NewTicker(time.Second / time.Duration(rate))
 	defer tick.Stop()
 	for i := range rate * seconds {
 		<-tick.C
 		wg.Go(func() {
-			id, err := call(ctx, url, secret, i)
+			id, err := call(ctx, client, url, secret, i)
 			now := time.Now()
 			mu.Lock()
 			defer mu.Unlock()
@@ -147,7 +150,7 @@ func send(ctx context.Context, url string, secret []byte, rate, seconds int) (ma
 }
 
 // call sends the signed event i and returns its event id.
-func call(ctx context.Context, url string, secret []byte, i int) (int64, error) {
+func call(ctx context.Context, client *http.Client, url string, secret []byte, i int) (int64, error) {
 	body := []byte(fmt.Sprintf(`{"n":%d}`, i))
 	ts := strconv.FormatInt(time.Now().Unix(), 10)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
@@ -158,7 +161,7 @@ func call(ctx context.Context, url string, secret []byte, i int) (int64, error) 
 	req.Header.Set(trigger.TimestampHeader, ts)
 	req.Header.Set(trigger.SignatureHeader, trigger.Sign(secret, ts, body))
 	req.Header.Set(trigger.IdempotencyHeader, "event-"+strconv.Itoa(i))
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return 0, err
 	}

@@ -52,7 +52,7 @@ type firedTrigger struct {
 }
 
 // FireTrigger turns the pending events of the trigger id into runs at now while fence
-// holds the lease, in one transaction under the trigger's row lock: trigger.Plan decides
+// holds the lease, in one transaction under the trigger's firing lock: trigger.Plan decides
 // the runs (each event its own, or a window's events one); each run starts through the
 // start path of its target (a job's manual execution, under the job's lock, its
 // concurrency policy and the team's bound applied; a pipeline's run, under its
@@ -67,7 +67,14 @@ func (s *Store) FireTrigger(ctx context.Context, fence job.Fence, id string, now
 		}
 		var t firedTrigger
 		var raw []byte
-		err := tx.QueryRow(ctx, `SELECT id::text, team, spec FROM job_trigger WHERE id = $1::uuid FOR NO KEY UPDATE`, id).Scan(&t.id, &t.team, &raw)
+		// Firings of one trigger take turns (an advisory lock: the invocations' row lock
+		// stays free, so a call is not held behind a firing's starts), and each reads the
+		// pending events after the last one's commit; the row is kept from a delete.
+		_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('datajobs.trigger:' || $1, 0))`, id)
+		if err != nil {
+			return fmt.Errorf("lock firing of trigger %s: %w", id, err)
+		}
+		err = tx.QueryRow(ctx, `SELECT id::text, team, spec FROM job_trigger WHERE id = $1::uuid FOR KEY SHARE`, id).Scan(&t.id, &t.team, &raw)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
