@@ -91,6 +91,10 @@ func TestDefaultInstallFencesJobPodsInTheirOwnNamespace(t *testing.T) {
 	require.Equal(t, jobs, jobSA.Namespace)
 	_, err = admin.CoreV1().ServiceAccounts(jobs).Create(t.Context(), jobSA, metav1.CreateOptions{})
 	require.NoError(t, err)
+	// And its team's, which the pod runs as (docs/profiles.md; the synchronizer makes it).
+	teamSA := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: cj.Spec.JobTemplate.Spec.Template.Spec.ServiceAccountName}}
+	_, err = admin.CoreV1().ServiceAccounts(jobs).Create(t.Context(), teamSA, metav1.CreateOptions{})
+	require.NoError(t, err)
 	job := kube.ExecutionJob(cj, kube.ManualExecution{ID: "fence-job-1", OpID: "op"})
 	job.OwnerReferences = nil
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "fence-job-1-pod", Labels: job.Spec.Template.Labels}, Spec: job.Spec.Template.Spec}
@@ -126,20 +130,8 @@ jobPods:
 // enforces them: until the service's token is refused a Job with a host path.
 func installAdmissionPolicy(t *testing.T, objs []*unstructured.Unstructured, sa kubernetes.Interface, jobs string) {
 	t.Helper()
-	admin := testenv.Clientset(t)
 	ctx := context.WithoutCancel(t.Context())
-	vap := into[admissionv1.ValidatingAdmissionPolicy](t, find(t, objs, "ValidatingAdmissionPolicy", ""))
-	vapb := into[admissionv1.ValidatingAdmissionPolicyBinding](t, find(t, objs, "ValidatingAdmissionPolicyBinding", ""))
-	_, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, vap, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(ctx, vap.Name, metav1.DeleteOptions{})
-	})
-	_, err = admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, vapb, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, vapb.Name, metav1.DeleteOptions{})
-	})
+	createPolicy(t, objs, "")
 	probe := kube.ExecutionJob(renderedCronJob(jobs), kube.ManualExecution{ID: "policy-probe"})
 	probe.OwnerReferences = nil
 	// Added beside the job's token volume: a Job without the volume its mount names is
@@ -231,4 +223,24 @@ func TestAdmissionPolicyAdmitsOnlyRenderedJobsFromTheServiceAccount(t *testing.T
 	j.Spec.Template.Spec.ServiceAccountName = "powerful"
 	_, err = testenv.Clientset(t).BatchV1().Jobs(in.jobs).Create(ctx, j, dry)
 	require.NoError(t, err)
+}
+
+// createPolicy creates the chart's ValidatingAdmissionPolicy name and its binding (the
+// first rendered when name is empty), deleted at the end of the test.
+func createPolicy(t *testing.T, objs []*unstructured.Unstructured, name string) {
+	t.Helper()
+	admin := testenv.Clientset(t)
+	ctx := context.WithoutCancel(t.Context())
+	vap := into[admissionv1.ValidatingAdmissionPolicy](t, find(t, objs, "ValidatingAdmissionPolicy", name))
+	vapb := into[admissionv1.ValidatingAdmissionPolicyBinding](t, find(t, objs, "ValidatingAdmissionPolicyBinding", name))
+	_, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, vap, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(ctx, vap.Name, metav1.DeleteOptions{})
+	})
+	_, err = admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, vapb, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, vapb.Name, metav1.DeleteOptions{})
+	})
 }

@@ -234,6 +234,11 @@ func TestEveryVerbOfTheChartRoleIsNeeded(t *testing.T) {
 		"pods watch":     informer("watch", "pods"),
 		// Whether the job pods' ServiceAccount exists, at the start of a term.
 		"serviceaccounts get": informer("get", "serviceaccounts"),
+		// A team's ServiceAccount, made before its first CronJob is written (docs/profiles.md).
+		"serviceaccounts create": func(t *testing.T, e env) {
+			deployed(t, e.s, e.admin, e.ns)
+			forbidden(t, e.s, "create", "serviceaccounts")
+		},
 		"pods list": func(t *testing.T, e env) { // the logs API looks up the execution's pods
 			id := started(t, e.s, e.admin, e.ns)
 			code, body := e.s.do(t, http.MethodGet, team+"/jobs/sales-report/executions/"+id+"/logs", "")

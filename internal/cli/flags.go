@@ -91,7 +91,7 @@ func (r *renderFlags) render() (kube.RenderConfig, error) {
 	}
 	return kube.RenderConfig{
 		Namespace: r.namespace, ImageRegistry: r.registry, Resources: bounds, EphemeralStorageLimitBytes: ephemeral,
-		JobAPIURL: r.jobAPIURL, JobServiceAccount: r.jobServiceAccount,
+		JobAPIURL: r.jobAPIURL, JobServiceAccount: r.jobServiceAccount, JobServiceAccountTemplate: r.jobServiceAccountTemplate,
 	}, nil
 }
 
@@ -102,7 +102,7 @@ func (r *renderFlags) apply(c *server.Config) error {
 		return err
 	}
 	c.Namespace, c.ImageRegistry, c.Resources, c.JobEphemeralStorageBytes = rc.Namespace, rc.ImageRegistry, rc.Resources, rc.EphemeralStorageLimitBytes
-	c.JobAPIURL, c.JobServiceAccount = rc.JobAPIURL, rc.JobServiceAccount
+	c.JobAPIURL, c.JobServiceAccount, c.JobServiceAccountTemplate = rc.JobAPIURL, rc.JobServiceAccount, rc.JobServiceAccountTemplate
 	return nil
 }
 
@@ -113,7 +113,7 @@ type resourceFlags struct {
 	ephemeralStorage                           string
 	// jobAPIURL and jobServiceAccount are the job pods' identity (kube.RenderConfig):
 	// they change the rendered pods, so every command that renders takes them.
-	jobAPIURL, jobServiceAccount string
+	jobAPIURL, jobServiceAccount, jobServiceAccountTemplate string
 }
 
 func (r *resourceFlags) register(f interface {
@@ -130,6 +130,7 @@ func (r *resourceFlags) register(f interface {
 	f.StringVar(&r.ephemeralStorage, "job-ephemeral-storage-limit", job.MemoryQuantity(kube.DefaultEphemeralStorageLimitBytes), "ephemeral-storage limit of every job container (its disk: past it the kubelet evicts the pod)")
 	f.StringVar(&r.jobAPIURL, "job-api-url", "", "URL of this API as job pods reach it, given to them as VDK_CONTROL_SERVICE_REST_API_URL (default: none)")
 	f.StringVar(&r.jobServiceAccount, "job-service-account", kube.DefaultJobServiceAccount, "ServiceAccount of the job pods, without RBAC permissions: its projected token is the job's identity to the API")
+	f.StringVar(&r.jobServiceAccountTemplate, "job-service-account-template", job.DefaultServiceAccountTemplate, "ServiceAccount of a team's job pods, {team} replaced by the team (an execution profile may name another template): one per team, annotated by the operator for the team's cloud identity (docs/profiles.md)")
 }
 
 // ephemeralStorageBytes is --job-ephemeral-storage-limit in bytes.

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,6 +38,9 @@ type Config struct {
 	Namespace string
 	// ServiceAccount is the job pods' ServiceAccount (default kube.DefaultJobServiceAccount).
 	ServiceAccount string
+	// ServiceAccountTemplate names a team's job pods' ServiceAccount, {team} replaced
+	// (default job.DefaultServiceAccountTemplate): a pod of its team's is a job pod too.
+	ServiceAccountTemplate string
 	// Installation returns this installation's id (store.InstallationID); it is asked
 	// until it answers, so the database may be migrated meanwhile.
 	Installation func(ctx context.Context) (string, error)
@@ -67,7 +71,8 @@ type boundToken struct {
 	expiry time.Time
 }
 
-type podRef struct{ name, uid string }
+// podRef is the pod a token is bound to, and the ServiceAccount it is of.
+type podRef struct{ name, uid, serviceAccount string }
 
 // New returns a verifier; it contacts nothing until Run.
 func New(cfg Config) (*Verifier, error) {
@@ -75,6 +80,7 @@ func New(cfg Config) (*Verifier, error) {
 		return nil, errors.New("job identity: a Kubernetes client, a namespace and the installation are required")
 	}
 	cfg.ServiceAccount = cmp.Or(cfg.ServiceAccount, kube.DefaultJobServiceAccount)
+	cfg.ServiceAccountTemplate = cmp.Or(cfg.ServiceAccountTemplate, job.DefaultServiceAccountTemplate)
 	cfg.CacheSize = cmp.Or(cfg.CacheSize, 10_000)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	if cfg.Now == nil {
@@ -134,6 +140,12 @@ func (v *Verifier) Authenticate(r *http.Request) (auth.Identity, error) {
 	if err != nil {
 		return auth.Identity{}, err
 	}
+	// The jobs' ServiceAccount, or the pod's team's (docs/profiles.md): a pod of another
+	// ServiceAccount of the namespace (anyone who may create pods there) is no job's.
+	team := strings.ReplaceAll(v.cfg.ServiceAccountTemplate, job.TeamPlaceholder, caller.Team)
+	if ref.serviceAccount != v.cfg.ServiceAccount && ref.serviceAccount != team {
+		return auth.Identity{}, job.Unauthenticated("The token is not of the data jobs' ServiceAccount " + v.cfg.ServiceAccount + " or the team's " + team + ".")
+	}
 	return auth.Identity{Username: "job:" + caller.Team + "/" + caller.Name, Verified: true, Job: caller}, nil
 }
 
@@ -156,12 +168,10 @@ func (v *Verifier) bound(ctx context.Context, tokens *auth.TokenVerifier, raw st
 	switch {
 	case k.Namespace != v.cfg.Namespace:
 		return podRef{}, job.Unauthenticated("The token is of a ServiceAccount of another namespace than the data jobs'.")
-	case k.ServiceAccount.Name != v.cfg.ServiceAccount:
-		return podRef{}, job.Unauthenticated("The token is not of the data jobs' ServiceAccount " + v.cfg.ServiceAccount + ".")
 	case k.Pod == nil || k.Pod.Name == "" || k.Pod.UID == "":
 		return podRef{}, job.Unauthenticated("The token is not bound to a pod.")
 	}
-	ref := podRef{name: k.Pod.Name, uid: k.Pod.UID}
+	ref := podRef{name: k.Pod.Name, uid: k.Pod.UID, serviceAccount: k.ServiceAccount.Name}
 	v.mu.Lock()
 	if len(v.verified) >= v.cfg.CacheSize {
 		clear(v.verified) // a simple bound: the next requests verify again

@@ -42,10 +42,10 @@ const (
 	EnvTokenFile = "DATAJOBS_TOKEN_FILE"
 )
 
-// withJobIdentity gives the pod of job j its ServiceAccount, the projected token and the
-// variables that tell the job's code where the API and its token are.
+// withJobIdentity gives the pod of job j the projected token of its ServiceAccount (its
+// team's: serviceAccountOf) and the variables that tell the job's code where the API and
+// its token are.
 func withJobIdentity(spec *corev1.PodSpec, j job.Job, cfg RenderConfig) {
-	spec.ServiceAccountName = cfg.JobServiceAccount
 	spec.Volumes = append(spec.Volumes, corev1.Volume{
 		Name: jobTokenVolume,
 		VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{

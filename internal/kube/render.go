@@ -154,6 +154,11 @@ type RenderConfig struct {
 	// JobServiceAccount is the job pods' ServiceAccount, whose projected token proves
 	// the job's identity to the API (identity.go). Default DefaultJobServiceAccount.
 	JobServiceAccount string `json:",omitempty"`
+	// JobServiceAccountTemplate names the ServiceAccount of a team's job pods, {team}
+	// replaced (an execution profile may name its own). Default
+	// job.DefaultServiceAccountTemplate: a ServiceAccount per team, for a cloud identity
+	// per team (docs/profiles.md).
+	JobServiceAccountTemplate string `json:",omitempty"`
 	// JobAPIURL is the API's URL as job pods reach it, set as
 	// VDK_CONTROL_SERVICE_REST_API_URL. Empty sets no variable.
 	JobAPIURL string `json:",omitempty"`
@@ -182,6 +187,7 @@ func (c RenderConfig) WithDefaults() RenderConfig {
 	c.FSGroup = cmp.Or(c.FSGroup, 1000)
 	c.EphemeralStorageLimitBytes = cmp.Or(c.EphemeralStorageLimitBytes, DefaultEphemeralStorageLimitBytes)
 	c.JobServiceAccount = cmp.Or(c.JobServiceAccount, DefaultJobServiceAccount)
+	c.JobServiceAccountTemplate = cmp.Or(c.JobServiceAccountTemplate, job.DefaultServiceAccountTemplate)
 	return c
 }
 
@@ -244,10 +250,7 @@ func Render(j job.Job, d job.Deployment, cfg RenderConfig) (*batchv1.CronJob, st
 					BackoffLimit:            &cfg.BackoffLimit,
 					TTLSecondsAfterFinished: &cfg.TTLSecondsAfterFinished,
 					PodFailurePolicy:        podFailurePolicy(j.Name),
-					Template: corev1.PodTemplateSpec{
-						ObjectMeta: metav1.ObjectMeta{Labels: maps.Clone(lbls)},
-						Spec:       podSpec(j, d, cfg),
-					},
+					Template:                podTemplate(j, d, lbls, cfg),
 				},
 			},
 		},
@@ -303,6 +306,14 @@ func podFailurePolicy(container string) *batchv1.PodFailurePolicy {
 	}}
 }
 
+// podTemplate is the pod template of job j's runs: datajobs' pod, with what the
+// deployment's execution profile adds.
+func podTemplate(j job.Job, d job.Deployment, lbls map[string]string, cfg RenderConfig) corev1.PodTemplateSpec {
+	t := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: maps.Clone(lbls)}, Spec: podSpec(j, d, cfg)}
+	withProfile(&t, d)
+	return t
+}
+
 // podSpec is the pod of every run of job j: non-root, no Kubernetes API token (only the
 // job's own identity token, identity.go), no service links, the deployment's resources
 // within the configured bounds.
@@ -355,6 +366,7 @@ func podSpec(j job.Job, d job.Deployment, cfg RenderConfig) corev1.PodSpec {
 			},
 		}},
 	}
+	spec.ServiceAccountName = serviceAccountOf(j, d, cfg)
 	withJobIdentity(&spec, j, cfg)
 	withTeamOAuth(&spec.Containers[0], j)
 	return spec
@@ -454,6 +466,9 @@ func (c RenderConfig) Fingerprint() string {
 	}
 	if c.JobServiceAccount == DefaultJobServiceAccount {
 		c.JobServiceAccount = "" // likewise
+	}
+	if c.JobServiceAccountTemplate == job.DefaultServiceAccountTemplate {
+		c.JobServiceAccountTemplate = "" // likewise
 	}
 	b, err := json.Marshal(c)
 	if err != nil {

@@ -125,7 +125,7 @@ func TestRenderFullDeployment(t *testing.T) {
 	}, ps.SecurityContext)
 	require.Empty(t, ps.InitContainers)
 	// The job's identity: a token of its own ServiceAccount for datajobs only, no other.
-	require.Equal(t, "datajobs-job", ps.ServiceAccountName)
+	require.Equal(t, "datajobs-job-finance", ps.ServiceAccountName, "the team's (docs/profiles.md)")
 	require.Equal(t, []corev1.Volume{{Name: "datajobs-token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 		Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
 			Audience: "datajobs", ExpirationSeconds: new(int64(600)), Path: "token",
@@ -305,8 +305,8 @@ func TestHashIsStable(t *testing.T) {
 	// issue 22: enableServiceLinks false and the ephemeral-storage limit; issue 26: the
 	// job's ServiceAccount, its token volume and DATAJOBS_* variables; issue 48: the
 	// podFailurePolicy and PYTHONUNBUFFERED, then terminationMessagePolicy
-	// FallbackToLogsOnError.)
-	require.Equal(t, "b198370b9d0ad409d1551298c89ccb6c9b9d78b0fb1b7664c7e17ee75ba5d545", want)
+	// FallbackToLogsOnError; issue 43: the team's ServiceAccount, datajobs-job-{team}.)
+	require.Equal(t, "c96ce79304217e1e560eca6d267b288e3f020cf3cb28e47934d515b8e974f712", want)
 }
 
 func TestHashCoversEveryRenderedField(t *testing.T) {

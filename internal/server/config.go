@@ -99,6 +99,9 @@ type Config struct {
 	// JobServiceAccount is the job pods' ServiceAccount, whose projected token is the
 	// job's identity (default kube.DefaultJobServiceAccount).
 	JobServiceAccount string
+	// JobServiceAccountTemplate names a team's job pods' ServiceAccount, {team} replaced
+	// (default job.DefaultServiceAccountTemplate; docs/profiles.md).
+	JobServiceAccountTemplate string
 	// Sources bounds uploaded job sources (defaults: 50 MiB archives, 200 MiB
 	// uncompressed, 10,000 files, 50 versions kept per job).
 	Sources service.SourcesConfig

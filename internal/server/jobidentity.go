@@ -10,7 +10,7 @@ import (
 // job pods of this installation in cfg.Namespace, in every replica.
 func newJobIdentity(cfg Config, cluster *kube.Cluster, db *store.Store) (*jobidentity.Verifier, error) {
 	return jobidentity.New(jobidentity.Config{
-		Client: cluster.Client, Namespace: cfg.Namespace, ServiceAccount: cfg.JobServiceAccount,
+		Client: cluster.Client, Namespace: cfg.Namespace, ServiceAccount: cfg.JobServiceAccount, ServiceAccountTemplate: cfg.JobServiceAccountTemplate,
 		Installation: db.InstallationID, Logger: cfg.Logger,
 	})
 }

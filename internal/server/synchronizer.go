@@ -59,7 +59,7 @@ func syncerConfig(cfg Config, builds synchronizer.BuildConfig, keys *secrets.Key
 		Build: builds, TeamOAuthKeys: keys,
 		Render: kube.RenderConfig{
 			Namespace: cfg.Namespace, ImageRegistry: cfg.ImageRegistry, Resources: cfg.Resources, EphemeralStorageLimitBytes: cfg.JobEphemeralStorageBytes,
-			JobServiceAccount: cfg.JobServiceAccount, JobAPIURL: cfg.JobAPIURL, ActiveDeadlineSeconds: job.DefaultTimeout(cfg.Executions.MaxTimeout),
+			JobServiceAccount: cfg.JobServiceAccount, JobServiceAccountTemplate: cfg.JobServiceAccountTemplate, JobAPIURL: cfg.JobAPIURL, ActiveDeadlineSeconds: job.DefaultTimeout(cfg.Executions.MaxTimeout),
 		},
 		Workers:            cfg.SyncWorkers,
 		ResyncInterval:     cfg.ResyncInterval,

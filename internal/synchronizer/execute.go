@@ -108,6 +108,9 @@ func (t *term) apply(ctx context.Context, p Plan, finish func(controller.Result,
 	s := t.s
 	j, d := p.State.Job, p.State.Desired
 	applied := p.Live
+	if p.Action != ActionRecord {
+		t.ensureServiceAccount(ctx, p.Rendered)
+	}
 	if res, ok, err := t.intend(ctx, p); !ok {
 		return finish(res, err)
 	}

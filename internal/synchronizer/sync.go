@@ -223,6 +223,9 @@ type term struct {
 	// passStates are the states of the latest pass, which the next one brings up to date
 	// (passstate.go); only the pass uses them, and only one pass runs at a time.
 	passStates passStates
+
+	// accounts are the team ServiceAccounts this term made sure of (identity.go).
+	accounts sync.Map
 }
 
 // Run synchronizes until ctx ends, as the leader of term epoch: it starts the informer,

@@ -46,6 +46,9 @@ func newExecFixture(t *testing.T) *execFixture {
 	// job pods' ServiceAccount, without which the apiserver admits no pod of a Job.
 	_, err := kube.NewWriter(f.client, f.ns).EnsureJobServiceAccount(t.Context(), kube.DefaultJobServiceAccount, "test")
 	require.NoError(t, err)
+	// And the team's, which its pods run as (docs/profiles.md).
+	_, err = kube.NewWriter(f.client, f.ns).EnsureJobServiceAccount(t.Context(), "datajobs-job-"+team, "test")
+	require.NoError(t, err)
 	t.Cleanup(f.stopExecutions)
 	return f
 }
