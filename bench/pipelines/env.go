@@ -14,6 +14,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/datajobs/datajobs/bench/internal/benchenv"
 	"github.com/datajobs/datajobs/internal/job"
@@ -99,18 +101,20 @@ func (e *env) leader(step stepper.Config) (stop func()) {
 }
 
 // observe watches the namespace's Jobs (each added one is seen) and polls, every period,
-// the executions whose Job was seen for a final status, until the returned stop is called.
+// the executions under way and those seen before (created, then final), until the
+// returned stop is called.
 func (e *env) observe(ctx context.Context, period time.Duration) (stop func(), err error) {
 	conn, err := pgx.Connect(ctx, e.URL)
 	if err != nil {
 		return nil, fmt.Errorf("connect the poll: %w", err)
 	}
-	w, err := e.Client.BatchV1().Jobs(e.NS).Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		_ = conn.Close(ctx)
-		return nil, fmt.Errorf("watch jobs: %w", err)
-	}
 	ctx, cancel := context.WithCancel(ctx)
+	w, err := e.watchJobs(ctx)
+	if err != nil {
+		cancel()
+		_ = conn.Close(ctx)
+		return nil, err
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for ev := range w.ResultChan() {
@@ -137,6 +141,23 @@ func (e *env) observe(ctx context.Context, period time.Duration) (stop func(), e
 		w.Stop()
 		wg.Wait()
 	}, nil
+}
+
+// watchJobs watches the namespace's Jobs from now on, watching again from the last
+// version seen when the apiserver ends a watch (under load it did, and Jobs went unseen).
+func (e *env) watchJobs(ctx context.Context) (watch.Interface, error) {
+	jobs := e.Client.BatchV1().Jobs(e.NS)
+	l, err := jobs.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, l.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return jobs.Watch(ctx, o) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watch jobs: %w", err)
+	}
+	return w, nil
 }
 
 // poll notes the executions under way now committed, and those of them whose final
