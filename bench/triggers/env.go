@@ -22,30 +22,34 @@ type env struct {
 	seen *moments.Moments
 }
 
-// job creates the trigger's job, deployed with concurrency policy Allow, its CronJob
+// job creates the i-th trigger's job (its name returned), deployed with concurrency policy Allow, its CronJob
 // rendered and applied as the synchronizer would (suspended: only the leader starts its
 // runs), and its applied deployment recorded.
-func (e *env) job(ctx context.Context) error {
+func (e *env) job(ctx context.Context, i int) (string, error) {
+	jobName := jobName
+	if i > 0 {
+		jobName = fmt.Sprintf("%s-%02d", jobName, i)
+	}
 	if _, err := kube.NewWriter(e.Client, e.NS).EnsureJobServiceAccount(ctx, kube.DefaultJobServiceAccount, "bench"); err != nil {
-		return fmt.Errorf("job service account: %w", err)
+		return "", fmt.Errorf("job service account: %w", err)
 	}
 	render := kube.RenderConfig{Namespace: e.NS}.WithDefaults()
 	v, allow, suspend := "v1", "Allow", true
 	if _, err := e.Svc.CreateJob(ctx, team, job.Job{Name: jobName, Team: team, Schedule: "0 3 1 1 *"}); err != nil {
-		return fmt.Errorf("create job: %w", err)
+		return "", fmt.Errorf("create job: %w", err)
 	}
 	d, err := e.Svc.Deploy(ctx, team, jobName, job.DeploymentChange{JobVersion: &v, Policy: job.PolicyChange{ConcurrencyPolicy: &allow}}, "bench")
 	if err != nil {
-		return fmt.Errorf("deploy: %w", err)
+		return "", fmt.Errorf("deploy: %w", err)
 	}
 	j, err := e.Svc.GetJob(ctx, team, jobName)
 	if err != nil {
-		return fmt.Errorf("read job: %w", err)
+		return "", fmt.Errorf("read job: %w", err)
 	}
 	cj, hash := kube.Render(j, d, render)
 	cj.Spec.Suspend = &suspend
 	if cj, err = e.Client.BatchV1().CronJobs(e.NS).Create(ctx, cj, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create cronjob: %w", err)
+		return "", fmt.Errorf("create cronjob: %w", err)
 	}
 	wrote, err := e.DB.RecordAppliedAll(ctx, job.Fence{Epoch: e.Epoch}, []job.ActualDeployment{{
 		JobName: j.Name, JobUID: j.UID, Generation: j.Generation, Team: j.Team, DeploymentVersionSHA: hash,
@@ -54,9 +58,9 @@ func (e *env) job(ctx context.Context) error {
 		DeployedDate: time.Now(), CronJobGeneration: cj.Generation, CronJobUID: string(cj.UID),
 	}})
 	if err != nil || !wrote[0] {
-		return fmt.Errorf("record the applied deployment (%v): %w", wrote, err)
+		return "", fmt.Errorf("record the applied deployment (%v): %w", wrote, err)
 	}
-	return nil
+	return jobName, nil
 }
 
 // watch watches the namespace's Jobs (each added one is seen), watching again from the

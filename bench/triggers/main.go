@@ -63,6 +63,7 @@ func run() error {
 	rate := flag.Int("rate", 100, "signed events a second")
 	seconds := flag.Int("seconds", 60, "seconds of events")
 	starts := flag.Int("starts", 100, "manual starts of the floor, one after the other")
+	targets := flag.Int("targets", 10, "jobs, each with its webhook trigger, the events go round among (a job's execution ids are its name and a second: at most 1000 runs of one job within ~17 min)")
 	timeout := flag.Duration("timeout", 15*time.Minute, "bound of the whole benchmark")
 	flag.Parse()
 	fmt.Printf("machine: %d CPUs, load average at the start %s\n", runtime.NumCPU(), stats.LoadAverage())
@@ -79,7 +80,7 @@ func run() error {
 	}
 	defer be.Close()
 	e := &env{Env: be, seen: moments.New()}
-	if err := e.job(ctx); err != nil {
+	if _, err := e.job(ctx, 0); err != nil {
 		return err
 	}
 	stopLeader := e.leader()
@@ -99,12 +100,23 @@ func run() error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	srv := httptest.NewServer(httpapi.New(httpapi.Config{}, e.Svc, log))
 	defer srv.Close()
-	t, err := e.Svc.CreateTrigger(ctx, team, []byte(fmt.Sprintf(`{"name":"bench-hook","target":{"job_name":%q},"on":{"kind":"webhook"},"max_events_per_minute":%d}`,
-		jobName, min(trigger.MaxEventsPerMinute, *rate*60*2))), "bench")
-	if err != nil {
-		return fmt.Errorf("create trigger: %w", err)
+	var urls []string
+	var secretsOf [][]byte
+	for i := range *targets {
+		name := jobName
+		if i > 0 {
+			if name, err = e.job(ctx, i); err != nil {
+				return err
+			}
+		}
+		t, err := e.Svc.CreateTrigger(ctx, team, []byte(fmt.Sprintf(`{"name":"bench-hook-%02d","target":{"job_name":%q},"on":{"kind":"webhook"},"max_events_per_minute":%d}`,
+			i, name, min(trigger.MaxEventsPerMinute, *rate*60*2))), "bench")
+		if err != nil {
+			return fmt.Errorf("create trigger: %w", err)
+		}
+		urls, secretsOf = append(urls, srv.URL+"/data-jobs/triggers/"+t.ID+"/events"), append(secretsOf, t.Secret)
 	}
-	accepted, sendErrs := send(ctx, srv.URL+"/data-jobs/triggers/"+t.ID+"/events", t.Secret, *rate, *seconds)
+	accepted, sendErrs := send(ctx, urls, secretsOf, *rate, *seconds)
 	if sendErrs > 0 {
 		fmt.Printf("  %d calls failed\n", sendErrs)
 	}
@@ -117,9 +129,10 @@ func run() error {
 	return nil
 }
 
-// send sends rate signed events a second for seconds to url and returns when each event
+// send sends rate signed events a second for seconds, round the urls (signed with their
+// secrets), and returns when each event
 // (by id) was accepted, and how many calls failed.
-func send(ctx context.Context, url string, secret []byte, rate, seconds int) (map[int64]time.Time, int) {
+func send(ctx context.Context, urls []string, secrets [][]byte, rate, seconds int) (map[int64]time.Time, int) {
 	var mu sync.Mutex
 	accepted, failed := map[int64]time.Time{}, 0
 	// At most 64 connections: one a call piled up to thousands of sockets on a loaded
@@ -131,7 +144,7 @@ func send(ctx context.Context, url string, secret []byte, rate, seconds int) (ma
 	for i := range rate * seconds {
 		<-tick.C
 		wg.Go(func() {
-			id, err := call(ctx, client, url, secret, i)
+			id, err := call(ctx, client, urls[i%len(urls)], secrets[i%len(urls)], i)
 			now := time.Now()
 			mu.Lock()
 			defer mu.Unlock()
