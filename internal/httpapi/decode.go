@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/datajobs/datajobs/internal/gitops"
 	"github.com/datajobs/datajobs/internal/job"
 )
 
@@ -44,23 +45,13 @@ func decodeJSON(body []byte, v any) error {
 	return nil
 }
 
-// jobRequest is VDK's DataJob as a request: absent fields are nil.
+// jobRequest is VDK's DataJob as a request: the job of a jobs-as-code file, with a team.
 type jobRequest struct {
-	JobName     string         `json:"job_name"`
-	Description string         `json:"description"`
-	Team        string         `json:"team"`
-	Config      *configRequest `json:"config"`
+	gitops.Job
+	Team string `json:"team"`
 }
 
-type configRequest struct {
-	DBDefaultType                  string           `json:"db_default_type"`
-	Contacts                       *contactsBody    `json:"contacts"`
-	Schedule                       *scheduleRequest `json:"schedule"`
-	GenerateKeytab                 *bool            `json:"generate_keytab"`
-	EnableExecutionNotifications   *bool            `json:"enable_execution_notifications"`
-	NotificationDelayPeriodMinutes *int             `json:"notification_delay_period_minutes"`
-}
-
+// contactsBody is VDK's DataJobContacts.
 type contactsBody struct {
 	NotifiedOnJobFailureUserError     []string `json:"notified_on_job_failure_user_error"`
 	NotifiedOnJobFailurePlatformError []string `json:"notified_on_job_failure_platform_error"`
@@ -79,33 +70,7 @@ func decodeJob(body []byte) (job.Job, error) {
 	if err := decodeJSON(body, &req); err != nil {
 		return job.Job{}, err
 	}
-	j := job.Job{
-		Name:                           req.JobName,
-		Team:                           req.Team,
-		Description:                    req.Description,
-		GenerateKeytab:                 job.DefaultGenerateKeytab,
-		EnableExecutionNotifications:   job.DefaultEnableExecutionNotifications,
-		NotificationDelayPeriodMinutes: job.DefaultNotificationDelayPeriodMinutes,
-	}
-	if c := req.Config; c != nil {
-		j.DBDefaultType = c.DBDefaultType
-		if c.Contacts != nil {
-			j.Contacts = job.Contacts(*c.Contacts)
-		}
-		if c.Schedule != nil && c.Schedule.ScheduleCron != nil {
-			j.Schedule = *c.Schedule.ScheduleCron
-		}
-		if c.GenerateKeytab != nil {
-			j.GenerateKeytab = *c.GenerateKeytab
-		}
-		if c.EnableExecutionNotifications != nil {
-			j.EnableExecutionNotifications = *c.EnableExecutionNotifications
-		}
-		if c.NotificationDelayPeriodMinutes != nil {
-			j.NotificationDelayPeriodMinutes = *c.NotificationDelayPeriodMinutes
-		}
-	}
-	return j, nil
+	return req.Domain(req.Team), nil
 }
 
 // deploymentRequest is VDK's DataJobDeployment as a request. mode, id, deployed_date and

@@ -25,6 +25,8 @@ type revisionResponse struct {
 	RollbackOf *int              `json:"rollback_of"`
 	Diff       []job.FieldChange `json:"diff"`
 	Spec       revisionSpecBody  `json:"spec"`
+	// Source is the <repo>@<commit> of the file an apply made the change from ("": the API).
+	Source string `json:"source"`
 }
 
 type revisionSpecBody struct {
@@ -41,7 +43,7 @@ type revisionsResponse struct {
 func toRevisionResponse(r job.Revision) revisionResponse {
 	out := revisionResponse{
 		Revision: r.Number, JobName: r.JobName, Kind: r.Kind, Actor: r.Actor, OpID: r.OpID,
-		CreatedAt: r.CreatedAt, Diff: r.Diff,
+		CreatedAt: r.CreatedAt, Diff: r.Diff, Source: r.Source,
 		Spec: revisionSpecBody{Job: job.SnakeCaseJSON(r.Spec.Job), Deployment: json.RawMessage("null")},
 	}
 	if r.Spec.Deployment != nil {

@@ -162,6 +162,7 @@ func (a *api) routes() *router {
 	a.pipelineRoutes(rt, team, jobPath)
 	a.profileRoutes(rt)
 	a.triggerRoutes(rt, team)
+	a.gitopsRoutes(rt, team)
 
 	// Secrets and team OAuth credentials (secrets.go); without Config.Secrets they answer
 	// 501 naming --secrets-key-file.

@@ -19,6 +19,12 @@ import (
 type Actor struct {
 	User string
 	OpID string
+	// File is the owner a jobs-as-code apply writes as (the source's repository; see
+	// package gitops): writes of objects it owns pass CheckOwner. Empty: not an apply.
+	File string
+	// Source is where an apply's file came from (<repo>@<commit>), kept on every revision
+	// the apply records.
+	Source string
 }
 
 type actorKey struct{}
@@ -62,6 +68,9 @@ type Revision struct {
 	Spec RevisionSpec
 	// Diff is what the change changed, field by field.
 	Diff []FieldChange
+	// Source is the <repo>@<commit> of the file an apply wrote the change from ("" when
+	// the change came from the API).
+	Source string
 }
 
 // RevisionsPage is a page of a job's revisions, newest first; Next, when not 0, is the
@@ -94,7 +103,8 @@ func NewRevisionSpec(j Job, d *Deployment) (RevisionSpec, error) {
 	// Revision (a sequence value drawn anew with each generation) and TeamOAuth (a fact of
 	// the team, read for the synchronizer) are no one's change: a diff would show them as
 	// changed fields that nobody edited.
-	jb, err := specJSON(j, "UID", "Generation", "CreatedAt", "UpdatedAt", "Revision", "TeamOAuth")
+	// ManagedBy is who may change the job, not what it is.
+	jb, err := specJSON(j, "UID", "Generation", "CreatedAt", "UpdatedAt", "Revision", "TeamOAuth", "ManagedBy")
 	if err != nil {
 		return RevisionSpec{}, err
 	}
@@ -143,7 +153,24 @@ func (s RevisionSpec) DeploymentOf() (Deployment, bool, error) {
 
 // Diff returns the fields that differ between before and after, sorted by name.
 func Diff(before, after RevisionSpec) []FieldChange {
-	b, a := before.flatten(), after.flatten()
+	return diffFlat(before.flatten(), after.flatten())
+}
+
+// DiffJSON is Diff of two JSON values of one kind (nil: absent), their fields named from
+// prefix: how a plan shows the change of an object that is no job (a pipeline's spec).
+func DiffJSON(prefix string, before, after json.RawMessage) []FieldChange {
+	b, a := map[string]json.RawMessage{}, map[string]json.RawMessage{}
+	if before != nil {
+		flattenInto(b, prefix, before)
+	}
+	if after != nil {
+		flattenInto(a, prefix, after)
+	}
+	return diffFlat(b, a)
+}
+
+// diffFlat compares two flattened specs.
+func diffFlat(b, a map[string]json.RawMessage) []FieldChange {
 	keys := slices.Sorted(maps.Keys(a))
 	for k := range b {
 		if _, ok := a[k]; !ok {
@@ -270,4 +297,25 @@ type AuditEntry struct {
 type AuditPage struct {
 	Entries []AuditEntry
 	Next    int64
+}
+
+// CheckOwner refuses a write of the object kind name, owned by the file owner ("": none),
+// unless ctx is an apply of that file: an object kept in Git changes through Git, or a
+// hand edit would be undone, unseen, by the next apply.
+func CheckOwner(ctx context.Context, kind, name, owner string) error {
+	if owner == "" || ActorFrom(ctx).File == owner {
+		return nil
+	}
+	return OwnedByFile(kind, name, owner)
+}
+
+// OwnedByFile reports a write of an object a jobs-as-code file owns.
+func OwnedByFile(kind, name, owner string) *Error {
+	return &Error{
+		Kind:            KindConflict,
+		What:            fmt.Sprintf("The %s %q is managed by the file of %s.", kind, name, owner),
+		Why:             "Objects applied from a file change only through an apply of that file.",
+		Consequences:    "Nothing was changed.",
+		Countermeasures: "Change the file and apply it, or release the object (POST /data-jobs/for-team/{team}/release-from-file) to edit it by hand.",
+	}
 }

@@ -48,6 +48,9 @@ type Job struct {
 	// from the team's Secret (kube.TeamOAuthSecretName). Only the synchronizer's reads
 	// (store.LoadSyncState) fill it; it is not a column of the job.
 	TeamOAuth bool
+	// ManagedBy is the file that owns the job ("": none): the repository of the jobs-as-code
+	// apply that last wrote it. Other writes are refused (CheckOwner) until it is released.
+	ManagedBy string
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }

@@ -105,8 +105,8 @@ func (c *Contacts) validate() error {
 
 // Node is one step of a pipeline: a run of the job JobName of Team.
 type Node struct {
-	Name        string          `json:"name"`
-	JobName     string          `json:"job_name"`
+	Name        string          `json:"name" jsonschema:"required"`
+	JobName     string          `json:"job_name" jsonschema:"required"`
 	Team        string          `json:"team"`
 	DependsOn   []string        `json:"depends_on"`
 	TriggerRule TriggerRule     `json:"trigger_rule"`

@@ -19,6 +19,9 @@ type Pipeline struct {
 	// runs; CreatedAt, when the pipeline was first stored.
 	CheckedUntil *time.Time
 	CreatedAt    time.Time
+	// ManagedBy is the jobs-as-code file that owns the pipeline ("": none; see
+	// job.CheckOwner).
+	ManagedBy string
 }
 
 // RunSummary is a run without its nodes.

@@ -112,6 +112,12 @@ var routeCases = map[string]routeCase{
 	"GET /data-jobs/teams/{team}/oauth-credentials/client-id":                                              {},
 	"POST /data-jobs/oauth-credentials/client-ids":                                                         {body: `["x"]`, anyCaller: true},
 
+	// Jobs as code (internal/httpapi/gitops.go).
+	"POST /data-jobs/for-team/{team}/apply":             {body: `{"apiVersion":"datajobs.io/v1","team":"team-b","jobs":[{"job_name":"job-of-b","description":"changed"}]}`},
+	"GET /data-jobs/for-team/{team}/export":             {},
+	"POST /data-jobs/for-team/{team}/release-from-file": {},
+	"GET /data-jobs/schema/datajobs.yaml.json":          {anyCaller: true},
+
 	"GET /ui/static/":                                          {public: true},
 	"GET /ui/login":                                            {public: true},
 	"GET /ui/callback":                                         {public: true},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/datajobs/datajobs/internal/gitops"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/pipeline"
 	"github.com/datajobs/datajobs/internal/secrets"
@@ -85,4 +86,11 @@ type Store interface {
 	ListTriggerEvents(ctx context.Context, team, name string, page, size int) ([]trigger.Event, int, error)
 	SignedTriggerOf(ctx context.Context, id string) (trigger.Signed, error)
 	AddTriggerEvents(ctx context.Context, id string, events []trigger.NewEvent) ([]trigger.EventResult, error)
+
+
+	// TeamState reads a team's jobs and pipelines without a lock; InTeamTx runs fn in one
+	// transaction on the state read under the locks of all of them.
+	TeamState(ctx context.Context, team string) (gitops.State, error)
+	InTeamTx(ctx context.Context, team string, fn func(w gitops.Writer, st gitops.State) error) error
+	ReleaseFromFile(ctx context.Context, team string, jobs, pipelines []string) (int64, error)
 }

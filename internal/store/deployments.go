@@ -69,35 +69,44 @@ type deploymentChange func(ctx context.Context, tx Tx, st job.JobState) (next jo
 // BEGIN with the lock and the read; the writes; the commit).
 func (s *Store) changeDeployment(ctx context.Context, team, name string, change deploymentChange) (job.Deployment, error) {
 	var out job.Deployment
-	err := s.inLockedTx(ctx, team, name, func(tx Tx, st job.JobState) error {
-		next, rollbackOf, err := change(ctx, tx, st)
-		if err != nil {
-			return err
-		}
-		if st.Desired != nil && next.SameConfig(*st.Desired) && st.Desired.Status != job.StatusUserError {
-			out = *st.Desired
-			return nil
-		}
-		next.JobName = name
-		var writes pipeline
-		writes.upsertDesired(&next, func(err error) error {
-			return writeError(fmt.Sprintf("write deployment of %s", name), err)
-		})
-		kind := job.RevisionDeploy
-		if rollbackOf != 0 {
-			kind = job.RevisionRollback
-		}
-		if err := writes.revisionOf(ctx, kind, rollbackOf, st.Job, st.Desired, st.Job, &next); err != nil {
-			return err
-		}
-		writes.bumpGeneration(name)
-		if err := writes.send(ctx, tx); err != nil {
-			return err
-		}
-		out = next
-		return nil
+	err := s.inLockedTx(ctx, team, name, func(tx Tx, st job.JobState) (err error) {
+		out, err = changeDeploymentIn(ctx, tx, st, change)
+		return err
 	})
 	return out, err
+}
+
+// changeDeploymentIn is changeDeployment in tx, on the state st read under the job's lock.
+// A job a file owns is changed only by an apply of that file (job.CheckOwner).
+func changeDeploymentIn(ctx context.Context, tx Tx, st job.JobState, change deploymentChange) (job.Deployment, error) {
+	name := st.Job.Name
+	if err := job.CheckOwner(ctx, "data job", name, st.Job.ManagedBy); err != nil {
+		return job.Deployment{}, err
+	}
+	next, rollbackOf, err := change(ctx, tx, st)
+	if err != nil {
+		return job.Deployment{}, err
+	}
+	if st.Desired != nil && next.SameConfig(*st.Desired) && st.Desired.Status != job.StatusUserError {
+		return *st.Desired, nil
+	}
+	next.JobName = name
+	var writes pipeline
+	writes.upsertDesired(&next, func(err error) error {
+		return writeError(fmt.Sprintf("write deployment of %s", name), err)
+	})
+	kind := job.RevisionDeploy
+	if rollbackOf != 0 {
+		kind = job.RevisionRollback
+	}
+	if err := writes.revisionOf(ctx, kind, rollbackOf, st.Job, st.Desired, st.Job, &next); err != nil {
+		return job.Deployment{}, err
+	}
+	writes.bumpGeneration(name)
+	if err := writes.send(ctx, tx); err != nil {
+		return job.Deployment{}, err
+	}
+	return next, nil
 }
 
 // upsertDesired queues the write of d as the desired deployment of d.JobName, pending,
@@ -144,21 +153,31 @@ RETURNING status_generation, last_sync_at`
 // actual row left) succeeds and changes nothing; with neither, it is not found.
 func (s *Store) DeleteDeployment(ctx context.Context, team, name string) error {
 	return s.inLockedTx(ctx, team, name, func(tx Tx, st job.JobState) error {
-		if st.Desired == nil {
-			if st.Actual != nil {
-				return nil
-			}
-			return job.DeploymentNotFound(name)
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM desired_data_job_deployment WHERE data_job_name = $1`, name); err != nil {
-			return fmt.Errorf("delete deployment of %s: %w", name, err)
-		}
-		if err := cancelJobExecutions(ctx, tx, st.Job.UID, MsgDeploymentDeleted); err != nil {
-			return err
-		}
-		if err := revisionOf(ctx, tx, job.RevisionUndeploy, 0, st.Job, st.Desired, st.Job, nil); err != nil {
-			return err
-		}
-		return bumpGeneration(ctx, tx, name)
+		return deleteDeployment(ctx, tx, st)
 	})
+}
+
+// deleteDeployment is DeleteDeployment in tx, on the state st read under the job's lock.
+// A job a file owns is changed only by an apply of that file (job.CheckOwner).
+func deleteDeployment(ctx context.Context, tx Tx, st job.JobState) error {
+	name := st.Job.Name
+	if err := job.CheckOwner(ctx, "data job", name, st.Job.ManagedBy); err != nil {
+		return err
+	}
+	if st.Desired == nil {
+		if st.Actual != nil {
+			return nil
+		}
+		return job.DeploymentNotFound(name)
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM desired_data_job_deployment WHERE data_job_name = $1`, name); err != nil {
+		return fmt.Errorf("delete deployment of %s: %w", name, err)
+	}
+	if err := cancelJobExecutions(ctx, tx, st.Job.UID, MsgDeploymentDeleted); err != nil {
+		return err
+	}
+	if err := revisionOf(ctx, tx, job.RevisionUndeploy, 0, st.Job, st.Desired, st.Job, nil); err != nil {
+		return err
+	}
+	return bumpGeneration(ctx, tx, name)
 }

@@ -27,11 +27,11 @@ func (p *pipeline) recordRevision(ctx context.Context, j job.Job, kind string, r
 		return fmt.Errorf("encode revision diff of %s: %w", j.Name, err)
 	}
 	const q = `
-INSERT INTO data_job_revision (job_uid, revision, job_name, kind, actor, op_id, rollback_of, spec, diff)
-SELECT $1::uuid, coalesce(max(revision), 0) + 1, $2, $3, $4, $5, NULLIF($6::integer, 0), $7, $8
+INSERT INTO data_job_revision (job_uid, revision, job_name, kind, actor, op_id, rollback_of, spec, diff, source)
+SELECT $1::uuid, coalesce(max(revision), 0) + 1, $2, $3, $4, $5, NULLIF($6::integer, 0), $7, $8, $9
 FROM data_job_revision WHERE job_uid = $1::uuid`
 	p.exec(func(err error) error { return writeError("record revision of "+j.Name, err) },
-		q, j.UID, j.Name, kind, a.User, a.OpID, rollbackOf, spec, diff)
+		q, j.UID, j.Name, kind, a.User, a.OpID, rollbackOf, spec, diff, a.Source)
 	return nil
 }
 
@@ -60,12 +60,12 @@ func revisionOf(ctx context.Context, tx Tx, kind string, rollbackOf int, j0 job.
 	return p.send(ctx, tx)
 }
 
-const revisionColumns = `r.job_name, r.revision, r.kind, r.actor, r.op_id, coalesce(r.rollback_of, 0), r.created_at, r.spec, r.diff`
+const revisionColumns = `r.job_name, r.revision, r.kind, r.actor, r.op_id, coalesce(r.rollback_of, 0), r.created_at, r.spec, r.diff, r.source`
 
 func scanRevision(row interface{ Scan(...any) error }) (job.Revision, error) {
 	var r job.Revision
 	var spec, diff []byte
-	if err := row.Scan(&r.JobName, &r.Number, &r.Kind, &r.Actor, &r.OpID, &r.RollbackOf, &r.CreatedAt, &spec, &diff); err != nil {
+	if err := row.Scan(&r.JobName, &r.Number, &r.Kind, &r.Actor, &r.OpID, &r.RollbackOf, &r.CreatedAt, &spec, &diff, &r.Source); err != nil {
 		return r, err
 	}
 	if err := json.Unmarshal(spec, &r.Spec); err != nil {

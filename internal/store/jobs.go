@@ -23,7 +23,7 @@ const jobColumns = `j.name, j.uid::text, j.team, j.description, j.schedule, j.db
 	j.notified_on_job_failure_user_error, j.notified_on_job_failure_platform_error,
 	j.notified_on_job_success, j.notified_on_job_deploy,
 	j.generate_keytab, j.enable_execution_notifications, j.notification_delay_period_minutes,
-	j.generation, j.revision, j.created_at, j.updated_at, j.hashed_schedule`
+	j.generation, j.revision, coalesce(j.managed_by, ''), j.created_at, j.updated_at, j.hashed_schedule`
 
 // jobDest returns the scan destinations of jobColumns into j.
 func jobDest(j *job.Job) []any {
@@ -32,7 +32,7 @@ func jobDest(j *job.Job) []any {
 		&j.Contacts.NotifiedOnJobFailureUserError, &j.Contacts.NotifiedOnJobFailurePlatformError,
 		&j.Contacts.NotifiedOnJobSuccess, &j.Contacts.NotifiedOnJobDeploy,
 		&j.GenerateKeytab, &j.EnableExecutionNotifications, &j.NotificationDelayPeriodMinutes,
-		&j.Generation, &j.Revision, &j.CreatedAt, &j.UpdatedAt, &j.HashedSchedule,
+		&j.Generation, &j.Revision, &j.ManagedBy, &j.CreatedAt, &j.UpdatedAt, &j.HashedSchedule,
 	}
 }
 
@@ -41,21 +41,26 @@ func jobDest(j *job.Job) []any {
 // at its job quota.
 func (s *Store) CreateJob(ctx context.Context, j job.Job) (job.Job, error) {
 	var out job.Job
-	err := s.InTx(ctx, func(tx Tx) error {
-		if err := s.checkJobsQuota(ctx, tx, j.Team); err != nil {
-			return err
-		}
-		var err error
-		out, err = insertJob(ctx, tx, j)
-		if sqlState(err) == "23505" { // unique violation
-			return job.JobExists(j.Name)
-		}
-		if err != nil {
-			return writeError(fmt.Sprintf("create job %s", j.Name), err)
-		}
-		return revisionOf(ctx, tx, job.RevisionCreate, 0, job.Job{}, nil, out, nil)
+	err := s.InTx(ctx, func(tx Tx) (err error) {
+		out, err = s.createJob(ctx, tx, j)
+		return err
 	})
 	return out, err
+}
+
+// createJob is CreateJob in tx.
+func (s *Store) createJob(ctx context.Context, tx Tx, j job.Job) (job.Job, error) {
+	if err := s.checkJobsQuota(ctx, tx, j.Team); err != nil {
+		return job.Job{}, err
+	}
+	out, err := insertJob(ctx, tx, j)
+	if sqlState(err) == "23505" { // unique violation
+		return job.Job{}, job.JobExists(j.Name)
+	}
+	if err != nil {
+		return job.Job{}, writeError(fmt.Sprintf("create job %s", j.Name), err)
+	}
+	return out, revisionOf(ctx, tx, job.RevisionCreate, 0, job.Job{}, nil, out, nil)
 }
 
 // insertJob inserts j with a new UID and generation 1 (the API's creation and imports).
@@ -121,30 +126,41 @@ func (s *Store) GetJob(ctx context.Context, team, name string) (job.Job, error) 
 // update returns; everything else, team included, is written.
 func (s *Store) UpdateJob(ctx context.Context, team, name string, update job.JobUpdate) (job.Job, error) {
 	var out job.Job
-	err := s.inLockedTx(ctx, team, name, func(tx Tx, st job.JobState) error {
-		cur := st.Job
-		next, bump, err := update(cur)
-		if err != nil {
-			return err
-		}
-		if next.Team != cur.Team {
-			if err := s.checkJobsQuota(ctx, tx, next.Team); err != nil {
-				return err
-			}
-		}
-		next.Name = name
-		if out, err = updateJob(ctx, tx, next, bump); err != nil {
-			return writeError(fmt.Sprintf("update job %s", name), err)
-		}
-		if err := revisionOf(ctx, tx, job.RevisionUpdate, 0, cur, st.Desired, out, st.Desired); err != nil {
-			return err
-		}
-		if next.Team == cur.Team {
-			return nil
-		}
-		return moveJobExecutions(ctx, tx, cur.UID, next.Team)
+	err := s.inLockedTx(ctx, team, name, func(tx Tx, st job.JobState) (err error) {
+		out, err = s.updateJobIn(ctx, tx, st, update)
+		return err
 	})
 	return out, err
+}
+
+// updateJobIn is UpdateJob in tx, on the state st read under the job's lock. A job a file
+// owns is changed only by an apply of that file (job.CheckOwner).
+func (s *Store) updateJobIn(ctx context.Context, tx Tx, st job.JobState, update job.JobUpdate) (job.Job, error) {
+	cur, name := st.Job, st.Job.Name
+	if err := job.CheckOwner(ctx, "data job", name, cur.ManagedBy); err != nil {
+		return job.Job{}, err
+	}
+	next, bump, err := update(cur)
+	if err != nil {
+		return job.Job{}, err
+	}
+	if next.Team != cur.Team {
+		if err := s.checkJobsQuota(ctx, tx, next.Team); err != nil {
+			return job.Job{}, err
+		}
+	}
+	next.Name = name
+	out, err := updateJob(ctx, tx, next, bump)
+	if err != nil {
+		return job.Job{}, writeError(fmt.Sprintf("update job %s", name), err)
+	}
+	if err := revisionOf(ctx, tx, job.RevisionUpdate, 0, cur, st.Desired, out, st.Desired); err != nil {
+		return job.Job{}, err
+	}
+	if next.Team == cur.Team {
+		return out, nil
+	}
+	return out, moveJobExecutions(ctx, tx, cur.UID, next.Team)
 }
 
 // DeleteJob deletes the job name of team with its desired deployment and properties (by
@@ -153,21 +169,28 @@ func (s *Store) UpdateJob(ctx context.Context, team, name string, update job.Job
 // rows stay: the synchronizer deletes the CronJob, then the row (asynchronous deletion),
 // and cancels the executions, whose rows retention removes.
 func (s *Store) DeleteJob(ctx context.Context, team, name string) error {
-	return s.InTx(ctx, func(tx Tx) error {
-		var uid string
-		err := tx.QueryRow(ctx, `DELETE FROM data_job WHERE name = $1 AND team = $2 RETURNING uid::text`, name, team).Scan(&uid)
-		if err != nil {
-			return rowError(err, job.JobNotFound(team, name), "delete job "+name)
-		}
-		// Read after the delete took the job's lock: a pipeline stored meanwhile is seen.
-		if err := pipelineUsing(ctx, tx, name); err != nil {
-			return err
-		}
-		if err := cancelJobExecutions(ctx, tx, uid, MsgJobDeleted); err != nil {
-			return err
-		}
-		return notify(ctx, tx, DesiredChannel, name)
-	})
+	return s.InTx(ctx, func(tx Tx) error { return deleteJob(ctx, tx, team, name) })
+}
+
+// deleteJob is DeleteJob in tx. A job a file owns is deleted only by an apply of that
+// file (job.CheckOwner): the delete is rolled back.
+func deleteJob(ctx context.Context, tx Tx, team, name string) error {
+	var uid, owner string
+	err := tx.QueryRow(ctx, `DELETE FROM data_job WHERE name = $1 AND team = $2 RETURNING uid::text, coalesce(managed_by, '')`, name, team).Scan(&uid, &owner)
+	if err != nil {
+		return rowError(err, job.JobNotFound(team, name), "delete job "+name)
+	}
+	if err := job.CheckOwner(ctx, "data job", name, owner); err != nil {
+		return err
+	}
+	// Read after the delete took the job's lock: a pipeline stored meanwhile is seen.
+	if err := pipelineUsing(ctx, tx, name); err != nil {
+		return err
+	}
+	if err := cancelJobExecutions(ctx, tx, uid, MsgJobDeleted); err != nil {
+		return err
+	}
+	return notify(ctx, tx, DesiredChannel, name)
 }
 
 // lockJob reads the job name of team and locks its row until the transaction ends. Every

@@ -40,17 +40,35 @@ func (s *Store) PutPipeline(ctx context.Context, team, name string, spec pl.Spec
 		return false, fmt.Errorf("encode pipeline %s: %w", name, err)
 	}
 	var created bool
-	err = s.InTx(ctx, func(tx Tx) error {
-		if err := checkNodeJobs(ctx, tx, team, spec); err != nil {
-			return err
-		}
-		var cron, tz string
-		if spec.Schedule != nil {
-			cron, tz = spec.Schedule.Cron, spec.Schedule.TimeZone
-		}
-		var id int64
-		var rev int
-		err := tx.QueryRow(ctx, `INSERT INTO pipeline AS p (team, name, description, schedule_cron, time_zone, enabled, max_active_runs, spec, created_by, updated_by)
+	err = s.InTx(ctx, func(tx Tx) (err error) {
+		created, err = putPipeline(ctx, tx, team, name, spec, raw, actor, opID)
+		return err
+	})
+	return created, err
+}
+
+// putPipeline is PutPipeline in tx, spec encoded as raw. A pipeline a file owns is
+// changed only by an apply of that file (job.CheckOwner).
+func putPipeline(ctx context.Context, tx Tx, team, name string, spec pl.Spec, raw []byte, actor, opID string) (bool, error) {
+	var owner string
+	err := tx.QueryRow(ctx, `SELECT coalesce(managed_by, '') FROM pipeline WHERE team = $1 AND name = $2 FOR UPDATE`, team, name).Scan(&owner)
+	if err := rowError(err, nil, "lock pipeline "+name); err != nil {
+		return false, err
+	}
+	if err := job.CheckOwner(ctx, "pipeline", name, owner); err != nil {
+		return false, err
+	}
+	if err := checkNodeJobs(ctx, tx, team, spec); err != nil {
+		return false, err
+	}
+	var cron, tz string
+	if spec.Schedule != nil {
+		cron, tz = spec.Schedule.Cron, spec.Schedule.TimeZone
+	}
+	var id int64
+	var rev int
+	var created bool
+	err = tx.QueryRow(ctx, `INSERT INTO pipeline AS p (team, name, description, schedule_cron, time_zone, enabled, max_active_runs, spec, created_by, updated_by)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)
 ON CONFLICT (team, name) DO UPDATE SET description = EXCLUDED.description, schedule_cron = EXCLUDED.schedule_cron,
 	time_zone = EXCLUDED.time_zone, enabled = EXCLUDED.enabled, max_active_runs = EXCLUDED.max_active_runs, spec = EXCLUDED.spec,
@@ -58,12 +76,10 @@ ON CONFLICT (team, name) DO UPDATE SET description = EXCLUDED.description, sched
 	checked_until = CASE WHEN p.schedule_cron = EXCLUDED.schedule_cron AND p.time_zone = EXCLUDED.time_zone
 		AND (p.enabled OR NOT EXCLUDED.enabled) THEN p.checked_until END
 RETURNING id, revision, xmax = 0`, team, name, spec.Description, cron, tz, spec.Enabled, spec.MaxActiveRuns, raw, actor).Scan(&id, &rev, &created)
-		if err != nil {
-			return writeError("store pipeline "+name, err)
-		}
-		return writePipelineGraph(ctx, tx, id, rev, spec, raw, actor, opID)
-	})
-	return created, err
+	if err != nil {
+		return false, writeError("store pipeline "+name, err)
+	}
+	return created, writePipelineGraph(ctx, tx, id, rev, spec, raw, actor, opID)
 }
 
 // checkNodeJobs locks the jobs spec's nodes run (key share, in name order) and checks each
@@ -119,13 +135,13 @@ func writePipelineGraph(ctx context.Context, tx Tx, id int64, rev int, spec pl.S
 SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[])`, id, names, teams, jobs, rules, fails, pos)
 	p.exec(wrapped("insert pipeline edges"), `INSERT INTO pipeline_edge (pipeline_id, node, depends_on)
 SELECT $1, * FROM unnest($2::text[], $3::text[])`, id, from, to)
-	p.exec(wrapped("insert pipeline revision"), `INSERT INTO pipeline_revision (pipeline_id, revision, actor, op_id, spec) VALUES ($1, $2, $3, $4, $5)`,
-		id, rev, actor, opID, raw)
+	p.exec(wrapped("insert pipeline revision"), `INSERT INTO pipeline_revision (pipeline_id, revision, actor, op_id, spec, source) VALUES ($1, $2, $3, $4, $5, $6)`,
+		id, rev, actor, opID, raw, job.ActorFrom(ctx).Source)
 	return p.send(ctx, tx)
 }
 
 // pipelineColumns are read by scanPipeline, from pipeline p and its newest run r.
-const pipelineColumns = `p.team, p.name, p.spec, p.revision, p.checked_until, p.created_at,
+const pipelineColumns = `p.team, p.name, p.spec, p.revision, p.checked_until, p.created_at, coalesce(p.managed_by, ''),
 	r.id, r.status, r.logical_time, r.start_time, r.end_time`
 
 const pipelineFrom = ` FROM pipeline p
@@ -138,7 +154,7 @@ func scanPipeline(row pgx.CollectableRow) (pl.Pipeline, error) {
 	var last pl.RunSummary
 	var status *string
 	var logical, start *time.Time
-	err := row.Scan(&p.Team, &p.Name, &raw, &p.Revision, &p.CheckedUntil, &p.CreatedAt, &id, &status, &logical, &start, &last.EndTime)
+	err := row.Scan(&p.Team, &p.Name, &raw, &p.Revision, &p.CheckedUntil, &p.CreatedAt, &p.ManagedBy, &id, &status, &logical, &start, &last.EndTime)
 	if err != nil {
 		return p, err
 	}
@@ -173,18 +189,29 @@ func (s *Store) ListPipelines(ctx context.Context, team string, page, size int) 
 // DeletePipeline deletes the pipeline name of team with its runs, asking for the cancel of
 // every execution its runs have under way.
 func (s *Store) DeletePipeline(ctx context.Context, team, name string) error {
-	return s.InTx(ctx, func(tx Tx) error {
-		id, err := lockPipeline(ctx, tx, team, name)
-		if err != nil {
-			return err
-		}
-		if err := cancelExecutions(ctx, tx, `id IN (SELECT nr.execution_id FROM pipeline_node_run nr
+	return s.InTx(ctx, func(tx Tx) error { return deletePipeline(ctx, tx, team, name) })
+}
+
+// deletePipeline is DeletePipeline in tx. A pipeline a file owns is deleted only by an
+// apply of that file (job.CheckOwner).
+func deletePipeline(ctx context.Context, tx Tx, team, name string) error {
+	id, err := lockPipeline(ctx, tx, team, name)
+	if err != nil {
+		return err
+	}
+	var owner string
+	if err := tx.QueryRow(ctx, `SELECT coalesce(managed_by, '') FROM pipeline WHERE id = $1`, id).Scan(&owner); err != nil {
+		return fmt.Errorf("read owner of pipeline %s: %w", name, err)
+	}
+	if err := job.CheckOwner(ctx, "pipeline", name, owner); err != nil {
+		return err
+	}
+	if err := cancelExecutions(ctx, tx, `id IN (SELECT nr.execution_id FROM pipeline_node_run nr
 	JOIN pipeline_run r ON r.id = nr.run_id WHERE r.pipeline_id = $1 AND nr.execution_id IS NOT NULL)`, id, MsgPipelineDeleted); err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `DELETE FROM pipeline WHERE id = $1`, id)
-		return wrote("delete pipeline "+name, err)
-	})
+		return err
+	}
+	_, err = tx.Exec(ctx, `DELETE FROM pipeline WHERE id = $1`, id)
+	return wrote("delete pipeline "+name, err)
 }
 
 // lockPipeline locks the pipeline name of team and returns its id.

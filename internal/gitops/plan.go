@@ -1,0 +1,335 @@
+package gitops
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/datajobs/datajobs/internal/job"
+	pl "github.com/datajobs/datajobs/internal/pipeline"
+)
+
+// State is a team's objects as the database holds them: what a plan starts from.
+type State struct {
+	Jobs      []job.JobState
+	Pipelines []pl.Pipeline
+}
+
+// Target is what the file asks for, in the domain's values, defaults filled in: the
+// service builds it from a parsed File (JobTarget's deployment needs its configuration).
+type Target struct {
+	Jobs      []JobTarget
+	Pipelines []PipelineTarget
+}
+
+// JobTarget is one job of the file: its configuration and its deployment (nil: none).
+type JobTarget struct {
+	Job        job.Job
+	Deployment *job.Deployment
+}
+
+// PipelineTarget is one pipeline of the file.
+type PipelineTarget struct {
+	Name string
+	Spec pl.Spec
+}
+
+// Options are a plan's parameters.
+type Options struct {
+	// Owner is the file the apply writes as (the repository of its source): objects owned
+	// by another file are conflicts, and only the owner's are pruned.
+	Owner string
+	// Prune deletes the owner's objects the file no longer lists.
+	Prune bool
+	// AllowMassPrune lifts the mass-prune guard.
+	AllowMassPrune bool
+	// PruneMaxFraction is the largest share of the owner's objects one prune deletes
+	// (default DefaultPruneMaxFraction); one object may always be pruned.
+	PruneMaxFraction float64
+}
+
+// DefaultPruneMaxFraction is the default Options.PruneMaxFraction.
+const DefaultPruneMaxFraction = 0.5
+
+// Action is what a plan does with one object.
+type Action string
+
+// The actions of a plan.
+const (
+	ActionCreate    Action = "create"
+	ActionUpdate    Action = "update"
+	ActionDelete    Action = "delete"
+	ActionUnchanged Action = "unchanged"
+	// ActionKeep is an owned object the file no longer lists, kept: the apply does not
+	// prune, or the mass-prune guard refused the prune.
+	ActionKeep Action = "keep"
+	// ActionConflict is an object another file owns: the apply refuses the whole change.
+	ActionConflict Action = "conflict"
+)
+
+// The kinds of object.
+const (
+	KindJob      = "job"
+	KindPipeline = "pipeline"
+)
+
+// Change is what the plan does with one object.
+type Change struct {
+	Kind   string `json:"kind"`
+	Name   string `json:"name"`
+	Action Action `json:"action"`
+	// Diff is an update's (or a create's) changes, field by field, as a revision shows them.
+	Diff []job.FieldChange `json:"diff,omitempty"`
+	// Reason says why an object is kept or conflicts.
+	Reason string `json:"reason,omitempty"`
+	// ManagedBy is the file that owns a conflicting object.
+	ManagedBy string `json:"managed_by,omitempty"`
+
+	// What the apply needs: the current state (nil for a create) and the target.
+	cur      *job.JobState
+	job      *JobTarget
+	curPipe  *pl.Pipeline
+	pipeline *PipelineTarget
+	index    int  // the object's place in its list of the file (-1: not in the file)
+	jobWrite bool // the job's configuration changes
+	depWrite bool // the job's deployment changes
+}
+
+// Plan is every change an apply of a file makes to a team, in the order it makes them:
+// jobs created and updated, pipelines created and updated, pipelines deleted, jobs
+// deleted (a pipeline may need a new job; a job a pipeline runs is deleted after it).
+type Plan struct {
+	Team string `json:"team"`
+	// BaseRevision names the state the plan was made from: an apply given it refuses to
+	// run on a state that moved since.
+	BaseRevision string   `json:"base_revision"`
+	Changes      []Change `json:"changes"`
+	// Summary counts the changes by action.
+	Summary map[Action]int `json:"summary"`
+	// PruneRefused is the mass-prune guard's verdict when it kept the prunes.
+	PruneRefused string `json:"prune_refused,omitempty"`
+}
+
+// Conflict returns the first conflict of the plan, if any.
+func (p Plan) Conflict() (Change, bool) {
+	i := slices.IndexFunc(p.Changes, func(c Change) bool { return c.Action == ActionConflict })
+	if i < 0 {
+		return Change{}, false
+	}
+	return p.Changes[i], true
+}
+
+// Writes reports whether applying the plan writes anything.
+func (p Plan) Writes() bool {
+	return p.Summary[ActionCreate]+p.Summary[ActionUpdate]+p.Summary[ActionDelete] > 0
+}
+
+// NewPlan plans the change of team's state cur to the file's target. It is pure.
+func NewPlan(team string, target Target, cur State, o Options) (Plan, error) {
+	p := Plan{Team: team, Changes: []Change{}, Summary: map[Action]int{}}
+	var err error
+	if p.BaseRevision, err = Fingerprint(cur); err != nil {
+		return Plan{}, err
+	}
+	jobs := map[string]*job.JobState{}
+	for i := range cur.Jobs {
+		jobs[cur.Jobs[i].Job.Name] = &cur.Jobs[i]
+	}
+	pipes := map[string]*pl.Pipeline{}
+	for i := range cur.Pipelines {
+		pipes[cur.Pipelines[i].Name] = &cur.Pipelines[i]
+	}
+	for i := range target.Jobs {
+		c, err := planJob(&target.Jobs[i], jobs[target.Jobs[i].Job.Name], o.Owner)
+		if err != nil {
+			return Plan{}, err
+		}
+		c.index = i
+		p.Changes = append(p.Changes, c)
+	}
+	for i := range target.Pipelines {
+		c, err := planPipeline(&target.Pipelines[i], pipes[target.Pipelines[i].Name], o.Owner)
+		if err != nil {
+			return Plan{}, err
+		}
+		c.index = i
+		p.Changes = append(p.Changes, c)
+	}
+	p.Changes = append(p.Changes, prunes(target, cur, o, &p.PruneRefused)...)
+	for _, c := range p.Changes {
+		p.Summary[c.Action]++
+	}
+	return p, nil
+}
+
+// planJob plans one job of the file against its current state (nil: none).
+func planJob(t *JobTarget, cur *job.JobState, owner string) (Change, error) {
+	c := Change{Kind: KindJob, Name: t.Job.Name, cur: cur, job: t}
+	after, err := job.NewRevisionSpec(normal(t.Job), t.Deployment)
+	if err != nil {
+		return Change{}, err
+	}
+	if cur == nil {
+		c.Action, c.Diff, c.jobWrite, c.depWrite = ActionCreate, job.Diff(job.RevisionSpec{}, after), true, t.Deployment != nil
+		return c, nil
+	}
+	if cur.Job.ManagedBy != "" && cur.Job.ManagedBy != owner {
+		c.Action, c.ManagedBy, c.Reason = ActionConflict, cur.Job.ManagedBy, "managed by the file of "+cur.Job.ManagedBy
+		return c, nil
+	}
+	before, err := job.NewRevisionSpec(normal(cur.Job), cur.Desired)
+	if err != nil {
+		return Change{}, err
+	}
+	c.Diff = job.Diff(before, after)
+	c.jobWrite = !cur.Job.SameConfig(t.Job) || cur.Job.Description != t.Job.Description
+	switch {
+	case t.Deployment == nil:
+		c.depWrite = cur.Desired != nil
+	case cur.Desired == nil:
+		c.depWrite = true
+	default:
+		c.depWrite = !t.Deployment.SameConfig(*cur.Desired)
+	}
+	c.Action = ActionUnchanged
+	if len(c.Diff) > 0 {
+		c.Action = ActionUpdate
+	}
+	return c, nil
+}
+
+// planPipeline plans one pipeline of the file against its current state (nil: none).
+func planPipeline(t *PipelineTarget, cur *pl.Pipeline, owner string) (Change, error) {
+	c := Change{Kind: KindPipeline, Name: t.Name, curPipe: cur, pipeline: t}
+	after, err := json.Marshal(t.Spec)
+	if err != nil {
+		return Change{}, fmt.Errorf("encode pipeline %s: %w", t.Name, err)
+	}
+	if cur == nil {
+		c.Action, c.Diff = ActionCreate, job.DiffJSON("pipeline", nil, after)
+		return c, nil
+	}
+	if cur.ManagedBy != "" && cur.ManagedBy != owner {
+		c.Action, c.ManagedBy, c.Reason = ActionConflict, cur.ManagedBy, "managed by the file of "+cur.ManagedBy
+		return c, nil
+	}
+	before, err := json.Marshal(cur.Spec)
+	if err != nil {
+		return Change{}, fmt.Errorf("encode pipeline %s: %w", t.Name, err)
+	}
+	c.Diff = job.DiffJSON("pipeline", before, after)
+	c.Action = ActionUnchanged
+	if len(c.Diff) > 0 {
+		c.Action = ActionUpdate
+	}
+	return c, nil
+}
+
+// prunes plans the owner's objects the file no longer lists: deleted when o.Prune and
+// the mass-prune guard allows, kept otherwise (refused then holds the guard's verdict).
+// Pipelines come before jobs: a job a pipeline runs cannot be deleted before it.
+func prunes(target Target, cur State, o Options, refused *string) []Change {
+	listed := map[string]bool{}
+	for _, t := range target.Jobs {
+		listed[KindJob+"/"+t.Job.Name] = true
+	}
+	for _, t := range target.Pipelines {
+		listed[KindPipeline+"/"+t.Name] = true
+	}
+	var out []Change
+	owned := 0
+	for _, pp := range cur.Pipelines {
+		owned += btoi(pp.ManagedBy == o.Owner)
+		if pp.ManagedBy == o.Owner && !listed[KindPipeline+"/"+pp.Name] {
+			out = append(out, Change{Kind: KindPipeline, Name: pp.Name, index: -1})
+		}
+	}
+	for _, st := range cur.Jobs {
+		owned += btoi(st.Job.ManagedBy == o.Owner)
+		if st.Job.ManagedBy == o.Owner && !listed[KindJob+"/"+st.Job.Name] {
+			out = append(out, Change{Kind: KindJob, Name: st.Job.Name, index: -1})
+		}
+	}
+	why := "not in the file; apply with prune=true to delete it"
+	if o.Prune {
+		why = massPrune(len(out), owned, o)
+		*refused = why
+	}
+	for i := range out {
+		out[i].Action, out[i].Reason = ActionKeep, why
+		if why == "" {
+			out[i].Action = ActionDelete
+		}
+	}
+	return out
+}
+
+// massPrune is the mass-prune guard's verdict on deleting n of the owner's owned objects:
+// "" when allowed, else why not. As the synchronizer's guard for orphaned CronJobs, it
+// holds back a prune of more than a share of what exists, which looks like a wrong file
+// (an empty list, another team's file) rather than objects removed one by one.
+func massPrune(n, owned int, o Options) string {
+	limit := cmp.Or(o.PruneMaxFraction, DefaultPruneMaxFraction)
+	if n <= 1 || o.AllowMassPrune || float64(n) <= limit*float64(owned) {
+		return ""
+	}
+	return fmt.Sprintf("kept: the prune would delete %d of the %d objects the file owns, more than the prune limit of %g; apply with allow_mass_prune=true if that is meant", n, owned, limit)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// normal is j as a revision compares it: absent contact lists are empty ones, as the
+// database stores them.
+func normal(j job.Job) job.Job {
+	nn := func(s []string) []string {
+		if s == nil {
+			return []string{}
+		}
+		return s
+	}
+	c := &j.Contacts
+	c.NotifiedOnJobFailureUserError, c.NotifiedOnJobFailurePlatformError = nn(c.NotifiedOnJobFailureUserError), nn(c.NotifiedOnJobFailurePlatformError)
+	c.NotifiedOnJobSuccess, c.NotifiedOnJobDeploy = nn(c.NotifiedOnJobSuccess), nn(c.NotifiedOnJobDeploy)
+	return j
+}
+
+// Fingerprint names a team's state: equal states, equal names. A plan's BaseRevision.
+func Fingerprint(st State) (string, error) {
+	h := sha256.New()
+	for _, s := range sortedBy(st.Jobs, func(s job.JobState) string { return s.Job.Name }) {
+		spec, err := job.NewRevisionSpec(normal(s.Job), s.Desired)
+		if err != nil {
+			return "", err
+		}
+		b, err := json.Marshal(struct {
+			Spec  job.RevisionSpec
+			Owner string
+		}{spec, s.Job.ManagedBy})
+		if err != nil {
+			return "", fmt.Errorf("fingerprint job %s: %w", s.Job.Name, err)
+		}
+		_, _ = fmt.Fprintf(h, "job %s %s\n", s.Job.Name, b)
+	}
+	for _, pp := range sortedBy(st.Pipelines, func(p pl.Pipeline) string { return p.Name }) {
+		b, err := json.Marshal(pp.Spec)
+		if err != nil {
+			return "", fmt.Errorf("fingerprint pipeline %s: %w", pp.Name, err)
+		}
+		_, _ = fmt.Fprintf(h, "pipeline %s %s %s\n", pp.Name, pp.ManagedBy, b)
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)[:16]), nil
+}
+
+func sortedBy[T any](s []T, key func(T) string) []T {
+	out := slices.Clone(s)
+	slices.SortFunc(out, func(a, b T) int { return cmp.Compare(key(a), key(b)) })
+	return out
+}

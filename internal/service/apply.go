@@ -1,0 +1,176 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/datajobs/datajobs/internal/gitops"
+	"github.com/datajobs/datajobs/internal/job"
+)
+
+// ApplyRequest is an apply of a team's jobs-as-code file (docs/gitops.md).
+type ApplyRequest struct {
+	Team string
+	// File is the file, YAML or JSON.
+	File []byte
+	// DryRun answers the plan and writes nothing.
+	DryRun bool
+	// Prune deletes the objects the file owns and no longer lists; AllowMassPrune lifts
+	// the mass-prune guard.
+	Prune, AllowMassPrune bool
+	// Source is where the file came from, <repo>@<commit> (X-Datajobs-Source; may be
+	// empty): the repository owns what the apply writes, the whole is kept on every
+	// revision.
+	Source string
+	// BaseRevision, when given, must be the plan's: the team's state has not moved since
+	// the plan the caller reviewed.
+	BaseRevision string
+	// User is the caller, the deployments' deployed_by.
+	User string
+}
+
+// UnnamedFile owns what a file applied without a source wrote.
+const UnnamedFile = "datajobs.yaml"
+
+// Owner is the owner of what an apply from source writes: its repository.
+func Owner(source string) string {
+	if i := strings.LastIndexByte(source, '@'); i > 0 {
+		source = source[:i]
+	}
+	if source == "" {
+		return UnnamedFile
+	}
+	return source
+}
+
+// Apply plans the file of req against its team's state and, unless a dry run, applies the
+// plan in one transaction, under the locks of all the team's objects, through the API's
+// own writes: all or nothing. The first invalid object of the file is a 400 naming it;
+// an object another file owns, or a state that moved since req.BaseRevision, is a 409.
+func (s *Service) Apply(ctx context.Context, req ApplyRequest) (gitops.Plan, error) {
+	if req.Source != "" {
+		if err := job.ValidateText("X-Datajobs-Source", req.Source, 512); err != nil {
+			return gitops.Plan{}, err
+		}
+	}
+	if err := ValidateUser(req.User); err != nil {
+		return gitops.Plan{}, err
+	}
+	f, err := gitops.Parse(req.Team, req.File)
+	if err != nil {
+		return gitops.Plan{}, err
+	}
+	target, err := s.target(ctx, req.Team, f, req.User)
+	if err != nil {
+		return gitops.Plan{}, err
+	}
+	owner := Owner(req.Source)
+	opts := gitops.Options{Owner: owner, Prune: req.Prune, AllowMassPrune: req.AllowMassPrune}
+	if req.DryRun {
+		st, err := s.store.TeamState(ctx, req.Team)
+		if err != nil {
+			return gitops.Plan{}, err
+		}
+		return gitops.NewPlan(req.Team, target, st, opts)
+	}
+	a := job.ActorFrom(ctx)
+	a.File, a.Source = owner, req.Source
+	ctx = job.WithActor(ctx, a)
+	var plan gitops.Plan
+	err = s.store.InTeamTx(ctx, req.Team, func(w gitops.Writer, st gitops.State) error {
+		if plan, err = gitops.NewPlan(req.Team, target, st, opts); err != nil {
+			return err
+		}
+		if req.BaseRevision != "" && req.BaseRevision != plan.BaseRevision {
+			return stateMoved(req.Team, req.BaseRevision, plan.BaseRevision)
+		}
+		if c, ok := plan.Conflict(); ok {
+			return job.OwnedByFile(c.Kind, c.Name, c.ManagedBy)
+		}
+		if !plan.Writes() {
+			return nil
+		}
+		return plan.Apply(ctx, w, owner)
+	})
+	return plan, err
+}
+
+// target is the file f of team in the domain's values: each job validated and its
+// deployment finished as a first deployment would be (config.ini's run policy under the
+// file's fields, the installation's defaults), each pipeline parsed as its PUT.
+func (s *Service) target(ctx context.Context, team string, f gitops.File, user string) (gitops.Target, error) {
+	var t gitops.Target
+	for i, fj := range f.Jobs {
+		j, c, err := fj.Target(team)
+		if err != nil {
+			return t, gitops.Invalid("jobs", i, fj.JobName, err)
+		}
+		jt := gitops.JobTarget{Job: j}
+		if c != nil {
+			d, err := s.firstDeployment(ctx, j, *c, user)
+			if err != nil {
+				return t, gitops.Invalid("jobs", i, fj.JobName, err)
+			}
+			jt.Deployment = &d
+		}
+		t.Jobs = append(t.Jobs, jt)
+	}
+	for i, fp := range f.Pipelines {
+		spec, err := fp.Spec(team)
+		if err != nil {
+			return t, gitops.Invalid("pipelines", i, fp.Name, err)
+		}
+		t.Pipelines = append(t.Pipelines, gitops.PipelineTarget{Name: fp.Name, Spec: spec})
+	}
+	return t, nil
+}
+
+// firstDeployment is the deployment c makes of a job not deployed yet: Deploy's rules.
+func (s *Service) firstDeployment(ctx context.Context, j job.Job, c job.DeploymentChange, user string) (job.Deployment, error) {
+	c, profile, err := s.checkChange(ctx, j.Team, j.Name, c, user)
+	if err != nil {
+		return job.Deployment{}, err
+	}
+	return s.finish(j, withProfile(c.ApplyTo(job.Deployment{PythonVersion: s.cfg.DefaultPythonVersion}), profile), user)
+}
+
+// Export is team's state as a file that applies with an empty plan.
+func (s *Service) Export(ctx context.Context, team string) (gitops.File, error) {
+	if err := job.ValidateTeam(team); err != nil {
+		return gitops.File{}, err
+	}
+	st, err := s.store.TeamState(ctx, team)
+	if err != nil {
+		return gitops.File{}, err
+	}
+	return gitops.Export(team, st), nil
+}
+
+// ReleaseFromFile releases team's jobs and pipelines named from the files that own them,
+// so that the API changes them again, and returns how many it released. No names at all
+// release every object of the team.
+func (s *Service) ReleaseFromFile(ctx context.Context, team string, jobs, pipelines []string) (int64, error) {
+	if jobs != nil || pipelines != nil {
+		jobs, pipelines = orNone(jobs), orNone(pipelines)
+	}
+	return s.store.ReleaseFromFile(ctx, team, jobs, pipelines)
+}
+
+func orNone(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// stateMoved reports an apply whose base revision is no longer the team's state.
+func stateMoved(team, base, now string) *job.Error {
+	return &job.Error{
+		Kind:            job.KindConflict,
+		What:            fmt.Sprintf("The state of team %q moved since the plan.", team),
+		Why:             fmt.Sprintf("The plan was made on %s; the team is now at %s.", base, now),
+		Consequences:    "Nothing was applied.",
+		Countermeasures: "Plan again (dry_run=true), review the plan and apply it with its base_revision.",
+	}
+}

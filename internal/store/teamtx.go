@@ -1,0 +1,170 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/datajobs/datajobs/internal/gitops"
+	"github.com/datajobs/datajobs/internal/job"
+	pl "github.com/datajobs/datajobs/internal/pipeline"
+)
+
+// Jobs as code (issue 46): an apply writes many of a team's objects in one transaction,
+// through the API's own writes (createJob, updateJobIn, changeDeploymentIn, ...) on state
+// it read once, under the locks of every object of the team.
+
+// TeamTx is one transaction writing the objects of one team: the writes of the API, each
+// on the state InTeamTx read and locked.
+type TeamTx struct {
+	s    *Store
+	tx   Tx
+	team string
+}
+
+// InTeamTx runs fn in one transaction on team's state, read once the team (its advisory
+// lock, which the quota checks take too), its jobs (in name order, as writers of several
+// jobs lock them) and its pipelines are locked: nothing of the team changes under fn.
+func (s *Store) InTeamTx(ctx context.Context, team string, fn func(w gitops.Writer, st gitops.State) error) error {
+	return s.InTx(ctx, func(tx Tx) error {
+		if err := lockTeam(ctx, tx, team); err != nil {
+			return err
+		}
+		// The locks are statements of their own: a locking statement that waited re-reads
+		// only its locked rows, not those it joins (see lockState).
+		const locks = `SELECT (SELECT count(*) FROM (SELECT 1 FROM data_job WHERE team = $1 ORDER BY name FOR UPDATE) j),
+	(SELECT count(*) FROM (SELECT 1 FROM pipeline WHERE team = $1 ORDER BY name FOR UPDATE) p)`
+		var jobs, pipes int
+		if err := tx.QueryRow(ctx, locks, team).Scan(&jobs, &pipes); err != nil {
+			return translate(fmt.Errorf("lock the objects of team %s: %w", team, err))
+		}
+		st, err := teamState(ctx, tx, team)
+		if err != nil {
+			return err
+		}
+		return fn(&TeamTx{s: s, tx: tx, team: team}, st)
+	})
+}
+
+// TeamState reads team's jobs (with their deployments) and pipelines, in one snapshot and
+// without a lock: what a dry run plans from.
+func (s *Store) TeamState(ctx context.Context, team string) (gitops.State, error) {
+	var st gitops.State
+	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+	err := pgx.BeginTxFunc(ctx, s.pool, opts, func(tx pgx.Tx) (err error) {
+		st, err = teamState(ctx, tx, team)
+		return err
+	})
+	return st, translate(err)
+}
+
+// teamState reads team's jobs and pipelines in tx, by name.
+func teamState(ctx context.Context, tx Tx, team string) (gitops.State, error) {
+	q := `SELECT ` + jobColumns + `, ` + joinedDesiredColumns + `, ` + joinedActualColumns + `
+FROM data_job j
+LEFT JOIN desired_data_job_deployment d ON d.data_job_name = j.name
+LEFT JOIN actual_data_job_deployment a ON a.data_job_name = j.name AND a.job_uid = j.uid
+WHERE j.team = $1 ORDER BY j.name`
+	rows, _ := tx.Query(ctx, q, team)
+	jobs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (job.JobState, error) {
+		var st job.JobState
+		var r joined
+		err := row.Scan(append(append(jobDest(&st.Job), r.desiredDest()...), r.actualDest()...)...)
+		st.Desired, st.Actual = r.deployment(st.Job), r.actual(st.Job)
+		return st, err
+	})
+	if err != nil {
+		return gitops.State{}, translate(fmt.Errorf("read the jobs of team %s: %w", team, err))
+	}
+	rows, _ = tx.Query(ctx, `SELECT `+pipelineColumns+pipelineFrom+` WHERE p.team = $1 ORDER BY p.name`, team)
+	pipes, err := pgx.CollectRows(rows, scanPipeline)
+	if err != nil {
+		return gitops.State{}, translate(fmt.Errorf("read the pipelines of team %s: %w", team, err))
+	}
+	return gitops.State{Jobs: jobs, Pipelines: pipes}, nil
+}
+
+// CreateJob is Store.CreateJob in the team's transaction.
+func (t *TeamTx) CreateJob(ctx context.Context, j job.Job) (job.Job, error) {
+	return t.s.createJob(ctx, t.tx, j)
+}
+
+// UpdateJob is Store.UpdateJob of the job of st to next, in the team's transaction.
+func (t *TeamTx) UpdateJob(ctx context.Context, st job.JobState, next job.Job) (job.Job, error) {
+	return t.s.updateJobIn(ctx, t.tx, st, func(cur job.Job) (job.Job, bool, error) {
+		return next, !cur.SameConfig(next), nil
+	})
+}
+
+// ChangeDeployment is Store.ChangeDeployment of the job of st to d, in the team's
+// transaction.
+func (t *TeamTx) ChangeDeployment(ctx context.Context, st job.JobState, d job.Deployment) (job.Deployment, error) {
+	return changeDeploymentIn(ctx, t.tx, st, func(context.Context, Tx, job.JobState) (job.Deployment, int, error) {
+		return d, 0, nil
+	})
+}
+
+// DeleteDeployment is Store.DeleteDeployment of the job of st, in the team's transaction.
+func (t *TeamTx) DeleteDeployment(ctx context.Context, st job.JobState) error {
+	return deleteDeployment(ctx, t.tx, st)
+}
+
+// DeleteJob is Store.DeleteJob in the team's transaction.
+func (t *TeamTx) DeleteJob(ctx context.Context, name string) error {
+	return deleteJob(ctx, t.tx, t.team, name)
+}
+
+// PutPipeline is Store.PutPipeline in the team's transaction, by the actor of ctx.
+func (t *TeamTx) PutPipeline(ctx context.Context, name string, spec pl.Spec) error {
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		return fmt.Errorf("encode pipeline %s: %w", name, err)
+	}
+	a := job.ActorFrom(ctx)
+	_, err = putPipeline(ctx, t.tx, t.team, name, spec, raw, a.User, a.OpID)
+	return err
+}
+
+// DeletePipeline is Store.DeletePipeline in the team's transaction.
+func (t *TeamTx) DeletePipeline(ctx context.Context, name string) error {
+	return deletePipeline(ctx, t.tx, t.team, name)
+}
+
+// Own records owner as the file that owns the team's objects of kind (gitops.KindJob or
+// gitops.KindPipeline) named names.
+func (t *TeamTx) Own(ctx context.Context, kind string, names []string, owner string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	_, err := t.tx.Exec(ctx, `UPDATE `+ownedTable(kind)+` SET managed_by = $3 WHERE team = $1 AND name = ANY($2::text[])`, t.team, names, owner)
+	return wrote("record the owner of the "+kind+"s of team "+t.team, err)
+}
+
+// ReleaseFromFile releases team's jobs and pipelines named (nil: all of that kind; an
+// empty list: none) from the files that own them, so that the API changes them again; it
+// returns how many it released.
+func (s *Store) ReleaseFromFile(ctx context.Context, team string, jobs, pipelines []string) (int64, error) {
+	var n int64
+	err := s.InTx(ctx, func(tx Tx) error {
+		for kind, names := range map[string][]string{gitops.KindJob: jobs, gitops.KindPipeline: pipelines} {
+			tag, err := tx.Exec(ctx, `UPDATE `+ownedTable(kind)+` SET managed_by = NULL
+WHERE team = $1 AND managed_by IS NOT NULL AND ($2::text[] IS NULL OR name = ANY($2::text[]))`, team, names)
+			if err != nil {
+				return translate(fmt.Errorf("release the %ss of team %s: %w", kind, team, err))
+			}
+			n += tag.RowsAffected()
+		}
+		return nil
+	})
+	return n, err
+}
+
+// ownedTable is the table of the objects of kind.
+func ownedTable(kind string) string {
+	if kind == gitops.KindPipeline {
+		return "pipeline"
+	}
+	return "data_job"
+}
