@@ -114,10 +114,10 @@ func Export(team string, st State) File {
 	}
 	for _, p := range st.Pipelines {
 		sp := p.Spec
-		f.Pipelines = append(f.Pipelines, Pipeline{
-			Name: p.Name, Description: sp.Description, Schedule: sp.Schedule,
-			Enabled: &sp.Enabled, MaxActiveRuns: &sp.MaxActiveRuns, Nodes: sp.Nodes,
-		})
+		f.Pipelines = append(f.Pipelines, Pipeline{Name: p.Name, Body: pl.Body{
+			Description: sp.Description, Schedule: sp.Schedule, Enabled: &sp.Enabled,
+			MaxActiveRuns: &sp.MaxActiveRuns, Contacts: sp.Contacts, Nodes: sp.Nodes,
+		}})
 	}
 	return f
 }

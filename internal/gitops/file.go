@@ -91,12 +91,8 @@ type Resources struct {
 
 // Pipeline is one pipeline: its name and the body of its PUT.
 type Pipeline struct {
-	Name          string       `json:"name" jsonschema:"required"`
-	Description   string       `json:"description,omitempty"`
-	Schedule      *pl.Schedule `json:"schedule,omitempty"`
-	Enabled       *bool        `json:"enabled,omitempty"`
-	MaxActiveRuns *int         `json:"max_active_runs,omitempty"`
-	Nodes         []pl.Node    `json:"nodes" jsonschema:"required"`
+	Name string `json:"name" jsonschema:"required"`
+	pl.Body
 }
 
 // rawFile is File with its objects left undecoded, so that each is decoded alone and its

@@ -124,14 +124,15 @@ type Spec struct {
 	Nodes         []Node    `json:"nodes"`
 }
 
-// body is the PUT body as decoded: pointers where an absent field has a default.
-type body struct {
-	Description   string    `json:"description"`
-	Schedule      *Schedule `json:"schedule"`
-	Enabled       *bool     `json:"enabled"`
-	MaxActiveRuns *int      `json:"max_active_runs"`
+// Body is the PUT body as decoded: pointers where an absent field has a default. A
+// jobs-as-code file's pipeline is one too (gitops.Pipeline).
+type Body struct {
+	Description   string    `json:"description,omitempty"`
+	Schedule      *Schedule `json:"schedule,omitempty"`
+	Enabled       *bool     `json:"enabled,omitempty"`
+	MaxActiveRuns *int      `json:"max_active_runs,omitempty"`
 	Contacts      Contacts  `json:"contacts"`
-	Nodes         []Node    `json:"nodes"`
+	Nodes         []Node    `json:"nodes" jsonschema:"required"`
 }
 
 // Parse decodes and validates the PUT body of the pipeline name of team: defaults applied,
@@ -141,7 +142,7 @@ func Parse(team, name string, raw []byte) (Spec, error) {
 	if err := ValidateName("pipeline_name", name); err != nil {
 		return Spec{}, err
 	}
-	var b body
+	var b Body
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if err := dec.Decode(&b); err != nil {
 		return Spec{}, job.Invalid("body", "a JSON object describing a pipeline", "not one: "+err.Error())
