@@ -70,6 +70,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	serve := newServeCommand(g)
 	root.AddCommand(serve.command, newMigrateCommand(g), newSyncCommand(g), newVersionCommand(g), newDevCommand(serve.run))
 	root.AddCommand(newImportCommand(g), newReleaseCommand(g), newSecretsCommand(g), newNotificationsCommand(g))
+	root.AddCommand(newApplyCommand(g), newExportCommand(g))
 	return root
 }
 

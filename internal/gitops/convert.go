@@ -146,7 +146,7 @@ func exportJob(s job.JobState) Job {
 			JobVersion: d.JobVersion, Enabled: unlessDefault(d.Enabled, true),
 			PythonVersion: d.PythonVersion, VDKVersion: d.VDKVersion, PolicyChange: policyOf(d.Policy),
 		}
-		if d.ExecutionProfile != "" {
+		if d.ProfileName() != job.DefaultProfile {
 			dep.ExecutionProfile = &d.ExecutionProfile
 		}
 		if d.SentSchedule() != j.SentSchedule() {

@@ -168,7 +168,7 @@ func NewPlan(team string, target Target, cur State, o Options) (Plan, error) {
 // planJob plans one job of the file against its current state (nil: none).
 func planJob(t *JobTarget, cur *job.JobState, owner string) (Change, error) {
 	c := Change{Kind: KindJob, Name: t.Job.Name, cur: cur, job: t}
-	after, err := job.NewRevisionSpec(normal(t.Job), t.Deployment)
+	after, err := job.NewRevisionSpec(normal(t.Job), normalDep(t.Deployment))
 	if err != nil {
 		return Change{}, err
 	}
@@ -180,7 +180,7 @@ func planJob(t *JobTarget, cur *job.JobState, owner string) (Change, error) {
 		c.Action, c.ManagedBy, c.Reason = ActionConflict, cur.Job.ManagedBy, "managed by the file of "+cur.Job.ManagedBy
 		return c, nil
 	}
-	before, err := job.NewRevisionSpec(normal(cur.Job), cur.Desired)
+	before, err := job.NewRevisionSpec(normal(cur.Job), normalDep(cur.Desired))
 	if err != nil {
 		return Change{}, err
 	}
@@ -301,11 +301,22 @@ func normal(j job.Job) job.Job {
 	return j
 }
 
+// normalDep is d as a revision compares it: the profile it selects named, "" being the
+// default one.
+func normalDep(d *job.Deployment) *job.Deployment {
+	if d == nil {
+		return nil
+	}
+	out := *d
+	out.ExecutionProfile = d.ProfileName()
+	return &out
+}
+
 // Fingerprint names a team's state: equal states, equal names. A plan's BaseRevision.
 func Fingerprint(st State) (string, error) {
 	h := sha256.New()
 	for _, s := range sortedBy(st.Jobs, func(s job.JobState) string { return s.Job.Name }) {
-		spec, err := job.NewRevisionSpec(normal(s.Job), s.Desired)
+		spec, err := job.NewRevisionSpec(normal(s.Job), normalDep(s.Desired))
 		if err != nil {
 			return "", err
 		}

@@ -94,7 +94,7 @@ func TestAnApplyWritesTheFileInOneGoAndEveryRevisionNamesTheCommit(t *testing.T)
 	// The next commit changes one job: its plan names the fields; a stale base is refused.
 	next := strings.Replace(file, "deployment: {job_version: v1, retries: 1}", "deployment: {job_version: v2, retries: 1}", 1)
 	p2 := e.plan(next, "dry_run=true", source, "github.com/acme/jobs@def456")
-	require.Equal(t, map[string]string{"job/extract-job": "update", "job/load-job": "unchanged", "pipeline/nightly-etl": "unchanged"}, p2.actions())
+	require.Equal(t, map[string]string{"job/extract-job": "update", "job/load-job": "unchanged", "pipeline/nightly-etl": "unchanged"}, p2.actions(), "%+v", p2.Changes)
 	require.Equal(t, "deployment.job_version", p2.Changes[0].Diff[0].Field)
 	r = e.apply(next, "base_revision="+p.BaseRevision, source, "github.com/acme/jobs@def456")
 	require.Equal(t, http.StatusConflict, r.status, "%s", r.body)
