@@ -87,7 +87,6 @@ type Store interface {
 	SignedTriggerOf(ctx context.Context, id string) (trigger.Signed, error)
 	AddTriggerEvents(ctx context.Context, id string, events []trigger.NewEvent) ([]trigger.EventResult, error)
 
-
 	// TeamState reads a team's jobs and pipelines without a lock; InTeamTx runs fn in one
 	// transaction on the state read under the locks of all of them.
 	TeamState(ctx context.Context, team string) (gitops.State, error)
