@@ -34,7 +34,6 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
-	"strings"
 	"sync"
 	"time"
 
@@ -69,8 +68,8 @@ func run() error {
 	topSQL := flag.Int("top-sql", 12, "statements of the pipeline part printed, by time in all")
 	timeout := flag.Duration("timeout", 15*time.Minute, "bound of the whole benchmark")
 	flag.Parse()
-	fmt.Printf("machine: %d CPUs, load average at the start %s\n", runtime.NumCPU(), loadAverage())
-	defer func() { fmt.Printf("load average at the end %s\n", loadAverage()) }()
+	fmt.Printf("machine: %d CPUs, load average at the start %s\n", runtime.NumCPU(), stats.LoadAverage())
+	defer func() { fmt.Printf("load average at the end %s\n", stats.LoadAverage()) }()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	admin, kubeconfig := os.Getenv("DATAJOBS_TEST_DATABASE_URL"), os.Getenv("DATAJOBS_TEST_KUBECONFIG")
@@ -183,15 +182,6 @@ func chain(jobs []string, maxActive int) ([]byte, error) {
 		}
 	}
 	return json.Marshal(map[string]any{"max_active_runs": maxActive, "nodes": nodes})
-}
-
-// loadAverage is the first three fields of /proc/loadavg ("?" where there is none).
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
-		return strings.Join(f[:3], " ")
-	}
-	return "?"
 }
 
 // summary is "p50 …, p99 …, max …" of ds, to 0.1 ms.

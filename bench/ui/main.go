@@ -91,8 +91,8 @@ func run() error {
 	cookies := first.Result().Cookies()
 
 	fmt.Printf("%d jobs (%d deployed), GOMAXPROCS=%d, %d requests per row after 20 warm-up, server time (handler, in process), load average %s\n\n",
-		jobs, deployed, runtime.GOMAXPROCS(0), requests, loadAverage())
-	defer func() { fmt.Printf("\nload average at the end: %s\n", loadAverage()) }()
+		jobs, deployed, runtime.GOMAXPROCS(0), requests, stats.LoadAverage())
+	defer func() { fmt.Printf("\nload average at the end: %s\n", stats.LoadAverage()) }()
 	fmt.Println("| page | p50 | p90 | p99 | HTML bytes | jobs listed |")
 	fmt.Println("|---|---|---|---|---|---|")
 	listed := regexp.MustCompile(`of (\d+) jobs`)
@@ -155,7 +155,7 @@ func run() error {
 		}
 	}
 	if *explain {
-		fmt.Printf("\nEXPLAIN (ANALYZE, BUFFERS) of each page's statements, added up (5 runs), load average %s:\n\n", loadAverage())
+		fmt.Printf("\nEXPLAIN (ANALYZE, BUFFERS) of each page's statements, added up (5 runs), load average %s:\n\n", stats.LoadAverage())
 		fmt.Println("| page | statements | median: planning + execution | least: planning + execution | shared buffers |\n|---|---|---|---|---|")
 		fmt.Println(strings.Join(explained, "\n"))
 	}
@@ -188,16 +188,6 @@ func serve(h http.Handler, path string, cookies []*http.Cookie, headers ...http.
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
 	return w
-}
-
-// loadAverage is the machine's 1, 5 and 15 minute load averages, the benchmark's context
-// on a shared machine ("?" where /proc has none).
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
-		return strings.Join(f[:3], " ")
-	}
-	return "?"
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
