@@ -30,7 +30,7 @@ var foreign = map[string][]string{
 	"pip":                      {"extra-index-url", "find-links", "hash", "index-url", "isolated", "no-binary", "no-build-isolation", "no-compile", "only-binary", "target"},
 	"pip-compile":              {"generate-hashes"},
 	"kube-apiserver":           {"authorization-mode", "endpoint-reconciler-type", "kube-api-burst", "kube-api-qps", "kubelet-certificate-authority", "kubelet-preferred-address-types"},
-	"kube-controller-manager":  {"flex-volume-plugin-dir"},
+	"kube-controller-manager":  {"concurrent-cron-job-syncs", "flex-volume-plugin-dir"},
 	"kubelet":                  {"hostname-override", "node-ip"},
 	"hack/base-image/build.sh": {"refresh"},
 	"postgres, etcd":           {"bindir", "no-sync", "unsafe-no-fsync"},

@@ -16,6 +16,10 @@ type LatenessWatch struct {
 	// LastEnd is the end of the incarnation's latest finished scheduled run (not a
 	// backfill's, not a skipped one), nil when none finished.
 	LastEnd *time.Time
+	// LastCreated is the start time recorded for the incarnation's latest scheduled run
+	// whose Job was made (by the CronJob controller or catch-up; any status but skipped;
+	// not a backfill's), its pod perhaps still pending; nil when none.
+	LastCreated *time.Time
 	// Running is set while a run of the incarnation is running: its lateness is the run's
 	// own ("still running"), not a missing start.
 	Running bool

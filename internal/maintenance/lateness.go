@@ -87,11 +87,12 @@ func (s *Lateness) runOnce(ctx context.Context, fence job.Fence) (Counts, error)
 }
 
 // lateStart returns the schedule time whose run w is late with at now: the first one after
-// its last finished scheduled run (or its last deploy), once the delay and the starting
-// deadline have both passed it with no run started. The CronJob controller may start a
-// run up to its starting deadline after its time (at the top of the hour, with thousands
-// of jobs due, it does): a run that starts within it is on time, never late, however short
-// the delay. A running run is no late start (the store counts it as a late run).
+// its last finished scheduled run (or its last deploy) with no run started. The CronJob
+// controller may make a run's Job up to its starting deadline after its time (at the top
+// of the hour, with thousands of jobs due, it does): a run without a Job is late once the
+// delay and the deadline have both passed; a run whose Job was made in time is late once
+// its pod has not started the delay after that (a pod no node takes is late, as before).
+// A running run is no late start (the store counts it as a late run).
 func lateStart(w job.LatenessWatch, now time.Time) (time.Time, bool, error) {
 	if w.Running {
 		return time.Time{}, false, nil
@@ -101,10 +102,15 @@ func lateStart(w job.LatenessWatch, now time.Time) (time.Time, bool, error) {
 		after = *w.LastEnd
 	}
 	p := w.Policy.Effective(job.DefaultTimeoutSeconds)
-	wait := max(time.Duration(w.DelayMinutes)*time.Minute, time.Duration(p.StartingDeadlineSeconds)*time.Second)
-	times, err := job.ScheduleTimes(w.Schedule, p.TimeZone, after, now.Add(-wait), 1)
+	delay := time.Duration(w.DelayMinutes) * time.Minute
+	times, err := job.ScheduleTimes(w.Schedule, p.TimeZone, after, now.Add(-delay), 1)
 	if err != nil || len(times) == 0 {
 		return time.Time{}, false, err
 	}
-	return times[0], true, nil
+	anchor := times[0]
+	if c := w.LastCreated; c != nil && !c.Before(anchor) { // its Job exists: its pod has the delay to start
+		return anchor, !now.Before(c.Add(delay)), nil
+	}
+	deadline := time.Duration(p.StartingDeadlineSeconds) * time.Second
+	return anchor, !now.Before(anchor.Add(max(delay, deadline))), nil
 }

@@ -42,6 +42,9 @@ func TestLatenessRunOnce(t *testing.T) {
 		}
 	}
 	anchor := time.Date(2026, 12, 4, 11, 55, 0, 0, time.UTC)
+	// Jobs made 30 s and 150 s before now (the delay is 2 minutes), and one before the
+	// schedule time.
+	created, createdEarly, before := now.Add(-30*time.Second), now.Add(-150*time.Second), anchor.Add(-time.Minute)
 	with := func(change func(*job.LatenessWatch)) []job.LatenessWatch {
 		w := watch("a")
 		change(&w)
@@ -78,6 +81,18 @@ func TestLatenessRunOnce(t *testing.T) {
 		name:    "the default starting deadline (30 minutes) holds a late start back as well",
 		watches: with(func(w *job.LatenessWatch) { w.Policy = job.RunPolicy{} }),
 		late:    []job.LateStart{}, counts: Counts{"late_starts": 0},
+	}, {
+		name:    "a run whose Job the controller made within its deadline, its pod pending under a minute, is not late",
+		watches: with(func(w *job.LatenessWatch) { w.Policy.StartingDeadlineSeconds = 600; w.LastCreated = &created }),
+		late:    []job.LateStart{}, counts: Counts{"late_starts": 0},
+	}, {
+		name:    "a run whose Job was made but whose pod has not started the delay after is late from its schedule time",
+		watches: with(func(w *job.LatenessWatch) { w.Policy.StartingDeadlineSeconds = 600; w.LastCreated = &createdEarly }),
+		late:    []job.LateStart{{UID: "a", Anchor: anchor}}, counts: Counts{"late_starts": 1},
+	}, {
+		name:    "an older run's Job (made before the schedule time) does not count",
+		watches: with(func(w *job.LatenessWatch) { w.LastCreated = &before }),
+		late:    []job.LateStart{{UID: "a", Anchor: anchor}}, counts: Counts{"late_starts": 1},
 	}, {
 		name: "a job whose schedule cannot be read is reported by name, and the others are recorded",
 		watches: func() []job.LatenessWatch {

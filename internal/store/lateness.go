@@ -28,6 +28,8 @@ func (s *Store) LatenessWatches(ctx context.Context) ([]job.LatenessWatch, error
 	const q = `SELECT j.name, j.uid::text, d.schedule, d.run_policy, a.last_deployed_date, j.notification_delay_period_minutes,
 	(SELECT max(e.end_time) FROM data_job_execution e WHERE e.job_uid = j.uid AND e.type = 'scheduled'
 		AND e.backfill_id IS NULL AND e.status IN ('succeeded', 'user_error', 'platform_error', 'cancelled')),
+	(SELECT max(e.start_time) FROM data_job_execution e WHERE e.job_uid = j.uid AND e.type = 'scheduled'
+		AND e.backfill_id IS NULL AND e.status <> 'skipped'),
 	EXISTS (SELECT 1 FROM data_job_execution e WHERE e.job_name = j.name AND e.job_uid = j.uid AND e.status = 'running')
 FROM data_job j
 JOIN desired_data_job_deployment d ON d.data_job_name = j.name
@@ -38,7 +40,7 @@ WHERE d.enabled AND a.enabled AND d.schedule <> '' AND a.schedule = d.schedule
 	rows, _ := s.pool.Query(ctx, q)
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (job.LatenessWatch, error) {
 		var w job.LatenessWatch
-		return w, row.Scan(&w.Name, &w.UID, &w.Schedule, &w.Policy, &w.AppliedAt, &w.DelayMinutes, &w.LastEnd, &w.Running)
+		return w, row.Scan(&w.Name, &w.UID, &w.Schedule, &w.Policy, &w.AppliedAt, &w.DelayMinutes, &w.LastEnd, &w.LastCreated, &w.Running)
 	})
 	return out, rowError(err, nil, "read lateness watches")
 }

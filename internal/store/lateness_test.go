@@ -99,3 +99,42 @@ func TestALateStartRecoversWhenARunStartsAndThatRunIsLateOnlyAfterItsDelay(t *te
 	require.NoError(t, d.s.RecordLateness(ctx, d.fence, seen.Add(6*time.Minute), nil))
 	require.Equal(t, []string{"job_late start  ", "job_recovered start my-job-1 running", "job_late run my-job-1 "}, lateEvents(d))
 }
+
+// A run the CronJob controller made (its pod pending, the row submitted) is in the watch
+// (issue 45: under the burst a run whose Job was made within its starting deadline is not
+// told late while its pod starts), and the watched schedule is the resolved one.
+func TestLatenessWatchesCarryTheRunWhoseJobWasMade(t *testing.T) {
+	t.Parallel()
+	d := newExecDB(t)
+	ctx := t.Context()
+	_, err := d.s.UpdateJob(ctx, "team-a", "my-job", func(j job.Job) (job.Job, bool, error) {
+		j.EnableExecutionNotifications, j.NotificationDelayPeriodMinutes = true, 5
+		return j, false, nil
+	})
+	require.NoError(t, err)
+	_, err = d.s.ChangeDeployment(ctx, "team-a", "my-job", func(_ job.Job, _ *job.Deployment) (job.Deployment, error) {
+		return job.Deployment{
+			JobVersion: "v1", PythonVersion: "3.11", Enabled: true, Schedule: "48 * * * *", HashedSchedule: "H * * * *",
+			DeployedBy: "me", DeployedDate: time.Now(),
+		}, nil
+	})
+	require.NoError(t, err)
+	st, err := d.s.LoadSyncState(ctx, "my-job")
+	require.NoError(t, err)
+	a := applied(st)
+	a.Schedule = "48 * * * *"
+	_, err = d.s.RecordAppliedAll(ctx, d.fence, []job.ActualDeployment{a})
+	require.NoError(t, err)
+
+	created := time.Now().UTC().Truncate(time.Second)
+	require.True(t, d.record(job.ExecutionUpdate{ID: "my-job-1", Status: job.ExecSubmitted, StartTime: &created}, d.fence))
+	watches, err := d.s.LatenessWatches(ctx)
+	require.NoError(t, err)
+	require.Len(t, watches, 1)
+	w := watches[0]
+	require.Equal(t, "48 * * * *", w.Schedule)
+	require.NotNil(t, w.LastCreated)
+	require.True(t, created.Equal(*w.LastCreated), "%v", *w.LastCreated)
+	require.False(t, w.Running)
+	require.Nil(t, w.LastEnd)
+}
