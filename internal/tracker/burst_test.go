@@ -18,7 +18,7 @@ import (
 )
 
 // burstJobs deploys n jobs due at minute (M * * * *), with execution notifications on and
-// a lateness delay of one minute, 8 at a time, and creates their CronJobs as the
+// a lateness delay of two minutes, 8 at a time, and creates their CronJobs as the
 // synchronizer renders them (kwok runs their pods), recorded applied.
 func (f *execFixture) burstJobs(n, minute int) {
 	f.t.Helper()
@@ -48,7 +48,7 @@ func (f *execFixture) burstJobs(n, minute int) {
 }
 
 func (f *execFixture) burstJob(ctx context.Context, name, schedule string) (job.ActualDeployment, error) {
-	_, err := f.svc.CreateJob(ctx, team, job.Job{Name: name, Team: team, Schedule: schedule, EnableExecutionNotifications: true, NotificationDelayPeriodMinutes: 1})
+	_, err := f.svc.CreateJob(ctx, team, job.Job{Name: name, Team: team, Schedule: schedule, EnableExecutionNotifications: true, NotificationDelayPeriodMinutes: 2})
 	if err != nil {
 		return job.ActualDeployment{}, err
 	}
@@ -72,11 +72,11 @@ func (f *execFixture) burstJob(ctx context.Context, name, schedule string) (job.
 }
 
 // A thousand jobs due in one minute (issue 45's top of the hour, on kwok) end with every
-// run recorded and no job told late. The lateness passes run on a clock 61 s ahead: every
-// run not recorded started yet is past its one-minute delay, and within its starting
-// deadline (30 minutes by default), which the CronJob controller may take under such a
-// burst: before issue 45 each of them was a job_late event. No run is missed. It waits for
-// the next whole minute (30 s on average) and the burst itself (seconds).
+// run recorded, none missed, and no job told late: the lateness service passes every
+// 300 ms through the burst, with a delay of two minutes, which the last runs' starts
+// exceeded on a loaded machine (bench/schedule: up to 132 s at 1,000) while the CronJob
+// controller made their Jobs well within their starting deadline (30 minutes). It waits
+// for the next whole minute (30 s on average) and the burst itself.
 func TestABurstOfAThousandDueRunsIsAllRecordedAndNoneToldLate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for a whole minute")
@@ -89,10 +89,9 @@ func TestABurstOfAThousandDueRunsIsAllRecordedAndNoneToldLate(t *testing.T) {
 	require.True(t, time.Now().Before(due), "the CronJobs were made before their minute")
 
 	x := tracker.New(tracker.Config{Namespace: f.ns, ResyncInterval: time.Hour}, f.db, f.client)
-	ahead := func() time.Time { return time.Now().Add(61 * time.Second) }
 	m := maintenance.New(maintenance.Config{Listener: f.db},
 		maintenance.NewMissedRuns(maintenance.MissedRunsConfig{Interval: 300 * time.Millisecond, Jobs: x}, f.db).Service(),
-		maintenance.NewLateness(maintenance.LatenessConfig{Interval: 300 * time.Millisecond, Now: ahead}, f.db).Service())
+		maintenance.NewLateness(maintenance.LatenessConfig{Interval: 300 * time.Millisecond}, f.db).Service())
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = x.Run(ctx, f.epoch) })
@@ -111,8 +110,7 @@ func TestABurstOfAThousandDueRunsIsAllRecordedAndNoneToldLate(t *testing.T) {
 		return count(`SELECT count(*) FROM data_job_execution WHERE status NOT IN ('submitted', 'skipped')`) == n
 	}, time.Until(due)+4*time.Minute, time.Second, "every run of the burst recorded started")
 	time.Sleep(time.Second) // a lateness pass or more after the last run
-	// (Runs seen running are told late runs on the clock ahead: those are not the subject.)
-	require.Zero(t, count(`SELECT count(*) FROM notification_event WHERE kind = 'job_late' AND payload->>'lateness' = 'start'`))
+	require.Zero(t, count(`SELECT count(*) FROM notification_event WHERE kind = 'job_late'`))
 	require.Zero(t, count(`SELECT count(*) FROM data_job_execution WHERE status = 'skipped'`))
 	require.Equal(t, n, count(`SELECT count(DISTINCT job_name) FROM data_job_execution WHERE type = 'scheduled'`), "one run per job")
 }
