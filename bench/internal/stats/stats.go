@@ -4,9 +4,7 @@ package stats
 
 import (
 	"math"
-	"os"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -30,14 +28,4 @@ func Percentiles(ds []time.Duration, ps ...float64) []time.Duration {
 // Percentile is Percentiles for one p.
 func Percentile(ds []time.Duration, p float64) time.Duration {
 	return Percentiles(ds, p)[0]
-}
-
-// LoadAverage is the machine's 1, 5 and 15 minute load averages, a benchmark's context on
-// a shared machine ("?" where /proc has none).
-func LoadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
-		return strings.Join(f[:3], " ")
-	}
-	return "?"
 }
