@@ -19,7 +19,7 @@ import (
 )
 
 // commands are datajobs' commands whose flags the documentation names.
-var commands = []string{"serve", "dev", "sync", "import", "release", "migrate"}
+var commands = []string{"serve", "dev", "sync", "import", "release", "migrate", "apply", "export"}
 
 // foreign are flags of other programs the documentation names, by program: they are no
 // flags of datajobs. A flag in neither list fails the test.
