@@ -141,6 +141,13 @@ func (q *Queue) Finish(ctx context.Context, key string, res Result, err error) {
 
 // Every calls fn every period until ctx ends or fn returns false.
 func Every(ctx context.Context, period time.Duration, fn func() bool) {
+	EveryOrWoken(ctx, period, nil, fn)
+}
+
+// EveryOrWoken calls fn every period and each time woken receives, until ctx ends or fn
+// returns false; a nil woken never receives. It is the one periodic loop of the leader's
+// controllers and services.
+func EveryOrWoken(ctx context.Context, period time.Duration, woken <-chan struct{}, fn func() bool) {
 	ticker := time.NewTicker(period)
 	defer ticker.Stop()
 	for {
@@ -148,9 +155,10 @@ func Every(ctx context.Context, period time.Duration, fn func() bool) {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
-			if !fn() {
-				return
-			}
+		case <-woken:
+		}
+		if !fn() {
+			return
 		}
 	}
 }

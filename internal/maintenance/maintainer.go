@@ -127,20 +127,10 @@ func (m *Maintainer) loop(ctx context.Context, fence job.Fence, s Service) {
 	if wake != nil {
 		woken = wake.c
 	}
-	ticker := time.NewTicker(s.Period)
-	defer ticker.Stop()
 	if s.AtStart {
 		m.run(ctx, fence, s)
 	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		case <-woken:
-		}
-		m.run(ctx, fence, s)
-	}
+	controller.EveryOrWoken(ctx, s.Period, woken, func() bool { m.run(ctx, fence, s); return true })
 }
 
 // run runs s once and records it: its duration, its counts, and its error, which is
