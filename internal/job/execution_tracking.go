@@ -49,7 +49,9 @@ type TrackedExecution struct {
 	ID, JobName, JobUID string
 	Type                string
 	Status              ExecutionStatus
-	OpID, StartedBy     string
+	// Message is the row's message: while a run waits, what it waits for.
+	Message         string
+	OpID, StartedBy string
 	// Args is the JSON object of a manual start's arguments, or nil.
 	Args            []byte
 	CancelRequested bool

@@ -114,8 +114,22 @@ func observe(j *batchv1.Job, pods []*corev1.Pod, now time.Time, pullGrace time.D
 	}
 	if ran(o.Pod) || j.Status.Failed > 0 {
 		o.Status = job.ExecRunning
+	} else if c := unschedulable(o.Pod); c != nil {
+		o.Message = "Waiting for a node: " + c.Message
 	}
 	return o
+}
+
+// unschedulable is the scheduler's condition on a pod no node can take (a profile's node
+// selector, affinity or GPU that no node offers), nil otherwise: the run's message says
+// why it has not started while it waits.
+func unschedulable(p *corev1.Pod) *corev1.PodCondition {
+	for i, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
 }
 
 // termination is the exit code and the reason of a finished execution (see Observation).

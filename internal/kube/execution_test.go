@@ -86,6 +86,12 @@ func TestObserveExecutionGivesTheTrueOutcome(t *testing.T) {
 		{"a Job without pods is submitted", execJob(), nil, t0, job.ExecSubmitted, ""},
 		{"a pending pod is submitted", execJob(), []*corev1.Pod{pod(corev1.PodPending, corev1.ContainerState{})}, t0, job.ExecSubmitted, ""},
 		{"a running pod is running", execJob(), []*corev1.Pod{pod(corev1.PodRunning, running)}, t0, job.ExecRunning, ""},
+		{
+			// Issue 43: a profile's node selector that no node matches left the run
+			// submitted with no word of why.
+			"a pod no node can take is submitted and says why", execJob(), []*corev1.Pod{unschedulable(pod(corev1.PodPending, corev1.ContainerState{}))},
+			t0, job.ExecSubmitted, "Waiting for a node: 0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector.",
+		},
 		{"a complete Job succeeded", execJob(cond(batchv1.JobComplete, "")), []*corev1.Pod{pod(corev1.PodSucceeded, terminated(0, "Completed", ""))}, t0, job.ExecSucceeded, ""},
 		{
 			"the termination message wins over completion", execJob(cond(batchv1.JobComplete, "")),
@@ -267,6 +273,15 @@ func TestObserveExecutionGivesTheTrueOutcome(t *testing.T) {
 			require.Equal(t, o.RecheckAfter, trimmed.RecheckAfter)
 		})
 	}
+}
+
+// unschedulable is p as the scheduler leaves a pod that no node can take.
+func unschedulable(p *corev1.Pod) *corev1.Pod {
+	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+		Message: "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector.",
+	})
+	return p
 }
 
 // trim returns what an informer cache with kube.Trim keeps of a copy of obj.

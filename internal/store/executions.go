@@ -182,12 +182,12 @@ func (s *Store) ExecutionLog(ctx context.Context, team, name, id string) (job.Ex
 
 // Tracking, by the synchronizer leader.
 
-const trackedColumns = `id, job_name, COALESCE(job_uid::text, ''), type, status, op_id, started_by, args,
+const trackedColumns = `id, job_name, COALESCE(job_uid::text, ''), type, status, message, op_id, started_by, args,
 	cancel_requested_at IS NOT NULL, cancel_message, start_time, job_created_at IS NOT NULL, logical_time, image`
 
 func scanTracked(row pgx.CollectableRow) (job.TrackedExecution, error) {
 	var e job.TrackedExecution
-	err := row.Scan(&e.ID, &e.JobName, &e.JobUID, &e.Type, &e.Status, &e.OpID, &e.StartedBy, &e.Args,
+	err := row.Scan(&e.ID, &e.JobName, &e.JobUID, &e.Type, &e.Status, &e.Message, &e.OpID, &e.StartedBy, &e.Args,
 		&e.CancelRequested, &e.CancelMessage, &e.StartTime, &e.JobCreated, &e.LogicalTime, &e.Image)
 	return e, err
 }

@@ -218,7 +218,7 @@ func (p execPlan) fromDeleted(last *batchv1.Job, o kube.Observation, live bool) 
 // decided while it still runs.
 func (p execPlan) outcome(j *batchv1.Job, o kube.Observation, reason string) execPlan {
 	p.Job, p.RecheckAfter = j, o.RecheckAfter
-	if p.Row != nil && p.Row.Status == o.Status {
+	if p.Row != nil && p.Row.Status == o.Status && (o.Status.Final() || p.Row.Message == o.Message) {
 		p.Settled = true
 		return p.then("the row already says "+string(o.Status), execNone)
 	}

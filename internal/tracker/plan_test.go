@@ -108,6 +108,19 @@ func startErrorState() corev1.ContainerState {
 	}}
 }
 
+// unschedulablePod is p as the scheduler leaves a pod that no node can take.
+func unschedulablePod(p *corev1.Pod) *corev1.Pod {
+	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: planUnschedulable,
+	})
+	return p
+}
+
+const planUnschedulable = "0/1 nodes are available: 1 node(s) didn't match Pod's node selector."
+
+// waitingForANode is a row that recorded what an unschedulablePod's run waits for.
+func waitingForANode(r *job.TrackedExecution) { r.Message = "Waiting for a node: " + planUnschedulable }
+
 func pullingState() corev1.ContainerState {
 	return corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "not found"}}
 }
@@ -191,6 +204,19 @@ func TestPlanExecutionDecidesOneActionPerSituation(t *testing.T) {
 		{
 			"a row that already says what the Job shows writes nothing",
 			execWorld{row: execRow(job.ExecRunning, created), live: live, pods: []*corev1.Pod{execPod(live, corev1.PodRunning, runningState(), planNow)}},
+			[]execAction{execNone},
+			"",
+		},
+		{
+			// Issue 43: a pod no node could take left its run submitted, saying nothing.
+			"a pod no node can take records why its run waits",
+			execWorld{row: execRow(job.ExecSubmitted, created), live: live, pods: []*corev1.Pod{unschedulablePod(execPod(live, corev1.PodPending, corev1.ContainerState{}, planNow))}},
+			[]execAction{execRecordOutcome},
+			job.ExecSubmitted,
+		},
+		{
+			"a row that already says why its run waits writes nothing",
+			execWorld{row: execRow(job.ExecSubmitted, created, waitingForANode), live: live, pods: []*corev1.Pod{unschedulablePod(execPod(live, corev1.PodPending, corev1.ContainerState{}, planNow))}},
 			[]execAction{execNone},
 			"",
 		},

@@ -74,7 +74,7 @@ func (t *execTerm) wrote(row *job.TrackedExecution, u job.ExecutionUpdate) {
 	} else {
 		r = job.TrackedExecution{ID: u.ID, JobName: u.JobName, JobUID: u.JobUID, Type: u.Type, OpID: u.OpID, StartedBy: u.StartedBy}
 	}
-	r.Status = u.Status
+	r.Status, r.Message = u.Status, u.Message
 	if r.StartTime == nil {
 		r.StartTime = u.StartTime
 	}

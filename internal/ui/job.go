@@ -66,7 +66,11 @@ type deploymentData struct {
 	DesiredGeneration, AppliedGeneration int64
 	Plan                                 *Plan
 	LastSync, LastApply                  *when
-	CSRF                                 string
+	// Profile is the execution profile the deployment selects; ProfileAdds what it adds
+	// to the pods (profileFacts).
+	Profile     string
+	ProfileAdds []string
+	CSRF        string
 }
 
 // Settled reports whether nothing is under way, so that the page polls less often.
@@ -187,6 +191,7 @@ func (c *Console) deploymentView(r *http.Request, s session, j job.Job) (deploym
 	d.Deployed, d.Deleting = true, v.Status == job.StatusDeleting
 	d.Enabled, d.Status, d.Message = v.Deployment.Enabled, string(v.Status), v.Message
 	d.DesiredGeneration, d.AppliedGeneration = v.DesiredGeneration, v.AppliedGeneration
+	d.Profile, d.ProfileAdds = v.Deployment.ProfileName(), profileFacts(v.Deployment.Profile)
 	d.LastSync = c.when(v.LastSyncAt)
 	if p, ok := c.cfg.Plans(j.Name); ok {
 		d.Plan = &p
