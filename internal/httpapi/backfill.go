@@ -77,8 +77,8 @@ func backfillLocation(team, name string, id int64) string {
 // backfillOf returns the backfill id of the path; one that is not a number is not found.
 func backfillOf(r *http.Request) (team, name string, id int64, err error) {
 	team, name = jobOf(r)
-	id, perr := strconv.ParseInt(r.PathValue("backfill_id"), 10, 64)
-	if perr != nil || id <= 0 {
+	id, ok := pathID(r, "backfill_id")
+	if !ok {
 		return team, name, 0, job.BackfillNotFound(team, name, id)
 	}
 	return team, name, id, nil
@@ -88,12 +88,8 @@ func backfillOf(r *http.Request) (team, name string, id int64, err error) {
 // Location. from and to are required.
 func (a *api) createBackfill(w http.ResponseWriter, r *http.Request) error {
 	team, name := jobOf(r)
-	body, err := a.body(w, r)
+	req, err := decodeBody[backfillRequest](a, w, r)
 	if err != nil {
-		return err
-	}
-	var req backfillRequest
-	if err := decodeJSON(body, &req); err != nil {
 		return err
 	}
 	b, err := a.svc.CreateBackfill(r.Context(), team, name, service.BackfillRequest{
@@ -111,11 +107,7 @@ func (a *api) createBackfill(w http.ResponseWriter, r *http.Request) error {
 func (a *api) listBackfills(w http.ResponseWriter, r *http.Request) error {
 	team, name := jobOf(r)
 	bs, err := a.svc.Backfills(r.Context(), team, name)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, bodies(bs, toBackfillResponse))
-	return nil
+	return replyList(w, http.StatusOK, bs, err, toBackfillResponse)
 }
 
 // getBackfill is GET …/backfills/{backfill_id}.

@@ -159,32 +159,29 @@ func decodeDeployment(body []byte) (job.DeploymentChange, string, error) {
 
 // cpu converts an amount to millicores; 0 means not set.
 func cpu(field string, a amount) (int64, error) {
-	switch {
-	case !a.set:
-		return 0, nil
-	case a.number:
-		cores, err := strconv.ParseFloat(a.text, 64)
-		if err != nil {
-			return 0, job.Invalid(field, "a positive number of cores", a.text)
-		}
-		return job.CPUFromCores(field, cores)
-	default:
-		return job.CPUFromQuantity(field, a.text)
-	}
+	return a.convert(field, "cores", job.CPUFromCores, job.CPUFromQuantity)
 }
 
 // memory converts an amount to bytes; 0 means not set.
 func memory(field string, a amount) (int64, error) {
+	return a.convert(field, "MiB", job.MemoryFromMiB, job.MemoryFromQuantity)
+}
+
+// convert converts a resource amount with fromNumber when it is a number in VDK's unit
+// (named unit), else with fromQuantity; 0 means not set.
+func (a amount) convert(
+	field, unit string, fromNumber func(string, float64) (int64, error), fromQuantity func(string, string) (int64, error),
+) (int64, error) {
 	switch {
 	case !a.set:
 		return 0, nil
 	case a.number:
-		mib, err := strconv.ParseFloat(a.text, 64)
+		n, err := strconv.ParseFloat(a.text, 64)
 		if err != nil {
-			return 0, job.Invalid(field, "a positive number of MiB", a.text)
+			return 0, job.Invalid(field, "a positive number of "+unit, a.text)
 		}
-		return job.MemoryFromMiB(field, mib)
+		return fromNumber(field, n)
 	default:
-		return job.MemoryFromQuantity(field, a.text)
+		return fromQuantity(field, a.text)
 	}
 }

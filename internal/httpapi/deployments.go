@@ -114,11 +114,7 @@ func toDeploymentResponse(v service.DeploymentView) deploymentResponse {
 func (a *api) listDeployments(w http.ResponseWriter, r *http.Request) error {
 	team, name := jobOf(r)
 	views, err := a.svc.ListDeployments(r.Context(), team, name)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, bodies(views, toDeploymentResponse))
-	return nil
+	return replyList(w, http.StatusOK, views, err, toDeploymentResponse)
 }
 
 // getDeployment is GET .../deployments/{deployment_id}; any id names the job's one
@@ -151,22 +147,15 @@ func (a *api) changeDeployment(w http.ResponseWriter, r *http.Request, change ch
 	if err != nil {
 		return err
 	}
-	if _, err := change(r.Context(), team, name, c, a.user(r, bodyUser)); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusAccepted)
-	return nil
+	_, err = change(r.Context(), team, name, c, a.user(r, bodyUser))
+	return replyStatus(w, http.StatusAccepted, err)
 }
 
 // deleteDeployment is DELETE .../deployments/{deployment_id}: 202; the CronJob goes
 // asynchronously.
 func (a *api) deleteDeployment(w http.ResponseWriter, r *http.Request) error {
 	team, name := jobOf(r)
-	if err := a.svc.DeleteDeployment(r.Context(), team, name); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusAccepted)
-	return nil
+	return replyStatus(w, http.StatusAccepted, a.svc.DeleteDeployment(r.Context(), team, name))
 }
 
 // getProperties is GET .../properties: the job's properties object.
@@ -191,9 +180,6 @@ func (a *api) setProperties(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := a.svc.ReplaceProperties(r.Context(), team, name, body, service.IfMatch(r.Header.Get("If-Match"))); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	err = a.svc.ReplaceProperties(r.Context(), team, name, body, service.IfMatch(r.Header.Get("If-Match")))
+	return replyStatus(w, http.StatusNoContent, err)
 }

@@ -92,6 +92,26 @@ func reply[T, B any](w http.ResponseWriter, status int, v T, err error, body fun
 	return nil
 }
 
+// replyList answers bodies(vs, body) with status, or returns err as reply does: the tail
+// of a handler that read a list through the service.
+func replyList[T, B any](w http.ResponseWriter, status int, vs []T, err error, body func(T) B) error {
+	if err != nil {
+		return err
+	}
+	writeJSON(w, status, bodies(vs, body))
+	return nil
+}
+
+// replyStatus answers status with no body, or returns err as reply does: the tail of a
+// handler that changed something and has nothing to show for it.
+func replyStatus(w http.ResponseWriter, status int, err error) error {
+	if err != nil {
+		return err
+	}
+	w.WriteHeader(status)
+	return nil
+}
+
 // bodies converts each of vs for an answer; an empty list is [], never null.
 func bodies[T, B any](vs []T, body func(T) B) []B {
 	out := make([]B, 0, len(vs))

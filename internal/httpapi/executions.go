@@ -84,11 +84,7 @@ func (a *api) listExecutions(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	execs, err := a.svc.ListExecutions(r.Context(), team, name, statuses)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, bodies(execs, a.executionBody(team)))
-	return nil
+	return replyList(w, http.StatusOK, execs, err, a.executionBody(team))
 }
 
 // executionStatuses parses the execution_status parameters, ignoring case.
@@ -127,12 +123,8 @@ type executionRequest struct {
 // job has one deployment), as in VDK.
 func (a *api) startExecution(w http.ResponseWriter, r *http.Request) error {
 	team, name := jobOf(r)
-	body, err := a.body(w, r)
+	req, err := decodeBody[executionRequest](a, w, r)
 	if err != nil {
-		return err
-	}
-	var req executionRequest
-	if err := decodeJSON(body, &req); err != nil {
 		return err
 	}
 	e, err := a.svc.StartExecution(r.Context(), team, name,

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"strconv"
 
 	"github.com/datajobs/datajobs/internal/job"
 )
@@ -52,4 +53,23 @@ func executionOf(r *http.Request) (team, name, id string) {
 // body reads a JSON request body of at most Config.MaxBodyBytes.
 func (a *api) body(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	return readBody(w, r, a.cfg.MaxBodyBytes)
+}
+
+// decodeBody reads a JSON request body (api.body) and decodes it into a T (decodeJSON):
+// the head of a handler that takes a JSON body.
+func decodeBody[T any](a *api, w http.ResponseWriter, r *http.Request) (T, error) {
+	var v T
+	body, err := a.body(w, r)
+	if err == nil {
+		err = decodeJSON(body, &v)
+	}
+	return v, err
+}
+
+// pathID reads the path's value key as the id of a row: false when it is not a positive
+// integer, which no row has (the caller's not found). The id is returned as parsed, for
+// that message.
+func pathID(r *http.Request, key string) (int64, bool) {
+	id, err := strconv.ParseInt(r.PathValue(key), 10, 64)
+	return id, err == nil && id > 0
 }

@@ -86,11 +86,8 @@ func (a *api) rollback(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return job.RevisionNotFound(name, 0)
 	}
-	if _, err := a.svc.RollbackDeployment(r.Context(), team, name, n, a.user(r, "")); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusAccepted)
-	return nil
+	_, err = a.svc.RollbackDeployment(r.Context(), team, name, n, a.user(r, ""))
+	return replyStatus(w, http.StatusAccepted, err)
 }
 
 type auditEntryBody struct {

@@ -78,11 +78,7 @@ func toContacts(c job.Contacts) contactsBody {
 // createJob is POST /data-jobs/for-team/{team}/jobs: 201 with the job's Location.
 func (a *api) createJob(w http.ResponseWriter, r *http.Request) error {
 	team := r.PathValue("team")
-	body, err := a.body(w, r)
-	if err != nil {
-		return err
-	}
-	j, err := decodeJob(body)
+	j, err := a.readJob(w, r)
 	if err != nil {
 		return err
 	}
@@ -96,6 +92,16 @@ func (a *api) createJob(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Location", jobLocation(created.Team, created.Name))
 	w.WriteHeader(http.StatusCreated)
 	return nil
+}
+
+// readJob reads a DataJob body (api.body, decodeJob): the job a create or an update
+// sends.
+func (a *api) readJob(w http.ResponseWriter, r *http.Request) (job.Job, error) {
+	body, err := a.body(w, r)
+	if err != nil {
+		return job.Job{}, err
+	}
+	return decodeJob(body)
 }
 
 func jobLocation(team, name string) string {
@@ -119,11 +125,7 @@ func (a *api) getJob(w http.ResponseWriter, r *http.Request) error {
 // else 412 and nothing changes.
 func (a *api) updateJob(w http.ResponseWriter, r *http.Request) error {
 	team, name := jobOf(r)
-	body, err := a.body(w, r)
-	if err != nil {
-		return err
-	}
-	j, err := decodeJob(body)
+	j, err := a.readJob(w, r)
 	if err != nil {
 		return err
 	}
@@ -139,19 +141,12 @@ func (a *api) updateJob(w http.ResponseWriter, r *http.Request) error {
 // deleteJob is DELETE .../jobs/{job}: 200; the CronJob goes asynchronously.
 func (a *api) deleteJob(w http.ResponseWriter, r *http.Request) error {
 	team, name := jobOf(r)
-	if err := a.svc.DeleteJob(r.Context(), team, name); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusOK)
-	return nil
+	return replyStatus(w, http.StatusOK, a.svc.DeleteJob(r.Context(), team, name))
 }
 
 // changeTeam is PUT .../jobs/{job}/team/{new_team}: 200.
 func (a *api) changeTeam(w http.ResponseWriter, r *http.Request) error {
 	team, name := jobOf(r)
-	if _, err := a.svc.ChangeTeam(r.Context(), team, name, r.PathValue("new_team")); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusOK)
-	return nil
+	_, err := a.svc.ChangeTeam(r.Context(), team, name, r.PathValue("new_team"))
+	return replyStatus(w, http.StatusOK, err)
 }

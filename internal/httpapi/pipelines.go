@@ -147,41 +147,27 @@ func (a *api) listPipelines(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	items := make([]pipelineResponse, 0, len(ps.Items))
-	for _, v := range ps.Items {
-		items = append(items, toPipelineResponse(v))
-	}
-	writeJSON(w, http.StatusOK, newPage(items, page, size, ps.TotalItems))
+	writeJSON(w, http.StatusOK, newPage(bodies(ps.Items, toPipelineResponse), page, size, ps.TotalItems))
 	return nil
 }
 
 // deletePipeline is DELETE …/pipelines/{pipeline}: 200; its running runs are cancelled.
 func (a *api) deletePipeline(w http.ResponseWriter, r *http.Request) error {
-	if err := a.svc.DeletePipeline(r.Context(), r.PathValue("team"), r.PathValue("pipeline")); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusOK)
-	return nil
+	err := a.svc.DeletePipeline(r.Context(), r.PathValue("team"), r.PathValue("pipeline"))
+	return replyStatus(w, http.StatusOK, err)
 }
 
 // grantJob is PUT …/jobs/{job}/grants/{grantee_team}: 200.
 func (a *api) grantJob(w http.ResponseWriter, r *http.Request) error {
 	team, name := jobOf(r)
-	if err := a.svc.GrantJob(r.Context(), team, name, r.PathValue("grantee_team"), a.user(r, "")); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusOK)
-	return nil
+	err := a.svc.GrantJob(r.Context(), team, name, r.PathValue("grantee_team"), a.user(r, ""))
+	return replyStatus(w, http.StatusOK, err)
 }
 
 // revokeGrant is DELETE …/jobs/{job}/grants/{grantee_team}: 200.
 func (a *api) revokeGrant(w http.ResponseWriter, r *http.Request) error {
 	team, name := jobOf(r)
-	if err := a.svc.RevokeGrant(r.Context(), team, name, r.PathValue("grantee_team")); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusOK)
-	return nil
+	return replyStatus(w, http.StatusOK, a.svc.RevokeGrant(r.Context(), team, name, r.PathValue("grantee_team")))
 }
 
 // runRequest is the body of POST …/runs.
@@ -194,12 +180,8 @@ type runRequest struct {
 // Location; 409 while max_active_runs runs are running.
 func (a *api) startPipelineRun(w http.ResponseWriter, r *http.Request) error {
 	team, name := r.PathValue("team"), r.PathValue("pipeline")
-	body, err := a.body(w, r)
+	req, err := decodeBody[runRequest](a, w, r)
 	if err != nil {
-		return err
-	}
-	var req runRequest
-	if err := decodeJSON(body, &req); err != nil {
 		return err
 	}
 	id, err := a.svc.StartPipelineRun(r.Context(), team, name, service.RunRequest{Arguments: req.Arguments, LogicalTime: req.LogicalTime}, a.user(r, ""))
@@ -261,19 +243,15 @@ func (a *api) listPipelineRuns(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	items := make([]runBody, 0, len(runs.Items))
-	for _, run := range runs.Items {
-		items = append(items, toRunBody(run))
-	}
-	writeJSON(w, http.StatusOK, newPage(items, page, size, runs.TotalItems))
+	writeJSON(w, http.StatusOK, newPage(bodies(runs.Items, toRunBody), page, size, runs.TotalItems))
 	return nil
 }
 
 // runOf returns the run of the path; an id that is not a number is not found.
 func runOf(r *http.Request) (team, name string, id int64, err error) {
 	team, name = r.PathValue("team"), r.PathValue("pipeline")
-	id, perr := strconv.ParseInt(r.PathValue("run_id"), 10, 64)
-	if perr != nil || id <= 0 {
+	id, ok := pathID(r, "run_id")
+	if !ok {
 		return team, name, 0, pl.RunNotFound(name, id)
 	}
 	return team, name, id, nil
@@ -335,12 +313,8 @@ type pipelineBackfillRequest struct {
 // id and its number of runs.
 func (a *api) createPipelineBackfill(w http.ResponseWriter, r *http.Request) error {
 	team, name := r.PathValue("team"), r.PathValue("pipeline")
-	body, err := a.body(w, r)
+	req, err := decodeBody[pipelineBackfillRequest](a, w, r)
 	if err != nil {
-		return err
-	}
-	var req pipelineBackfillRequest
-	if err := decodeJSON(body, &req); err != nil {
 		return err
 	}
 	id, runs, err := a.svc.CreatePipelineBackfill(r.Context(), team, name, service.PipelineBackfillRequest{

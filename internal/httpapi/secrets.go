@@ -31,11 +31,8 @@ func (a *api) setSecrets(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := a.cfg.Secrets.ReplaceJobSecrets(r.Context(), team, name, a.user(r, ""), body); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusAccepted)
-	return nil
+	err = a.cfg.Secrets.ReplaceJobSecrets(r.Context(), team, name, a.user(r, ""), body)
+	return replyStatus(w, http.StatusAccepted, err)
 }
 
 // teamOAuthBody is VDK's TeamOauthCredentials body (camelCase, as VDK's are).
@@ -73,11 +70,8 @@ func (a *api) putTeamOAuth(w http.ResponseWriter, r *http.Request) error {
 	if json.Unmarshal(body, &in) != nil || in.ClientID == nil || in.ClientSecret == nil {
 		return job.Invalid("oauth credentials", `a JSON object {"clientId": "...", "clientSecret": "..."} of two strings`, "a body that is not one (its content is not shown)")
 	}
-	if err := a.cfg.Secrets.SetTeamOAuth(r.Context(), r.PathValue("team"), *in.ClientID, *in.ClientSecret, a.user(r, "")); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusAccepted)
-	return nil
+	err = a.cfg.Secrets.SetTeamOAuth(r.Context(), r.PathValue("team"), *in.ClientID, *in.ClientSecret, a.user(r, ""))
+	return replyStatus(w, http.StatusAccepted, err)
 }
 
 // getTeamClientID is GET /data-jobs/teams/{team}/oauth-credentials/client-id: 200
@@ -95,12 +89,8 @@ func (a *api) getTeamClientID(w http.ResponseWriter, r *http.Request) error {
 // teamsOfClientIDs is POST /data-jobs/oauth-credentials/client-ids [clientId, ...]: 200
 // [{teamName, clientId}] for the known ids, as VDK answers any authenticated caller.
 func (a *api) teamsOfClientIDs(w http.ResponseWriter, r *http.Request) error {
-	body, err := a.body(w, r)
+	ids, err := decodeBody[[]string](a, w, r)
 	if err != nil {
-		return err
-	}
-	var ids []string
-	if err := decodeJSON(body, &ids); err != nil {
 		return err
 	}
 	found, err := a.cfg.Secrets.TeamsOfClientIDs(r.Context(), ids)

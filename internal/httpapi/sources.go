@@ -58,9 +58,5 @@ func (a *api) downloadSources(w http.ResponseWriter, r *http.Request) error {
 // accepted and ignored, as there is no history to record it in.
 func (a *api) deleteSources(w http.ResponseWriter, r *http.Request) error {
 	team, name := jobOf(r)
-	if err := a.svc.DeleteSources(r.Context(), team, name); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusOK)
-	return nil
+	return replyStatus(w, http.StatusOK, a.svc.DeleteSources(r.Context(), team, name))
 }

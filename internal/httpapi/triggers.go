@@ -113,11 +113,8 @@ func (a *api) listTriggers(w http.ResponseWriter, r *http.Request) error {
 
 // deleteTrigger is DELETE …/triggers/{trigger}: 204; the runs it started go on.
 func (a *api) deleteTrigger(w http.ResponseWriter, r *http.Request) error {
-	if err := a.svc.DeleteTrigger(r.Context(), r.PathValue("team"), r.PathValue("trigger")); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	err := a.svc.DeleteTrigger(r.Context(), r.PathValue("team"), r.PathValue("trigger"))
+	return replyStatus(w, http.StatusNoContent, err)
 }
 
 // listTriggerEvents is GET …/triggers/{trigger}/events?page_number=&page_size=: its

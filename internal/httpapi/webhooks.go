@@ -92,11 +92,7 @@ func writeWebhook(w http.ResponseWriter, status int, hook job.TeamWebhook) {
 // listWebhooks is GET .../webhooks: 200 with the team's webhooks, by name.
 func (a *api) listWebhooks(w http.ResponseWriter, r *http.Request) error {
 	hooks, err := a.svc.TeamWebhooks(r.Context(), r.PathValue("team"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, bodies(hooks, toWebhookResponse))
-	return nil
+	return replyList(w, http.StatusOK, hooks, err, toWebhookResponse)
 }
 
 // createWebhook is POST .../webhooks: 201 with the webhook, its secret and its Location.
@@ -142,9 +138,6 @@ func (a *api) updateWebhook(w http.ResponseWriter, r *http.Request) error {
 
 // deleteWebhook is DELETE .../webhooks/{webhook_id}: 200.
 func (a *api) deleteWebhook(w http.ResponseWriter, r *http.Request) error {
-	if err := a.svc.DeleteTeamWebhook(r.Context(), r.PathValue("team"), r.PathValue("webhook_id")); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusOK)
-	return nil
+	err := a.svc.DeleteTeamWebhook(r.Context(), r.PathValue("team"), r.PathValue("webhook_id"))
+	return replyStatus(w, http.StatusOK, err)
 }
