@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/datajobs/datajobs/internal/job"
 )
 
@@ -86,26 +88,13 @@ func (s *Store) Revisions(ctx context.Context, team, name string, before, limit 
 	const q = `SELECT ` + revisionColumns + ` FROM data_job_revision r JOIN data_job j ON j.uid = r.job_uid
 WHERE j.name = $1 AND j.team = $2 AND ($3 = 0 OR r.revision < $3)
 ORDER BY r.revision DESC LIMIT $4`
-	rows, err := s.pool.Query(ctx, q, name, team, before, limit+1)
+	rows, _ := s.pool.Query(ctx, q, name, team, before, limit+1)
+	revs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (job.Revision, error) { return scanRevision(row) })
 	if err != nil {
 		return job.RevisionsPage{}, translate(fmt.Errorf("list revisions of %s: %w", name, err))
 	}
-	defer rows.Close()
-	page := job.RevisionsPage{Revisions: []job.Revision{}}
-	for rows.Next() {
-		r, err := scanRevision(rows)
-		if err != nil {
-			return job.RevisionsPage{}, translate(fmt.Errorf("list revisions of %s: %w", name, err))
-		}
-		page.Revisions = append(page.Revisions, r)
-	}
-	if err := rows.Err(); err != nil {
-		return job.RevisionsPage{}, translate(fmt.Errorf("list revisions of %s: %w", name, err))
-	}
-	if len(page.Revisions) > limit {
-		page.Revisions = page.Revisions[:limit]
-		page.Next = page.Revisions[limit-1].Number
-	}
+	var page job.RevisionsPage
+	page.Revisions, page.Next = keysetPage(revs, limit, func(r job.Revision) int { return r.Number })
 	return page, nil
 }
 
@@ -155,25 +144,27 @@ func (s *Store) RecordAudit(ctx context.Context, e job.AuditEntry) error {
 func (s *Store) Audit(ctx context.Context, team string, before int64, limit int) (job.AuditPage, error) {
 	const q = `SELECT id, team, actor, op_id, method, route, path, job_name, status, created_at FROM audit_log
 WHERE team = $1 AND ($2 = 0 OR id < $2) ORDER BY id DESC LIMIT $3`
-	rows, err := s.pool.Query(ctx, q, team, before, limit+1)
+	rows, _ := s.pool.Query(ctx, q, team, before, limit+1)
+	entries, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (job.AuditEntry, error) {
+		var e job.AuditEntry
+		err := row.Scan(&e.ID, &e.Team, &e.Actor, &e.OpID, &e.Method, &e.Route, &e.Path, &e.JobName, &e.Status, &e.CreatedAt)
+		return e, err
+	})
 	if err != nil {
 		return job.AuditPage{}, translate(fmt.Errorf("read audit log of %s: %w", team, err))
 	}
-	defer rows.Close()
-	page := job.AuditPage{Entries: []job.AuditEntry{}}
-	for rows.Next() {
-		var e job.AuditEntry
-		if err := rows.Scan(&e.ID, &e.Team, &e.Actor, &e.OpID, &e.Method, &e.Route, &e.Path, &e.JobName, &e.Status, &e.CreatedAt); err != nil {
-			return job.AuditPage{}, translate(fmt.Errorf("read audit log of %s: %w", team, err))
-		}
-		page.Entries = append(page.Entries, e)
-	}
-	if err := rows.Err(); err != nil {
-		return job.AuditPage{}, translate(fmt.Errorf("read audit log of %s: %w", team, err))
-	}
-	if len(page.Entries) > limit {
-		page.Entries = page.Entries[:limit]
-		page.Next = page.Entries[limit-1].ID
-	}
+	var page job.AuditPage
+	page.Entries, page.Next = keysetPage(entries, limit, func(e job.AuditEntry) int64 { return e.ID })
 	return page, nil
+}
+
+// keysetPage cuts items, read with a limit of limit+1, to limit. The one past the limit
+// says there is a next page, which starts below the key of the last item kept (next; 0:
+// there is none).
+func keysetPage[T any, K int | int64](items []T, limit int, key func(T) K) (page []T, next K) {
+	if len(items) > limit {
+		items = items[:limit]
+		next = key(items[limit-1])
+	}
+	return items, next
 }

@@ -221,6 +221,21 @@ func lockPipeline(ctx context.Context, tx Tx, team, name string) (int64, error) 
 	return id, rowError(err, pl.NotFound(team, name), "lock pipeline "+name)
 }
 
+// inLockedPipeline is InTx with the pipeline name of team locked (lockPipeline): fn runs
+// on its id and returns the id of the row it inserts.
+func (s *Store) inLockedPipeline(ctx context.Context, team, name string, fn func(tx Tx, pid int64) (int64, error)) (int64, error) {
+	var id int64
+	err := s.InTx(ctx, func(tx Tx) error {
+		pid, err := lockPipeline(ctx, tx, team, name)
+		if err != nil {
+			return err
+		}
+		id, err = fn(tx, pid)
+		return err
+	})
+	return id, err
+}
+
 // pipelineUsing names a pipeline whose node runs the job name, if any: a job's delete
 // refuses while one does.
 func pipelineUsing(ctx context.Context, tx Tx, name string) error {
@@ -258,25 +273,18 @@ func (s *Store) RevokeGrant(ctx context.Context, team, name, grantee string) err
 // lock it refuses a start while max_active_runs runs are running, inserts the run with the
 // pipeline's spec and revision and its nodes pending, and wakes the stepper.
 func (s *Store) StartPipelineRun(ctx context.Context, team, name string, r pl.NewRun) (int64, error) {
-	var id int64
-	err := s.InTx(ctx, func(tx Tx) error {
-		pid, err := lockPipeline(ctx, tx, team, name)
-		if err != nil {
-			return err
-		}
+	return s.inLockedPipeline(ctx, team, name, func(tx Tx, pid int64) (int64, error) {
 		var active, max int
-		err = tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM pipeline_run WHERE pipeline_id = $1 AND status = 'running'), max_active_runs
+		err := tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM pipeline_run WHERE pipeline_id = $1 AND status = 'running'), max_active_runs
 FROM pipeline WHERE id = $1`, pid).Scan(&active, &max)
 		if err != nil {
-			return fmt.Errorf("count runs of pipeline %s: %w", name, err)
+			return 0, fmt.Errorf("count runs of pipeline %s: %w", name, err)
 		}
 		if active >= max {
-			return pl.TooManyRuns(name, max)
+			return 0, pl.TooManyRuns(name, max)
 		}
-		id, err = insertRun(ctx, tx, pid, r, nil, 0, nil)
-		return err
+		return insertRun(ctx, tx, pid, r, nil, 0, nil)
 	})
-	return id, err
 }
 
 // insertRun inserts a run of the pipeline pid (its spec, restricted to nodes when any are

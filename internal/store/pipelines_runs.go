@@ -185,18 +185,13 @@ GROUP BY run_id, node`, id, again)
 // CreatePipelineBackfill records a backfill of the pipeline name of team: the leader
 // starts one run per time of b, oldest first, at most b.MaxParallel at once.
 func (s *Store) CreatePipelineBackfill(ctx context.Context, team, name string, b pl.NewBackfill) (int64, error) {
-	var id int64
-	err := s.InTx(ctx, func(tx Tx) error {
-		pid, err := lockPipeline(ctx, tx, team, name)
-		if err != nil {
-			return err
-		}
-		err = tx.QueryRow(ctx, `INSERT INTO pipeline_backfill (pipeline_id, times, max_parallel, nodes, created_by) VALUES ($1, $2, $3, $4, $5) RETURNING id`,
+	return s.inLockedPipeline(ctx, team, name, func(tx Tx, pid int64) (int64, error) {
+		var id int64
+		err := tx.QueryRow(ctx, `INSERT INTO pipeline_backfill (pipeline_id, times, max_parallel, nodes, created_by) VALUES ($1, $2, $3, $4, $5) RETURNING id`,
 			pid, b.Times, b.MaxParallel, append([]string{}, b.Nodes...), b.CreatedBy).Scan(&id)
 		if err != nil {
-			return writeError("insert pipeline backfill", err)
+			return 0, writeError("insert pipeline backfill", err)
 		}
-		return notify(ctx, tx, PipelineRunsChannel, "backfill")
+		return id, notify(ctx, tx, PipelineRunsChannel, "backfill")
 	})
-	return id, err
 }

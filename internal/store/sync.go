@@ -212,25 +212,7 @@ RETURNING d.data_job_name`
 // written. It reports, in the order of as, whether each row was written. Names must be
 // distinct (one row per job).
 func (s *Store) RecordAppliedAll(ctx context.Context, fence job.Fence, as []job.ActualDeployment) ([]bool, error) {
-	if len(as) == 0 {
-		return nil, nil
-	}
-	index := make(map[string]int, len(as))
-	for i, a := range as {
-		if _, dup := index[a.JobName]; dup {
-			return nil, fmt.Errorf("record applied deployments: %s appears twice", a.JobName)
-		}
-		index[a.JobName] = i
-	}
-	written, err := s.recordLocked(ctx, namesOf(as, func(a job.ActualDeployment) string { return a.JobName }), recordAppliedAll, append(columns(as, actualValues), fence.Epoch)...)
-	if err != nil {
-		return nil, translate(fmt.Errorf("record %d applied deployments: %w", len(as), err))
-	}
-	wrote := make([]bool, len(as))
-	for _, n := range written {
-		wrote[index[n]] = true
-	}
-	return wrote, nil
+	return recordAll(ctx, s, "applied deployments", as, func(a job.ActualDeployment) string { return a.JobName }, actualValues, recordAppliedAll, fence)
 }
 
 // recordIntents inserts the intents of arrays $1 to $3 (job names, job UIDs,
@@ -264,22 +246,32 @@ RETURNING data_job_name`
 // leaves the intent, which the next leader resolves the same way (record it if the job
 // still exists, delete the CronJob if not).
 func (s *Store) RecordIntents(ctx context.Context, fence job.Fence, is []job.Intent) ([]bool, error) {
-	if len(is) == 0 {
+	values := func(in job.Intent) []any { return []any{in.JobName, in.JobUID, in.Generation} }
+	return recordAll(ctx, s, "cronjob intents", is, func(in job.Intent) string { return in.JobName }, values, recordIntents, fence)
+}
+
+// recordAll runs the leader's record q over rows of distinct names (recordLocked): the
+// arrays of their values' columns, then fence's epoch, are its arguments, and it returns
+// the names it wrote. It reports, in the order of rows, whether each row was written; what
+// names the rows in errors.
+func recordAll[T any](
+	ctx context.Context, s *Store, what string, rows []T, name func(T) string, values func(T) []any, q string, fence job.Fence,
+) ([]bool, error) {
+	if len(rows) == 0 {
 		return nil, nil
 	}
-	index := make(map[string]int, len(is))
-	for i, in := range is {
-		if _, dup := index[in.JobName]; dup {
-			return nil, fmt.Errorf("record cronjob intents: %s appears twice", in.JobName)
+	index := make(map[string]int, len(rows))
+	for i, r := range rows {
+		if _, dup := index[name(r)]; dup {
+			return nil, fmt.Errorf("record %s: %s appears twice", what, name(r))
 		}
-		index[in.JobName] = i
+		index[name(r)] = i
 	}
-	args := columns(is, func(in job.Intent) []any { return []any{in.JobName, in.JobUID, in.Generation} })
-	written, err := s.recordLocked(ctx, namesOf(is, func(in job.Intent) string { return in.JobName }), recordIntents, append(args, fence.Epoch)...)
+	written, err := s.recordLocked(ctx, namesOf(rows, name), q, append(columns(rows, values), fence.Epoch)...)
 	if err != nil {
-		return nil, translate(fmt.Errorf("record %d cronjob intents: %w", len(is), err))
+		return nil, translate(fmt.Errorf("record %d %s: %w", len(rows), what, err))
 	}
-	wrote := make([]bool, len(is))
+	wrote := make([]bool, len(rows))
 	for _, n := range written {
 		wrote[index[n]] = true
 	}
