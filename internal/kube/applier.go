@@ -241,14 +241,24 @@ func (a *Applier) delete(ctx context.Context, live *batchv1.CronJob, policy meta
 // A CronJob still being deleted (a finalizer, or the garbage collector orphaning its
 // Jobs) is not gone.
 func (a *Applier) Gone(ctx context.Context, name, jobUID string) (bool, error) {
-	cur, err := a.cronJobs().Get(ctx, name, metav1.GetOptions{})
+	ofAnotherJob := func(cj *batchv1.CronJob) bool { return cj.Labels[LabelJobUID] != jobUID }
+	return gone(ctx, a.cronJobs().Get, "cronjob", name, ofAnotherJob)
+}
+
+// gone reads the object name of a kind with get, from the apiserver: gone when there is
+// none, else when other says the one found is not the caller's (another object of that
+// name).
+func gone[T any](
+	ctx context.Context, get func(context.Context, string, metav1.GetOptions) (T, error), kind, name string, other func(T) bool,
+) (bool, error) {
+	cur, err := get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return true, nil
 	case err != nil:
-		return false, fmt.Errorf("get cronjob %s: %w", name, err)
+		return false, fmt.Errorf("get %s %s: %w", kind, name, err)
 	}
-	return cur.Labels[LabelJobUID] != jobUID, nil
+	return other(cur), nil
 }
 
 // IsUserError reports whether err says the rendered spec is invalid (422 Invalid or 400

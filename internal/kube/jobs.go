@@ -70,12 +70,5 @@ func (a *JobApplier) Delete(ctx context.Context, j *batchv1.Job, policy metav1.D
 // Gone asks the apiserver (not a cache) whether the Job name is gone: a Job created a
 // moment ago may not be in an informer's cache yet.
 func (a *JobApplier) Gone(ctx context.Context, name string) (bool, error) {
-	_, err := a.jobs().Get(ctx, name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return true, nil
-	case err != nil:
-		return false, fmt.Errorf("read job %s: %w", name, err)
-	}
-	return false, nil
+	return gone(ctx, a.jobs().Get, "job", name, func(*batchv1.Job) bool { return false })
 }
