@@ -311,11 +311,7 @@ func CheckOwner(ctx context.Context, kind, name, owner string) error {
 
 // OwnedByFile reports a write of an object a jobs-as-code file owns.
 func OwnedByFile(kind, name, owner string) *Error {
-	return &Error{
-		Kind:            KindConflict,
-		What:            fmt.Sprintf("The %s %q is managed by the file of %s.", kind, name, owner),
-		Why:             "Objects applied from a file change only through an apply of that file.",
-		Consequences:    "Nothing was changed.",
-		Countermeasures: "Change the file and apply it, or release the object (POST /data-jobs/for-team/{team}/release-from-file) to edit it by hand.",
-	}
+	return newError(KindConflict, fmt.Sprintf("The %s %q is managed by the file of %s.", kind, name, owner),
+		"Objects applied from a file change only through an apply of that file.",
+		"Nothing was changed.", "Change the file and apply it, or release the object (POST /data-jobs/for-team/{team}/release-from-file) to edit it by hand.")
 }

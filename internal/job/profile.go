@@ -206,24 +206,16 @@ func DecodeProfile(body []byte) (Profile, error) {
 
 // ProfileNotFound reports a profile that does not exist.
 func ProfileNotFound(name string) *Error {
-	return &Error{
-		Kind:            KindNotFound,
-		What:            fmt.Sprintf("The execution profile %q was not found.", name),
-		Why:             "No profile of that name exists.",
-		Consequences:    "The request was not processed and nothing was changed.",
-		Countermeasures: "List the profiles (GET /data-jobs/profiles) and name one of them, or ask an administrator to create it.",
-	}
+	return newError(KindNotFound, fmt.Sprintf("The execution profile %q was not found.", name),
+		"No profile of that name exists.",
+		nothingChanged, "List the profiles (GET /data-jobs/profiles) and name one of them, or ask an administrator to create it.")
 }
 
 // ProfileInUse reports a delete of a profile that deployments select.
 func ProfileInUse(name string, deployments int) *Error {
-	return &Error{
-		Kind:            KindConflict,
-		What:            fmt.Sprintf("The execution profile %q cannot be deleted.", name),
-		Why:             fmt.Sprintf("%d deployments select it.", deployments),
-		Consequences:    "The profile was not deleted.",
-		Countermeasures: "Deploy those jobs with another execution_profile first, then delete it.",
-	}
+	return newError(KindConflict, fmt.Sprintf("The execution profile %q cannot be deleted.", name),
+		fmt.Sprintf("%d deployments select it.", deployments),
+		"The profile was not deleted.", "Deploy those jobs with another execution_profile first, then delete it.")
 }
 
 // ProfileNotGranted reports a team selecting a profile it is not granted.
@@ -235,13 +227,9 @@ func ProfileNotGranted(user, team, name string) *Error {
 
 // AdminOnly reports a non-admin caller of an administrators' route.
 func AdminOnly(user string) *Error {
-	return &Error{
-		Kind:            KindForbidden,
-		What:            fmt.Sprintf("User %s may not manage execution profiles.", user),
-		Why:             "Execution profiles are managed by the members of the admin teams (--admin-teams).",
-		Consequences:    "The request was not processed and nothing was changed.",
-		Countermeasures: "Ask a member of an admin team to make the change.",
-	}
+	return newError(KindForbidden, fmt.Sprintf("User %s may not manage execution profiles.", user),
+		"Execution profiles are managed by the members of the admin teams (--admin-teams).",
+		nothingChanged, "Ask a member of an admin team to make the change.")
 }
 
 // The kinds of a profile's revisions; RevisionProfile is also the kind of the revision of
