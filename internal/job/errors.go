@@ -114,6 +114,14 @@ func JobNotFound(team, name string) *Error {
 		notProcessed, "Check the job name and the team, or create the job first.")
 }
 
+// NotFoundInTeam reports an object of a kind the team has by name (a pipeline, a
+// trigger) that it has not; GET …/{kind}s lists those it has.
+func NotFoundInTeam(kind, team, name string) *Error {
+	return newError(KindNotFound, fmt.Sprintf("The %s %q of team %q was not found.", kind, name, team),
+		fmt.Sprintf("No %s of that name exists in the team.", kind),
+		notProcessed, fmt.Sprintf("Check the team and %s name (GET …/%ss lists them).", kind, kind))
+}
+
 // DeploymentNotFound reports a job that has no deployment.
 func DeploymentNotFound(name string) *Error {
 	return newError(KindNotFound, fmt.Sprintf("The data job %q has no deployment.", name),

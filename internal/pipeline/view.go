@@ -102,13 +102,7 @@ func NodeArgs(run, node []byte, logical time.Time) ([]byte, error) {
 
 // NotFound reports a pipeline that is not one of the team's.
 func NotFound(team, name string) *job.Error {
-	return &job.Error{
-		Kind:            job.KindNotFound,
-		What:            fmt.Sprintf("The pipeline %q of team %q was not found.", name, team),
-		Why:             "No pipeline of that name exists in the team.",
-		Consequences:    "The request was not processed.",
-		Countermeasures: "Check the team and pipeline name (GET …/pipelines lists them).",
-	}
+	return job.NotFoundInTeam("pipeline", team, name)
 }
 
 // RunNotFound reports a run that is not one of the pipeline's.

@@ -9,13 +9,7 @@ import (
 
 // NotFound reports a trigger that is not one of the team's.
 func NotFound(team, name string) *job.Error {
-	return &job.Error{
-		Kind:            job.KindNotFound,
-		What:            fmt.Sprintf("The trigger %q of team %q was not found.", name, team),
-		Why:             "No trigger of that name exists in the team.",
-		Consequences:    "The request was not processed.",
-		Countermeasures: "Check the team and trigger name (GET …/triggers lists them).",
-	}
+	return job.NotFoundInTeam("trigger", team, name)
 }
 
 // UnknownInvocation reports an invocation of a trigger id that no signed trigger has. It
