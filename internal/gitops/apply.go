@@ -20,31 +20,45 @@ type Writer interface {
 	PutPipeline(ctx context.Context, name string, spec pl.Spec) error
 	DeletePipeline(ctx context.Context, name string) error
 	Own(ctx context.Context, kind string, names []string, owner string) error
+	// Flush sends the writes still queued: a writer may queue a write's statements that
+	// need no answer and send them with a later one (their failure is then an
+	// *ObjectError).
+	Flush(ctx context.Context) error
 }
+
+// ObjectError is the failure of a write of the object Kind/Name that came back with a
+// later statement, maybe another object's (a writer that queues statements): the apply
+// names the object that failed, not the one it was writing. It does not unwrap, so that
+// the later write does not take Err for its own failure (a unique violation of a queued
+// revision is not the next job's name taken).
+type ObjectError struct {
+	Kind, Name string
+	Err        error
+}
+
+func (e *ObjectError) Error() string { return fmt.Sprintf("write %s %s: %v", e.Kind, e.Name, e.Err) }
 
 // Apply makes the plan's changes through w, in the plan's order, and records owner as the
 // owner of every object it created or updated. ctx carries the apply's actor (job.Actor
 // with File and Source), so that every revision names the file's source. The caller
 // refuses a plan with a conflict first; an error leaves the rest undone (the transaction
 // of w is then rolled back whole).
-func (p Plan) Apply(ctx context.Context, w Writer, owner string) error {
+func (p *Plan) Apply(ctx context.Context, w Writer, owner string) error {
 	owned := map[string][]string{}
-	for _, c := range p.Changes {
-		var err error
-		switch {
-		case c.Action == ActionDelete && c.Kind == KindJob:
-			err = w.DeleteJob(ctx, c.Name)
-		case c.Action == ActionDelete:
-			err = w.DeletePipeline(ctx, c.Name)
-		case c.Action != ActionCreate && c.Action != ActionUpdate:
+	for i := range p.Changes {
+		c := &p.Changes[i]
+		if c.Action != ActionCreate && c.Action != ActionUpdate && c.Action != ActionDelete {
 			continue
-		case c.Kind == KindJob:
-			err = applyJob(ctx, w, c)
+		}
+		var err error
+		switch c.Kind {
+		case KindJob:
+			err = applyJob(ctx, w, *c)
 		default:
-			err = w.PutPipeline(ctx, c.Name, c.pipeline.Spec)
+			err = applyPipeline(ctx, w, *c)
 		}
 		if err != nil {
-			return c.failed(err)
+			return p.failed(*c, err)
 		}
 		if c.Action != ActionDelete {
 			owned[c.Kind] = append(owned[c.Kind], c.Name)
@@ -52,14 +66,43 @@ func (p Plan) Apply(ctx context.Context, w Writer, owner string) error {
 	}
 	for _, kind := range []string{KindJob, KindPipeline} {
 		if err := w.Own(ctx, kind, owned[kind], owner); err != nil {
-			return err
+			return p.failed(Change{Kind: kind, Name: "owners", index: -1}, err)
 		}
+	}
+	if err := w.Flush(ctx); err != nil {
+		return p.failed(Change{Kind: "file", Name: "writes", index: -1}, err)
 	}
 	return nil
 }
 
-// applyJob creates or updates one job, then its deployment.
+// failed is the failure err of the apply while it wrote c: the failure of the change of
+// the object an *ObjectError names, if it is one.
+func (p Plan) failed(c Change, err error) error {
+	if oe, ok := errors.AsType[*ObjectError](err); ok {
+		err = oe.Err
+		c = Change{Kind: oe.Kind, Name: oe.Name, index: -1}
+		for _, pc := range p.Changes {
+			if pc.Kind == oe.Kind && pc.Name == oe.Name {
+				c = pc
+			}
+		}
+	}
+	return c.failed(err)
+}
+
+// applyPipeline puts or deletes one pipeline.
+func applyPipeline(ctx context.Context, w Writer, c Change) error {
+	if c.Action == ActionDelete {
+		return w.DeletePipeline(ctx, c.Name)
+	}
+	return w.PutPipeline(ctx, c.Name, c.pipeline.Spec)
+}
+
+// applyJob creates, updates or deletes one job, then its deployment.
 func applyJob(ctx context.Context, w Writer, c Change) error {
+	if c.Action == ActionDelete {
+		return w.DeleteJob(ctx, c.Name)
+	}
 	st := job.JobState{}
 	if c.cur != nil {
 		st = *c.cur
@@ -90,8 +133,11 @@ func (c Change) failed(err error) error {
 	if !ok {
 		return fmt.Errorf("apply %s %s: %w", c.Kind, c.Name, err)
 	}
-	where := fmt.Sprintf("the %s %q (pruned)", c.Kind, c.Name)
-	if c.index >= 0 {
+	where := fmt.Sprintf("the %s %q", c.Kind, c.Name)
+	switch {
+	case c.Action == ActionDelete:
+		where += " (pruned)"
+	case c.index >= 0:
 		where = fmt.Sprintf("the object %ss[%d] (%q) of the file", c.Kind, c.index, c.Name)
 	}
 	out := *de

@@ -101,6 +101,16 @@ func (s *Service) Apply(ctx context.Context, req ApplyRequest) (gitops.Plan, err
 // file's fields, the installation's defaults), each pipeline parsed as its PUT.
 func (s *Service) target(ctx context.Context, team string, f gitops.File, user string) (gitops.Target, error) {
 	var t gitops.Target
+	versions := map[string]string{}
+	for _, fj := range f.Jobs {
+		if fj.Deployment != nil {
+			versions[fj.JobName] = fj.Deployment.JobVersion
+		}
+	}
+	fromConfig, err := s.store.SourcesPolicies(ctx, team, versions)
+	if err != nil {
+		return t, err
+	}
 	for i, fj := range f.Jobs {
 		j, c, err := fj.Target(team)
 		if err != nil {
@@ -108,6 +118,7 @@ func (s *Service) target(ctx context.Context, team string, f gitops.File, user s
 		}
 		jt := gitops.JobTarget{Job: j}
 		if c != nil {
+			c.Policy = c.Policy.Or(fromConfig[j.Name])
 			d, err := s.firstDeployment(ctx, j, *c, user)
 			if err != nil {
 				return t, gitops.Invalid("jobs", i, fj.JobName, err)
@@ -126,9 +137,10 @@ func (s *Service) target(ctx context.Context, team string, f gitops.File, user s
 	return t, nil
 }
 
-// firstDeployment is the deployment c makes of a job not deployed yet: Deploy's rules.
+// firstDeployment is the deployment c (its run policy over config.ini's already) makes
+// of a job not deployed yet: Deploy's rules.
 func (s *Service) firstDeployment(ctx context.Context, j job.Job, c job.DeploymentChange, user string) (job.Deployment, error) {
-	c, profile, err := s.checkChange(ctx, j.Team, j.Name, c, user)
+	c, profile, err := s.checkedChange(ctx, j.Team, c, user)
 	if err != nil {
 		return job.Deployment{}, err
 	}

@@ -170,6 +170,12 @@ func (s *Service) checkChange(ctx context.Context, team, name string, c job.Depl
 		}
 		c.Policy = c.Policy.Or(fromConfig)
 	}
+	return s.checkedChange(ctx, team, c, user)
+}
+
+// checkedChange is checkChange of c whose run policy has config.ini's under its own
+// fields already (an apply reads every version's at once: store.SourcesPolicies).
+func (s *Service) checkedChange(ctx context.Context, team string, c job.DeploymentChange, user string) (job.DeploymentChange, *job.Profile, error) {
 	if c.Schedule != nil {
 		clean := job.CleanSchedule(*c.Schedule)
 		c.Schedule = &clean

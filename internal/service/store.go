@@ -52,6 +52,7 @@ type Store interface {
 
 	SaveSources(ctx context.Context, team, name string, src job.Sources, keep int) error
 	SourcesPolicy(ctx context.Context, team, name, version string) (job.PolicyChange, error)
+	SourcesPolicies(ctx context.Context, team string, versions map[string]string) (map[string]job.PolicyChange, error)
 	OpenSources(ctx context.Context, team, name, version string) (*job.SourcesReader, error)
 	DeleteSources(ctx context.Context, team, name string) error
 

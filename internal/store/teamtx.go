@@ -20,7 +20,7 @@ import (
 // on the state InTeamTx read and locked.
 type TeamTx struct {
 	s    *Store
-	tx   Tx
+	tx   *queuedTx
 	team string
 }
 
@@ -44,7 +44,11 @@ func (s *Store) InTeamTx(ctx context.Context, team string, fn func(w gitops.Writ
 		if err != nil {
 			return err
 		}
-		return fn(&TeamTx{s: s, tx: tx, team: team}, st)
+		qt := &queuedTx{Tx: tx}
+		if err := fn(&TeamTx{s: s, tx: qt, team: team}, st); err != nil {
+			return err
+		}
+		return qt.flush(ctx, nil)
 	})
 }
 
@@ -88,11 +92,13 @@ WHERE j.team = $1 ORDER BY j.name`
 
 // CreateJob is Store.CreateJob in the team's transaction.
 func (t *TeamTx) CreateJob(ctx context.Context, j job.Job) (job.Job, error) {
+	t.tx.writing(gitops.KindJob, j.Name)
 	return t.s.createJob(ctx, t.tx, j)
 }
 
 // UpdateJob is Store.UpdateJob of the job of st to next, in the team's transaction.
 func (t *TeamTx) UpdateJob(ctx context.Context, st job.JobState, next job.Job) (job.Job, error) {
+	t.tx.writing(gitops.KindJob, st.Job.Name)
 	return t.s.updateJobIn(ctx, t.tx, st, func(cur job.Job) (job.Job, bool, error) {
 		return next, !cur.SameConfig(next), nil
 	})
@@ -101,6 +107,7 @@ func (t *TeamTx) UpdateJob(ctx context.Context, st job.JobState, next job.Job) (
 // ChangeDeployment is Store.ChangeDeployment of the job of st to d, in the team's
 // transaction.
 func (t *TeamTx) ChangeDeployment(ctx context.Context, st job.JobState, d job.Deployment) (job.Deployment, error) {
+	t.tx.writing(gitops.KindJob, st.Job.Name)
 	return changeDeploymentIn(ctx, t.tx, st, func(context.Context, Tx, job.JobState) (job.Deployment, int, error) {
 		return d, 0, nil
 	})
@@ -108,16 +115,19 @@ func (t *TeamTx) ChangeDeployment(ctx context.Context, st job.JobState, d job.De
 
 // DeleteDeployment is Store.DeleteDeployment of the job of st, in the team's transaction.
 func (t *TeamTx) DeleteDeployment(ctx context.Context, st job.JobState) error {
+	t.tx.writing(gitops.KindJob, st.Job.Name)
 	return deleteDeployment(ctx, t.tx, st)
 }
 
 // DeleteJob is Store.DeleteJob in the team's transaction.
 func (t *TeamTx) DeleteJob(ctx context.Context, name string) error {
+	t.tx.writing(gitops.KindJob, name)
 	return deleteJob(ctx, t.tx, t.team, name)
 }
 
 // PutPipeline is Store.PutPipeline in the team's transaction, by the actor of ctx.
 func (t *TeamTx) PutPipeline(ctx context.Context, name string, spec pl.Spec) error {
+	t.tx.writing(gitops.KindPipeline, name)
 	raw, err := json.Marshal(spec)
 	if err != nil {
 		return fmt.Errorf("encode pipeline %s: %w", name, err)
@@ -129,6 +139,7 @@ func (t *TeamTx) PutPipeline(ctx context.Context, name string, spec pl.Spec) err
 
 // DeletePipeline is Store.DeletePipeline in the team's transaction.
 func (t *TeamTx) DeletePipeline(ctx context.Context, name string) error {
+	t.tx.writing(gitops.KindPipeline, name)
 	return deletePipeline(ctx, t.tx, t.team, name)
 }
 
@@ -141,6 +152,9 @@ func (t *TeamTx) Own(ctx context.Context, kind string, names []string, owner str
 	_, err := t.tx.Exec(ctx, `UPDATE `+ownedTable(kind)+` SET managed_by = $3 WHERE team = $1 AND name = ANY($2::text[])`, t.team, names, owner)
 	return wrote("record the owner of the "+kind+"s of team "+t.team, err)
 }
+
+// Flush sends the writes still queued (queuedTx).
+func (t *TeamTx) Flush(ctx context.Context) error { return t.tx.flush(ctx, nil) }
 
 // ReleaseFromFile releases team's jobs and pipelines named (nil: all of that kind; an
 // empty list: none) from the files that own them, so that the API changes them again; it
