@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/datajobs/datajobs/bench/internal/stats"
+	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
 )
 
@@ -206,6 +207,12 @@ func (b *bench) verifyAndClean(ctx context.Context, ns string, n int, clean bool
 
 // rendered renders every deployment of the fleet as the synchronizer will, sorted by name.
 func (f *fleet) rendered(ctx context.Context) ([]*batchv1.CronJob, error) {
+	return f.renderedWith(ctx, nil)
+}
+
+// renderedWith is rendered with each deployment first changed by edit (nil: none), as a
+// change not yet stored would render it.
+func (f *fleet) renderedWith(ctx context.Context, edit func(*job.Deployment)) ([]*batchv1.CronJob, error) {
 	states, err := f.db.LoadAllSyncStates(ctx)
 	if err != nil {
 		return nil, err
@@ -213,7 +220,11 @@ func (f *fleet) rendered(ctx context.Context) ([]*batchv1.CronJob, error) {
 	var out []*batchv1.CronJob
 	for _, st := range states {
 		if st.Job != nil && st.Desired != nil {
-			cj, _ := kube.Render(*st.Job, *st.Desired, f.render)
+			d := *st.Desired
+			if edit != nil {
+				edit(&d)
+			}
+			cj, _ := kube.Render(*st.Job, d, f.render)
 			out = append(out, cj)
 		}
 	}

@@ -302,7 +302,8 @@ func (b *bench) failover(ctx context.Context, n, hogs int) error {
 
 // failoverFloor creates the fleet's CronJobs again, as rendered, with a bare client-go
 // loop in a namespace of its own: what the apply part would take if the new leader's
-// only work were the apiserver's creates, on the machine as busy as it was.
+// only work were the apiserver's creates, on the machine as busy as it was. The profile
+// scenario's plain-create floor is the same.
 func (b *bench) failoverFloor(ctx context.Context, f *fleet) (time.Duration, cpuReport, error) {
 	objs, err := f.rendered(ctx)
 	if err != nil {

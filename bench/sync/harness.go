@@ -110,6 +110,8 @@ type fleet struct {
 	names  []string
 	epoch  int64
 	drop   func()
+	// profile is the execution profile its deployments select (empty: the default).
+	profile string
 }
 
 // newFleet creates a migrated database and a namespace, and takes the synchronizer's
@@ -215,11 +217,16 @@ func (f *fleet) createJobs(ctx context.Context, names []string, workers int) err
 	return err
 }
 
-// deployJobs deploys version v1 of each job through the service, workers at a time.
+// deployJobs deploys version v1 of each job through the service, workers at a time,
+// selecting the fleet's execution profile when it has one.
 func (f *fleet) deployJobs(ctx context.Context, names []string, workers int) error {
 	version := "v1"
+	change := job.DeploymentChange{JobVersion: &version}
+	if f.profile != "" {
+		change.ExecutionProfile = &f.profile
+	}
 	return parallel(ctx, names, workers, func(ctx context.Context, name string) error {
-		_, err := f.svc.Deploy(ctx, team, name, job.DeploymentChange{JobVersion: &version}, "bench")
+		_, err := f.svc.Deploy(ctx, team, name, change, "bench")
 		return err
 	})
 }

@@ -17,7 +17,11 @@
 //     their RSS, peak RSS, Go heap and a heap profile;
 //   - failover: two `datajobs serve` processes; the leader is frozen, changes are written,
 //     the leader is killed, and the follower's takeover and apply are timed, next to a
-//     bare client-go loop creating the same CronJobs on the machine as busy (the floor).
+//     bare client-go loop creating the same CronJobs on the machine as busy (the floor);
+//   - profile: -profile-n deployments of one execution profile, converged; two PUTs of the
+//     profile that change what it renders, each timed until every CronJob carries it with
+//     the synchronizer live, next to a bare client-go loop of server-side applies making
+//     the same changes, and the plain-create floor (profile.go).
 //
 // It reads DATAJOBS_TEST_DATABASE_URL and DATAJOBS_TEST_KUBECONFIG (or -env-file), creates
 // its own databases and namespaces, removes them at the end, and stops after -timeout.
@@ -78,9 +82,9 @@ type bench struct {
 
 // options are the command line: which scenarios to run and their sizes.
 type options struct {
-	envFile, scenarios, sizes, limits, outDir, datajobs, compareBin, variants, rates    string
-	repeat, repeatLarge, noopN, changes, latencyJobs, failoverN, workers, hogs, running int
-	timeout, latencyGap, sustainFor                                                     time.Duration
+	envFile, scenarios, sizes, limits, outDir, datajobs, compareBin, variants, rates              string
+	repeat, repeatLarge, noopN, changes, latencyJobs, failoverN, profileN, workers, hogs, running int
+	timeout, latencyGap, sustainFor                                                               time.Duration
 }
 
 func parseOptions() options {
@@ -97,6 +101,7 @@ func parseOptions() options {
 	flag.IntVar(&o.running, "running", 1000, "leader: executions made running")
 	flag.StringVar(&o.compareBin, "compare-datajobs", "", "leader: another datajobs binary (say, of main) measured first on the same fleet, for a before/after")
 	flag.IntVar(&o.failoverN, "failover-n", 1000, "failover: number of pending deployments")
+	flag.IntVar(&o.profileN, "profile-n", 1000, "profile: number of deployments of the profile (runs: -repeat)")
 	flag.IntVar(&o.hogs, "hog", 0, "failover: busy processes (each a shell loop) run beside it from the freeze until all are applied, to measure a takeover on a busy machine")
 	flag.IntVar(&o.workers, "workers", 16, "synchronizer workers, and the floor's concurrency (the service's default)")
 	flag.StringVar(&o.limits, "kube-limits", "auto", `client QPS/burst of the synchronizer, the floor and the serve processes: "auto" (the service's default), "none", or QPS/burst such as 2000/4000`)
@@ -234,13 +239,13 @@ func (b *bench) runScenarios(ctx context.Context, o options) error {
 			if err := b.onSyncedFleet(ctx, sc, kept, o, rateList); err != nil {
 				return fmt.Errorf("%s: %w", sc, err)
 			}
-		case "failover":
+		case "failover", "profile":
 			if kept != nil { // free the apiserver and database of the big fleet first
 				kept.drop()
 				kept = nil
 			}
-			if err := b.failover(ctx, o.failoverN, o.hogs); err != nil {
-				return fmt.Errorf("failover: %w", err)
+			if err := b.onOwnFleet(ctx, sc, o); err != nil {
+				return fmt.Errorf("%s: %w", sc, err)
 			}
 		default:
 			return fmt.Errorf("unknown scenario %q", sc)
@@ -268,6 +273,14 @@ func (b *bench) onSyncedFleet(ctx context.Context, sc string, f *fleet, o option
 	default:
 		return b.latency(ctx, f, o.changes, o.latencyJobs)
 	}
+}
+
+// onOwnFleet runs one of the scenarios that make fleets of their own.
+func (b *bench) onOwnFleet(ctx context.Context, sc string, o options) error {
+	if sc == "profile" {
+		return b.profileScenario(ctx, o.profileN, o.repeat)
+	}
+	return b.failover(ctx, o.failoverN, o.hogs)
 }
 
 func (b *bench) printf(format string, args ...any) {

@@ -261,25 +261,34 @@ func (r sustainedRun) windows() string {
 	return strings.Join(out, " ")
 }
 
+// watchCronJobs watches the CronJobs of ns from now on, until ctx ends. It is a
+// RetryWatcher: it resumes from the last event's resourceVersion when the apiserver ends
+// a watch (a 200/s run lost most of its events to a closed plain watch).
+func (b *bench) watchCronJobs(ctx context.Context, ns string) (watch.Interface, error) {
+	list, err := b.admin.BatchV1().CronJobs(ns).List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return b.admin.BatchV1().CronJobs(ns).Watch(ctx, o)
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watch cronjobs: %w", err)
+	}
+	return w, nil
+}
+
 // drive makes rate changes a second for d with change, each picked by pick, and waits up
 // to 10 s for each to be seen by a watch on the namespace (suspend == !enabled).
 func (b *bench) drive(ctx context.Context, f *fleet, rate int, d time.Duration, profile string,
 	pick func() (string, bool), change func(context.Context, string, bool) error,
 ) (sustainedRun, error) {
 	var run sustainedRun
-	list, err := b.admin.BatchV1().CronJobs(f.ns).List(ctx, metav1.ListOptions{Limit: 1})
-	if err != nil {
-		return run, err
-	}
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	defer stopWatching()
-	// A RetryWatcher resumes from the last event's resourceVersion when the apiserver ends
-	// a watch (a 200/s run lost most of its events to a closed plain watch).
-	w, err := watchtools.NewRetryWatcherWithContext(watchCtx, list.ResourceVersion, &cache.ListWatch{
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return b.admin.BatchV1().CronJobs(f.ns).Watch(ctx, o)
-		},
-	})
+	w, err := b.watchCronJobs(watchCtx, f.ns)
 	if err != nil {
 		return run, err
 	}
