@@ -178,6 +178,9 @@ func printPlan(w io.Writer, answer []byte, all bool) error {
 			fmt.Fprintf(&b, " (%s)", c.Reason)
 		}
 		b.WriteByte('\n')
+		if c.SigningSecret != "" { // shown this once by the service
+			fmt.Fprintf(&b, "    invoke: POST %s signed with %s\n", c.InvocationPath, c.SigningSecret)
+		}
 		if c.Action == gitops.ActionUpdate {
 			for _, d := range c.Diff {
 				fmt.Fprintf(&b, "    %s: %s -> %s\n", d.Field, d.From, d.To)

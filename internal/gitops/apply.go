@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 
 	"github.com/datajobs/datajobs/internal/job"
 	pl "github.com/datajobs/datajobs/internal/pipeline"
+	"github.com/datajobs/datajobs/internal/trigger"
 )
 
 // Writer is the team's transaction an apply writes through: the API's own writes
@@ -19,6 +21,12 @@ type Writer interface {
 	DeleteJob(ctx context.Context, name string) error
 	PutPipeline(ctx context.Context, name string, spec pl.Spec) error
 	DeletePipeline(ctx context.Context, name string) error
+	// CreateTrigger creates the trigger spec; a webhook or object trigger's result holds
+	// its new signing secret, open (trigger.Trigger.Secret).
+	CreateTrigger(ctx context.Context, spec trigger.Spec) (trigger.Trigger, error)
+	// UpdateTrigger changes the trigger of id to spec, keeping its id and signing secret.
+	UpdateTrigger(ctx context.Context, id string, spec trigger.Spec) error
+	DeleteTrigger(ctx context.Context, name string) error
 	Own(ctx context.Context, kind string, names []string, owner string) error
 	// Flush sends the writes still queued: a writer may queue a write's statements that
 	// need no answer and send them with a later one (their failure is then an
@@ -42,7 +50,8 @@ func (e *ObjectError) Error() string { return fmt.Sprintf("write %s %s: %v", e.K
 // owner of every object it created or updated. ctx carries the apply's actor (job.Actor
 // with File and Source), so that every revision names the file's source. The caller
 // refuses a plan with a conflict first; an error leaves the rest undone (the transaction
-// of w is then rolled back whole).
+// of w is then rolled back whole). A trigger it creates has its signing secret in its
+// change (SigningSecret), for the apply's answer alone.
 func (p *Plan) Apply(ctx context.Context, w Writer, owner string) error {
 	owned := map[string][]string{}
 	for i := range p.Changes {
@@ -54,8 +63,10 @@ func (p *Plan) Apply(ctx context.Context, w Writer, owner string) error {
 		switch c.Kind {
 		case KindJob:
 			err = applyJob(ctx, w, *c)
-		default:
+		case KindPipeline:
 			err = applyPipeline(ctx, w, *c)
+		default:
+			err = applyTrigger(ctx, w, c)
 		}
 		if err != nil {
 			return p.failed(*c, err)
@@ -64,7 +75,7 @@ func (p *Plan) Apply(ctx context.Context, w Writer, owner string) error {
 			owned[c.Kind] = append(owned[c.Kind], c.Name)
 		}
 	}
-	for _, kind := range []string{KindJob, KindPipeline} {
+	for _, kind := range []string{KindJob, KindPipeline, KindTrigger} {
 		if err := w.Own(ctx, kind, owned[kind], owner); err != nil {
 			return p.failed(Change{Kind: kind, Name: "owners", index: -1}, err)
 		}
@@ -96,6 +107,29 @@ func applyPipeline(ctx context.Context, w Writer, c Change) error {
 		return w.DeletePipeline(ctx, c.Name)
 	}
 	return w.PutPipeline(ctx, c.Name, c.pipeline.Spec)
+}
+
+// applyTrigger creates, updates or deletes one trigger; a created signed trigger's id
+// and secret go to c. An update that makes a trigger signed, or no longer signed, replaces
+// it: an outcome trigger has no secret to keep, and a new one must be shown.
+func applyTrigger(ctx context.Context, w Writer, c *Change) error {
+	switch {
+	case c.Action == ActionDelete:
+		return w.DeleteTrigger(ctx, c.Name)
+	case c.Action == ActionUpdate && c.curTrig.Trigger.Spec.Signed() == c.trig.Signed():
+		return w.UpdateTrigger(ctx, c.curTrig.Trigger.ID, *c.trig)
+	case c.Action == ActionUpdate:
+		if err := w.DeleteTrigger(ctx, c.Name); err != nil {
+			return err
+		}
+	}
+	t, err := w.CreateTrigger(ctx, *c.trig)
+	if err != nil || !t.Spec.Signed() {
+		return err
+	}
+	c.TriggerID, c.SigningSecret = t.ID, string(t.Secret)
+	c.InvocationPath = "/data-jobs/triggers/" + url.PathEscape(t.ID) + "/events"
+	return nil
 }
 
 // applyJob creates, updates or deletes one job, then its deployment.

@@ -10,6 +10,7 @@ import (
 	"github.com/datajobs/datajobs/internal/gitops"
 	"github.com/datajobs/datajobs/internal/job"
 	pl "github.com/datajobs/datajobs/internal/pipeline"
+	"github.com/datajobs/datajobs/internal/trigger"
 )
 
 // queuingWriter is a writer that queues every write and sends them with the next one
@@ -49,6 +50,14 @@ func (w *queuingWriter) PutPipeline(context.Context, string, pl.Spec) error {
 	return w.write("")
 }
 func (w *queuingWriter) DeletePipeline(context.Context, string) error { return w.write("") }
+func (w *queuingWriter) CreateTrigger(_ context.Context, spec trigger.Spec) (trigger.Trigger, error) {
+	return trigger.Trigger{Spec: spec}, w.write(spec.Name)
+}
+
+func (w *queuingWriter) UpdateTrigger(_ context.Context, _ string, spec trigger.Spec) error {
+	return w.write(spec.Name)
+}
+func (w *queuingWriter) DeleteTrigger(_ context.Context, name string) error { return w.write(name) }
 func (w *queuingWriter) Own(context.Context, string, []string, string) error {
 	return w.write("")
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/datajobs/datajobs/internal/job"
 	pl "github.com/datajobs/datajobs/internal/pipeline"
+	"github.com/datajobs/datajobs/internal/trigger"
 )
 
 // Domain is the job j of team as the API's POST reads a DataJob body: VDK's defaults for
@@ -105,6 +106,16 @@ func (p Pipeline) Spec(team string) (pl.Spec, error) {
 	return pl.Parse(team, p.Name, raw)
 }
 
+// TriggerSpec is the trigger t of team as its POST would store it (trigger.Parse:
+// defaults and every rule of the contract).
+func TriggerSpec(team string, t Trigger) (trigger.Spec, error) {
+	raw, err := json.Marshal(t)
+	if err != nil {
+		return trigger.Spec{}, fmt.Errorf("encode trigger %s: %w", t.Name, err)
+	}
+	return trigger.Parse(team, raw)
+}
+
 // Export is the file of team's state st: applied, it plans no change (defaults are left
 // out, so that the file holds what was chosen).
 func Export(team string, st State) File {
@@ -118,6 +129,9 @@ func Export(team string, st State) File {
 			Description: sp.Description, Schedule: sp.Schedule, Enabled: &sp.Enabled,
 			MaxActiveRuns: &sp.MaxActiveRuns, Contacts: sp.Contacts, Nodes: sp.Nodes,
 		}})
+	}
+	for _, t := range st.Triggers {
+		f.Triggers = append(f.Triggers, t.Trigger.Spec)
 	}
 	return f
 }

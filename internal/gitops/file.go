@@ -15,6 +15,7 @@ import (
 
 	"github.com/datajobs/datajobs/internal/job"
 	pl "github.com/datajobs/datajobs/internal/pipeline"
+	"github.com/datajobs/datajobs/internal/trigger"
 )
 
 // APIVersion is the only version of the file there is.
@@ -31,6 +32,8 @@ type File struct {
 	Jobs []Job `json:"jobs,omitempty"`
 	// Pipelines are the team's pipelines (docs/pipelines.md).
 	Pipelines []Pipeline `json:"pipelines,omitempty"`
+	// Triggers are the team's triggers (docs/triggers.md).
+	Triggers []Trigger `json:"triggers,omitempty"`
 }
 
 // Job is one data job: its configuration as the API's DataJob body, and its deployment.
@@ -95,6 +98,9 @@ type Pipeline struct {
 	pl.Body
 }
 
+// Trigger is one trigger: the body of its POST (docs/triggers.md).
+type Trigger = trigger.Spec
+
 // rawFile is File with its objects left undecoded, so that each is decoded alone and its
 // error names it.
 type rawFile struct {
@@ -102,6 +108,7 @@ type rawFile struct {
 	Team       string            `json:"team"`
 	Jobs       []json.RawMessage `json:"jobs"`
 	Pipelines  []json.RawMessage `json:"pipelines"`
+	Triggers   []json.RawMessage `json:"triggers"`
 }
 
 // Parse reads a file, YAML or JSON, strictly: an unknown field anywhere, a second object
@@ -109,7 +116,8 @@ type rawFile struct {
 // naming the object and what is wrong with it.
 func Parse(team string, data []byte) (File, error) {
 	js := bytes.TrimSpace(data)
-	if len(js) == 0 || js[0] != '{' {
+	fromYAML := len(js) == 0 || js[0] != '{'
+	if fromYAML {
 		var err error
 		if js, err = yaml.YAMLToJSON(data); err != nil {
 			return File{}, invalidFile("YAML or JSON", err)
@@ -118,6 +126,11 @@ func Parse(team string, data []byte) (File, error) {
 	var raw rawFile
 	if err := strict(js, &raw); err != nil {
 		return File{}, invalidFile("a datajobs.yaml object", err)
+	}
+	if fromYAML {
+		for i, t := range raw.Triggers {
+			raw.Triggers[i] = bareOn(t)
+		}
 	}
 	f := File{APIVersion: raw.APIVersion, Team: raw.Team}
 	if f.APIVersion != APIVersion {
@@ -133,7 +146,27 @@ func Parse(team string, data []byte) (File, error) {
 	if f.Pipelines, err = decodeEach(raw.Pipelines, "pipelines", "name", func(p Pipeline) string { return p.Name }); err != nil {
 		return File{}, err
 	}
+	if f.Triggers, err = decodeEach(raw.Triggers, "triggers", "name", func(t Trigger) string { return t.Name }); err != nil {
+		return File{}, err
+	}
 	return f, nil
+}
+
+// bareOn is the trigger t with its key "true" named "on" again: YAML 1.1 (the parser's)
+// reads a bare on: as the boolean true, as GitHub Actions' workflows know, and a trigger
+// has no field "true".
+func bareOn(t json.RawMessage) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(t, &m) != nil || m["true"] == nil || m["on"] != nil {
+		return t
+	}
+	m["on"] = m["true"]
+	delete(m, "true")
+	out, err := json.Marshal(m)
+	if err != nil {
+		return t
+	}
+	return out
 }
 
 // decodeEach decodes the objects of list strictly, each named by its key field, and

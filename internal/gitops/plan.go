@@ -10,12 +10,20 @@ import (
 
 	"github.com/datajobs/datajobs/internal/job"
 	pl "github.com/datajobs/datajobs/internal/pipeline"
+	"github.com/datajobs/datajobs/internal/trigger"
 )
 
 // State is a team's objects as the database holds them: what a plan starts from.
 type State struct {
 	Jobs      []job.JobState
 	Pipelines []pl.Pipeline
+	Triggers  []TriggerState
+}
+
+// TriggerState is a stored trigger and the file that owns it ("": none).
+type TriggerState struct {
+	Trigger   trigger.Trigger
+	ManagedBy string
 }
 
 // Target is what the file asks for, in the domain's values, defaults filled in: the
@@ -23,6 +31,8 @@ type State struct {
 type Target struct {
 	Jobs      []JobTarget
 	Pipelines []PipelineTarget
+	// Triggers are the file's triggers as their POST stores them (TriggerSpec).
+	Triggers []trigger.Spec
 }
 
 // JobTarget is one job of the file: its configuration and its deployment (nil: none).
@@ -74,6 +84,7 @@ const (
 const (
 	KindJob      = "job"
 	KindPipeline = "pipeline"
+	KindTrigger  = "trigger"
 )
 
 // Change is what the plan does with one object.
@@ -87,20 +98,28 @@ type Change struct {
 	Reason string `json:"reason,omitempty"`
 	// ManagedBy is the file that owns a conflicting object.
 	ManagedBy string `json:"managed_by,omitempty"`
+	// TriggerID, InvocationPath and SigningSecret are a webhook or object trigger's that
+	// the apply created: its signing secret is shown this once (an update keeps it).
+	TriggerID      string `json:"trigger_id,omitempty"`
+	InvocationPath string `json:"invocation_path,omitempty"`
+	SigningSecret  string `json:"signing_secret,omitempty"`
 
 	// What the apply needs: the current state (nil for a create) and the target.
 	cur      *job.JobState
 	job      *JobTarget
 	curPipe  *pl.Pipeline
 	pipeline *PipelineTarget
+	curTrig  *TriggerState
+	trig     *trigger.Spec
 	index    int  // the object's place in its list of the file (-1: not in the file)
 	jobWrite bool // the job's configuration changes
 	depWrite bool // the job's deployment changes
 }
 
 // Plan is every change an apply of a file makes to a team, in the order it makes them:
-// jobs created and updated, pipelines created and updated, pipelines deleted, jobs
-// deleted (a pipeline may need a new job; a job a pipeline runs is deleted after it).
+// jobs created and updated, pipelines created and updated, triggers created and updated,
+// then triggers, pipelines and jobs deleted (a pipeline may need a new job, a trigger a
+// new job or pipeline; what a trigger or a pipeline starts is deleted after it).
 type Plan struct {
 	Team string `json:"team"`
 	// BaseRevision names the state the plan was made from: an apply given it refuses to
@@ -158,6 +177,18 @@ func NewPlan(team string, target Target, cur State, o Options) (Plan, error) {
 		c.index = i
 		p.Changes = append(p.Changes, c)
 	}
+	trigs := map[string]*TriggerState{}
+	for i := range cur.Triggers {
+		trigs[cur.Triggers[i].Trigger.Spec.Name] = &cur.Triggers[i]
+	}
+	for i := range target.Triggers {
+		c, err := planTrigger(&target.Triggers[i], trigs[target.Triggers[i].Name], o.Owner)
+		if err != nil {
+			return Plan{}, err
+		}
+		c.index = i
+		p.Changes = append(p.Changes, c)
+	}
 	p.Changes = append(p.Changes, prunes(target, cur, o, &p.PruneRefused)...)
 	for _, c := range p.Changes {
 		p.Summary[c.Action]++
@@ -204,23 +235,43 @@ func planJob(t *JobTarget, cur *job.JobState, owner string) (Change, error) {
 // planPipeline plans one pipeline of the file against its current state (nil: none).
 func planPipeline(t *PipelineTarget, cur *pl.Pipeline, owner string) (Change, error) {
 	c := Change{Kind: KindPipeline, Name: t.Name, curPipe: cur, pipeline: t}
-	after, err := json.Marshal(t.Spec)
-	if err != nil {
-		return Change{}, fmt.Errorf("encode pipeline %s: %w", t.Name, err)
+	var curSpec any
+	if cur != nil {
+		curSpec = cur.Spec
 	}
-	if cur == nil {
-		c.Action, c.Diff = ActionCreate, job.DiffJSON("pipeline", nil, after)
+	return planSpec(c, t.Spec, curSpec, cur != nil, owner, func() string { return cur.ManagedBy })
+}
+
+// planTrigger plans one trigger of the file against its current state (nil: none).
+func planTrigger(t *trigger.Spec, cur *TriggerState, owner string) (Change, error) {
+	c := Change{Kind: KindTrigger, Name: t.Name, curTrig: cur, trig: t}
+	var curSpec any
+	if cur != nil {
+		curSpec = cur.Trigger.Spec
+	}
+	return planSpec(c, t, curSpec, cur != nil, owner, func() string { return cur.ManagedBy })
+}
+
+// planSpec plans the change c of an object stored as the JSON of its spec (a pipeline, a
+// trigger): to cur (found: it exists, owned by the file of managedBy) from next.
+func planSpec(c Change, next, cur any, found bool, owner string, managedBy func() string) (Change, error) {
+	after, err := json.Marshal(next)
+	if err != nil {
+		return Change{}, fmt.Errorf("encode %s %s: %w", c.Kind, c.Name, err)
+	}
+	if !found {
+		c.Action, c.Diff = ActionCreate, job.DiffJSON(c.Kind, nil, after)
 		return c, nil
 	}
-	if cur.ManagedBy != "" && cur.ManagedBy != owner {
-		c.Action, c.ManagedBy, c.Reason = ActionConflict, cur.ManagedBy, "managed by the file of "+cur.ManagedBy
+	if m := managedBy(); m != "" && m != owner {
+		c.Action, c.ManagedBy, c.Reason = ActionConflict, m, "managed by the file of "+m
 		return c, nil
 	}
-	before, err := json.Marshal(cur.Spec)
+	before, err := json.Marshal(cur)
 	if err != nil {
-		return Change{}, fmt.Errorf("encode pipeline %s: %w", t.Name, err)
+		return Change{}, fmt.Errorf("encode %s %s: %w", c.Kind, c.Name, err)
 	}
-	c.Diff = job.DiffJSON("pipeline", before, after)
+	c.Diff = job.DiffJSON(c.Kind, before, after)
 	c.Action = ActionUnchanged
 	if len(c.Diff) > 0 {
 		c.Action = ActionUpdate
@@ -230,7 +281,8 @@ func planPipeline(t *PipelineTarget, cur *pl.Pipeline, owner string) (Change, er
 
 // prunes plans the owner's objects the file no longer lists: deleted when o.Prune and
 // the mass-prune guard allows, kept otherwise (refused then holds the guard's verdict).
-// Pipelines come before jobs: a job a pipeline runs cannot be deleted before it.
+// Triggers come first, then pipelines, then jobs: what a trigger or a pipeline starts is
+// deleted after it.
 func prunes(target Target, cur State, o Options, refused *string) []Change {
 	listed := map[string]bool{}
 	for _, t := range target.Jobs {
@@ -239,8 +291,17 @@ func prunes(target Target, cur State, o Options, refused *string) []Change {
 	for _, t := range target.Pipelines {
 		listed[KindPipeline+"/"+t.Name] = true
 	}
+	for _, t := range target.Triggers {
+		listed[KindTrigger+"/"+t.Name] = true
+	}
 	var out []Change
 	owned := 0
+	for _, ts := range cur.Triggers {
+		owned += btoi(ts.ManagedBy == o.Owner)
+		if ts.ManagedBy == o.Owner && !listed[KindTrigger+"/"+ts.Trigger.Spec.Name] {
+			out = append(out, Change{Kind: KindTrigger, Name: ts.Trigger.Spec.Name, index: -1})
+		}
+	}
 	for _, pp := range cur.Pipelines {
 		owned += btoi(pp.ManagedBy == o.Owner)
 		if pp.ManagedBy == o.Owner && !listed[KindPipeline+"/"+pp.Name] {
@@ -335,6 +396,13 @@ func Fingerprint(st State) (string, error) {
 			return "", fmt.Errorf("fingerprint pipeline %s: %w", pp.Name, err)
 		}
 		_, _ = fmt.Fprintf(h, "pipeline %s %s %s\n", pp.Name, pp.ManagedBy, b)
+	}
+	for _, ts := range sortedBy(st.Triggers, func(t TriggerState) string { return t.Trigger.Spec.Name }) {
+		b, err := json.Marshal(ts.Trigger.Spec)
+		if err != nil {
+			return "", fmt.Errorf("fingerprint trigger %s: %w", ts.Trigger.Spec.Name, err)
+		}
+		_, _ = fmt.Fprintf(h, "trigger %s %s %s\n", ts.Trigger.Spec.Name, ts.ManagedBy, b)
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil)[:16]), nil
 }

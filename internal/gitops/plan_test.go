@@ -3,6 +3,7 @@ package gitops_test
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/datajobs/datajobs/internal/gitops"
 	"github.com/datajobs/datajobs/internal/job"
 	pl "github.com/datajobs/datajobs/internal/pipeline"
+	"github.com/datajobs/datajobs/internal/trigger"
 )
 
 // targetOf is the target of a file of team-a, deployments finished as the service would
@@ -35,6 +37,11 @@ func targetOf(t *testing.T, file string) gitops.Target {
 		require.NoError(t, err)
 		tg.Pipelines = append(tg.Pipelines, gitops.PipelineTarget{Name: fp.Name, Spec: spec})
 	}
+	for _, ft := range f.Triggers {
+		spec, err := gitops.TriggerSpec("team-a", ft)
+		require.NoError(t, err)
+		tg.Triggers = append(tg.Triggers, spec)
+	}
 	return tg
 }
 
@@ -50,6 +57,9 @@ func stateOf(t *testing.T, file, owner string) gitops.State {
 	}
 	for _, pt := range tg.Pipelines {
 		st.Pipelines = append(st.Pipelines, pl.Pipeline{Team: "team-a", Name: pt.Name, Spec: pt.Spec, ManagedBy: owner})
+	}
+	for _, spec := range tg.Triggers {
+		st.Triggers = append(st.Triggers, gitops.TriggerState{Trigger: trigger.Trigger{ID: "id-" + spec.Name, Team: "team-a", Spec: spec}, ManagedBy: owner})
 	}
 	return st
 }
@@ -183,10 +193,81 @@ func TestTheSchemaRefusesUnknownFieldsAndRequiresNames(t *testing.T) {
 					Properties map[string]json.RawMessage `json:"properties"`
 				} `json:"items"`
 			} `json:"jobs"`
+			Triggers struct {
+				Items struct {
+					Required   []string                   `json:"required"`
+					Properties map[string]json.RawMessage `json:"properties"`
+				} `json:"items"`
+			} `json:"triggers"`
 		} `json:"properties"`
 	}
 	require.NoError(t, json.Unmarshal(gitops.Schema(), &s))
 	require.False(t, s.AdditionalProperties)
 	require.Equal(t, []string{"job_name"}, s.Properties.Jobs.Items.Required)
 	require.Contains(t, s.Properties.Jobs.Items.Properties, "deployment")
+	require.Equal(t, []string{"name", "target", "on"}, s.Properties.Triggers.Items.Required)
+	require.Contains(t, s.Properties.Triggers.Items.Properties, "coalesce")
+}
+
+// withTriggers is base with three triggers.
+const withTriggers = base + `triggers:
+  - {name: on-upload, target: {job_name: load-job}, on: {kind: webhook}}
+  - {name: after-extract, target: {pipeline_name: nightly}, on: {kind: outcome, job_name: extract-job, statuses: [succeeded]}}
+  - {name: on-object, target: {job_name: load-job}, on: {kind: object, bucket: landing, prefix: in/}, arguments: {a: 1}}
+`
+
+func TestAPlanShowsEachKindOfTriggerChange(t *testing.T) {
+	t.Parallel()
+	cur := stateOf(t, withTriggers, "repo")
+	handMade := trigger.Spec{Name: "hand-made", Target: trigger.Target{JobName: "load-job"}, On: trigger.On{Kind: trigger.Webhook}, Coalesce: trigger.Coalesce{Mode: trigger.Each}, MaxEventsPerMinute: trigger.DefaultEventsPerMinute}
+	cur.Triggers = append(cur.Triggers, gitops.TriggerState{Trigger: trigger.Trigger{Spec: handMade}}) // not owned
+	next := strings.NewReplacer(
+		"{name: on-upload, target: {job_name: load-job}, on: {kind: webhook}}", "{name: on-upload, target: {job_name: load-job}, on: {kind: webhook}, coalesce: {mode: window, seconds: 60}}",
+		"name: on-object", "name: on-new-object",
+	).Replace(withTriggers)
+	p, err := gitops.NewPlan("team-a", targetOf(t, next), cur, gitops.Options{Owner: "repo", Prune: true, AllowMassPrune: true})
+	require.NoError(t, err)
+	got := actions(p)
+	for _, tt := range []struct {
+		object string
+		want   gitops.Action
+	}{
+		{"trigger/on-upload", gitops.ActionUpdate},
+		{"trigger/after-extract", gitops.ActionUnchanged},
+		{"trigger/on-new-object", gitops.ActionCreate},
+		{"trigger/on-object", gitops.ActionDelete},
+	} {
+		require.Equal(t, tt.want, got[tt.object], tt.object)
+	}
+	require.NotContains(t, got, "trigger/hand-made", "a trigger the file does not own is not pruned")
+	var update gitops.Change
+	for _, c := range p.Changes {
+		if c.Name == "on-upload" {
+			update = c
+		}
+	}
+	var fields []string
+	for _, d := range update.Diff {
+		fields = append(fields, d.Field)
+	}
+	require.Equal(t, []string{"trigger.coalesce.mode", "trigger.coalesce.seconds"}, fields)
+	kinds := []string{}
+	for _, c := range p.Changes {
+		kinds = append(kinds, c.Kind+"/"+string(c.Action))
+	}
+	require.Less(t, slices.Index(kinds, "pipeline/unchanged"), slices.Index(kinds, "trigger/create"), "triggers after pipelines")
+	require.Less(t, slices.Index(kinds, "trigger/delete"), len(kinds), "prunes last")
+
+	exported, err := json.Marshal(gitops.Export("team-a", cur))
+	require.NoError(t, err)
+	p, err = gitops.NewPlan("team-a", targetOf(t, string(exported)), cur, gitops.Options{Owner: "repo", Prune: true})
+	require.NoError(t, err)
+	require.False(t, p.Writes(), "the export of triggers applies with an empty plan: %+v", p.Changes)
+
+	other := stateOf(t, withTriggers, "other-repo")
+	p, err = gitops.NewPlan("team-a", targetOf(t, withTriggers), other, gitops.Options{Owner: "repo"})
+	require.NoError(t, err)
+	c, ok := p.Conflict()
+	require.True(t, ok)
+	require.Equal(t, "job", c.Kind, "the first conflict is the first object of the file")
 }

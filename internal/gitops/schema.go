@@ -19,6 +19,9 @@ func Schema() []byte {
 	s["title"] = "datajobs.yaml"
 	props := s["properties"].(map[string]any)
 	props["apiVersion"] = map[string]any{"const": APIVersion}
+	// A trigger is the trigger package's Spec, which carries no schema tags: its POST's
+	// required fields.
+	props["triggers"].(map[string]any)["items"].(map[string]any)["required"] = []string{"name", "target", "on"}
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		panic("encode the datajobs.yaml schema: " + err.Error()) // maps of plain values always encode

@@ -84,11 +84,11 @@ func (a *api) export(w http.ResponseWriter, r *http.Request) error {
 	return err
 }
 
-// releaseFromFile is POST .../release-from-file?job=&pipeline=: the objects named (none
+// releaseFromFile is POST .../release-from-file?job=&pipeline=&trigger=: the objects named (none
 // named: all the team's) are released from the files that own them.
 func (a *api) releaseFromFile(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	n, err := a.svc.ReleaseFromFile(r.Context(), r.PathValue("team"), q["job"], q["pipeline"])
+	n, err := a.svc.ReleaseFromFile(r.Context(), r.PathValue("team"), q["job"], q["pipeline"], q["trigger"])
 	if err != nil {
 		return err
 	}

@@ -78,7 +78,7 @@ func (s *Service) Apply(ctx context.Context, req ApplyRequest) (gitops.Plan, err
 	a.File, a.Source = owner, req.Source
 	ctx = job.WithActor(ctx, a)
 	var plan gitops.Plan
-	err = s.store.InTeamTx(ctx, req.Team, func(w gitops.Writer, st gitops.State) error {
+	err = s.store.InTeamTx(ctx, req.Team, s.sealTriggerSecret, func(w gitops.Writer, st gitops.State) error {
 		if plan, err = gitops.NewPlan(req.Team, target, st, opts); err != nil {
 			return err
 		}
@@ -98,7 +98,8 @@ func (s *Service) Apply(ctx context.Context, req ApplyRequest) (gitops.Plan, err
 
 // target is the file f of team in the domain's values: each job validated and its
 // deployment finished as a first deployment would be (config.ini's run policy under the
-// file's fields, the installation's defaults), each pipeline parsed as its PUT.
+// file's fields, the installation's defaults), each pipeline parsed as its PUT, each
+// trigger as its POST.
 func (s *Service) target(ctx context.Context, team string, f gitops.File, user string) (gitops.Target, error) {
 	var t gitops.Target
 	versions := map[string]string{}
@@ -134,6 +135,13 @@ func (s *Service) target(ctx context.Context, team string, f gitops.File, user s
 		}
 		t.Pipelines = append(t.Pipelines, gitops.PipelineTarget{Name: fp.Name, Spec: spec})
 	}
+	for i, ft := range f.Triggers {
+		spec, err := gitops.TriggerSpec(team, ft)
+		if err != nil {
+			return t, gitops.Invalid("triggers", i, ft.Name, err)
+		}
+		t.Triggers = append(t.Triggers, spec)
+	}
 	return t, nil
 }
 
@@ -159,14 +167,14 @@ func (s *Service) Export(ctx context.Context, team string) (gitops.File, error) 
 	return gitops.Export(team, st), nil
 }
 
-// ReleaseFromFile releases team's jobs and pipelines named from the files that own them,
-// so that the API changes them again, and returns how many it released. No names at all
-// release every object of the team.
-func (s *Service) ReleaseFromFile(ctx context.Context, team string, jobs, pipelines []string) (int64, error) {
-	if jobs != nil || pipelines != nil {
-		jobs, pipelines = orNone(jobs), orNone(pipelines)
+// ReleaseFromFile releases team's jobs, pipelines and triggers named from the files that
+// own them, so that the API changes them again, and returns how many it released. No names
+// at all release every object of the team.
+func (s *Service) ReleaseFromFile(ctx context.Context, team string, jobs, pipelines, triggers []string) (int64, error) {
+	if jobs != nil || pipelines != nil || triggers != nil {
+		jobs, pipelines, triggers = orNone(jobs), orNone(pipelines), orNone(triggers)
 	}
-	return s.store.ReleaseFromFile(ctx, team, jobs, pipelines)
+	return s.store.ReleaseFromFile(ctx, team, jobs, pipelines, triggers)
 }
 
 func orNone(s []string) []string {

@@ -91,6 +91,6 @@ type Store interface {
 	// TeamState reads a team's jobs and pipelines without a lock; InTeamTx runs fn in one
 	// transaction on the state read under the locks of all of them.
 	TeamState(ctx context.Context, team string) (gitops.State, error)
-	InTeamTx(ctx context.Context, team string, fn func(w gitops.Writer, st gitops.State) error) error
-	ReleaseFromFile(ctx context.Context, team string, jobs, pipelines []string) (int64, error)
+	InTeamTx(ctx context.Context, team string, seal func(id string, secret []byte) (secrets.Envelope, error), fn func(w gitops.Writer, st gitops.State) error) error
+	ReleaseFromFile(ctx context.Context, team string, jobs, pipelines, triggers []string) (int64, error)
 }

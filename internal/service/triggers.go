@@ -30,13 +30,19 @@ func (s *Service) CreateTrigger(ctx context.Context, team string, raw []byte, ca
 		secret = trigger.NewSecret()
 	}
 	t, err := s.store.CreateTrigger(ctx, team, spec, caller, func(id string) (secrets.Envelope, error) {
-		if s.cfg.Keys == nil {
-			return secrets.Envelope{Sealed: secret}, nil
-		}
-		return s.cfg.Keys.Seal(trigger.SecretOwner(id), secret)
+		return s.sealTriggerSecret(id, secret)
 	})
 	t.Secret = secret
 	return t, err
+}
+
+// sealTriggerSecret seals the signing secret of the trigger id with the key ring, bound to
+// the id; without a key ring it is kept as it is (key id "").
+func (s *Service) sealTriggerSecret(id string, secret []byte) (secrets.Envelope, error) {
+	if s.cfg.Keys == nil {
+		return secrets.Envelope{Sealed: secret}, nil
+	}
+	return s.cfg.Keys.Seal(trigger.SecretOwner(id), secret)
 }
 
 // GetTrigger reads the trigger name of team with its last events.

@@ -10,6 +10,7 @@ import (
 	"github.com/datajobs/datajobs/internal/gitops"
 	"github.com/datajobs/datajobs/internal/job"
 	pl "github.com/datajobs/datajobs/internal/pipeline"
+	"github.com/datajobs/datajobs/internal/secrets"
 )
 
 // Jobs as code (issue 46): an apply writes many of a team's objects in one transaction,
@@ -22,12 +23,15 @@ type TeamTx struct {
 	s    *Store
 	tx   *queuedTx
 	team string
+	// seal seals the signing secret of a new trigger id (the service's key ring).
+	seal func(id string, secret []byte) (secrets.Envelope, error)
 }
 
 // InTeamTx runs fn in one transaction on team's state, read once the team (its advisory
 // lock, which the quota checks take too), its jobs (in name order, as writers of several
-// jobs lock them) and its pipelines are locked: nothing of the team changes under fn.
-func (s *Store) InTeamTx(ctx context.Context, team string, fn func(w gitops.Writer, st gitops.State) error) error {
+// jobs lock them), its pipelines and its triggers are locked: nothing of the team changes
+// under fn. seal seals the signing secrets of the triggers fn creates.
+func (s *Store) InTeamTx(ctx context.Context, team string, seal func(id string, secret []byte) (secrets.Envelope, error), fn func(w gitops.Writer, st gitops.State) error) error {
 	return s.InTx(ctx, func(tx Tx) error {
 		if err := lockTeam(ctx, tx, team); err != nil {
 			return err
@@ -35,9 +39,10 @@ func (s *Store) InTeamTx(ctx context.Context, team string, fn func(w gitops.Writ
 		// The locks are statements of their own: a locking statement that waited re-reads
 		// only its locked rows, not those it joins (see lockState).
 		const locks = `SELECT (SELECT count(*) FROM (SELECT 1 FROM data_job WHERE team = $1 ORDER BY name FOR UPDATE) j),
-	(SELECT count(*) FROM (SELECT 1 FROM pipeline WHERE team = $1 ORDER BY name FOR UPDATE) p)`
-		var jobs, pipes int
-		if err := tx.QueryRow(ctx, locks, team).Scan(&jobs, &pipes); err != nil {
+	(SELECT count(*) FROM (SELECT 1 FROM pipeline WHERE team = $1 ORDER BY name FOR UPDATE) p),
+	(SELECT count(*) FROM (SELECT 1 FROM job_trigger WHERE team = $1 ORDER BY name FOR UPDATE) t)`
+		var jobs, pipes, trigs int
+		if err := tx.QueryRow(ctx, locks, team).Scan(&jobs, &pipes, &trigs); err != nil {
 			return translate(fmt.Errorf("lock the objects of team %s: %w", team, err))
 		}
 		st, err := teamState(ctx, tx, team)
@@ -45,14 +50,14 @@ func (s *Store) InTeamTx(ctx context.Context, team string, fn func(w gitops.Writ
 			return err
 		}
 		qt := &queuedTx{Tx: tx}
-		if err := fn(&TeamTx{s: s, tx: qt, team: team}, st); err != nil {
+		if err := fn(&TeamTx{s: s, tx: qt, team: team, seal: seal}, st); err != nil {
 			return err
 		}
 		return qt.flush(ctx, nil)
 	})
 }
 
-// TeamState reads team's jobs (with their deployments) and pipelines, in one snapshot and
+// TeamState reads team's jobs (with their deployments), pipelines and triggers, in one snapshot and
 // without a lock: what a dry run plans from.
 func (s *Store) TeamState(ctx context.Context, team string) (gitops.State, error) {
 	var st gitops.State
@@ -87,7 +92,8 @@ WHERE j.team = $1 ORDER BY j.name`
 	if err != nil {
 		return gitops.State{}, translate(fmt.Errorf("read the pipelines of team %s: %w", team, err))
 	}
-	return gitops.State{Jobs: jobs, Pipelines: pipes}, nil
+	trigs, err := teamTriggers(ctx, tx, team)
+	return gitops.State{Jobs: jobs, Pipelines: pipes, Triggers: trigs}, err
 }
 
 // CreateJob is Store.CreateJob in the team's transaction.
@@ -143,8 +149,8 @@ func (t *TeamTx) DeletePipeline(ctx context.Context, name string) error {
 	return deletePipeline(ctx, t.tx, t.team, name)
 }
 
-// Own records owner as the file that owns the team's objects of kind (gitops.KindJob or
-// gitops.KindPipeline) named names.
+// Own records owner as the file that owns the team's objects of kind (gitops.KindJob,
+// KindPipeline or KindTrigger) named names.
 func (t *TeamTx) Own(ctx context.Context, kind string, names []string, owner string) error {
 	if len(names) == 0 {
 		return nil
@@ -156,13 +162,13 @@ func (t *TeamTx) Own(ctx context.Context, kind string, names []string, owner str
 // Flush sends the writes still queued (queuedTx).
 func (t *TeamTx) Flush(ctx context.Context) error { return t.tx.flush(ctx, nil) }
 
-// ReleaseFromFile releases team's jobs and pipelines named (nil: all of that kind; an
-// empty list: none) from the files that own them, so that the API changes them again; it
-// returns how many it released.
-func (s *Store) ReleaseFromFile(ctx context.Context, team string, jobs, pipelines []string) (int64, error) {
+// ReleaseFromFile releases team's jobs, pipelines and triggers named (nil: all of that
+// kind; an empty list: none) from the files that own them, so that the API changes them
+// again; it returns how many it released.
+func (s *Store) ReleaseFromFile(ctx context.Context, team string, jobs, pipelines, triggers []string) (int64, error) {
 	var n int64
 	err := s.InTx(ctx, func(tx Tx) error {
-		for kind, names := range map[string][]string{gitops.KindJob: jobs, gitops.KindPipeline: pipelines} {
+		for kind, names := range map[string][]string{gitops.KindJob: jobs, gitops.KindPipeline: pipelines, gitops.KindTrigger: triggers} {
 			tag, err := tx.Exec(ctx, `UPDATE `+ownedTable(kind)+` SET managed_by = NULL
 WHERE team = $1 AND managed_by IS NOT NULL AND ($2::text[] IS NULL OR name = ANY($2::text[]))`, team, names)
 			if err != nil {
@@ -177,8 +183,11 @@ WHERE team = $1 AND managed_by IS NOT NULL AND ($2::text[] IS NULL OR name = ANY
 
 // ownedTable is the table of the objects of kind.
 func ownedTable(kind string) string {
-	if kind == gitops.KindPipeline {
+	switch kind {
+	case gitops.KindPipeline:
 		return "pipeline"
+	case gitops.KindTrigger:
+		return "job_trigger"
 	}
 	return "data_job"
 }

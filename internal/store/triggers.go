@@ -46,44 +46,50 @@ func scanTrigger(row pgx.Row) (trigger.Trigger, error) {
 // team granted to team (403 otherwise, whether it exists or not).
 func (s *Store) CreateTrigger(ctx context.Context, team string, spec trigger.Spec, by string, seal func(id string) (secrets.Envelope, error)) (trigger.Trigger, error) {
 	var out trigger.Trigger
-	err := s.InTx(ctx, func(tx Tx) error {
-		over, err := overQuota(ctx, tx, team, trigger.MaxPerTeam, `SELECT count(*) + 1 FROM job_trigger WHERE team = $1`)
-		if err != nil {
-			return translate(err)
+	err := s.InTx(ctx, func(tx Tx) (err error) {
+		out, err = createTrigger(ctx, tx, team, spec, by, seal)
+		return err
+	})
+	return out, err
+}
+
+// createTrigger is CreateTrigger in tx (an apply's: gitops_triggers.go).
+func createTrigger(ctx context.Context, tx Tx, team string, spec trigger.Spec, by string, seal func(id string) (secrets.Envelope, error)) (trigger.Trigger, error) {
+	over, err := overQuota(ctx, tx, team, trigger.MaxPerTeam, `SELECT count(*) + 1 FROM job_trigger WHERE team = $1`)
+	if err != nil {
+		return trigger.Trigger{}, translate(err)
+	}
+	if over {
+		return trigger.Trigger{}, trigger.TooMany(team, trigger.MaxPerTeam)
+	}
+	if err := checkTriggerRefs(ctx, tx, team, spec); err != nil {
+		return trigger.Trigger{}, err
+	}
+	var id string
+	if err := tx.QueryRow(ctx, `SELECT gen_random_uuid()::text`).Scan(&id); err != nil {
+		return trigger.Trigger{}, translate(err)
+	}
+	var env secrets.Envelope
+	if spec.Signed() {
+		if env, err = seal(id); err != nil {
+			return trigger.Trigger{}, err
 		}
-		if over {
-			return trigger.TooMany(team, trigger.MaxPerTeam)
-		}
-		if err := checkTriggerRefs(ctx, tx, team, spec); err != nil {
-			return err
-		}
-		var id string
-		if err := tx.QueryRow(ctx, `SELECT gen_random_uuid()::text`).Scan(&id); err != nil {
-			return translate(err)
-		}
-		var env secrets.Envelope
-		if spec.Signed() {
-			if env, err = seal(id); err != nil {
-				return err
-			}
-		}
-		raw, err := json.Marshal(spec)
-		if err != nil {
-			return fmt.Errorf("encode trigger %s: %w", spec.Name, err)
-		}
-		o := spec.On
-		out, err = scanTrigger(tx.QueryRow(ctx, `INSERT INTO job_trigger AS t (id, team, name, spec, target_job, target_pipeline,
+	}
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		return trigger.Trigger{}, fmt.Errorf("encode trigger %s: %w", spec.Name, err)
+	}
+	o := spec.On
+	out, err := scanTrigger(tx.QueryRow(ctx, `INSERT INTO job_trigger AS t (id, team, name, spec, target_job, target_pipeline,
 	on_kind, on_team, on_job, on_pipeline, on_statuses, max_events_per_minute, secret_key_id, secret_wrapped_key, secret_sealed, created_by)
 VALUES ($1::uuid, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
 RETURNING `+triggerColumns, id, team, spec.Name, raw, spec.Target.JobName, spec.Target.PipelineName,
-			o.Kind, o.Team, o.JobName, o.PipelineName, append([]string{}, o.Statuses...), spec.MaxEventsPerMinute,
-			env.KeyID, env.WrappedKey, env.Sealed, by))
-		if sqlState(err) == "23505" {
-			return trigger.Exists(team, spec.Name)
-		}
-		return wrote("create trigger "+spec.Name, err)
-	})
-	return out, err
+		o.Kind, o.Team, o.JobName, o.PipelineName, append([]string{}, o.Statuses...), spec.MaxEventsPerMinute,
+		env.KeyID, env.WrappedKey, env.Sealed, by))
+	if sqlState(err) == "23505" {
+		return out, trigger.Exists(team, spec.Name)
+	}
+	return out, wrote("create trigger "+spec.Name, err)
 }
 
 // checkTriggerRefs checks the target of spec and an outcome trigger's upstream, the jobs
@@ -181,14 +187,18 @@ func (s *Store) ListTriggers(ctx context.Context, team, target string, pipeline 
 // DeleteTrigger deletes the trigger name of team with its events; the runs it started go
 // on.
 func (s *Store) DeleteTrigger(ctx context.Context, team, name string) error {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM job_trigger WHERE team = $1 AND name = $2`, team, name)
+	return s.InTx(ctx, func(tx Tx) error { return deleteTrigger(ctx, tx, team, name) })
+}
+
+// deleteTrigger is DeleteTrigger in tx. A trigger a file owns is deleted only by an apply
+// of that file (job.CheckOwner): the delete is rolled back.
+func deleteTrigger(ctx context.Context, tx Tx, team, name string) error {
+	var owner string
+	err := tx.QueryRow(ctx, `DELETE FROM job_trigger WHERE team = $1 AND name = $2 RETURNING coalesce(managed_by, '')`, team, name).Scan(&owner)
 	if err != nil {
-		return writeError("delete trigger "+name, err)
+		return rowError(err, trigger.NotFound(team, name), "delete trigger "+name)
 	}
-	if tag.RowsAffected() == 0 {
-		return trigger.NotFound(team, name)
-	}
-	return nil
+	return job.CheckOwner(ctx, "trigger", name, owner)
 }
 
 // triggerEventColumns are read by scanEvent from job_trigger_event e.
