@@ -38,9 +38,6 @@ type env struct {
 // rendered and applied as the synchronizer would (suspended: only the leader starts their
 // runs), and their applied deployments recorded, so that the stepper may start them.
 func (e *env) jobs(ctx context.Context, n int) ([]string, error) {
-	if _, err := kube.NewWriter(e.Client, e.NS).EnsureJobServiceAccount(ctx, kube.DefaultJobServiceAccount, "bench"); err != nil {
-		return nil, fmt.Errorf("job service account: %w", err)
-	}
 	render := kube.RenderConfig{Namespace: e.NS}.WithDefaults()
 	names := make([]string, n)
 	applied := make([]job.ActualDeployment, n)
@@ -59,6 +56,15 @@ func (e *env) jobs(ctx context.Context, n int) ([]string, error) {
 			return nil, fmt.Errorf("read job %s: %w", names[i], err)
 		}
 		cj, hash := kube.Render(j, d, render)
+		if i == 0 {
+			// The pods run as their team's ServiceAccount (issue 43's profiles), which the
+			// synchronizer makes and this benchmark runs without: without it the
+			// apiserver admitted no pod and no run ever ended.
+			sa := cj.Spec.JobTemplate.Spec.Template.Spec.ServiceAccountName
+			if _, err := kube.NewWriter(e.Client, e.NS).EnsureJobServiceAccount(ctx, sa, "bench"); err != nil {
+				return nil, fmt.Errorf("job service account %s: %w", sa, err)
+			}
+		}
 		cj.Spec.Suspend = &suspend
 		cj, err = e.Client.BatchV1().CronJobs(e.NS).Create(ctx, cj, metav1.CreateOptions{})
 		if err != nil {
