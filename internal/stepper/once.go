@@ -40,8 +40,14 @@ type Report struct {
 // Once runs the resync and one step of every running run, under fence, and reports the
 // nodes it started.
 func (s *Stepper) Once(ctx context.Context, fence job.Fence) (Report, error) {
-	ids, err := s.resync(ctx, fence)
+	// Every running run, not only the overdue ones the resync returns: a pass is rare, and
+	// each of its steps checks the fence, so that a pass without the lease is refused.
+	_, err := s.resync(ctx, fence)
 	errs := []error{err}
+	ids, err := s.db.ActivePipelineRuns(ctx)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("read running pipeline runs: %w", err))
+	}
 	var rep Report
 	for _, id := range ids {
 		res, err := s.step(ctx, fence, id)

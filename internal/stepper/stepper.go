@@ -5,8 +5,9 @@
 // execution's final status sends (a trigger, migration 0035), and by the API's start,
 // cancel, repair and backfill. Its resync, a key of the same queue planned every
 // Interval (and once the term listens), is the controller's periodic look: it fires the
-// scheduled pipelines, moves the backfills on and queues every running run (a NOTIFY may
-// have been lost). A waiting node is a row: it holds no pod, no worker and no connection.
+// scheduled pipelines, moves the backfills on and queues the running runs that are
+// overdue, those a step would change (a NOTIFY may have been lost, or a node waits for
+// something no NOTIFY reports); a run whose nodes run is left to its NOTIFYs. A waiting node is a row: it holds no pod, no worker and no connection.
 // All state is in the database, so a new leader goes on where the last one stopped, and
 // the fence keeps a deposed one from starting anything.
 package stepper
@@ -61,6 +62,7 @@ type Config struct {
 type Store interface {
 	controller.Listener
 	ActivePipelineRuns(ctx context.Context) ([]int64, error)
+	OverduePipelineRuns(ctx context.Context) ([]int64, error)
 	StepPipelineRun(ctx context.Context, fence job.Fence, id int64, now time.Time) (store.PipelineStep, error)
 	PlanPipelineRun(ctx context.Context, id int64, now time.Time) (store.PipelineStep, error)
 	ScheduledPipelines(ctx context.Context) ([]store.ScheduledPipeline, error)
@@ -134,7 +136,7 @@ func keyOf(payload string) string {
 }
 
 // reconcile handles one key: a step of the run it names, or the resync, which queues
-// every running run.
+// the overdue runs.
 func (t *term) reconcile(ctx context.Context, key string) (controller.Result, error) {
 	if key == resyncKey {
 		ids, err := t.s.resync(ctx, t.fence)
@@ -166,8 +168,9 @@ func (s *Stepper) step(ctx context.Context, fence job.Fence, id int64) (store.Pi
 	return res, nil
 }
 
-// resync fires the scheduled pipelines and moves the backfills on, and returns every
-// running run (a signal may have been lost), those it started included.
+// resync fires the scheduled pipelines and moves the backfills on, and returns the
+// running runs a step would change now (store.OverduePipelineRuns: a signal may have been
+// lost, or a node waits for something no signal reports), those it started included.
 func (s *Stepper) resync(ctx context.Context, fence job.Fence) ([]int64, error) {
 	var errs []error
 	_, err := s.fire(ctx, fence)
@@ -179,11 +182,11 @@ func (s *Stepper) resync(ctx context.Context, fence job.Fence) ([]int64, error) 
 			errs = append(errs, fmt.Errorf("pipeline backfill %d: %w", id, err))
 		}
 	}
-	active, err := s.db.ActivePipelineRuns(ctx)
+	overdue, err := s.db.OverduePipelineRuns(ctx)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("read running pipeline runs: %w", err))
+		errs = append(errs, fmt.Errorf("read overdue pipeline runs: %w", err))
 	}
-	return active, errors.Join(errs...)
+	return overdue, errors.Join(errs...)
 }
 
 // fire starts the runs of the schedule times due of every scheduled pipeline (Due) and

@@ -47,29 +47,47 @@ const nodeRunsQuery = `SELECT nr.node, nr.job_name, nr.job_team, nr.status, nr.e
 FROM (SELECT DISTINCT ON (node) * FROM pipeline_node_run WHERE run_id = $1 ORDER BY node, attempt DESC) nr
 LEFT JOIN data_job_execution e ON e.id = nr.execution_id`
 
+// nodeRow is a row of nodeRunsQuery: the node as it is (a started node's status is its
+// execution's) and the status its row records, which a step writes only when they differ.
+type nodeRow struct {
+	pl.NodeRun
+	recorded pl.NodeStatus
+}
+
 // scanNodeRun reads a row of nodeRunsQuery: a started node's status is its execution's
 // (running while submitted), and one whose execution row is gone is a platform error.
-func scanNodeRun(row pgx.CollectableRow) (pl.NodeRun, error) {
-	var n pl.NodeRun
+func scanNodeRun(row pgx.CollectableRow) (nodeRow, error) {
+	var n nodeRow
 	var status string
 	var exec *string
 	var found bool
 	err := row.Scan(&n.Name, &n.JobName, &n.Team, &status, &n.ExecutionID, &n.Attempt, &n.StartTime, &n.EndTime, &n.Message, &n.Image, &exec, &found)
-	n.Status = pl.NodeStatus(status)
-	switch {
-	case n.ExecutionID == nil:
-	case !found:
-		n.Status, n.Message = pl.PlatformError, "the record of execution "+*n.ExecutionID+" is gone"
-	case *exec == "submitted" || *exec == "running":
-		n.Status = pl.Running
-	default:
-		n.Status = pl.NodeStatus(*exec)
+	n.recorded = pl.NodeStatus(status)
+	n.Status = nodeStatus(n.recorded, n.ExecutionID != nil, found, exec)
+	if n.ExecutionID != nil && !found {
+		n.Message = "the record of execution " + *n.ExecutionID + " is gone"
 	}
 	return n, err
 }
 
+// nodeStatus is the status of a node whose row records recorded: a started node's
+// (started) is its execution's, running while submitted, and a platform error when the
+// execution's row is gone (!found).
+func nodeStatus(recorded pl.NodeStatus, started, found bool, exec *string) pl.NodeStatus {
+	switch {
+	case !started:
+		return recorded
+	case !found:
+		return pl.PlatformError
+	case *exec == "submitted" || *exec == "running":
+		return pl.Running
+	default:
+		return pl.NodeStatus(*exec)
+	}
+}
+
 // readNodeRuns reads the nodes of run id, ordered as spec lists them.
-func readNodeRuns(ctx context.Context, q queryer, id int64, spec pl.Spec) ([]pl.NodeRun, error) {
+func readNodeRuns(ctx context.Context, q queryer, id int64, spec pl.Spec) ([]nodeRow, error) {
 	rows, _ := q.Query(ctx, nodeRunsQuery, id)
 	nodes, err := pgx.CollectRows(rows, scanNodeRun)
 	if err != nil {
@@ -79,7 +97,7 @@ func readNodeRuns(ctx context.Context, q queryer, id int64, spec pl.Spec) ([]pl.
 	for i, n := range spec.Nodes {
 		pos[n.Name] = i
 	}
-	out := make([]pl.NodeRun, len(spec.Nodes))
+	out := make([]nodeRow, len(spec.Nodes))
 	for _, n := range nodes {
 		if i, ok := pos[n.Name]; ok {
 			out[i] = n
@@ -107,8 +125,15 @@ WHERE r.id = $1 AND p.team = $2 AND p.name = $3`, id, team, name)
 	if err := json.Unmarshal(raw, &spec); err != nil {
 		return run, fmt.Errorf("decode spec of run %d: %w", id, err)
 	}
-	run.Nodes, err = readNodeRuns(ctx, s.pool, id, spec)
-	return run, err
+	nodes, err := readNodeRuns(ctx, s.pool, id, spec)
+	if err != nil {
+		return run, err
+	}
+	run.Nodes = make([]pl.NodeRun, len(nodes))
+	for i, n := range nodes {
+		run.Nodes[i] = n.NodeRun
+	}
+	return run, nil
 }
 
 // lockRun locks the run id of the pipeline name of team and returns its status and spec.
