@@ -60,8 +60,8 @@ func (t *queuedTx) SendBatch(_ context.Context, b *pgx.Batch) pgx.BatchResults {
 			} else {
 				_, err = br.Exec()
 			}
-			if err == nil {
-				return nil
+			if err == nil || retryable(err) { // a deadlock's victim is the whole transaction's: InTx runs it again
+				return err
 			}
 			out := of
 			out.Err = err
