@@ -2,24 +2,62 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5" //nolint:depguard // the benchmark listens for the executions' NOTIFY
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/datajobs/datajobs/bench/internal/benchenv"
 	"github.com/datajobs/datajobs/bench/internal/moments"
+	"github.com/datajobs/datajobs/bench/internal/stats"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
+	"github.com/datajobs/datajobs/internal/store"
 )
 
 type env struct {
 	*benchenv.Env
 	// seen is when the watch saw each Job (by name: the execution's id) added.
 	seen *moments.Moments
+	// committed is when each execution's NOTIFY (sent by the transaction that inserted
+	// it: the firing's) was received, by the execution's id.
+	committed *moments.Moments
+	// firings is the store as the firer sees it, each firing measured.
+	firings *firings
+}
+
+// firings is the store with each FireTrigger's duration and runs started noted: what a
+// firing costs, apart from the tracker's part.
+type firings struct {
+	*store.Store
+	mu      sync.Mutex
+	took    []time.Duration
+	started []time.Duration // runs started per firing, as a "duration" of that many ns to use stats
+}
+
+// FireTrigger is the store's, measured.
+func (f *firings) FireTrigger(ctx context.Context, fence job.Fence, id string, now time.Time) (store.TriggerFiring, error) {
+	t0 := time.Now()
+	res, err := f.Store.FireTrigger(ctx, fence, id, now)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.took = append(f.took, time.Since(t0))
+	f.started = append(f.started, time.Duration(len(res.Started)))
+	return res, err
+}
+
+// summary says how many firings there were, what they took and how many runs each started.
+func (f *firings) summary() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := stats.Percentiles(f.started, 50, 99, 100)
+	return fmt.Sprintf("%d firings: each took %s; runs started per firing p50 %d, p99 %d, max %d",
+		len(f.took), stats.Summary(f.took), p[0], p[1], p[2])
 }
 
 // job creates the i-th trigger's job (its name returned), deployed with concurrency policy Allow, its CronJob
@@ -92,5 +130,39 @@ func (e *env) watch(ctx context.Context) (stop func(), err error) {
 	return func() {
 		cancel() // ends the watch under way
 		wg.Wait()
+	}, nil
+}
+
+// listen notes when each execution's row was committed: its NOTIFY on the executions'
+// channel is delivered at the commit of the transaction that inserted it (a firing's), so
+// a latency splits into the firer's part and the tracker's. It runs until the returned
+// stop is called.
+func (e *env) listen(ctx context.Context) (stop func(), err error) {
+	conn, err := pgx.Connect(ctx, e.URL)
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+store.ExecutionsChannel); err != nil {
+		_ = conn.Close(ctx)
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			n, err := conn.WaitForNotification(ctx)
+			if err != nil {
+				if !errors.Is(err, context.Canceled) {
+					fmt.Println("bench/triggers: listen:", err)
+				}
+				return
+			}
+			e.committed.Set(n.Payload, time.Now())
+		}
+	})
+	return func() {
+		cancel()
+		wg.Wait()
+		_ = conn.Close(context.Background())
 	}, nil
 }

@@ -42,7 +42,6 @@ import (
 	"github.com/datajobs/datajobs/internal/firer"
 	"github.com/datajobs/datajobs/internal/httpapi"
 	"github.com/datajobs/datajobs/internal/maintenance"
-	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/tracker"
 	"github.com/datajobs/datajobs/internal/trigger"
 )
@@ -63,6 +62,7 @@ func run() error {
 	rate := flag.Int("rate", 100, "signed events a second")
 	seconds := flag.Int("seconds", 60, "seconds of events")
 	starts := flag.Int("starts", 100, "manual starts of the floor, one after the other")
+	floorRate := flag.Bool("floor-at-rate", true, "after the events, the floor at their rate: manual starts at -rate a second for -seconds, round -targets jobs of their own")
 	targets := flag.Int("targets", 10, "jobs, each with its webhook trigger, the events go round among (a job's execution ids are its name and a second: at most 1000 runs of one job within ~17 min)")
 	timeout := flag.Duration("timeout", 15*time.Minute, "bound of the whole benchmark")
 	flag.Parse()
@@ -79,7 +79,8 @@ func run() error {
 		return err
 	}
 	defer be.Close()
-	e := &env{Env: be, seen: moments.New()}
+	e := &env{Env: be, seen: moments.New(), committed: moments.New()}
+	e.firings = &firings{Store: be.DB}
 	if _, err := e.job(ctx, 0); err != nil {
 		return err
 	}
@@ -90,6 +91,11 @@ func run() error {
 		return err
 	}
 	defer stopWatch()
+	stopListen, err := e.listen(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopListen()
 
 	floor, err := e.floor(ctx, *starts)
 	if err != nil {
@@ -124,42 +130,69 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("triggers, %d signed events at %d/s for %d s: event accepted (202) -> Job seen: %s\n", len(lat), *rate, *seconds, stats.Summary(lat))
+	fmt.Printf("triggers, %d signed events at %d/s for %d s: event accepted (202) -> Job seen: %s\n", len(lat.total), *rate, *seconds, stats.Summary(lat.total))
+	fmt.Printf("  of which accepted -> run committed (the firer): %s\n", stats.Summary(lat.fired))
+	fmt.Printf("  and run committed -> Job seen (the tracker): %s\n", stats.Summary(lat.created))
 	fmt.Printf("  lost %d, duplicated %d\n", lost, dup)
+	fmt.Println(" ", e.firings.summary())
+	if !*floorRate {
+		return nil
+	}
+	var names []string
+	for i := range *targets {
+		name, err := e.job(ctx, *targets+i)
+		if err != nil {
+			return err
+		}
+		names = append(names, name)
+	}
+	atRate, failed, err := e.floorAt(ctx, names, *rate, *seconds)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("floor at the events' rate, %d manual starts at %d/s for %d s (%d failed): start committed -> Job seen: %s\n",
+		len(atRate), *rate, *seconds, failed, stats.Summary(atRate))
 	return nil
 }
 
 // send sends rate signed events a second for seconds, round the urls (signed with their
-// secrets), and returns when each event
-// (by id) was accepted, and how many calls failed.
+// secrets), and returns when each event (by id) was accepted, and how many calls failed.
 func send(ctx context.Context, urls []string, secrets [][]byte, rate, seconds int) (map[int64]time.Time, int) {
-	var mu sync.Mutex
-	accepted, failed := map[int64]time.Time{}, 0
 	// At most 64 connections: one a call piled up to thousands of sockets on a loaded
 	// machine, and calls failed with EOF.
 	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 64, MaxIdleConnsPerHost: 64}}
+	return paced(rate, seconds, "call", func(i int) (int64, error) {
+		return call(ctx, client, urls[i%len(urls)], secrets[i%len(urls)], i)
+	})
+}
+
+// paced calls do(i) for i from 0 to rate×seconds, rate a second on a ticker, each call in
+// its own goroutine, and returns when each call's answer (its key: an event, an
+// execution) came, and how many calls failed (the first three printed, as what).
+func paced[K comparable](rate, seconds int, what string, do func(i int) (K, error)) (map[K]time.Time, int) {
+	var mu sync.Mutex
+	at, failed := map[K]time.Time{}, 0
 	var wg sync.WaitGroup
 	tick := time.NewTicker(time.Second / time.Duration(rate))
 	defer tick.Stop()
 	for i := range rate * seconds {
 		<-tick.C
 		wg.Go(func() {
-			id, err := call(ctx, client, urls[i%len(urls)], secrets[i%len(urls)], i)
+			k, err := do(i)
 			now := time.Now()
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				failed++
-				if failed <= 3 {
-					fmt.Fprintln(os.Stderr, "bench/triggers: call:", err)
+				if failed++; failed <= 3 {
+					fmt.Fprintf(os.Stderr, "bench/triggers: %s: %v\n", what, err)
 				}
 				return
 			}
-			accepted[id] = now
+			at[k] = now
 		})
 	}
 	wg.Wait()
-	return accepted, failed
+	return at, failed
 }
 
 // call sends the signed event i and returns its event id.
@@ -194,7 +227,7 @@ func call(ctx context.Context, client *http.Client, url string, secret []byte, i
 func (e *env) leader() (stop func()) {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	x := tracker.New(tracker.Config{Namespace: e.NS, ResyncInterval: time.Hour, Logger: log}, e.DB, e.Client)
-	m := maintenance.New(maintenance.Config{Listener: e.DB, Logger: log}, firer.New(firer.Config{Logger: log}, e.DB).Service())
+	m := maintenance.New(maintenance.Config{Listener: e.DB, Logger: log}, firer.New(firer.Config{Logger: log}, e.firings).Service())
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = x.Run(ctx, e.Epoch) })
@@ -205,46 +238,33 @@ func (e *env) leader() (stop func()) {
 	}
 }
 
-// floor starts n manual executions one after the other, each once the last one's Job
-// was seen, and returns the times from each start's answer to its Job seen.
-func (e *env) floor(ctx context.Context, n int) ([]time.Duration, error) {
-	var out []time.Duration
-	for range n {
-		ex, err := e.Svc.StartExecution(ctx, team, jobName, service.ExecutionRequest{}, "bench", "op")
-		if err != nil {
-			return nil, fmt.Errorf("start %s: %w", jobName, err)
-		}
-		t1 := time.Now()
-		seen, err := e.seen.Wait(ctx, ex.ID)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, seen.Sub(t1))
-	}
-	return out, nil
+// latencies are an event's latencies: accepted -> Job seen (total), split at its run's
+// commit: accepted -> committed (fired), committed -> Job seen (created).
+type latencies struct {
+	total, fired, created []time.Duration
 }
 
 // check waits for the Job of every accepted event's run and returns the latencies, the
 // events lost (no run) and duplicated (more than one run).
-func (e *env) check(ctx context.Context, accepted map[int64]time.Time) (lat []time.Duration, lost, dup int, err error) {
+func (e *env) check(ctx context.Context, accepted map[int64]time.Time) (lat latencies, lost, dup int, err error) {
 	var runs map[int64][]string
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
 		rows, err := e.Conn.Query(ctx, `SELECT id, started_by FROM data_job_execution WHERE started_by LIKE 'trigger/%'`)
 		if err != nil {
-			return nil, 0, 0, fmt.Errorf("read runs: %w", err)
+			return lat, 0, 0, fmt.Errorf("read runs: %w", err)
 		}
 		runs = map[int64][]string{}
 		for rows.Next() {
 			var id, by string
 			if err := rows.Scan(&id, &by); err != nil {
-				return nil, 0, 0, err
+				return lat, 0, 0, err
 			}
 			ev, _ := strconv.ParseInt(by[strings.LastIndex(by, "/")+1:], 10, 64)
 			runs[ev] = append(runs[ev], id)
 		}
 		if rows.Err() != nil {
-			return nil, 0, 0, rows.Err()
+			return lat, 0, 0, rows.Err()
 		}
 		if len(runs) >= len(accepted) || time.Now().After(deadline) {
 			break
@@ -262,9 +282,15 @@ func (e *env) check(ctx context.Context, accepted map[int64]time.Time) (lat []ti
 		}
 		seen, err := e.seen.Wait(ctx, ids[0])
 		if err != nil {
-			return nil, 0, 0, err
+			return lat, 0, 0, err
 		}
-		lat = append(lat, seen.Sub(at))
+		committed, err := e.committed.Wait(ctx, ids[0])
+		if err != nil {
+			return lat, 0, 0, err
+		}
+		lat.total = append(lat.total, seen.Sub(at))
+		lat.fired = append(lat.fired, committed.Sub(at))
+		lat.created = append(lat.created, seen.Sub(committed))
 	}
 	return lat, lost, dup, nil
 }
