@@ -1,8 +1,11 @@
 // Package firer is the leader's trigger controller (issue 42): a reconciler keyed by
-// trigger id on the shared loop (controller.Run), which turns a trigger's pending events
-// into runs in one fenced transaction per reconcile (store.FireTrigger: the events and the
-// runs they start are written together, so each event starts at most one run through any
-// number of leader changes, and a deposed leader starts nothing). It is woken by the
+// trigger id on the shared loop (controller.Run), which turns a trigger's oldest pending
+// events into runs in one fenced transaction per reconcile (store.FireTrigger: the events
+// and the runs they start are written together, so each event starts at most one run
+// through any number of leader changes, and a deposed leader starts nothing). A firing
+// starts a bounded number of runs; a trigger with more events pending is queued again at
+// once, behind the triggers already queued, so a busy trigger's events start in small
+// transactions, in order, and other triggers take their turns. It is woken by the
 // NOTIFY that an invocation's transaction sends, and by the one the statement recording an
 // upstream's final status sends (migration 0050); a window's close and a busy target are
 // requeued after their time, and a periodic pass queues every trigger with pending events
@@ -104,7 +107,7 @@ func (f *Firer) start(ctx context.Context, fence job.Fence) func() {
 	f.mu.Lock()
 	f.queue = q
 	f.mu.Unlock()
-	wait := controller.ListenedQueue(ctx, q, f.cfg.Workers, func(ctx context.Context, key string) (controller.Result, error) { return f.fire(ctx, fence, key) },
+	wait := controller.ListenedQueue(ctx, q, f.cfg.Workers, func(ctx context.Context, key string) (controller.Result, error) { return f.fire(ctx, q, fence, key) },
 		f.db, store.TriggerEventsChannel, f.cfg.Logger, func() { f.queuePending(ctx, q) })
 	return func() {
 		wait()
@@ -114,8 +117,10 @@ func (f *Firer) start(ctx context.Context, fence job.Fence) func() {
 	}
 }
 
-// fire turns the pending events of the trigger id into runs.
-func (f *Firer) fire(ctx context.Context, fence job.Fence, id string) (controller.Result, error) {
+// fire turns the oldest pending events of the trigger id into runs; with more left, it
+// queues the trigger again on q at once (the queue hands it out again once this
+// reconcile is done).
+func (f *Firer) fire(ctx context.Context, q *controller.Queue, fence job.Fence, id string) (controller.Result, error) {
 	now := f.cfg.Now()
 	res, err := f.db.FireTrigger(ctx, fence, id, now)
 	if err != nil {
@@ -128,6 +133,8 @@ func (f *Firer) fire(ctx context.Context, fence job.Fence, id string) (controlle
 		f.cfg.Logger.InfoContext(ctx, "trigger_runs_started", "trigger", id, "runs", res.Started, "coalesced", res.Coalesced)
 	}
 	switch {
+	case res.More:
+		q.Add(id)
 	case res.Waiting:
 		return controller.Result{RequeueAfter: f.cfg.BusyRetry}, nil
 	case !res.WakeAt.IsZero():

@@ -72,18 +72,27 @@ func (p *pipeline) bumpGeneration(name string) {
 // locks it: the BEGIN, the lock and the read go to the server in one round trip, and fn
 // runs on what they read.
 func (s *Store) inLockedTx(ctx context.Context, team, name string, fn func(tx Tx, st job.JobState) error) error {
+	var st job.JobState
+	return s.inTxFrom(ctx, func(first *pipeline) {
+		st = job.JobState{}
+		first.lockState(team, name, &st, s.lockTimer("api"))
+	}, func(tx Tx) error { return fn(tx, st) })
+}
+
+// inTxFrom is InTx whose BEGIN and first statements (queue queues them) go to the server
+// in one round trip; fn runs on what they read.
+func (s *Store) inTxFrom(ctx context.Context, queue func(first *pipeline), fn func(tx Tx) error) error {
 	return s.retried(ctx, func() error {
 		var first pipeline
-		var st job.JobState
 		first.b.BeginTx(pgx.TxOptions{})
-		first.lockState(team, name, &st, s.lockTimer("api"))
+		queue(&first)
 		br := s.pool.SendBatch(ctx, &first.b)
 		tx := br.Tx()
 		defer func() { _ = tx.Rollback(ctx) }() // after the commit, it does nothing
 		if err := br.Close(); err != nil {
 			return err
 		}
-		if err := fn(tx, st); err != nil {
+		if err := fn(tx); err != nil {
 			return err
 		}
 		return tx.Commit(ctx)

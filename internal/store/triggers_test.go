@@ -10,6 +10,7 @@ import (
 	"github.com/datajobs/datajobs/internal/job"
 	pl "github.com/datajobs/datajobs/internal/pipeline"
 	"github.com/datajobs/datajobs/internal/secrets"
+	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/trigger"
 )
 
@@ -134,6 +135,40 @@ func TestEachEventStartsOneRunOnceUnderTheLease(t *testing.T) {
 	require.Greater(t, rl.RetryAfter, time.Duration(0))
 	require.Equal(t, job.KindBusy, job.KindOf(err))
 	require.Equal(t, 3, w.count(`SELECT count(*) FROM job_trigger_event`), "nothing recorded")
+}
+
+// A firing starts at most RunsPerFiring runs, its oldest events' first, and says when more
+// are left: 3×RunsPerFiring events of an each trigger start in three firings, each event
+// once and in the order received, each firing in a transaction of its own.
+func TestAFiringStartsTheOldestEventsABoundedBatchAtATime(t *testing.T) {
+	t.Parallel()
+	w := newPipeWorld(t, map[string]string{"load-job": "team-a"})
+	ctx := t.Context()
+	allow(t, w, "team-a", "load-job")
+	tr := w.mustTrigger("team-a", `{"name":"busy-hook","target":{"job_name":"load-job"},"on":{"kind":"webhook"}}`)
+	n := 3 * store.RunsPerFiring
+	ids := make([]int64, n)
+	for i := range n {
+		ids[i] = w.event(tr.ID, fmt.Sprint(i)).EventID
+	}
+	var runs []string
+	for i := range 3 {
+		f, err := w.st.FireTrigger(ctx, w.fence, tr.ID, time.Now())
+		require.NoError(t, err)
+		require.Len(t, f.Started, store.RunsPerFiring, "firing %d", i)
+		require.Equal(t, i < 2, f.More, "firing %d: more left", i)
+		require.Equal(t, n-(i+1)*store.RunsPerFiring, w.count(`SELECT count(*) FROM job_trigger_event WHERE status = 'pending'`))
+		runs = append(runs, f.Started...)
+	}
+	require.Empty(t, w.fire(tr.ID, time.Now()).started, "each event once")
+	for i, run := range runs {
+		e, err := w.st.GetJobExecution(ctx, "team-a", "load-job", run)
+		require.NoError(t, err)
+		require.Equal(t, trigger.StartedBy("team-a", "busy-hook", ids[i]), e.StartedBy, "run %d in the order of the events", i)
+		require.Equal(t, 1, w.count(`SELECT count(*) FROM job_trigger_event WHERE run = $1 AND status = 'started' AND id = $2`, run, ids[i]))
+	}
+	require.Equal(t, n, w.count(`SELECT count(DISTINCT run) FROM job_trigger_event WHERE status = 'started'`))
+	require.Equal(t, n, w.count(`SELECT count(*) FROM data_job_execution WHERE started_by LIKE 'trigger/%'`))
 }
 
 // allow sets the job's concurrency policy to Allow, so that its runs go side by side.
