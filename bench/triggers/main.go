@@ -42,6 +42,7 @@ import (
 	"github.com/datajobs/datajobs/internal/firer"
 	"github.com/datajobs/datajobs/internal/httpapi"
 	"github.com/datajobs/datajobs/internal/maintenance"
+	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/tracker"
 	"github.com/datajobs/datajobs/internal/trigger"
 )
@@ -62,6 +63,7 @@ func run() error {
 	rate := flag.Int("rate", 100, "signed events a second")
 	seconds := flag.Int("seconds", 60, "seconds of events")
 	starts := flag.Int("starts", 100, "manual starts of the floor, one after the other")
+	leaderPool := flag.Bool("leader-pool", false, "the leader (tracker, firer) on a database pool of its own, not the API's (a server shares one)")
 	floorRate := flag.Bool("floor-at-rate", true, "after the events, the floor at their rate: manual starts at -rate a second for -seconds, round -targets jobs of their own")
 	targets := flag.Int("targets", 10, "jobs, each with its webhook trigger, the events go round among (a job's execution ids are its name and a second: at most 1000 runs of one job within ~17 min)")
 	timeout := flag.Duration("timeout", 15*time.Minute, "bound of the whole benchmark")
@@ -84,7 +86,10 @@ func run() error {
 	if _, err := e.job(ctx, 0); err != nil {
 		return err
 	}
-	stopLeader := e.leader()
+	stopLeader, err := e.leader(ctx, *leaderPool)
+	if err != nil {
+		return err
+	}
 	defer stopLeader()
 	stopWatch, err := e.watch(ctx)
 	if err != nil {
@@ -223,11 +228,19 @@ func call(ctx context.Context, client *http.Client, url string, secret []byte, i
 }
 
 // leader runs the execution tracker and the trigger firer (their defaults) until the
-// returned stop is called, as a leader's term runs them.
-func (e *env) leader() (stop func()) {
+// returned stop is called, as a leader's term runs them; on the API's database pool, as a
+// server does, or with own on a pool of its own.
+func (e *env) leader(ctx context.Context, own bool) (stop func(), err error) {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	x := tracker.New(tracker.Config{Namespace: e.NS, ResyncInterval: time.Hour, Logger: log}, e.DB, e.Client)
-	m := maintenance.New(maintenance.Config{Listener: e.DB, Logger: log}, firer.New(firer.Config{Logger: log}, e.firings).Service())
+	db := e.DB
+	if own {
+		if db, err = store.Open(ctx, store.Config{URL: e.URL, MaxConns: 16, Quotas: store.TeamQuotas{MaxActiveExecutions: -1}}); err != nil {
+			return nil, err
+		}
+		e.firings.Store = db
+	}
+	x := tracker.New(tracker.Config{Namespace: e.NS, ResyncInterval: time.Hour, Logger: log}, db, e.Client)
+	m := maintenance.New(maintenance.Config{Listener: db, Logger: log}, firer.New(firer.Config{Logger: log}, e.firings).Service())
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = x.Run(ctx, e.Epoch) })
@@ -235,7 +248,10 @@ func (e *env) leader() (stop func()) {
 	return func() {
 		cancel()
 		wg.Wait()
-	}
+		if own {
+			db.Close()
+		}
+	}, nil
 }
 
 // latencies are an event's latencies: accepted -> Job seen (total), split at its run's
