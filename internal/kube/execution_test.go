@@ -89,7 +89,8 @@ func TestObserveExecutionGivesTheTrueOutcome(t *testing.T) {
 		{
 			// Issue 43: a profile's node selector that no node matches left the run
 			// submitted with no word of why.
-			"a pod no node can take is submitted and says why", execJob(), []*corev1.Pod{unschedulable(pod(corev1.PodPending, corev1.ContainerState{}))},
+			"a pod no node can take is submitted and says why", execJob(),
+			[]*corev1.Pod{unschedulable(pod(corev1.PodPending, corev1.ContainerState{}))},
 			t0, job.ExecSubmitted, "Waiting for a node: 0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector.",
 		},
 		{"a complete Job succeeded", execJob(cond(batchv1.JobComplete, "")), []*corev1.Pod{pod(corev1.PodSucceeded, terminated(0, "Completed", ""))}, t0, job.ExecSucceeded, ""},
