@@ -38,7 +38,12 @@ func (p *pipeline) send(ctx context.Context, tx Tx) error {
 	if p.b.Len() == 0 {
 		return nil
 	}
-	return tx.SendBatch(ctx, &p.b).Close()
+	// A pgx.Batch keeps its queries after it is sent: the pipeline starts empty again, or
+	// its next send would run these a second time (the stepper's step sent every node-end
+	// UPDATE twice, 8b9aa3b).
+	b := p.b
+	p.b = pgx.Batch{}
+	return tx.SendBatch(ctx, &b).Close()
 }
 
 // wrapped is the failure of op: err wrapped with it.
