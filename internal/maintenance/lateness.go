@@ -89,9 +89,11 @@ func (s *Lateness) runOnce(ctx context.Context, fence job.Fence) (Counts, error)
 // lateStart returns the schedule time whose run w is late with at now: the first one after
 // its last finished scheduled run (or its last deploy) with no run started. The CronJob
 // controller may make a run's Job up to its starting deadline after its time (at the top
-// of the hour, with thousands of jobs due, it does): a run without a Job is late once the
-// delay and the deadline have both passed; a run whose Job was made in time is late once
-// its pod has not started the delay after that (a pod no node takes is late, as before).
+// of the hour, with thousands of jobs due, it does), and a burst's pods then queue at the
+// scheduler: a run that starts within its starting deadline is never late (issue 45). A
+// run without a Job is late once the delay and the deadline have both passed; a run whose
+// Job was made in time is late once its pod has not started by the deadline nor the delay
+// after its Job (a pod no node takes is late once both have passed).
 // A running run is no late start (the store counts it as a late run).
 func lateStart(w job.LatenessWatch, now time.Time) (time.Time, bool, error) {
 	if w.Running {
@@ -108,9 +110,17 @@ func lateStart(w job.LatenessWatch, now time.Time) (time.Time, bool, error) {
 		return time.Time{}, false, err
 	}
 	anchor := times[0]
-	if c := w.LastCreated; c != nil && !c.Before(anchor) { // its Job exists: its pod has the delay to start
-		return anchor, !now.Before(c.Add(delay)), nil
+	deadline := anchor.Add(max(delay, time.Duration(p.StartingDeadlineSeconds)*time.Second))
+	if c := w.LastCreated; c != nil && !c.Before(anchor) { // its Job exists: its pod has the delay to start too
+		deadline = maxTime(deadline, c.Add(delay))
 	}
-	deadline := time.Duration(p.StartingDeadlineSeconds) * time.Second
-	return anchor, !now.Before(anchor.Add(max(delay, deadline))), nil
+	return anchor, !now.Before(deadline), nil
+}
+
+// maxTime is the later of a and b.
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
