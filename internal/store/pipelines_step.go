@@ -176,20 +176,16 @@ WHERE run_id = $1 AND node = $2 AND attempt = $3`, id, n.Name, n.Attempt, n.Stat
 		if err != nil {
 			return err
 		}
-		// A batch sent is sent again by its next send (pgx.Batch keeps its queries): the
-		// step's last writes are a batch of their own (reusing the first one re-sent its
-		// UPDATEs of ended nodes at the end of every step).
-		var last pipeline
 		for name, msg := range waiting {
 			if msg != messages[name] {
-				last.exec(wrapped("record wait of "+name), `UPDATE pipeline_node_run SET message = $4
+				p.exec(wrapped("record wait of "+name), `UPDATE pipeline_node_run SET message = $4
 WHERE run_id = $1 AND node = $2 AND attempt = $3`, id, name, attempts[name], msg)
 			}
 		}
 		if out.Status = plan.Status; plan.Status.Final() {
-			last.exec(wrapped("end run"), `UPDATE pipeline_run SET status = $2, end_time = $3 WHERE id = $1`, id, plan.Status, now)
+			p.exec(wrapped("end run"), `UPDATE pipeline_run SET status = $2, end_time = $3 WHERE id = $1`, id, plan.Status, now)
 		}
-		if err := last.send(ctx, tx); err != nil || fence != nil {
+		if err := p.send(ctx, tx); err != nil || fence != nil {
 			return err
 		}
 		return errPlanned
