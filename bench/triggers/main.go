@@ -41,7 +41,6 @@ import (
 	"github.com/datajobs/datajobs/bench/internal/stats"
 	"github.com/datajobs/datajobs/internal/firer"
 	"github.com/datajobs/datajobs/internal/httpapi"
-	"github.com/datajobs/datajobs/internal/maintenance"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/tracker"
 	"github.com/datajobs/datajobs/internal/trigger"
@@ -240,11 +239,11 @@ func (e *env) leader(ctx context.Context, own bool) (stop func(), err error) {
 		e.firings.Store = db
 	}
 	x := tracker.New(tracker.Config{Namespace: e.NS, ResyncInterval: time.Hour, Logger: log}, db, e.Client)
-	m := maintenance.New(maintenance.Config{Listener: db, Logger: log}, firer.New(firer.Config{Logger: log}, e.firings).Service())
+	f := firer.New(firer.Config{Logger: log}, e.firings)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = x.Run(ctx, e.Epoch) })
-	wg.Go(func() { _ = m.Run(ctx, e.Epoch) })
+	wg.Go(func() { _ = f.Run(ctx, e.Epoch) })
 	return func() {
 		cancel()
 		wg.Wait()

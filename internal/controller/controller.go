@@ -3,7 +3,8 @@
 // rate-limited work queue of keys (Queue), workers that reconcile each key alone (Run),
 // what a reconcile's Result asks for next (backoff, a later look, nothing), panics
 // recovered, and the queue's metrics (Metrics). It also holds the loops' other plumbing:
-// LISTEN with reconnects (Listen), group commits (Batcher) and a periodic tick (Every).
+// LISTEN with reconnects (Listen), the loop of a controller keyed by ids and woken by
+// NOTIFY (Keyed), group commits (Batcher) and a periodic tick (Every).
 // It knows nothing of jobs or executions: a key is a string the reconciler gives meaning.
 package controller
 

@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/datajobs/datajobs/internal/backoff"
@@ -35,25 +34,4 @@ func Listen(ctx context.Context, db Listener, channel string, base time.Duration
 			return
 		}
 	}
-}
-
-// ListenedQueue runs, for one leadership term, q's workers (reconcile, workers at once) and
-// a LISTEN on channel whose payloads are q's keys; after a reconnection relist queues what
-// a notification lost meanwhile may have named. It returns the wait that stops them all
-// once ctx is done: the shape of a controller woken by NOTIFY (the trigger firer's).
-func ListenedQueue(ctx context.Context, q *Queue, workers int, reconcile Reconcile, db Listener, channel string, log *slog.Logger, relist func()) (wait func()) {
-	var wg sync.WaitGroup
-	wg.Go(func() { Run(ctx, q, workers, reconcile) })
-	wg.Go(func() {
-		Listen(ctx, db, channel, 500*time.Millisecond, log, func(first bool) {
-			if !first {
-				relist()
-			}
-		}, q.Add)
-	})
-	wg.Go(func() {
-		<-ctx.Done()
-		q.ShutDown()
-	})
-	return wg.Wait
 }

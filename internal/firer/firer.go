@@ -8,8 +8,10 @@
 // transactions, in order, and other triggers take their turns. It is woken by the
 // NOTIFY that an invocation's transaction sends, and by the one the statement recording an
 // upstream's final status sends (migration 0050); a window's close and a busy target are
-// requeued after their time, and a periodic pass queues every trigger with pending events
-// as the safety net and deletes the events past their retention.
+// requeued after their time. Its resync, a key of the same queue planned every Interval
+// and once the term listens (controller.Keyed, the pipeline stepper's shape), queues every
+// trigger with pending events as the safety net (a NOTIFY may have been lost) and deletes
+// the events past their retention.
 package firer
 
 import (
@@ -17,14 +19,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
-	"github.com/datajobs/datajobs/internal/maintenance"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/trigger"
 )
@@ -33,7 +33,7 @@ import (
 const (
 	// WorkersDefault is how many triggers are fired at once.
 	WorkersDefault = 4
-	// IntervalDefault is the period of the safety-net pass.
+	// IntervalDefault is the period of the resync, the safety-net pass.
 	IntervalDefault = 5 * time.Second
 	// BusyRetryDefault is when a trigger whose target was busy is tried again (a run's
 	// end wakes nothing here).
@@ -44,7 +44,7 @@ const (
 type Config struct {
 	// Workers is how many triggers are fired at once (default WorkersDefault).
 	Workers int
-	// Interval is the period of the safety-net pass (default IntervalDefault).
+	// Interval is the period of the resync, the safety-net pass (default IntervalDefault).
 	Interval time.Duration
 	// BusyRetry is when a trigger whose target was busy is tried again (default
 	// BusyRetryDefault).
@@ -70,59 +70,59 @@ type Store interface {
 
 // Firer fires triggers on the leader.
 type Firer struct {
-	cfg     Config
-	db      Store
-	metrics *controller.Metrics
-
-	mu    sync.Mutex
-	queue *controller.Queue // the term's; nil between terms
+	cfg  Config
+	db   Store
+	loop *controller.Keyed
 }
 
 // New returns a firer of db's triggers.
 func New(cfg Config, db Store) *Firer {
-	cfg.Workers = cmp.Or(cfg.Workers, WorkersDefault)
-	cfg.Interval = cmp.Or(cfg.Interval, IntervalDefault)
 	cfg.BusyRetry = cmp.Or(cfg.BusyRetry, BusyRetryDefault)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
-	m := controller.NewMetrics("datajobs_trigger_queue", "trigger_fire", "Trigger ids", "datajobs_trigger_panics_total")
-	if cfg.Registerer != nil {
-		cfg.Registerer.MustRegister(m.Collectors()...)
-	}
-	return &Firer{cfg: cfg, db: db, metrics: m}
+	loop := controller.NewKeyed(controller.KeyedConfig{
+		Workers: cmp.Or(cfg.Workers, WorkersDefault), Interval: cmp.Or(cfg.Interval, IntervalDefault),
+		Logger: cfg.Logger, Registerer: cfg.Registerer,
+		Channel: store.TriggerEventsChannel, Prefix: "datajobs_trigger_queue", Subject: "trigger_fire",
+		Items: "Trigger ids", Panics: "datajobs_trigger_panics_total", KeyName: "trigger", Failed: "trigger_fire_failed",
+	}, db)
+	cfg.Logger = loop.Logger()
+	return &Firer{cfg: cfg, db: db, loop: loop}
 }
 
-// Service is the firer as the leader's Maintainer runs it: Start runs the term's queue,
-// workers and LISTEN; each run (at the start, every Interval) is the safety-net pass.
-func (f *Firer) Service() maintenance.Service {
-	return maintenance.Service{Name: "trigger_firer", Period: f.cfg.Interval, AtStart: true, Start: f.start, RunOnce: f.pass}
+// term is one leadership term of the firer: its fence and its queue of trigger ids.
+type term struct {
+	f     *Firer
+	fence job.Fence
+	queue *controller.Queue
 }
 
-// start starts the term's queue of trigger ids, its workers and the LISTEN that feeds it;
-// the wait it returns stops them once ctx is done.
-func (f *Firer) start(ctx context.Context, fence job.Fence) func() {
-	q := controller.NewQueue(f.metrics, controller.Exponential(100*time.Millisecond, 30*time.Second), f.cfg.Logger, "trigger", "trigger_fire_failed")
-	f.mu.Lock()
-	f.queue = q
-	f.mu.Unlock()
-	wait := controller.ListenedQueue(ctx, q, f.cfg.Workers, func(ctx context.Context, key string) (controller.Result, error) { return f.fire(ctx, q, fence, key) },
-		f.db, store.TriggerEventsChannel, f.cfg.Logger, func() { f.queuePending(ctx, q) })
-	return func() {
-		wait()
-		f.mu.Lock()
-		f.queue = nil
-		f.mu.Unlock()
+// Run fires triggers until ctx ends, as the leader of term epoch: the term's queue of
+// trigger ids and its workers, the LISTEN that feeds it (a payload is a trigger id), and
+// the resync once it listens and every Interval (controller.Keyed). On return every
+// goroutine it started has stopped.
+func (f *Firer) Run(ctx context.Context, epoch int64) error {
+	return f.loop.Run(ctx, nil, func(q *controller.Queue) controller.Reconcile {
+		return (&term{f: f, fence: job.Fence{Epoch: epoch}, queue: q}).reconcile
+	})
+}
+
+// reconcile handles one key: a firing of the trigger it names, or the resync.
+func (t *term) reconcile(ctx context.Context, key string) (controller.Result, error) {
+	if key == controller.ResyncKey {
+		return controller.Result{}, t.resync(ctx)
 	}
+	return t.fire(ctx, key)
 }
 
 // fire turns the oldest pending events of the trigger id into runs; with more left, it
-// queues the trigger again on q at once (the queue hands it out again once this
-// reconcile is done).
-func (f *Firer) fire(ctx context.Context, q *controller.Queue, fence job.Fence, id string) (controller.Result, error) {
+// queues the trigger again at once (the queue hands it out again once this reconcile is
+// done, behind the triggers already queued).
+func (t *term) fire(ctx context.Context, id string) (controller.Result, error) {
+	f := t.f
 	now := f.cfg.Now()
-	res, err := f.db.FireTrigger(ctx, fence, id, now)
+	res, err := f.db.FireTrigger(ctx, t.fence, id, now)
 	if err != nil {
 		return controller.Result{}, fmt.Errorf("fire trigger %s: %w", id, err)
 	}
@@ -134,7 +134,7 @@ func (f *Firer) fire(ctx context.Context, q *controller.Queue, fence job.Fence, 
 	}
 	switch {
 	case res.More:
-		q.Add(id)
+		t.queue.Add(id)
 	case res.Waiting:
 		return controller.Result{RequeueAfter: f.cfg.BusyRetry}, nil
 	case !res.WakeAt.IsZero():
@@ -143,30 +143,22 @@ func (f *Firer) fire(ctx context.Context, q *controller.Queue, fence job.Fence, 
 	return controller.Result{}, nil
 }
 
-// pass queues every trigger with pending events (a signal may have been lost) and deletes
-// the events past their retention.
-func (f *Firer) pass(ctx context.Context, fence job.Fence) (maintenance.Counts, error) {
-	f.mu.Lock()
-	q := f.queue
-	f.mu.Unlock()
-	counts := maintenance.Counts{"queued": 0, "expired_events": 0}
-	if q != nil {
-		counts["queued"] = f.queuePending(ctx, q)
-	}
-	n, err := f.db.DeleteExpiredTriggerEvents(ctx, fence)
-	counts["expired_events"] = n
-	return counts, err
-}
-
-// queuePending queues every trigger with pending events and returns how many.
-func (f *Firer) queuePending(ctx context.Context, q *controller.Queue) int {
-	ids, err := f.db.PendingTriggers(ctx)
+// resync queues every trigger with pending events (a signal may have been lost) and
+// deletes the events past their retention.
+func (t *term) resync(ctx context.Context) error {
+	ids, err := t.f.db.PendingTriggers(ctx)
 	if err != nil {
-		f.cfg.Logger.WarnContext(ctx, "pending_triggers_unread", "error", err)
-		return 0
+		return fmt.Errorf("read pending triggers: %w", err)
 	}
 	for _, id := range ids {
-		q.Add(id)
+		t.queue.Add(id)
 	}
-	return len(ids)
+	n, err := t.f.db.DeleteExpiredTriggerEvents(ctx, t.fence)
+	if err != nil {
+		return fmt.Errorf("delete expired trigger events: %w", err)
+	}
+	if n > 0 {
+		t.f.cfg.Logger.InfoContext(ctx, "trigger_events_expired", "deleted", n)
+	}
+	return nil
 }

@@ -52,10 +52,11 @@ func TestATriggerWithMoreEventsIsFiredAgainAtOnce(t *testing.T) {
 	db := &batches{more: 4}
 	f := New(Config{Workers: 2, Interval: time.Hour, BusyRetry: time.Hour}, db)
 	ctx, cancel := context.WithCancel(t.Context())
-	wait := f.start(ctx, job.Fence{Epoch: 1})
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = f.Run(ctx, 1) })
 	defer func() {
 		cancel()
-		wait()
+		wg.Wait()
 	}()
 	require.Eventually(t, func() bool { return db.firings() == 5 }, 5*time.Second, time.Millisecond)
 	time.Sleep(50 * time.Millisecond)

@@ -39,10 +39,11 @@ type ExecutionsConfig struct {
 	MaxTimeout time.Duration
 }
 
-// newTracker builds the leader's execution tracker, its maintenance services (with more)
-// and the pipeline stepper, wired together: a final status the tracker writes wakes the
-// backfills, and its cache of Jobs tells the missed runs a run the CronJob controller started.
-func newTracker(cfg Config, db *store.Store, cluster *kube.Cluster, reg prometheus.Registerer, metrics *maintenance.Metrics, more ...maintenance.Service) (*tracker.Tracker, *maintenance.Maintainer, *stepper.Stepper) {
+// newTracker builds the leader's execution tracker, its maintenance services (with more),
+// the pipeline stepper and the trigger firer, wired together: a final status the tracker
+// writes wakes the backfills, and its cache of Jobs tells the missed runs a run the CronJob
+// controller started.
+func newTracker(cfg Config, db *store.Store, cluster *kube.Cluster, reg prometheus.Registerer, metrics *maintenance.Metrics, more ...maintenance.Service) (*tracker.Tracker, *maintenance.Maintainer, *stepper.Stepper, *firer.Firer) {
 	backfills := maintenance.NewBackfills(maintenance.BackfillsConfig{Logger: cfg.Logger}, db)
 	execs := tracker.New(tracker.Config{
 		Namespace:      cfg.Namespace,
@@ -63,10 +64,10 @@ func newTracker(cfg Config, db *store.Store, cluster *kube.Cluster, reg promethe
 			Retention: job.Retention{KeptPerJob: cfg.Executions.KeptPerJob, MaxAge: cfg.Executions.MaxAge}, Logger: cfg.Logger,
 		}, db).Service(),
 		maintenance.NewAuditRetention(audit, db).Service(),
-		firer.New(firer.Config{Logger: cfg.Logger, Registerer: reg, Metrics: trigger.NewMetrics(reg)}, db).Service(),
 	}, more...)
 	return execs, maintenance.New(maintenance.Config{Listener: db, Logger: cfg.Logger, Metrics: metrics}, services...),
-		stepper.New(stepper.Config{Logger: cfg.Logger, Registerer: reg}, db)
+		stepper.New(stepper.Config{Logger: cfg.Logger, Registerer: reg}, db),
+		firer.New(firer.Config{Logger: cfg.Logger, Registerer: reg, Metrics: trigger.NewMetrics(reg)}, db)
 }
 
 // logReader reads running executions' logs for the API (bounded; see kube.LogReader).
@@ -75,9 +76,10 @@ func logReader(cfg Config, cluster *kube.Cluster) *kube.LogReader {
 }
 
 // leaderStages runs the synchronizer and, when not nil, the execution tracker, the
-// leader's maintenance services and the pipeline stepper, for one leadership term, and returns when all have
-// stopped (the first to return ends the term for all).
-func leaderStages(ctx context.Context, epoch int64, syncer *synchronizer.Synchronizer, execs *tracker.Tracker, maint *maintenance.Maintainer, pipes *stepper.Stepper) error {
+// leader's maintenance services, the pipeline stepper and the trigger firer, for one
+// leadership term, and returns when all have stopped (the first to return ends the term
+// for all).
+func leaderStages(ctx context.Context, epoch int64, syncer *synchronizer.Synchronizer, execs *tracker.Tracker, maint *maintenance.Maintainer, pipes *stepper.Stepper, fires *firer.Firer) error {
 	stages := []func(context.Context, int64) error{syncer.Run}
 	if execs != nil {
 		stages = append(stages, execs.Run)
@@ -87,6 +89,9 @@ func leaderStages(ctx context.Context, epoch int64, syncer *synchronizer.Synchro
 	}
 	if pipes != nil {
 		stages = append(stages, pipes.Run)
+	}
+	if fires != nil {
+		stages = append(stages, fires.Run)
 	}
 	if len(stages) == 1 {
 		return syncer.Run(ctx, epoch)

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/datajobs/datajobs/internal/backoff"
+	"github.com/datajobs/datajobs/internal/firer"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/leader"
@@ -123,14 +124,15 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 		execs *tracker.Tracker
 		maint *maintenance.Maintainer
 		pipes *stepper.Stepper
+		fires *firer.Firer
 	)
 	if cfg.SyncMode == SyncOn {
 		if u.notify, err = newDispatcher(cfg, db, reg); err != nil {
 			return synchronizerUnit{}, err
 		}
-		execs, maint, pipes = newTracker(cfg, db, cluster, reg, maintMetrics, maintenance.Dispatch(u.notify))
+		execs, maint, pipes, fires = newTracker(cfg, db, cluster, reg, maintMetrics, maintenance.Dispatch(u.notify))
 	}
-	term := leaderTerm(cfg.Logger, u.syncer, execs, maint, pipes)
+	term := leaderTerm(cfg.Logger, u.syncer, execs, maint, pipes, fires)
 	if cfg.SyncMode == SyncDryRun {
 		u.run = func(ctx context.Context) { term(ctx, 0) }
 		return u, nil
@@ -142,13 +144,13 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 }
 
 // leaderTerm is the work of one leadership term: the synchronizer and, when not nil, the
-// tracker, the leader's maintenance services and the pipeline stepper, started again after
-// a failure until ctx ends, or until a failure that ends the term.
-func leaderTerm(log *slog.Logger, syncer *synchronizer.Synchronizer, execs *tracker.Tracker, maint *maintenance.Maintainer, pipes *stepper.Stepper) func(ctx context.Context, epoch int64) {
+// tracker, the leader's maintenance services, the pipeline stepper and the trigger firer,
+// started again after a failure until ctx ends, or until a failure that ends the term.
+func leaderTerm(log *slog.Logger, syncer *synchronizer.Synchronizer, execs *tracker.Tracker, maint *maintenance.Maintainer, pipes *stepper.Stepper, fires *firer.Firer) func(ctx context.Context, epoch int64) {
 	return func(ctx context.Context, epoch int64) {
 		b := backoff.New(time.Second, 30*time.Second)
 		for ctx.Err() == nil {
-			err := leaderStages(ctx, epoch, syncer, execs, maint, pipes)
+			err := leaderStages(ctx, epoch, syncer, execs, maint, pipes, fires)
 			if ctx.Err() != nil {
 				return
 			}

@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,9 +38,6 @@ const (
 	// maxMissedTimes bounds the schedule times one resync reads of one pipeline.
 	maxMissedTimes = 1000
 )
-
-// resyncKey is the queue's key of the resync; it cannot be a run id.
-const resyncKey = "#resync"
 
 // Config configures the stepper.
 type Config struct {
@@ -73,24 +69,24 @@ type Store interface {
 
 // Stepper steps pipeline runs on the leader.
 type Stepper struct {
-	cfg     Config
-	db      Store
-	metrics *controller.Metrics
+	cfg  Config
+	db   Store
+	loop *controller.Keyed
 }
 
 // New returns a stepper of db's runs.
 func New(cfg Config, db Store) *Stepper {
-	cfg.Workers = cmp.Or(cfg.Workers, WorkersDefault)
-	cfg.Interval = cmp.Or(cfg.Interval, IntervalDefault)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
-	m := controller.NewMetrics("datajobs_pipeline_runs_queue", "pipeline_step", "Pipeline run ids", "datajobs_pipeline_runs_panics_total")
-	if cfg.Registerer != nil {
-		cfg.Registerer.MustRegister(m.Collectors()...)
-	}
-	return &Stepper{cfg: cfg, db: db, metrics: m}
+	loop := controller.NewKeyed(controller.KeyedConfig{
+		Workers: cmp.Or(cfg.Workers, WorkersDefault), Interval: cmp.Or(cfg.Interval, IntervalDefault),
+		Logger: cfg.Logger, Registerer: cfg.Registerer,
+		Channel: store.PipelineRunsChannel, Prefix: "datajobs_pipeline_runs_queue", Subject: "pipeline_step",
+		Items: "Pipeline run ids", Panics: "datajobs_pipeline_runs_panics_total", KeyName: "pipeline_run", Failed: "pipeline_step_failed",
+	}, db)
+	cfg.Logger = loop.Logger()
+	return &Stepper{cfg: cfg, db: db, loop: loop}
 }
 
 // term is one leadership term of the stepper: its fence and its queue of run ids.
@@ -102,28 +98,11 @@ type term struct {
 
 // Run steps pipeline runs until ctx ends, as the leader of term epoch: the term's queue of
 // run ids and its workers, the LISTEN that feeds it, and the resync once it listens and
-// every Interval. On return every goroutine it started has stopped.
+// every Interval (controller.Keyed). On return every goroutine it started has stopped.
 func (s *Stepper) Run(ctx context.Context, epoch int64) error {
-	q := controller.NewQueue(s.metrics, controller.Exponential(100*time.Millisecond, 30*time.Second), s.cfg.Logger, "pipeline_run", "pipeline_step_failed")
-	t := &term{s: s, fence: job.Fence{Epoch: epoch}, queue: q}
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer t.queue.ShutDown()
-	wg.Go(func() { controller.Run(ctx, t.queue, s.cfg.Workers, t.reconcile) })
-	wg.Go(func() {
-		controller.Listen(ctx, s.db, store.PipelineRunsChannel, 500*time.Millisecond, s.cfg.Logger,
-			func(bool) {
-				// The term's first resync, once it listens (nothing sent from then on is
-				// missed), and one after each reconnection (a notification may have been
-				// lost meanwhile).
-				t.queue.Add(resyncKey)
-			}, func(payload string) { t.queue.Add(keyOf(payload)) })
+	return s.loop.Run(ctx, keyOf, func(q *controller.Queue) controller.Reconcile {
+		return (&term{s: s, fence: job.Fence{Epoch: epoch}, queue: q}).reconcile
 	})
-	wg.Go(func() {
-		controller.Every(ctx, s.cfg.Interval, func() bool { t.queue.Add(resyncKey); return true })
-	})
-	<-ctx.Done()
-	return nil
 }
 
 // keyOf is the queue key of a NOTIFY's payload: a run id, or the resync for anything else
@@ -132,13 +111,13 @@ func keyOf(payload string) string {
 	if _, err := strconv.ParseInt(payload, 10, 64); err == nil {
 		return payload
 	}
-	return resyncKey
+	return controller.ResyncKey
 }
 
 // reconcile handles one key: a step of the run it names, or the resync, which queues
 // the overdue runs.
 func (t *term) reconcile(ctx context.Context, key string) (controller.Result, error) {
-	if key == resyncKey {
+	if key == controller.ResyncKey {
 		ids, err := t.s.resync(ctx, t.fence)
 		for _, id := range ids {
 			t.queue.Add(strconv.FormatInt(id, 10))

@@ -12,7 +12,6 @@ import (
 
 	"github.com/datajobs/datajobs/internal/firer"
 	"github.com/datajobs/datajobs/internal/job"
-	"github.com/datajobs/datajobs/internal/maintenance"
 	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/trigger"
 )
@@ -22,10 +21,10 @@ import (
 
 // startFirer runs a firer of epoch until the test ends or the returned stop is called.
 func (f *execFixture) startFirer(epoch int64) (stop func()) {
-	m := maintenance.New(maintenance.Config{Listener: f.db}, firer.New(firer.Config{Interval: time.Second, BusyRetry: 200 * time.Millisecond}, f.db).Service())
+	fr := firer.New(firer.Config{Interval: time.Second, BusyRetry: 200 * time.Millisecond}, f.db)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { _ = m.Run(ctx, epoch) })
+	wg.Go(func() { _ = fr.Run(ctx, epoch) })
 	var once sync.Once
 	stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
 	f.t.Cleanup(stop)
