@@ -178,7 +178,10 @@ func printPlan(w io.Writer, answer []byte, all bool) error {
 			fmt.Fprintf(&b, " (%s)", c.Reason)
 		}
 		b.WriteByte('\n')
-		if c.SigningSecret != "" { // shown this once by the service
+		switch {
+		case c.WebhookID != "": // shown this once by the service
+			fmt.Fprintf(&b, "    id %s, signing secret %s\n", c.WebhookID, c.SigningSecret)
+		case c.SigningSecret != "":
 			fmt.Fprintf(&b, "    invoke: POST %s signed with %s\n", c.InvocationPath, c.SigningSecret)
 		}
 		if c.Action == gitops.ActionUpdate {

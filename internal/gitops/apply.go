@@ -27,6 +27,12 @@ type Writer interface {
 	// UpdateTrigger changes the trigger of id to spec, keeping its id and signing secret.
 	UpdateTrigger(ctx context.Context, id string, spec trigger.Spec) error
 	DeleteTrigger(ctx context.Context, name string) error
+	// CreateWebhook creates the team's notification webhook w with secret (its result
+	// holds it, open).
+	CreateWebhook(ctx context.Context, w Webhook, secret []byte) (job.TeamWebhook, error)
+	// UpdateWebhook changes the webhook of id to w, keeping its id and secret.
+	UpdateWebhook(ctx context.Context, id string, w Webhook) error
+	DeleteWebhook(ctx context.Context, name string) error
 	Own(ctx context.Context, kind string, names []string, owner string) error
 	// Flush sends the writes still queued: a writer may queue a write's statements that
 	// need no answer and send them with a later one (their failure is then an
@@ -50,8 +56,8 @@ func (e *ObjectError) Error() string { return fmt.Sprintf("write %s %s: %v", e.K
 // owner of every object it created or updated. ctx carries the apply's actor (job.Actor
 // with File and Source), so that every revision names the file's source. The caller
 // refuses a plan with a conflict first; an error leaves the rest undone (the transaction
-// of w is then rolled back whole). A trigger it creates has its signing secret in its
-// change (SigningSecret), for the apply's answer alone.
+// of w is then rolled back whole). A trigger or a webhook it creates has its signing
+// secret in its change (SigningSecret), for the apply's answer alone.
 func (p *Plan) Apply(ctx context.Context, w Writer, owner string) error {
 	owned := map[string][]string{}
 	for i := range p.Changes {
@@ -65,6 +71,8 @@ func (p *Plan) Apply(ctx context.Context, w Writer, owner string) error {
 			err = applyJob(ctx, w, *c)
 		case KindPipeline:
 			err = applyPipeline(ctx, w, *c)
+		case KindWebhook:
+			err = applyWebhook(ctx, w, c)
 		default:
 			err = applyTrigger(ctx, w, c)
 		}
@@ -75,7 +83,7 @@ func (p *Plan) Apply(ctx context.Context, w Writer, owner string) error {
 			owned[c.Kind] = append(owned[c.Kind], c.Name)
 		}
 	}
-	for _, kind := range []string{KindJob, KindPipeline, KindTrigger} {
+	for _, kind := range []string{KindJob, KindPipeline, KindTrigger, KindWebhook} {
 		if err := w.Own(ctx, kind, owned[kind], owner); err != nil {
 			return p.failed(Change{Kind: kind, Name: "owners", index: -1}, err)
 		}

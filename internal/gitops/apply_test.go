@@ -58,6 +58,14 @@ func (w *queuingWriter) UpdateTrigger(_ context.Context, _ string, spec trigger.
 	return w.write(spec.Name)
 }
 func (w *queuingWriter) DeleteTrigger(_ context.Context, name string) error { return w.write(name) }
+func (w *queuingWriter) CreateWebhook(_ context.Context, h gitops.Webhook, secret []byte) (job.TeamWebhook, error) {
+	return job.TeamWebhook{ID: "id-" + h.Name, Name: h.Name, Secret: secret}, w.write(h.Name)
+}
+
+func (w *queuingWriter) UpdateWebhook(_ context.Context, _ string, h gitops.Webhook) error {
+	return w.write(h.Name)
+}
+func (w *queuingWriter) DeleteWebhook(_ context.Context, name string) error { return w.write(name) }
 func (w *queuingWriter) Own(context.Context, string, []string, string) error {
 	return w.write("")
 }

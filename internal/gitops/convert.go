@@ -133,6 +133,9 @@ func Export(team string, st State) File {
 	for _, t := range st.Triggers {
 		f.Triggers = append(f.Triggers, t.Trigger.Spec)
 	}
+	for _, w := range st.Webhooks {
+		f.Webhooks = append(f.Webhooks, exportWebhook(w))
+	}
 	return f
 }
 

@@ -34,6 +34,8 @@ type File struct {
 	Pipelines []Pipeline `json:"pipelines,omitempty"`
 	// Triggers are the team's triggers (docs/triggers.md).
 	Triggers []Trigger `json:"triggers,omitempty"`
+	// Webhooks are the team's notification webhooks (docs/api.md, "Webhooks").
+	Webhooks []Webhook `json:"webhooks,omitempty"`
 }
 
 // Job is one data job: its configuration as the API's DataJob body, and its deployment.
@@ -109,6 +111,7 @@ type rawFile struct {
 	Jobs       []json.RawMessage `json:"jobs"`
 	Pipelines  []json.RawMessage `json:"pipelines"`
 	Triggers   []json.RawMessage `json:"triggers"`
+	Webhooks   []json.RawMessage `json:"webhooks"`
 }
 
 // Parse reads a file, YAML or JSON, strictly: an unknown field anywhere, a second object
@@ -147,6 +150,9 @@ func Parse(team string, data []byte) (File, error) {
 		return File{}, err
 	}
 	if f.Triggers, err = decodeEach(raw.Triggers, "triggers", "name", func(t Trigger) string { return t.Name }); err != nil {
+		return File{}, err
+	}
+	if f.Webhooks, err = decodeEach(raw.Webhooks, "webhooks", "name", func(w Webhook) string { return w.Name }); err != nil {
 		return File{}, err
 	}
 	return f, nil

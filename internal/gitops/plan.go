@@ -18,6 +18,9 @@ type State struct {
 	Jobs      []job.JobState
 	Pipelines []pl.Pipeline
 	Triggers  []TriggerState
+	// Webhooks are the team's notification webhooks, each with the file that owns it
+	// (job.TeamWebhook.ManagedBy).
+	Webhooks []job.TeamWebhook
 }
 
 // TriggerState is a stored trigger and the file that owns it ("": none).
@@ -33,6 +36,8 @@ type Target struct {
 	Pipelines []PipelineTarget
 	// Triggers are the file's triggers as their POST stores them (TriggerSpec).
 	Triggers []trigger.Spec
+	// Webhooks are the file's webhooks as their POST stores them (WebhookSpec).
+	Webhooks []Webhook
 }
 
 // JobTarget is one job of the file: its configuration and its deployment (nil: none).
@@ -85,6 +90,7 @@ const (
 	KindJob      = "job"
 	KindPipeline = "pipeline"
 	KindTrigger  = "trigger"
+	KindWebhook  = "webhook"
 )
 
 // Change is what the plan does with one object.
@@ -103,6 +109,9 @@ type Change struct {
 	TriggerID      string `json:"trigger_id,omitempty"`
 	InvocationPath string `json:"invocation_path,omitempty"`
 	SigningSecret  string `json:"signing_secret,omitempty"`
+	// WebhookID is a notification webhook's the apply created; its secret (whsec_...,
+	// what its receiver checks the signatures with) is SigningSecret, shown this once.
+	WebhookID string `json:"webhook_id,omitempty"`
 
 	// What the apply needs: the current state (nil for a create) and the target.
 	cur      *job.JobState
@@ -111,14 +120,16 @@ type Change struct {
 	pipeline *PipelineTarget
 	curTrig  *TriggerState
 	trig     *trigger.Spec
+	curHook  *job.TeamWebhook
+	hook     *Webhook
 	index    int  // the object's place in its list of the file (-1: not in the file)
 	jobWrite bool // the job's configuration changes
 	depWrite bool // the job's deployment changes
 }
 
 // Plan is every change an apply of a file makes to a team, in the order it makes them:
-// jobs created and updated, pipelines created and updated, triggers created and updated,
-// then triggers, pipelines and jobs deleted (a pipeline may need a new job, a trigger a
+// jobs created and updated, pipelines created and updated, triggers, then webhooks
+// created and updated, then triggers, pipelines, jobs and webhooks deleted (a pipeline may need a new job, a trigger a
 // new job or pipeline; what a trigger or a pipeline starts is deleted after it).
 type Plan struct {
 	Team string `json:"team"`
@@ -189,6 +200,7 @@ func NewPlan(team string, target Target, cur State, o Options) (Plan, error) {
 		c.index = i
 		p.Changes = append(p.Changes, c)
 	}
+	p.Changes = append(p.Changes, planWebhooks(target.Webhooks, cur.Webhooks, o.Owner)...)
 	p.Changes = append(p.Changes, prunes(target, cur, o, &p.PruneRefused)...)
 	for _, c := range p.Changes {
 		p.Summary[c.Action]++
@@ -282,7 +294,7 @@ func planSpec(c Change, next, cur any, found bool, owner string, managedBy func(
 // prunes plans the owner's objects the file no longer lists: deleted when o.Prune and
 // the mass-prune guard allows, kept otherwise (refused then holds the guard's verdict).
 // Triggers come first, then pipelines, then jobs: what a trigger or a pipeline starts is
-// deleted after it.
+// deleted after it; webhooks, which name nothing, last.
 func prunes(target Target, cur State, o Options, refused *string) []Change {
 	listed := map[string]bool{}
 	for _, t := range target.Jobs {
@@ -293,6 +305,9 @@ func prunes(target Target, cur State, o Options, refused *string) []Change {
 	}
 	for _, t := range target.Triggers {
 		listed[KindTrigger+"/"+t.Name] = true
+	}
+	for _, w := range target.Webhooks {
+		listed[KindWebhook+"/"+w.Name] = true
 	}
 	var out []Change
 	owned := 0
@@ -312,6 +327,12 @@ func prunes(target Target, cur State, o Options, refused *string) []Change {
 		owned += btoi(st.Job.ManagedBy == o.Owner)
 		if st.Job.ManagedBy == o.Owner && !listed[KindJob+"/"+st.Job.Name] {
 			out = append(out, Change{Kind: KindJob, Name: st.Job.Name, index: -1})
+		}
+	}
+	for _, w := range cur.Webhooks {
+		owned += btoi(w.ManagedBy == o.Owner)
+		if w.ManagedBy == o.Owner && !listed[KindWebhook+"/"+w.Name] {
+			out = append(out, Change{Kind: KindWebhook, Name: w.Name, index: -1})
 		}
 	}
 	why := "not in the file; apply with prune=true to delete it"
@@ -403,6 +424,13 @@ func Fingerprint(st State) (string, error) {
 			return "", fmt.Errorf("fingerprint trigger %s: %w", ts.Trigger.Spec.Name, err)
 		}
 		_, _ = fmt.Fprintf(h, "trigger %s %s %s\n", ts.Trigger.Spec.Name, ts.ManagedBy, b)
+	}
+	for _, w := range sortedBy(st.Webhooks, func(w job.TeamWebhook) string { return w.Name }) {
+		b, err := json.Marshal(webhookOf(w))
+		if err != nil {
+			return "", fmt.Errorf("fingerprint webhook %s: %w", w.Name, err)
+		}
+		_, _ = fmt.Fprintf(h, "webhook %s %s %s\n", w.Name, w.ManagedBy, b)
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil)[:16]), nil
 }

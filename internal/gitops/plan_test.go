@@ -42,6 +42,12 @@ func targetOf(t *testing.T, file string) gitops.Target {
 		require.NoError(t, err)
 		tg.Triggers = append(tg.Triggers, spec)
 	}
+	for _, fw := range f.Webhooks {
+		ch := fw.Create()
+		events, err := job.ValidateWebhookEvents(*ch.Events)
+		require.NoError(t, err)
+		tg.Webhooks = append(tg.Webhooks, gitops.Webhook{Name: fw.Name, URL: fw.URL, Format: *ch.Format, Events: events})
+	}
 	return tg
 }
 
@@ -61,6 +67,9 @@ func stateOf(t *testing.T, file, owner string) gitops.State {
 	for _, spec := range tg.Triggers {
 		st.Triggers = append(st.Triggers, gitops.TriggerState{Trigger: trigger.Trigger{ID: "id-" + spec.Name, Team: "team-a", Spec: spec}, ManagedBy: owner})
 	}
+	for _, w := range tg.Webhooks {
+		st.Webhooks = append(st.Webhooks, job.TeamWebhook{ID: "id-" + w.Name, Team: "team-a", Name: w.Name, URL: w.URL, Format: w.Format, Events: w.Events, ManagedBy: owner})
+	}
 	return st
 }
 
@@ -79,6 +88,30 @@ pipelines:
   - name: nightly
     nodes: [{name: extract-step, job_name: extract-job}, {name: load-step, job_name: load-job, depends_on: [extract-step]}]
 `
+
+// requireActions requires the plan's actions of the objects of want (kind/name), and
+// returns all its actions.
+func requireActions(t *testing.T, p gitops.Plan, want map[string]gitops.Action) map[string]gitops.Action {
+	t.Helper()
+	got := actions(p)
+	for object, action := range want {
+		require.Equal(t, action, got[object], object)
+	}
+	return got
+}
+
+// diffFields are the fields of the diff of the plan's change of the object name.
+func diffFields(p gitops.Plan, name string) []string {
+	var fields []string
+	for _, c := range p.Changes {
+		if c.Name == name {
+			for _, d := range c.Diff {
+				fields = append(fields, d.Field)
+			}
+		}
+	}
+	return fields
+}
 
 func actions(p gitops.Plan) map[string]gitops.Action {
 	out := map[string]gitops.Action{}
@@ -199,6 +232,11 @@ func TestTheSchemaRefusesUnknownFieldsAndRequiresNames(t *testing.T) {
 					Properties map[string]json.RawMessage `json:"properties"`
 				} `json:"items"`
 			} `json:"triggers"`
+			Webhooks struct {
+				Items struct {
+					Required []string `json:"required"`
+				} `json:"items"`
+			} `json:"webhooks"`
 		} `json:"properties"`
 	}
 	require.NoError(t, json.Unmarshal(gitops.Schema(), &s))
@@ -207,6 +245,7 @@ func TestTheSchemaRefusesUnknownFieldsAndRequiresNames(t *testing.T) {
 	require.Contains(t, s.Properties.Jobs.Items.Properties, "deployment")
 	require.Equal(t, []string{"name", "target", "on"}, s.Properties.Triggers.Items.Required)
 	require.Contains(t, s.Properties.Triggers.Items.Properties, "coalesce")
+	require.Equal(t, []string{"name", "url"}, s.Properties.Webhooks.Items.Required)
 }
 
 // withTriggers is base with three triggers.
@@ -227,30 +266,12 @@ func TestAPlanShowsEachKindOfTriggerChange(t *testing.T) {
 	).Replace(withTriggers)
 	p, err := gitops.NewPlan("team-a", targetOf(t, next), cur, gitops.Options{Owner: "repo", Prune: true, AllowMassPrune: true})
 	require.NoError(t, err)
-	got := actions(p)
-	for _, tt := range []struct {
-		object string
-		want   gitops.Action
-	}{
-		{"trigger/on-upload", gitops.ActionUpdate},
-		{"trigger/after-extract", gitops.ActionUnchanged},
-		{"trigger/on-new-object", gitops.ActionCreate},
-		{"trigger/on-object", gitops.ActionDelete},
-	} {
-		require.Equal(t, tt.want, got[tt.object], tt.object)
-	}
+	got := requireActions(t, p, map[string]gitops.Action{
+		"trigger/on-upload": gitops.ActionUpdate, "trigger/after-extract": gitops.ActionUnchanged,
+		"trigger/on-new-object": gitops.ActionCreate, "trigger/on-object": gitops.ActionDelete,
+	})
 	require.NotContains(t, got, "trigger/hand-made", "a trigger the file does not own is not pruned")
-	var update gitops.Change
-	for _, c := range p.Changes {
-		if c.Name == "on-upload" {
-			update = c
-		}
-	}
-	var fields []string
-	for _, d := range update.Diff {
-		fields = append(fields, d.Field)
-	}
-	require.Equal(t, []string{"trigger.coalesce.mode", "trigger.coalesce.seconds"}, fields)
+	require.Equal(t, []string{"trigger.coalesce.mode", "trigger.coalesce.seconds"}, diffFields(p, "on-upload"))
 	kinds := []string{}
 	for _, c := range p.Changes {
 		kinds = append(kinds, c.Kind+"/"+string(c.Action))

@@ -84,11 +84,16 @@ func (a *api) export(w http.ResponseWriter, r *http.Request) error {
 	return err
 }
 
-// releaseFromFile is POST .../release-from-file?job=&pipeline=&trigger=: the objects named (none
-// named: all the team's) are released from the files that own them.
+// releaseFromFile is POST .../release-from-file?job=&pipeline=&trigger=&webhook=: the
+// objects named (none named: all the team's) are released from the files that own them.
 func (a *api) releaseFromFile(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
-	n, err := a.svc.ReleaseFromFile(r.Context(), r.PathValue("team"), q["job"], q["pipeline"], q["trigger"])
+	q, names := r.URL.Query(), map[string][]string{}
+	for _, kind := range []string{gitops.KindJob, gitops.KindPipeline, gitops.KindTrigger, gitops.KindWebhook} {
+		if q[kind] != nil {
+			names[kind] = q[kind]
+		}
+	}
+	n, err := a.svc.ReleaseFromFile(r.Context(), r.PathValue("team"), names)
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,9 @@ type TeamWebhook struct {
 	SecretWrappedKey     []byte
 	CreatedBy, UpdatedBy string
 	CreatedAt, UpdatedAt time.Time
+	// ManagedBy is the jobs-as-code file that owns the webhook ("": none): the API
+	// refuses other changes of it (CheckOwner).
+	ManagedBy string
 }
 
 // WebhookEvents are the events a team webhook can receive: the outbox's event kinds,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/datajobs/datajobs/internal/gitops"
 	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/secrets"
 )
 
 // ApplyRequest is an apply of a team's jobs-as-code file (docs/gitops.md).
@@ -78,7 +79,7 @@ func (s *Service) Apply(ctx context.Context, req ApplyRequest) (gitops.Plan, err
 	a.File, a.Source = owner, req.Source
 	ctx = job.WithActor(ctx, a)
 	var plan gitops.Plan
-	err = s.store.InTeamTx(ctx, req.Team, s.sealTriggerSecret, func(w gitops.Writer, st gitops.State) error {
+	err = s.store.InTeamTx(ctx, req.Team, s.sealApplySecret, func(w gitops.Writer, st gitops.State) error {
 		if plan, err = gitops.NewPlan(req.Team, target, st, opts); err != nil {
 			return err
 		}
@@ -142,6 +143,13 @@ func (s *Service) target(ctx context.Context, team string, f gitops.File, user s
 		}
 		t.Triggers = append(t.Triggers, spec)
 	}
+	for i, fw := range f.Webhooks {
+		ch := fw.Create()
+		if err := s.validateWebhookChange(&ch); err != nil {
+			return t, gitops.Invalid("webhooks", i, fw.Name, err)
+		}
+		t.Webhooks = append(t.Webhooks, gitops.Webhook{Name: fw.Name, URL: fw.URL, Format: *ch.Format, Events: *ch.Events})
+	}
 	return t, nil
 }
 
@@ -167,21 +175,28 @@ func (s *Service) Export(ctx context.Context, team string) (gitops.File, error) 
 	return gitops.Export(team, st), nil
 }
 
-// ReleaseFromFile releases team's jobs, pipelines and triggers named from the files that
-// own them, so that the API changes them again, and returns how many it released. No names
-// at all release every object of the team.
-func (s *Service) ReleaseFromFile(ctx context.Context, team string, jobs, pipelines, triggers []string) (int64, error) {
-	if jobs != nil || pipelines != nil || triggers != nil {
-		jobs, pipelines, triggers = orNone(jobs), orNone(pipelines), orNone(triggers)
+// ReleaseFromFile releases team's objects named, by kind (gitops.KindJob, KindPipeline,
+// KindTrigger, KindWebhook), from the files that own them, so that the API changes them
+// again, and returns how many it released. No names at all release every object of the
+// team; names of some kinds release none of the others.
+func (s *Service) ReleaseFromFile(ctx context.Context, team string, names map[string][]string) (int64, error) {
+	if len(names) > 0 {
+		for _, kind := range []string{gitops.KindJob, gitops.KindPipeline, gitops.KindTrigger, gitops.KindWebhook} {
+			if names[kind] == nil {
+				names[kind] = []string{}
+			}
+		}
 	}
-	return s.store.ReleaseFromFile(ctx, team, jobs, pipelines, triggers)
+	return s.store.ReleaseFromFile(ctx, team, names)
 }
 
-func orNone(s []string) []string {
-	if s == nil {
-		return []string{}
+// sealApplySecret seals the signing secret of the trigger or webhook (kind) id an apply
+// creates, as their POSTs do.
+func (s *Service) sealApplySecret(kind, id string, secret []byte) (secrets.Envelope, error) {
+	if kind == gitops.KindWebhook {
+		return s.sealWebhookSecret(id, secret)
 	}
-	return s
+	return s.sealTriggerSecret(id, secret)
 }
 
 // stateMoved reports an apply whose base revision is no longer the team's state.

@@ -88,9 +88,9 @@ type Store interface {
 	SignedTriggerOf(ctx context.Context, id string) (trigger.Signed, error)
 	AddTriggerEvents(ctx context.Context, id string, events []trigger.NewEvent) ([]trigger.EventResult, error)
 
-	// TeamState reads a team's jobs and pipelines without a lock; InTeamTx runs fn in one
+	// TeamState reads a team's jobs, pipelines, triggers and webhooks without a lock; InTeamTx runs fn in one
 	// transaction on the state read under the locks of all of them.
 	TeamState(ctx context.Context, team string) (gitops.State, error)
-	InTeamTx(ctx context.Context, team string, seal func(id string, secret []byte) (secrets.Envelope, error), fn func(w gitops.Writer, st gitops.State) error) error
-	ReleaseFromFile(ctx context.Context, team string, jobs, pipelines, triggers []string) (int64, error)
+	InTeamTx(ctx context.Context, team string, seal func(kind, id string, secret []byte) (secrets.Envelope, error), fn func(w gitops.Writer, st gitops.State) error) error
+	ReleaseFromFile(ctx context.Context, team string, names map[string][]string) (int64, error)
 }

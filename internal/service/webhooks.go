@@ -2,8 +2,8 @@ package service
 
 import (
 	"context"
-	"slices"
 
+	"github.com/datajobs/datajobs/internal/gitops"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/notify/webhook"
 	"github.com/datajobs/datajobs/internal/secrets"
@@ -50,12 +50,7 @@ func (s *Service) CreateTeamWebhook(ctx context.Context, team, by string, ch job
 	if ch.URL == nil {
 		return job.TeamWebhook{}, job.Invalid("url", "given", "absent")
 	}
-	if ch.Format == nil {
-		ch.Format = new(webhook.FormatStandard)
-	}
-	if ch.Events == nil {
-		ch.Events = new(slices.Clone(job.WebhookEvents))
-	}
+	gitops.WebhookDefaults(&ch)
 	if err := s.validateWebhookChange(&ch); err != nil {
 		return job.TeamWebhook{}, err
 	}

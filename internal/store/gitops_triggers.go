@@ -44,7 +44,7 @@ func (t *TeamTx) CreateTrigger(ctx context.Context, spec trigger.Spec) (trigger.
 		secret = trigger.NewSecret()
 	}
 	out, err := createTrigger(ctx, t.tx, t.team, spec, job.ActorFrom(ctx).User, func(id string) (secrets.Envelope, error) {
-		return t.seal(id, secret)
+		return t.seal(gitops.KindTrigger, id, secret)
 	})
 	out.Secret = secret
 	return out, err

@@ -23,15 +23,17 @@ type TeamTx struct {
 	s    *Store
 	tx   *queuedTx
 	team string
-	// seal seals the signing secret of a new trigger id (the service's key ring).
-	seal func(id string, secret []byte) (secrets.Envelope, error)
+	// seal seals the signing secret of a new trigger or webhook (kind) id (the service's
+	// key ring).
+	seal func(kind, id string, secret []byte) (secrets.Envelope, error)
 }
 
 // InTeamTx runs fn in one transaction on team's state, read once the team (its advisory
 // lock, which the quota checks take too), its jobs (in name order, as writers of several
-// jobs lock them), its pipelines and its triggers are locked: nothing of the team changes
-// under fn. seal seals the signing secrets of the triggers fn creates.
-func (s *Store) InTeamTx(ctx context.Context, team string, seal func(id string, secret []byte) (secrets.Envelope, error), fn func(w gitops.Writer, st gitops.State) error) error {
+// jobs lock them), its pipelines, its triggers and its webhooks are locked: nothing of the
+// team changes under fn. seal seals the signing secrets of the triggers and webhooks (kind)
+// fn creates.
+func (s *Store) InTeamTx(ctx context.Context, team string, seal func(kind, id string, secret []byte) (secrets.Envelope, error), fn func(w gitops.Writer, st gitops.State) error) error {
 	return s.InTx(ctx, func(tx Tx) error {
 		if err := lockTeam(ctx, tx, team); err != nil {
 			return err
@@ -40,9 +42,10 @@ func (s *Store) InTeamTx(ctx context.Context, team string, seal func(id string, 
 		// only its locked rows, not those it joins (see lockState).
 		const locks = `SELECT (SELECT count(*) FROM (SELECT 1 FROM data_job WHERE team = $1 ORDER BY name FOR UPDATE) j),
 	(SELECT count(*) FROM (SELECT 1 FROM pipeline WHERE team = $1 ORDER BY name FOR UPDATE) p),
-	(SELECT count(*) FROM (SELECT 1 FROM job_trigger WHERE team = $1 ORDER BY name FOR UPDATE) t)`
-		var jobs, pipes, trigs int
-		if err := tx.QueryRow(ctx, locks, team).Scan(&jobs, &pipes, &trigs); err != nil {
+	(SELECT count(*) FROM (SELECT 1 FROM job_trigger WHERE team = $1 ORDER BY name FOR UPDATE) t),
+	(SELECT count(*) FROM (SELECT 1 FROM team_webhook WHERE team = $1 ORDER BY name FOR UPDATE) w)`
+		var jobs, pipes, trigs, hooks int
+		if err := tx.QueryRow(ctx, locks, team).Scan(&jobs, &pipes, &trigs, &hooks); err != nil {
 			return translate(fmt.Errorf("lock the objects of team %s: %w", team, err))
 		}
 		st, err := teamState(ctx, tx, team)
@@ -57,8 +60,8 @@ func (s *Store) InTeamTx(ctx context.Context, team string, seal func(id string, 
 	})
 }
 
-// TeamState reads team's jobs (with their deployments), pipelines and triggers, in one snapshot and
-// without a lock: what a dry run plans from.
+// TeamState reads team's jobs (with their deployments), pipelines, triggers and webhooks,
+// in one snapshot and without a lock: what a dry run plans from.
 func (s *Store) TeamState(ctx context.Context, team string) (gitops.State, error) {
 	var st gitops.State
 	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
@@ -69,7 +72,7 @@ func (s *Store) TeamState(ctx context.Context, team string) (gitops.State, error
 	return st, translate(err)
 }
 
-// teamState reads team's jobs and pipelines in tx, by name.
+// teamState reads team's jobs, pipelines, triggers and webhooks in tx, by name.
 func teamState(ctx context.Context, tx Tx, team string) (gitops.State, error) {
 	q := `SELECT ` + jobColumns + `, ` + joinedDesiredColumns + `, ` + joinedActualColumns + `
 FROM data_job j
@@ -93,7 +96,11 @@ WHERE j.team = $1 ORDER BY j.name`
 		return gitops.State{}, translate(fmt.Errorf("read the pipelines of team %s: %w", team, err))
 	}
 	trigs, err := teamTriggers(ctx, tx, team)
-	return gitops.State{Jobs: jobs, Pipelines: pipes, Triggers: trigs}, err
+	if err != nil {
+		return gitops.State{}, err
+	}
+	hooks, err := teamWebhooks(ctx, tx, team)
+	return gitops.State{Jobs: jobs, Pipelines: pipes, Triggers: trigs, Webhooks: hooks}, err
 }
 
 // CreateJob is Store.CreateJob in the team's transaction.
@@ -150,7 +157,7 @@ func (t *TeamTx) DeletePipeline(ctx context.Context, name string) error {
 }
 
 // Own records owner as the file that owns the team's objects of kind (gitops.KindJob,
-// KindPipeline or KindTrigger) named names.
+// KindPipeline, KindTrigger or KindWebhook) named names.
 func (t *TeamTx) Own(ctx context.Context, kind string, names []string, owner string) error {
 	if len(names) == 0 {
 		return nil
@@ -162,15 +169,15 @@ func (t *TeamTx) Own(ctx context.Context, kind string, names []string, owner str
 // Flush sends the writes still queued (queuedTx).
 func (t *TeamTx) Flush(ctx context.Context) error { return t.tx.flush(ctx, nil) }
 
-// ReleaseFromFile releases team's jobs, pipelines and triggers named (nil: all of that
-// kind; an empty list: none) from the files that own them, so that the API changes them
-// again; it returns how many it released.
-func (s *Store) ReleaseFromFile(ctx context.Context, team string, jobs, pipelines, triggers []string) (int64, error) {
+// ReleaseFromFile releases team's objects named, by kind (gitops.KindJob, ...; a kind
+// absent: all of that kind; an empty list: none), from the files that own them, so that
+// the API changes them again; it returns how many it released.
+func (s *Store) ReleaseFromFile(ctx context.Context, team string, names map[string][]string) (int64, error) {
 	var n int64
 	err := s.InTx(ctx, func(tx Tx) error {
-		for kind, names := range map[string][]string{gitops.KindJob: jobs, gitops.KindPipeline: pipelines, gitops.KindTrigger: triggers} {
+		for _, kind := range []string{gitops.KindJob, gitops.KindPipeline, gitops.KindTrigger, gitops.KindWebhook} {
 			tag, err := tx.Exec(ctx, `UPDATE `+ownedTable(kind)+` SET managed_by = NULL
-WHERE team = $1 AND managed_by IS NOT NULL AND ($2::text[] IS NULL OR name = ANY($2::text[]))`, team, names)
+WHERE team = $1 AND managed_by IS NOT NULL AND ($2::text[] IS NULL OR name = ANY($2::text[]))`, team, names[kind])
 			if err != nil {
 				return translate(fmt.Errorf("release the %ss of team %s: %w", kind, team, err))
 			}
@@ -188,6 +195,8 @@ func ownedTable(kind string) string {
 		return "pipeline"
 	case gitops.KindTrigger:
 		return "job_trigger"
+	case gitops.KindWebhook:
+		return "team_webhook"
 	}
 	return "data_job"
 }

@@ -17,12 +17,12 @@ import (
 // of internal/secrets, bound to the webhook's id): the store never sees it open.
 
 const webhookColumns = `id::text, team, name, url, format, events, secret_key_id, secret_wrapped_key, secret_sealed,
-	created_by, created_at, updated_by, updated_at`
+	created_by, created_at, updated_by, updated_at, coalesce(managed_by, '')`
 
 func scanWebhook(row pgx.Row) (job.TeamWebhook, error) {
 	var w job.TeamWebhook
 	err := row.Scan(&w.ID, &w.Team, &w.Name, &w.URL, &w.Format, &w.Events, &w.SecretKeyID, &w.SecretWrappedKey, &w.Secret,
-		&w.CreatedBy, &w.CreatedAt, &w.UpdatedBy, &w.UpdatedAt)
+		&w.CreatedBy, &w.CreatedAt, &w.UpdatedBy, &w.UpdatedAt, &w.ManagedBy)
 	return w, err
 }
 
@@ -31,35 +31,41 @@ func scanWebhook(row pgx.Row) (job.TeamWebhook, error) {
 // conflict, and so is a team with job.MaxTeamWebhooks webhooks.
 func (s *Store) CreateTeamWebhook(ctx context.Context, w job.TeamWebhook, seal func(id string) (secrets.Envelope, error)) (job.TeamWebhook, error) {
 	var out job.TeamWebhook
-	err := s.InTx(ctx, func(tx Tx) error {
-		over, err := overQuota(ctx, tx, w.Team, job.MaxTeamWebhooks, `SELECT count(*) + 1 FROM team_webhook WHERE team = $1`)
-		if err != nil {
-			return translate(err)
-		}
-		if over {
-			return job.TeamWebhooksQuota(w.Team)
-		}
-		var id string
-		if err := tx.QueryRow(ctx, `SELECT gen_random_uuid()::text`).Scan(&id); err != nil {
-			return translate(err)
-		}
-		env, err := seal(id)
-		if err != nil {
-			return err
-		}
-		out, err = scanWebhook(tx.QueryRow(ctx, `
+	err := s.InTx(ctx, func(tx Tx) (err error) {
+		out, err = createWebhook(ctx, tx, w, seal)
+		return err
+	})
+	return out, err
+}
+
+// createWebhook is CreateTeamWebhook in tx.
+func createWebhook(ctx context.Context, tx Tx, w job.TeamWebhook, seal func(id string) (secrets.Envelope, error)) (job.TeamWebhook, error) {
+	over, err := overQuota(ctx, tx, w.Team, job.MaxTeamWebhooks, `SELECT count(*) + 1 FROM team_webhook WHERE team = $1`)
+	if err != nil {
+		return job.TeamWebhook{}, translate(err)
+	}
+	if over {
+		return job.TeamWebhook{}, job.TeamWebhooksQuota(w.Team)
+	}
+	var id string
+	if err := tx.QueryRow(ctx, `SELECT gen_random_uuid()::text`).Scan(&id); err != nil {
+		return job.TeamWebhook{}, translate(err)
+	}
+	env, err := seal(id)
+	if err != nil {
+		return job.TeamWebhook{}, err
+	}
+	out, err := scanWebhook(tx.QueryRow(ctx, `
 INSERT INTO team_webhook (id, team, name, url, format, events, secret_key_id, secret_wrapped_key, secret_sealed, created_by, updated_by)
 VALUES ($1::uuid, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)
 RETURNING `+webhookColumns, id, w.Team, w.Name, w.URL, w.Format, w.Events, env.KeyID, env.WrappedKey, env.Sealed, w.CreatedBy))
-		if sqlState(err) == "23505" { // unique violation
-			return job.WebhookNameTaken(w.Team, w.Name)
-		}
-		if err != nil {
-			return writeError(fmt.Sprintf("create webhook %s of team %s", w.Name, w.Team), err)
-		}
-		return nil
-	})
-	return out, err
+	if sqlState(err) == "23505" { // unique violation
+		return job.TeamWebhook{}, job.WebhookNameTaken(w.Team, w.Name)
+	}
+	if err != nil {
+		return job.TeamWebhook{}, writeError(fmt.Sprintf("create webhook %s of team %s", w.Name, w.Team), err)
+	}
+	return out, nil
 }
 
 // TeamWebhooks returns team's webhooks, secrets included, by name: what the dispatcher
@@ -85,7 +91,8 @@ func (s *Store) TeamWebhook(ctx context.Context, team, id string) (job.TeamWebho
 
 // UpdateTeamWebhook changes the fields ch gives of one of team's webhooks (by making the
 // change) and, when secret is not nil, its sealed secret: in one statement, so two changes
-// of different fields both hold. An unknown id is job.WebhookNotFound.
+// of different fields both hold. An unknown id is job.WebhookNotFound; a webhook a file
+// owns changes only by an apply of that file (job.CheckOwner).
 func (s *Store) UpdateTeamWebhook(ctx context.Context, team, id, by string, ch job.TeamWebhookChange, secret *secrets.Envelope) (job.TeamWebhook, error) {
 	var sealed, wrapped []byte
 	var keyID *string
@@ -100,7 +107,14 @@ func (s *Store) UpdateTeamWebhook(ctx context.Context, team, id, by string, ch j
 	if ch.Name != nil {
 		name = *ch.Name
 	}
-	out, err := scanWebhook(s.pool.QueryRow(ctx, `
+	var out job.TeamWebhook
+	err := s.InTx(ctx, func(tx Tx) error {
+		if err := checkWebhookOwner(ctx, tx, team, id, `SELECT name, coalesce(managed_by, '') FROM team_webhook
+WHERE team = $1 AND id = $2::uuid FOR UPDATE`); err != nil {
+			return err
+		}
+		var err error
+		out, err = scanWebhook(tx.QueryRow(ctx, `
 UPDATE team_webhook SET name = coalesce($3, name), url = coalesce($4, url), format = coalesce($5, format),
 	events = coalesce($6, events), secret_sealed = coalesce($7, secret_sealed),
 	secret_key_id = coalesce($9, secret_key_id),
@@ -108,23 +122,33 @@ UPDATE team_webhook SET name = coalesce($3, name), url = coalesce($4, url), form
 	updated_by = $8, updated_at = now()
 WHERE team = $1 AND id = $2::uuid
 RETURNING `+webhookColumns, team, id, ch.Name, ch.URL, ch.Format, events, sealed, by, keyID, wrapped))
-	if sqlState(err) == "23505" { // unique violation
-		return job.TeamWebhook{}, job.WebhookNameTaken(team, name)
-	}
-	if err != nil && sqlState(err) != "" {
-		return job.TeamWebhook{}, writeError("update webhook "+id, err)
-	}
-	return out, rowError(err, job.WebhookNotFound(team, id), "update webhook "+id)
+		if sqlState(err) == "23505" { // unique violation
+			return job.WebhookNameTaken(team, name)
+		}
+		if err != nil && sqlState(err) != "" {
+			return writeError("update webhook "+id, err)
+		}
+		return rowError(err, job.WebhookNotFound(team, id), "update webhook "+id)
+	})
+	return out, err
 }
 
-// DeleteTeamWebhook deletes one of team's webhooks, or answers job.WebhookNotFound.
+// DeleteTeamWebhook deletes one of team's webhooks, or answers job.WebhookNotFound. A
+// webhook a file owns is deleted only by an apply of that file: the delete is rolled back.
 func (s *Store) DeleteTeamWebhook(ctx context.Context, team, id string) error {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM team_webhook WHERE team = $1 AND id = $2::uuid`, team, id)
-	if err != nil {
-		return translate(fmt.Errorf("delete webhook %s: %w", id, err))
+	return s.InTx(ctx, func(tx Tx) error {
+		return checkWebhookOwner(ctx, tx, team, id, `DELETE FROM team_webhook WHERE team = $1 AND id = $2::uuid
+RETURNING name, coalesce(managed_by, '')`)
+	})
+}
+
+// checkWebhookOwner runs query (locking or deleting the webhook id of team, returning its
+// name and owner) and refuses the change of a webhook a file owns (job.CheckOwner).
+func checkWebhookOwner(ctx context.Context, tx Tx, team, id, query string) error {
+	var name, owner string
+	err := tx.QueryRow(ctx, query, team, id).Scan(&name, &owner)
+	if err := rowError(err, job.WebhookNotFound(team, id), "lock webhook "+id); err != nil {
+		return err
 	}
-	if tag.RowsAffected() == 0 {
-		return job.WebhookNotFound(team, id)
-	}
-	return nil
+	return job.CheckOwner(ctx, "webhook", name, owner)
 }
