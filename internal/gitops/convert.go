@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
 
 	"github.com/datajobs/datajobs/internal/job"
 	pl "github.com/datajobs/datajobs/internal/pipeline"
@@ -48,6 +49,9 @@ func (j Job) Target(team string) (job.Job, *job.DeploymentChange, error) {
 		return out, nil, nil
 	}
 	d := j.Deployment
+	if d.Source != "" {
+		return job.Job{}, nil, sourceNotResolved(d.Source)
+	}
 	enabled := deref(d.Enabled, true)
 	schedule := out.SentSchedule()
 	if d.Schedule != nil {
@@ -69,6 +73,15 @@ func (j Job) Target(team string) (job.Job, *job.DeploymentChange, error) {
 		}
 	}
 	return out, &c, nil
+}
+
+// sourceNotResolved refuses a deployment's source folder sent to the API: a path on the
+// machine that runs the CLI, which the service cannot and must not read.
+func sourceNotResolved(folder string) *job.Error {
+	e := job.Invalid("deployment.source", "absent", strconv.Quote(folder))
+	e.Why = "deployment.source is a folder on the machine that runs `datajobs apply -f`, which packs it, uploads it and sends the file with its job_version: the service never reads local paths."
+	e.Countermeasures = "Apply the file with `datajobs apply -f`, or upload the sources (POST .../jobs/{job}/sources) and give their deployment.job_version."
+	return e
 }
 
 // domain converts the API's units; an absent (zero) resource is the default.

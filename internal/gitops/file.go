@@ -73,8 +73,12 @@ type Schedule struct {
 // Deployment is a job's deployment as the API's body, declarative: an absent field is
 // the default a first deployment takes, not the value stored before.
 type Deployment struct {
-	// JobVersion is an uploaded version of the job's sources.
-	JobVersion    string `json:"job_version" jsonschema:"required"`
+	// JobVersion is an uploaded version of the job's sources; give it or Source.
+	JobVersion string `json:"job_version,omitempty"`
+	// Source is the folder of the job's sources, relative to the file: `datajobs apply -f`
+	// packs it as vdk deploy does, uploads it and sends the file with its JobVersion. The
+	// service never reads a local path: it refuses a file that still has one.
+	Source        string `json:"source,omitempty"`
 	Enabled       *bool  `json:"enabled,omitempty"`
 	PythonVersion string `json:"python_version,omitempty"`
 	VDKVersion    string `json:"vdk_version,omitempty"`

@@ -22,6 +22,11 @@ func Schema() []byte {
 	// A trigger is the trigger package's Spec, which carries no schema tags: its POST's
 	// required fields.
 	props["triggers"].(map[string]any)["items"].(map[string]any)["required"] = []string{"name", "target", "on"}
+	// A deployment names its version, or the folder the CLI packs and uploads for it.
+	jobProps := props["jobs"].(map[string]any)["items"].(map[string]any)["properties"].(map[string]any)
+	jobProps["deployment"].(map[string]any)["oneOf"] = []any{
+		map[string]any{"required": []string{"job_version"}}, map[string]any{"required": []string{"source"}},
+	}
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		panic("encode the datajobs.yaml schema: " + err.Error()) // maps of plain values always encode

@@ -214,3 +214,15 @@ func TestTheSchemaIsServed(t *testing.T) {
 	r.json(t, &s)
 	require.Equal(t, "/data-jobs/schema/datajobs.yaml.json", s["$id"])
 }
+
+func TestAFileWithASourceFolderIsRefusedTheCLIResolvesIt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	file := strings.Replace(teamFile("extract-job", "load-job"), "deployment: {job_version: v1, retries: 1}", "deployment: {source: ./load-job}", 2)
+	r := e.apply(file, "dry_run=true")
+	require.Equal(t, http.StatusBadRequest, r.status, "%s", r.body)
+	body := r.vdkError(t)
+	require.Contains(t, body["what"], `jobs[0] ("extract-job")`)
+	require.Contains(t, body["what"]+" "+body["why"], "datajobs apply -f")
+	require.Equal(t, 0, e.count(`SELECT count(*) FROM data_job`))
+}

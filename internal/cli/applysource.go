@@ -1,0 +1,217 @@
+package cli
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/datajobs/datajobs/internal/gitops"
+	"github.com/datajobs/datajobs/internal/service"
+)
+
+// A deployment's source folder (issue 46; docs/gitops.md): `apply` packs it as vdk deploy
+// does, uploads it and sends the file with the version the upload answered. The service
+// never reads a local path, so this is the CLI's work, before the file is sent.
+
+// sourced is a job of the file whose deployment names a source folder, packed.
+type sourced struct {
+	job     string
+	archive []byte
+	// version is the archive's version, as the service computes it (service.SourcesVersion).
+	version string
+	// spec is the job's object of the file, to create it before its first upload.
+	spec map[string]any
+}
+
+// resolveSources packs the source folders of the file data (read from path, which the
+// folders are relative to) and returns the file with each folder replaced by its version,
+// as YAML (data itself when it names no folder), and the jobs it packed.
+func resolveSources(data []byte, path string) ([]byte, []sourced, error) {
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return data, nil, nil //nolint:nilerr // the service names what is wrong with the file
+	}
+	var doc map[string]any
+	if json.Unmarshal(js, &doc) != nil {
+		return data, nil, nil
+	}
+	jobs, _ := doc["jobs"].([]any)
+	var out []sourced
+	for _, j := range jobs {
+		spec, _ := j.(map[string]any)
+		dep, _ := spec["deployment"].(map[string]any)
+		folder, _ := dep["source"].(string)
+		name, _ := spec["job_name"].(string)
+		if folder == "" || name == "" {
+			continue
+		}
+		if !filepath.IsAbs(folder) {
+			folder = filepath.Join(filepath.Dir(path), folder)
+		}
+		archive, err := packFolder(folder, name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("job %s: pack its source %s: %w", name, folder, err)
+		}
+		version, err := service.SourcesVersion(archive, service.SourcesConfig{})
+		if err != nil {
+			return nil, nil, fmt.Errorf("job %s: its source %s: %w", name, folder, err)
+		}
+		delete(dep, "source")
+		dep["job_version"] = version
+		bare := map[string]any{}
+		for k, v := range spec {
+			if k != "deployment" {
+				bare[k] = v
+			}
+		}
+		out = append(out, sourced{job: name, archive: archive, version: version, spec: bare})
+	}
+	if len(out) == 0 {
+		return data, nil, nil
+	}
+	// YAML again, not JSON: the service reads a trigger's bare on: (YAML 1.1's true) in a
+	// YAML file only.
+	resolved, err := yaml.Marshal(doc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode the file: %w", err)
+	}
+	return resolved, out, nil
+}
+
+// skippedDirs are not packed: a version control's metadata and Python's caches are not
+// the job's sources.
+var skippedDirs = map[string]bool{".git": true, ".hg": true, ".svn": true, "__pycache__": true}
+
+// packFolder zips the files of folder as vdk deploy does: under one top folder named for
+// the job, regular files and directories only, in a stable order.
+func packFolder(folder, job string) ([]byte, error) {
+	info, err := os.Stat(folder)
+	if err != nil {
+		return nil, err
+	}
+	if !info.IsDir() {
+		return nil, errors.New("not a folder")
+	}
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	err = filepath.WalkDir(folder, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(folder, p)
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir() && skippedDirs[d.Name()]:
+			return filepath.SkipDir
+		case d.IsDir():
+			return nil
+		case !d.Type().IsRegular():
+			return fmt.Errorf("%s is not a regular file (a link?): copy what it points to into the folder", rel)
+		}
+		return addFile(zw, p, job+"/"+filepath.ToSlash(rel))
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, fmt.Errorf("close the archive: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// addFile adds the file at path to zw as name, with its mode (an executable stays one).
+func addFile(zw *zip.Writer, path, name string) error {
+	info, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	h, err := zip.FileInfoHeader(info)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	h.Name, h.Method = name, zip.Deflate
+	w, err := zw.CreateHeader(h)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := io.Copy(w, f); err != nil {
+		return fmt.Errorf("pack %s: %w", name, err)
+	}
+	return nil
+}
+
+// uploadSources readies the service for the file (resolved) whose jobs src name their
+// source folders, before it is applied: a dry run checks the whole file first (and that
+// the team is still at base, when given); the jobs it would create are created by an
+// apply of their configuration alone (a job's sources are uploaded to an existing job),
+// owned by the same source; then each job's sources are uploaded. It returns whether it
+// created jobs: the team's state then moved past base.
+func uploadSources(ctx context.Context, c *apiClient, team, src, base string, resolved []byte, jobs []sourced) (bool, error) {
+	applyPath := "/data-jobs/for-team/" + url.PathEscape(team) + "/apply?"
+	out, err := c.do(ctx, http.MethodPost, applyPath+"dry_run=true", resolved, "Content-Type", "application/yaml", "X-Datajobs-Source", src)
+	if err != nil {
+		return false, err
+	}
+	var plan gitops.Plan
+	if err := json.Unmarshal(out, &plan); err != nil {
+		return false, fmt.Errorf("read the plan: %w", err)
+	}
+	if ch, ok := plan.Conflict(); ok {
+		return false, fmt.Errorf("the %s %s is managed by the file of %s: nothing was uploaded", ch.Kind, ch.Name, ch.ManagedBy)
+	}
+	if base != "" && base != plan.BaseRevision {
+		return false, fmt.Errorf("the team moved since the plan: it is at %s, not %s; plan again", plan.BaseRevision, base)
+	}
+	creates := map[string]bool{}
+	for _, ch := range plan.Changes {
+		creates[ch.Name] = ch.Kind == gitops.KindJob && ch.Action == gitops.ActionCreate
+	}
+	var first []any
+	for _, j := range jobs {
+		if creates[j.job] {
+			first = append(first, j.spec)
+		}
+	}
+	if len(first) > 0 {
+		body, err := json.Marshal(map[string]any{"apiVersion": gitops.APIVersion, "team": team, "jobs": first})
+		if err != nil {
+			return false, fmt.Errorf("encode the new jobs: %w", err)
+		}
+		if _, err := c.do(ctx, http.MethodPost, applyPath+"dry_run=false&prune=false", body, "Content-Type", "application/json", "X-Datajobs-Source", src); err != nil {
+			return false, fmt.Errorf("create the jobs whose sources are uploaded: %w", err)
+		}
+	}
+	for _, j := range jobs {
+		path := "/data-jobs/for-team/" + url.PathEscape(team) + "/jobs/" + url.PathEscape(j.job) + "/sources?reason=" + url.QueryEscape(strings.TrimSpace("datajobs apply "+src))
+		out, err := c.do(ctx, http.MethodPost, path, j.archive, "Content-Type", "application/octet-stream")
+		if err != nil {
+			return false, fmt.Errorf("upload the sources of %s: %w", j.job, err)
+		}
+		var v struct {
+			VersionSHA string `json:"version_sha"`
+		}
+		if err := json.Unmarshal(out, &v); err != nil || v.VersionSHA != j.version {
+			return false, fmt.Errorf("upload the sources of %s: the service answered version %q, not %s (%s)", j.job, v.VersionSHA, j.version, out)
+		}
+	}
+	return len(first) > 0, nil
+}
