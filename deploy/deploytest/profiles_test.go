@@ -31,16 +31,10 @@ func TestAdmissionPolicyKeepsEachTeamsPodsOnItsOwnServiceAccount(t *testing.T) {
 		require.NoError(t, err)
 	}
 	pod := func(sa string) *corev1.Pod {
-		return &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{GenerateName: "hand-made-", Labels: map[string]string{kube.LabelTeam: "team-a", kube.LabelJob: "fence-job"}},
-			Spec: corev1.PodSpec{
-				ServiceAccountName: sa, AutomountServiceAccountToken: new(false), RestartPolicy: corev1.RestartPolicyNever,
-				SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: new(true), RunAsUser: new(int64(1000)), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
-				Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/x:1", SecurityContext: &corev1.SecurityContext{
-					AllowPrivilegeEscalation: new(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-				}}},
-			},
-		}
+		p := handMadePod("team-a", nil)
+		p.Labels[kube.LabelJob] = "fence-job"
+		p.Spec.ServiceAccountName = sa
+		return p
 	}
 	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
 	require.Eventually(t, func() bool {

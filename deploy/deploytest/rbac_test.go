@@ -122,6 +122,18 @@ func TestChartRoleIsEnoughForEverythingServeDoes(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return holds("rbac-s3cret") }, patience, tick, "the hand edit is repaired")
 
+	// The profiles' placements the admission policy reads: written when a profile
+	// changes, and repaired after a hand edit.
+	s.must(t, http.StatusOK, http.MethodPut, "/data-jobs/profiles/spot", `{"tolerations":[{"key":"spot","operator":"Exists"}],"teams":["*"]}`)
+	placed := func() bool { return placements(t, admin, ns)[kube.EveryTeamKey] == "toleration:spot,Exists,,," }
+	require.Eventually(t, placed, patience, tick, "the profile's placement is written")
+	cm, err := admin.CoreV1().ConfigMaps(ns).Get(t.Context(), kube.ProfilesConfigMapName, metav1.GetOptions{})
+	require.NoError(t, err)
+	cm.Data[kube.EveryTeamKey] = "toleration:,Exists,,,"
+	_, err = admin.CoreV1().ConfigMaps(ns).Update(t.Context(), cm, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, placed, patience, tick, "the hand edit of the placements is repaired")
+
 	// Disable.
 	s.must(t, http.StatusAccepted, http.MethodPatch, team+"/jobs/sales-report/deployments/production", `{"enabled":false}`)
 	require.Eventually(t, func() bool {
@@ -162,8 +174,24 @@ func TestChartRoleIsEnoughForEverythingServeDoes(t *testing.T) {
 	require.True(t, apierrors.IsForbidden(err), "Secrets of the release namespace (the database's, the keyring's): %v", err)
 	_, err = in.client.CoreV1().Secrets(ns).Get(ctx, "any", metav1.GetOptions{})
 	require.True(t, apierrors.IsForbidden(err), "a Secret of the jobs namespace by name: %v", err)
+	_, err = in.client.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	require.True(t, apierrors.IsForbidden(err), "every ConfigMap of the jobs namespace: %v", err)
 	_, err = in.client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "x", Image: "x"}}}}, metav1.CreateOptions{})
 	require.True(t, apierrors.IsForbidden(err), "a Pod in the jobs namespace: %v", err)
+}
+
+// placements is the data of the profiles' placements ConfigMap in ns, nil when there is none.
+func placements(t *testing.T, c kubernetes.Interface, ns string) map[string]string {
+	t.Helper()
+	cm, err := c.CoreV1().ConfigMaps(ns).Get(context.WithoutCancel(t.Context()), kube.ProfilesConfigMapName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	require.NoError(t, err)
+	if cm.Data == nil {
+		return map[string]string{}
+	}
+	return cm.Data
 }
 
 // listLikeOldServers turns off client-go's streaming lists (WatchListClient), so that
@@ -313,6 +341,16 @@ func TestEveryVerbOfTheChartRoleIsNeeded(t *testing.T) {
 			require.Eventually(t, func() bool { return teamSecret(t, e.admin, e.ns) != nil }, patience, tick, "the team's Secret is created")
 			e.s.must(t, http.StatusOK, http.MethodDelete, team+"/jobs/sales-report", "")
 			forbidden(t, e.s, "delete", "secrets")
+		},
+		// The profiles' placements (docs/profiles.md): the informer on their ConfigMap at the
+		// start of the term, its creation then, its update when a profile changes.
+		"configmaps list":   informer("list", "configmaps"),
+		"configmaps watch":  informer("watch", "configmaps"),
+		"configmaps create": informer("create", "configmaps"),
+		"configmaps update": func(t *testing.T, e env) {
+			require.Eventually(t, func() bool { return placements(t, e.admin, e.ns) != nil }, patience, tick, "the placements' ConfigMap is made")
+			e.s.must(t, http.StatusOK, http.MethodPut, "/data-jobs/profiles/spot", `{"tolerations":[{"key":"spot","operator":"Exists"}],"teams":["*"]}`)
+			forbidden(t, e.s, "update", "configmaps")
 		},
 		"pods/log get": func(t *testing.T, e env) { // the pod is found, its log cannot be read
 			id := started(t, e.s, e.admin, e.ns)

@@ -151,7 +151,8 @@ config: {prune-max-fraction: 1, max-cpu: "200", verify-prebuilt-images: false}
 }
 
 // fence puts the jobs namespace behind the chart's fence: the Pod Security labels of the
-// rendered Namespace and the admission policy, for real.
+// rendered Namespace and the admission policies (the service's Jobs and CronJobs, the teams'
+// pods), for real.
 func (in *install) fence(t *testing.T) {
 	t.Helper()
 	ns := into[corev1.Namespace](t, find(t, in.objs, "Namespace", in.jobs))
@@ -162,6 +163,7 @@ func (in *install) fence(t *testing.T) {
 	_, err = admin.CoreV1().Namespaces().Update(t.Context(), live, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	installAdmissionPolicy(t, in.objs, in.client, in.jobs)
+	createPodPolicies(t, in.objs)
 }
 
 // service is one `datajobs serve` process configured like the chart's pod.

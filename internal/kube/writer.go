@@ -8,7 +8,8 @@ import (
 
 // Writer is the one way datajobs changes objects in Kubernetes: the CronJobs of
 // deployments (CronJobs), the Jobs of executions (Jobs), the teams' OAuth Secrets
-// (Secrets) and the job pods' ServiceAccount (EnsureJobServiceAccount), all in one
+// (Secrets), the job pods' ServiceAccount (EnsureJobServiceAccount) and the profiles'
+// placements the admission policy reads (CreateConfigMap, UpdateConfigMap), all in one
 // namespace. Every write is made as field manager FieldManager, and a fenced Writer asks
 // its fence right before each request whether it may still write at all: a leader checks
 // that its lease is still held, so that a deposed leader changes nothing. Reads go

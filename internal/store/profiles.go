@@ -17,6 +17,11 @@ import (
 // snapshot the deployment is read in; a change bumps the generation of each job it
 // re-renders, in its own transaction, so that the synchronizer plans them again.
 
+// ProfilesChannel is NOTIFYed, with the profile's name, by every change of a profile
+// (create, update, delete): the synchronizer keeps the admission policy's ConfigMap of
+// their node placements (internal/synchronizer/placements.go) from it.
+const ProfilesChannel = "datajobs_profiles"
+
 const profileColumns = `p.name, p.spec, p.revision, p.updated_by, p.updated_at,
 	(SELECT count(*) FROM desired_data_job_deployment d WHERE d.execution_profile = p.name)`
 
@@ -132,6 +137,7 @@ ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, revision = p.revision + 1
 RETURNING revision, updated_by, updated_at`, p.Name, spec, a.User)
 	w.exec(wrapped("record revision of profile "+p.Name), `INSERT INTO execution_profile_revision (name, revision, kind, actor, op_id, spec, diff)
 SELECT $1, revision, $2, $3, $4, $5, $6 FROM execution_profile WHERE name = $1`, p.Name, kind, a.User, a.OpID, spec, diffJSON)
+	w.exec(wrapped("notify profile "+p.Name), `SELECT pg_notify($1, $2)`, ProfilesChannel, p.Name)
 	if old != nil && !old.SameRendering(p) && len(names) > 0 {
 		jobDiff := make([]job.FieldChange, len(diff))
 		for i, c := range diff {
@@ -208,6 +214,7 @@ FROM execution_profile WHERE name = $1 FOR UPDATE`, name).Scan(&spec, &users)
 		w.exec(wrapped("record delete of profile "+name), `INSERT INTO execution_profile_revision (name, revision, kind, actor, op_id, spec, diff)
 SELECT $1, revision + 1, $2, $3, $4, spec, $5 FROM execution_profile WHERE name = $1`, name, job.ProfileDelete, a.User, a.OpID, mustJSON(diff))
 		w.exec(wrapped("delete profile "+name), `DELETE FROM execution_profile WHERE name = $1`, name)
+		w.exec(wrapped("notify profile "+name), `SELECT pg_notify($1, $2)`, ProfilesChannel, name)
 		return translate(w.send(ctx, tx))
 	})
 }

@@ -49,6 +49,7 @@ func (t *term) pass(ctx context.Context) ([]Plan, error) {
 	if t.teams != nil {
 		t.queue.Add(teamSecretsKey) // a team's first or last deployed job needs or frees its Secret
 	}
+	t.queue.Add(placementsKey) // a NOTIFY lost while the listener reconnected
 	t.s.updateStatusGauge(ctx)
 	t.s.metrics.passDone(start, nil)
 	t.s.log.InfoContext(ctx, "resync_pass", "jobs", len(plans), "queued", queued, "full_read", f.full, "duration", time.Since(start))

@@ -6,7 +6,8 @@
 // match (plan.go), decides what the term's guards let it do of that (decide.go: the prune
 // guard, prune.go; the restore guard, restore.go) and does it (execute.go), recording what
 // Kubernetes confirmed (record.go, intent.go). Its stages beside: the full pass (pass.go,
-// prefetch.go), the image builds (build.go) and the teams' OAuth Secrets (teamsecret.go).
+// prefetch.go), the image builds (build.go), the teams' OAuth Secrets (teamsecret.go) and
+// the profiles' placements the admission policy reads (placements.go).
 // Its queues run on the shared loop of package controller; the Jobs of executions are
 // package tracker's, the leader's periodic services package maintenance's.
 package synchronizer
@@ -54,6 +55,7 @@ type Store interface {
 	SetLeaseConfigFingerprint(ctx context.Context, name string, epoch int64, fingerprint string) (bool, error)
 	Listen(ctx context.Context, channel string, ready func(), notify func(payload string)) error
 	DeliveredTeamOAuth(ctx context.Context) ([]secrets.TeamOAuth, error)
+	ListProfiles(ctx context.Context) ([]job.ProfileRecord, error)
 }
 
 // Applier is what the synchronizer writes to Kubernetes (implemented by *kube.Applier,
@@ -202,6 +204,8 @@ type term struct {
 	queue  *controller.Queue
 	builds *buildStage  // nil without a builder
 	teams  *teamSecrets // nil without TeamOAuthKeys
+	// placements is the profiles' placements ConfigMap (placements.go); nil if unwatched.
+	placements *placements
 	// records writes the rows of applied CronJobs in batches; nil in a single pass
 	// (RunOnce), which writes each at once.
 	records *recorder
@@ -268,6 +272,7 @@ func (s *Synchronizer) Run(ctx context.Context, epoch int64) error {
 	if t.teams != nil {
 		wg.Go(func() { t.listenTeamOAuth(ctx) })
 	}
+	wg.Go(func() { t.listenProfiles(ctx) })
 	t.queue.Add(resyncKey) // a first pass at once, then every ResyncInterval
 	wg.Go(func() {
 		controller.Every(ctx, s.cfg.ResyncInterval, func() bool { t.queue.Add(resyncKey); return true })
@@ -367,9 +372,10 @@ func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(
 	}
 	informerCtx, cancel := context.WithCancel(ctx)
 	factory.Start(informerCtx.Done())
-	stopTeams := t.startTeamSecrets(ctx)
+	stopTeams, stopPlacements := t.startTeamSecrets(ctx), t.startPlacements(ctx)
 	stop := func() {
 		stopTeams()
+		stopPlacements()
 		cancel()
 		factory.Shutdown()
 	}
@@ -400,6 +406,8 @@ func (t *term) reconcile(ctx context.Context, name string) (controller.Result, e
 		return controller.Result{}, err
 	case teamSecretsKey:
 		return t.reconcileTeamSecrets(ctx)
+	case placementsKey:
+		return t.reconcilePlacements(ctx)
 	}
 	p, ok, err := t.prefetchedPlan(name)
 	if err != nil {

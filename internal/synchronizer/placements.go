@@ -1,0 +1,160 @@
+package synchronizer
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/datajobs/datajobs/internal/controller"
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/kube"
+	"github.com/datajobs/datajobs/internal/store"
+)
+
+// The profiles' placements (issue 43, docs/profiles.md "The admission policy"). The
+// chart's admission policy admits a team's pod only with the node selector and
+// tolerations of a profile granted to the team, read from one ConfigMap of the jobs
+// namespace (kube.ProfilesConfigMap). The synchronizer keeps it an exact projection of the
+// profiles table as it keeps CronJobs: a reconcile (key placementsKey) reads every profile,
+// plans against the informer's copy of that one ConfigMap (planPlacements, pure) and does
+// the plan through the fenced writer. It runs on every profile NOTIFY (a create, an update
+// of its placement or grants, a delete), on any event of the ConfigMap (a hand edit or a
+// delete is repaired), at the start of a term and after each full pass. It is never
+// deleted: the default profile always exists, and without the ConfigMap the policy admits
+// no team's pod. One of the name that is not this installation's is left alone, reported.
+
+// placementsKey is the queue item of the placements' reconcile; it cannot be a job name.
+const placementsKey = "#profile-placements"
+
+// placements is a term's view of the placements' ConfigMap.
+type placements struct {
+	lister corelisters.ConfigMapNamespaceLister
+	synced cache.InformerSynced
+}
+
+// placementsPlan is what a reconcile decided for the placements' ConfigMap.
+type placementsPlan struct {
+	Action     Action
+	Reason     string
+	Live, Want *corev1.ConfigMap
+	// again asks for another look soon: the plan waits for a deletion to finish.
+	again bool
+}
+
+// startPlacements starts the informer on the placements' ConfigMap (selected by name, of
+// any installation: the plan must see another's to leave it alone; its first list queues
+// the first reconcile) and returns its stop. Like the team Secrets' it does not wait for the cache:
+// a Role that may not read ConfigMaps does not stop CronJobs from syncing.
+func (t *term) startPlacements(ctx context.Context) func() {
+	factory := informers.NewSharedInformerFactoryWithOptions(t.s.client, 0, informers.WithNamespace(t.render.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = kube.ProfilesConfigMapSelector().String() }))
+	informer := factory.Core().V1().ConfigMaps()
+	queue := func(any) { t.queue.Add(placementsKey) }
+	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: queue, UpdateFunc: func(_, obj any) { queue(obj) }, DeleteFunc: queue}); err != nil {
+		t.s.log.WarnContext(ctx, "profile_placements_unwatched", "error", err)
+		return func() {}
+	}
+	t.placements = &placements{lister: informer.Lister().ConfigMaps(t.render.Namespace), synced: informer.Informer().HasSynced}
+	informerCtx, cancel := context.WithCancel(ctx)
+	factory.Start(informerCtx.Done())
+	return func() {
+		cancel()
+		factory.Shutdown()
+	}
+}
+
+// listenProfiles queues the placements' reconcile on every profile NOTIFY and
+// (re)connection, which may have missed some.
+func (t *term) listenProfiles(ctx context.Context) {
+	again := func() { t.queue.Add(placementsKey) }
+	controller.Listen(ctx, t.s.db, store.ProfilesChannel, t.s.cfg.RetryBase, t.s.log, func(bool) { again() }, func(string) { again() })
+}
+
+// reconcilePlacements plans the placements' ConfigMap from every profile and does the plan.
+func (t *term) reconcilePlacements(ctx context.Context) (controller.Result, error) {
+	if t.placements == nil {
+		return controller.Result{}, nil
+	}
+	if !t.placements.synced() {
+		return controller.Result{RequeueAfter: time.Second}, nil
+	}
+	records, err := t.s.db.ListProfiles(ctx)
+	if err != nil {
+		return controller.Result{}, err
+	}
+	profiles := make([]job.Profile, len(records))
+	for i, r := range records {
+		profiles[i] = r.Profile
+	}
+	live, err := t.placements.lister.Get(kube.ProfilesConfigMapName)
+	switch {
+	case apierrors.IsNotFound(err):
+		live = nil
+	case err != nil:
+		return controller.Result{}, fmt.Errorf("read configmap %s from cache: %w", kube.ProfilesConfigMapName, err)
+	}
+	p := planPlacements(kube.ProfilesConfigMap(t.render.Namespace, t.render.Installation, profiles), live, t.render.Installation)
+	res := controller.Result{}
+	if p.again {
+		res.RequeueAfter = 2 * time.Second
+	}
+	return res, t.executePlacements(ctx, p)
+}
+
+// planPlacements decides what to do with the placements' ConfigMap: want is the
+// projection of the profiles, live the informer's (nil: none). It is pure.
+func planPlacements(want, live *corev1.ConfigMap, installation string) placementsPlan {
+	p := placementsPlan{Live: live, Want: want, Action: ActionUnchanged, Reason: "up to date"}
+	switch {
+	case live == nil:
+		p.Action, p.Reason = ActionCreate, "the admission policy reads the profiles' placements from it"
+	case live.Labels[kube.LabelInstallation] != installation:
+		p.Action, p.Reason = ActionConflict, "a ConfigMap not of this datajobs installation has the name; it is left alone"
+	case live.DeletionTimestamp != nil:
+		p.Action, p.Reason, p.again = ActionWait, "the ConfigMap is being deleted; create it again once it is gone", true
+	case !kube.ProfilesConfigMapMatches(live, want):
+		p.Action, p.Reason = ActionUpdate, "differs from the profiles (one changed, or the ConfigMap was edited outside datajobs)"
+	}
+	return p
+}
+
+// executePlacements does the plan p (in dry-run mode, logs it). A failed write is
+// retried with the queue's backoff (a create that finds the name taken, by a ConfigMap
+// the informer has not shown yet, is planned again from it).
+func (t *term) executePlacements(ctx context.Context, p placementsPlan) error {
+	log := t.s.log.With("configmap", kube.ProfilesConfigMapName, "action", p.Action, "reason", p.Reason)
+	switch {
+	case p.Action == ActionUnchanged:
+		return nil
+	case p.Action == ActionConflict:
+		log.WarnContext(ctx, "profile_placements_conflict")
+		return nil
+	case !p.Action.writesKubernetes():
+		log.InfoContext(ctx, "profile_placements_kept")
+		return nil
+	case t.s.cfg.DryRun:
+		log.InfoContext(ctx, "profile_placements_planned", "dry_run", true)
+		return nil
+	}
+	var err error
+	switch p.Action {
+	case ActionCreate:
+		err = t.s.writer.CreateConfigMap(ctx, p.Want)
+	case ActionUpdate:
+		err = t.s.writer.UpdateConfigMap(ctx, p.Live, p.Want)
+	}
+	if err != nil {
+		// The sync queue logs no failure of its own: the reconcile does (retried with backoff).
+		log.WarnContext(ctx, "profile_placements_failed", "error", err)
+		return fmt.Errorf("profile placements: %w", err)
+	}
+	log.InfoContext(ctx, "profile_placements_written")
+	return nil
+}

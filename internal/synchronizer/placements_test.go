@@ -1,0 +1,115 @@
+package synchronizer_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/kube"
+)
+
+// placements is the data of the placements' ConfigMap in the fixture's namespace, nil
+// when there is none.
+func (f *fixture) placements() map[string]string {
+	f.t.Helper()
+	cm, err := f.client.CoreV1().ConfigMaps(f.ns).Get(f.t.Context(), kube.ProfilesConfigMapName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	require.NoError(f.t, err)
+	if cm.Data == nil {
+		return map[string]string{}
+	}
+	return cm.Data
+}
+
+// Issue 43: the ConfigMap the chart's admission policy reads (the node selectors and
+// tolerations granted to each team) follows the profiles table: made at the start of a
+// term, changed by a profile's create, update of its placement or of its grants, and
+// delete, and repaired after a hand edit or a delete, with no job deployed at all.
+func TestProfilePlacementsFollowTheProfiles(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	f.start()
+	f.eventually(func() bool { m := f.placements(); return m != nil && len(m) == 0 },
+		"made at the start of a term, empty: the default profile places nothing")
+	cm, err := f.client.CoreV1().ConfigMaps(f.ns).Get(ctx, kube.ProfilesConfigMapName, metav1.GetOptions{})
+	require.NoError(t, err)
+	installation, err := f.db.InstallationID(ctx)
+	require.NoError(t, err)
+	require.Equal(t, installation, cm.Labels[kube.LabelInstallation], "labelled as this installation's")
+
+	pool := job.Profile{
+		Name: "pool", NodeSelector: map[string]string{"pool": "a"}, Teams: []string{"team-a"},
+		Tolerations: []job.Toleration{{Key: "dedicated", Operator: "Equal", Value: "a", Effect: "NoSchedule"}},
+	}
+	_, err = f.svc.PutProfile(ctx, pool)
+	require.NoError(t, err)
+	lineA := "nodeSelector:pool=a toleration:dedicated,Equal,a,NoSchedule,"
+	f.eventually(func() bool { return f.placements()["team-a"] == lineA }, "a created profile's placement, under its team")
+
+	pool.NodeSelector = map[string]string{"pool": "b"}
+	_, err = f.svc.PutProfile(ctx, pool)
+	require.NoError(t, err)
+	lineB := "nodeSelector:pool=b toleration:dedicated,Equal,a,NoSchedule,"
+	f.eventually(func() bool { return f.placements()["team-a"] == lineB }, "a changed node selector")
+
+	pool.Teams = []string{"team-b"} // a grant alone re-renders no CronJob, yet moves the placement
+	_, err = f.svc.PutProfile(ctx, pool)
+	require.NoError(t, err)
+	f.eventually(func() bool {
+		m := f.placements()
+		_, a := m["team-a"]
+		return !a && m["team-b"] == lineB
+	}, "a grant moved from team A to team B")
+
+	pool.Teams = []string{job.GrantAllTeams}
+	_, err = f.svc.PutProfile(ctx, pool)
+	require.NoError(t, err)
+	f.eventually(func() bool {
+		m := f.placements()
+		return len(m) == 1 && m[kube.EveryTeamKey] == lineB
+	}, "granted to every team")
+
+	cm, err = f.client.CoreV1().ConfigMaps(f.ns).Get(ctx, kube.ProfilesConfigMapName, metav1.GetOptions{})
+	require.NoError(t, err)
+	cm.Data["team-x"] = "nodeSelector:pool=gold"
+	cm.Data[kube.EveryTeamKey] = lineA
+	_, err = f.client.CoreV1().ConfigMaps(f.ns).Update(ctx, cm, metav1.UpdateOptions{FieldManager: "kubectl-edit"})
+	require.NoError(t, err)
+	f.eventually(func() bool {
+		m := f.placements()
+		return len(m) == 1 && m[kube.EveryTeamKey] == lineB
+	}, "a hand edit is reverted")
+
+	require.NoError(t, f.svc.DeleteProfile(ctx, "pool"))
+	f.eventually(func() bool { m := f.placements(); return m != nil && len(m) == 0 }, "a deleted profile's placement is gone")
+
+	require.NoError(t, f.client.CoreV1().ConfigMaps(f.ns).Delete(ctx, kube.ProfilesConfigMapName, metav1.DeleteOptions{}))
+	f.eventually(func() bool { return f.placements() != nil }, "a deleted ConfigMap is made again")
+}
+
+// A ConfigMap of the name that another installation (or a person) made is never written:
+// the synchronizer reports it and leaves it as it is.
+func TestProfilePlacementsLeaveAForeignConfigMapAlone(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	foreign := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: kube.ProfilesConfigMapName, Labels: map[string]string{kube.LabelInstallation: "another"}},
+		Data:       map[string]string{"team-a": "nodeSelector:pool=theirs"},
+	}
+	_, err := f.client.CoreV1().ConfigMaps(f.ns).Create(t.Context(), foreign, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = f.svc.PutProfile(t.Context(), job.Profile{Name: "pool", NodeSelector: map[string]string{"pool": "a"}, Teams: []string{"team-a"}})
+	require.NoError(t, err)
+	f.createJob("placed-report")
+	f.deploy("placed-report", job.DeploymentChange{JobVersion: ptr("v1"), ExecutionProfile: ptr("pool")})
+	f.start()
+	f.synced("placed-report") // the term has run its first pass, which queues the placements too
+	require.Equal(t, map[string]string{"team-a": "nodeSelector:pool=theirs"}, f.placements())
+}
