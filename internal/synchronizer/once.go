@@ -61,5 +61,8 @@ func (s *Synchronizer) RunOnce(ctx context.Context, epoch int64) (Report, error)
 	if rep.TeamSecrets, err = t.teamSecretsOnce(ctx); err != nil {
 		rep.Errors[teamSecretsKey] = err
 	}
+	if err := t.placementsOnce(ctx); err != nil {
+		rep.Errors[placementsKey] = err
+	}
 	return rep, nil
 }

@@ -2,6 +2,7 @@ package synchronizer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -106,6 +107,27 @@ func (t *term) reconcilePlacements(ctx context.Context) (controller.Result, erro
 		res.RequeueAfter = 2 * time.Second
 	}
 	return res, t.executePlacements(ctx, p)
+}
+
+// placementsOnce is the placements' reconcile of a single pass (RunOnce), once the
+// informer's cache has synced.
+func (t *term) placementsOnce(ctx context.Context) error {
+	if t.placements == nil {
+		return nil
+	}
+	if !waitForCache(ctx, t.placements.synced) {
+		return errors.New("profile placements: the ConfigMap cache did not sync (may this service list and watch the ConfigMap " + kube.ProfilesConfigMapName + "?)")
+	}
+	_, err := t.reconcilePlacements(ctx)
+	return err
+}
+
+// waitForCache waits for an informer of a single pass (RunOnce) to sync, a minute at most:
+// a Role that may not list or watch what it reads never lets it.
+func waitForCache(ctx context.Context, synced cache.InformerSynced) bool {
+	waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	return cache.WaitForCacheSync(waitCtx.Done(), synced)
 }
 
 // planPlacements decides what to do with the placements' ConfigMap: want is the

@@ -10,6 +10,7 @@ import (
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
+	"github.com/datajobs/datajobs/internal/synchronizer"
 )
 
 // placements is the data of the placements' ConfigMap in the fixture's namespace, nil
@@ -112,4 +113,20 @@ func TestProfilePlacementsLeaveAForeignConfigMapAlone(t *testing.T) {
 	f.start()
 	f.synced("placed-report") // the term has run its first pass, which queues the placements too
 	require.Equal(t, map[string]string{"team-a": "nodeSelector:pool=theirs"}, f.placements())
+}
+
+// A single pass (`datajobs sync --once`) keeps the placements too; a dry one writes nothing.
+func TestASinglePassWritesTheProfilePlacements(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	_, err := f.svc.PutProfile(t.Context(), job.Profile{Name: "spot", Tolerations: []job.Toleration{{Key: "spot", Operator: "Exists"}}, Teams: []string{job.GrantAllTeams}})
+	require.NoError(t, err)
+	rep, err := f.synchronizerWith(synchronizer.Config{DryRun: true}).RunOnce(t.Context(), f.epoch)
+	require.NoError(t, err)
+	require.Empty(t, rep.Errors)
+	require.Nil(t, f.placements(), "a dry run writes no ConfigMap")
+	rep, err = f.synchronizer(false).RunOnce(t.Context(), f.epoch)
+	require.NoError(t, err)
+	require.Empty(t, rep.Errors)
+	require.Equal(t, map[string]string{kube.EveryTeamKey: "toleration:spot,Exists,,,"}, f.placements())
 }

@@ -147,9 +147,7 @@ func (t *term) teamSecretsOnce(ctx context.Context) ([]TeamSecretPlan, error) {
 	if t.teams == nil {
 		return nil, nil
 	}
-	waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if !cache.WaitForCacheSync(waitCtx.Done(), t.teams.synced) {
+	if !waitForCache(ctx, t.teams.synced) {
 		return nil, errors.New("team oauth secrets: the Secret cache did not sync (may this service list and watch Secrets?)")
 	}
 	_, done, err := t.syncTeamSecrets(ctx)
