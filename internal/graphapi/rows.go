@@ -37,14 +37,13 @@ func takeRows(ctx context.Context, n int, what string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.taken+n > b.limit {
-		return &job.Error{
-			Kind: job.KindInvalid,
-			What: fmt.Sprintf("The query could answer up to %d rows, more than the maximum of %d.", b.taken+n, b.limit),
-			Why: fmt.Sprintf("Its pages of jobs and executions add up to that (%s: %d); a request answers at most %d rows in all, whatever its page sizes.",
+		return job.NewError(job.KindInvalid,
+			fmt.Sprintf("The query could answer up to %d rows, more than the maximum of %d.", b.taken+n, b.limit),
+			fmt.Sprintf("Its pages of jobs and executions add up to that (%s: %d); a request answers at most %d rows in all, whatever its page sizes.",
 				what, n, b.limit),
-			Consequences:    "The query was not run.",
-			Countermeasures: "Ask for smaller pages, or fewer executions per job, and page through the rest.",
-		}
+			"The query was not run.",
+			"Ask for smaller pages, or fewer executions per job, and page through the rest.",
+		)
 	}
 	b.taken += n
 	return nil

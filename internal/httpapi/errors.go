@@ -73,13 +73,12 @@ func malformedBody(err error) *job.Error {
 
 // bodyTooLarge reports a body over the configured limit.
 func bodyTooLarge(limit int64) *job.Error {
-	return &job.Error{
-		Kind:            job.KindTooLarge,
-		What:            "The request body is too large.",
-		Why:             fmt.Sprintf("Bodies are limited to %d bytes.", limit),
-		Consequences:    "The request was not processed and nothing was changed.",
-		Countermeasures: "Send a smaller body.",
-	}
+	return job.NewError(job.KindTooLarge,
+		"The request body is too large.",
+		fmt.Sprintf("Bodies are limited to %d bytes.", limit),
+		"The request was not processed and nothing was changed.",
+		"Send a smaller body.",
+	)
 }
 
 // reply answers body(v) with status, or returns err (for the error mapping) and answers

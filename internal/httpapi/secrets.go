@@ -114,11 +114,10 @@ func (a *api) keytab(w http.ResponseWriter, r *http.Request) error {
 	if _, err := a.svc.GetJob(r.Context(), team, name); err != nil {
 		return err
 	}
-	return &job.Error{
-		Kind:            job.KindNotFound,
-		What:            fmt.Sprintf("The data job %q has no keytab.", name),
-		Why:             "This service issues no Kerberos keytabs, as VDK with keytabs off: a data job authenticates to datajobs with its job identity, a short-lived Kubernetes ServiceAccount token mounted into its pod.",
-		Consequences:    "No keytab was downloaded.",
-		Countermeasures: "Read a job's properties and secrets with its job identity from inside the job (docs/api.md, \"Job identity\").",
-	}
+	return job.NewError(job.KindNotFound,
+		fmt.Sprintf("The data job %q has no keytab.", name),
+		"This service issues no Kerberos keytabs, as VDK with keytabs off: a data job authenticates to datajobs with its job identity, a short-lived Kubernetes ServiceAccount token mounted into its pod.",
+		"No keytab was downloaded.",
+		"Read a job's properties and secrets with its job identity from inside the job (docs/api.md, \"Job identity\").",
+	)
 }

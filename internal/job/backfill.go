@@ -87,21 +87,21 @@ func (a ActualDeployment) Snapshot() Deployment {
 
 // BackfillNotFound reports a backfill that is not one of the job's.
 func BackfillNotFound(team, name string, id int64) *Error {
-	return newError(KindNotFound, fmt.Sprintf("The backfill %d of data job %q was not found for team %q.", id, name, team),
+	return NewError(KindNotFound, fmt.Sprintf("The backfill %d of data job %q was not found for team %q.", id, name, team),
 		"No backfill with that id belongs to that job and team.",
 		notProcessed, "List the job's backfills (GET …/deployments/{id}/backfills) to find the right id.")
 }
 
 // TooManyBackfills reports a backfill asked for while MaxOpenBackfills of the job run.
 func TooManyBackfills(name string) *Error {
-	return newError(KindConflict, fmt.Sprintf("The data job %q cannot be backfilled now.", name),
+	return NewError(KindConflict, fmt.Sprintf("The data job %q cannot be backfilled now.", name),
 		fmt.Sprintf("It has %d backfills not finished yet, the most a job may have.", MaxOpenBackfills),
 		"No backfill was recorded and no run started.", "Wait for a backfill to finish, or cancel one (DELETE …/backfills/{id}), and ask again.")
 }
 
 // BackfillFinished reports a cancel of a backfill that already ended.
 func BackfillFinished(id int64) *Error {
-	return newError(KindInvalid, fmt.Sprintf("The backfill %d cannot be cancelled.", id),
+	return NewError(KindInvalid, fmt.Sprintf("The backfill %d cannot be cancelled.", id),
 		"All of its runs have already finished.",
 		"Nothing was changed.", "Only a backfill with runs pending or under way can be cancelled.")
 }

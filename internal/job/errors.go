@@ -86,8 +86,8 @@ const (
 	nothingChanged = "The request was not processed and nothing was changed."
 )
 
-// newError is a refusal with VDK's four sentences, in the order its error body shows them.
-func newError(kind Kind, what, why, consequences, countermeasures string) *Error {
+// NewError is a refusal with VDK's four sentences, in the order its error body shows them.
+func NewError(kind Kind, what, why, consequences, countermeasures string) *Error {
 	return &Error{Kind: kind, What: what, Why: why, Consequences: consequences, Countermeasures: countermeasures}
 }
 
@@ -102,14 +102,14 @@ func KindOf(err error) Kind {
 
 // Invalid reports a parameter that breaks a constraint.
 func Invalid(param, constraint string, value any) *Error {
-	return newError(KindInvalid, fmt.Sprintf("Parameter %s is not valid.", param),
+	return NewError(KindInvalid, fmt.Sprintf("Parameter %s is not valid.", param),
 		fmt.Sprintf("It must be %s, but was %v.", constraint, value),
 		nothingChanged, fmt.Sprintf("Correct %s and retry.", param))
 }
 
 // JobNotFound reports a job that does not exist for a team.
 func JobNotFound(team, name string) *Error {
-	return newError(KindNotFound, fmt.Sprintf("The data job %q was not found for team %q.", name, team),
+	return NewError(KindNotFound, fmt.Sprintf("The data job %q was not found for team %q.", name, team),
 		"No data job with that name belongs to that team.",
 		notProcessed, "Check the job name and the team, or create the job first.")
 }
@@ -117,28 +117,28 @@ func JobNotFound(team, name string) *Error {
 // NotFoundInTeam reports an object of a kind the team has by name (a pipeline, a
 // trigger) that it has not; GET …/{kind}s lists those it has.
 func NotFoundInTeam(kind, team, name string) *Error {
-	return newError(KindNotFound, fmt.Sprintf("The %s %q of team %q was not found.", kind, name, team),
+	return NewError(KindNotFound, fmt.Sprintf("The %s %q of team %q was not found.", kind, name, team),
 		fmt.Sprintf("No %s of that name exists in the team.", kind),
 		notProcessed, fmt.Sprintf("Check the team and %s name (GET …/%ss lists them).", kind, kind))
 }
 
 // DeploymentNotFound reports a job that has no deployment.
 func DeploymentNotFound(name string) *Error {
-	return newError(KindNotFound, fmt.Sprintf("The data job %q has no deployment.", name),
+	return NewError(KindNotFound, fmt.Sprintf("The data job %q has no deployment.", name),
 		"The job was never deployed, or its deployment was deleted.",
 		notProcessed, "Deploy the job first (POST .../deployments).")
 }
 
 // JobExists reports a create of a name that is taken.
 func JobExists(name string) *Error {
-	return newError(KindConflict, fmt.Sprintf("The data job %q already exists.", name),
+	return NewError(KindConflict, fmt.Sprintf("The data job %q already exists.", name),
 		"Job names are unique across all teams.",
 		"The job was not created.", "Choose another name, or delete the existing job first.")
 }
 
 // NotImplemented reports an endpoint of a feature that is not available yet.
 func NotImplemented(feature string) *Error {
-	return newError(KindNotImplemented, fmt.Sprintf("The %s feature is not available yet.", feature),
+	return NewError(KindNotImplemented, fmt.Sprintf("The %s feature is not available yet.", feature),
 		"This datajobs release does not implement it.",
 		notProcessed, "Upgrade datajobs when the feature is released.")
 }
@@ -170,7 +170,7 @@ func TooSlow(limit string, err error) *Error {
 
 // TeamJobsQuota reports a team that has as many data jobs as it may have.
 func TeamJobsQuota(team string, limit int) *Error {
-	return newError(KindConflict, fmt.Sprintf("The team %q has reached its limit of %d data jobs.", team, limit),
+	return NewError(KindConflict, fmt.Sprintf("The team %q has reached its limit of %d data jobs.", team, limit),
 		fmt.Sprintf("The service allows at most %d data jobs per team (max-jobs-per-team).", limit),
 		"The data job was not created or moved, and nothing was changed.", "Delete data jobs the team no longer needs, or ask the operators to raise max-jobs-per-team.")
 }
@@ -178,14 +178,14 @@ func TeamJobsQuota(team string, limit int) *Error {
 // TeamExecutionsQuota reports a start while a team has as many manual executions
 // submitted or running as it may (issue 41, L6).
 func TeamExecutionsQuota(team string, limit int) *Error {
-	return newError(KindConflict, fmt.Sprintf("The team %q has %d manual executions submitted or running, its limit.", team, limit),
+	return NewError(KindConflict, fmt.Sprintf("The team %q has %d manual executions submitted or running, its limit.", team, limit),
 		fmt.Sprintf("The service runs at most %d manual executions (starts, re-runs, backfill runs) of a team at once.", limit),
 		"The execution was not started, and nothing was changed.", "Start it again once some of the team's executions have finished (a backfill waits by itself), or ask the operators to raise the limit.")
 }
 
 // TeamSourcesQuota reports an upload that would take a team's stored sources over its limit.
 func TeamSourcesQuota(team string, limit int64) *Error {
-	return newError(KindConflict, fmt.Sprintf("The sources of team %q would exceed the team's limit of %d bytes.", team, limit),
+	return NewError(KindConflict, fmt.Sprintf("The sources of team %q would exceed the team's limit of %d bytes.", team, limit),
 		fmt.Sprintf("The service stores at most %d bytes of sources archives per team (max-source-bytes-per-team).", limit),
 		"The sources were not uploaded and nothing was changed.", "Delete the sources of jobs the team no longer needs, keep fewer versions, or ask the operators to raise max-source-bytes-per-team.")
 }
@@ -193,7 +193,7 @@ func TeamSourcesQuota(team string, limit int64) *Error {
 // Unauthenticated reports a request without a valid bearer token; why says what is wrong
 // with it (never the token itself).
 func Unauthenticated(why string) *Error {
-	return newError(KindUnauthenticated, "The request is not authenticated.",
+	return NewError(KindUnauthenticated, "The request is not authenticated.",
 		why,
 		nothingChanged, "Send a valid access token of a trusted issuer as Authorization: Bearer <token> (vdk login).")
 }
@@ -201,14 +201,14 @@ func Unauthenticated(why string) *Error {
 // Forbidden reports a caller who may not act on team's jobs; why names the rule (not a
 // member, or the authorization webhook's answer).
 func Forbidden(user, team, why string) *Error {
-	return newError(KindForbidden, fmt.Sprintf("User %s may not act on the jobs of team %s.", user, team),
+	return NewError(KindForbidden, fmt.Sprintf("User %s may not act on the jobs of team %s.", user, team),
 		why,
 		nothingChanged, fmt.Sprintf("Ask an administrator to add you to team %s, or use a token of one of its members.", team))
 }
 
 // UnsupportedMediaType reports a body whose content type the endpoint does not take.
 func UnsupportedMediaType(got, want string) *Error {
-	return newError(KindUnsupportedMediaType, "The request body has an unsupported content type.",
+	return NewError(KindUnsupportedMediaType, "The request body has an unsupported content type.",
 		fmt.Sprintf("It must be %s, but was %q.", want, got),
 		nothingChanged, "Send the body with Content-Type: "+want+".")
 }
@@ -217,7 +217,7 @@ func UnsupportedMediaType(got, want string) *Error {
 // "x", its properties) other than the current one: someone changed it since the client
 // read it.
 func PreconditionFailed(what, current string) *Error {
-	return newError(KindPreconditionFailed, fmt.Sprintf("%s changed since the version the request names in If-Match.", what),
+	return NewError(KindPreconditionFailed, fmt.Sprintf("%s changed since the version the request names in If-Match.", what),
 		fmt.Sprintf("Its current version (ETag) is %s.", current),
 		nothingChanged, "Read it again (GET), apply the change to what it is now, and retry with the new ETag in If-Match (or without If-Match to overwrite).")
 }

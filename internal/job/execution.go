@@ -77,7 +77,7 @@ func jsonKind(v any) string {
 
 // ExecutionNotFound reports an execution that is not one of the job's.
 func ExecutionNotFound(team, name, id string) *Error {
-	return newError(KindNotFound, fmt.Sprintf("The execution %q of data job %q was not found for team %q.", id, name, team),
+	return NewError(KindNotFound, fmt.Sprintf("The execution %q of data job %q was not found for team %q.", id, name, team),
 		"No execution with that id belongs to that job and team, or it was cleaned up.",
 		notProcessed, "List the job's executions to find the right id.")
 }
@@ -87,21 +87,21 @@ func ExecutionNotFound(team, name, id string) *Error {
 // the log lived only on the node. It is a 410, not an empty log: the run printed what it
 // printed, and nobody can read it any more.
 func LogNotKept(team, name, id string) *Error {
-	return newError(KindGone, fmt.Sprintf("The log of execution %q of data job %q (team %q) was not kept.", id, name, team),
+	return NewError(KindGone, fmt.Sprintf("The log of execution %q of data job %q (team %q) was not kept.", id, name, team),
 		"Its pod was deleted before datajobs read its log (the Job deleted right after it finished, by hand or by a TTL or history limit set too short), and a pod's log goes with it.",
 		"The log is lost; the execution's status, message, exit code and termination reason stand.", "Run the job again if you need its log; leave a finished execution's Job in place until its log is kept (GET .../logs answers it).")
 }
 
 // ExecutionActive reports a start while another execution of the job is under way.
 func ExecutionActive(name, id string) *Error {
-	return newError(KindConflict, fmt.Sprintf("The data job %q is already executing (execution %q).", name, id),
+	return NewError(KindConflict, fmt.Sprintf("The data job %q is already executing (execution %q).", name, id),
 		"Only one execution of a data job runs at a time.",
 		"No new execution was started.", "Wait for the running execution to finish, or cancel it, and start again.")
 }
 
 // ExecutionFinished reports a cancel of an execution that already ended.
 func ExecutionFinished(id string, status ExecutionStatus) *Error {
-	return newError(KindInvalid, fmt.Sprintf("The execution %q cannot be cancelled.", id),
+	return NewError(KindInvalid, fmt.Sprintf("The execution %q cannot be cancelled.", id),
 		fmt.Sprintf("It has already finished with status %s.", status),
 		"Nothing was changed.", "Only submitted or running executions can be cancelled.")
 }

@@ -263,7 +263,7 @@ func SnakeCaseJSON(v json.RawMessage) json.RawMessage {
 
 // RevisionNotFound reports a revision number the job does not have.
 func RevisionNotFound(name string, n int) *Error {
-	return newError(KindNotFound, fmt.Sprintf("The data job %q has no revision %d.", name, n),
+	return NewError(KindNotFound, fmt.Sprintf("The data job %q has no revision %d.", name, n),
 		"Revisions are numbered from 1 in the order of the job's changes; this one was never made, or belongs to an earlier job of that name.",
 		"Nothing was rolled back.", "List the revisions (GET .../deployments/{id}/revisions) and pick one of them.")
 }
@@ -271,7 +271,7 @@ func RevisionNotFound(name string, n int) *Error {
 // RevisionWithoutDeployment reports a rollback to a revision in which the job was not
 // deployed.
 func RevisionWithoutDeployment(name string, n int) *Error {
-	return newError(KindConflict, fmt.Sprintf("Revision %d of data job %q has no deployment to roll back to.", n, name),
+	return NewError(KindConflict, fmt.Sprintf("Revision %d of data job %q has no deployment to roll back to.", n, name),
 		"The job was not deployed at that revision (it was created, or its deployment deleted).",
 		"Nothing was rolled back.", "Pick a revision whose spec has a deployment, or delete the deployment instead.")
 }
@@ -311,7 +311,7 @@ func CheckOwner(ctx context.Context, kind, name, owner string) error {
 
 // OwnedByFile reports a write of an object a jobs-as-code file owns.
 func OwnedByFile(kind, name, owner string) *Error {
-	return newError(KindConflict, fmt.Sprintf("The %s %q is managed by the file of %s.", kind, name, owner),
+	return NewError(KindConflict, fmt.Sprintf("The %s %q is managed by the file of %s.", kind, name, owner),
 		"Objects applied from a file change only through an apply of that file.",
 		"Nothing was changed.", "Change the file and apply it, or release the object (POST /data-jobs/for-team/{team}/release-from-file) to edit it by hand.")
 }

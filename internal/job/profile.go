@@ -206,14 +206,14 @@ func DecodeProfile(body []byte) (Profile, error) {
 
 // ProfileNotFound reports a profile that does not exist.
 func ProfileNotFound(name string) *Error {
-	return newError(KindNotFound, fmt.Sprintf("The execution profile %q was not found.", name),
+	return NewError(KindNotFound, fmt.Sprintf("The execution profile %q was not found.", name),
 		"No profile of that name exists.",
 		nothingChanged, "List the profiles (GET /data-jobs/profiles) and name one of them, or ask an administrator to create it.")
 }
 
 // ProfileInUse reports a delete of a profile that deployments select.
 func ProfileInUse(name string, deployments int) *Error {
-	return newError(KindConflict, fmt.Sprintf("The execution profile %q cannot be deleted.", name),
+	return NewError(KindConflict, fmt.Sprintf("The execution profile %q cannot be deleted.", name),
 		fmt.Sprintf("%d deployments select it.", deployments),
 		"The profile was not deleted.", "Deploy those jobs with another execution_profile first, then delete it.")
 }
@@ -227,7 +227,7 @@ func ProfileNotGranted(user, team, name string) *Error {
 
 // AdminOnly reports a non-admin caller of an administrators' route.
 func AdminOnly(user string) *Error {
-	return newError(KindForbidden, fmt.Sprintf("User %s may not manage execution profiles.", user),
+	return NewError(KindForbidden, fmt.Sprintf("User %s may not manage execution profiles.", user),
 		"Execution profiles are managed by the members of the admin teams (--admin-teams).",
 		nothingChanged, "Ask a member of an admin team to make the change.")
 }

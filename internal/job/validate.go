@@ -101,7 +101,7 @@ func ValidatePythonVersion(version string, supported []string) error {
 	if slices.Contains(supported, version) {
 		return nil
 	}
-	return newError(KindConflict, fmt.Sprintf("Not supported python version: %q.", version),
+	return NewError(KindConflict, fmt.Sprintf("Not supported python version: %q.", version),
 		"The service is configured to run data jobs only on these python versions: "+strings.Join(supported, ", ")+".",
 		"The deployment was not changed.", "Choose one of the supported python versions (GET .../info lists them).")
 }

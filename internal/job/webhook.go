@@ -88,21 +88,21 @@ func ValidateWebhookEvents(events []string) ([]string, error) {
 // WebhookNotFound reports a webhook id that the team does not have (another team's
 // included: it is not told apart).
 func WebhookNotFound(team, id string) *Error {
-	return newError(KindNotFound, fmt.Sprintf("The webhook %q was not found for team %q.", id, team),
+	return NewError(KindNotFound, fmt.Sprintf("The webhook %q was not found for team %q.", id, team),
 		"The team has no webhook with that id.",
 		notProcessed, "List the team's webhooks (GET .../webhooks) for their ids.")
 }
 
 // WebhookNameTaken reports a create or rename to a name another of the team's webhooks has.
 func WebhookNameTaken(team, name string) *Error {
-	return newError(KindConflict, fmt.Sprintf("Team %q already has a webhook named %q.", team, name),
+	return NewError(KindConflict, fmt.Sprintf("Team %q already has a webhook named %q.", team, name),
 		"A team's webhook names are unique.",
 		"The webhook was not saved.", "Choose another name, or change or delete the existing webhook.")
 }
 
 // TeamWebhooksQuota reports a create past MaxTeamWebhooks.
 func TeamWebhooksQuota(team string) *Error {
-	return newError(KindConflict, fmt.Sprintf("Team %q has %d webhooks, the most a team may have.", team, MaxTeamWebhooks),
+	return NewError(KindConflict, fmt.Sprintf("Team %q has %d webhooks, the most a team may have.", team, MaxTeamWebhooks),
 		"Every event of a team is sent to each of its webhooks.",
 		"The webhook was not created.", "Delete a webhook the team no longer uses, or send several events to one receiver.")
 }

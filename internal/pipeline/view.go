@@ -107,35 +107,32 @@ func NotFound(team, name string) *job.Error {
 
 // RunNotFound reports a run that is not one of the pipeline's.
 func RunNotFound(name string, id int64) *job.Error {
-	return &job.Error{
-		Kind:            job.KindNotFound,
-		What:            fmt.Sprintf("Run %d of pipeline %q was not found.", id, name),
-		Why:             "The pipeline has no run of that id.",
-		Consequences:    "The request was not processed.",
-		Countermeasures: "Check the run id (GET …/runs lists them).",
-	}
+	return job.NewError(job.KindNotFound,
+		fmt.Sprintf("Run %d of pipeline %q was not found.", id, name),
+		"The pipeline has no run of that id.",
+		"The request was not processed.",
+		"Check the run id (GET …/runs lists them).",
+	)
 }
 
 // TooManyRuns reports a start while max_active_runs runs are active.
 func TooManyRuns(name string, max int) *job.Error {
-	return &job.Error{
-		Kind:            job.KindConflict,
-		What:            fmt.Sprintf("The pipeline %q cannot start another run now.", name),
-		Why:             fmt.Sprintf("It has %d runs running, its max_active_runs.", max),
-		Consequences:    "No run was started.",
-		Countermeasures: "Wait for a run to end, cancel one, or raise max_active_runs.",
-	}
+	return job.NewError(job.KindConflict,
+		fmt.Sprintf("The pipeline %q cannot start another run now.", name),
+		fmt.Sprintf("It has %d runs running, its max_active_runs.", max),
+		"No run was started.",
+		"Wait for a run to end, cancel one, or raise max_active_runs.",
+	)
 }
 
 // RunState reports a cancel or repair the run's status does not allow.
 func RunState(id int64, status RunStatus, what string) *job.Error {
-	return &job.Error{
-		Kind:            job.KindConflict,
-		What:            fmt.Sprintf("Run %d cannot be %s.", id, what),
-		Why:             fmt.Sprintf("It is %s.", status),
-		Consequences:    "Nothing was changed.",
-		Countermeasures: "Cancel a running run; repair a failed or cancelled one.",
-	}
+	return job.NewError(job.KindConflict,
+		fmt.Sprintf("Run %d cannot be %s.", id, what),
+		fmt.Sprintf("It is %s.", status),
+		"Nothing was changed.",
+		"Cancel a running run; repair a failed or cancelled one.",
+	)
 }
 
 // UnknownJob reports a node whose job does not exist in its team.
@@ -147,22 +144,20 @@ func UnknownJob(node, team, name string) *job.Error {
 
 // NotGranted reports a node whose job belongs to a team that did not grant it.
 func NotGranted(pipelineTeam, node, team, name string) *job.Error {
-	return &job.Error{
-		Kind:            job.KindForbidden,
-		What:            fmt.Sprintf("Node %q may not run the job %q of team %q.", node, name, team),
-		Why:             fmt.Sprintf("Team %q has not granted job %q to team %q.", team, name, pipelineTeam),
-		Consequences:    "The pipeline was not stored.",
-		Countermeasures: fmt.Sprintf("A member of team %q grants it: PUT /data-jobs/for-team/%s/jobs/%s/grants/%s.", team, team, name, pipelineTeam),
-	}
+	return job.NewError(job.KindForbidden,
+		fmt.Sprintf("Node %q may not run the job %q of team %q.", node, name, team),
+		fmt.Sprintf("Team %q has not granted job %q to team %q.", team, name, pipelineTeam),
+		"The pipeline was not stored.",
+		fmt.Sprintf("A member of team %q grants it: PUT /data-jobs/for-team/%s/jobs/%s/grants/%s.", team, team, name, pipelineTeam),
+	)
 }
 
 // UsedByPipeline reports a delete of a job a pipeline runs.
 func UsedByPipeline(jobName, team, name string) *job.Error {
-	return &job.Error{
-		Kind:            job.KindConflict,
-		What:            fmt.Sprintf("The data job %q cannot be deleted.", jobName),
-		Why:             fmt.Sprintf("The pipeline %q of team %q runs it.", name, team),
-		Consequences:    "The job was not deleted.",
-		Countermeasures: "Remove the job's node from the pipeline, or delete the pipeline, then delete the job.",
-	}
+	return job.NewError(job.KindConflict,
+		fmt.Sprintf("The data job %q cannot be deleted.", jobName),
+		fmt.Sprintf("The pipeline %q of team %q runs it.", name, team),
+		"The job was not deleted.",
+		"Remove the job's node from the pipeline, or delete the pipeline, then delete the job.",
+	)
 }

@@ -101,13 +101,12 @@ func backfillRange(fromText, toText string) (from, to time.Time, err error) {
 // notScheduled reports a backfill of a deployment without a schedule: it has no schedule
 // times to run.
 func notScheduled(name string) *job.Error {
-	return &job.Error{
-		Kind:            job.KindInvalid,
-		What:            fmt.Sprintf("The data job %q cannot be backfilled.", name),
-		Why:             "Its deployment has no schedule, so no schedule time lies in any range.",
-		Consequences:    "No backfill was recorded and no run started.",
-		Countermeasures: "Deploy the job with a schedule (schedule_cron), or start single runs with POST …/executions.",
-	}
+	return job.NewError(job.KindInvalid,
+		fmt.Sprintf("The data job %q cannot be backfilled.", name),
+		"Its deployment has no schedule, so no schedule time lies in any range.",
+		"No backfill was recorded and no run started.",
+		"Deploy the job with a schedule (schedule_cron), or start single runs with POST …/executions.",
+	)
 }
 
 // Backfills returns the latest backfills of the job name of team, newest first.

@@ -91,13 +91,12 @@ func runnable(st job.JobState) error {
 	default:
 		return nil
 	}
-	return &job.Error{
-		Kind:            job.KindConflict,
-		What:            fmt.Sprintf("The data job %q cannot be executed now.", st.Job.Name),
-		Why:             why,
-		Consequences:    "No execution was started.",
-		Countermeasures: "Wait until the deployment's status is synced (vdk show), or fix what its message says and deploy again; then start the execution.",
-	}
+	return job.NewError(job.KindConflict,
+		fmt.Sprintf("The data job %q cannot be executed now.", st.Job.Name),
+		why,
+		"No execution was started.",
+		"Wait until the deployment's status is synced (vdk show), or fix what its message says and deploy again; then start the execution.",
+	)
 }
 
 // ListExecutions returns the executions of the job name of team, newest first, with one

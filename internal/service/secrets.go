@@ -191,13 +191,12 @@ func (s *Secrets) Rotate(ctx context.Context) (int, error) {
 
 func (s *Secrets) configured() error {
 	if s == nil || s.keys == nil {
-		return &job.Error{
-			Kind:            job.KindNotImplemented,
-			What:            "Secrets are not available on this server.",
-			Why:             "It was started without a secrets key file (--secrets-key-file), which encrypts them.",
-			Consequences:    "The request was not processed and nothing was changed.",
-			Countermeasures: "Ask the operators to start datajobs with --secrets-key-file (docs/operations.md).",
-		}
+		return job.NewError(job.KindNotImplemented,
+			"Secrets are not available on this server.",
+			"It was started without a secrets key file (--secrets-key-file), which encrypts them.",
+			"The request was not processed and nothing was changed.",
+			"Ask the operators to start datajobs with --secrets-key-file (docs/operations.md).",
+		)
 	}
 	return nil
 }
@@ -220,11 +219,10 @@ func unopened(what string, err error) error {
 }
 
 func secretsTooLarge(size, limit int) error {
-	return &job.Error{
-		Kind:            job.KindTooLarge,
-		What:            "The secrets are too large.",
-		Why:             fmt.Sprintf("Serialized they take %d bytes, more than the limit of %d bytes (--max-secrets-bytes).", size, limit),
-		Consequences:    "The request was not processed and nothing was changed.",
-		Countermeasures: "Store fewer or smaller secrets, or ask the operators to raise --max-secrets-bytes.",
-	}
+	return job.NewError(job.KindTooLarge,
+		"The secrets are too large.",
+		fmt.Sprintf("Serialized they take %d bytes, more than the limit of %d bytes (--max-secrets-bytes).", size, limit),
+		"The request was not processed and nothing was changed.",
+		"Store fewer or smaller secrets, or ask the operators to raise --max-secrets-bytes.",
+	)
 }

@@ -127,11 +127,10 @@ func isText(content []byte, cut bool) bool {
 }
 
 func sourceFileNotFound(name, version, path string) *job.Error {
-	return &job.Error{
-		Kind:            job.KindNotFound,
-		What:            fmt.Sprintf("The sources of data job %q have no file %q.", name, path),
-		Why:             fmt.Sprintf("Version %q of the sources does not hold it.", version),
-		Consequences:    "Nothing is shown.",
-		Countermeasures: "Pick a file from the list of the version's files.",
-	}
+	return job.NewError(job.KindNotFound,
+		fmt.Sprintf("The sources of data job %q have no file %q.", name, path),
+		fmt.Sprintf("Version %q of the sources does not hold it.", version),
+		"Nothing is shown.",
+		"Pick a file from the list of the version's files.",
+	)
 }

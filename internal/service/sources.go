@@ -194,23 +194,21 @@ func hashEntry(f ziparchive.File, h hash.Hash, limit int64) (int64, []byte, erro
 }
 
 func badArchive(what, why string) *job.Error {
-	return &job.Error{
-		Kind:            job.KindInvalid,
-		What:            what + ".",
-		Why:             "The job's sources must be a zip archive of the job's directory; " + why + ".",
-		Consequences:    "The sources were not uploaded and nothing was changed.",
-		Countermeasures: "Upload a zip archive of the job's directory (vdk deploy makes one).",
-	}
+	return job.NewError(job.KindInvalid,
+		what+".",
+		"The job's sources must be a zip archive of the job's directory; "+why+".",
+		"The sources were not uploaded and nothing was changed.",
+		"Upload a zip archive of the job's directory (vdk deploy makes one).",
+	)
 }
 
 func archiveTooLarge(limit int64) *job.Error {
-	return &job.Error{
-		Kind:            job.KindTooLarge,
-		What:            "The archive of the job's sources is too large.",
-		Why:             fmt.Sprintf("Archives are limited to %d bytes.", limit),
-		Consequences:    "The sources were not uploaded and nothing was changed.",
-		Countermeasures: "Remove large files (data, virtual environments, caches) from the job's directory and deploy again.",
-	}
+	return job.NewError(job.KindTooLarge,
+		"The archive of the job's sources is too large.",
+		fmt.Sprintf("Archives are limited to %d bytes.", limit),
+		"The sources were not uploaded and nothing was changed.",
+		"Remove large files (data, virtual environments, caches) from the job's directory and deploy again.",
+	)
 }
 
 func uncompressedTooLarge(limit int64) *job.Error {
@@ -223,11 +221,10 @@ func sourcesNotFound(name, version string) *job.Error {
 	if version != "" {
 		what = fmt.Sprintf("The data job %q has no sources of version %q.", name, version)
 	}
-	return &job.Error{
-		Kind:            job.KindNotFound,
-		What:            what,
-		Why:             "They were never uploaded, or they were deleted.",
-		Consequences:    "The request was not processed.",
-		Countermeasures: "Upload the job's sources first (vdk deploy does), or name a version that was uploaded.",
-	}
+	return job.NewError(job.KindNotFound,
+		what,
+		"They were never uploaded, or they were deleted.",
+		"The request was not processed.",
+		"Upload the job's sources first (vdk deploy does), or name a version that was uploaded.",
+	)
 }

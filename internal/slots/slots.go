@@ -198,11 +198,10 @@ func (s *Slots) flagNote(flag string) string {
 }
 
 func (s *Slots) busy(bound, queue string) error {
-	return &job.Error{
-		Kind:            job.KindBusy,
-		What:            fmt.Sprintf("Too many %s are in progress.", s.cfg.What),
-		Why:             bound + " " + queue,
-		Consequences:    "The request was not processed and nothing was changed.",
-		Countermeasures: fmt.Sprintf("Retry in %d seconds.", s.cfg.RetryAfter),
-	}
+	return job.NewError(job.KindBusy,
+		fmt.Sprintf("Too many %s are in progress.", s.cfg.What),
+		bound+" "+queue,
+		"The request was not processed and nothing was changed.",
+		fmt.Sprintf("Retry in %d seconds.", s.cfg.RetryAfter),
+	)
 }

@@ -13,13 +13,12 @@ import (
 
 // TeamOAuthNotFound reports a team without OAuth credentials.
 func TeamOAuthNotFound(team string) *job.Error {
-	return &job.Error{
-		Kind:            job.KindNotFound,
-		What:            fmt.Sprintf("Team %q has no OAuth credentials.", team),
-		Why:             "None were ever set for it.",
-		Consequences:    "The request was not processed.",
-		Countermeasures: "Set them first (PUT /data-jobs/teams/{team}/oauth-credentials).",
-	}
+	return job.NewError(job.KindNotFound,
+		fmt.Sprintf("Team %q has no OAuth credentials.", team),
+		"None were ever set for it.",
+		"The request was not processed.",
+		"Set them first (PUT /data-jobs/teams/{team}/oauth-credentials).",
+	)
 }
 
 // GetTeamOAuth returns the OAuth credentials of team.

@@ -71,10 +71,12 @@ func (c *Console) pipelines() (PipelineService, error) {
 	if ps, ok := c.svc.(PipelineService); ok {
 		return ps, nil
 	}
-	return nil, &job.Error{
-		Kind: job.KindNotImplemented, What: "Pipelines are not available.", Why: "This console is not connected to a service with pipelines.",
-		Consequences: "Nothing was shown or changed.", Countermeasures: "Use the REST API (docs/pipelines.md).",
-	}
+	return nil, job.NewError(job.KindNotImplemented,
+		"Pipelines are not available.",
+		"This console is not connected to a service with pipelines.",
+		"Nothing was shown or changed.",
+		"Use the REST API (docs/pipelines.md).",
+	)
 }
 
 // pageNumber reads ?page= (from 1).

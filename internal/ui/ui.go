@@ -322,10 +322,12 @@ func (c *Console) guard(rl rule, h handlerFunc) http.Handler {
 			}
 		}
 		if r.Method == http.MethodPost && !s.checkCSRF(r) {
-			c.fail(w, r, &job.Error{
-				Kind: job.KindForbidden, What: "The action was refused.", Why: "The form's security token is missing or stale.",
-				Consequences: "Nothing was changed.", Countermeasures: "Reload the page and try again.",
-			})
+			c.fail(w, r, job.NewError(job.KindForbidden,
+				"The action was refused.",
+				"The form's security token is missing or stale.",
+				"Nothing was changed.",
+				"Reload the page and try again.",
+			))
 			return
 		}
 		if err := c.authorize(r, id, rl); err != nil {
