@@ -53,7 +53,7 @@ func newSecretsRotateCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rotate",
 		Short: "Re-encrypt every data key under the keyring file's newest key, online",
-		Long: "Re-encrypts every data key (of job secrets, team OAuth credentials and team webhook secrets; a webhook secret stored before any key file is sealed) under the newest key of the keyring file, one row at a time, while the service runs. " +
+		Long: "Re-encrypts every data key (of job secrets, team OAuth credentials and team webhook and trigger signing secrets; one stored before any key file is sealed) under the newest key of the keyring file, one row at a time, while the service runs. " +
 			"Once it reports success, no data key depends on an older key: remove the older keys from the file (docs/operations.md).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -166,8 +166,8 @@ func (s *Secrets) CheckKeys(ctx context.Context) error {
 }
 
 // Rotate re-wraps every data key under the keyring's newest key, online: each row in its
-// own short transaction; a team webhook secret stored open (written while no keyring was
-// configured) is sealed. It returns how many it re-wrapped; once it returned without an
+// own short transaction; a team webhook's or a trigger's secret stored open (written
+// while no keyring was configured) is sealed. It returns how many it re-wrapped; once it returned without an
 // error, no data key is wrapped under an older key, nor will be (a replica whose file is
 // older fails its secret writes until it reads the new file: it does so by itself on its
 // next wrap), and older keys may be removed from the file.
@@ -182,7 +182,7 @@ func (s *Secrets) Rotate(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	return s.store.RewrapEnvelopes(ctx, newest, func(e secrets.Owned) (secrets.Envelope, error) {
-		if e.KeyID == "" { // a webhook secret written before the key ring: sealed now
+		if e.KeyID == "" { // a webhook or trigger secret written before the key ring: sealed now
 			return s.keys.Seal(e.Owner, e.Sealed)
 		}
 		return s.keys.Rewrap(e.Owner, e.Envelope)

@@ -83,6 +83,9 @@ var envelopeTables = []envelopeTable{
 	// A team webhook's secret written while no key ring was configured has key id '': it
 	// is no envelope to check, and a rotation seals it.
 	{"team_webhook", `'webhook:' || id::text`, "id", "secret_key_id", "secret_wrapped_key", "secret_sealed"},
+	// A signed trigger's signing secret likewise (trigger.SecretOwner); an outcome
+	// trigger has none (its sealed column is NULL).
+	{"job_trigger", `'trigger:' || id::text`, "id", "secret_key_id", "secret_wrapped_key", "secret_sealed"},
 }
 
 // EnvelopeSamples returns one envelope of every keyring key id the database uses, so that
@@ -116,7 +119,7 @@ func (s *Store) EnvelopeSamples(ctx context.Context) ([]secrets.Owned, error) {
 // once and made the newest again is not).
 func (s *Store) RetireKeys(ctx context.Context, ids []string, newest string) error {
 	err := s.InTx(ctx, func(tx Tx) error {
-		if _, err := tx.Exec(ctx, `LOCK TABLE job_secrets, team_oauth_credentials, team_webhook IN SHARE MODE`); err != nil {
+		if _, err := tx.Exec(ctx, `LOCK TABLE job_secrets, team_oauth_credentials, team_webhook, job_trigger IN SHARE MODE`); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `WITH back AS (DELETE FROM secrets_retired_key WHERE key_id = $2)
@@ -132,12 +135,13 @@ ON CONFLICT (key_id) DO NOTHING`, ids, newest)
 
 // RewrapEnvelopes gives every envelope whose key id is not newest to rewrap, one row per
 // transaction under the row's lock (a concurrent replace waits for it, and the API stays
-// up), and stores what rewrap returns (a new wrapped data key; for a webhook secret
-// stored open, key id "", its first envelope). It returns how many it rewrapped.
+// up), and stores what rewrap returns (a new wrapped data key; for a webhook's or
+// trigger's secret stored open, key id "", its first envelope). A row with no sealed
+// value (an outcome trigger) has nothing to wrap. It returns how many it rewrapped.
 func (s *Store) RewrapEnvelopes(ctx context.Context, newest string, rewrap func(secrets.Owned) (secrets.Envelope, error)) (int, error) {
 	n := 0
 	for _, t := range envelopeTables {
-		rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT %s::text FROM %s WHERE %s <> $1`, t.key, t.table, t.keyID), newest)
+		rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT %s::text FROM %s WHERE %s <> $1 AND %s IS NOT NULL`, t.key, t.table, t.keyID, t.sealed), newest)
 		if err != nil {
 			return n, fmt.Errorf("list the data keys of %s: %w", t.table, err)
 		}
