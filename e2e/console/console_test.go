@@ -214,6 +214,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	teamPanels(t, b, dbURL, base, tokA, shots)
 	rerunAndBackfill(t, b, base, shots)
 	pipelinePages(t, b, dbURL, base, tokA, shots)
+	triggerLinks(t, b, base, tokA, shots)
 
 	// Team isolation: team-b's job is refused by address, and no search finds it.
 	b.do(chromedp.Navigate(base + "/ui/teams/team-b/jobs/payroll-of-b"))
@@ -367,14 +368,7 @@ func serve(t *testing.T, dbURL, kubeconfig, ns, addr string, args ...string) {
 
 func api(t *testing.T, base, token, method, path string, want int, body string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), method, base+path, strings.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, want, resp.StatusCode, "%s %s", method, path)
+	apiJSON(t, base, token, method, path, want, body, nil)
 }
 
 func cronJob(t *testing.T, client kubernetes.Interface, ns, name string) *batchv1.CronJob {

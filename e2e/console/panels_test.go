@@ -3,7 +3,6 @@ package console
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -89,18 +88,10 @@ func teamPanels(t *testing.T, b *browser, dbURL, base, tok, shots string) {
 // uploadSources uploads a job directory zipped as vdk deploy does and returns its version.
 func uploadSources(t *testing.T, url, tok string, files map[string]string) string {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, bytes.NewReader(testzip.Dir(t, files)))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/octet-stream")
-	req.Header.Set("Authorization", "Bearer "+tok)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
 	var v struct {
 		VersionSHA string `json:"version_sha"`
 	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&v))
+	call(t, http.MethodPost, url, tok, "application/octet-stream", bytes.NewReader(testzip.Dir(t, files)), http.StatusOK, &v)
 	require.NotEmpty(t, v.VersionSHA)
 	return v.VersionSHA
 }

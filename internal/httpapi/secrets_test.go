@@ -229,15 +229,7 @@ func TestRotateReencryptsEveryDataKeySoTheOldKeyCanBeRemoved(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Equal(t, 1, e.count(`SELECT count(*) FROM team_webhook WHERE secret_key_id = ''`))
-	oldFile, err := os.ReadFile(e.keyFile)
-	require.NoError(t, err)
-
-	newID, err := secrets.AddKey(e.keyFile)
-	require.NoError(t, err)
-	keys, err := secrets.LoadKeyring(e.keyFile)
-	require.NoError(t, err)
-	n, err := service.NewSecrets(e.store, keys, 0).Rotate(t.Context())
-	require.NoError(t, err)
+	oldFile, newID, keys, n := addKeyAndRotate(t, e)
 	assert.Equal(t, 5, n, "two jobs' data keys, one team's and two webhooks'")
 	assert.Equal(t, 0, e.count(`SELECT count(*) FROM job_secrets WHERE key_id <> $1`, newID))
 	assert.Equal(t, 0, e.count(`SELECT count(*) FROM team_webhook WHERE secret_key_id <> $1`, newID))
@@ -264,6 +256,22 @@ func TestRotateReencryptsEveryDataKeySoTheOldKeyCanBeRemoved(t *testing.T) {
 	assert.Contains(t, err.Error(), newID)
 	assert.Contains(t, err.Error(), "another key file")
 	require.NoError(t, service.NewSecrets(e.store, keys, 0).CheckKeys(t.Context()), "the right file passes")
+}
+
+// addKeyAndRotate adds a key to e's key file and rotates under it, as an operator does: it
+// returns the file as it was, the new key's id, the new key ring and how many data keys
+// the rotation re-wrapped.
+func addKeyAndRotate(t *testing.T, e *env) (oldFile []byte, newID string, keys *secrets.Keyring, n int) {
+	t.Helper()
+	oldFile, err := os.ReadFile(e.keyFile)
+	require.NoError(t, err)
+	newID, err = secrets.AddKey(e.keyFile)
+	require.NoError(t, err)
+	keys, err = secrets.LoadKeyring(e.keyFile)
+	require.NoError(t, err)
+	n, err = service.NewSecrets(e.store, keys, 0).Rotate(t.Context())
+	require.NoError(t, err)
+	return oldFile, newID, keys, n
 }
 
 // removeKey returns the keyring file at path without the keys of the file content old.

@@ -91,6 +91,21 @@ func StartedBy(team, name string, event int64) string {
 	return fmt.Sprintf("trigger/%s/%s/%d", team, name, event)
 }
 
+// ParseStartedBy is StartedBy read back: the team and name of the trigger that started a
+// run, and its first event; ok is false for a run started otherwise. Team and trigger
+// names are DNS labels, so no part holds a slash.
+func ParseStartedBy(s string) (team, name string, event int64, ok bool) {
+	parts := strings.Split(s, "/")
+	if len(parts) != 4 || parts[0] != "trigger" || parts[1] == "" || parts[2] == "" {
+		return "", "", 0, false
+	}
+	event, err := strconv.ParseInt(parts[3], 10, 64)
+	if err != nil || event <= 0 {
+		return "", "", 0, false
+	}
+	return parts[1], parts[2], event, true
+}
+
 // RunArgs are the arguments of a run of spec consuming events (in order): the trigger's
 // arguments, then each event's own over them (an object trigger's object_bucket and
 // object_key: the last event's), and trigger_event_ids, the ids of the events the run

@@ -138,3 +138,18 @@ func TestRunArgsListTheEventsAndTheObjects(t *testing.T) {
 	_, err = job.ValidateArgs(raw)
 	require.NoError(t, err, "a run's arguments are strings, numbers and booleans")
 }
+
+// ParseStartedBy reads back what StartedBy wrote, and nothing else: the console links a
+// run to its event only when a trigger started it.
+func TestParseStartedByReadsBackOnlyATriggersStartedBy(t *testing.T) {
+	team, name, event, ok := trigger.ParseStartedBy(trigger.StartedBy("team-a", "on-call", 17))
+	require.True(t, ok)
+	assert.Equal(t, []any{"team-a", "on-call", int64(17)}, []any{team, name, event})
+	for _, other := range []string{
+		"", "manual/console/alice", "schedule", "trigger/team-a/on-call", "trigger/team-a/on-call/x",
+		"trigger//on-call/1", "trigger/team-a/on-call/0", "trigger/team-a/on-call/1/2", "pipeline/team-a/p/1",
+	} {
+		_, _, _, ok := trigger.ParseStartedBy(other)
+		assert.False(t, ok, other)
+	}
+}

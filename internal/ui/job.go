@@ -80,9 +80,11 @@ func (d deploymentData) Settled() bool {
 
 type executionRow struct {
 	ID, Href, Type, Status, StartedBy, Message, Version string
-	Start                                               *when
-	Duration                                            string
-	Running                                             bool
+	// StartedByHref is the trigger event that started the run ("" for none).
+	StartedByHref string
+	Start         *when
+	Duration      string
+	Running       bool
 	// Args is a manual start's arguments, indented JSON ("" without any); ExitCode and
 	// Reason say how a final run ended ("" when unknown).
 	Args, ExitCode, Reason string
@@ -273,6 +275,7 @@ func (c *Console) executionRow(team, name string, e job.Execution) executionRow 
 		ID: e.ID, Href: jobURL(team, name) + "/executions/" + url.PathEscape(e.ID), Type: e.Type, Status: e.Status,
 		StartedBy: e.StartedBy, Message: e.Message, Version: e.JobVersion, Start: c.when(e.StartTime), Running: !finished(e.Status),
 		Reason: e.TerminationReason, RerunOf: e.RerunOf, RerunOfHref: rerunOf(team, name, e.RerunOf), BackfillID: e.BackfillID,
+		StartedByHref: triggerEventHref(jobURL(team, name), team, e.StartedBy),
 	}
 	if e.LogicalTime != nil {
 		row.LogicalTime = e.LogicalTime.UTC().Format(time.RFC3339)

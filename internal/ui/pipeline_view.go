@@ -48,6 +48,7 @@ type runRow struct {
 	Href, Status          string
 	LogicalTime           string
 	StartedBy             string
+	StartedByHref         string // the trigger event that started it ("" for none)
 	Start, End            *when
 	Duration              string
 	Running, Repairable   bool
@@ -113,7 +114,8 @@ func (c *Console) runRow(team, name string, r pl.Run) runRow {
 	row := runRow{
 		ID: r.ID, Href: pipelineRunURL(team, name, r.ID), Status: string(r.Status),
 		LogicalTime: r.LogicalTime.UTC().Format(time.RFC3339), StartedBy: r.StartedBy,
-		Start: c.when(&r.StartTime), End: c.when(r.EndTime),
+		StartedByHref: triggerEventHref(pipelineURL(team, name), team, r.StartedBy),
+		Start:         c.when(&r.StartTime), End: c.when(r.EndTime),
 		Running: r.Status == pl.RunRunning, Repairable: r.Status == pl.RunFailed || r.Status == pl.RunCancelled,
 		PipelineName: name, Team: team, PipelineHref: pipelineURL(team, name), TeamURL: pipelinesURL(team),
 	}

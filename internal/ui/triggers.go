@@ -3,6 +3,8 @@ package ui
 import (
 	"context"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,12 +24,13 @@ type triggerRow struct {
 	Events             []triggerEventRow
 }
 
-// triggerEventRow is one of a trigger's last events.
+// triggerEventRow is one of a trigger's last events; RunHref is the page of the run it
+// started or was coalesced into ("" for none).
 type triggerEventRow struct {
 	ID                  int64
 	At                  *when
 	Status, Source, Run string
-	Message             string
+	RunHref, Message    string
 }
 
 // triggersPanel is the trigger panel: its rows, or why they could not be read.
@@ -56,7 +59,7 @@ func (c *Console) triggers(r *http.Request, team, name string, pipeline bool) *t
 		for _, e := range t.LastEvents {
 			ev := triggerEventRow{ID: e.ID, At: c.when(&e.ReceivedAt), Status: string(e.Status), Source: e.Source, Message: e.Message}
 			if e.Run != nil {
-				ev.Run = *e.Run
+				ev.Run, ev.RunHref = *e.Run, triggerRunHref(team, name, pipeline, *e.Run)
 			}
 			row.Events = append(row.Events, ev)
 		}
@@ -78,4 +81,27 @@ func describeOn(o trigger.On) string {
 		return "an object lands in s3://" + o.Bucket + "/" + o.Prefix
 	}
 	return "a signed call"
+}
+
+// triggerRunHref is the page of run, an execution id of the job name or a run id of the
+// pipeline name (team's).
+func triggerRunHref(team, name string, pipeline bool, run string) string {
+	if !pipeline {
+		return jobURL(team, name) + "/executions/" + url.PathEscape(run)
+	}
+	if id, err := strconv.ParseInt(run, 10, 64); err == nil {
+		return pipelineRunURL(team, name, id)
+	}
+	return ""
+}
+
+// triggerEventHref is where the console shows the event that started a run of the job or
+// pipeline whose page is page (team's): its row in that page's trigger panel, which lists
+// the last events. It is "" for a run no trigger started.
+func triggerEventHref(page, team, startedBy string) string {
+	by, _, event, ok := trigger.ParseStartedBy(startedBy)
+	if !ok || by != team {
+		return ""
+	}
+	return page + "#trigger-event-" + strconv.FormatInt(event, 10)
 }
