@@ -227,7 +227,7 @@ func TestAdmissionPolicyAdmitsOnlyRenderedJobsFromTheServiceAccount(t *testing.T
 
 // createPolicy creates the chart's ValidatingAdmissionPolicy name and its binding (the
 // first rendered when name is empty), deleted at the end of the test.
-func createPolicy(t *testing.T, objs []*unstructured.Unstructured, name string) {
+func createPolicy(t testing.TB, objs []*unstructured.Unstructured, name string) {
 	t.Helper()
 	admin := testenv.Clientset(t)
 	ctx := context.WithoutCancel(t.Context())

@@ -56,7 +56,7 @@ func handMadePod(team string, selector map[string]string, tolerations ...corev1.
 // creates the team ServiceAccounts and the chart's pod policies (ServiceAccounts and
 // placements; cluster-wide, deleted at the end), and returns an administrator's client
 // and the jobs namespace.
-func installPlacementPolicy(t *testing.T) (kubernetes.Interface, string) {
+func installPlacementPolicy(t testing.TB) (kubernetes.Interface, string) {
 	t.Helper()
 	release, jobs := testenv.Namespace(t), testenv.Namespace(t)
 	objs := render(t, release, values(t, fmt.Sprintf("jobsNamespace: %s\ndatabase: {existingSecret: db}\nauth: {mode: none}", jobs)))
@@ -71,7 +71,7 @@ func installPlacementPolicy(t *testing.T) (kubernetes.Interface, string) {
 
 // createPodPolicies creates the chart's policies on the pods of teams: their
 // ServiceAccounts and their profiles' placements.
-func createPodPolicies(t *testing.T, objs []*unstructured.Unstructured) {
+func createPodPolicies(t testing.TB, objs []*unstructured.Unstructured) {
 	t.Helper()
 	name := find(t, objs, "ValidatingAdmissionPolicy", "").GetName()
 	createPolicy(t, objs, name+"-team-accounts")

@@ -39,7 +39,7 @@ import (
 const chartDir = "../helm/datajobs"
 
 // values parses a YAML document of chart values.
-func values(t *testing.T, doc string) map[string]any {
+func values(t testing.TB, doc string) map[string]any {
 	t.Helper()
 	v := map[string]any{}
 	require.NoError(t, yaml.Unmarshal([]byte(doc), &v))
@@ -49,7 +49,7 @@ func values(t *testing.T, doc string) map[string]any {
 // render renders the chart as `helm install release --namespace ns` would, schema
 // validation included, and returns its objects (the `helm test` hook among them), in
 // file order.
-func render(t *testing.T, ns string, vals map[string]any) []*unstructured.Unstructured {
+func render(t testing.TB, ns string, vals map[string]any) []*unstructured.Unstructured {
 	t.Helper()
 	objs, err := renderErr(ns, vals)
 	require.NoError(t, err)
@@ -104,7 +104,7 @@ func renderErr(ns string, vals map[string]any) ([]*unstructured.Unstructured, er
 }
 
 // find returns the rendered object of that kind and name suffix, failing when absent.
-func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+func find(t testing.TB, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
 	t.Helper()
 	for _, o := range objs {
 		if o.GetKind() == kind && (name == "" || o.GetName() == name) {
@@ -116,7 +116,7 @@ func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *u
 }
 
 // into converts a rendered object into its typed form.
-func into[T any](t *testing.T, u *unstructured.Unstructured) *T {
+func into[T any](t testing.TB, u *unstructured.Unstructured) *T {
 	t.Helper()
 	var v T
 	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, &v, true))
