@@ -29,6 +29,8 @@ type env struct {
 	committed *moments.Moments
 	// firings is the store as the firer sees it, each firing measured.
 	firings *firings
+	// probe splits the tracker's part (probe.go).
+	probe *probe
 }
 
 // firings is the store with each FireTrigger's duration and runs started noted: what a

@@ -11,6 +11,12 @@
 //     every event is checked: none lost (every event started a run), none duplicated (no
 //     event started two).
 //
+// The tracker's part of each latency (run committed -> Job seen) is split where it goes
+// (probe.go): the tracker's queue (committed -> its row read), the start (row read -> the
+// Job's create answered: the CronJob's read and the create) and the benchmark's watch
+// (create answered -> Job seen), with each request of the tracker's client timed and its
+// queue's counts; -cpuprofile writes a CPU profile of each phase.
+//
 // The trigger's job has concurrency policy Allow (its runs go side by side: the firer is
 // measured, not the policy); kwok's stages run and complete the pods. It reads
 // DATAJOBS_TEST_DATABASE_URL and DATAJOBS_TEST_KUBECONFIG:
@@ -66,6 +72,7 @@ func run() error {
 	floorRate := flag.Bool("floor-at-rate", true, "after the events, the floor at their rate: manual starts at -rate a second for -seconds, round -targets jobs of their own")
 	targets := flag.Int("targets", 10, "jobs, each with its webhook trigger, the events go round among (a job's execution ids are its name and a second: at most 1000 runs of one job within ~17 min)")
 	timeout := flag.Duration("timeout", 15*time.Minute, "bound of the whole benchmark")
+	cpuProfile := flag.String("cpuprofile", "", "write CPU profiles of the process to this path's .events and .floor files, for the events and the floor at their rate")
 	flag.Parse()
 	fmt.Printf("machine: %d CPUs, load average at the start %s\n", runtime.NumCPU(), stats.LoadAverage())
 	defer func() { fmt.Printf("load average at the end %s\n", stats.LoadAverage()) }()
@@ -80,7 +87,7 @@ func run() error {
 		return err
 	}
 	defer be.Close()
-	e := &env{Env: be, seen: moments.New(), committed: moments.New()}
+	e := &env{Env: be, seen: moments.New(), committed: moments.New(), probe: newProbe()}
 	e.firings = &firings{Store: be.DB}
 	if _, err := e.job(ctx, 0); err != nil {
 		return err
@@ -126,11 +133,17 @@ func run() error {
 		}
 		urls, secretsOf = append(urls, srv.URL+"/data-jobs/triggers/"+t.ID+"/events"), append(secretsOf, t.Secret)
 	}
+	e.probe.reset() // the floor's requests are not the events'
+	stopProfile, err := profile(suffixed(*cpuProfile, ".events"))
+	if err != nil {
+		return err
+	}
 	accepted, sendErrs := send(ctx, urls, secretsOf, *rate, *seconds)
 	if sendErrs > 0 {
 		fmt.Printf("  %d calls failed\n", sendErrs)
 	}
 	lat, lost, dup, err := e.check(ctx, accepted)
+	stopProfile()
 	if err != nil {
 		return err
 	}
@@ -139,6 +152,7 @@ func run() error {
 	fmt.Printf("  and run committed -> Job seen (the tracker): %s\n", stats.Summary(lat.created))
 	fmt.Printf("  lost %d, duplicated %d\n", lost, dup)
 	fmt.Println(" ", e.firings.summary())
+	e.probe.report("the events", lat.runs, e.moment(e.committed), e.moment(e.seen))
 	if !*floorRate {
 		return nil
 	}
@@ -150,12 +164,17 @@ func run() error {
 		}
 		names = append(names, name)
 	}
-	atRate, failed, err := e.floorAt(ctx, names, *rate, *seconds)
+	if stopProfile, err = profile(suffixed(*cpuProfile, ".floor")); err != nil {
+		return err
+	}
+	atRate, ids, failed, err := e.floorAt(ctx, names, *rate, *seconds)
+	stopProfile()
 	if err != nil {
 		return err
 	}
 	fmt.Printf("floor at the events' rate, %d manual starts at %d/s for %d s (%d failed): start committed -> Job seen: %s\n",
 		len(atRate), *rate, *seconds, failed, stats.Summary(atRate))
+	e.probe.report("the floor at the rate", ids, e.moment(e.committed), e.moment(e.seen))
 	return nil
 }
 
@@ -238,8 +257,12 @@ func (e *env) leader(ctx context.Context, own bool) (stop func(), err error) {
 		}
 		e.firings.Store = db
 	}
-	x := tracker.New(tracker.Config{Namespace: e.NS, ResyncInterval: time.Hour, Logger: log}, db, e.Client)
-	f := firer.New(firer.Config{Logger: log}, e.firings)
+	client, err := e.probe.client(os.Getenv("DATAJOBS_TEST_KUBECONFIG"))
+	if err != nil {
+		return nil, err
+	}
+	x := tracker.New(tracker.Config{Namespace: e.NS, ResyncInterval: time.Hour, Logger: log, Metrics: tracker.NewMetrics(e.probe.reg)}, e.probe.store(db), client)
+	f := firer.New(firer.Config{Logger: log, Registerer: e.probe.reg}, e.firings)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = x.Run(ctx, e.Epoch) })
@@ -254,9 +277,11 @@ func (e *env) leader(ctx context.Context, own bool) (stop func(), err error) {
 }
 
 // latencies are an event's latencies: accepted -> Job seen (total), split at its run's
-// commit: accepted -> committed (fired), committed -> Job seen (created).
+// commit: accepted -> committed (fired), committed -> Job seen (created); runs are the
+// events' runs.
 type latencies struct {
 	total, fired, created []time.Duration
+	runs                  []string
 }
 
 // check waits for the Job of every accepted event's run and returns the latencies, the
@@ -306,6 +331,25 @@ func (e *env) check(ctx context.Context, accepted map[int64]time.Time) (lat late
 		lat.total = append(lat.total, seen.Sub(at))
 		lat.fired = append(lat.fired, committed.Sub(at))
 		lat.created = append(lat.created, seen.Sub(committed))
+		lat.runs = append(lat.runs, ids[0])
 	}
 	return lat, lost, dup, nil
+}
+
+// suffixed is path with suffix, or "" for no path.
+func suffixed(path, suffix string) string {
+	if path == "" {
+		return ""
+	}
+	return path + suffix
+}
+
+// moment is when m noted a name, if it did (without waiting).
+func (e *env) moment(m *moments.Moments) func(string) (time.Time, bool) {
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	return func(name string) (time.Time, bool) {
+		t, err := m.Wait(done, name)
+		return t, err == nil
+	}
 }
