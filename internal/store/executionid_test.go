@@ -40,3 +40,32 @@ VALUES ($1, 'my-job', $2::uuid, 'scheduled', 'succeeded', 'cron', now(), now())`
 	require.Equal(t, second(5), start("my-job-wanted"), "the wanted id taken: the first free second after the start")
 	require.Equal(t, second(6), start(""), "no wanted id: the start's second on")
 }
+
+// A job started faster than once a second for long is not refused once the 1,000 seconds
+// from its start's are all taken (at 10 starts a second, after 111 s: `no free id`, and a
+// trigger's whole firing with it): the start takes the id after the job's highest
+// <job>-<n>, still VDK's form.
+func TestAStartWhoseThousandSecondsAreTakenTakesTheIdAfterTheJobsHighest(t *testing.T) {
+	t.Parallel()
+	d := newExecDB(t)
+	at := time.Date(2026, 12, 5, 3, 0, 0, 0, time.UTC)
+	second := func(i int64) string { return fmt.Sprintf("my-job-%d", at.Unix()+i) }
+	start := func() string {
+		t.Helper()
+		e, err := d.s.StartExecution(t.Context(), "team-a", "my-job", func(job.JobState) (job.NewExecution, error) {
+			return job.NewExecution{OpID: "op", StartedBy: "alice", Start: at}, nil
+		})
+		require.NoError(t, err)
+		d.exec(`UPDATE data_job_execution SET status = 'succeeded', end_time = start_time WHERE id = $1`, e.ID)
+		return e.ID
+	}
+	d.exec(`INSERT INTO data_job_execution (id, job_name, job_uid, type, status, op_id, start_time, end_time)
+SELECT 'my-job-' || ($1::bigint + i), 'my-job', $2::uuid, 'manual', 'succeeded', 'op', now(), now() FROM generate_series(0, 999) i`,
+		at.Unix(), d.job.UID)
+	require.Equal(t, second(1000), start(), "the window taken: the id after the highest")
+	d.exec(`INSERT INTO data_job_execution (id, job_name, job_uid, type, status, op_id, start_time, end_time)
+VALUES ($1, 'my-job', $2::uuid, 'manual', 'succeeded', 'op', now(), now())`, second(5000), d.job.UID)
+	require.Equal(t, second(5001), start(), "after the highest, not the first gap")
+	d.exec(`DELETE FROM data_job_execution WHERE id = $1`, second(10))
+	require.Equal(t, second(10), start(), "a free second in the window is taken first, as before")
+}
