@@ -14,7 +14,6 @@ import (
 	"github.com/datajobs/datajobs/internal/maintenance"
 	"github.com/datajobs/datajobs/internal/stepper"
 	"github.com/datajobs/datajobs/internal/store"
-	"github.com/datajobs/datajobs/internal/synchronizer"
 	"github.com/datajobs/datajobs/internal/tracker"
 	"github.com/datajobs/datajobs/internal/trigger"
 )
@@ -39,11 +38,14 @@ type ExecutionsConfig struct {
 	MaxTimeout time.Duration
 }
 
-// newTracker builds the leader's execution tracker, its maintenance services (with more),
-// the pipeline stepper and the trigger firer, wired together: a final status the tracker
-// writes wakes the backfills, and its cache of Jobs tells the missed runs a run the CronJob
-// controller started.
-func newTracker(cfg Config, db *store.Store, cluster *kube.Cluster, reg prometheus.Registerer, metrics *maintenance.Metrics, more ...maintenance.Service) (*tracker.Tracker, *maintenance.Maintainer, *stepper.Stepper, *firer.Firer) {
+// stage is one part of a leadership term's work, run for the term's epoch until ctx ends.
+type stage func(ctx context.Context, epoch int64) error
+
+// executionStages builds the leader's execution tracker, its maintenance services (with
+// more), the pipeline stepper and the trigger firer, wired together (a final status the
+// tracker writes wakes the backfills, and its cache of Jobs tells the missed runs a run
+// the CronJob controller started), as stages of the leader's term.
+func executionStages(cfg Config, db *store.Store, cluster *kube.Cluster, reg prometheus.Registerer, metrics *maintenance.Metrics, more ...maintenance.Service) []stage {
 	backfills := maintenance.NewBackfills(maintenance.BackfillsConfig{Logger: cfg.Logger}, db)
 	execs := tracker.New(tracker.Config{
 		Namespace:      cfg.Namespace,
@@ -65,9 +67,12 @@ func newTracker(cfg Config, db *store.Store, cluster *kube.Cluster, reg promethe
 		}, db).Service(),
 		maintenance.NewAuditRetention(audit, db).Service(),
 	}, more...)
-	return execs, maintenance.New(maintenance.Config{Listener: db, Logger: cfg.Logger, Metrics: metrics}, services...),
-		stepper.New(stepper.Config{Logger: cfg.Logger, Registerer: reg}, db),
-		firer.New(firer.Config{Logger: cfg.Logger, Registerer: reg, Metrics: trigger.NewMetrics(reg)}, db)
+	return []stage{
+		execs.Run,
+		maintenance.New(maintenance.Config{Listener: db, Logger: cfg.Logger, Metrics: metrics}, services...).Run,
+		stepper.New(stepper.Config{Logger: cfg.Logger, Registerer: reg}, db).Run,
+		firer.New(firer.Config{Logger: cfg.Logger, Registerer: reg, Metrics: trigger.NewMetrics(reg)}, db).Run,
+	}
 }
 
 // logReader reads running executions' logs for the API (bounded; see kube.LogReader).
@@ -75,26 +80,11 @@ func logReader(cfg Config, cluster *kube.Cluster) *kube.LogReader {
 	return kube.NewLogReader(cluster.Client, cfg.Namespace, kube.LogConfig{MaxBytes: cmp.Or(cfg.Executions.LogBytes, tracker.DefaultLogBytes) * 4})
 }
 
-// leaderStages runs the synchronizer and, when not nil, the execution tracker, the
-// leader's maintenance services, the pipeline stepper and the trigger firer, for one
-// leadership term, and returns when all have stopped (the first to return ends the term
-// for all).
-func leaderStages(ctx context.Context, epoch int64, syncer *synchronizer.Synchronizer, execs *tracker.Tracker, maint *maintenance.Maintainer, pipes *stepper.Stepper, fires *firer.Firer) error {
-	stages := []func(context.Context, int64) error{syncer.Run}
-	if execs != nil {
-		stages = append(stages, execs.Run)
-	}
-	if maint != nil {
-		stages = append(stages, maint.Run)
-	}
-	if pipes != nil {
-		stages = append(stages, pipes.Run)
-	}
-	if fires != nil {
-		stages = append(stages, fires.Run)
-	}
+// leaderStages runs stages for one leadership term, and returns when all have stopped
+// (the first to return ends the term for all).
+func leaderStages(ctx context.Context, epoch int64, stages []stage) error {
 	if len(stages) == 1 {
-		return syncer.Run(ctx, epoch)
+		return stages[0](ctx, epoch)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

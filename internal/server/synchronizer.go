@@ -9,17 +9,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/datajobs/datajobs/internal/backoff"
-	"github.com/datajobs/datajobs/internal/firer"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/leader"
 	"github.com/datajobs/datajobs/internal/maintenance"
 	"github.com/datajobs/datajobs/internal/notify"
 	"github.com/datajobs/datajobs/internal/secrets"
-	"github.com/datajobs/datajobs/internal/stepper"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/synchronizer"
-	"github.com/datajobs/datajobs/internal/tracker"
 )
 
 // openStore opens the main database pool of cfg (serve's and sync --once's), its metrics
@@ -120,19 +117,14 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 	if u.syncer, err = newSyncer(cfg, db, cluster, builds, reg); err != nil {
 		return synchronizerUnit{}, err
 	}
-	var (
-		execs *tracker.Tracker
-		maint *maintenance.Maintainer
-		pipes *stepper.Stepper
-		fires *firer.Firer
-	)
+	stages := []stage{u.syncer.Run}
 	if cfg.SyncMode == SyncOn {
 		if u.notify, err = newDispatcher(cfg, db, reg); err != nil {
 			return synchronizerUnit{}, err
 		}
-		execs, maint, pipes, fires = newTracker(cfg, db, cluster, reg, maintMetrics, maintenance.Dispatch(u.notify))
+		stages = append(stages, executionStages(cfg, db, cluster, reg, maintMetrics, maintenance.Dispatch(u.notify))...)
 	}
-	term := leaderTerm(cfg.Logger, u.syncer, execs, maint, pipes, fires)
+	term := leaderTerm(cfg.Logger, stages)
 	if cfg.SyncMode == SyncDryRun {
 		u.run = func(ctx context.Context) { term(ctx, 0) }
 		return u, nil
@@ -143,14 +135,15 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 	return u, nil
 }
 
-// leaderTerm is the work of one leadership term: the synchronizer and, when not nil, the
-// tracker, the leader's maintenance services, the pipeline stepper and the trigger firer,
-// started again after a failure until ctx ends, or until a failure that ends the term.
-func leaderTerm(log *slog.Logger, syncer *synchronizer.Synchronizer, execs *tracker.Tracker, maint *maintenance.Maintainer, pipes *stepper.Stepper, fires *firer.Firer) func(ctx context.Context, epoch int64) {
+// leaderTerm is the work of one leadership term: stages (the synchronizer first, then, in
+// sync mode on, the tracker, the leader's maintenance services, the pipeline stepper and
+// the trigger firer), started again after a failure until ctx ends, or until a failure
+// that ends the term.
+func leaderTerm(log *slog.Logger, stages []stage) func(ctx context.Context, epoch int64) {
 	return func(ctx context.Context, epoch int64) {
 		b := backoff.New(time.Second, 30*time.Second)
 		for ctx.Err() == nil {
-			err := leaderStages(ctx, epoch, syncer, execs, maint, pipes, fires)
+			err := leaderStages(ctx, epoch, stages)
 			if ctx.Err() != nil {
 				return
 			}
