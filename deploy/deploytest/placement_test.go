@@ -3,6 +3,7 @@ package deploytest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -199,4 +200,50 @@ func TestAdmissionPolicyChecksAPodsUpdateOnlyWhenItsTolerationsChange(t *testing
 		p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: "spot", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
 	})
 	require.ErrorContains(t, err, "not nodeSelector:pool=gpu-a", "a toleration added: the whole placement is checked again")
+}
+
+// A profile's placement change, as the synchronizer writes it (kube.RetainPlacements):
+// right after it, a pod with the old placement (a retry of a Job made before the change,
+// or a run of a CronJob not re-rendered yet) is still admitted beside one with the new
+// placement, and refused once the grace has passed.
+func TestAdmissionPolicyAdmitsTheOldPlacementForItsGrace(t *testing.T) {
+	t.Parallel()
+	admin, jobs := installPlacementPolicy(t)
+	ctx := context.WithoutCancel(t.Context())
+	cms, pods := admin.CoreV1().ConfigMaps(jobs), admin.CoreV1().Pods(jobs)
+	live, err := cms.Create(ctx, kube.ProfilesConfigMap(jobs, "deploytest", placementProfiles), metav1.CreateOptions{})
+	require.NoError(t, err)
+	gpu := corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "gpu", Effect: corev1.TaintEffectNoSchedule}
+	oldPod, newPod := handMadePod("team-a", map[string]string{"pool": "gpu-a"}, gpu), handMadePod("team-a", map[string]string{"pool": "gpu-a2"}, gpu)
+
+	changed := slices.Clone(placementProfiles)
+	changed[1].NodeSelector = map[string]string{"pool": "gpu-a2"} // gpu-a moves to another pool
+	const grace = 24 * time.Hour
+	now := time.Now()
+	want, _ := kube.RetainPlacements(kube.ProfilesConfigMap(jobs, "deploytest", changed), live, now, grace)
+	live, err = cms.Update(ctx, written(live, want), metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := pods.Create(ctx, newPod, dryRun)
+		return err == nil
+	}, time.Minute, tick, "the policy reads the changed ConfigMap: the new placement is admitted")
+	_, err = pods.Create(ctx, oldPod, dryRun)
+	require.NoError(t, err, "the old placement too, during its grace")
+
+	want, _ = kube.RetainPlacements(kube.ProfilesConfigMap(jobs, "deploytest", changed), live, now.Add(grace), grace)
+	_, err = cms.Update(ctx, written(live, want), metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := pods.Create(ctx, oldPod, dryRun)
+		return err != nil
+	}, time.Minute, tick, "the old placement is refused once its grace has passed")
+	_, err = pods.Create(ctx, newPod, dryRun)
+	require.NoError(t, err)
+}
+
+// written is live with want's data and annotations, as the synchronizer's update writes it.
+func written(live, want *corev1.ConfigMap) *corev1.ConfigMap {
+	cm := live.DeepCopy()
+	cm.Data, cm.Annotations = want.Data, want.Annotations
+	return cm
 }

@@ -19,8 +19,9 @@ import (
 // The node placements of execution profiles (issue 43, docs/profiles.md "The admission
 // policy"). The chart's ValidatingAdmissionPolicy admits a pod of team T in the jobs
 // namespace only with the node selector and tolerations of a profile granted to T, and
-// reads which those are from one ConfigMap that the synchronizer keeps as an exact
-// projection of the profiles table (internal/synchronizer/placements.go). CEL has no JSON
+// reads which those are from one ConfigMap that the synchronizer keeps as the projection
+// of the profiles table, plus the lines that left it less than a grace period ago
+// (placement_grace.go; internal/synchronizer/placements.go). CEL has no JSON
 // parser, so the data is made of plain tokens the policy can build from a pod and compare
 // as strings: one key per team (and EveryTeamKey for the profiles granted "*"), holding one
 // line per distinct placement, each line the sorted tokens of one profile:
@@ -111,18 +112,30 @@ func ProfilesConfigMap(namespace, installation string, profiles []job.Profile) *
 	if installation != "" {
 		l[LabelInstallation] = installation
 	}
+	data := ProfilePlacements(profiles)
 	return &corev1.ConfigMap{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Name: ProfilesConfigMapName, Namespace: namespace, Labels: l},
-		Data:       ProfilePlacements(profiles),
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: ProfilesConfigMapName, Namespace: namespace, Labels: l,
+			Annotations: map[string]string{AnnotationPlacementsDigest: placementsDigest(data)},
+		},
+		Data: data,
 	}
 }
 
-// ProfilesConfigMapMatches is true when live holds want's data and labels (other labels
-// and annotations someone added are left alone).
+// ProfilesConfigMapMatches is true when live holds want's data, labels and datajobs'
+// annotations (placementAnnotations; other labels and annotations someone added are left
+// alone).
 func ProfilesConfigMapMatches(live, want *corev1.ConfigMap) bool {
 	for k, v := range want.Labels {
 		if live.Labels[k] != v {
+			return false
+		}
+	}
+	for _, k := range placementAnnotations {
+		l, inLive := live.Annotations[k]
+		w, inWant := want.Annotations[k]
+		if l != w || inLive != inWant {
 			return false
 		}
 	}
@@ -147,8 +160,8 @@ func (w *Writer) CreateConfigMap(ctx context.Context, cm *corev1.ConfigMap) erro
 	return nil
 }
 
-// UpdateConfigMap makes live hold want's data, binary data and labels (with live's other
-// labels and annotations), if the ConfigMap of that name still is live, unchanged since
+// UpdateConfigMap makes live hold want's data, binary data, labels and datajobs'
+// annotations of the placements (with live's other labels and annotations), if the ConfigMap of that name still is live, unchanged since
 // (preconditions on its UID and resourceVersion: an error for which apierrors.IsConflict
 // is true means it changed).
 func (w *Writer) UpdateConfigMap(ctx context.Context, live, want *corev1.ConfigMap) error {
@@ -158,6 +171,13 @@ func (w *Writer) UpdateConfigMap(ctx context.Context, live, want *corev1.ConfigM
 		cm.Labels = map[string]string{}
 	}
 	maps.Copy(cm.Labels, want.Labels)
+	for _, k := range placementAnnotations {
+		if v, ok := want.Annotations[k]; ok {
+			setAnnotation(cm, k, v)
+		} else {
+			delete(cm.Annotations, k)
+		}
+	}
 	_, err := fenced(ctx, w, func() (*corev1.ConfigMap, error) {
 		return w.client.CoreV1().ConfigMaps(w.namespace).Update(ctx, cm, metav1.UpdateOptions{FieldManager: FieldManager})
 	})

@@ -22,10 +22,12 @@ import (
 // The profiles' placements (issue 43, docs/profiles.md "The admission policy"). The
 // chart's admission policy admits a team's pod only with the node selector and
 // tolerations of a profile granted to the team, read from one ConfigMap of the jobs
-// namespace (kube.ProfilesConfigMap). The synchronizer keeps it an exact projection of the
-// profiles table as it keeps CronJobs: a reconcile (key placementsKey) reads every profile,
-// plans against the informer's copy of that one ConfigMap (planPlacements, pure) and does
-// the plan through the fenced writer. It runs on every profile NOTIFY (a create, an update
+// namespace (kube.ProfilesConfigMap). The synchronizer keeps it the projection of the
+// profiles table as it keeps CronJobs, plus for Config.PlacementGrace the lines that left
+// it (kube.RetainPlacements: the Jobs made before a change keep the old placement, and
+// their pods must still start): a reconcile (key placementsKey) reads every profile, plans
+// against the informer's copy of that one ConfigMap (planPlacements, pure) and does the
+// plan through the fenced writer, and is queued again when the first kept line expires. It runs on every profile NOTIFY (a create, an update
 // of its placement or grants, a delete), on any event of the ConfigMap (a hand edit or a
 // delete is repaired), at the start of a term and after each full pass. It is never
 // deleted: the default profile always exists, and without the ConfigMap the policy admits
@@ -47,6 +49,9 @@ type placementsPlan struct {
 	Live, Want *corev1.ConfigMap
 	// again asks for another look soon: the plan waits for a deletion to finish.
 	again bool
+	// expires is when the first line kept past its grant expires (zero: none is kept);
+	// the ConfigMap is planned again then, to drop it.
+	expires time.Time
 }
 
 // startPlacements starts the informer on the placements' ConfigMap (selected by name, of
@@ -101,10 +106,15 @@ func (t *term) reconcilePlacements(ctx context.Context) (controller.Result, erro
 	case err != nil:
 		return controller.Result{}, fmt.Errorf("read configmap %s from cache: %w", kube.ProfilesConfigMapName, err)
 	}
-	p := planPlacements(kube.ProfilesConfigMap(t.render.Namespace, t.render.Installation, profiles), live, t.render.Installation)
+	now := t.s.cfg.Now()
+	p := planPlacements(kube.ProfilesConfigMap(t.render.Namespace, t.render.Installation, profiles), live, t.render.Installation, now, t.s.cfg.PlacementGrace)
 	res := controller.Result{}
-	if p.again {
+	switch {
+	case p.again:
 		res.RequeueAfter = 2 * time.Second
+	case !p.expires.IsZero():
+		// A second late: a line expires once grace has passed, not at the instant.
+		res.RequeueAfter = p.expires.Sub(now) + time.Second
 	}
 	return res, t.executePlacements(ctx, p)
 }
@@ -130,10 +140,15 @@ func waitForCache(ctx context.Context, synced cache.InformerSynced) bool {
 	return cache.WaitForCacheSync(waitCtx.Done(), synced)
 }
 
-// planPlacements decides what to do with the placements' ConfigMap: want is the
-// projection of the profiles, live the informer's (nil: none). It is pure.
-func planPlacements(want, live *corev1.ConfigMap, installation string) placementsPlan {
-	p := placementsPlan{Live: live, Want: want, Action: ActionUnchanged, Reason: "up to date"}
+// planPlacements decides what to do with the placements' ConfigMap: granted is the
+// projection of the profiles, live the informer's (nil: none); the ConfigMap wanted is
+// granted with the lines of live that left it less than grace before now
+// (kube.RetainPlacements). It is pure.
+func planPlacements(granted, live *corev1.ConfigMap, installation string, now time.Time, grace time.Duration) placementsPlan {
+	p := placementsPlan{Live: live, Want: granted, Action: ActionUnchanged, Reason: "up to date"}
+	if live != nil && live.Labels[kube.LabelInstallation] == installation {
+		p.Want, p.expires = kube.RetainPlacements(granted, live, now, grace)
+	}
 	switch {
 	case live == nil:
 		p.Action, p.Reason = ActionCreate, "the admission policy reads the profiles' placements from it"
@@ -141,8 +156,8 @@ func planPlacements(want, live *corev1.ConfigMap, installation string) placement
 		p.Action, p.Reason = ActionConflict, "a ConfigMap not of this datajobs installation has the name; it is left alone"
 	case live.DeletionTimestamp != nil:
 		p.Action, p.Reason, p.again = ActionWait, "the ConfigMap is being deleted; create it again once it is gone", true
-	case !kube.ProfilesConfigMapMatches(live, want):
-		p.Action, p.Reason = ActionUpdate, "differs from the profiles (one changed, or the ConfigMap was edited outside datajobs)"
+	case !kube.ProfilesConfigMapMatches(live, p.Want):
+		p.Action, p.Reason = ActionUpdate, "differs from the profiles and the placements still in their grace (one changed, a grace ended, or the ConfigMap was edited outside datajobs)"
 	}
 	return p
 }

@@ -2,6 +2,7 @@ package synchronizer_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -29,14 +30,14 @@ func (f *fixture) placements() map[string]string {
 }
 
 // Issue 43: the ConfigMap the chart's admission policy reads (the node selectors and
-// tolerations granted to each team) follows the profiles table: made at the start of a
+// tolerations granted to each team) follows the profiles table (without a grace): made at the start of a
 // term, changed by a profile's create, update of its placement or of its grants, and
 // delete, and repaired after a hand edit or a delete, with no job deployed at all.
 func TestProfilePlacementsFollowTheProfiles(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := t.Context()
-	f.start()
+	f.startWith(synchronizer.Config{PlacementGrace: -1}) // the exact projection: the grace has its own test
 	f.eventually(func() bool { m := f.placements(); return m != nil && len(m) == 0 },
 		"made at the start of a term, empty: the default profile places nothing")
 	cm, err := f.client.CoreV1().ConfigMaps(f.ns).Get(ctx, kube.ProfilesConfigMapName, metav1.GetOptions{})
@@ -129,4 +130,46 @@ func TestASinglePassWritesTheProfilePlacements(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, rep.Errors)
 	require.Equal(t, map[string]string{kube.EveryTeamKey: "toleration:spot,Exists,,,"}, f.placements())
+}
+
+// A profile's placement change keeps the old line admitted beside the new one for the
+// grace (the Jobs made before it keep the old placement), across a change of leader, and
+// drops it once the grace has passed, with no other event than the reconcile's own
+// requeue (the fixture's resync is an hour); a line added by hand meanwhile is reverted.
+func TestAChangedPlacementStaysAdmittedForItsGrace(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	const grace = 10 * time.Second
+	cfg := synchronizer.Config{PlacementGrace: grace}
+	pool := job.Profile{Name: "pool", NodeSelector: map[string]string{"pool": "a"}, Teams: []string{"team-a"}}
+	_, err := f.svc.PutProfile(ctx, pool)
+	require.NoError(t, err)
+	f.startWith(cfg)
+	const lineA, lineB = "nodeSelector:pool=a", "nodeSelector:pool=b"
+	f.eventually(func() bool { return f.placements()["team-a"] == lineA }, "the granted placement")
+
+	changed := time.Now()
+	pool.NodeSelector = map[string]string{"pool": "b"}
+	_, err = f.svc.PutProfile(ctx, pool)
+	require.NoError(t, err)
+	f.eventually(func() bool { return f.placements()["team-a"] == lineA+"\n"+lineB }, "the new placement beside the old one")
+	cm, err := f.client.CoreV1().ConfigMaps(f.ns).Get(ctx, kube.ProfilesConfigMapName, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Contains(t, cm.Annotations[kube.AnnotationRetiredPlacements], `"team-a:`, "the old line's retirement time, in the ConfigMap")
+
+	cm.Data["team-x"] = "nodeSelector:pool=gold"
+	_, err = f.client.CoreV1().ConfigMaps(f.ns).Update(ctx, cm, metav1.UpdateOptions{FieldManager: "kubectl-edit"})
+	require.NoError(t, err)
+	f.eventually(func() bool { _, x := f.placements()["team-x"]; return !x }, "a line added by hand is reverted, grace or not")
+
+	f.stop() // a new leader continues the clock it reads from the ConfigMap
+	f.startWith(cfg)
+	require.Equal(t, lineA+"\n"+lineB, f.placements()["team-a"])
+	f.eventually(func() bool { return f.placements()["team-a"] == lineB }, "the old line dropped once its grace has passed")
+	require.GreaterOrEqual(t, time.Since(changed), grace-time.Second, "not before (the time is kept to the second)")
+	cm, err = f.client.CoreV1().ConfigMaps(f.ns).Get(ctx, kube.ProfilesConfigMapName, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NotContains(t, cm.Annotations, kube.AnnotationRetiredPlacements)
+	require.NotContains(t, cm.Data["team-a"], lineA)
 }

@@ -74,6 +74,12 @@ const (
 	DefaultWorkers          = 16
 	DefaultPruneMaxFraction = 0.2
 	DefaultResyncInterval   = 5 * time.Minute
+	// DefaultPlacementGrace is Config.PlacementGrace's default: 24 hours, the longest
+	// activeDeadlineSeconds a deployment may set by default (serve's
+	// --max-execution-timeout), plus 30 minutes (the CronJobs' default starting deadline,
+	// job.DefaultStartingDeadlineSeconds) for the CronJobs still to be re-rendered and
+	// the Job controller to start the Jobs made meanwhile.
+	DefaultPlacementGrace = 24*time.Hour + time.Duration(job.DefaultStartingDeadlineSeconds)*time.Second
 )
 
 // Config configures a Synchronizer.
@@ -127,6 +133,14 @@ type Config struct {
 	// Now is the clock of every time the synchronizer writes or decides by (the deployed
 	// date of an applied CronJob, when a refusal was made, build backoffs; default time.Now).
 	Now func() time.Time
+	// PlacementGrace is how long a placement that leaves a team's profiles stays admitted
+	// by the chart's -team-nodes policy (placements.go): long enough for every Job made
+	// before the change, whose pods keep the old placement, to end. It must be at least
+	// the longest timeout_seconds a deployment may set plus the starting deadline
+	// (default DefaultPlacementGrace, for the default --max-execution-timeout of 24h; an
+	// installation that allows longer runs sets more). Negative: none, the ConfigMap is
+	// the exact projection of the profiles.
+	PlacementGrace time.Duration
 	// TeamOAuthKeys opens the teams' OAuth client secrets (the keyring of
 	// --secrets-key-file) for the Secrets their job pods read (teamsecret.go). Nil: no
 	// team Secret is written or deleted (CronJobs of teams with credentials still refer
@@ -144,6 +158,7 @@ func (c Config) withDefaults() Config {
 	c.RetryBase = cmp.Or(c.RetryBase, 500*time.Millisecond)
 	c.RetryMax = cmp.Or(c.RetryMax, 5*time.Minute)
 	c.RecordBatch = cmp.Or(c.RecordBatch, 500)
+	c.PlacementGrace = cmp.Or(c.PlacementGrace, DefaultPlacementGrace)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.Metrics == nil {
 		c.Metrics = NewMetrics(nil)
