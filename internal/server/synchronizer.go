@@ -67,6 +67,7 @@ func syncerConfig(cfg Config, builds synchronizer.BuildConfig, keys *secrets.Key
 		AcceptConfigChange: cfg.Safety.AcceptConfigChange,
 		AcceptRestore:      cfg.Safety.AcceptRestore,
 		StepDownAfter:      stepDownAfter(cfg),
+		PlacementGrace:     synchronizer.PlacementGraceFor(cfg.Executions.MaxTimeout),
 		Logger:             cfg.Logger,
 		Metrics:            synchronizer.NewMetrics(reg),
 	}

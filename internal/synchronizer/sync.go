@@ -79,8 +79,15 @@ const (
 	// --max-execution-timeout), plus 30 minutes (the CronJobs' default starting deadline,
 	// job.DefaultStartingDeadlineSeconds) for the CronJobs still to be re-rendered and
 	// the Job controller to start the Jobs made meanwhile.
-	DefaultPlacementGrace = 24*time.Hour + time.Duration(job.DefaultStartingDeadlineSeconds)*time.Second
+	DefaultPlacementGrace = 24*time.Hour + placementGraceMargin
+	placementGraceMargin  = time.Duration(job.DefaultStartingDeadlineSeconds) * time.Second
 )
+
+// PlacementGraceFor is the PlacementGrace of an installation whose longest run is
+// maxTimeout (serve's --max-execution-timeout): DefaultPlacementGrace's rule for it.
+func PlacementGraceFor(maxTimeout time.Duration) time.Duration {
+	return maxTimeout + placementGraceMargin
+}
 
 // Config configures a Synchronizer.
 type Config struct {
