@@ -89,11 +89,12 @@ func admitStart(ctx context.Context, tx Tx, st job.JobState) error {
 // 1,000 starts, each under the job's row lock, and the stepper's p99 at 9 s).
 //
 // A job started faster than once a second for long runs ahead of the clock, and once all
-// 1,000 seconds from its start's are taken (at 10 starts a second, after 111 s) the next
-// try takes the one after the job's highest <job>-<n> id instead: still VDK's form, never
-// a refused start (a firing's whole transaction was refused with it, `no free id`, and its
-// events waited for the clock). A start that finds a free second in the window takes it,
-// as before.
+// 1,000 seconds from its start's are taken (at 10 starts a second, after 111 s) it takes
+// the second after the job's highest <job>-<10 digits> id instead (the last candidate, read
+// backwards on the primary key: a few rows, whatever the job's count): still VDK's form,
+// never a refused start (a firing's whole transaction was refused with it, `no free id`,
+// and its events waited for the clock). A free second in the window is taken first, as
+// before.
 //
 // An execution's times are whole seconds, here and in RecordExecutions: Kubernetes records
 // a Job's and a pod's times in whole seconds (metav1.Time, cut down), so a start kept at
@@ -110,24 +111,24 @@ FROM (
 	SELECT CASE WHEN i = 0 AND $1 <> '' THEN $1 ELSE $22 || ($23::bigint + i)::text END AS id, i
 	FROM generate_series(0, 999) i
 	UNION ALL
-	SELECT $22 || (max(substr(e.id, length($22) + 1)::bigint) + 1)::text, 1000
+	(SELECT $22 || (substr(e.id, length($22) + 1)::bigint + 1)::text, 1000
 	FROM data_job_execution e
-	WHERE $25 AND e.job_name = $2 AND left(e.id, length($22)) = $22 AND substr(e.id, length($22) + 1) ~ '^[0-9]{1,18}$'
-	HAVING max(substr(e.id, length($22) + 1)::bigint) IS NOT NULL
+	WHERE e.id BETWEEN $22 || '1000000000' AND $22 || '9999999999'
+		AND left(e.id, length($22)) = $22 AND substr(e.id, length($22) + 1) ~ '^[0-9]{10}$'
+	ORDER BY e.id DESC LIMIT 1)
 ) c
 WHERE NOT EXISTS (SELECT 1 FROM data_job_execution e WHERE e.id = c.id)
 ORDER BY c.i LIMIT 1
 ON CONFLICT (id) DO NOTHING
 RETURNING id`
 	d, r := n.Snapshot, n.Snapshot.Resources
-	// A conflict is a scheduled run's Job recorded meanwhile under the id chosen, and no row
-	// the window all taken: choose again, past the job's highest id as well.
-	for try := range 3 {
+	// A conflict is a scheduled run's Job recorded meanwhile under the id chosen: choose again.
+	for range 3 {
 		rows, _ := tx.Query(ctx, q, n.ID, j.Name, j.UID, n.OpID, n.Start, n.StartedBy, n.Args,
 			d.JobVersion, d.Schedule, d.VDKVersion, d.PythonVersion,
 			r.CPURequestMillis, r.CPULimitMillis, r.MemoryRequestBytes, r.MemoryLimitBytes,
 			d.DeployedDate, d.DeployedBy, cmp.Or(n.Type, job.ExecManual), n.LogicalTime, n.BackfillID, n.RerunOf,
-			j.Name+"-", n.Start.Unix(), n.Image, try > 0)
+			j.Name+"-", n.Start.Unix(), n.Image)
 		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		if err != nil {
 			return "", writeError("insert execution of "+j.Name, err)
