@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 
 	"sigs.k8s.io/yaml"
@@ -59,6 +60,9 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) error {
 	plan, err := a.svc.Apply(r.Context(), req)
 	if err != nil {
 		return err
+	}
+	if slices.ContainsFunc(plan.Changes, func(c gitops.Change) bool { return c.SigningSecret != "" }) {
+		w.Header().Set("Cache-Control", "no-store") // a secret shown once, as the webhook and trigger POSTs do
 	}
 	writeJSON(w, http.StatusOK, applyResponse{Plan: plan, DryRun: req.DryRun, Applied: !req.DryRun && plan.Writes(), Source: req.Source})
 	return nil

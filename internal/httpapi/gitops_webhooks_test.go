@@ -40,6 +40,7 @@ func TestWebhooksInTheFileAreAppliedOwnedPrunedAndTheirSecretShownOnce(t *testin
 	const repo = "github.com/acme/jobs"
 	r := e.apply(webhooksFile(), "", source, repo+"@abc123")
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	require.Equal(t, "no-store", r.header.Get("Cache-Control"), "an answer with a secret is not cached")
 	var created struct {
 		Changes []struct {
 			Kind, Name, Action string
