@@ -41,7 +41,7 @@ type sourced struct {
 func resolveSources(data []byte, path string) ([]byte, []sourced, error) {
 	js, err := yaml.YAMLToJSON(data)
 	if err != nil {
-		return data, nil, nil //nolint:nilerr // the service names what is wrong with the file
+		return data, nil, nil // not YAML: the service names what is wrong with the file
 	}
 	var doc map[string]any
 	if json.Unmarshal(js, &doc) != nil {

@@ -102,6 +102,22 @@ func TestAnApplyWritesTheFileInOneGoAndEveryRevisionNamesTheCommit(t *testing.T)
 	p2 = e.plan(next, "base_revision="+p2.BaseRevision, source, "github.com/acme/jobs@def456")
 	require.True(t, p2.Applied)
 	require.Equal(t, "v2", e.deployment("/data-jobs/for-team/team-a/jobs/extract-job")["job_version"])
+
+	// An apply writes its revisions, generation bumps and notifications many in a statement:
+	// what they leave is what the API's calls leave (a job created, deployed, deployed again).
+	e.createJob("team-a", "hand-job")
+	e.deploy("/data-jobs/for-team/team-a/jobs/hand-job", `{"job_version":"v1"}`)
+	e.deploy("/data-jobs/for-team/team-a/jobs/hand-job", `{"job_version":"v2"}`)
+	history := func(name string) (revs string, generation int) {
+		e.query(`SELECT (SELECT string_agg(revision || ':' || kind, ',' ORDER BY revision) FROM data_job_revision WHERE job_name = $1),
+	(SELECT generation FROM data_job WHERE name = $1)`, []any{name}, &revs, &generation)
+		return revs, generation
+	}
+	fileRevs, fileGen := history("extract-job")
+	handRevs, handGen := history("hand-job")
+	require.Equal(t, handRevs, fileRevs)
+	require.Equal(t, "1:create,2:deploy,3:deploy", fileRevs)
+	require.Equal(t, handGen, fileGen)
 }
 
 func TestAnExportAppliesWithAnEmptyPlanAndNoWrite(t *testing.T) {
