@@ -171,7 +171,7 @@ func (e *env) leader() (stop func()) {
 	x := tracker.New(tracker.Config{Namespace: e.NS, Logger: log}, e.DB, e.Client)
 	m := maintenance.New(maintenance.Config{Listener: e.DB, Logger: log},
 		maintenance.NewMissedRuns(maintenance.MissedRunsConfig{Jobs: x, Logger: log}, e.DB).Service(),
-		maintenance.NewLateness(maintenance.LatenessConfig{}, e.DB).Service())
+		maintenance.NewLateness(maintenance.LatenessConfig{Jobs: x}, e.DB).Service())
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = x.Run(ctx, e.Epoch) })

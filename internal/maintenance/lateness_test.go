@@ -54,6 +54,7 @@ func TestLatenessRunOnce(t *testing.T) {
 		name       string
 		watches    []job.LatenessWatch
 		recordErr  error
+		jobs       map[string]bool // the Jobs in the tracker's cache
 		late       []job.LateStart
 		counts     Counts
 		errContain string
@@ -92,9 +93,19 @@ func TestLatenessRunOnce(t *testing.T) {
 		watches: with(func(w *job.LatenessWatch) { w.Policy.StartingDeadlineSeconds = 600; w.LastCreated = &createdEarly }),
 		late:    []job.LateStart{}, counts: Counts{"late_starts": 0},
 	}, {
-		name:    "a run whose pod has started neither by its deadline nor the delay after its Job is late from its schedule time",
+		// Issue 45 again: at 10,000 hashed, 2,172 runs whose Job was made in time and whose
+		// pod waited past the deadline for the burst's scheduler were told late.
+		name:    "a run whose Job was made in time is no late start, its pod pending past the deadline and the delay after its Job",
 		watches: with(func(w *job.LatenessWatch) { w.LastCreated = &createdEarly }),
-		late:    []job.LateStart{{UID: "a", Anchor: anchor}}, counts: Counts{"late_starts": 1},
+		late:    []job.LateStart{}, counts: Counts{"late_starts": 0},
+	}, {
+		name:    "a run whose Job the tracker's cache holds before its row is written is no late start",
+		watches: []job.LatenessWatch{watch("a")}, jobs: map[string]bool{job.ScheduledRunID("job-a", anchor): true},
+		late: []job.LateStart{}, counts: Counts{"late_starts": 0},
+	}, {
+		name:    "another schedule time's Job in the cache does not count",
+		watches: []job.LatenessWatch{watch("a")}, jobs: map[string]bool{job.ScheduledRunID("job-a", anchor.Add(-time.Hour)): true},
+		late: []job.LateStart{{UID: "a", Anchor: anchor}}, counts: Counts{"late_starts": 1},
 	}, {
 		name:    "a run whose Job came late in its deadline has the delay after its Job for its pod",
 		watches: with(func(w *job.LatenessWatch) { w.LastCreated = &created }),
@@ -119,7 +130,7 @@ func TestLatenessRunOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			db := &latenessDB{watches: tc.watches, recordErr: tc.recordErr}
-			s := NewLateness(LatenessConfig{Now: func() time.Time { return now }}, db)
+			s := NewLateness(LatenessConfig{Now: func() time.Time { return now }, Jobs: jobCache{names: tc.jobs}}, db)
 			counts, err := s.runOnce(t.Context(), job.Fence{Epoch: 3})
 			requireRun(t, tc.counts, tc.errContain, counts, err)
 			require.Equal(t, tc.late, db.recorded)

@@ -60,7 +60,7 @@ func executionStages(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 	audit.Logger = cmp.Or(audit.Logger, cfg.Logger)
 	services := append([]maintenance.Service{
 		maintenance.NewMissedRuns(maintenance.MissedRunsConfig{Jobs: execs, Logger: cfg.Logger}, db).Service(),
-		maintenance.NewLateness(maintenance.LatenessConfig{}, db).Service(),
+		maintenance.NewLateness(maintenance.LatenessConfig{Jobs: execs}, db).Service(),
 		backfills.Service(),
 		maintenance.NewRetention(maintenance.RetentionConfig{
 			Retention: job.Retention{KeptPerJob: cfg.Executions.KeptPerJob, MaxAge: cfg.Executions.MaxAge}, Logger: cfg.Logger,
