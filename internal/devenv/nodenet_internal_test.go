@@ -5,6 +5,7 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -46,8 +47,13 @@ func TestTwoNodeNetworksAtOnceGetTheirOwnBridgeAndSubnetAndAKilledOnesIsSwept(t 
 		assert.Equal(t, []string{n.gateway.String() + "/24"}, linkAddrs(t, n.bridge), "the gateway is the bridge's address on the host")
 	}
 
-	// The first environment is killed: its lock is gone, its bridge is left behind.
+	// The first environment is killed: its lock is gone, its bridge is left behind. A
+	// process forked meanwhile by a parallel test holds the lock's file until it execs (a
+	// flock lives while any copy of its descriptor does): make test at 08cf470 swept
+	// while one did, kept the bridge and gave the third the next subnet. A killed
+	// environment's lock is gone once its process is, so the sweep waits for that here.
 	require.NoError(t, locks[0].Close())
+	require.Eventually(t, func() bool { return !stateDirInUse(dirs[0]) }, 10*time.Second, 10*time.Millisecond, "the killed environment's lock released")
 	third := t.TempDir()
 	lock, err := lockStateDir(third)
 	require.NoError(t, err)
