@@ -3,7 +3,6 @@ package httpapi_test
 import (
 	"archive/zip"
 	"bytes"
-	"context"
 	"crypto/rand"
 	"io"
 	"net/http"
@@ -12,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/datajobs/datajobs/internal/httpapi"
@@ -119,14 +117,7 @@ func TestAStatementPastTheDatabaseTimeoutIsA503ThatChangesNothing(t *testing.T) 
 	t.Parallel()
 	e := newEnv(t, func(o *options) { o.statementTimeout = 300 * time.Millisecond })
 	path := e.createJob("team-a", "my-job")
-	ctx := t.Context()
-	conn, err := pgx.Connect(ctx, e.dbURL)
-	require.NoError(t, err)
-	defer conn.Close(context.WithoutCancel(ctx))
-	tx, err := conn.Begin(ctx)
-	require.NoError(t, err)
-	_, err = tx.Exec(ctx, `SELECT 1 FROM data_job WHERE name = 'my-job' FOR UPDATE`)
-	require.NoError(t, err)
+	_, release := e.lockJob("my-job")
 
 	update := `{"job_name":"my-job","description":"changed","config":{"schedule":{"schedule_cron":"15 10 * * *"}}}`
 	r := e.do(http.MethodPut, path, update)
@@ -135,7 +126,7 @@ func TestAStatementPastTheDatabaseTimeoutIsA503ThatChangesNothing(t *testing.T) 
 	require.Equal(t, "The request did not complete in time.", body["what"])
 	require.Contains(t, body["why"], "--db-statement-timeout")
 
-	require.NoError(t, tx.Rollback(ctx))
+	release()
 	r = e.do(http.MethodGet, path, "")
 	require.Equal(t, http.StatusOK, r.status)
 	var got struct{ Description string }

@@ -218,6 +218,21 @@ func ProfileInUse(name string, deployments int) *Error {
 		"The profile was not deleted.", "Deploy those jobs with another execution_profile first, then delete it.")
 }
 
+// ProfileGrantInUse reports a change of a profile's teams that would withdraw it from
+// teams whose deployments select it (their pods would run under a profile no longer
+// theirs, and the admission policy would refuse them): jobs are the first of those
+// deployments, of total.
+func ProfileGrantInUse(name string, teams, jobs []string, total int) *Error {
+	more := ""
+	if total > len(jobs) {
+		more = fmt.Sprintf(" and %d more", total-len(jobs))
+	}
+	list := strings.Join(teams, ", ")
+	return NewError(KindConflict, fmt.Sprintf("The execution profile %q cannot be withdrawn from %s.", name, list),
+		fmt.Sprintf("%d deployments of %s select it: %s%s.", total, list, strings.Join(jobs, ", "), more),
+		"The profile was not changed.", "Deploy those jobs with another execution_profile first, then change its teams.")
+}
+
 // ProfileNotGranted reports a team selecting a profile it is not granted.
 func ProfileNotGranted(user, team, name string) *Error {
 	e := Forbidden(user, team, fmt.Sprintf("The execution profile %q is not granted to team %s.", name, team))

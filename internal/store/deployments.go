@@ -77,7 +77,8 @@ func (s *Store) changeDeployment(ctx context.Context, team, name string, change 
 }
 
 // changeDeploymentIn is changeDeployment in tx, on the state st read under the job's lock.
-// A job a file owns is changed only by an apply of that file (job.CheckOwner).
+// A job a file owns is changed only by an apply of that file (job.CheckOwner). A change of
+// the execution profile it selects checks the grant in the same transaction (checkGrant).
 func changeDeploymentIn(ctx context.Context, tx Tx, st job.JobState, change deploymentChange) (job.Deployment, error) {
 	name := st.Job.Name
 	if err := job.CheckOwner(ctx, "data job", name, st.Job.ManagedBy); err != nil {
@@ -92,6 +93,9 @@ func changeDeploymentIn(ctx context.Context, tx Tx, st job.JobState, change depl
 	}
 	next.JobName = name
 	var writes pipeline
+	if st.Desired == nil || st.Desired.ProfileName() != next.ProfileName() {
+		writes.checkGrant(job.ActorFrom(ctx).User, st.Job.Team, next.ProfileName())
+	}
 	writes.upsertDesired(&next, func(err error) error {
 		return writeError(fmt.Sprintf("write deployment of %s", name), err)
 	})

@@ -148,6 +148,13 @@ func (s *Store) updateJobIn(ctx context.Context, tx Tx, st job.JobState, update 
 		if err := s.checkJobsQuota(ctx, tx, next.Team); err != nil {
 			return job.Job{}, err
 		}
+		if st.Desired != nil { // its deployment's profile must be granted to the new team
+			var check pipeline
+			check.checkGrant(job.ActorFrom(ctx).User, next.Team, st.Desired.ProfileName())
+			if err := check.send(ctx, tx); err != nil {
+				return job.Job{}, err
+			}
+		}
 	}
 	next.Name = name
 	out, err := updateJob(ctx, tx, next, bump)

@@ -60,18 +60,21 @@ func (s *Store) ListProfiles(ctx context.Context) ([]job.ProfileRecord, error) {
 // kind profile (the diff of the profile) and a new generation, in the same transaction:
 // the synchronizer re-renders them through its queue like any other change. The jobs are
 // locked first, in name order (docs/architecture.md, "one lock order"), then the profile
-// row FOR UPDATE, which holds back a deploy selecting it (its foreign key check) until
-// the change commits, so no deployment misses it.
+// row FOR UPDATE, which holds back a deploy selecting it (its grant check, checkGrant)
+// until the change commits, so no deployment misses it. A change of its teams that would
+// withdraw it from a team whose deployments select it is refused (409,
+// job.ProfileGrantInUse): the deployments are read after the row lock, so one that a
+// concurrent deploy wrote is seen.
 func (s *Store) PutProfile(ctx context.Context, p job.Profile) (job.ProfileChange, error) {
 	var out job.ProfileChange
 	err := s.InTx(ctx, func(tx Tx) error {
-		names, err := profileUsers(ctx, tx, p.Name)
+		users, err := profileUsers(ctx, tx, p.Name)
 		if err != nil {
 			return err
 		}
 		var first pipeline
-		if len(names) > 0 {
-			first.lockJobs(lockForUpdate, names, s.lockTimer("api"))
+		if len(users) > 0 {
+			first.lockJobs(lockForUpdate, userNames(users), s.lockTimer("api"))
 		}
 		var old *job.Profile
 		var rev int
@@ -92,10 +95,13 @@ func (s *Store) PutProfile(ctx context.Context, p job.Profile) (job.ProfileChang
 		if old != nil {
 			old.Name = p.Name
 		}
-		if names, err = profileUsers(ctx, tx, p.Name); err != nil { // stable now: see above
+		if users, err = profileUsers(ctx, tx, p.Name); err != nil { // stable now: see above
 			return err
 		}
-		out, err = writeProfile(ctx, tx, p, old, rev, names)
+		if err := checkWithdrawn(old, p, users); err != nil {
+			return err
+		}
+		out, err = writeProfile(ctx, tx, p, old, rev, userNames(users))
 		return err
 	})
 	if err != nil {
@@ -174,14 +180,80 @@ WHERE j.name = ANY($1::text[])`, names, job.RevisionProfile, a.User, a.OpID, dif
 	w.exec(wrapped("notify a profile's jobs"), `SELECT pg_notify($1, n) FROM unnest($2::text[]) n`, DesiredChannel, names)
 }
 
+// profileUser is a job whose desired deployment selects a profile, and its team.
+type profileUser struct{ name, team string }
+
 // profileUsers are the jobs whose desired deployment selects the profile name, by name.
-func profileUsers(ctx context.Context, tx Tx, name string) ([]string, error) {
-	rows, _ := tx.Query(ctx, `SELECT data_job_name FROM desired_data_job_deployment WHERE execution_profile = $1 ORDER BY data_job_name`, name)
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+func profileUsers(ctx context.Context, tx Tx, name string) ([]profileUser, error) {
+	rows, _ := tx.Query(ctx, `SELECT d.data_job_name, j.team FROM desired_data_job_deployment d
+JOIN data_job j ON j.name = d.data_job_name WHERE d.execution_profile = $1 ORDER BY d.data_job_name`, name)
+	users, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (profileUser, error) {
+		var u profileUser
+		return u, row.Scan(&u.name, &u.team)
+	})
 	if err != nil {
 		return nil, translate(fmt.Errorf("read the deployments of profile %s: %w", name, err))
 	}
-	return names, nil
+	return users, nil
+}
+
+func userNames(users []profileUser) []string {
+	names := make([]string, len(users))
+	for i, u := range users {
+		names[i] = u.name
+	}
+	return names
+}
+
+// withdrawnJobsShown is how many of the jobs a refused grant change names.
+const withdrawnJobsShown = 5
+
+// checkWithdrawn refuses p over old (nil: none) when it withdraws the profile from the
+// team of one of users (409 naming the teams, the first jobs and how many there are). A
+// team old did not grant either (a deployment stored before grants were checked so) does
+// not hold back a change that does not concern it.
+func checkWithdrawn(old *job.Profile, p job.Profile, users []profileUser) error {
+	var teams, jobs []string
+	total := 0
+	for _, u := range users {
+		if old == nil || !old.Grants(u.team) || p.Grants(u.team) {
+			continue
+		}
+		total++
+		if len(jobs) < withdrawnJobsShown {
+			jobs = append(jobs, u.name)
+		}
+		if !slices.Contains(teams, u.team) {
+			teams = append(teams, u.team)
+		}
+	}
+	if total == 0 {
+		return nil
+	}
+	slices.Sort(teams)
+	return job.ProfileGrantInUse(p.Name, teams, jobs, total)
+}
+
+// checkGrant queues the check that the execution profile name is granted to team (403
+// naming it, job.ProfileNotGranted to user; 404 when there is none), for a write that
+// makes a deployment of team select it. It locks the profile's row FOR SHARE until the
+// transaction ends and reads the grants of the row's last committed version: a PutProfile
+// that withdraws the grant (FOR UPDATE) either committed first, and the check reads the
+// grants it wrote, or waits for this transaction and then sees its deployment (409). So
+// whatever path writes the deployment (a deploy, a rollback, an apply, a job moved to
+// another team), a grant is never withdrawn from under it.
+func (p *pipeline) checkGrant(user, team, name string) {
+	p.queryRow(func(row pgx.Row) error {
+		var granted job.Profile
+		err := row.Scan(&granted.Teams)
+		if err = rowError(err, job.ProfileNotFound(name), "check the grant of profile "+name); err != nil {
+			return err
+		}
+		if !granted.Grants(team) {
+			return job.ProfileNotGranted(user, team, name)
+		}
+		return nil
+	}, `SELECT coalesce(spec->'teams', '[]') FROM execution_profile WHERE name = $1 FOR SHARE`, name)
 }
 
 // DeleteProfile deletes the profile name: refused (409) while a deployment selects it,
