@@ -61,20 +61,32 @@ func NewKeyed(cfg KeyedConfig, db Listener) *Keyed {
 // Logger is the loop's logger, for its reconciler's own events.
 func (k *Keyed) Logger() *slog.Logger { return k.cfg.Logger }
 
-// Run reconciles keys until ctx ends, for one leadership term: a new queue (a deposed
-// term's keys go with its queue), the workers running the reconcile that term(queue)
-// returns, the LISTEN (keyOf turns a payload into a key; nil: the payload is the key) and
-// the resync's plans. On return every goroutine it started has stopped.
-func (k *Keyed) Run(ctx context.Context, keyOf func(payload string) string, term func(q *Queue) Reconcile) error {
+// Term is one leadership term of a Keyed loop as its reconcile sees it: the lease epoch
+// that fences the term's writes, and the term's queue, to which a reconcile may add keys.
+type Term struct {
+	Epoch int64
+	Queue *Queue
+}
+
+// TermReconcile handles one key of a term.
+type TermReconcile func(ctx context.Context, t Term, key string) (Result, error)
+
+// Run reconciles keys until ctx ends, as the leader of term epoch: a new queue (a deposed
+// term's keys go with its queue), the workers running reconcile, the LISTEN (keyOf turns
+// a payload into a key; nil: the payload is the key) and the resync's plans. On return
+// every goroutine it started has stopped.
+func (k *Keyed) Run(ctx context.Context, epoch int64, keyOf func(payload string) string, reconcile TermReconcile) error {
 	if keyOf == nil {
 		keyOf = func(payload string) string { return payload }
 	}
 	q := NewQueue(k.metrics, Exponential(100*time.Millisecond, 30*time.Second), k.cfg.Logger, k.cfg.KeyName, k.cfg.Failed)
-	reconcile := term(q)
+	t := Term{Epoch: epoch, Queue: q}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer q.ShutDown()
-	wg.Go(func() { Run(ctx, q, k.cfg.Workers, reconcile) })
+	wg.Go(func() {
+		Run(ctx, q, k.cfg.Workers, func(ctx context.Context, key string) (Result, error) { return reconcile(ctx, t, key) })
+	})
 	wg.Go(func() {
 		Listen(ctx, k.db, k.cfg.Channel, 500*time.Millisecond, k.cfg.Logger,
 			func(bool) { q.Add(ResyncKey) }, func(payload string) { q.Add(keyOf(payload)) })

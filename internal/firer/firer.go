@@ -91,38 +91,29 @@ func New(cfg Config, db Store) *Firer {
 	return &Firer{cfg: cfg, db: db, loop: loop}
 }
 
-// term is one leadership term of the firer: its fence and its queue of trigger ids.
-type term struct {
-	f     *Firer
-	fence job.Fence
-	queue *controller.Queue
-}
-
 // Run fires triggers until ctx ends, as the leader of term epoch: the term's queue of
 // trigger ids and its workers, the LISTEN that feeds it (a payload is a trigger id), and
 // the resync once it listens and every Interval (controller.Keyed). On return every
 // goroutine it started has stopped.
 func (f *Firer) Run(ctx context.Context, epoch int64) error {
-	return f.loop.Run(ctx, nil, func(q *controller.Queue) controller.Reconcile {
-		return (&term{f: f, fence: job.Fence{Epoch: epoch}, queue: q}).reconcile
-	})
+	return f.loop.Run(ctx, epoch, nil, f.reconcile)
 }
 
-// reconcile handles one key: a firing of the trigger it names, or the resync.
-func (t *term) reconcile(ctx context.Context, key string) (controller.Result, error) {
+// reconcile handles one key of term t: a firing of the trigger it names, or the resync.
+func (f *Firer) reconcile(ctx context.Context, t controller.Term, key string) (controller.Result, error) {
+	fence := job.Fence{Epoch: t.Epoch}
 	if key == controller.ResyncKey {
-		return controller.Result{}, t.resync(ctx)
+		return controller.Result{}, f.resync(ctx, fence, t.Queue)
 	}
-	return t.fire(ctx, key)
+	return f.fire(ctx, fence, t.Queue, key)
 }
 
 // fire turns the oldest pending events of the trigger id into runs; with more left, it
 // queues the trigger again at once (the queue hands it out again once this reconcile is
 // done, behind the triggers already queued).
-func (t *term) fire(ctx context.Context, id string) (controller.Result, error) {
-	f := t.f
+func (f *Firer) fire(ctx context.Context, fence job.Fence, queue *controller.Queue, id string) (controller.Result, error) {
 	now := f.cfg.Now()
-	res, err := f.db.FireTrigger(ctx, t.fence, id, now)
+	res, err := f.db.FireTrigger(ctx, fence, id, now)
 	if err != nil {
 		return controller.Result{}, fmt.Errorf("fire trigger %s: %w", id, err)
 	}
@@ -134,7 +125,7 @@ func (t *term) fire(ctx context.Context, id string) (controller.Result, error) {
 	}
 	switch {
 	case res.More:
-		t.queue.Add(id)
+		queue.Add(id)
 	case res.Waiting:
 		return controller.Result{RequeueAfter: f.cfg.BusyRetry}, nil
 	case !res.WakeAt.IsZero():
@@ -145,20 +136,20 @@ func (t *term) fire(ctx context.Context, id string) (controller.Result, error) {
 
 // resync queues every trigger with pending events (a signal may have been lost) and
 // deletes the events past their retention.
-func (t *term) resync(ctx context.Context) error {
-	ids, err := t.f.db.PendingTriggers(ctx)
+func (f *Firer) resync(ctx context.Context, fence job.Fence, queue *controller.Queue) error {
+	ids, err := f.db.PendingTriggers(ctx)
 	if err != nil {
 		return fmt.Errorf("read pending triggers: %w", err)
 	}
 	for _, id := range ids {
-		t.queue.Add(id)
+		queue.Add(id)
 	}
-	n, err := t.f.db.DeleteExpiredTriggerEvents(ctx, t.fence)
+	n, err := f.db.DeleteExpiredTriggerEvents(ctx, fence)
 	if err != nil {
 		return fmt.Errorf("delete expired trigger events: %w", err)
 	}
 	if n > 0 {
-		t.f.cfg.Logger.InfoContext(ctx, "trigger_events_expired", "deleted", n)
+		f.cfg.Logger.InfoContext(ctx, "trigger_events_expired", "deleted", n)
 	}
 	return nil
 }

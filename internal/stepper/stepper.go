@@ -89,20 +89,11 @@ func New(cfg Config, db Store) *Stepper {
 	return &Stepper{cfg: cfg, db: db, loop: loop}
 }
 
-// term is one leadership term of the stepper: its fence and its queue of run ids.
-type term struct {
-	s     *Stepper
-	fence job.Fence
-	queue *controller.Queue
-}
-
 // Run steps pipeline runs until ctx ends, as the leader of term epoch: the term's queue of
 // run ids and its workers, the LISTEN that feeds it, and the resync once it listens and
 // every Interval (controller.Keyed). On return every goroutine it started has stopped.
 func (s *Stepper) Run(ctx context.Context, epoch int64) error {
-	return s.loop.Run(ctx, keyOf, func(q *controller.Queue) controller.Reconcile {
-		return (&term{s: s, fence: job.Fence{Epoch: epoch}, queue: q}).reconcile
-	})
+	return s.loop.Run(ctx, epoch, keyOf, s.reconcile)
 }
 
 // keyOf is the queue key of a NOTIFY's payload: a run id, or the resync for anything else
@@ -114,13 +105,14 @@ func keyOf(payload string) string {
 	return controller.ResyncKey
 }
 
-// reconcile handles one key: a step of the run it names, or the resync, which queues
+// reconcile handles one key of term t: a step of the run it names, or the resync, which queues
 // the overdue runs.
-func (t *term) reconcile(ctx context.Context, key string) (controller.Result, error) {
+func (s *Stepper) reconcile(ctx context.Context, t controller.Term, key string) (controller.Result, error) {
+	fence := job.Fence{Epoch: t.Epoch}
 	if key == controller.ResyncKey {
-		ids, err := t.s.resync(ctx, t.fence)
+		ids, err := s.resync(ctx, fence)
 		for _, id := range ids {
-			t.queue.Add(strconv.FormatInt(id, 10))
+			t.Queue.Add(strconv.FormatInt(id, 10))
 		}
 		return controller.Result{}, err
 	}
@@ -128,7 +120,7 @@ func (t *term) reconcile(ctx context.Context, key string) (controller.Result, er
 	if err != nil {
 		return controller.Result{Terminal: true}, nil
 	}
-	_, err = t.s.step(ctx, t.fence, id)
+	_, err = s.step(ctx, fence, id)
 	return controller.Result{}, err
 }
 
