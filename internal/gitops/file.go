@@ -131,7 +131,7 @@ func Parse(team string, data []byte) (File, error) {
 		}
 	}
 	var raw rawFile
-	if err := strict(js, &raw); err != nil {
+	if err := job.DecodeStrict(js, &raw); err != nil {
 		return File{}, invalidFile("a datajobs.yaml object", err)
 	}
 	if fromYAML {
@@ -186,7 +186,7 @@ func decodeEach[T any](raws []json.RawMessage, list, key string, name func(T) st
 	seen := map[string]int{}
 	for i, r := range raws {
 		var v T
-		if err := strict(r, &v); err != nil {
+		if err := job.DecodeStrict(r, &v); err != nil {
 			var peek map[string]any
 			_ = json.Unmarshal(r, &peek)
 			n, _ := peek[key].(string)
@@ -200,19 +200,6 @@ func decodeEach[T any](raws []json.RawMessage, list, key string, name func(T) st
 		out = append(out, v)
 	}
 	return out, nil
-}
-
-// strict decodes one JSON value into v, refusing unknown fields and trailing data.
-func strict(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if dec.More() {
-		return fmt.Errorf("data after the object")
-	}
-	return nil
 }
 
 // Invalid is the error of the object list[i] named name: err says what is wrong with it

@@ -1,10 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
 	"net/url"
 	"time"
@@ -70,13 +66,8 @@ func (a *api) decodeWebhook(w http.ResponseWriter, r *http.Request) (job.TeamWeb
 		return job.TeamWebhookChange{}, err
 	}
 	var req webhookRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	if err := job.DecodeStrict(body, &req); err != nil {
 		return job.TeamWebhookChange{}, malformedBody(err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return job.TeamWebhookChange{}, malformedBody(errors.New("unexpected data after the JSON value"))
 	}
 	return job.TeamWebhookChange{Name: req.Name, URL: req.URL, Format: req.Format, Events: req.Events, RotateSecret: req.RotateSecret}, nil
 }

@@ -7,7 +7,6 @@
 package trigger
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -114,9 +113,7 @@ type Trigger struct {
 // grant of another team's upstream, are the store's to check.
 func Parse(team string, raw []byte) (Spec, error) {
 	var s Spec
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&s); err != nil {
+	if err := job.DecodeStrict(raw, &s); err != nil {
 		return Spec{}, job.Invalid("body", "a JSON object describing a trigger", "not one: "+err.Error())
 	}
 	return s, s.validate(team)
