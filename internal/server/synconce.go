@@ -22,11 +22,7 @@ const leaseWait = 3 * time.Second
 // who holds the lease when it cannot take it. A single pass builds no image: it renders
 // the images the database records.
 func SyncOnce(ctx context.Context, cfg Config) (synchronizer.Report, error) {
-	cfg, err := cfg.withDefaults()
-	if err != nil {
-		return synchronizer.Report{}, err
-	}
-	db, err := openStore(ctx, cfg, nil)
+	cfg, db, err := openOnce(ctx, cfg)
 	if err != nil {
 		return synchronizer.Report{}, err
 	}
@@ -42,28 +38,41 @@ func SyncOnce(ctx context.Context, cfg Config) (synchronizer.Report, error) {
 	if cfg.SyncMode == SyncDryRun {
 		return syncer.RunOnce(ctx, 0)
 	}
-	return runOnceLeading(ctx, db, syncer, cfg.LeaseDuration)
+	return runOnceLeading(ctx, db, "sync-once", cfg.LeaseDuration, syncer.RunOnce)
 }
 
-// runOnceLeading runs the pass as the leader of a term of its own, under a lease of
-// that duration.
-func runOnceLeading(ctx context.Context, db *store.Store, syncer *synchronizer.Synchronizer, lease time.Duration) (synchronizer.Report, error) {
+// openOnce is cfg with its defaults and its database, for one pass of `sync --once`; the
+// caller closes the database.
+func openOnce(ctx context.Context, cfg Config) (Config, *store.Store, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return cfg, nil, err
+	}
+	db, err := openStore(ctx, cfg, nil)
+	return cfg, db, err
+}
+
+// runOnceLeading runs pass as the leader of a term of its own, under the synchronizer's
+// lease of that duration (held by who-<host>-<pid>, renewed while pass runs, released
+// after it), so that a pass never races a serving leader. It waits leaseWait for the
+// lease, then fails saying who holds it.
+func runOnceLeading[R any](ctx context.Context, db *store.Store, who string, lease time.Duration, pass func(ctx context.Context, epoch int64) (R, error)) (R, error) {
+	var rep R
 	host, _ := os.Hostname()
-	identity := fmt.Sprintf("sync-once-%s-%d", host, os.Getpid())
+	identity := fmt.Sprintf("%s-%s-%d", who, host, os.Getpid())
 	elector, err := leader.New(leader.Config{Name: store.SyncLeaseName, Identity: identity, LeaseDuration: lease}, db)
 	if err != nil {
-		return synchronizer.Report{}, err
+		return rep, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var rep synchronizer.Report
 	var passErr error
 	led := false
 	timer := time.AfterFunc(leaseWait, cancel)
 	runErr := elector.Run(ctx, func(ctx context.Context, epoch int64) {
 		timer.Stop()
 		led = true
-		rep, passErr = syncer.RunOnce(ctx, epoch)
+		rep, passErr = pass(ctx, epoch)
 		cancel()
 	})
 	if !led {
