@@ -32,16 +32,21 @@ type serveFlags struct {
 // config is the server configuration the flags give, logging as g says.
 func (fl *serveFlags) config(g *globals) (server.Config, error) {
 	c := fl.cfg
+	c.SyncMode = server.SyncMode(fl.syncMode)
+	c.Requests.DisableGraphQLIntrospection = !fl.introspection
+	c.Auth.Mode = server.AuthMode(fl.authMode)
+	return serverConfig(g, c, &fl.render)
+}
+
+// serverConfig completes c, from the flags of serve or sync --once, the same way for
+// both: logging as g says, this build's version, and the rendering of render.
+func serverConfig(g *globals, c server.Config, render *renderFlags) (server.Config, error) {
 	log, err := g.logger()
 	if err != nil {
 		return c, err
 	}
-	c.SyncMode = server.SyncMode(fl.syncMode)
-	c.Requests.DisableGraphQLIntrospection = !fl.introspection
-	c.Auth.Mode = server.AuthMode(fl.authMode)
-	c.Logger = log
-	c.Version = Version
-	return c, fl.render.apply(&c)
+	c.Logger, c.Version = log, Version
+	return c, render.apply(&c)
 }
 
 func newServeCommand(g *globals) serveCommand {

@@ -25,15 +25,11 @@ type syncFlags struct {
 // config is the server configuration of the pass, logging as g says.
 func (fl *syncFlags) config(g *globals) (server.Config, error) {
 	c := fl.cfg
-	log, err := g.logger()
-	if err != nil {
-		return c, err
-	}
-	c.Logger, c.Version, c.SyncMode = log, Version, server.SyncOn
+	c.SyncMode = server.SyncOn
 	if fl.dryRun {
 		c.SyncMode = server.SyncDryRun
 	}
-	return c, fl.render.apply(&c)
+	return serverConfig(g, c, &fl.render)
 }
 
 func newSyncCommand(g *globals) *cobra.Command {
