@@ -103,6 +103,16 @@ func newPage[T any](items []T, page, size, total int) pageBody[T] {
 	return pageBody[T]{Content: items, PageNumber: page, PageSize: size, TotalItems: total, TotalPages: (total + size - 1) / size}
 }
 
+// replyPage answers 200 with p, the page of that number and size, each item as body
+// makes it, or returns err as reply does: the tail of a handler that read a page.
+func replyPage[T, B any](w http.ResponseWriter, page, size int, p pl.Page[T], err error, body func(T) B) error {
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, newPage(bodies(p.Items, body), page, size, p.TotalItems))
+	return nil
+}
+
 func pipelineLocation(team, name string) string {
 	return "/data-jobs/for-team/" + url.PathEscape(team) + "/pipelines/" + url.PathEscape(name)
 }
@@ -130,11 +140,7 @@ func (a *api) putPipeline(w http.ResponseWriter, r *http.Request) error {
 // getPipeline is GET …/pipelines/{pipeline}.
 func (a *api) getPipeline(w http.ResponseWriter, r *http.Request) error {
 	v, err := a.svc.GetPipeline(r.Context(), r.PathValue("team"), r.PathValue("pipeline"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, toPipelineResponse(v))
-	return nil
+	return reply(w, http.StatusOK, v, err, toPipelineResponse)
 }
 
 // listPipelines is GET …/pipelines?page_number=&page_size=: the team's pipelines by name.
@@ -144,11 +150,7 @@ func (a *api) listPipelines(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	ps, err := a.svc.ListPipelines(r.Context(), r.PathValue("team"), page, size)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, newPage(bodies(ps.Items, toPipelineResponse), page, size, ps.TotalItems))
-	return nil
+	return replyPage(w, page, size, ps, err, toPipelineResponse)
 }
 
 // deletePipeline is DELETE …/pipelines/{pipeline}: 200; its running runs are cancelled.
@@ -240,11 +242,7 @@ func (a *api) listPipelineRuns(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	runs, err := a.svc.ListPipelineRuns(r.Context(), r.PathValue("team"), r.PathValue("pipeline"), page, size)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, newPage(bodies(runs.Items, toRunBody), page, size, runs.TotalItems))
-	return nil
+	return replyPage(w, page, size, runs, err, toRunBody)
 }
 
 // runOf returns the run of the path; an id that is not a number is not found.
@@ -264,11 +262,7 @@ func (a *api) getPipelineRun(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	run, err := a.svc.GetPipelineRun(r.Context(), team, name, id)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, toRunBody(run))
-	return nil
+	return reply(w, http.StatusOK, run, err, toRunBody)
 }
 
 // cancelPipelineRun is DELETE …/runs/{run_id}: 200 with the run once the cancel is
