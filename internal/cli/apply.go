@@ -87,7 +87,7 @@ func newApplyCommand(g *globals) *cobra.Command {
 		Short: "Plan a team's jobs-as-code file and apply it in one transaction",
 		Long: "apply sends a team's datajobs.yaml to the service, which plans it against the team's state and, unless --dry-run, applies the whole plan in one transaction.\n" +
 			"Objects it writes are owned by the file's repository (--source, by default the file's Git remote and commit): the API refuses other changes of them until they are released.\n" +
-			"A deployment's source: <folder> (relative to the file) is packed and uploaded first (not in a dry run, which plans its version), and the file is sent with its job_version.",
+			"A deployment's source: <folder> (relative to the file) is packed and staged for the team first (not in a dry run, which plans its version), and the file is sent with its job_version: the apply makes the staged sources the job's, in its transaction.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			data, err := os.ReadFile(file)
@@ -106,12 +106,8 @@ func newApplyCommand(g *globals) *cobra.Command {
 				return err
 			}
 			if len(sources) > 0 && !dryRun {
-				moved, err := uploadSources(cmd.Context(), &c, head.Team, source, base, data, sources)
-				if err != nil {
+				if err := stageSources(cmd.Context(), &c, head.Team, source, base, data, sources); err != nil {
 					return err
-				}
-				if moved { // checked by uploadSources' dry run, before it created jobs
-					base = ""
 				}
 			}
 			q := url.Values{"dry_run": {fmt.Sprint(dryRun)}, "prune": {fmt.Sprint(prune)}, "allow_mass_prune": {fmt.Sprint(allowMassPrune)}}

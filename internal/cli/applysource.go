@@ -22,8 +22,10 @@ import (
 )
 
 // A deployment's source folder (issue 46; docs/gitops.md): `apply` packs it as vdk deploy
-// does, uploads it and sends the file with the version the upload answered. The service
-// never reads a local path, so this is the CLI's work, before the file is sent.
+// does, stages it for the team (no job needed, none changed) and sends the file with the
+// version the staging answered; the apply's transaction makes the staged sources the
+// job's. The service never reads a local path, so this is the CLI's work, before the file
+// is sent.
 
 // sourced is a job of the file whose deployment names a source folder, packed.
 type sourced struct {
@@ -31,8 +33,6 @@ type sourced struct {
 	archive []byte
 	// version is the archive's version, as the service computes it (service.SourcesVersion).
 	version string
-	// spec is the job's object of the file, to create it before its first upload.
-	spec map[string]any
 }
 
 // resolveSources packs the source folders of the file data (read from path, which the
@@ -70,13 +70,7 @@ func resolveSources(data []byte, path string) ([]byte, []sourced, error) {
 		}
 		delete(dep, "source")
 		dep["job_version"] = version
-		bare := map[string]any{}
-		for k, v := range spec {
-			if k != "deployment" {
-				bare[k] = v
-			}
-		}
-		out = append(out, sourced{job: name, archive: archive, version: version, spec: bare})
+		out = append(out, sourced{job: name, archive: archive, version: version})
 	}
 	if len(out) == 0 {
 		return data, nil, nil
@@ -159,59 +153,50 @@ func addFile(zw *zip.Writer, path, name string) error {
 	return nil
 }
 
-// uploadSources readies the service for the file (resolved) whose jobs src name their
-// source folders, before it is applied: a dry run checks the whole file first (and that
-// the team is still at base, when given); the jobs it would create are created by an
-// apply of their configuration alone (a job's sources are uploaded to an existing job),
-// owned by the same source; then each job's sources are uploaded. It returns whether it
-// created jobs: the team's state then moved past base.
-func uploadSources(ctx context.Context, c *apiClient, team, src, base string, resolved []byte, jobs []sourced) (bool, error) {
-	applyPath := "/data-jobs/for-team/" + url.PathEscape(team) + "/apply?"
-	out, err := c.do(ctx, http.MethodPost, applyPath+"dry_run=true", resolved, "Content-Type", "application/yaml", "X-Datajobs-Source", src)
+// stageSources readies the service for the file (resolved) whose jobs name their source
+// folders: a dry run plans the file first (an invalid object, a conflict or a team no
+// longer at base, when given, stops it before anything is sent), then the sources of the
+// jobs the plan creates or updates are staged for the team (POST
+// /data-jobs/for-team/{team}/sources, reason `datajobs apply <src>`). Staging creates and
+// changes no job: an apply that then fails leaves only staged sources, which expire. A job
+// the plan leaves unchanged deploys a version it has already.
+func stageSources(ctx context.Context, c *apiClient, team, src, base string, resolved []byte, jobs []sourced) error {
+	out, err := c.do(ctx, http.MethodPost, "/data-jobs/for-team/"+url.PathEscape(team)+"/apply?dry_run=true", resolved,
+		"Content-Type", "application/yaml", "X-Datajobs-Source", src)
 	if err != nil {
-		return false, err
+		return err
 	}
 	var plan gitops.Plan
 	if err := json.Unmarshal(out, &plan); err != nil {
-		return false, fmt.Errorf("read the plan: %w", err)
+		return fmt.Errorf("read the plan: %w", err)
 	}
 	if ch, ok := plan.Conflict(); ok {
-		return false, fmt.Errorf("the %s %s is managed by the file of %s: nothing was uploaded", ch.Kind, ch.Name, ch.ManagedBy)
+		return fmt.Errorf("the %s %s is managed by the file of %s: nothing was staged", ch.Kind, ch.Name, ch.ManagedBy)
 	}
 	if base != "" && base != plan.BaseRevision {
-		return false, fmt.Errorf("the team moved since the plan: it is at %s, not %s; plan again", plan.BaseRevision, base)
+		return fmt.Errorf("the team moved since the plan: it is at %s, not %s; plan again", plan.BaseRevision, base)
 	}
-	creates := map[string]bool{}
+	writes := map[string]bool{}
 	for _, ch := range plan.Changes {
-		creates[ch.Name] = ch.Kind == gitops.KindJob && ch.Action == gitops.ActionCreate
+		if ch.Kind == gitops.KindJob {
+			writes[ch.Name] = ch.Action == gitops.ActionCreate || ch.Action == gitops.ActionUpdate
+		}
 	}
-	var first []any
+	path := "/data-jobs/for-team/" + url.PathEscape(team) + "/sources?reason=" + url.QueryEscape(strings.TrimSpace("datajobs apply "+src))
 	for _, j := range jobs {
-		if creates[j.job] {
-			first = append(first, j.spec)
+		if !writes[j.job] {
+			continue
 		}
-	}
-	if len(first) > 0 {
-		body, err := json.Marshal(map[string]any{"apiVersion": gitops.APIVersion, "team": team, "jobs": first})
-		if err != nil {
-			return false, fmt.Errorf("encode the new jobs: %w", err)
-		}
-		if _, err := c.do(ctx, http.MethodPost, applyPath+"dry_run=false&prune=false", body, "Content-Type", "application/json", "X-Datajobs-Source", src); err != nil {
-			return false, fmt.Errorf("create the jobs whose sources are uploaded: %w", err)
-		}
-	}
-	for _, j := range jobs {
-		path := "/data-jobs/for-team/" + url.PathEscape(team) + "/jobs/" + url.PathEscape(j.job) + "/sources?reason=" + url.QueryEscape(strings.TrimSpace("datajobs apply "+src))
 		out, err := c.do(ctx, http.MethodPost, path, j.archive, "Content-Type", "application/octet-stream")
 		if err != nil {
-			return false, fmt.Errorf("upload the sources of %s: %w", j.job, err)
+			return fmt.Errorf("stage the sources of %s: %w", j.job, err)
 		}
 		var v struct {
 			VersionSHA string `json:"version_sha"`
 		}
 		if err := json.Unmarshal(out, &v); err != nil || v.VersionSHA != j.version {
-			return false, fmt.Errorf("upload the sources of %s: the service answered version %q, not %s (%s)", j.job, v.VersionSHA, j.version, out)
+			return fmt.Errorf("stage the sources of %s: the service answered version %q, not %s (%s)", j.job, v.VersionSHA, j.version, out)
 		}
 	}
-	return len(first) > 0, nil
+	return nil
 }

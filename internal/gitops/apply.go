@@ -34,6 +34,9 @@ type Writer interface {
 	UpdateWebhook(ctx context.Context, id string, w Webhook) error
 	DeleteWebhook(ctx context.Context, name string) error
 	Own(ctx context.Context, kind string, names []string, owner string) error
+	// BindSources makes the sources staged for the team of the versions (by job name) the
+	// jobs' own, keeping the keep latest versions of each.
+	BindSources(ctx context.Context, versions map[string]string, keep int) error
 	// Flush sends the writes still queued: a writer may queue a write's statements that
 	// need no answer and send them with a later one (their failure is then an
 	// *ObjectError).
@@ -92,6 +95,18 @@ func (p *Plan) Apply(ctx context.Context, w Writer, owner string) error {
 		return p.failed(Change{Kind: "file", Name: "writes", index: -1}, err)
 	}
 	return nil
+}
+
+// Deployed is the version of every job whose deployment the plan writes, by job name: the
+// versions whose staged sources the apply binds to their jobs.
+func (p Plan) Deployed() map[string]string {
+	out := map[string]string{}
+	for _, c := range p.Changes {
+		if c.Kind == KindJob && c.depWrite && c.job != nil && c.job.Deployment != nil {
+			out[c.Name] = c.job.Deployment.JobVersion
+		}
+	}
+	return out
 }
 
 // failed is the failure err of the apply while it wrote c: the failure of the change of

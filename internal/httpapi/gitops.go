@@ -24,6 +24,8 @@ var fileTypes = []string{"application/yaml", "application/x-yaml", "text/yaml", 
 // gitopsRoutes adds the jobs-as-code routes under the team path team.
 func (a *api) gitopsRoutes(rt *router, team string) {
 	rt.handleFunc("POST "+team+"/apply", memberOfTeam, a.apply, fileTypes...)
+	// A deployment's source folder, staged by the CLI for the apply (sources.go).
+	rt.handleFunc("POST "+team+"/sources", memberOfTeam, a.limit(a.uploads, a.stageSources), sourcesTypes...)
 	rt.handleFunc("GET "+team+"/export", memberOfTeam, a.export)
 	rt.handleFunc("POST "+team+"/release-from-file", memberOfTeam, a.releaseFromFile)
 	rt.handleFunc("GET "+gitops.SchemaID, anyCaller, a.schema)

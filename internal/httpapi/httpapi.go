@@ -138,9 +138,7 @@ func (a *api) routes() *router {
 	rt.handleFunc("GET "+dep+"/properties", memberOfTeamOrTheJob, a.getProperties)
 	rt.handleFunc("PUT "+dep+"/properties", memberOfTeamOrTheJob, a.setProperties)
 
-	// The VDK client uploads the zip as application/octet-stream.
-	rt.handleFunc("POST "+jobPath+"/sources", memberOfTeam, a.limit(a.uploads, a.uploadSources),
-		"application/octet-stream", "application/zip", "application/x-zip-compressed")
+	rt.handleFunc("POST "+jobPath+"/sources", memberOfTeam, a.limit(a.uploads, a.uploadSources), sourcesTypes...)
 	rt.handleFunc("GET "+jobPath+"/sources", memberOfTeam, a.limit(a.downloads, a.downloadSources))
 	rt.handleFunc("DELETE "+jobPath+"/sources", memberOfTeam, a.deleteSources)
 	rt.handleFunc("GET "+jobPath+"/notifications", memberOfTeam, a.listNotifications)

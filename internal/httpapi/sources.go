@@ -6,6 +6,10 @@ import (
 	"strconv"
 )
 
+// sourcesTypes are the bodies of a sources upload: the VDK client sends the zip as
+// application/octet-stream.
+var sourcesTypes = []string{"application/octet-stream", "application/zip", "application/x-zip-compressed"}
+
 // versionResponse is VDK's DataJobVersion, the answer to a sources upload.
 type versionResponse struct {
 	VersionSHA string `json:"version_sha"`
@@ -28,6 +32,25 @@ func (a *api) uploadSources(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, versionResponse{VersionSHA: version})
+	return nil
+}
+
+// stageSources is POST /data-jobs/for-team/{team}/sources: the body is a zip archive of a
+// job's directory, staged for an apply of the team's file (docs/gitops.md), ?reason= says
+// why. 201 with the version, the job_version the file deploys; no job is needed and none
+// changes. The body limit and the checks are an upload's.
+func (a *api) stageSources(w http.ResponseWriter, r *http.Request) error {
+	deadlines(w, a.cfg.TransferTimeout)
+	r.Body = a.newPace(w).reader(r.Body)
+	body, err := readBody(w, r, a.svc.Config().Sources.MaxArchiveBytes)
+	if err != nil {
+		return err
+	}
+	version, err := a.svc.StageSources(r.Context(), r.PathValue("team"), body, r.URL.Query().Get("reason"), a.user(r, ""))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, versionResponse{VersionSHA: version})
 	return nil
 }
 

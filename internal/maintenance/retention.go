@@ -15,6 +15,7 @@ const (
 	ExecutionsKeptPerJobDefault = 100
 	ExecutionsMaxAgeDefault     = 14 * 24 * time.Hour
 	RetentionBatchDefault       = 500
+	StagedSourcesMaxAgeDefault  = time.Hour
 )
 
 // RetentionConfig configures the executions' retention.
@@ -25,6 +26,12 @@ type RetentionConfig struct {
 	// bounds; defaults ExecutionsKeptPerJobDefault per job, ExecutionsMaxAgeDefault,
 	// deleted RetentionBatchDefault at a time).
 	Retention job.Retention
+	// StagedSourcesMaxAge is how long sources staged for an apply (docs/gitops.md) wait
+	// for the apply that takes them before they are deleted (default
+	// StagedSourcesMaxAgeDefault): the CLI stages them just before it applies.
+	StagedSourcesMaxAge time.Duration
+	// Now is the clock the staged sources' age is read with (default time.Now).
+	Now func() time.Time
 	// Logger receives a line per cleanup that deleted rows (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -33,10 +40,11 @@ type RetentionConfig struct {
 type retentionStore interface {
 	DeleteExpiredExecutions(ctx context.Context, fence job.Fence, r job.Retention) (int, error)
 	DeleteExpiredBackfills(ctx context.Context, fence job.Fence, r job.Retention) (int, error)
+	DeleteExpiredStagedSources(ctx context.Context, fence job.Fence, before time.Time) (int, error)
 }
 
 // Retention deletes the finished executions, then the finished backfills, beyond the
-// retention, fenced: a deposed leader deletes nothing.
+// retention, then the sources staged for an apply that no apply took, fenced: a deposed leader deletes nothing.
 type Retention struct {
 	cfg RetentionConfig
 	db  retentionStore
@@ -48,6 +56,10 @@ func NewRetention(cfg RetentionConfig, db retentionStore) *Retention {
 	cfg.Retention.KeptPerJob = cmp.Or(cfg.Retention.KeptPerJob, ExecutionsKeptPerJobDefault)
 	cfg.Retention.MaxAge = cmp.Or(cfg.Retention.MaxAge, ExecutionsMaxAgeDefault)
 	cfg.Retention.Batch = cmp.Or(cfg.Retention.Batch, RetentionBatchDefault)
+	cfg.StagedSourcesMaxAge = cmp.Or(cfg.StagedSourcesMaxAge, StagedSourcesMaxAgeDefault)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	return &Retention{cfg: cfg, db: db}
 }
@@ -57,16 +69,28 @@ func (s *Retention) Service() Service {
 	return Service{Name: "execution_retention", Period: s.cfg.Interval, RunOnce: s.runOnce}
 }
 
-// runOnce deletes what is beyond the retention: the executions, then the backfills.
+// runOnce deletes what is beyond the retention: the executions, then the backfills, then
+// the staged sources.
 func (s *Retention) runOnce(ctx context.Context, fence job.Fence) (Counts, error) {
-	execs, err := s.db.DeleteExpiredExecutions(ctx, fence, s.cfg.Retention)
-	logCleaned(ctx, s.cfg.Logger, "executions", execs)
-	if err != nil {
-		return Counts{"executions": execs}, err
+	counts := Counts{}
+	for _, step := range []struct {
+		rows   string
+		delete func() (int, error)
+	}{
+		{"executions", func() (int, error) { return s.db.DeleteExpiredExecutions(ctx, fence, s.cfg.Retention) }},
+		{"backfills", func() (int, error) { return s.db.DeleteExpiredBackfills(ctx, fence, s.cfg.Retention) }},
+		{"staged_sources", func() (int, error) {
+			return s.db.DeleteExpiredStagedSources(ctx, fence, s.cfg.Now().Add(-s.cfg.StagedSourcesMaxAge))
+		}},
+	} {
+		n, err := step.delete()
+		counts[step.rows] = n
+		logCleaned(ctx, s.cfg.Logger, step.rows, n)
+		if err != nil {
+			return counts, err
+		}
 	}
-	backfills, err := s.db.DeleteExpiredBackfills(ctx, fence, s.cfg.Retention)
-	logCleaned(ctx, s.cfg.Logger, "backfills", backfills)
-	return Counts{"executions": execs, "backfills": backfills}, err
+	return counts, nil
 }
 
 // logCleaned logs, on logger, what a retention deleted of rows, if anything.

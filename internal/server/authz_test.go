@@ -114,6 +114,7 @@ var routeCases = map[string]routeCase{
 
 	// Jobs as code (internal/httpapi/gitops.go).
 	"POST /data-jobs/for-team/{team}/apply":             {body: `{"apiVersion":"datajobs.io/v1","team":"team-b","jobs":[{"job_name":"job-of-b","description":"changed"}]}`},
+	"POST /data-jobs/for-team/{team}/sources":           {body: "PK\x05\x06" + strings.Repeat("\x00", 18), contentType: "application/octet-stream"},
 	"GET /data-jobs/for-team/{team}/export":             {},
 	"POST /data-jobs/for-team/{team}/release-from-file": {},
 	"GET /data-jobs/schema/datajobs.yaml.json":          {anyCaller: true},

@@ -92,7 +92,12 @@ func (s *Service) Apply(ctx context.Context, req ApplyRequest) (gitops.Plan, err
 		if !plan.Writes() {
 			return nil
 		}
-		return plan.Apply(ctx, w, owner)
+		if err := plan.Apply(ctx, w, owner); err != nil {
+			return err
+		}
+		// A version the CLI staged for the file (StageSources) becomes its job's in this
+		// transaction: an apply that fails leaves only the staged sources, which expire.
+		return w.BindSources(ctx, plan.Deployed(), s.cfg.Sources.KeepVersions)
 	})
 	return plan, err
 }

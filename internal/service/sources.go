@@ -61,25 +61,52 @@ const maxReasonBytes = 1000
 // give the same version, whatever the archive's timestamps or compression. The version
 // becomes the latest, the one a download without a version returns.
 func (s *Service) UploadSources(ctx context.Context, team, name string, archive []byte, reason, user string) (string, error) {
-	if err := job.ValidateText("reason", reason, maxReasonBytes); err != nil {
-		return "", err
-	}
-	if err := ValidateUser(user); err != nil {
-		return "", err
-	}
-	version, err := SourcesVersion(archive, s.cfg.Sources)
+	src, err := s.checkedSources(archive, reason, user)
 	if err != nil {
 		return "", err
 	}
-	policy, err := s.configPolicy(archive)
-	if err != nil {
-		return "", err
-	}
-	src := job.Sources{Version: version, Archive: archive, Reason: reason, UploadedBy: user, UploadedAt: s.now(), ConfigPolicy: policy}
 	if err := s.store.SaveSources(ctx, team, name, src, s.cfg.Sources.KeepVersions); err != nil {
 		return "", err
 	}
-	return version, nil
+	return src.Version, nil
+}
+
+// StageSources validates archive as UploadSources does and stages it for an apply of
+// team's file (docs/gitops.md): no job is needed and none changes; the apply that deploys
+// the version it returns makes it that job's sources, in its transaction. Sources no
+// apply took expire (maintenance.RetentionConfig.StagedSourcesMaxAge).
+func (s *Service) StageSources(ctx context.Context, team string, archive []byte, reason, user string) (string, error) {
+	if err := job.ValidateTeam(team); err != nil {
+		return "", err
+	}
+	src, err := s.checkedSources(archive, reason, user)
+	if err != nil {
+		return "", err
+	}
+	if err := s.store.StageSources(ctx, team, src); err != nil {
+		return "", err
+	}
+	return src.Version, nil
+}
+
+// checkedSources is the upload of archive by user for reason, checked: the archive's
+// bounds and files, its config.ini's run policy.
+func (s *Service) checkedSources(archive []byte, reason, user string) (job.Sources, error) {
+	if err := job.ValidateText("reason", reason, maxReasonBytes); err != nil {
+		return job.Sources{}, err
+	}
+	if err := ValidateUser(user); err != nil {
+		return job.Sources{}, err
+	}
+	version, err := SourcesVersion(archive, s.cfg.Sources)
+	if err != nil {
+		return job.Sources{}, err
+	}
+	policy, err := s.configPolicy(archive)
+	if err != nil {
+		return job.Sources{}, err
+	}
+	return job.Sources{Version: version, Archive: archive, Reason: reason, UploadedBy: user, UploadedAt: s.now(), ConfigPolicy: policy}, nil
 }
 
 // DownloadSources returns a reader of the version of the sources of the job name of team,

@@ -51,6 +51,7 @@ type Store interface {
 	Audit(ctx context.Context, team string, before int64, limit int) (job.AuditPage, error)
 
 	SaveSources(ctx context.Context, team, name string, src job.Sources, keep int) error
+	StageSources(ctx context.Context, team string, src job.Sources) error
 	SourcesPolicy(ctx context.Context, team, name, version string) (job.PolicyChange, error)
 	SourcesPolicies(ctx context.Context, team string, versions map[string]string) (map[string]job.PolicyChange, error)
 	OpenSources(ctx context.Context, team, name, version string) (*job.SourcesReader, error)

@@ -15,7 +15,8 @@ import (
 type TeamQuotas struct {
 	// MaxJobs caps the data jobs of a team (creating one, or moving one into the team).
 	MaxJobs int
-	// MaxSourceBytes caps the bytes of the stored sources archives of a team's jobs.
+	// MaxSourceBytes caps the bytes of the stored sources archives of a team's jobs and of
+	// those staged for its applies.
 	MaxSourceBytes int64
 	// MaxActiveExecutions caps the manual executions (starts, re-runs, backfill runs) of a
 	// team submitted or running at once (default DefaultMaxActiveExecutions; negative: no
@@ -87,12 +88,12 @@ func (s *Store) checkJobsQuota(ctx context.Context, tx Tx, team string) error {
 	return err
 }
 
-// checkSourcesQuota fails when the sources of team's jobs take more bytes than its quota,
-// as this transaction left them. It locks the team first: call it after the write.
+// checkSourcesQuota fails when the sources of team's jobs, and those staged for it (for an
+// apply), take more bytes than its quota, as this transaction left them. It locks the team first: call it after the write.
 func (s *Store) checkSourcesQuota(ctx context.Context, tx Tx, team string) error {
 	over, err := overQuota(ctx, tx, team, s.quotas.MaxSourceBytes, `
-SELECT coalesce(sum(s.size_bytes), 0)::bigint FROM data_job_source s JOIN data_job j ON j.name = s.job_name
-WHERE j.team = $1`)
+SELECT ((SELECT coalesce(sum(s.size_bytes), 0) FROM data_job_source s JOIN data_job j ON j.name = s.job_name WHERE j.team = $1)
+	+ (SELECT coalesce(sum(size_bytes), 0) FROM staged_source WHERE team = $1))::bigint`)
 	if over {
 		return job.TeamSourcesQuota(team, s.quotas.MaxSourceBytes)
 	}

@@ -61,7 +61,7 @@ ON CONFLICT (job_name, version_sha) DO UPDATE SET upload_seq = nextval('data_job
 			}
 		}
 		if keep > 0 {
-			if err := pruneSources(ctx, tx, name, keep); err != nil {
+			if err := pruneSources(ctx, tx, []string{name}, keep); err != nil {
 				return err
 			}
 		}
@@ -94,18 +94,18 @@ WHERE data_job_name = $1 AND git_commit_sha = $2 AND status = 'user_error'`, nam
 	return bumpGeneration(ctx, tx, name)
 }
 
-// pruneSources deletes the versions of the sources of the job name but the keep latest
-// and the one its desired deployment names.
-func pruneSources(ctx context.Context, tx Tx, name string, keep int) error {
+// pruneSources deletes the versions of the sources of the jobs names but the keep latest
+// of each and the one its desired deployment names.
+func pruneSources(ctx context.Context, tx Tx, names []string, keep int) error {
 	_, err := tx.Exec(ctx, `
 DELETE FROM data_job_source s
-WHERE s.job_name = $1
-  AND s.upload_seq < (SELECT upload_seq FROM data_job_source WHERE job_name = $1
+WHERE s.job_name = ANY($1::text[])
+  AND s.upload_seq < (SELECT upload_seq FROM data_job_source x WHERE x.job_name = s.job_name
                       ORDER BY upload_seq DESC OFFSET $2 - 1 LIMIT 1)
-  AND s.version_sha IS DISTINCT FROM (SELECT git_commit_sha FROM desired_data_job_deployment WHERE data_job_name = $1)`,
-		name, keep)
+  AND s.version_sha IS DISTINCT FROM (SELECT git_commit_sha FROM desired_data_job_deployment WHERE data_job_name = s.job_name)`,
+		names, keep)
 	if err != nil {
-		return fmt.Errorf("prune sources of %s: %w", name, err)
+		return fmt.Errorf("prune sources of %v: %w", names, err)
 	}
 	return nil
 }
