@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"archive/zip"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,4 +72,30 @@ func TestStagedSourcesAreCheckedCountedAndTakenByTheApply(t *testing.T) {
 	require.Equal(t, http.StatusOK, e.do("GET", "/data-jobs/for-team/team-a/jobs/my-job/sources?version_sha="+v.VersionSHA, "").status)
 	require.Equal(t, 1, e.sourceRows("my-job"))
 	require.Zero(t, e.staged(), "the apply took them")
+}
+
+// Staged sources an apply takes are kept as uploads are: the latest versions of the job
+// (SourcesConfig.KeepVersions) and the deployed one.
+func TestStagedSourcesTakenByAnApplyKeepTheLatestVersions(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withSources(service.SourcesConfig{KeepVersions: 2}))
+	var versions []string
+	for i := range 3 {
+		r := e.stage(sampleJob(t, time.Now(), zip.Deflate, testzip.File{Name: "my-job/v", Body: strings.Repeat("v", i+1)}))
+		require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+		var v struct {
+			VersionSHA string `json:"version_sha"`
+		}
+		r.json(t, &v)
+		versions = append(versions, v.VersionSHA)
+		require.True(t, e.plan("apiVersion: datajobs.io/v1\nteam: team-a\njobs:\n  - job_name: my-job\n    deployment: {job_version: "+v.VersionSHA+"}\n", "").Applied)
+	}
+	status := func(version string) int {
+		return e.do("GET", "/data-jobs/for-team/team-a/jobs/my-job/sources?version_sha="+version, "").status
+	}
+	require.Equal(t, http.StatusNotFound, status(versions[0]), "the oldest goes")
+	require.Equal(t, http.StatusOK, status(versions[1]))
+	require.Equal(t, http.StatusOK, status(versions[2]), "the deployed one")
+	require.Equal(t, 2, e.sourceRows("my-job"))
+	require.Zero(t, e.staged())
 }
