@@ -167,9 +167,15 @@ func TestAdmissionPolicyAdmitsOnlyRenderedJobsFromTheServiceAccount(t *testing.T
 		edit func(*corev1.PodTemplateSpec)
 		want string
 	}{
-		"another ServiceAccount's token": {func(p *corev1.PodTemplateSpec) { p.Spec.ServiceAccountName = "powerful" }, "jobs' ServiceAccount"},
-		"the deprecated serviceAccount": {func(p *corev1.PodTemplateSpec) {
+		// A team's pod's ServiceAccount is the -team-accounts policy's, whoever makes the pod
+		// (profiles_test.go); one without the team label has the jobs' one.
+		"another ServiceAccount's token, no team's pod": {func(p *corev1.PodTemplateSpec) {
+			p.Spec.ServiceAccountName = "powerful"
+			delete(p.Labels, kube.LabelTeam)
+		}, "jobs' ServiceAccount"},
+		"the deprecated serviceAccount, no team's pod": {func(p *corev1.PodTemplateSpec) {
 			p.Spec.ServiceAccountName, p.Spec.DeprecatedServiceAccount = "", "powerful" // (serviceAccountName, when set, overrides it)
+			delete(p.Labels, kube.LabelTeam)
 		}, "jobs' ServiceAccount"},
 		"a token for the Kubernetes API": {func(p *corev1.PodTemplateSpec) {
 			p.Spec.Volumes[0].Projected.Sources[0].ServiceAccountToken.Audience = "https://kubernetes.default.svc"
@@ -214,6 +220,7 @@ func TestAdmissionPolicyAdmitsOnlyRenderedJobsFromTheServiceAccount(t *testing.T
 	created, err := in.client.BatchV1().CronJobs(in.jobs).Create(ctx, cj, metav1.CreateOptions{})
 	require.NoError(t, err)
 	created.Spec.JobTemplate.Spec.Template.Spec.ServiceAccountName = "powerful"
+	delete(created.Spec.JobTemplate.Spec.Template.Labels, kube.LabelTeam)
 	_, err = in.client.BatchV1().CronJobs(in.jobs).Update(ctx, created, metav1.UpdateOptions{})
 	require.ErrorContains(t, err, "jobs' ServiceAccount")
 
@@ -223,6 +230,18 @@ func TestAdmissionPolicyAdmitsOnlyRenderedJobsFromTheServiceAccount(t *testing.T
 	j.Spec.Template.Spec.ServiceAccountName = "powerful"
 	_, err = testenv.Clientset(t).BatchV1().Jobs(in.jobs).Create(ctx, j, dry)
 	require.NoError(t, err)
+}
+
+// createProfilesConfigMap creates the ConfigMap datajobs-profiles in jobs as the
+// synchronizer writes it for the default profile and profiles, which the policies read:
+// without it they admit no team's pod and none of the service's Jobs.
+func createProfilesConfigMap(t testing.TB, jobs string, profiles []job.Profile) *corev1.ConfigMap {
+	t.Helper()
+	profiles = append([]job.Profile{{Name: job.DefaultProfile, Teams: []string{job.GrantAllTeams}}}, profiles...)
+	cm, err := testenv.Clientset(t).CoreV1().ConfigMaps(jobs).Create(context.WithoutCancel(t.Context()),
+		kube.ProfilesConfigMap(kube.RenderConfig{Namespace: jobs, Installation: "deploytest"}, profiles), metav1.CreateOptions{})
+	require.NoError(t, err)
+	return cm
 }
 
 // createPolicy creates the chart's ValidatingAdmissionPolicy name and its binding (the

@@ -30,7 +30,7 @@ func BenchmarkAdmissionPolicyPlacements(b *testing.B) {
 			admin := kubernetes.NewForConfigOrDie(rc)
 			ctx := context.WithoutCancel(b.Context())
 			profiles := manyProfiles(n)
-			_, err := admin.CoreV1().ConfigMaps(jobs).Create(ctx, kube.ProfilesConfigMap(jobs, "bench", profiles), metav1.CreateOptions{})
+			_, err := admin.CoreV1().ConfigMaps(jobs).Create(ctx, kube.ProfilesConfigMap(kube.RenderConfig{Namespace: jobs, Installation: "bench"}, profiles), metav1.CreateOptions{})
 			require.NoError(b, err)
 			last := profiles[n-1]
 			tolerations := make([]corev1.Toleration, len(last.Tolerations))

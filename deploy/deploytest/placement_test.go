@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -61,13 +62,37 @@ func installPlacementPolicy(t testing.TB) (kubernetes.Interface, string) {
 	t.Helper()
 	release, jobs := testenv.Namespace(t), testenv.Namespace(t)
 	objs := render(t, release, values(t, fmt.Sprintf("jobsNamespace: %s\ndatabase: {existingSecret: db}\nauth: {mode: none}", jobs)))
-	admin, ctx := testenv.Clientset(t), context.WithoutCancel(t.Context())
-	for _, sa := range []string{"datajobs-job-team-a", "datajobs-job-team-b"} {
-		_, err := admin.CoreV1().ServiceAccounts(jobs).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
-		require.NoError(t, err)
-	}
+	admin := testenv.Clientset(t)
+	createServiceAccounts(t, jobs, "datajobs-job-team-a", "datajobs-job-team-b")
 	createPodPolicies(t, objs)
 	return admin, jobs
+}
+
+// createServiceAccounts creates the ServiceAccounts names in namespace ns.
+func createServiceAccounts(t testing.TB, ns string, names ...string) {
+	t.Helper()
+	admin := testenv.Clientset(t)
+	for _, sa := range names {
+		_, err := admin.CoreV1().ServiceAccounts(ns).Create(context.WithoutCancel(t.Context()), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+}
+
+// renderedWith is the CronJob datajobs renders in jobs for a job of team A deployed with
+// profile p.
+func renderedWith(jobs string, p *job.Profile) *batchv1.CronJob {
+	cj, _ := kube.Render(
+		job.Job{Name: "placed-job", UID: "00000000-0000-0000-0000-000000000002", Team: "team-a"},
+		job.Deployment{JobVersion: "v1", Enabled: true, Schedule: "0 * * * *", Profile: p},
+		kube.RenderConfig{Namespace: jobs, ImageRegistry: "registry.local/datajobs", Installation: "deploytest"},
+	)
+	return cj
+}
+
+// podOf is a pod of cj's template, as the Job controller makes it.
+func podOf(cj *batchv1.CronJob) *corev1.Pod {
+	tmpl := cj.Spec.JobTemplate.Spec.Template
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "rendered-", Labels: tmpl.Labels}, Spec: tmpl.Spec}
 }
 
 // createPodPolicies creates the chart's policies on the pods of teams: their
@@ -97,7 +122,7 @@ func TestAdmissionPolicyKeepsEachTeamsPodsOnItsProfilesNodes(t *testing.T) {
 	_, err := pods.Create(ctx, handMadePod("team-a", nil), dryRun)
 	require.ErrorContains(t, err, "no params found")
 
-	cm := kube.ProfilesConfigMap(jobs, "deploytest", placementProfiles)
+	cm := kube.ProfilesConfigMap(kube.RenderConfig{Namespace: jobs, Installation: "deploytest"}, placementProfiles)
 	_, err = admin.CoreV1().ConfigMaps(jobs).Create(ctx, cm, metav1.CreateOptions{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
@@ -144,14 +169,9 @@ func TestAdmissionPolicyKeepsEachTeamsPodsOnItsProfilesNodes(t *testing.T) {
 
 	// The pod of a Job datajobs renders for a deployment of team A's profile is admitted:
 	// the rendering and the ConfigMap's tokens agree.
-	cj, _ := kube.Render(
-		job.Job{Name: "placed-job", UID: "00000000-0000-0000-0000-000000000002", Team: "team-a"},
-		job.Deployment{JobVersion: "v1", Enabled: true, Schedule: "0 * * * *", Profile: &placementProfiles[1]},
-		kube.RenderConfig{Namespace: jobs, ImageRegistry: "registry.local/datajobs", Installation: "deploytest"},
-	)
-	tmpl := cj.Spec.JobTemplate.Spec.Template
-	require.NotEmpty(t, tmpl.Spec.NodeSelector)
-	_, err = pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "rendered-", Labels: tmpl.Labels}, Spec: tmpl.Spec}, dryRun)
+	rendered := podOf(renderedWith(jobs, &placementProfiles[1]))
+	require.NotEmpty(t, rendered.Spec.NodeSelector)
+	_, err = pods.Create(ctx, rendered, dryRun)
 	require.NoError(t, err, "a rendered pod of team A's profile")
 }
 
@@ -163,7 +183,7 @@ func TestAdmissionPolicyChecksAPodsUpdateOnlyWhenItsTolerationsChange(t *testing
 	admin, jobs := installPlacementPolicy(t)
 	ctx := context.WithoutCancel(t.Context())
 	cms, pods := admin.CoreV1().ConfigMaps(jobs), admin.CoreV1().Pods(jobs)
-	cm, err := cms.Create(ctx, kube.ProfilesConfigMap(jobs, "deploytest", placementProfiles), metav1.CreateOptions{})
+	cm, err := cms.Create(ctx, kube.ProfilesConfigMap(kube.RenderConfig{Namespace: jobs, Installation: "deploytest"}, placementProfiles), metav1.CreateOptions{})
 	require.NoError(t, err)
 	gpu := corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "gpu", Effect: corev1.TaintEffectNoSchedule}
 	var pod *corev1.Pod
@@ -211,7 +231,7 @@ func TestAdmissionPolicyAdmitsTheOldPlacementForItsGrace(t *testing.T) {
 	admin, jobs := installPlacementPolicy(t)
 	ctx := context.WithoutCancel(t.Context())
 	cms, pods := admin.CoreV1().ConfigMaps(jobs), admin.CoreV1().Pods(jobs)
-	live, err := cms.Create(ctx, kube.ProfilesConfigMap(jobs, "deploytest", placementProfiles), metav1.CreateOptions{})
+	live, err := cms.Create(ctx, kube.ProfilesConfigMap(kube.RenderConfig{Namespace: jobs, Installation: "deploytest"}, placementProfiles), metav1.CreateOptions{})
 	require.NoError(t, err)
 	gpu := corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "gpu", Effect: corev1.TaintEffectNoSchedule}
 	oldPod, newPod := handMadePod("team-a", map[string]string{"pool": "gpu-a"}, gpu), handMadePod("team-a", map[string]string{"pool": "gpu-a2"}, gpu)
@@ -220,7 +240,7 @@ func TestAdmissionPolicyAdmitsTheOldPlacementForItsGrace(t *testing.T) {
 	changed[1].NodeSelector = map[string]string{"pool": "gpu-a2"} // gpu-a moves to another pool
 	const grace = 24 * time.Hour
 	now := time.Now()
-	want, _ := kube.RetainPlacements(kube.ProfilesConfigMap(jobs, "deploytest", changed), live, now, grace)
+	want, _ := kube.RetainPlacements(kube.ProfilesConfigMap(kube.RenderConfig{Namespace: jobs, Installation: "deploytest"}, changed), live, now, grace)
 	live, err = cms.Update(ctx, written(live, want), metav1.UpdateOptions{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
@@ -230,7 +250,7 @@ func TestAdmissionPolicyAdmitsTheOldPlacementForItsGrace(t *testing.T) {
 	_, err = pods.Create(ctx, oldPod, dryRun)
 	require.NoError(t, err, "the old placement too, during its grace")
 
-	want, _ = kube.RetainPlacements(kube.ProfilesConfigMap(jobs, "deploytest", changed), live, now.Add(grace), grace)
+	want, _ = kube.RetainPlacements(kube.ProfilesConfigMap(kube.RenderConfig{Namespace: jobs, Installation: "deploytest"}, changed), live, now.Add(grace), grace)
 	_, err = cms.Update(ctx, written(live, want), metav1.UpdateOptions{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {

@@ -155,14 +155,19 @@ func (p Profile) Grants(team string) bool {
 // ServiceAccountOf is the ServiceAccount of team's job pods under the profile: its own
 // template, else fallback (the service's), with {team} replaced.
 func (p Profile) ServiceAccountOf(team, fallback string) string {
-	t := p.ServiceAccount
-	if t == "" {
-		t = fallback
+	return strings.ReplaceAll(p.ServiceAccountTemplate(fallback), TeamPlaceholder, team)
+}
+
+// ServiceAccountTemplate is the template of the profile's ServiceAccount: its own, else
+// fallback (the service's), else DefaultServiceAccountTemplate.
+func (p Profile) ServiceAccountTemplate(fallback string) string {
+	switch {
+	case p.ServiceAccount != "":
+		return p.ServiceAccount
+	case fallback != "":
+		return fallback
 	}
-	if t == "" {
-		t = DefaultServiceAccountTemplate
-	}
-	return strings.ReplaceAll(t, TeamPlaceholder, team)
+	return DefaultServiceAccountTemplate
 }
 
 // SameRendering reports whether two profiles render the same pods: everything but the

@@ -32,6 +32,12 @@ import (
 // Label keys and values, taint effects and operators hold no space, comma, '=' or newline,
 // so the tokens need no quoting. A profile that adds neither (the default one) has no
 // line: a pod without node selector and tolerations is always admitted.
+//
+// Beside them, the ServiceAccounts the profiles render, which the chart's -team-accounts
+// policy admits: under AccountsKeyPrefix+team one line per
+// ServiceAccount name of the profiles granted to the team, and under
+// AccountsKeyPrefix+EveryTeamKey one line per template ({team} in it) of the profiles
+// granted "*", which the policy fills in with the pod's team.
 const (
 	// ProfilesConfigMapName is the ConfigMap in the jobs namespace that holds the
 	// placements; the chart's policy binding names it as its parameter.
@@ -41,6 +47,9 @@ const (
 	// EveryTeamKey holds the placements of the profiles granted to every team ("*"). A team
 	// is a DNS label, so no team's key can be it.
 	EveryTeamKey = "_every-team"
+	// AccountsKeyPrefix prefixes the keys of the ServiceAccounts: a key with a '.' is no
+	// team's (a DNS label), so the placements' keys never meet them.
+	AccountsKeyPrefix = "serviceAccounts."
 
 	selectorToken   = "nodeSelector:"
 	tolerationToken = "toleration:"
@@ -97,6 +106,29 @@ func ProfilePlacements(profiles []job.Profile) map[string]string {
 			lines[key] = append(lines[key], line)
 		}
 	}
+	return joinedLines(lines)
+}
+
+// ProfileAccounts is the ConfigMap's data of the ServiceAccounts of profiles: per team
+// (AccountsKeyPrefix+team), the distinct names its profiles render, and for the profiles
+// granted "*" (AccountsKeyPrefix+EveryTeamKey) their templates. fallback is the template
+// of a profile that names none (RenderConfig.JobServiceAccountTemplate).
+func ProfileAccounts(profiles []job.Profile, fallback string) map[string]string {
+	lines := map[string][]string{}
+	for _, p := range profiles {
+		for _, team := range p.Teams {
+			key, account := AccountsKeyPrefix+team, p.ServiceAccountOf(team, fallback)
+			if team == job.GrantAllTeams {
+				key, account = AccountsKeyPrefix+EveryTeamKey, p.ServiceAccountTemplate(fallback)
+			}
+			lines[key] = append(lines[key], account)
+		}
+	}
+	return joinedLines(lines)
+}
+
+// joinedLines is lines by key, each key's sorted, without repeats, joined by newlines.
+func joinedLines(lines map[string][]string) map[string]string {
 	data := make(map[string]string, len(lines))
 	for key, ls := range lines {
 		slices.Sort(ls)
@@ -105,18 +137,19 @@ func ProfilePlacements(profiles []job.Profile) map[string]string {
 	return data
 }
 
-// ProfilesConfigMap is the placements' ConfigMap of profiles in namespace, labelled as
-// installation's.
-func ProfilesConfigMap(namespace, installation string, profiles []job.Profile) *corev1.ConfigMap {
+// ProfilesConfigMap is the placements' and ServiceAccounts' ConfigMap of profiles in
+// cfg's namespace, labelled as cfg's installation's.
+func ProfilesConfigMap(cfg RenderConfig, profiles []job.Profile) *corev1.ConfigMap {
 	l := map[string]string{LabelManagedBy: ManagedByValue, LabelComponent: ProfilesComponent}
-	if installation != "" {
-		l[LabelInstallation] = installation
+	if cfg.Installation != "" {
+		l[LabelInstallation] = cfg.Installation
 	}
 	data := ProfilePlacements(profiles)
+	maps.Copy(data, ProfileAccounts(profiles, cfg.JobServiceAccountTemplate))
 	return &corev1.ConfigMap{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name: ProfilesConfigMapName, Namespace: namespace, Labels: l,
+			Name: ProfilesConfigMapName, Namespace: cfg.Namespace, Labels: l,
 			Annotations: map[string]string{AnnotationPlacementsDigest: placementsDigest(data)},
 		},
 		Data: data,

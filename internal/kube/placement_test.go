@@ -37,8 +37,33 @@ func TestProfilePlacementsAreTheTokensThePolicyBuildsFromAPod(t *testing.T) {
 		kube.EveryTeamKey: "toleration:,Exists,,,",
 	}, data)
 
-	cm := kube.ProfilesConfigMap("jobs", "inst", nil)
+	cm := kube.ProfilesConfigMap(kube.RenderConfig{Namespace: "jobs", Installation: "inst"}, nil)
 	require.Equal(t, kube.ProfilesConfigMapName, cm.Name)
 	require.Empty(t, cm.Data, "no profile places anything: every team's pod is admitted only without placement")
 	require.Equal(t, "inst", cm.Labels[kube.LabelInstallation])
+}
+
+// The ServiceAccounts' data is what the -team-accounts policy admits for a team's pod: the
+// names its profiles render, and for the profiles of every team their templates, which
+// the policy fills in with the pod's team. Before it, the policy admitted only the
+// chart's template, and a profile's own ServiceAccount was refused.
+func TestProfileAccountsAreTheServiceAccountsTheProfilesRender(t *testing.T) {
+	t.Parallel()
+	profiles := []job.Profile{
+		{Name: job.DefaultProfile, Teams: []string{job.GrantAllTeams}},
+		{Name: "gpu", ServiceAccount: "gpu-{team}", Teams: []string{"team-a", "team-b"}},
+		{Name: "gpu-copy", ServiceAccount: "gpu-{team}", Teams: []string{"team-a"}},
+		{Name: "warehouse", ServiceAccount: "{team}-warehouse", Teams: []string{job.GrantAllTeams}},
+		{Name: "plain", Teams: []string{"team-c"}},
+	}
+	require.Equal(t, map[string]string{
+		"serviceAccounts.team-a":      "gpu-team-a", // twice granted: one line
+		"serviceAccounts.team-b":      "gpu-team-b",
+		"serviceAccounts.team-c":      "jobs-team-c", // the service's template
+		"serviceAccounts._every-team": "jobs-{team}\n{team}-warehouse",
+	}, kube.ProfileAccounts(profiles, "jobs-{team}"))
+
+	cm := kube.ProfilesConfigMap(kube.RenderConfig{Namespace: "jobs", Installation: "inst"}, profiles[:1])
+	require.Equal(t, map[string]string{"serviceAccounts._every-team": job.DefaultServiceAccountTemplate}, cm.Data,
+		"the default profile's ServiceAccount, by the default template")
 }

@@ -107,7 +107,7 @@ func (t *term) reconcilePlacements(ctx context.Context) (controller.Result, erro
 		return controller.Result{}, fmt.Errorf("read configmap %s from cache: %w", kube.ProfilesConfigMapName, err)
 	}
 	now := t.s.cfg.Now()
-	p := planPlacements(kube.ProfilesConfigMap(t.render.Namespace, t.render.Installation, profiles), live, t.render.Installation, now, t.s.cfg.PlacementGrace)
+	p := planPlacements(kube.ProfilesConfigMap(t.render, profiles), live, t.render.Installation, now, t.s.cfg.PlacementGrace)
 	res := controller.Result{}
 	switch {
 	case p.again:

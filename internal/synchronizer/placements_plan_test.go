@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +26,7 @@ func TestPlanPlacements(t *testing.T) {
 		{Name: job.DefaultProfile, Teams: []string{job.GrantAllTeams}},
 		{Name: "pool-a", NodeSelector: map[string]string{"pool": "a"}, Teams: []string{"team-a"}},
 	}
-	want := kube.ProfilesConfigMap("ns", inst, profiles)
+	want := kube.ProfilesConfigMap(kube.RenderConfig{Namespace: "ns", Installation: inst}, profiles)
 	edited := func(edit func(*corev1.ConfigMap)) *corev1.ConfigMap {
 		cm := want.DeepCopy()
 		edit(cm)
@@ -43,13 +44,13 @@ func TestPlanPlacements(t *testing.T) {
 			cm.Labels["example.com/owner"] = "ops"
 			cm.Annotations["note"] = "x"
 		}), ActionUnchanged, false},
-		{"a profile changed (other data): update", kube.ProfilesConfigMap("ns", inst, profiles[:1]), ActionUpdate, false},
+		{"a profile changed (other data): update", kube.ProfilesConfigMap(kube.RenderConfig{Namespace: "ns", Installation: inst}, profiles[:1]), ActionUpdate, false},
 		{"a team's line edited by hand: update", edited(func(cm *corev1.ConfigMap) { cm.Data["team-a"] = "nodeSelector:pool=b" }), ActionUpdate, false},
 		{"a team added by hand: update", edited(func(cm *corev1.ConfigMap) { cm.Data["team-b"] = "nodeSelector:pool=a" }), ActionUpdate, false},
 		{"binary data added by hand: update", edited(func(cm *corev1.ConfigMap) { cm.BinaryData = map[string][]byte{"x": nil} }), ActionUpdate, false},
 		{"our digest annotation removed: update", edited(func(cm *corev1.ConfigMap) { cm.Annotations = nil }), ActionUpdate, false},
 		{"our component label removed: update", edited(func(cm *corev1.ConfigMap) { delete(cm.Labels, kube.LabelComponent) }), ActionUpdate, false},
-		{"another installation's ConfigMap: left alone", kube.ProfilesConfigMap("ns", "inst-2", nil), ActionConflict, false},
+		{"another installation's ConfigMap: left alone", kube.ProfilesConfigMap(kube.RenderConfig{Namespace: "ns", Installation: "inst-2"}, nil), ActionConflict, false},
 		{"an unlabelled ConfigMap of the name: left alone", edited(func(cm *corev1.ConfigMap) { cm.Labels = nil }), ActionConflict, false},
 		{"being deleted: wait, look again", edited(func(cm *corev1.ConfigMap) { cm.DeletionTimestamp = &metav1.Time{} }), ActionWait, true},
 	}
@@ -63,6 +64,13 @@ func TestPlanPlacements(t *testing.T) {
 	}
 }
 
+// withDefault is the ConfigMap of installation inst for the default profile and p.
+func withDefault(inst string, p job.Profile) *corev1.ConfigMap {
+	return kube.ProfilesConfigMap(kube.RenderConfig{Namespace: "ns", Installation: inst}, []job.Profile{
+		{Name: job.DefaultProfile, Teams: []string{job.GrantAllTeams}}, p,
+	})
+}
+
 // A placement that leaves a team's key stays in it for the grace, with its retirement time
 // in the ConfigMap (so that the next plan, a new leader's too, counts from it), then is
 // dropped; lines someone added by hand are not kept.
@@ -71,10 +79,7 @@ func TestPlanPlacementsKeepARetiredLineForItsGrace(t *testing.T) {
 	const inst, grace = "inst-1", time.Hour
 	t0 := time.Date(2026, 12, 6, 1, 0, 0, 0, time.UTC)
 	pool := func(value string, teams ...string) *corev1.ConfigMap {
-		return kube.ProfilesConfigMap("ns", inst, []job.Profile{
-			{Name: job.DefaultProfile, Teams: []string{job.GrantAllTeams}},
-			{Name: "pool", NodeSelector: map[string]string{"pool": value}, Teams: teams},
-		})
+		return withDefault(inst, job.Profile{Name: "pool", NodeSelector: map[string]string{"pool": value}, Teams: teams})
 	}
 	const lineA, lineB, lineC = "nodeSelector:pool=a", "nodeSelector:pool=b", "nodeSelector:pool=c"
 	plan := func(granted, live *corev1.ConfigMap, now time.Time) placementsPlan {
@@ -163,15 +168,53 @@ func TestPlanPlacementsKeepARetiredLineForItsGrace(t *testing.T) {
 			}
 			p := planPlacements(tc.granted, tc.live, inst, tc.now, g)
 			require.Equal(t, tc.action, p.Action, p.Reason)
-			require.Equal(t, tc.data, p.Want.Data)
+			require.Equal(t, tc.data, withoutAccounts(p.Want.Data))
 			require.Equal(t, tc.expires, p.expires)
-			require.Equal(t, tc.retired, retiredOf(t, p.Want))
+			require.Equal(t, tc.retired, withoutAccounts(retiredOf(t, p.Want)))
 			if tc.live != nil {
 				again := planPlacements(tc.granted, p.Want, inst, tc.now, g)
 				require.Equal(t, ActionUnchanged, again.Action, "what the plan writes is planned as up to date: %s", again.Reason)
 			}
 		})
 	}
+}
+
+// withoutAccounts is m without the ServiceAccounts' keys (kube.AccountsKeyPrefix; nil
+// when nothing else is left), which TestPlanPlacementsKeepARetiredServiceAccountForItsGrace
+// covers.
+func withoutAccounts[V any](m map[string]V) map[string]V {
+	out := maps.Clone(m)
+	maps.DeleteFunc(out, func(k string, _ V) bool { return strings.HasPrefix(k, kube.AccountsKeyPrefix) })
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// A profile's ServiceAccount that changes, or leaves a team with its grant, stays admitted
+// under the team's key for the grace, like a placement (the pods of the Jobs made before
+// run as it), and is dropped after.
+func TestPlanPlacementsKeepARetiredServiceAccountForItsGrace(t *testing.T) {
+	t.Parallel()
+	const inst, grace = "inst-1", time.Hour
+	t0 := time.Date(2026, 12, 6, 1, 0, 0, 0, time.UTC)
+	lake := func(account string, teams ...string) *corev1.ConfigMap {
+		return withDefault(inst, job.Profile{Name: "lake", ServiceAccount: account, Teams: teams})
+	}
+	const keyA, keyB, every = kube.AccountsKeyPrefix + "team-a", kube.AccountsKeyPrefix + "team-b", kube.AccountsKeyPrefix + kube.EveryTeamKey
+	p := planPlacements(lake("lake2-{team}", "team-a"), lake("lake-{team}", "team-a"), inst, t0, grace)
+	require.Equal(t, ActionUpdate, p.Action)
+	require.Equal(t, map[string]string{keyA: "lake-team-a\nlake2-team-a", every: job.DefaultServiceAccountTemplate}, p.Want.Data)
+	require.Equal(t, map[string]time.Time{keyA + " lake-team-a": t0}, retiredOf(t, p.Want))
+	require.Equal(t, t0.Add(grace), p.expires)
+
+	p = planPlacements(lake("lake2-{team}", "team-b"), p.Want, inst, t0.Add(time.Minute), grace)
+	require.Equal(t, map[string]string{keyA: "lake-team-a\nlake2-team-a", keyB: "lake2-team-b", every: job.DefaultServiceAccountTemplate}, p.Want.Data,
+		"a grant moved: granted to the new team at once, retired under the old one")
+	require.Equal(t, map[string]time.Time{keyA + " lake-team-a": t0, keyA + " lake2-team-a": t0.Add(time.Minute)}, retiredOf(t, p.Want))
+
+	p = planPlacements(lake("lake2-{team}", "team-b"), p.Want, inst, t0.Add(time.Minute+grace), grace)
+	require.Equal(t, map[string]string{keyB: "lake2-team-b", every: job.DefaultServiceAccountTemplate}, p.Want.Data, "dropped once the grace has passed")
 }
 
 // retiredOf is the retirement times cm records, by "key line" (nil: none).

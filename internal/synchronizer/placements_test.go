@@ -1,6 +1,7 @@
 package synchronizer_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -14,19 +15,26 @@ import (
 	"github.com/datajobs/datajobs/internal/synchronizer"
 )
 
-// placements is the data of the placements' ConfigMap in the fixture's namespace, nil
-// when there is none.
-func (f *fixture) placements() map[string]string {
+// placements is the placements in the data of the profiles' ConfigMap in the fixture's
+// namespace (accounts: the ServiceAccounts), nil when there is none.
+func (f *fixture) placements() map[string]string { return f.profilesData(false) }
+
+func (f *fixture) accounts() map[string]string { return f.profilesData(true) }
+
+func (f *fixture) profilesData(accounts bool) map[string]string {
 	f.t.Helper()
 	cm, err := f.client.CoreV1().ConfigMaps(f.ns).Get(f.t.Context(), kube.ProfilesConfigMapName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	require.NoError(f.t, err)
-	if cm.Data == nil {
-		return map[string]string{}
+	out := map[string]string{}
+	for k, v := range cm.Data {
+		if strings.HasPrefix(k, kube.AccountsKeyPrefix) == accounts {
+			out[k] = v
+		}
 	}
-	return cm.Data
+	return out
 }
 
 // Issue 43: the ConfigMap the chart's admission policy reads (the node selectors and
@@ -54,6 +62,10 @@ func TestProfilePlacementsFollowTheProfiles(t *testing.T) {
 	require.NoError(t, err)
 	lineA := "nodeSelector:pool=a toleration:dedicated,Equal,a,NoSchedule,"
 	f.eventually(func() bool { return f.placements()["team-a"] == lineA }, "a created profile's placement, under its team")
+	require.Equal(t, map[string]string{
+		kube.AccountsKeyPrefix + kube.EveryTeamKey: job.DefaultServiceAccountTemplate, // the default profile's
+		kube.AccountsKeyPrefix + "team-a":          "datajobs-job-team-a",
+	}, f.accounts(), "and its ServiceAccount")
 
 	pool.NodeSelector = map[string]string{"pool": "b"}
 	_, err = f.svc.PutProfile(ctx, pool)
@@ -62,6 +74,7 @@ func TestProfilePlacementsFollowTheProfiles(t *testing.T) {
 	f.eventually(func() bool { return f.placements()["team-a"] == lineB }, "a changed node selector")
 
 	pool.Teams = []string{"team-b"} // a grant alone re-renders no CronJob, yet moves the placement
+	pool.ServiceAccount = "pool-{team}"
 	_, err = f.svc.PutProfile(ctx, pool)
 	require.NoError(t, err)
 	f.eventually(func() bool {
@@ -69,6 +82,11 @@ func TestProfilePlacementsFollowTheProfiles(t *testing.T) {
 		_, a := m["team-a"]
 		return !a && m["team-b"] == lineB
 	}, "a grant moved from team A to team B")
+	f.eventually(func() bool {
+		m := f.accounts()
+		_, a := m[kube.AccountsKeyPrefix+"team-a"]
+		return !a && m[kube.AccountsKeyPrefix+"team-b"] == "pool-team-b"
+	}, "and its ServiceAccount, by its own template")
 
 	pool.Teams = []string{job.GrantAllTeams}
 	_, err = f.svc.PutProfile(ctx, pool)
