@@ -19,6 +19,17 @@ type SyncState struct {
 	Intents []string
 	// Build is the image build state of Desired (the store reads it with the sync state); nil without a desired deployment.
 	Build *BuildState
+	// Elsewhere is set, by the read of one execution target's shard (store.TargetView),
+	// for a job whose team runs in another target: Job and Desired are left out, and a
+	// CronJob of its incarnation in this shard's namespace is a delete the database asks
+	// for (the team moved), not an orphan.
+	Elsewhere *Elsewhere
+}
+
+// Elsewhere is the incarnation JobUID of a job whose CronJob belongs in Target.
+type Elsewhere struct {
+	Target string
+	JobUID string
 }
 
 // Intended reports whether uid is one of the intents of the name.

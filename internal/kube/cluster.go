@@ -21,6 +21,9 @@ import (
 type ClusterConfig struct {
 	// Kubeconfig is a kubeconfig path; empty means $KUBECONFIG, then the in-cluster config.
 	Kubeconfig string
+	// KubeconfigData, when set, is a kubeconfig's content (an execution target's Secret),
+	// used instead of Kubeconfig.
+	KubeconfigData []byte
 	// QPS and Burst bound the client's request rate. Zero QPS means automatic: no
 	// client-side limit when the apiserver protects itself with API Priority and Fairness
 	// (detected at Connect, as Flux does), else FallbackThrottle. A negative QPS disables
@@ -59,9 +62,12 @@ func Connect(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	}
 	var rc *rest.Config
 	var err error
-	if path != "" {
+	switch {
+	case len(cfg.KubeconfigData) > 0:
+		rc, err = clientcmd.RESTConfigFromKubeConfig(cfg.KubeconfigData)
+	case path != "":
 		rc, err = clientcmd.BuildConfigFromFlags("", path)
-	} else {
+	default:
 		rc, err = rest.InClusterConfig()
 	}
 	if err != nil {

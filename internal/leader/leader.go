@@ -34,6 +34,9 @@ type Leases interface {
 	ReleaseLease(ctx context.Context, name, holder string, epoch int64) error
 	// LeaseExpiresIn is how long the current term has left (0: none).
 	LeaseExpiresIn(ctx context.Context, name string) (time.Duration, error)
+	// LeaseIdleFor is how long the lease has been free since its last term expired (0
+	// while held; very long when never taken).
+	LeaseIdleFor(ctx context.Context, name string) (time.Duration, error)
 }
 
 // DefaultLeaseDuration is Config.LeaseDuration's default, which the synchronizer's
@@ -68,6 +71,12 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics, if set, records leadership (see NewMetrics).
 	Metrics *Metrics
+	// Slots, shared by the electors of one replica, bounds the leases it holds at once
+	// (default nil: no bound); OverflowAfter is how long a lease must have been free
+	// before an elector whose slots are all taken tries for it anyway (default
+	// LeaseDuration).
+	Slots         *Slots
+	OverflowAfter time.Duration
 }
 
 // Elector campaigns for a lease and runs the leader's work while it holds it.
@@ -79,6 +88,8 @@ type Elector struct {
 	running  sync.Mutex // one Run at a time
 	isLeader atomic.Bool
 	epoch    atomic.Int64
+	// slotted is true while the term holds one of cfg.Slots (Run gives it back).
+	slotted bool
 }
 
 // New validates cfg, fills its defaults and returns an elector that has not started.
@@ -100,6 +111,7 @@ func New(cfg Config, leases Leases) (*Elector, error) {
 	cfg.RenewInterval = cmp.Or(cfg.RenewInterval, cfg.LeaseDuration/5)
 	cfg.RenewDeadline = cmp.Or(cfg.RenewDeadline, cfg.LeaseDuration*7/10)
 	cfg.RetryInterval = cmp.Or(cfg.RetryInterval, cfg.LeaseDuration/5)
+	cfg.OverflowAfter = cmp.Or(cfg.OverflowAfter, cfg.LeaseDuration)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	if cfg.RenewInterval <= 0 || cfg.RetryInterval <= 0 {
 		return nil, fmt.Errorf("leader: renew interval %s and retry interval %s must be positive", cfg.RenewInterval, cfg.RetryInterval)
@@ -158,10 +170,18 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, epoch 
 		}
 		if ctx.Err() == nil {
 			if lost := e.lead(ctx, epoch, start, lead); lost {
+				if e.slotted {
+					e.slotted = false
+					e.cfg.Slots.give()
+				}
 				continue // nothing to release; campaign at once, the lease is taken
 			}
 		}
 		err := e.release(ctx, epoch)
+		if e.slotted {
+			e.slotted = false
+			e.cfg.Slots.give()
+		}
 		if ctx.Err() != nil {
 			return err
 		}
@@ -183,11 +203,25 @@ func (e *Elector) campaign(ctx context.Context) (epoch int64, start time.Time, o
 	failing := false
 	for {
 		start = time.Now()
+		slotted := e.cfg.Slots.take()
+		if !slotted && !e.mayOverflow(ctx) {
+			if !sleep(ctx, e.cfg.RetryInterval) {
+				return 0, time.Time{}, false
+			}
+			continue
+		}
 		callCtx, cancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
 		epoch, acquired, err := e.leases.TryAcquireLease(callCtx, e.cfg.Name, e.cfg.Identity, e.cfg.LeaseDuration)
 		cancel()
+		if !acquired && slotted {
+			e.cfg.Slots.give()
+		}
 		switch {
 		case acquired:
+			e.slotted = slotted
+			if !slotted {
+				e.log.WarnContext(ctx, "lease_taken_beyond_bound", "idle_at_least", e.cfg.OverflowAfter.String())
+			}
 			return epoch, start, true // Run releases it at once if ctx has ended
 		case ctx.Err() != nil:
 			return 0, time.Time{}, false

@@ -59,8 +59,13 @@ type Config struct {
 	DatabaseReadMaxLag time.Duration
 	// Kubeconfig is the kubeconfig path; empty means $KUBECONFIG, then in-cluster config.
 	Kubeconfig string
-	// Namespace is where the CronJobs live (default "datajobs").
+	// Namespace is where the CronJobs live (default "datajobs"): the default execution
+	// target's namespace.
 	Namespace string
+	// MaxShards bounds the synchronizer shards (one per execution target) this replica
+	// leads at once, softly: a shard nobody with room took for a lease duration is taken
+	// anyway (leader.Slots; default 0: no bound).
+	MaxShards int
 	// ImageRegistry prefixes job images: <registry>/<job>:<version> (default "registry.local/datajobs").
 	ImageRegistry string
 	// ResyncInterval is the period of the full resync pass (default 5m).

@@ -41,38 +41,50 @@ type ExecutionsConfig struct {
 // stage is one part of a leadership term's work, run for the term's epoch until ctx ends.
 type stage func(ctx context.Context, epoch int64) error
 
-// executionStages builds the leader's execution tracker, its maintenance services (with
-// more), the pipeline stepper and the trigger firer, wired together (a final status the
-// tracker writes wakes the backfills, and its cache of Jobs tells the missed runs a run
-// the CronJob controller started), as stages of the leader's term.
+// executionStages builds the default target's execution tracker and the leader's
+// services: its maintenance services (with more), the pipeline stepper and the trigger
+// firer, wired together (a final status the tracker writes wakes the backfills), as stages
+// of the leader's term.
 func executionStages(cfg Config, db *store.Store, cluster *kube.Cluster, reg prometheus.Registerer, metrics *maintenance.Metrics, more ...maintenance.Service) []stage {
 	backfills := maintenance.NewBackfills(maintenance.BackfillsConfig{Logger: cfg.Logger}, db)
-	execs := tracker.New(tracker.Config{
-		Namespace:      cfg.Namespace,
-		ResyncInterval: cfg.ResyncInterval,
-		ImagePullGrace: cfg.Executions.ImagePullGrace,
-		LogBytes:       cfg.Executions.LogBytes,
-		OnFinal:        backfills.Kick,
-		Logger:         cfg.Logger,
-		Metrics:        tracker.NewMetrics(reg),
-	}, db, cluster.Client)
 	audit := cfg.AuditRetention
 	audit.Logger = cmp.Or(audit.Logger, cfg.Logger)
 	services := append([]maintenance.Service{
-		maintenance.NewMissedRuns(maintenance.MissedRunsConfig{Jobs: execs, Logger: cfg.Logger}, db).Service(),
-		maintenance.NewLateness(maintenance.LatenessConfig{Jobs: execs}, db).Service(),
 		backfills.Service(),
 		maintenance.NewRetention(maintenance.RetentionConfig{
 			Retention: job.Retention{KeptPerJob: cfg.Executions.KeptPerJob, MaxAge: cfg.Executions.MaxAge}, Logger: cfg.Logger,
 		}, db).Service(),
 		maintenance.NewAuditRetention(audit, db).Service(),
 	}, more...)
-	return []stage{
-		execs.Run,
+	target := job.Target{Name: job.DefaultTargetName, Namespace: cfg.Namespace}
+	return append(trackerStages(cfg, db.Target(target.Name), target.Namespace, cluster, tracker.NewMetrics(reg), metrics, backfills.Kick),
 		maintenance.New(maintenance.Config{Listener: db, Logger: cfg.Logger, Metrics: metrics}, services...).Run,
 		stepper.New(stepper.Config{Logger: cfg.Logger, Registerer: reg}, db).Run,
 		firer.New(firer.Config{Logger: cfg.Logger, Registerer: reg, Metrics: trigger.NewMetrics(reg)}, db).Run,
+	)
+}
+
+// trackerStages builds the execution tracker of one execution target's shard (its Jobs
+// in namespace, the runs of view) and the services its cache of Jobs tells (the missed
+// runs, a run the CronJob controller started; the lateness), as stages of the shard's
+// term. onFinal, when set, hears each final status the tracker writes.
+func trackerStages(cfg Config, view store.TargetView, namespace string, cluster *kube.Cluster, metrics *tracker.Metrics,
+	maintMetrics *maintenance.Metrics, onFinal func(),
+) []stage {
+	execs := tracker.New(tracker.Config{
+		Namespace:      namespace,
+		ResyncInterval: cfg.ResyncInterval,
+		ImagePullGrace: cfg.Executions.ImagePullGrace,
+		LogBytes:       cfg.Executions.LogBytes,
+		OnFinal:        onFinal,
+		Logger:         cfg.Logger,
+		Metrics:        metrics,
+	}, view, cluster.Client)
+	services := []maintenance.Service{
+		maintenance.NewMissedRuns(maintenance.MissedRunsConfig{Jobs: execs, Logger: cfg.Logger}, view).Service(),
+		maintenance.NewLateness(maintenance.LatenessConfig{Jobs: execs}, view).Service(),
 	}
+	return []stage{execs.Run, maintenance.New(maintenance.Config{Listener: view, Logger: cfg.Logger, Metrics: maintMetrics}, services...).Run}
 }
 
 // logReader reads running executions' logs for the API (bounded; see kube.LogReader).

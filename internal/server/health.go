@@ -47,6 +47,9 @@ type syncState struct {
 	// Refusals are the safety refusals of this replica's synchronizer (a mass prune held
 	// back, a rendering configuration not accepted), when there are any.
 	Refusals *synchronizer.Safety `json:"refusals,omitempty"`
+	// Shards are the shards of the execution targets other than the default one, each
+	// with whether this replica leads it and why it does not run (its cluster unreachable).
+	Shards []shardState `json:"shards,omitempty"`
 }
 
 // The listeners' probes. The public ones say which dependency fails, never its error

@@ -95,6 +95,9 @@ type synchronizerUnit struct {
 	// upkeep is the maintenance every replica runs, leader or not, in every mode: the
 	// change log's bound.
 	upkeep *maintenance.Maintainer
+	// shards runs the shards of the execution targets other than the default one (nil
+	// when the mode is off).
+	shards *shardSet
 }
 
 // newSynchronizer returns what runs the synchronizer in this process until ctx ends: under
@@ -125,15 +128,42 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 		}
 		stages = append(stages, executionStages(cfg, db, cluster, reg, maintMetrics, maintenance.Dispatch(u.notify))...)
 	}
+	keys, err := loadKeyring(cfg)
+	if err != nil {
+		return synchronizerUnit{}, err
+	}
+	lm := leader.NewMetrics(reg)
+	u.shards = &shardSet{
+		cfg: cfg, db: db, local: cluster, builds: builds, keys: keys, slots: leader.NewSlots(cfg.MaxShards), lm: lm, maint: maintMetrics,
+		running: map[string]*shard{},
+	}
 	term := leaderTerm(cfg.Logger, stages)
 	if cfg.SyncMode == SyncDryRun {
-		u.run = func(ctx context.Context) { term(ctx, 0) }
+		u.run = u.withShards(cfg, db, func(ctx context.Context) { term(ctx, 0) })
 		return u, nil
 	}
-	if err := u.elect(cfg, db, reg, term); err != nil {
+	if err := u.elect(cfg, db, lm, term); err != nil {
 		return synchronizerUnit{}, err
 	}
 	return u, nil
+}
+
+// withShards runs the default target's shard (run) beside the other targets' shards,
+// once the default target is in the database (written from cfg.Namespace on the first
+// start after an upgrade: no CronJob moves).
+func (u *synchronizerUnit) withShards(cfg Config, db *store.Store, run func(context.Context)) func(context.Context) {
+	return func(ctx context.Context) {
+		if _, err := db.EnsureDefaultTarget(ctx, cfg.Namespace); err != nil {
+			cfg.Logger.WarnContext(ctx, "default_target_unwritten", "error", err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			u.shards.run(ctx)
+		}()
+		run(ctx)
+		<-done
+	}
 }
 
 // leaderTerm is the work of one leadership term: stages (the synchronizer first, then, in
@@ -162,22 +192,24 @@ func leaderTerm(log *slog.Logger, stages []stage) func(ctx context.Context, epoc
 
 // elect makes u run term under the synchronizer's leader lease, and say in its state
 // whether this replica leads.
-func (u *synchronizerUnit) elect(cfg Config, db *store.Store, reg prometheus.Registerer, term func(context.Context, int64)) error {
-	metrics := leader.NewMetrics(reg)
+func (u *synchronizerUnit) elect(cfg Config, db *store.Store, metrics *leader.Metrics, term func(context.Context, int64)) error {
 	elector, err := leader.New(leader.Config{
 		Name:          store.SyncLeaseName,
 		LeaseDuration: cfg.LeaseDuration,
 		Logger:        cfg.Logger,
 		Metrics:       metrics,
+		Slots:         u.shards.slots,
 	}, db)
 	if err != nil {
 		return err
 	}
-	u.run = func(ctx context.Context) {
+	u.run = u.withShards(cfg, db, func(ctx context.Context) {
 		if err := elector.Run(ctx, term); err != nil {
 			cfg.Logger.WarnContext(ctx, "leader_release_failed", "error", err)
 		}
+	})
+	u.state = func() syncState {
+		return syncState{Mode: cfg.SyncMode, Leader: elector.IsLeader(), Shards: u.shards.states()}
 	}
-	u.state = func() syncState { return syncState{Mode: cfg.SyncMode, Leader: elector.IsLeader()} }
 	return nil
 }

@@ -206,16 +206,26 @@ func scanTracked(row pgx.CollectableRow) (job.TrackedExecution, error) {
 	return e, err
 }
 
-// ActiveExecutions reads every execution that is submitted or running.
+// ActiveExecutions reads every execution that is submitted or running in the default
+// target (TargetView for another's).
 func (s *Store) ActiveExecutions(ctx context.Context) ([]job.TrackedExecution, error) {
-	rows, _ := s.pool.Query(ctx, `SELECT `+trackedColumns+` FROM data_job_execution WHERE status IN `+activeStatuses)
+	return s.activeExecutions(ctx, DefaultTarget)
+}
+
+func (s *Store) activeExecutions(ctx context.Context, target string) ([]job.TrackedExecution, error) {
+	rows, _ := s.pool.Query(ctx, `SELECT `+trackedColumns+` FROM data_job_execution WHERE status IN `+activeStatuses+` AND target = $1`, target)
 	out, err := pgx.CollectRows(rows, scanTracked)
 	return out, rowError(err, nil, "read active executions")
 }
 
-// LoadExecution reads one execution; ok is false when there is none of that id.
+// LoadExecution reads one execution of the default target; ok is false when there is none
+// of that id there (TargetView for another target's).
 func (s *Store) LoadExecution(ctx context.Context, id string) (job.TrackedExecution, bool, error) {
-	rows, _ := s.pool.Query(ctx, `SELECT `+trackedColumns+` FROM data_job_execution WHERE id = $1`, id)
+	return s.loadExecution(ctx, DefaultTarget, id)
+}
+
+func (s *Store) loadExecution(ctx context.Context, target, id string) (job.TrackedExecution, bool, error) {
+	rows, _ := s.pool.Query(ctx, `SELECT `+trackedColumns+` FROM data_job_execution WHERE id = $1 AND target = $2`, id, target)
 	e, err := pgx.CollectExactlyOneRow(rows, scanTracked)
 	return e, err == nil, rowError(err, nil, "load execution "+id)
 }
@@ -257,18 +267,18 @@ func (s *Store) RecordExecutions(ctx context.Context, fence job.Fence, us []job.
 	INSERT INTO data_job_execution AS e (id, job_name, job_uid, type, status, message, op_id, start_time, end_time,
 		started_by, job_version, job_schedule, vdk_version, job_python_version,
 		resources_cpu_request_millis, resources_cpu_limit_millis, resources_memory_request_bytes,
-		resources_memory_limit_bytes, last_deployed_date, last_deployed_by, exit_code, termination_reason)
+		resources_memory_limit_bytes, last_deployed_date, last_deployed_by, exit_code, termination_reason, target)
 	SELECT j.id, j.job_name, j.job_uid, j.type, j.status, j.message, j.op_id,
 		date_trunc('second', COALESCE(j.start_time, now())), date_trunc('second', j.end_time), j.started_by,
 		COALESCE(a.git_commit_sha, ''), COALESCE(a.schedule, ''), COALESCE(a.vdk_version, ''), COALESCE(a.python_version, ''),
 		a.resources_cpu_request_millis, a.resources_cpu_limit_millis, a.resources_memory_request_bytes,
 		a.resources_memory_limit_bytes, a.last_deployed_date, COALESCE(a.last_deployed_by, ''),
-		j.exit_code, j.termination_reason
+		j.exit_code, j.termination_reason, ` + shardTarget("$18") + `
 	FROM j LEFT JOIN actual_data_job_deployment a ON a.data_job_name = j.job_name AND a.job_uid = j.job_uid
 	ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, message = EXCLUDED.message,
 		start_time = COALESCE(e.start_time, EXCLUDED.start_time), end_time = EXCLUDED.end_time,
 		exit_code = EXCLUDED.exit_code, termination_reason = EXCLUDED.termination_reason
-	WHERE e.job_uid = EXCLUDED.job_uid AND e.status IN ` + activeStatuses + `
+	WHERE e.job_uid = EXCLUDED.job_uid AND e.target = EXCLUDED.target AND e.status IN ` + activeStatuses + `
 		AND (e.status, e.message, e.end_time) IS DISTINCT FROM (EXCLUDED.status, EXCLUDED.message, EXCLUDED.end_time)
 	RETURNING e.id, e.job_name, e.job_uid, e.status, e.start_time, e.end_time, e.type, e.message, e.started_by
 ), events AS (` + executionFinishedEvents + `

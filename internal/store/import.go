@@ -88,7 +88,7 @@ func lockImport(ctx context.Context, tx Tx, name string) (job.SyncState, error) 
 			return job.SyncState{}, fmt.Errorf("lock %s: %w", name, err)
 		}
 	}
-	states, err := loadSyncStates(ctx, tx, []string{name})
+	states, err := loadSyncStates(ctx, tx, DefaultTarget, []string{name})
 	return states[name], err
 }
 

@@ -25,6 +25,11 @@ const startedStatuses = `('running', 'succeeded', 'user_error', 'platform_error'
 // schedule applied, execution notifications on with a delay (0 turns lateness off), and
 // no lateness episode of its start open.
 func (s *Store) LatenessWatches(ctx context.Context) ([]job.LatenessWatch, error) {
+	return s.latenessWatches(ctx, DefaultTarget)
+}
+
+// latenessWatches is LatenessWatches of the jobs whose CronJobs are in target.
+func (s *Store) latenessWatches(ctx context.Context, target string) ([]job.LatenessWatch, error) {
 	const q = `SELECT j.name, j.uid::text, d.schedule, d.run_policy, a.last_deployed_date, j.notification_delay_period_minutes,
 	(SELECT max(e.end_time) FROM data_job_execution e WHERE e.job_uid = j.uid AND e.type = 'scheduled'
 		AND e.backfill_id IS NULL AND e.status IN ('succeeded', 'user_error', 'platform_error', 'cancelled')),
@@ -36,8 +41,9 @@ JOIN desired_data_job_deployment d ON d.data_job_name = j.name
 JOIN actual_data_job_deployment a ON a.data_job_name = j.name AND a.job_uid = j.uid
 WHERE d.enabled AND a.enabled AND d.schedule <> '' AND a.schedule = d.schedule
 	AND j.enable_execution_notifications AND j.notification_delay_period_minutes > 0
-	AND NOT EXISTS (SELECT 1 FROM data_job_lateness l WHERE l.job_uid = j.uid AND l.kind = 'start' AND l.recovered_at IS NULL)`
-	rows, _ := s.pool.Query(ctx, q)
+	AND NOT EXISTS (SELECT 1 FROM data_job_lateness l WHERE l.job_uid = j.uid AND l.kind = 'start' AND l.recovered_at IS NULL)
+	AND a.target = $1`
+	rows, _ := s.pool.Query(ctx, q, target)
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (job.LatenessWatch, error) {
 		var w job.LatenessWatch
 		return w, row.Scan(&w.Name, &w.UID, &w.Schedule, &w.Policy, &w.AppliedAt, &w.DelayMinutes, &w.LastEnd, &w.LastCreated, &w.Running)

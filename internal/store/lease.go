@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,7 +14,9 @@ import (
 // expires_at. All times are the database's now(), so the clocks of the replicas never
 // matter. The epoch is a fencing token: it grows with every new term of leadership, and
 // the leader's writes are conditioned on it (LeaseHeldCondition), so a replica that lost
-// the lease without noticing cannot overwrite the new leader's work.
+// the lease without noticing cannot overwrite the new leader's work. Every term of every
+// lease takes its epoch from one sequence (0068), so an epoch names one term of one lease:
+// the shards of the synchronizer (one lease per execution target) fence by it alone.
 
 // TryAcquireLease takes the lease name for holder for ttl, if it is free (never held,
 // expired or released) or already held by holder. It returns the epoch of the term:
@@ -24,9 +27,9 @@ func (s *Store) TryAcquireLease(ctx context.Context, name, holder string, ttl ti
 	// ON CONFLICT sees the winner's committed row and its WHERE filters the update out.
 	const q = `
 INSERT INTO leader_lease AS l (name, holder, epoch, acquired_at, renewed_at, expires_at)
-VALUES ($1, $2, 1, now(), now(), now() + $3::interval)
+VALUES ($1, $2, nextval('leader_lease_epoch'), now(), now(), now() + $3::interval)
 ON CONFLICT (name) DO UPDATE SET
-    epoch       = CASE WHEN l.holder = excluded.holder AND l.expires_at > now() THEN l.epoch ELSE l.epoch + 1 END,
+    epoch       = CASE WHEN l.holder = excluded.holder AND l.expires_at > now() THEN l.epoch ELSE excluded.epoch END,
     acquired_at = CASE WHEN l.holder = excluded.holder AND l.expires_at > now() THEN l.acquired_at ELSE now() END,
     holder      = excluded.holder,
     renewed_at  = now(),
@@ -75,6 +78,21 @@ func (s *Store) LeaseExpiresIn(ctx context.Context, name string) (time.Duration,
 	err := s.leases.QueryRow(ctx, q, name).Scan(&secs)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil
+	}
+	if err != nil {
+		return 0, translate(fmt.Errorf("read lease %s: %w", name, err))
+	}
+	return time.Duration(secs * float64(time.Second)), nil
+}
+
+// LeaseIdleFor is how long the lease name has been free since its last term expired, by
+// the database's clock: 0 while it is held, and a very long time when it was never taken.
+func (s *Store) LeaseIdleFor(ctx context.Context, name string) (time.Duration, error) {
+	const q = `SELECT greatest(extract(epoch FROM now() - expires_at), 0)::float8 FROM leader_lease WHERE name = $1`
+	var secs float64
+	err := s.leases.QueryRow(ctx, q, name).Scan(&secs)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Duration(math.MaxInt64), nil
 	}
 	if err != nil {
 		return 0, translate(fmt.Errorf("read lease %s: %w", name, err))

@@ -13,6 +13,11 @@ import (
 // deployed, enabled and scheduled, with the desired schedule applied (a CronJob not yet
 // showing the schedule has no runs of it to miss).
 func (s *Store) ScheduleWatches(ctx context.Context) ([]job.ScheduleWatch, error) {
+	return s.scheduleWatches(ctx, DefaultTarget)
+}
+
+// scheduleWatches is ScheduleWatches of the jobs whose CronJobs are in target.
+func (s *Store) scheduleWatches(ctx context.Context, target string) ([]job.ScheduleWatch, error) {
 	const q = `SELECT j.name, j.uid::text, d.schedule, d.run_policy, m.checked_until, a.last_deployed_date,
 	a.git_commit_sha, a.vdk_version, a.python_version,
 	COALESCE(a.resources_cpu_request_millis, 0), COALESCE(a.resources_cpu_limit_millis, 0),
@@ -21,8 +26,8 @@ FROM data_job j
 JOIN desired_data_job_deployment d ON d.data_job_name = j.name
 JOIN actual_data_job_deployment a ON a.data_job_name = j.name AND a.job_uid = j.uid
 LEFT JOIN data_job_schedule_mark m ON m.job_uid = j.uid
-WHERE d.enabled AND a.enabled AND d.schedule <> '' AND a.schedule = d.schedule`
-	rows, _ := s.pool.Query(ctx, q)
+WHERE d.enabled AND a.enabled AND d.schedule <> '' AND a.schedule = d.schedule AND a.target = $1`
+	rows, _ := s.pool.Query(ctx, q, target)
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (job.ScheduleWatch, error) {
 		var w job.ScheduleWatch
 		d := &w.Snapshot

@@ -75,11 +75,17 @@ func (s *Store) TeamsOfClientIDs(ctx context.Context, ids []string) ([]secrets.T
 // least one job with a deployment: the teams whose pods the synchronizer gives them (a
 // Secret for a team without deployed jobs would be read by no pod).
 func (s *Store) DeliveredTeamOAuth(ctx context.Context) ([]secrets.TeamOAuth, error) {
+	return s.deliveredTeamOAuth(ctx, DefaultTarget)
+}
+
+// deliveredTeamOAuth is DeliveredTeamOAuth of the teams that run in target.
+func (s *Store) deliveredTeamOAuth(ctx context.Context, target string) ([]secrets.TeamOAuth, error) {
 	const q = `
 SELECT o.team, o.client_id, o.key_id, o.data_key, o.client_secret FROM team_oauth_credentials o
 WHERE EXISTS (SELECT 1 FROM data_job j JOIN desired_data_job_deployment d ON d.data_job_name = j.name WHERE j.team = o.team)
+	AND datajobs_target_of(o.team) = $1
 ORDER BY o.team`
-	rows, err := s.pool.Query(ctx, q)
+	rows, err := s.pool.Query(ctx, q, target)
 	if err != nil {
 		return nil, fmt.Errorf("list the delivered oauth credentials: %w", err)
 	}

@@ -9,22 +9,55 @@ import (
 	"github.com/datajobs/datajobs/internal/job"
 )
 
-// SyncLeaseName is the leader lease that guards every write of the synchronizer.
+// SyncLeaseName is the leader lease of the default execution target's synchronizer shard,
+// which also runs the leader's services that touch no cluster (ShardLeaseName).
 const SyncLeaseName = "synchronizer"
 
-// syncJobQuery reads with each job whether its team has OAuth credentials (job.Job.TeamOAuth).
+// DefaultTarget is the execution target of every team no other target is the default for:
+// the namespace serve's --namespace names (EnsureDefaultTarget).
+const DefaultTarget = "default"
+
+// ShardLeaseName is the lease of target's synchronizer shard: SyncLeaseName for the
+// default target (the lease every installation held before targets), and
+// SyncLeaseName:<target> for another.
+func ShardLeaseName(target string) string {
+	if target == DefaultTarget || target == "" {
+		return SyncLeaseName
+	}
+	return SyncLeaseName + ":" + target
+}
+
+// syncJobQuery reads with each job whether its team has OAuth credentials (job.Job.TeamOAuth)
+// and the execution target its team runs in.
 const syncJobQuery = `SELECT ` + jobColumns + `, ` + joinedDesiredColumns + `, d.adopt_cronjob_uid, d.adopted_spec,
-	EXISTS (SELECT 1 FROM team_oauth_credentials o WHERE o.team = j.team)
+	EXISTS (SELECT 1 FROM team_oauth_credentials o WHERE o.team = j.team), ` + jobTarget + `
 FROM data_job j
-LEFT JOIN desired_data_job_deployment d ON d.data_job_name = j.name`
+LEFT JOIN desired_data_job_deployment d ON d.data_job_name = j.name
+LEFT JOIN execution_target_team tt ON tt.team = j.team`
 
-const syncActualQuery = `SELECT ` + actualColumns + ` FROM actual_data_job_deployment`
+// jobTarget is the target of the job j of syncJobQuery (datajobs_target_of, inlined).
+const jobTarget = `coalesce(tt.target, '` + DefaultTarget + `')`
 
-const syncIntentQuery = `SELECT data_job_name, job_uid::text FROM cronjob_intent`
+const syncActualQuery = `SELECT ` + actualColumns + ` FROM actual_data_job_deployment WHERE target = $1`
 
-// LoadSyncState reads the job, desired and actual rows of one name, fresh, in one round trip.
+const syncIntentQuery = `SELECT data_job_name, job_uid::text FROM cronjob_intent WHERE target = $1`
+
+// shardTarget is the SQL expression of the execution target whose shard holds the term
+// epochArg (ShardLeaseName's inverse): the target every fenced write of a shard's rows
+// records. Epochs are unique across leases (lease.go).
+func shardTarget(epochArg string) string {
+	return `(SELECT CASE WHEN name = '` + SyncLeaseName + `' THEN '` + DefaultTarget + `' ELSE substr(name, ` +
+		fmt.Sprint(len(SyncLeaseName)+2) + `) END FROM leader_lease WHERE epoch = ` + epochArg + ` AND ` + syncLeases + `)`
+}
+
+// LoadSyncState reads the job, desired and actual rows of one name, fresh, in one round
+// trip, as the default target's shard sees them (TargetView for another's).
 func (s *Store) LoadSyncState(ctx context.Context, name string) (job.SyncState, error) {
-	states, err := loadSyncStates(ctx, s.pool, []string{name})
+	return loadSyncState(ctx, s.pool, DefaultTarget, name)
+}
+
+func loadSyncState(ctx context.Context, db batchSender, target, name string) (job.SyncState, error) {
+	states, err := loadSyncStates(ctx, db, target, []string{name})
 	if err != nil {
 		return job.SyncState{}, err
 	}
@@ -34,30 +67,41 @@ func (s *Store) LoadSyncState(ctx context.Context, name string) (job.SyncState, 
 	return job.SyncState{Name: name}, nil
 }
 
-// LoadAllSyncStates reads every job and every actual row, for a full resync pass.
+// LoadAllSyncStates reads every job and every actual row of the default target, for a
+// full resync pass.
 func (s *Store) LoadAllSyncStates(ctx context.Context) (map[string]job.SyncState, error) {
-	return loadSyncStates(ctx, s.pool, nil)
+	return loadSyncStates(ctx, s.pool, DefaultTarget, nil)
+}
+
+type batchSender interface {
+	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
 }
 
 // loadSyncStates reads the sync states of the names given (of every job and actual row
-// when names is nil), in one round trip on db (the pool, or a transaction).
-func loadSyncStates(ctx context.Context, db interface {
-	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
-}, names []string,
-) (map[string]job.SyncState, error) {
-	jobWhere, actualWhere, buildWhere, args := "", "", "", []any(nil)
+// when names is nil) as target's shard sees them, in one round trip on db (the pool, or a
+// transaction): its actual rows and intents only, and every job of its teams. A job of
+// names whose team runs in another target is read as Elsewhere; a full read leaves such
+// jobs out (a CronJob of one left here is then an orphan of the full pass, and the NOTIFY
+// of the move reconciles its name alone, as Elsewhere).
+func loadSyncStates(ctx context.Context, db batchSender, target string, names []string) (map[string]job.SyncState, error) {
+	jobWhere, actualWhere, buildWhere := " WHERE "+jobTarget+" = $1", "", ""
+	jobArgs, args := []any{target}, []any{target}
 	if names != nil {
-		jobWhere, actualWhere, buildWhere = " WHERE j.name = ANY($1)", " WHERE data_job_name = ANY($1)", " WHERE d.data_job_name = ANY($1)"
-		args = []any{names}
+		jobWhere, actualWhere, buildWhere = " WHERE j.name = ANY($1)", " AND data_job_name = ANY($2)", " WHERE d.data_job_name = ANY($1)"
+		jobArgs, args = []any{names}, []any{target, names}
 	}
 	batch := &pgx.Batch{}
 	states := map[string]job.SyncState{}
 	profiles := map[string]*job.Profile{}
-	batch.Queue(syncJobQuery+jobWhere, args...).Query(func(rows pgx.Rows) error {
+	batch.Queue(syncJobQuery+jobWhere, jobArgs...).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
-			j, d, err := scanSyncJob(rows, profiles)
+			j, d, jt, err := scanSyncJob(rows, profiles)
 			if err != nil {
 				return err
+			}
+			if jt != target {
+				states[j.Name] = job.SyncState{Name: j.Name, Elsewhere: &job.Elsewhere{Target: jt, JobUID: j.UID}}
+				continue
 			}
 			states[j.Name] = job.SyncState{Name: j.Name, Job: j, Desired: d}
 		}
@@ -85,35 +129,46 @@ func loadSyncStates(ctx context.Context, db interface {
 		})
 		return err
 	})
-	queueBuildStates(batch, states, buildWhere, args...)
+	var buildArgs []any
+	if names != nil {
+		buildArgs = []any{names}
+	}
+	queueBuildStates(batch, states, buildWhere, buildArgs...)
 	if err := db.SendBatch(ctx, batch).Close(); err != nil {
 		return nil, translate(fmt.Errorf("load sync state: %w", err))
 	}
 	return states, nil
 }
 
-func scanSyncJob(rows pgx.Rows, profiles map[string]*job.Profile) (*job.Job, *job.Deployment, error) {
+func scanSyncJob(rows pgx.Rows, profiles map[string]*job.Profile) (*job.Job, *job.Deployment, string, error) {
 	var (
 		j        job.Job
 		r        = joined{profiles: profiles}
 		adoptUID *string
 		adopted  []byte
+		target   string
 	)
-	dest := append(append(jobDest(&j), r.desiredDest()...), &adoptUID, &adopted, &j.TeamOAuth)
+	dest := append(append(jobDest(&j), r.desiredDest()...), &adoptUID, &adopted, &j.TeamOAuth, &target)
 	if err := rows.Scan(dest...); err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	d := r.deployment(j)
 	if d != nil && adoptUID != nil && adopted != nil {
 		d.Adopted = &job.Adoption{CronJobUID: *adoptUID, Spec: adopted}
 	}
-	return &j, d, nil
+	return &j, d, target, nil
 }
 
-// syncLeaseHeld is LeaseHeldCondition of the synchronizer's lease, for the epoch in epochArg.
+// syncLeaseHeld is true while the term epochArg holds the lease of one of the
+// synchronizer's shards (ShardLeaseName): epochs are unique across leases (lease.go), so
+// the epoch alone names the writer's shard. Like LeaseHeldCondition, it locks the lease
+// row for share until the writing transaction ends.
 func syncLeaseHeld(epochArg string) string {
-	return LeaseHeldCondition("'"+SyncLeaseName+"'", epochArg)
+	return `EXISTS (SELECT 1 FROM leader_lease WHERE ` + syncLeases + ` AND epoch = ` + epochArg + ` AND expires_at > now() FOR SHARE)`
 }
+
+// syncLeases is true for a lease row of a synchronizer shard (ShardLeaseName).
+const syncLeases = `(name = '` + SyncLeaseName + `' OR name LIKE '` + SyncLeaseName + `:%')`
 
 // currentDesired is true while the job still has the incarnation ($2) and generation ($3)
 // a result was computed for, and the writer's term (epochArg) holds the lease: a stale
@@ -194,12 +249,12 @@ ok AS (
 ),
 events AS (` + deploySucceededEvents + `),
 up AS (
-	INSERT INTO actual_data_job_deployment (` + actualColumns + `)
-	SELECT ` + actualColumns + ` FROM ok ORDER BY data_job_name
-	` + actualOnConflict + `
+	INSERT INTO actual_data_job_deployment (` + actualColumns + `, target)
+	SELECT ` + actualColumns + `, ` + shardTarget("$20") + ` FROM ok ORDER BY data_job_name
+	` + actualOnConflict + `, target = EXCLUDED.target
 ),
 known AS (
-	DELETE FROM cronjob_intent c USING ok WHERE c.data_job_name = ok.data_job_name
+	DELETE FROM cronjob_intent c USING ok WHERE c.data_job_name = ok.data_job_name AND c.target = ` + shardTarget("$20") + `
 )
 UPDATE desired_data_job_deployment d SET status = 'synced', message = '', status_generation = ok.generation, last_sync_at = now()
 FROM ok WHERE d.data_job_name = ok.data_job_name
@@ -224,9 +279,9 @@ var recordIntents = `WITH ok AS (
 	JOIN desired_data_job_deployment d ON d.data_job_name = j.name
 	WHERE ` + syncLeaseHeld("$4") + `
 )
-INSERT INTO cronjob_intent (job_uid, data_job_name, epoch)
-SELECT job_uid, data_job_name, $4 FROM ok ORDER BY job_uid
-ON CONFLICT (job_uid) DO UPDATE SET epoch = EXCLUDED.epoch, recorded_at = now()
+INSERT INTO cronjob_intent (job_uid, data_job_name, epoch, target)
+SELECT job_uid, data_job_name, $4, ` + shardTarget("$4") + ` FROM ok ORDER BY job_uid
+ON CONFLICT (job_uid) DO UPDATE SET epoch = EXCLUDED.epoch, target = EXCLUDED.target, recorded_at = now()
 RETURNING data_job_name`
 
 // RecordIntents records, before the synchronizer writes CronJobs labelled with job
@@ -302,9 +357,10 @@ SELECT data_job_name FROM up`
 // is kept), and its intent (RecordIntents). It reports whether it deleted an actual row.
 func (s *Store) DeleteActual(ctx context.Context, fence job.Fence, name, uid string) (bool, error) {
 	q := `WITH intent AS (
-	DELETE FROM cronjob_intent WHERE data_job_name = $1 AND job_uid = $2::uuid AND ` + syncLeaseHeld("$3") + `
+	DELETE FROM cronjob_intent WHERE data_job_name = $1 AND job_uid = $2::uuid AND target = ` + shardTarget("$3") + ` AND ` + syncLeaseHeld("$3") + `
 )
-DELETE FROM actual_data_job_deployment WHERE data_job_name = $1 AND job_uid = $2::uuid AND ` + syncLeaseHeld("$3") + `
+DELETE FROM actual_data_job_deployment WHERE data_job_name = $1 AND job_uid = $2::uuid AND target = ` + shardTarget("$3") + `
+	AND ` + syncLeaseHeld("$3") + `
 RETURNING data_job_name`
 	deleted, err := s.recordLocked(ctx, []string{name}, q, name, uid, fence.Epoch)
 	if err != nil {

@@ -53,6 +53,11 @@ type SyncChanges struct {
 // the cursor is at or above it (no row it needs was deleted) or the read is full; if it
 // does not, it sees the rows.
 func (s *Store) LoadSyncChanges(ctx context.Context, since SyncCursor) (SyncChanges, error) {
+	return s.loadSyncChanges(ctx, DefaultTarget, since)
+}
+
+// loadSyncChanges is LoadSyncChanges as target's shard sees the states (loadSyncStates).
+func (s *Store) loadSyncChanges(ctx context.Context, target string, since SyncCursor) (SyncChanges, error) {
 	var out SyncChanges
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var (
@@ -84,7 +89,7 @@ func (s *Store) LoadSyncChanges(ctx context.Context, since SyncCursor) (SyncChan
 		out.Cursor.xmin, out.Stale = x, stale
 		out.Full = since.IsZero() || x < since.xmin || out.Cursor.revision < since.revision || since.xmin < h
 		if out.Full {
-			out.States, err = loadSyncStates(ctx, tx, nil)
+			out.States, err = loadSyncStates(ctx, tx, target, nil)
 			return err
 		}
 		out.Changed = changed
@@ -92,7 +97,7 @@ func (s *Store) LoadSyncChanges(ctx context.Context, since SyncCursor) (SyncChan
 			out.States = map[string]job.SyncState{}
 			return nil
 		}
-		out.States, err = loadSyncStates(ctx, tx, changed)
+		out.States, err = loadSyncStates(ctx, tx, target, changed)
 		return err
 	})
 	if err != nil {
@@ -104,21 +109,30 @@ func (s *Store) LoadSyncChanges(ctx context.Context, since SyncCursor) (SyncChan
 // PruneSyncChanges deletes the change log's rows older than cursor before, which every
 // read that returned before (and any later one) has seen, and raises the log's horizon to
 // before in the same statement, so that another reader whose cursor is older (a dry run
-// beside the leader) reads in full instead of missing them. It deletes only while fence's
-// term holds the lease: a deposed leader whose passes run on would make the new leader's
-// reads full for nothing. It returns the rows deleted.
+// beside the leader) reads in full instead of missing them. With several shards
+// (targets.go), each records its cursor in its lease row and the log is deleted only below
+// the lowest cursor of the shards that hold their leases (none while one has not recorded
+// its first): one shard's prune never makes another read in full. It deletes only while
+// fence's term holds its lease: a deposed leader whose passes run on would make the new
+// leader's reads full for nothing. It returns the rows deleted.
 func (s *Store) PruneSyncChanges(ctx context.Context, fence job.Fence, before SyncCursor) (int64, error) {
 	if before.IsZero() {
 		return 0, nil
 	}
-	q := `WITH d AS (
-	DELETE FROM sync_change WHERE changed_xid < $1::text::xid8 AND ` + syncLeaseHeld("$2") + ` RETURNING 1
+	q := `WITH me AS (
+	UPDATE leader_lease SET sync_cursor = $1 WHERE epoch = $2 AND expires_at > now() AND ` + syncLeases + ` RETURNING 1
+), lim AS (
+	SELECT (CASE WHEN bool_or(sync_cursor IS NULL AND epoch <> $2) THEN NULL
+		ELSE least($1, min(sync_cursor) FILTER (WHERE epoch <> $2)) END)::text::xid8 AS below
+	FROM leader_lease WHERE expires_at > now() AND ` + syncLeases + `
+), d AS (
+	DELETE FROM sync_change WHERE changed_xid < (SELECT below FROM lim) AND ` + syncLeaseHeld("$2") + ` RETURNING 1
 ), h AS (
-	UPDATE sync_change_horizon SET pruned_below = greatest(pruned_below, $1::text::xid8) WHERE EXISTS (SELECT 1 FROM d)
+	UPDATE sync_change_horizon SET pruned_below = greatest(pruned_below, (SELECT below FROM lim)) WHERE EXISTS (SELECT 1 FROM d)
 )
 SELECT count(*) FROM d`
 	var n int64
-	if err := s.pool.QueryRow(ctx, q, strconv.FormatUint(before.xmin, 10), fence.Epoch).Scan(&n); err != nil {
+	if err := s.pool.QueryRow(ctx, q, int64(before.xmin), fence.Epoch).Scan(&n); err != nil {
 		return 0, translate(fmt.Errorf("prune the sync change log: %w", err))
 	}
 	return n, nil

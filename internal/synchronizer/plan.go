@@ -160,6 +160,10 @@ func planGone(p Plan, live *batchv1.CronJob) Plan {
 	// the prune guard may hold back. One whose job UID an intent holds was written for a
 	// job deleted before its applied row could be recorded: a delete the database asked
 	// for (invariants 8 and 10).
+	// A CronJob of a job whose team now runs in another target is a move's delete
+	// (issue 44): the other target's shard creates it there.
+	case live != nil && st.Elsewhere != nil && st.Elsewhere.JobUID == live.Labels[kube.LabelJobUID]:
+		p.Action, p.Reason = ActionDelete, "the job's team runs in execution target "+st.Elsewhere.Target
 	case live != nil && st.Job == nil && st.Actual == nil && !st.Intended(live.Labels[kube.LabelJobUID]):
 		p.Action, p.Reason = ActionOrphan, "CronJob of this installation without a data job"
 	case live != nil && st.Job == nil && st.Actual == nil:

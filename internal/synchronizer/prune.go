@@ -117,7 +117,7 @@ var ErrConfigChanged = errors.New("the rendering configuration (namespace, image
 // lease by the previous leader, refuses a change that was not accepted, and records its own.
 func (s *Synchronizer) checkConfig(ctx context.Context, epoch int64, render kube.RenderConfig) error {
 	fp := render.Fingerprint()
-	last, err := s.db.LeaseConfigFingerprint(ctx, store.SyncLeaseName)
+	last, err := s.db.LeaseConfigFingerprint(ctx, store.ShardLeaseName(s.cfg.Target))
 	if err != nil {
 		return err
 	}
@@ -142,7 +142,7 @@ func (s *Synchronizer) checkConfig(ctx context.Context, epoch int64, render kube
 	if last != "" {
 		s.log.WarnContext(ctx, "sync_config_change_accepted", "recorded", last, "fingerprint", fp)
 	}
-	if _, err := s.db.SetLeaseConfigFingerprint(ctx, store.SyncLeaseName, epoch, fp); err != nil {
+	if _, err := s.db.SetLeaseConfigFingerprint(ctx, store.ShardLeaseName(s.cfg.Target), epoch, fp); err != nil {
 		return err
 	}
 	return nil

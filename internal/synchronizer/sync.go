@@ -91,6 +91,10 @@ func PlacementGraceFor(maxTimeout time.Duration) time.Duration {
 
 // Config configures a Synchronizer.
 type Config struct {
+	// Target is the execution target whose shard this synchronizer is (default: the
+	// default target): its lease records the rendering configuration (checkConfig), and
+	// its Store is that target's view (store.TargetView).
+	Target string
 	// Render is the platform-wide part of every CronJob; Render.Namespace is watched.
 	// Render.Installation, when empty, is read from the database at the start of a term.
 	Render kube.RenderConfig

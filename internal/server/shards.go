@@ -1,0 +1,221 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/datajobs/datajobs/internal/backoff"
+	"github.com/datajobs/datajobs/internal/controller"
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/kube"
+	"github.com/datajobs/datajobs/internal/leader"
+	"github.com/datajobs/datajobs/internal/maintenance"
+	"github.com/datajobs/datajobs/internal/secrets"
+	"github.com/datajobs/datajobs/internal/store"
+	"github.com/datajobs/datajobs/internal/synchronizer"
+	"github.com/datajobs/datajobs/internal/tracker"
+)
+
+// shardsResync is how often a replica reads the targets again without a NOTIFY.
+const shardsResync = 30 * time.Second
+
+// shardSet runs this replica's synchronizer shards of the execution targets other than
+// the default one (issue 44, docs/targets.md): each a synchronizer, tracker and the
+// services its Jobs tell, in the target's namespace and cluster, under a lease of its
+// own (store.ShardLeaseName), so that one unreachable cluster holds only its own shard.
+// The default target's shard is the synchronizerUnit's, as before targets. It starts,
+// stops and restarts shards as the targets change (TargetsChannel, or every
+// shardsResync), and each replica holds at most cfg.MaxShards of all leases (leader.Slots).
+type shardSet struct {
+	cfg    Config
+	db     *store.Store
+	local  *kube.Cluster
+	builds synchronizer.BuildConfig
+	keys   *secrets.Keyring
+	slots  *leader.Slots
+	lm     *leader.Metrics
+	maint  *maintenance.Metrics
+
+	mu      sync.Mutex
+	running map[string]*shard
+	wg      sync.WaitGroup
+}
+
+// shard is one running target's shard.
+type shard struct {
+	target  job.Target
+	stop    context.CancelFunc
+	elector *leader.Elector // nil in dry-run mode
+	mu      sync.Mutex
+	err     string // why it is not running (its cluster unreachable), "" when it is
+}
+
+// shardState is a shard's part of the /healthz detail.
+type shardState struct {
+	Target    string `json:"target"`
+	Namespace string `json:"namespace"`
+	Leader    bool   `json:"leader"`
+	Error     string `json:"error,omitempty"`
+}
+
+// run keeps the shards of every target but the default running until ctx ends, then
+// stops them and waits for them.
+func (s *shardSet) run(ctx context.Context) {
+	woken := make(chan struct{}, 1)
+	wake := func() {
+		select {
+		case woken <- struct{}{}:
+		default:
+		}
+	}
+	s.wg.Go(func() {
+		controller.Listen(ctx, s.db, store.TargetsChannel, time.Second, s.cfg.Logger, func(bool) { wake() }, func(string) { wake() })
+	})
+	s.reconcile(ctx)
+	controller.EveryOrWoken(ctx, shardsResync, woken, func() bool {
+		s.reconcile(ctx)
+		return true
+	})
+	s.mu.Lock()
+	for _, sh := range s.running {
+		sh.stop()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// reconcile starts the shard of each new target, restarts that of a target whose place
+// changed, and stops that of a target deleted.
+func (s *shardSet) reconcile(ctx context.Context) {
+	targets, err := s.db.ListTargets(ctx)
+	if err != nil {
+		s.cfg.Logger.WarnContext(ctx, "targets_unreadable", "error", err)
+		return
+	}
+	want := map[string]job.Target{}
+	for _, t := range targets {
+		if t.Name != job.DefaultTargetName {
+			want[t.Name] = t
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, sh := range s.running {
+		if t, ok := want[name]; !ok || !t.SamePlace(sh.target) {
+			s.cfg.Logger.InfoContext(ctx, "shard_stopped", "target", name)
+			sh.stop()
+			delete(s.running, name)
+		}
+	}
+	for name, t := range want {
+		if _, ok := s.running[name]; !ok {
+			s.running[name] = s.start(ctx, t)
+		}
+	}
+}
+
+// start starts the shard of target t (s.mu held).
+func (s *shardSet) start(ctx context.Context, t job.Target) *shard {
+	ctx, stop := context.WithCancel(ctx)
+	sh := &shard{target: t, stop: stop}
+	if s.cfg.SyncMode == SyncOn {
+		elector, err := leader.New(leader.Config{
+			Name: store.ShardLeaseName(t.Name), LeaseDuration: s.cfg.LeaseDuration, Logger: s.cfg.Logger, Metrics: s.lm, Slots: s.slots,
+		}, s.db)
+		if err != nil {
+			sh.fail(err)
+			return sh
+		}
+		sh.elector = elector
+	}
+	s.wg.Go(func() { s.runShard(ctx, sh) })
+	s.cfg.Logger.InfoContext(ctx, "shard_started", "target", t.Name, "namespace", t.Namespace, "local", t.Local())
+	return sh
+}
+
+// runShard connects to the shard's cluster (again after a failure, with backoff) and
+// runs its term under its lease until ctx ends.
+func (s *shardSet) runShard(ctx context.Context, sh *shard) {
+	b := backoff.New(time.Second, shardsResync)
+	cluster, err := s.connect(ctx, sh.target)
+	for err != nil {
+		sh.fail(fmt.Errorf("connect to the cluster of target %s: %w", sh.target.Name, err))
+		s.cfg.Logger.WarnContext(ctx, "shard_cluster_unreachable", "target", sh.target.Name, "error", err, "retry_in", b.Next())
+		if !b.Wait(ctx) {
+			return
+		}
+		cluster, err = s.connect(ctx, sh.target)
+	}
+	sh.fail(nil)
+	term := leaderTerm(s.cfg.Logger.With("target", sh.target.Name), s.stages(sh.target, cluster))
+	if sh.elector == nil {
+		term(ctx, 0)
+		return
+	}
+	if err := sh.elector.Run(ctx, term); err != nil {
+		s.cfg.Logger.WarnContext(ctx, "leader_release_failed", "target", sh.target.Name, "error", err)
+	}
+}
+
+// stages are the shard of target t's stages: its synchronizer, and in sync mode on its
+// tracker and the services its Jobs tell. Their metrics are registered nowhere: the
+// default target's carry the names (docs/targets.md).
+func (s *shardSet) stages(t job.Target, cluster *kube.Cluster) []stage {
+	view := s.db.Target(t.Name)
+	sc := syncerConfig(s.cfg, s.builds, s.keys, nil)
+	sc.Target, sc.Render.Namespace = t.Name, t.Namespace
+	stages := []stage{synchronizer.New(sc, view, cluster.Client, nil).Run}
+	if s.cfg.SyncMode == SyncOn {
+		stages = append(stages, trackerStages(s.cfg, view, t.Namespace, cluster, tracker.NewMetrics(nil), s.maint, nil)...)
+	}
+	return stages
+}
+
+// connect is the cluster of target t: the service's own, or the one its Secret's
+// kubeconfig reaches (the Secret in the default target's namespace).
+func (s *shardSet) connect(ctx context.Context, t job.Target) (*kube.Cluster, error) {
+	if t.Local() {
+		return s.local, nil
+	}
+	secret, err := s.local.Client.CoreV1().Secrets(s.cfg.Namespace).Get(ctx, t.KubeconfigSecret, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("read Secret %s/%s: %w", s.cfg.Namespace, t.KubeconfigSecret, err)
+	}
+	data := secret.Data["kubeconfig"]
+	if len(data) == 0 {
+		return nil, fmt.Errorf("the Secret %s/%s has no key kubeconfig", s.cfg.Namespace, t.KubeconfigSecret)
+	}
+	return kube.Connect(ctx, kube.ClusterConfig{
+		KubeconfigData: data, QPS: s.cfg.KubeQPS, Burst: s.cfg.KubeBurst, UserAgent: "datajobs/" + s.cfg.Version,
+	})
+}
+
+func (sh *shard) fail(err error) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.err = ""
+	if err != nil {
+		sh.err = err.Error()
+	}
+}
+
+// states is every shard's part of the /healthz detail, by target.
+func (s *shardSet) states() []shardState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]shardState, 0, len(s.running))
+	for _, sh := range s.running {
+		sh.mu.Lock()
+		st := shardState{Target: sh.target.Name, Namespace: sh.target.Namespace, Error: sh.err}
+		sh.mu.Unlock()
+		st.Leader = sh.elector != nil && sh.elector.IsLeader()
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Target < out[j].Target })
+	return out
+}
