@@ -24,7 +24,7 @@ type Target struct {
 	// Teams may name the target in a deployment besides DefaultFor ("*": every team).
 	Teams []string `json:"teams"`
 	// DefaultFor are the teams whose deployments run here unless they name another target.
-	DefaultFor []string `json:"default_for"`
+	DefaultFor []string  `json:"default_for"`
 	CreatedAt  time.Time `json:"created_at"`
 	UpdatedAt  time.Time `json:"updated_at"`
 }

@@ -80,9 +80,8 @@ type batchSender interface {
 // loadSyncStates reads the sync states of the names given (of every job and actual row
 // when names is nil) as target's shard sees them, in one round trip on db (the pool, or a
 // transaction): its actual rows and intents only, and every job of its teams. A job of
-// names whose team runs in another target is read as Elsewhere; a full read leaves such
-// jobs out (a CronJob of one left here is then an orphan of the full pass, and the NOTIFY
-// of the move reconciles its name alone, as Elsewhere).
+// names whose team runs in another target is read as Elsewhere, and so is, in a full read,
+// every job of the other targets (queueElsewhere).
 func loadSyncStates(ctx context.Context, db batchSender, target string, names []string) (map[string]job.SyncState, error) {
 	jobWhere, actualWhere, buildWhere := " WHERE "+jobTarget+" = $1", "", ""
 	jobArgs, args := []any{target}, []any{target}
@@ -107,6 +106,9 @@ func loadSyncStates(ctx context.Context, db batchSender, target string, names []
 		}
 		return rows.Err()
 	})
+	if names == nil {
+		queueElsewhere(batch, states, target)
+	}
 	batch.Queue(syncActualQuery+actualWhere, args...).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			a := &job.ActualDeployment{}
@@ -138,6 +140,22 @@ func loadSyncStates(ctx context.Context, db batchSender, target string, names []
 		return nil, translate(fmt.Errorf("load sync state: %w", err))
 	}
 	return states, nil
+}
+
+// queueElsewhere queues the read of every job of the other targets' teams as Elsewhere
+// (name, incarnation and target only): a full pass after a team moved, the NOTIFY of its
+// move missed (a restart), tells a CronJob of one left in this target's namespace from an
+// orphan (plan.go). With one target, it reads no row.
+func queueElsewhere(batch *pgx.Batch, states map[string]job.SyncState, target string) {
+	batch.Queue(`SELECT j.name, j.uid::text, `+jobTarget+` FROM data_job j
+LEFT JOIN execution_target_team tt ON tt.team = j.team WHERE `+jobTarget+` <> $1`, target).Query(func(rows pgx.Rows) error {
+		var name, uid, other string
+		_, err := pgx.ForEachRow(rows, []any{&name, &uid, &other}, func() error {
+			states[name] = job.SyncState{Name: name, Elsewhere: &job.Elsewhere{Target: other, JobUID: uid}}
+			return nil
+		})
+		return err
+	})
 }
 
 func scanSyncJob(rows pgx.Rows, profiles map[string]*job.Profile) (*job.Job, *job.Deployment, string, error) {

@@ -1,0 +1,164 @@
+package synchronizer_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/kube"
+	"github.com/datajobs/datajobs/internal/store"
+	"github.com/datajobs/datajobs/internal/synchronizer"
+	"github.com/datajobs/datajobs/internal/testenv"
+)
+
+// shardOf runs, until the end of the test, the synchronizer shard of target t (its own
+// lease, its view of the store, its namespace) beside the fixture's default one.
+func (f *fixture) shardOf(t job.Target) {
+	f.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	epoch, ok, err := f.db.TryAcquireLease(ctx, store.ShardLeaseName(t.Name), "test", time.Hour)
+	require.NoError(f.t, err)
+	require.True(f.t, ok)
+	require.NotEqual(f.t, f.epoch, epoch, "two shards' terms share no epoch")
+	render := f.render
+	render.Namespace = t.Namespace
+	s := synchronizer.New(synchronizer.Config{
+		Target: t.Name, Render: render, Workers: 4, ResyncInterval: time.Hour,
+		RetryBase: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond,
+	}, f.db.Target(t.Name), f.client, nil)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.Run(ctx, epoch)
+	}()
+	f.t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
+// cronJobIn is the CronJob name in namespace ns, nil when there is none.
+func (f *fixture) cronJobIn(ns, name string) (uid, jobUID string) {
+	f.t.Helper()
+	cj, err := f.client.BatchV1().CronJobs(ns).Get(f.t.Context(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", ""
+	}
+	require.NoError(f.t, err)
+	return string(cj.UID), cj.Labels[kube.LabelJobUID]
+}
+
+// actualTarget is the target of the job name's actual row ("" without one).
+func (f *fixture) actualTarget(name string) string {
+	f.t.Helper()
+	conn, err := pgx.Connect(f.t.Context(), f.dbURL)
+	require.NoError(f.t, err)
+	defer conn.Close(context.Background())
+	var target string
+	err = conn.QueryRow(f.t.Context(), `SELECT coalesce((SELECT target FROM actual_data_job_deployment WHERE data_job_name = $1), '')`, name).Scan(&target)
+	require.NoError(f.t, err)
+	return target
+}
+
+// A team moved to another execution target (issue 44): its CronJob is created in the new
+// target's namespace by that target's shard and deleted from the old one by the old
+// target's shard, a delete the database asks for (not an orphan the prune guard holds
+// back), and the other team's CronJob is not touched. Moved back, nothing is left in the
+// second namespace.
+func TestATeamMovedBetweenTargetsMovesItsCronJobsAndLeavesNothingBehind(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	second := job.Target{Name: "second", Namespace: testenv.Namespace(t)}
+	_, err := f.db.PutTarget(ctx, second)
+	require.NoError(t, err)
+	f.start()
+	f.shardOf(second)
+
+	f.createJob("stays-put")
+	f.deploy("stays-put", job.DeploymentChange{JobVersion: ptr("v1")})
+	const mover, moverTeam = "mover-job", "team-b"
+	_, err = f.svc.CreateJob(ctx, moverTeam, job.Job{Name: mover, Team: moverTeam, Schedule: "*/5 * * * *"})
+	require.NoError(t, err)
+	_, err = f.svc.Deploy(ctx, moverTeam, mover, job.DeploymentChange{JobVersion: ptr("v1")}, "alice")
+	require.NoError(t, err)
+	f.synced("stays-put")
+	f.synced(mover)
+	stays, _ := f.cronJobIn(f.ns, "stays-put")
+	first, moverUID := f.cronJobIn(f.ns, mover)
+	require.NotEmpty(t, first)
+	require.Equal(t, job.DefaultTargetName, f.actualTarget(mover))
+
+	second.DefaultFor = []string{moverTeam}
+	_, err = f.db.PutTarget(ctx, second)
+	require.NoError(t, err)
+	f.eventually(func() bool {
+		old, _ := f.cronJobIn(f.ns, mover)
+		moved, uid := f.cronJobIn(second.Namespace, mover)
+		return old == "" && moved != "" && uid == moverUID && f.actualTarget(mover) == second.Name
+	}, "the mover's CronJob in the second target's namespace only, recorded there")
+	now, _ := f.cronJobIn(f.ns, "stays-put")
+	require.Equal(t, stays, now, "the other team's CronJob is the same object")
+
+	second.DefaultFor = nil
+	_, err = f.db.PutTarget(ctx, second)
+	require.NoError(t, err)
+	f.eventually(func() bool {
+		back, _ := f.cronJobIn(f.ns, mover)
+		left, _ := f.cronJobIn(second.Namespace, mover)
+		return back != "" && left == "" && f.actualTarget(mover) == job.DefaultTargetName
+	}, "the mover's CronJob back in the default namespace, none left in the second")
+	list, err := f.client.BatchV1().CronJobs(second.Namespace).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Empty(t, list.Items, "nothing left behind in the second target")
+}
+
+// A team moved while the old target's shard was down: the new shard created and recorded
+// the CronJob, so the old shard's first full pass finds its own CronJob of the job with
+// neither the job (its team's target is another) nor an actual row (the new shard's);
+// without the other targets' jobs in the full read it was an orphan, which the prune guard
+// held back (1 of 2 CronJobs), and it stayed in the old namespace.
+func TestAShardDownDuringAMoveDeletesItsCronJobWhenItComesBack(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	second := job.Target{Name: "second", Namespace: testenv.Namespace(t)}
+	_, err := f.db.PutTarget(ctx, second)
+	require.NoError(t, err)
+	f.start()
+	f.shardOf(second)
+	f.createJob("stays-put")
+	f.deploy("stays-put", job.DeploymentChange{JobVersion: ptr("v1")})
+	const mover, moverTeam = "mover-job", "team-b"
+	_, err = f.svc.CreateJob(ctx, moverTeam, job.Job{Name: mover, Team: moverTeam, Schedule: "*/5 * * * *"})
+	require.NoError(t, err)
+	_, err = f.svc.Deploy(ctx, moverTeam, mover, job.DeploymentChange{JobVersion: ptr("v1")}, "alice")
+	require.NoError(t, err)
+	f.synced("stays-put")
+	f.synced(mover)
+
+	f.stop()
+	second.DefaultFor = []string{moverTeam}
+	_, err = f.db.PutTarget(ctx, second)
+	require.NoError(t, err)
+	f.eventually(func() bool {
+		moved, _ := f.cronJobIn(second.Namespace, mover)
+		return moved != "" && f.actualTarget(mover) == second.Name
+	}, "the mover's CronJob created and recorded in the second target")
+	left, _ := f.cronJobIn(f.ns, mover)
+	require.NotEmpty(t, left, "the default shard is down: its CronJob is still there")
+
+	f.start()
+	f.eventually(func() bool {
+		old, _ := f.cronJobIn(f.ns, mover)
+		return old == ""
+	}, "the default shard deletes its CronJob of the moved job")
+	kept, _ := f.cronJobIn(f.ns, "stays-put")
+	require.NotEmpty(t, kept)
+}
