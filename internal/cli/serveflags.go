@@ -49,6 +49,7 @@ func registerCoreFlags(f *pflag.FlagSet, fl *serveFlags) {
 	f.Int64Var(&cfg.Sources.MaxUncompressedBytes, "max-source-uncompressed-bytes", service.DefaultMaxUncompressedBytes, "largest total size of the files in a sources zip (400 above: zip bombs)")
 	f.IntVar(&cfg.Sources.KeepVersions, "source-versions-kept", service.DefaultKeepVersions, "source versions kept per job (negative: all)")
 	f.DurationVar(&cfg.LeaseDuration, "lease-duration", 0, "how long the synchronizer's leader lease lasts without renewal (default 10s)")
+	f.IntVar(&cfg.MaxShards, "max-shards", 0, "synchronizer shards (one per execution target) this replica leads at once; one free for a lease duration is taken anyway (0: no bound)")
 }
 
 // registerExecutionFlags: executions.

@@ -34,9 +34,6 @@ type Leases interface {
 	ReleaseLease(ctx context.Context, name, holder string, epoch int64) error
 	// LeaseExpiresIn is how long the current term has left (0: none).
 	LeaseExpiresIn(ctx context.Context, name string) (time.Duration, error)
-	// LeaseIdleFor is how long the lease has been free since its last term expired (0
-	// while held; very long when never taken).
-	LeaseIdleFor(ctx context.Context, name string) (time.Duration, error)
 }
 
 // DefaultLeaseDuration is Config.LeaseDuration's default, which the synchronizer's
@@ -72,11 +69,8 @@ type Config struct {
 	// Metrics, if set, records leadership (see NewMetrics).
 	Metrics *Metrics
 	// Slots, shared by the electors of one replica, bounds the leases it holds at once
-	// (default nil: no bound); OverflowAfter is how long a lease must have been free
-	// before an elector whose slots are all taken tries for it anyway (default
-	// LeaseDuration).
-	Slots         *Slots
-	OverflowAfter time.Duration
+	// (default nil: no bound).
+	Slots *Slots
 }
 
 // Elector campaigns for a lease and runs the leader's work while it holds it.
@@ -88,7 +82,7 @@ type Elector struct {
 	running  sync.Mutex // one Run at a time
 	isLeader atomic.Bool
 	epoch    atomic.Int64
-	// slotted is true while the term holds one of cfg.Slots (Run gives it back).
+	// slotted is true while a term holds its slot of cfg.Slots (Run gives it back).
 	slotted bool
 }
 
@@ -101,7 +95,7 @@ func New(cfg Config, leases Leases) (*Elector, error) {
 		return nil, errors.New("leader: leases are required")
 	}
 	if cfg.Identity == "" {
-		id, err := defaultIdentity()
+		id, err := DefaultIdentity()
 		if err != nil {
 			return nil, err
 		}
@@ -111,7 +105,6 @@ func New(cfg Config, leases Leases) (*Elector, error) {
 	cfg.RenewInterval = cmp.Or(cfg.RenewInterval, cfg.LeaseDuration/5)
 	cfg.RenewDeadline = cmp.Or(cfg.RenewDeadline, cfg.LeaseDuration*7/10)
 	cfg.RetryInterval = cmp.Or(cfg.RetryInterval, cfg.LeaseDuration/5)
-	cfg.OverflowAfter = cmp.Or(cfg.OverflowAfter, cfg.LeaseDuration)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	if cfg.RenewInterval <= 0 || cfg.RetryInterval <= 0 {
 		return nil, fmt.Errorf("leader: renew interval %s and retry interval %s must be positive", cfg.RenewInterval, cfg.RetryInterval)
@@ -127,9 +120,9 @@ func New(cfg Config, leases Leases) (*Elector, error) {
 	}, nil
 }
 
-// defaultIdentity is unique per process, even for two replicas in one pod or a replica
+// DefaultIdentity is unique per process, even for two replicas in one pod or a replica
 // restarted with the same pid.
-func defaultIdentity() (string, error) {
+func DefaultIdentity() (string, error) {
 	host, err := os.Hostname()
 	if err != nil {
 		return "", fmt.Errorf("leader: identity: %w", err)
@@ -170,18 +163,12 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, epoch 
 		}
 		if ctx.Err() == nil {
 			if lost := e.lead(ctx, epoch, start, lead); lost {
-				if e.slotted {
-					e.slotted = false
-					e.cfg.Slots.give()
-				}
+				e.giveSlot()
 				continue // nothing to release; campaign at once, the lease is taken
 			}
 		}
 		err := e.release(ctx, epoch)
-		if e.slotted {
-			e.slotted = false
-			e.cfg.Slots.give()
-		}
+		e.giveSlot()
 		if ctx.Err() != nil {
 			return err
 		}
@@ -203,8 +190,8 @@ func (e *Elector) campaign(ctx context.Context) (epoch int64, start time.Time, o
 	failing := false
 	for {
 		start = time.Now()
-		slotted := e.cfg.Slots.take()
-		if !slotted && !e.mayOverflow(ctx) {
+		if !e.cfg.Slots.take(e.cfg.Name) {
+			// This replica holds its share of the leases: another replica takes this one.
 			if !sleep(ctx, e.cfg.RetryInterval) {
 				return 0, time.Time{}, false
 			}
@@ -213,15 +200,12 @@ func (e *Elector) campaign(ctx context.Context) (epoch int64, start time.Time, o
 		callCtx, cancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
 		epoch, acquired, err := e.leases.TryAcquireLease(callCtx, e.cfg.Name, e.cfg.Identity, e.cfg.LeaseDuration)
 		cancel()
-		if !acquired && slotted {
-			e.cfg.Slots.give()
+		if !acquired {
+			e.cfg.Slots.give(e.cfg.Name)
 		}
 		switch {
 		case acquired:
-			e.slotted = slotted
-			if !slotted {
-				e.log.WarnContext(ctx, "lease_taken_beyond_bound", "idle_at_least", e.cfg.OverflowAfter.String())
-			}
+			e.slotted = true
 			return epoch, start, true // Run releases it at once if ctx has ended
 		case ctx.Err() != nil:
 			return 0, time.Time{}, false
@@ -315,6 +299,9 @@ func (e *Elector) lead(ctx context.Context, epoch int64, renewed time.Time, fn f
 			case !ok:
 				reason = "lease lost"
 				return true
+			case e.cfg.Slots.yield(e.cfg.Name):
+				reason = "beyond this replica's share of the leases"
+				return false
 			default:
 				renewed = start
 				held.extend(renewed.Add(e.cfg.RenewDeadline))
@@ -346,6 +333,14 @@ func (e *Elector) setLeader(leader bool, epoch int64) {
 		m.isLeader.WithLabelValues(e.cfg.Name).Set(v)
 		m.epoch.WithLabelValues(e.cfg.Name).Set(float64(epoch))
 		m.transitions.WithLabelValues(e.cfg.Name).Inc()
+	}
+}
+
+// giveSlot gives back the slot of the term that ended.
+func (e *Elector) giveSlot() {
+	if e.slotted {
+		e.slotted = false
+		e.cfg.Slots.give(e.cfg.Name)
 	}
 }
 

@@ -1,49 +1,73 @@
 package leader
 
-import "context"
+import (
+	"slices"
+	"sync"
+)
 
-// Slots bounds the leases the electors of one replica hold at once (serve's --max-shards:
-// one synchronizer shard per execution target, each its own lease), so that two replicas
-// split two targets instead of the first to start taking both. The bound is soft: a
-// lease nobody with a free slot took for OverflowAfter after it expired (its holder died,
-// and no other replica has room) is taken anyway, so one survivor leads every shard.
+// Slots is the share of several leases one replica holds at once: the synchronizer's
+// shards, one lease per execution target, which the replicas split between them. Its
+// bound is set from outside (SetBound: serve's fair share of the shards among the live
+// replicas, capped by --max-shards): an elector campaigns only while its replica holds
+// fewer leases than the bound, and one that holds a lease beyond it (a replica came back,
+// the bound fell) gives the greatest-named one back, so that two replicas that started
+// one after the other still end with one shard each, and a survivor, whose bound rises
+// when the other's presence expires, takes both.
 type Slots struct {
-	taken chan struct{}
+	mu    sync.Mutex
+	bound int
+	held  []string
 }
 
-// NewSlots returns a bound of n leases; n <= 0 is no bound (nil).
-func NewSlots(n int) *Slots {
-	if n <= 0 {
-		return nil
-	}
-	return &Slots{taken: make(chan struct{}, n)}
+// NewSlots returns slots of bound leases.
+func NewSlots(bound int) *Slots { return &Slots{bound: bound} }
+
+// SetBound changes the bound (at least 1).
+func (s *Slots) SetBound(bound int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.bound = max(bound, 1)
 }
 
-// take takes a slot if one is free.
-func (s *Slots) take() bool {
+// take takes a slot for lease name if one is free; a nil Slots always has one.
+func (s *Slots) take(name string) bool {
 	if s == nil {
 		return true
 	}
-	select {
-	case s.taken <- struct{}{}:
-		return true
-	default:
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.held) >= s.bound {
 		return false
 	}
+	s.held = append(s.held, name)
+	return true
 }
 
-// give gives back a slot take took.
-func (s *Slots) give() {
-	if s != nil {
-		<-s.taken
+// give gives back lease name's slot.
+func (s *Slots) give(name string) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i := slices.Index(s.held, name); i >= 0 {
+		s.held = slices.Delete(s.held, i, i+1)
 	}
 }
 
-// mayOverflow reports whether the elector, its replica's slots all taken, may still try
-// for its lease: the lease has been free for OverflowAfter.
-func (e *Elector) mayOverflow(ctx context.Context) bool {
-	callCtx, cancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
-	defer cancel()
-	idle, err := e.leases.LeaseIdleFor(callCtx, e.cfg.Name)
-	return err == nil && idle >= e.cfg.OverflowAfter
+// yield reports whether the term of lease name should end to bring its replica back to
+// its bound: it is among the greatest-named leases held beyond it (the default target's
+// lease, the least name, is given up last: it carries the leader's other services).
+func (s *Slots) yield(name string) bool {
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	over := len(s.held) - s.bound
+	if over <= 0 {
+		return false
+	}
+	held := slices.Sorted(slices.Values(s.held))
+	return slices.Contains(held[len(held)-over:], name)
 }

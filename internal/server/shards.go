@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sort"
@@ -76,6 +77,9 @@ func (s *shardSet) run(ctx context.Context) {
 	s.wg.Go(func() {
 		controller.Listen(ctx, s.db, store.TargetsChannel, time.Second, s.cfg.Logger, func(bool) { wake() }, func(string) { wake() })
 	})
+	if s.cfg.SyncMode == SyncOn {
+		s.wg.Go(func() { s.share(ctx) })
+	}
 	s.reconcile(ctx)
 	controller.EveryOrWoken(ctx, shardsResync, woken, func() bool {
 		s.reconcile(ctx)
@@ -218,4 +222,34 @@ func (s *shardSet) states() []shardState {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Target < out[j].Target })
 	return out
+}
+
+// share keeps this replica's share of the shards (its slots' bound) at the targets over
+// the live replicas, rounded up, and at most cfg.MaxShards, from a presence row it
+// renews as often as a leader renews its lease: a replica killed stops counting after a
+// lease duration, about when its leases expire.
+func (s *shardSet) share(ctx context.Context) {
+	identity, err := leader.DefaultIdentity()
+	if err != nil {
+		s.cfg.Logger.WarnContext(ctx, "shard_share_unknown", "error", err)
+		return
+	}
+	lease := cmp.Or(s.cfg.LeaseDuration, leader.DefaultLeaseDuration)
+	update := func() bool {
+		replicas, targets, err := s.db.ReplicaSeen(ctx, identity, lease)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.cfg.Logger.WarnContext(ctx, "shard_share_unknown", "error", err)
+			}
+			return true
+		}
+		bound := (targets + replicas - 1) / replicas
+		if s.cfg.MaxShards > 0 {
+			bound = min(bound, s.cfg.MaxShards)
+		}
+		s.slots.SetBound(bound)
+		return true
+	}
+	update()
+	controller.Every(ctx, lease/5, update)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -134,7 +135,7 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 	}
 	lm := leader.NewMetrics(reg)
 	u.shards = &shardSet{
-		cfg: cfg, db: db, local: cluster, builds: builds, keys: keys, slots: leader.NewSlots(cfg.MaxShards), lm: lm, maint: maintMetrics,
+		cfg: cfg, db: db, local: cluster, builds: builds, keys: keys, slots: leader.NewSlots(shardsBound(cfg)), lm: lm, maint: maintMetrics,
 		running: map[string]*shard{},
 	}
 	term := leaderTerm(cfg.Logger, stages)
@@ -146,6 +147,15 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 		return synchronizerUnit{}, err
 	}
 	return u, nil
+}
+
+// shardsBound is the slots' bound before the replicas are counted (shardSet.share):
+// --max-shards, or none.
+func shardsBound(cfg Config) int {
+	if cfg.MaxShards > 0 {
+		return cfg.MaxShards
+	}
+	return math.MaxInt32
 }
 
 // withShards runs the default target's shard (run) beside the other targets' shards,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -78,21 +77,6 @@ func (s *Store) LeaseExpiresIn(ctx context.Context, name string) (time.Duration,
 	err := s.leases.QueryRow(ctx, q, name).Scan(&secs)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil
-	}
-	if err != nil {
-		return 0, translate(fmt.Errorf("read lease %s: %w", name, err))
-	}
-	return time.Duration(secs * float64(time.Second)), nil
-}
-
-// LeaseIdleFor is how long the lease name has been free since its last term expired, by
-// the database's clock: 0 while it is held, and a very long time when it was never taken.
-func (s *Store) LeaseIdleFor(ctx context.Context, name string) (time.Duration, error) {
-	const q = `SELECT greatest(extract(epoch FROM now() - expires_at), 0)::float8 FROM leader_lease WHERE name = $1`
-	var secs float64
-	err := s.leases.QueryRow(ctx, q, name).Scan(&secs)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return time.Duration(math.MaxInt64), nil
 	}
 	if err != nil {
 		return 0, translate(fmt.Errorf("read lease %s: %w", name, err))

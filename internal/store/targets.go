@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -221,4 +222,20 @@ func (s *Store) DeleteTarget(ctx context.Context, name string) error {
 		}
 		return notify(ctx, tx, TargetsChannel, name)
 	})
+}
+
+// ReplicaSeen records that the replica identity runs shards now, and returns how many
+// replicas were seen within ttl (itself included) and how many targets there are: the
+// replica's fair share of the shards is targets over replicas, rounded up. Replicas not
+// seen for an hour are forgotten.
+func (s *Store) ReplicaSeen(ctx context.Context, identity string, ttl time.Duration) (replicas, targets int, err error) {
+	const q = `WITH me AS (
+	INSERT INTO sync_replica (identity) VALUES ($1) ON CONFLICT (identity) DO UPDATE SET seen_at = now()
+), gone AS (
+	DELETE FROM sync_replica WHERE seen_at < now() - interval '1 hour'
+)
+SELECT (SELECT count(*) FROM sync_replica WHERE seen_at > now() - $2::interval AND identity <> $1) + 1,
+	(SELECT count(*) FROM execution_target)`
+	err = s.leases.QueryRow(ctx, q, identity, ttl).Scan(&replicas, &targets)
+	return replicas, targets, translate(err)
 }

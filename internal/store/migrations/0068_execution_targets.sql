@@ -63,3 +63,10 @@ SELECT setval('leader_lease_epoch', coalesce((SELECT max(epoch) FROM leader_leas
 -- deletes the log only below the lowest of the shards that hold their leases, so one
 -- shard's prune does not make the others read in full.
 ALTER TABLE leader_lease ADD COLUMN sync_cursor bigint;
+
+-- The replicas that run the synchronizer, each seen within a lease duration: the shards
+-- are split fairly among them (store.ReplicaSeen, leader.Slots).
+CREATE TABLE sync_replica (
+    identity text PRIMARY KEY,
+    seen_at  timestamptz NOT NULL DEFAULT now()
+);
