@@ -151,3 +151,17 @@ func (c *Cluster) EnsureNamespace(ctx context.Context, name string) error {
 	}
 	return nil
 }
+
+// KubeconfigFromSecret reads the kubeconfig in key `kubeconfig` of the Secret name in
+// namespace: how an execution target names another cluster (docs/targets.md).
+func KubeconfigFromSecret(ctx context.Context, client kubernetes.Interface, namespace, name string) ([]byte, error) {
+	secret, err := client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("read Secret %s/%s: %w", namespace, name, err)
+	}
+	data := secret.Data["kubeconfig"]
+	if len(data) == 0 {
+		return nil, fmt.Errorf("the Secret %s/%s has no key kubeconfig", namespace, name)
+	}
+	return data, nil
+}

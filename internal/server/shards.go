@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/datajobs/datajobs/internal/backoff"
 	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
@@ -186,13 +184,9 @@ func (s *shardSet) connect(ctx context.Context, t job.Target) (*kube.Cluster, er
 	if t.Local() {
 		return s.local, nil
 	}
-	secret, err := s.local.Client.CoreV1().Secrets(s.cfg.Namespace).Get(ctx, t.KubeconfigSecret, metav1.GetOptions{})
+	data, err := kube.KubeconfigFromSecret(ctx, s.local.Client, s.cfg.Namespace, t.KubeconfigSecret)
 	if err != nil {
-		return nil, fmt.Errorf("read Secret %s/%s: %w", s.cfg.Namespace, t.KubeconfigSecret, err)
-	}
-	data := secret.Data["kubeconfig"]
-	if len(data) == 0 {
-		return nil, fmt.Errorf("the Secret %s/%s has no key kubeconfig", s.cfg.Namespace, t.KubeconfigSecret)
+		return nil, err
 	}
 	return kube.Connect(ctx, kube.ClusterConfig{
 		KubeconfigData: data, QPS: s.cfg.KubeQPS, Burst: s.cfg.KubeBurst, UserAgent: "datajobs/" + s.cfg.Version,

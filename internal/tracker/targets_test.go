@@ -28,8 +28,10 @@ func (f *fixture) runShard(t job.Target) {
 	render := f.render
 	render.Namespace = t.Namespace
 	view := f.db.Target(t.Name)
-	s := synchronizer.New(synchronizer.Config{Target: t.Name, Render: render, Workers: 4, ResyncInterval: time.Hour,
-		RetryBase: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond}, view, f.client, nil)
+	s := synchronizer.New(synchronizer.Config{
+		Target: t.Name, Render: render, Workers: 4, ResyncInterval: time.Hour,
+		RetryBase: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond,
+	}, view, f.client, nil)
 	x := tracker.New(tracker.Config{Namespace: t.Namespace, ResyncInterval: time.Hour, StartTimeout: time.Hour}, view, f.client)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
