@@ -185,3 +185,12 @@ func (a amount) convert(
 		return fromQuantity(field, a.text)
 	}
 }
+
+// decodeStrictJSON is job.DecodeStrict as a request's error: a misspelt or foreign field
+// of an admin's body is a 400 naming it, not silently dropped.
+func decodeStrictJSON(body []byte, v any) error {
+	if err := job.DecodeStrict(body, v); err != nil {
+		return malformedBody(err)
+	}
+	return nil
+}

@@ -159,6 +159,7 @@ func (a *api) routes() *router {
 	a.webhookRoutes(rt, team)
 	a.pipelineRoutes(rt, team, jobPath)
 	a.profileRoutes(rt)
+	a.targetRoutes(rt)
 	a.triggerRoutes(rt, team)
 	a.gitopsRoutes(rt, team)
 

@@ -80,7 +80,7 @@ func (a *api) putProfile(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	a.auditProfile(r, http.StatusOK, append(ch.Teams, p.Teams...))
+	a.auditTeams(r, http.StatusOK, append(ch.Teams, p.Teams...))
 	writeJSON(w, http.StatusOK, struct {
 		profileResponse
 		Rerendered []string `json:"rerendered"`
@@ -97,7 +97,7 @@ func (a *api) deleteProfile(w http.ResponseWriter, r *http.Request) error {
 	if err := a.svc.DeleteProfile(r.Context(), name); err != nil {
 		return err
 	}
-	a.auditProfile(r, http.StatusNoContent, rec.Profile.Teams)
+	a.auditTeams(r, http.StatusNoContent, rec.Profile.Teams)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -124,10 +124,11 @@ func (a *api) profileRevisions(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// auditProfile appends a profile's successful change to the audit log of every team it
-// concerns: the teams it names and those of the deployments it re-rendered (a profile
-// names no team in its path, so the middleware's audit does not see it).
-func (a *api) auditProfile(r *http.Request, status int, teams []string) {
+// auditTeams appends an admin's successful change of a profile or a target to the audit
+// log of every team it concerns: for a profile the teams it names and those of the
+// deployments it re-rendered, for a target the teams it grants or moved (neither names a
+// team in its path, so the middleware's audit does not see them).
+func (a *api) auditTeams(r *http.Request, status int, teams []string) {
 	slices.Sort(teams)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
 	defer cancel()

@@ -66,8 +66,8 @@ func (a *api) decodeWebhook(w http.ResponseWriter, r *http.Request) (job.TeamWeb
 		return job.TeamWebhookChange{}, err
 	}
 	var req webhookRequest
-	if err := job.DecodeStrict(body, &req); err != nil {
-		return job.TeamWebhookChange{}, malformedBody(err)
+	if err := decodeStrictJSON(body, &req); err != nil {
+		return job.TeamWebhookChange{}, err
 	}
 	return job.TeamWebhookChange{Name: req.Name, URL: req.URL, Format: req.Format, Events: req.Events, RotateSecret: req.RotateSecret}, nil
 }

@@ -91,6 +91,10 @@ var routeCases = map[string]routeCase{
 	"PUT /data-jobs/profiles/{profile}":                                                                    {adminOnly: true, body: `{"teams":["team-a"],"node_selector":{"pool":"stolen"}}`},
 	"DELETE /data-jobs/profiles/{profile}":                                                                 {adminOnly: true},
 	"GET /data-jobs/profiles/{profile}/revisions":                                                          {adminOnly: true},
+	"GET /data-jobs/targets":                                                                               {adminOnly: true},
+	"GET /data-jobs/targets/{target}":                                                                      {adminOnly: true},
+	"PUT /data-jobs/targets/{target}":                                                                      {adminOnly: true, body: `{"namespace":"stolen","cluster":"local","default_for":["team-b"]}`},
+	"DELETE /data-jobs/targets/{target}":                                                                   {adminOnly: true},
 	"GET /data-jobs/for-team/{team}/pipelines":                                                             {},
 	"PUT /data-jobs/for-team/{team}/pipelines/{pipeline}":                                                  {body: `{"nodes":[{"name":"stolen-node","job_name":"job-of-b","team":"team-b"}]}`},
 	"GET /data-jobs/for-team/{team}/pipelines/{pipeline}":                                                  {},
@@ -238,7 +242,7 @@ func TestEveryRouteIsAuthenticatedAndKeepsTeamsApart(t *testing.T) {
 		return method, strings.NewReplacer("{$}", "", "{team}", team, "{job}", "job-of-b", "{deployment_id}", "release",
 			"{execution_id}", exec.ID, "{id}", exec.ID, "{new_team}", "team-a", "{revision}", "1", "{webhook_id}", hook.ID,
 			"{backfill_id}", strconv.FormatInt(backfill.ID, 10), "{pipeline}", "pipeline-of-b", "{run_id}", strconv.FormatInt(run.ID, 10),
-			"{grantee_team}", "team-a", "{profile}", "profile-of-b",
+			"{grantee_team}", "team-a", "{profile}", "profile-of-b", "{target}", "default",
 			"{trigger}", "trigger-of-b", "{trigger_id}", trig.ID).Replace(path)
 	}
 	// stateOfB is everything a caller of team-b can read about its job.

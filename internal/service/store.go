@@ -81,6 +81,10 @@ type Store interface {
 	ListProfiles(ctx context.Context) ([]job.ProfileRecord, error)
 	DeleteProfile(ctx context.Context, name string) error
 	ProfileRevisions(ctx context.Context, name string) ([]job.ProfileRevision, error)
+	PutTarget(ctx context.Context, t job.Target) (created bool, err error)
+	GetTarget(ctx context.Context, name string) (job.Target, error)
+	ListTargets(ctx context.Context) ([]job.Target, error)
+	DeleteTarget(ctx context.Context, name string) error
 	CreateTrigger(ctx context.Context, team string, spec trigger.Spec, by string, seal func(id string) (secrets.Envelope, error)) (trigger.Trigger, error)
 	GetTrigger(ctx context.Context, team, name string, lastEvents int) (trigger.Trigger, error)
 	ListTriggers(ctx context.Context, team, target string, pipeline bool, lastEvents int) ([]trigger.Trigger, error)
