@@ -66,13 +66,14 @@ func (f *fixture) actualTarget(name string) string {
 	return target
 }
 
-// A team moved to another execution target (issue 44): its CronJob is created in the new
-// target's namespace by that target's shard and deleted from the old one by the old
-// target's shard, a delete the database asks for (not an orphan the prune guard holds
-// back), and the other team's CronJob is not touched. Moved back, nothing is left in the
-// second namespace.
-func TestATeamMovedBetweenTargetsMovesItsCronJobsAndLeavesNothingBehind(t *testing.T) {
-	t.Parallel()
+// mover is the job of team moverTeam that newTwoTargets deploys beside "stays-put" of team.
+const mover, moverTeam = "mover-job", "team-b"
+
+// newTwoTargets is a fixture whose default target's shard and a second target's (no team
+// its default yet) run, with the jobs stays-put and mover deployed and synced, both in
+// the default target.
+func newTwoTargets(t *testing.T) (*fixture, job.Target) {
+	t.Helper()
 	f := newFixture(t)
 	ctx := t.Context()
 	second := job.Target{Name: "second", Namespace: testenv.Namespace(t)}
@@ -80,23 +81,33 @@ func TestATeamMovedBetweenTargetsMovesItsCronJobsAndLeavesNothingBehind(t *testi
 	require.NoError(t, err)
 	f.start()
 	f.shardOf(second)
-
 	f.createJob("stays-put")
 	f.deploy("stays-put", job.DeploymentChange{JobVersion: ptr("v1")})
-	const mover, moverTeam = "mover-job", "team-b"
 	_, err = f.svc.CreateJob(ctx, moverTeam, job.Job{Name: mover, Team: moverTeam, Schedule: "*/5 * * * *"})
 	require.NoError(t, err)
 	_, err = f.svc.Deploy(ctx, moverTeam, mover, job.DeploymentChange{JobVersion: ptr("v1")}, "alice")
 	require.NoError(t, err)
 	f.synced("stays-put")
 	f.synced(mover)
+	return f, second
+}
+
+// A team moved to another execution target (issue 44): its CronJob is created in the new
+// target's namespace by that target's shard and deleted from the old one by the old
+// target's shard, a delete the database asks for (not an orphan the prune guard holds
+// back), and the other team's CronJob is not touched. Moved back, nothing is left in the
+// second namespace.
+func TestATeamMovedBetweenTargetsMovesItsCronJobsAndLeavesNothingBehind(t *testing.T) {
+	t.Parallel()
+	f, second := newTwoTargets(t)
+	ctx := t.Context()
 	stays, _ := f.cronJobIn(f.ns, "stays-put")
 	first, moverUID := f.cronJobIn(f.ns, mover)
 	require.NotEmpty(t, first)
 	require.Equal(t, job.DefaultTargetName, f.actualTarget(mover))
 
 	second.DefaultFor = []string{moverTeam}
-	_, err = f.db.PutTarget(ctx, second)
+	_, err := f.db.PutTarget(ctx, second)
 	require.NoError(t, err)
 	f.eventually(func() bool {
 		old, _ := f.cronJobIn(f.ns, mover)
@@ -126,26 +137,12 @@ func TestATeamMovedBetweenTargetsMovesItsCronJobsAndLeavesNothingBehind(t *testi
 // held back (1 of 2 CronJobs), and it stayed in the old namespace.
 func TestAShardDownDuringAMoveDeletesItsCronJobWhenItComesBack(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	f, second := newTwoTargets(t)
 	ctx := t.Context()
-	second := job.Target{Name: "second", Namespace: testenv.Namespace(t)}
-	_, err := f.db.PutTarget(ctx, second)
-	require.NoError(t, err)
-	f.start()
-	f.shardOf(second)
-	f.createJob("stays-put")
-	f.deploy("stays-put", job.DeploymentChange{JobVersion: ptr("v1")})
-	const mover, moverTeam = "mover-job", "team-b"
-	_, err = f.svc.CreateJob(ctx, moverTeam, job.Job{Name: mover, Team: moverTeam, Schedule: "*/5 * * * *"})
-	require.NoError(t, err)
-	_, err = f.svc.Deploy(ctx, moverTeam, mover, job.DeploymentChange{JobVersion: ptr("v1")}, "alice")
-	require.NoError(t, err)
-	f.synced("stays-put")
-	f.synced(mover)
 
 	f.stop()
 	second.DefaultFor = []string{moverTeam}
-	_, err = f.db.PutTarget(ctx, second)
+	_, err := f.db.PutTarget(ctx, second)
 	require.NoError(t, err)
 	f.eventually(func() bool {
 		moved, _ := f.cronJobIn(second.Namespace, mover)
