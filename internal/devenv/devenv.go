@@ -58,6 +58,9 @@ type Config struct {
 	// MailpitBin, when set, also starts Mailpit (mailpit.go), the SMTP server whose web UI
 	// shows every mail the service sends, on ports kept in ports.json.
 	MailpitBin string
+	// NoPostgres starts no PostgreSQL: a second cluster beside an environment that has
+	// one (an execution target's other cluster, testenv.SecondCluster).
+	NoPostgres bool
 }
 
 // Env is a running environment. Its components can be stopped and started again
@@ -149,6 +152,9 @@ func Start(ctx context.Context, cfg Config) (*Env, error) {
 	var wg sync.WaitGroup
 	var pgErr error
 	wg.Go(func() {
+		if cfg.NoPostgres {
+			return
+		}
 		pg, err := StartPostgres(ctx, PostgresConfig{
 			Dir: filepath.Join(stateDir, "postgres"), LogPath: filepath.Join(stateDir, "logs", "postgres.log"),
 			BinDir: pgBin, Port: p.Postgres, Fast: cfg.Fast, Logger: logger,
@@ -165,7 +171,9 @@ func Start(ctx context.Context, cfg Config) (*Env, error) {
 	if err := errors.Join(pgErr, kubeErr); err != nil {
 		return nil, errors.Join(err, e.Stop())
 	}
-	e.DatabaseURL = e.Postgres.URL(DatabaseName)
+	if e.Postgres != nil {
+		e.DatabaseURL = e.Postgres.URL(DatabaseName)
+	}
 	if err := e.startServices(ctx, cfg, &p); err != nil {
 		return nil, errors.Join(err, e.Stop())
 	}
@@ -234,7 +242,9 @@ func (e *Env) finalPorts(p *ports) {
 		n, _ := strconv.Atoi(s)
 		return n
 	}
-	p.Postgres = e.Postgres.Port
+	if e.Postgres != nil {
+		p.Postgres = e.Postgres.Port
+	}
 	if e.Registry != nil {
 		p.Registry = port(e.Registry.Addr)
 	}

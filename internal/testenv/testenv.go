@@ -109,6 +109,10 @@ func run(m *testing.M, opts []Option) int {
 		fmt.Fprintf(os.Stderr, "testenv: stop registries: %v\n", err)
 		code = cmp.Or(code, 1)
 	}
+	if err := stopSecondCluster(); err != nil {
+		fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
+		code = cmp.Or(code, 1)
+	}
 	if h.template != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if err := devenv.DropDatabase(ctx, h.databaseURL, h.template); err != nil {

@@ -1,0 +1,72 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/store"
+	"github.com/datajobs/datajobs/internal/testenv"
+)
+
+// A target in another cluster (issue 44), reached through the kubeconfig of a Secret in
+// the default target's namespace: its team's jobs converge there and the default team's
+// here; with the second cluster's apiserver stopped, changes of the first still converge
+// (its shard is another lease, other informers), and a change made for the second
+// during the outage converges once its apiserver is back.
+func TestATargetInAnotherClusterConvergesThereAndItsOutageStopsOnlyItsShard(t *testing.T) {
+	t.Parallel()
+	dbURL, kubeconfig, ns := testenv.DatabaseURL(t), testenv.Kubeconfig(t), testenv.Namespace(t)
+	local := testenv.Clientset(t)
+	cluster2 := testenv.SecondCluster(t)
+	rc, err := cluster2.RestConfig()
+	require.NoError(t, err)
+	far, err := kubernetes.NewForConfig(rc)
+	require.NoError(t, err)
+	ctx := t.Context()
+	farNS := "far-" + ns
+	_, err = far.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: farNS}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	config, err := os.ReadFile(cluster2.Kubeconfig)
+	require.NoError(t, err)
+	_, err = local.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "cluster2-kubeconfig"}, Data: map[string][]byte{"kubeconfig": config},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	db, err := store.Open(ctx, store.Config{URL: dbURL})
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.PutTarget(ctx, job.Target{Name: "far", Namespace: farNS, KubeconfigSecret: "cluster2-kubeconfig", DefaultFor: []string{"team-c"}})
+	require.NoError(t, err)
+
+	r := startReplica(t, dbURL, kubeconfig, ns)
+	in := func(c kubernetes.Interface, namespace, name string) func() bool {
+		return func() bool {
+			_, err := c.BatchV1().CronJobs(namespace).Get(context.Background(), name, metav1.GetOptions{})
+			return err == nil
+		}
+	}
+	r.deployFor(t, "team-a", "near-job")
+	r.deployFor(t, "team-c", "far-job")
+	require.Eventually(t, in(local, ns, "near-job"), time.Minute, 50*time.Millisecond, "the default target's job here")
+	require.Eventually(t, in(far, farNS, "far-job"), time.Minute, 50*time.Millisecond, "the far target's job in the second cluster")
+	require.False(t, in(local, ns, "far-job")(), "not here")
+
+	require.NoError(t, cluster2.APIServer.Stop())
+	r.deployFor(t, "team-c", "far-during-outage")
+	outage := time.Now()
+	r.deployFor(t, "team-a", "near-during-outage")
+	require.Eventually(t, in(local, ns, "near-during-outage"), time.Minute, 50*time.Millisecond,
+		"the default target converges while the second cluster is down")
+	t.Logf("a change of the default target converged %s into the second cluster's outage", time.Since(outage).Round(time.Millisecond))
+	require.NoError(t, cluster2.APIServer.Start(ctx))
+	require.Eventually(t, in(far, farNS, "far-during-outage"), 2*time.Minute, 100*time.Millisecond,
+		"the far target catches up once its apiserver is back")
+}
