@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -56,9 +57,12 @@ type Config struct {
 type Verifier struct {
 	cfg Config
 
-	mu       sync.Mutex
-	tokens   *auth.TokenVerifier // nil until the issuer is discovered
-	pods     podLookup           // nil until the pod informer has synced
+	mu     sync.Mutex
+	tokens *auth.TokenVerifier // nil until the issuer is discovered
+	pods   podLookup           // nil until the pod informer has synced
+	// accounts returns the ServiceAccounts of the execution profiles granted to a team
+	// (nil until the ConfigMap's informer runs: none).
+	accounts func(team string) []string
 	verified map[[sha256.Size]byte]boundToken
 }
 
@@ -123,7 +127,7 @@ type claims struct {
 func (v *Verifier) Authenticate(r *http.Request) (auth.Identity, error) {
 	raw, _ := auth.Bearer(r)
 	v.mu.Lock()
-	tokens, pods := v.tokens, v.pods
+	tokens, pods, accounts := v.tokens, v.pods, v.accounts
 	v.mu.Unlock()
 	if tokens == nil || pods == nil {
 		return auth.Identity{}, job.Unavailable("job identity", errors.New("the ServiceAccount issuer or the job pods are not read yet"))
@@ -140,11 +144,14 @@ func (v *Verifier) Authenticate(r *http.Request) (auth.Identity, error) {
 	if err != nil {
 		return auth.Identity{}, err
 	}
-	// The jobs' ServiceAccount, or the pod's team's (docs/profiles.md): a pod of another
-	// ServiceAccount of the namespace (anyone who may create pods there) is no job's.
+	// The jobs' ServiceAccount, the pod's team's, or one of an execution profile granted to
+	// the team (docs/profiles.md): a pod of another ServiceAccount of the namespace (anyone
+	// who may create pods there) is no job's.
 	team := strings.ReplaceAll(v.cfg.ServiceAccountTemplate, job.TeamPlaceholder, caller.Team)
-	if ref.serviceAccount != v.cfg.ServiceAccount && ref.serviceAccount != team {
-		return auth.Identity{}, job.Unauthenticated("The token is not of the data jobs' ServiceAccount " + v.cfg.ServiceAccount + " or the team's " + team + ".")
+	if ref.serviceAccount != v.cfg.ServiceAccount && ref.serviceAccount != team &&
+		(accounts == nil || !slices.Contains(accounts(caller.Team), ref.serviceAccount)) {
+		return auth.Identity{}, job.Unauthenticated("The token is not of the data jobs' ServiceAccount " + v.cfg.ServiceAccount +
+			", the team's " + team + " or one of an execution profile granted to the team.")
 	}
 	return auth.Identity{Username: "job:" + caller.Team + "/" + caller.Name, Verified: true, Job: caller}, nil
 }

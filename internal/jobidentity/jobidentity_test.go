@@ -144,3 +144,30 @@ func TestTokensThatAreNotAJobPodsOfThisInstallationAreRefused(t *testing.T) {
 	r.Header.Set("Authorization", "Bearer not.a.jwt")
 	assert.False(t, v.Owns(r), "a token of no issuer is left to the people's verifier")
 }
+
+// A job pod may run as the ServiceAccount of an execution profile granted to its team
+// (docs/profiles.md): its token is accepted once the profiles' ConfigMap of this
+// installation names that ServiceAccount for the team, and a pod of another team as the
+// same template's is not. Before, only the jobs' and the --job-service-account-template
+// ServiceAccounts were, and a job of such a profile could not read its own properties
+// (checked: the token was refused, "not of the data jobs' ServiceAccount").
+func TestATokenOfAProfilesServiceAccountIsAcceptedForTheTeamsGranted(t *testing.T) {
+	t.Parallel()
+	ns, kc := testenv.Namespace(t), testenv.Clientset(t)
+	v := verifier(t, ns)
+	a := testenv.JobPod(t, kc, ns, "job-a", "warehouse-team-a", jobLabels("team-a", "job-a", installation))
+	b := testenv.JobPod(t, kc, ns, "job-b", "warehouse-team-b", jobLabels("team-b", "job-b", installation))
+	tokA, tokB := testenv.JobToken(t, kc, a, kube.JobTokenAudience), testenv.JobToken(t, kc, b, kube.JobTokenAudience)
+	_, err := authenticate(v, tokA)
+	assert.Equal(t, job.KindUnauthenticated, job.KindOf(err), "no profile names it yet: %v", err)
+
+	profiles := []job.Profile{{Name: "warehouse", ServiceAccount: "warehouse-{team}", Teams: []string{"team-a"}}}
+	_, err = kc.CoreV1().ConfigMaps(ns).Create(t.Context(), kube.ProfilesConfigMap(kube.RenderConfig{Namespace: ns, Installation: installation}, profiles), metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		id, err := authenticate(v, tokA)
+		return err == nil && id.Job.Name == "job-a"
+	}, 30*time.Second, 50*time.Millisecond, "team A's profile's ServiceAccount")
+	_, err = authenticate(v, tokB)
+	assert.Equal(t, job.KindUnauthenticated, job.KindOf(err), "the profile is not team B's: %v", err)
+}

@@ -41,6 +41,7 @@ func (v *Verifier) Run(ctx context.Context) {
 	informer.Informer() // registers it before Start
 	factory.Start(ctx.Done())
 	defer factory.Shutdown()
+	defer v.watchProfileAccounts(ctx, installation)()
 	if !cache.WaitForCacheSync(ctx.Done(), informer.Informer().HasSynced) {
 		return
 	}
@@ -54,6 +55,28 @@ func (v *Verifier) Run(ctx context.Context) {
 	v.mu.Lock()
 	v.pods = nil
 	v.mu.Unlock()
+}
+
+// watchProfileAccounts watches this installation's ConfigMap of the execution profiles
+// (kube.ProfilesConfigMapName, which the synchronizer keeps) for the ServiceAccounts of the
+// profiles granted to each team, and returns its stop. It is not waited for: without it
+// (a Role that may not read it, a ConfigMap not written yet) a profile's own ServiceAccount
+// is refused, the others are not.
+func (v *Verifier) watchProfileAccounts(ctx context.Context, installation string) func() {
+	factory := informers.NewSharedInformerFactoryWithOptions(v.cfg.Client, 0, informers.WithNamespace(v.cfg.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = kube.ProfilesConfigMapSelector().String() }))
+	lister := factory.Core().V1().ConfigMaps().Lister().ConfigMaps(v.cfg.Namespace)
+	factory.Start(ctx.Done())
+	v.mu.Lock()
+	v.accounts = func(team string) []string {
+		cm, err := lister.Get(kube.ProfilesConfigMapName)
+		if err != nil || cm.Labels[kube.LabelInstallation] != installation {
+			return nil
+		}
+		return kube.TeamAccounts(cm.Data, team)
+	}
+	v.mu.Unlock()
+	return factory.Shutdown
 }
 
 // retry calls f until it succeeds or ctx ends, logging each failure of step.

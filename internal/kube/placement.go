@@ -127,6 +127,22 @@ func ProfileAccounts(profiles []job.Profile, fallback string) map[string]string 
 	return joinedLines(lines)
 }
 
+// TeamAccounts is, of data (the profiles' ConfigMap's), the ServiceAccounts of the
+// profiles granted to team, as the chart's -team-accounts policy reads them: the names
+// under AccountsKeyPrefix+team, and the templates under AccountsKeyPrefix+EveryTeamKey
+// with {team} replaced.
+func TeamAccounts(data map[string]string, team string) []string {
+	var out []string
+	for _, key := range []string{AccountsKeyPrefix + team, AccountsKeyPrefix + EveryTeamKey} {
+		for line := range strings.SplitSeq(data[key], "\n") {
+			if line != "" {
+				out = append(out, strings.ReplaceAll(line, job.TeamPlaceholder, team))
+			}
+		}
+	}
+	return out
+}
+
 // joinedLines is lines by key, each key's sorted, without repeats, joined by newlines.
 func joinedLines(lines map[string][]string) map[string]string {
 	data := make(map[string]string, len(lines))

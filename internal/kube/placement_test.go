@@ -63,6 +63,10 @@ func TestProfileAccountsAreTheServiceAccountsTheProfilesRender(t *testing.T) {
 		"serviceAccounts._every-team": "jobs-{team}\n{team}-warehouse",
 	}, kube.ProfileAccounts(profiles, "jobs-{team}"))
 
+	data := kube.ProfileAccounts(profiles, "jobs-{team}")
+	require.ElementsMatch(t, []string{"gpu-team-a", "jobs-team-a", "team-a-warehouse"}, kube.TeamAccounts(data, "team-a"), "as the policy reads them")
+	require.ElementsMatch(t, []string{"jobs-team-x", "team-x-warehouse"}, kube.TeamAccounts(data, "team-x"))
+
 	cm := kube.ProfilesConfigMap(kube.RenderConfig{Namespace: "jobs", Installation: "inst"}, profiles[:1])
 	require.Equal(t, map[string]string{"serviceAccounts._every-team": job.DefaultServiceAccountTemplate}, cm.Data,
 		"the default profile's ServiceAccount, by the default template")
