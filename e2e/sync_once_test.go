@@ -89,3 +89,49 @@ func TestSyncOncePrintsThePlanAndDryRunWritesNothing(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, out, "the synchronizer lease is held by serving-replica")
 }
+
+// sync --once --target passes over one execution target's shard (issue 44): the plan of
+// a team's move is printed first, by each side, with --dry-run, and carried out by a pass
+// of each, leaving nothing in the target the team left.
+func TestSyncOnceOfEachTargetPrintsAndCarriesOutATeamsMove(t *testing.T) {
+	t.Parallel()
+	dbURL, kubeconfig, ns := testenv.DatabaseURL(t), testenv.Kubeconfig(t), testenv.Namespace(t)
+	client := testenv.Clientset(t)
+	ctx := t.Context()
+	db, err := store.Open(ctx, store.Config{URL: dbURL})
+	require.NoError(t, err)
+	defer db.Close()
+	svc, err := service.New(service.Config{}, db)
+	require.NoError(t, err)
+	_, err = svc.CreateJob(ctx, "team-b", job.Job{Name: "mover-job", Team: "team-b", Schedule: "0 3 * * *"})
+	require.NoError(t, err)
+	v := "v1"
+	_, err = svc.Deploy(ctx, "team-b", "mover-job", job.DeploymentChange{JobVersion: &v}, "alice")
+	require.NoError(t, err)
+	out, err := syncOnce(t, dbURL, kubeconfig, ns)
+	require.NoError(t, err, out)
+	second := job.Target{Name: "second", Namespace: testenv.Namespace(t), DefaultFor: []string{"team-b"}}
+	_, err = db.PutTarget(ctx, second)
+	require.NoError(t, err)
+
+	out, err = syncOnce(t, dbURL, kubeconfig, ns, "--target", "second", "--dry-run")
+	require.NoError(t, err, out)
+	require.Regexp(t, `mover-job\s+create\s+no CronJob\s+planned`, out)
+	out, err = syncOnce(t, dbURL, kubeconfig, ns, "--dry-run")
+	require.NoError(t, err, out)
+	require.Regexp(t, `mover-job\s+delete\s+the job's team runs in execution target second\s+planned`, out)
+	in := func(namespace string) int {
+		list, err := client.BatchV1().CronJobs(namespace).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		return len(list.Items)
+	}
+	require.Equal(t, 1, in(ns), "a dry run moves nothing")
+	require.Zero(t, in(second.Namespace), "a dry run moves nothing")
+
+	out, err = syncOnce(t, dbURL, kubeconfig, ns, "--target", "second")
+	require.NoError(t, err, out)
+	out, err = syncOnce(t, dbURL, kubeconfig, ns)
+	require.NoError(t, err, out)
+	require.Zero(t, in(ns), "nothing left in the target the team left")
+	require.Equal(t, 1, in(second.Namespace))
+}

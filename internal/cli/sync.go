@@ -57,6 +57,7 @@ func newSyncCommand(g *globals) *cobra.Command {
 	addMaxExecutionTimeout(f, &fl.cfg.Executions.MaxTimeout)
 	addSecretsKeyFile(f, &fl.cfg.Secrets.KeyFile, "keyring file of serve: the pass also writes the teams' OAuth Secrets; without it they are left as they are")
 	addGuardFlags(f, &fl.cfg.Safety, "--dry-run")
+	f.StringVar(&fl.cfg.SyncTarget, "target", "default", "the execution target whose shard the pass is (its namespace and cluster, docs/targets.md)")
 	return cmd
 }
 

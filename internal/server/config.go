@@ -62,6 +62,9 @@ type Config struct {
 	// Namespace is where the CronJobs live (default "datajobs"): the default execution
 	// target's namespace.
 	Namespace string
+	// SyncTarget is the execution target whose shard `sync --once` passes over (default:
+	// the default target).
+	SyncTarget string
 	// MaxShards bounds the synchronizer shards (one per execution target) this replica
 	// leads at once, softly: a shard nobody with room took for a lease duration is taken
 	// anyway (leader.Slots; default 0: no bound).

@@ -168,28 +168,38 @@ func (s *shardSet) runShard(ctx context.Context, sh *shard) {
 // tracker and the services its Jobs tell. Their metrics are registered nowhere: the
 // default target's carry the names (docs/targets.md).
 func (s *shardSet) stages(t job.Target, cluster *kube.Cluster) []stage {
-	view := s.db.Target(t.Name)
-	sc := syncerConfig(s.cfg, s.builds, s.keys, nil)
-	sc.Target, sc.Render.Namespace = t.Name, t.Namespace
-	stages := []stage{synchronizer.New(sc, view, cluster.Client, nil).Run}
+	stages := []stage{shardSyncer(s.cfg, s.db, cluster, t, s.builds, s.keys).Run}
 	if s.cfg.SyncMode == SyncOn {
-		stages = append(stages, trackerStages(s.cfg, view, t.Namespace, cluster, tracker.NewMetrics(nil), s.maint, nil)...)
+		stages = append(stages, trackerStages(s.cfg, s.db.Target(t.Name), t.Namespace, cluster, tracker.NewMetrics(nil), s.maint, nil)...)
 	}
 	return stages
 }
 
-// connect is the cluster of target t: the service's own, or the one its Secret's
-// kubeconfig reaches (the Secret in the default target's namespace).
+// shardSyncer is the synchronizer of target t's shard: serve's (syncerConfig) in t's
+// namespace, on t's view of the database and t's cluster.
+func shardSyncer(cfg Config, db *store.Store, cluster *kube.Cluster, t job.Target, builds synchronizer.BuildConfig, keys *secrets.Keyring) *synchronizer.Synchronizer {
+	sc := syncerConfig(cfg, builds, keys, nil)
+	sc.Target, sc.Render.Namespace = t.Name, t.Namespace
+	return synchronizer.New(sc, db.Target(t.Name), cluster.Client, nil)
+}
+
+// connect is the cluster of target t (targetCluster).
 func (s *shardSet) connect(ctx context.Context, t job.Target) (*kube.Cluster, error) {
+	return targetCluster(ctx, s.cfg, s.local, t)
+}
+
+// targetCluster is the cluster of target t: local, the service's own, or the one its
+// Secret's kubeconfig reaches (the Secret in the default target's namespace).
+func targetCluster(ctx context.Context, cfg Config, local *kube.Cluster, t job.Target) (*kube.Cluster, error) {
 	if t.Local() {
-		return s.local, nil
+		return local, nil
 	}
-	data, err := kube.KubeconfigFromSecret(ctx, s.local.Client, s.cfg.Namespace, t.KubeconfigSecret)
+	data, err := kube.KubeconfigFromSecret(ctx, local.Client, cfg.Namespace, t.KubeconfigSecret)
 	if err != nil {
 		return nil, err
 	}
 	return kube.Connect(ctx, kube.ClusterConfig{
-		KubeconfigData: data, QPS: s.cfg.KubeQPS, Burst: s.cfg.KubeBurst, UserAgent: "datajobs/" + s.cfg.Version,
+		KubeconfigData: data, QPS: cfg.KubeQPS, Burst: cfg.KubeBurst, UserAgent: "datajobs/" + cfg.Version,
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/stepper"
+	"github.com/datajobs/datajobs/internal/store"
 )
 
 // StepOnce runs one pass of the pipeline stepper against cfg's database, for `sync --once`
@@ -22,7 +23,7 @@ func StepOnce(ctx context.Context, cfg Config) (stepper.Report, error) {
 	if cfg.SyncMode == SyncDryRun {
 		return s.Plan(ctx)
 	}
-	return runOnceLeading(ctx, db, "step-once", cfg.LeaseDuration, func(ctx context.Context, epoch int64) (stepper.Report, error) {
+	return runOnceLeading(ctx, db, store.SyncLeaseName, "step-once", cfg.LeaseDuration, func(ctx context.Context, epoch int64) (stepper.Report, error) {
 		return s.Once(ctx, job.Fence{Epoch: epoch})
 	})
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/leader"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/synchronizer"
@@ -17,10 +19,11 @@ import (
 const leaseWait = 3 * time.Second
 
 // SyncOnce runs one pass of the synchronizer that serve runs with cfg and reports it
-// (`datajobs sync --once`). In SyncMode dry-run it writes nothing; otherwise it writes
-// under the synchronizer's lease, so it never races a serving leader, and fails saying
-// who holds the lease when it cannot take it. A single pass builds no image: it renders
-// the images the database records.
+// (`datajobs sync --once`): of the default execution target, or of cfg.SyncTarget's
+// shard (its namespace and cluster, its view of the database, its lease). In SyncMode
+// dry-run it writes nothing; otherwise it writes under the shard's lease, so it never
+// races a serving leader, and fails saying who holds the lease when it cannot take it. A
+// single pass builds no image: it renders the images the database records.
 func SyncOnce(ctx context.Context, cfg Config) (synchronizer.Report, error) {
 	cfg, db, err := openOnce(ctx, cfg)
 	if err != nil {
@@ -31,14 +34,35 @@ func SyncOnce(ctx context.Context, cfg Config) (synchronizer.Report, error) {
 	if err != nil {
 		return synchronizer.Report{}, err
 	}
-	syncer, err := newSyncer(cfg, db, cluster, synchronizer.BuildConfig{}, nil)
+	syncer, err := onceSyncer(ctx, cfg, db, cluster)
 	if err != nil {
 		return synchronizer.Report{}, err
 	}
 	if cfg.SyncMode == SyncDryRun {
 		return syncer.RunOnce(ctx, 0)
 	}
-	return runOnceLeading(ctx, db, "sync-once", cfg.LeaseDuration, syncer.RunOnce)
+	return runOnceLeading(ctx, db, store.ShardLeaseName(cfg.SyncTarget), "sync-once", cfg.LeaseDuration, syncer.RunOnce)
+}
+
+// onceSyncer is the synchronizer of sync --once: the default target's (newSyncer), or
+// the shard of cfg.SyncTarget as serve runs it.
+func onceSyncer(ctx context.Context, cfg Config, db *store.Store, local *kube.Cluster) (*synchronizer.Synchronizer, error) {
+	if cfg.SyncTarget == "" || cfg.SyncTarget == job.DefaultTargetName {
+		return newSyncer(cfg, db, local, synchronizer.BuildConfig{}, nil)
+	}
+	t, err := db.GetTarget(ctx, cfg.SyncTarget)
+	if err != nil {
+		return nil, err
+	}
+	cluster, err := targetCluster(ctx, cfg, local, t)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := loadKeyring(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return shardSyncer(cfg, db, cluster, t, synchronizer.BuildConfig{}, keys), nil
 }
 
 // openOnce is cfg with its defaults and its database, for one pass of `sync --once`; the
@@ -52,15 +76,15 @@ func openOnce(ctx context.Context, cfg Config) (Config, *store.Store, error) {
 	return cfg, db, err
 }
 
-// runOnceLeading runs pass as the leader of a term of its own, under the synchronizer's
-// lease of that duration (held by who-<host>-<pid>, renewed while pass runs, released
+// runOnceLeading runs pass as the leader of a term of its own, under the lease name of
+// that duration (held by who-<host>-<pid>, renewed while pass runs, released
 // after it), so that a pass never races a serving leader. It waits leaseWait for the
 // lease, then fails saying who holds it.
-func runOnceLeading[R any](ctx context.Context, db *store.Store, who string, lease time.Duration, pass func(ctx context.Context, epoch int64) (R, error)) (R, error) {
+func runOnceLeading[R any](ctx context.Context, db *store.Store, name, who string, lease time.Duration, pass func(ctx context.Context, epoch int64) (R, error)) (R, error) {
 	var rep R
 	host, _ := os.Hostname()
 	identity := fmt.Sprintf("%s-%s-%d", who, host, os.Getpid())
-	elector, err := leader.New(leader.Config{Name: store.SyncLeaseName, Identity: identity, LeaseDuration: lease}, db)
+	elector, err := leader.New(leader.Config{Name: name, Identity: identity, LeaseDuration: lease}, db)
 	if err != nil {
 		return rep, err
 	}
@@ -76,7 +100,7 @@ func runOnceLeading[R any](ctx context.Context, db *store.Store, who string, lea
 		cancel()
 	})
 	if !led {
-		holder, _, expires, err := db.LeaseHolder(context.WithoutCancel(ctx), store.SyncLeaseName)
+		holder, _, expires, err := db.LeaseHolder(context.WithoutCancel(ctx), name)
 		if err != nil {
 			return rep, fmt.Errorf("could not take the synchronizer lease: %w", err)
 		}
