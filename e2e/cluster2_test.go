@@ -19,8 +19,9 @@ import (
 // A target in another cluster (issue 44), reached through the kubeconfig of a Secret in
 // the default target's namespace: its team's jobs converge there and the default team's
 // here; with the second cluster's apiserver stopped, changes of the first still converge
-// (its shard is another lease, other informers), and a change made for the second
-// during the outage converges once its apiserver is back.
+// (its shard is another lease, other informers), its leader's datajobs_target_unreachable
+// says so, and a change made for the second during the outage converges once its
+// apiserver is back.
 func TestATargetInAnotherClusterConvergesThereAndItsOutageStopsOnlyItsShard(t *testing.T) {
 	t.Parallel()
 	dbURL, kubeconfig, ns := testenv.DatabaseURL(t), testenv.Kubeconfig(t), testenv.Namespace(t)
@@ -66,7 +67,16 @@ func TestATargetInAnotherClusterConvergesThereAndItsOutageStopsOnlyItsShard(t *t
 	require.Eventually(t, in(local, ns, "near-during-outage"), time.Minute, 50*time.Millisecond,
 		"the default target converges while the second cluster is down")
 	t.Logf("a change of the default target converged %s into the second cluster's outage", time.Since(outage).Round(time.Millisecond))
+	unreachable := func(want float64) func() bool {
+		return func() bool {
+			v, ok := r.metric(`datajobs_target_unreachable{target="far"}`)
+			return ok && v == want
+		}
+	}
+	require.Eventually(t, unreachable(1), time.Minute, 100*time.Millisecond,
+		"the far shard's leader says its cluster is unreachable (after the step-down delay, the lease duration)")
 	require.NoError(t, cluster2.APIServer.Start(ctx))
 	require.Eventually(t, in(far, farNS, "far-during-outage"), 2*time.Minute, 100*time.Millisecond,
 		"the far target catches up once its apiserver is back")
+	require.Eventually(t, unreachable(0), time.Minute, 100*time.Millisecond, "and says it is back")
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/datajobs/datajobs/internal/backoff"
 	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
@@ -39,6 +41,9 @@ type shardSet struct {
 	slots  *leader.Slots
 	lm     *leader.Metrics
 	maint  *maintenance.Metrics
+	// unreachable is 1 for a target whose shard this replica cannot run: its cluster
+	// unreachable, its apiserver stopped answering, or its configuration refused.
+	unreachable *prometheus.GaugeVec
 
 	mu      sync.Mutex
 	running map[string]*shard
@@ -146,15 +151,17 @@ func (s *shardSet) runShard(ctx context.Context, sh *shard) {
 	b := backoff.New(time.Second, shardsResync)
 	cluster, err := s.connect(ctx, sh.target)
 	for err != nil {
-		sh.fail(fmt.Errorf("connect to the cluster of target %s: %w", sh.target.Name, err))
+		s.failed(sh, fmt.Errorf("connect to the cluster of target %s: %w", sh.target.Name, err))
 		s.cfg.Logger.WarnContext(ctx, "shard_cluster_unreachable", "target", sh.target.Name, "error", err, "retry_in", b.Next())
 		if !b.Wait(ctx) {
 			return
 		}
 		cluster, err = s.connect(ctx, sh.target)
 	}
-	sh.fail(nil)
-	term := leaderTerm(s.cfg.Logger.With("target", sh.target.Name), s.stages(sh.target, cluster))
+	s.failed(sh, nil)
+	term := reportedTerm(s.cfg.Logger.With("target", sh.target.Name), s.stages(sh.target, cluster), func(err error) {
+		s.failed(sh, err)
+	})
 	if sh.elector == nil {
 		term(ctx, 0)
 		return
@@ -201,6 +208,17 @@ func targetCluster(ctx context.Context, cfg Config, local *kube.Cluster, t job.T
 	return kube.Connect(ctx, kube.ClusterConfig{
 		KubeconfigData: data, QPS: cfg.KubeQPS, Burst: cfg.KubeBurst, UserAgent: "datajobs/" + cfg.Version,
 	})
+}
+
+// failed records why sh does not run (nil: it runs) in its /healthz detail and in
+// datajobs_target_unreachable.
+func (s *shardSet) failed(sh *shard, err error) {
+	sh.fail(err)
+	v := 0.0
+	if err != nil {
+		v = 1
+	}
+	s.unreachable.WithLabelValues(sh.target.Name).Set(v)
 }
 
 func (sh *shard) fail(err error) {

@@ -14,6 +14,7 @@ import (
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/leader"
 	"github.com/datajobs/datajobs/internal/maintenance"
+	"github.com/datajobs/datajobs/internal/metric"
 	"github.com/datajobs/datajobs/internal/notify"
 	"github.com/datajobs/datajobs/internal/secrets"
 	"github.com/datajobs/datajobs/internal/store"
@@ -136,7 +137,8 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 	lm := leader.NewMetrics(reg)
 	u.shards = &shardSet{
 		cfg: cfg, db: db, local: cluster, builds: builds, keys: keys, slots: leader.NewSlots(shardsBound(cfg)), lm: lm, maint: maintMetrics,
-		running: map[string]*shard{},
+		running:     map[string]*shard{},
+		unreachable: metric.On(reg).GaugeVec("datajobs_target_unreachable", "1 while this replica cannot run the shard of the execution target: its cluster unreachable, its apiserver not answering, or its configuration refused.", "target"),
 	}
 	term := leaderTerm(cfg.Logger, stages)
 	if cfg.SyncMode == SyncDryRun {
@@ -181,13 +183,21 @@ func (u *synchronizerUnit) withShards(cfg Config, db *store.Store, run func(cont
 // the trigger firer), started again after a failure until ctx ends, or until a failure
 // that ends the term.
 func leaderTerm(log *slog.Logger, stages []stage) func(ctx context.Context, epoch int64) {
+	return reportedTerm(log, stages, func(error) {})
+}
+
+// reportedTerm is leaderTerm telling report why each run of the stages ended (nil: they
+// started): a shard's health (shards.go).
+func reportedTerm(log *slog.Logger, stages []stage, report func(error)) func(ctx context.Context, epoch int64) {
 	return func(ctx context.Context, epoch int64) {
 		b := backoff.New(time.Second, 30*time.Second)
 		for ctx.Err() == nil {
+			report(nil)
 			err := leaderStages(ctx, epoch, stages)
 			if ctx.Err() != nil {
 				return
 			}
+			report(err)
 			if errors.Is(err, synchronizer.ErrAPIServerUnreachable) || errors.Is(err, synchronizer.ErrConfigChanged) {
 				// End the term: another replica may reach the apiserver, or have the
 				// configuration the previous leader synced with.
