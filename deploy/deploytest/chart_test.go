@@ -114,12 +114,15 @@ func TestDefaultValuesRenderAnInstallTheAPIServerAccepts(t *testing.T) {
 }
 
 // The documented combinations (README "Examples"): everything on with the jobs in another
-// namespace; no ServiceAccount or RBAC of the chart's own; authentication off.
+// namespace; no ServiceAccount or RBAC of the chart's own; authentication off; a local
+// execution target whose namespace the chart makes, and a kubeconfig Secret.
 func TestDocumentedCombinationsAreAcceptedByTheAPIServer(t *testing.T) {
 	t.Parallel()
 	installCRDs(t)
 	for name, tc := range map[string]struct {
 		values string
+		// target: a local target in namespace <jobs>-b, made by the chart.
+		target bool
 		check  func(t *testing.T, release, jobs string, objs []*unstructured.Unstructured)
 	}{
 		"ci/full-values.yaml: monitoring, network policy, ingress, builds, jobs in their own namespace": {
@@ -172,6 +175,19 @@ database: {existingSecret: db}`,
 				require.Equal(t, "datajobs-existing", d.Spec.Template.Spec.ServiceAccountName)
 			},
 		},
+		"a local execution target made by the chart, a kubeconfig Secret": {
+			values: "database: {existingSecret: db}\nauth: {mode: none}\ntargetKubeconfigSecrets: [eu-kubeconfig]",
+			target: true,
+			check: func(t *testing.T, _, jobs string, objs []*unstructured.Unstructured) {
+				kinds := map[string]bool{}
+				for _, o := range objs {
+					if o.GetNamespace() == jobs+"-b" || o.GetKind() == "Namespace" && o.GetName() == jobs+"-b" {
+						kinds[o.GetKind()] = true
+					}
+				}
+				require.Equal(t, map[string]bool{"Namespace": true, "Role": true, "RoleBinding": true, "NetworkPolicy": true}, kinds)
+			},
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -183,6 +199,9 @@ database: {existingSecret: db}`,
 				vals = values(t, tc.values)
 			}
 			vals["jobsNamespace"] = jobs
+			if tc.target {
+				vals["targets"] = []any{map[string]any{"name": "team-b", "namespace": jobs + "-b", "createNamespace": true}}
+			}
 			objs := render(t, release, vals)
 			dryRunApply(t, objs)
 			tc.check(t, release, jobs, objs)

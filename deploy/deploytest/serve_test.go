@@ -95,6 +95,14 @@ type install struct {
 // edit, when not nil) and RoleBinding, and mints a token for the ServiceAccount.
 func installRBAC(t *testing.T, edit func(*rbacv1.Role)) *install {
 	t.Helper()
+	return installRBACWith(t, edit, "")
+}
+
+// installRBACWith is installRBAC with more values (a YAML document of top-level keys the
+// others do not set); the Roles and RoleBindings it renders in other namespaces (local
+// execution targets') are created as they are.
+func installRBACWith(t *testing.T, edit func(*rbacv1.Role), more string) *install {
+	t.Helper()
 	in := &install{release: testenv.Namespace(t), jobs: testenv.Namespace(t), apiPort: freePort(t), adminPort: freePort(t)}
 	objs := render(t, in.release, values(t, fmt.Sprintf(`
 jobsNamespace: %s
@@ -104,12 +112,25 @@ service: {targetPort: %d}
 adminService: {targetPort: %d}
 logFormat: text
 config: {prune-max-fraction: 1, max-cpu: "200", verify-prebuilt-images: false}
-`, in.jobs, in.apiPort, in.adminPort)))
+`, in.jobs, in.apiPort, in.adminPort)+more))
 	in.objs = objs
 	admin := testenv.Clientset(t)
 	ctx := t.Context()
 	in.role = into[rbacv1.Role](t, find(t, objs, "Role", ""))
 	rb := into[rbacv1.RoleBinding](t, find(t, objs, "RoleBinding", ""))
+	for _, o := range objs {
+		if o.GetNamespace() == in.jobs {
+			continue
+		}
+		switch o.GetKind() {
+		case "Role":
+			_, err := admin.RbacV1().Roles(o.GetNamespace()).Create(ctx, into[rbacv1.Role](t, o), metav1.CreateOptions{})
+			require.NoError(t, err)
+		case "RoleBinding":
+			_, err := admin.RbacV1().RoleBindings(o.GetNamespace()).Create(ctx, into[rbacv1.RoleBinding](t, o), metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+	}
 	in.deployment = into[appsv1.Deployment](t, find(t, objs, "Deployment", ""))
 	sa := into[corev1.ServiceAccount](t, find(t, objs, "ServiceAccount", in.deployment.Spec.Template.Spec.ServiceAccountName))
 	// The job pods' ServiceAccount, in the jobs namespace: the apiserver admits no job pod without it.

@@ -50,6 +50,45 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- default (printf "%s-jobs" .Release.Namespace | trunc 63 | trimSuffix "-") .Values.jobsNamespace }}
 {{- end }}
 
+{{/* The namespaces of data jobs in this cluster, as a JSON list: the jobs namespace first,
+then each local execution target's (`targets`), none twice. */}}
+{{- define "datajobs.jobsNamespaces" -}}
+{{- $all := list (include "datajobs.jobsNamespace" .) }}
+{{- range .Values.targets }}
+{{- if has .namespace $all }}
+{{- fail (printf "targets: %s's namespace %s is the jobs namespace or another target's" .name .namespace) }}
+{{- end }}
+{{- $all = append $all .namespace }}
+{{- end }}
+{{- toJson $all }}
+{{- end }}
+
+{{/* The scope of the bindings of the policies on teams' pods: the pods of a team in the
+jobs namespace and, with `targets`, in each local target's, each checked against the
+ConfigMap datajobs-profiles of its own namespace, which that namespace's shard keeps. */}}
+{{- define "datajobs.teamPodsScope" -}}
+paramRef:
+  name: datajobs-profiles
+  {{- if not .Values.targets }}
+  namespace: {{ include "datajobs.jobsNamespace" . | quote }}
+  {{- end }}
+  parameterNotFoundAction: Deny
+matchResources:
+  namespaceSelector:
+    {{- if .Values.targets }}
+    matchExpressions:
+      - key: kubernetes.io/metadata.name
+        operator: In
+        values: {{ include "datajobs.jobsNamespaces" . }}
+    {{- else }}
+    matchLabels:
+      kubernetes.io/metadata.name: {{ include "datajobs.jobsNamespace" . | quote }}
+    {{- end }}
+  objectSelector:
+    matchExpressions:
+      - {key: datajobs.io/team, operator: Exists}
+{{- end }}
+
 {{/* The name of the cluster-wide objects of this release (admission policy, binding). */}}
 {{- define "datajobs.clusterName" -}}
 {{- printf "%s.%s" .Release.Namespace (include "datajobs.fullname" .) }}
