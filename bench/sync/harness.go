@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5" //nolint:depguard // the benchmark inspects rows (xmin, counts) as tests do
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -205,10 +206,15 @@ func jobNames(n int) []string {
 	return names
 }
 
-// createJobs creates the jobs through the service, workers at a time.
+// createJobs creates the jobs of the benchmark's team through the service, workers at a time.
 func (f *fleet) createJobs(ctx context.Context, names []string, workers int) error {
+	return f.createTeamJobs(ctx, team, names, workers)
+}
+
+// createTeamJobs creates the jobs of owner through the service, workers at a time.
+func (f *fleet) createTeamJobs(ctx context.Context, owner string, names []string, workers int) error {
 	err := parallel(ctx, names, workers, func(ctx context.Context, name string) error {
-		_, err := f.svc.CreateJob(ctx, team, job.Job{Name: name, Team: team, Schedule: schedule})
+		_, err := f.svc.CreateJob(ctx, owner, job.Job{Name: name, Team: owner, Schedule: schedule})
 		return err
 	})
 	if err == nil {
@@ -220,13 +226,18 @@ func (f *fleet) createJobs(ctx context.Context, names []string, workers int) err
 // deployJobs deploys version v1 of each job through the service, workers at a time,
 // selecting the fleet's execution profile when it has one.
 func (f *fleet) deployJobs(ctx context.Context, names []string, workers int) error {
+	return f.deployTeamJobs(ctx, team, names, workers)
+}
+
+// deployTeamJobs is deployJobs of owner's jobs.
+func (f *fleet) deployTeamJobs(ctx context.Context, owner string, names []string, workers int) error {
 	version := "v1"
 	change := job.DeploymentChange{JobVersion: &version}
 	if f.profile != "" {
 		change.ExecutionProfile = &f.profile
 	}
 	return parallel(ctx, names, workers, func(ctx context.Context, name string) error {
-		_, err := f.svc.Deploy(ctx, team, name, change, "bench")
+		_, err := f.svc.Deploy(ctx, owner, name, change, "bench")
 		return err
 	})
 }
@@ -296,17 +307,23 @@ UNION ALL SELECT 'actual/' || data_job_name, xmin::text FROM actual_data_job_dep
 // cronJobVersions maps every CronJob of the namespace to its resourceVersion.
 func cronJobVersions(ctx context.Context, cs kubernetes.Interface, ns string) (map[string]string, error) {
 	out := map[string]string{}
+	err := eachCronJob(ctx, cs, ns, func(cj *batchv1.CronJob) { out[cj.Name] = cj.ResourceVersion })
+	return out, err
+}
+
+// eachCronJob calls fn with every CronJob of the namespace, listed 2,000 at a time.
+func eachCronJob(ctx context.Context, cs kubernetes.Interface, ns string, fn func(*batchv1.CronJob)) error {
 	opts := metav1.ListOptions{Limit: 2000}
 	for {
 		l, err := cs.BatchV1().CronJobs(ns).List(ctx, opts)
 		if err != nil {
-			return nil, fmt.Errorf("list cronjobs: %w", err)
+			return fmt.Errorf("list cronjobs: %w", err)
 		}
-		for _, cj := range l.Items {
-			out[cj.Name] = cj.ResourceVersion
+		for i := range l.Items {
+			fn(&l.Items[i])
 		}
 		if l.Continue == "" {
-			return out, nil
+			return nil
 		}
 		opts.Continue = l.Continue
 	}

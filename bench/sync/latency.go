@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -57,29 +58,10 @@ func (b *bench) latency(ctx context.Context, f *fleet, changes, jobs int) error 
 		return err
 	}
 
-	list, err := b.admin.BatchV1().CronJobs(f.ns).List(ctx, metav1.ListOptions{Limit: 1})
+	seen, err := b.watchSuspend(runCtx, &wg, f.ns)
 	if err != nil {
 		return err
 	}
-	w, err := b.admin.BatchV1().CronJobs(f.ns).Watch(runCtx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
-	if err != nil {
-		return err
-	}
-	defer w.Stop()
-	seen := make(chan observation, 1024)
-	wg.Go(func() {
-		for ev := range w.ResultChan() {
-			cj, ok := ev.Object.(*batchv1.CronJob)
-			if ev.Type != watch.Modified || !ok || cj.Spec.Suspend == nil {
-				continue
-			}
-			select {
-			case seen <- observation{name: cj.Name, suspend: *cj.Spec.Suspend, at: time.Now()}:
-			case <-runCtx.Done():
-				return
-			}
-		}
-	})
 
 	distinct := min(changes, n)
 	if jobs > 0 {
@@ -106,21 +88,11 @@ func (b *bench) latency(ctx context.Context, f *fleet, changes, jobs int) error 
 				return err
 			}
 			t1 := time.Now()
-			timeout := time.After(10 * time.Second)
-		wait:
-			for {
-				select {
-				case o := <-seen:
-					if o.name == name && o.suspend == !want {
-						total, api, async = append(total, o.at.Sub(t0)), append(api, t1.Sub(t0)), append(async, o.at.Sub(t1))
-						break wait
-					}
-				case <-timeout:
-					return fmt.Errorf("change %d (%s enabled=%v) not seen in 10 s", i, name, want)
-				case <-ctx.Done():
-					return ctx.Err()
-				}
+			at, err := awaitSuspend(ctx, seen, name, !want)
+			if err != nil {
+				return fmt.Errorf("change %d (%s enabled=%v): %w", i, name, want, err)
 			}
+			total, api, async = append(total, at.Sub(t0)), append(api, t1.Sub(t0)), append(async, at.Sub(t1))
 			enabled[name] = want
 			time.Sleep(b.latencyGap)
 		}
@@ -177,4 +149,51 @@ func (b *bench) serviceCalls(ctx context.Context, f *fleet, targets []string, en
 		time.Sleep(b.latencyGap + pace)
 	}
 	return calls, nil
+}
+
+// watchSuspend watches the CronJobs of ns from now on and sends the suspend flag of each
+// one modified, until ctx ends.
+func (b *bench) watchSuspend(ctx context.Context, wg *sync.WaitGroup, ns string) (<-chan observation, error) {
+	list, err := b.admin.BatchV1().CronJobs(ns).List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	w, err := b.admin.BatchV1().CronJobs(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		return nil, err
+	}
+	seen := make(chan observation, 1024)
+	wg.Go(func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			cj, ok := ev.Object.(*batchv1.CronJob)
+			if ev.Type != watch.Modified || !ok || cj.Spec.Suspend == nil {
+				continue
+			}
+			select {
+			case seen <- observation{name: cj.Name, suspend: *cj.Spec.Suspend, at: time.Now()}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
+	return seen, nil
+}
+
+// awaitSuspend waits, for at most 10 s, until seen shows name's CronJob with suspend, and
+// returns when the watch delivered it.
+func awaitSuspend(ctx context.Context, seen <-chan observation, name string, suspend bool) (time.Time, error) {
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case o := <-seen:
+			if o.name == name && o.suspend == suspend {
+				return o.at, nil
+			}
+		case <-timeout:
+			return time.Time{}, errors.New("not seen in 10 s")
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		}
+	}
 }

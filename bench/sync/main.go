@@ -21,7 +21,14 @@
 //   - profile: -profile-n deployments of one execution profile, converged; two PUTs of the
 //     profile that change what it renders, each timed until every CronJob carries it with
 //     the synchronizer live, next to a bare client-go loop of server-side applies making
-//     the same changes, and the plain-create floor (profile.go).
+//     the same changes, and the plain-create floor (profile.go);
+//   - targets: -targets-n jobs in two execution targets (two namespaces) converged by two
+//     `datajobs serve` replicas that split the shards, against the same jobs in one target
+//     with one replica: converge time and each replica's RSS; then the failover of one
+//     shard with -failover-n changes pending (targets.go);
+//   - outage: change latency of the default target with `datajobs serve` running, with a
+//     target in a second cluster (a control plane the benchmark starts) up and then with
+//     its apiserver stopped for -outage-for; then the far target's catch-up (outage.go).
 //
 // It reads DATAJOBS_TEST_DATABASE_URL and DATAJOBS_TEST_KUBECONFIG (or -env-file), creates
 // its own databases and namespaces, removes them at the end, and stops after -timeout.
@@ -84,7 +91,8 @@ type bench struct {
 type options struct {
 	envFile, scenarios, sizes, limits, outDir, datajobs, compareBin, variants, rates              string
 	repeat, repeatLarge, noopN, changes, latencyJobs, failoverN, profileN, workers, hogs, running int
-	timeout, latencyGap, sustainFor                                                               time.Duration
+	targetsN, outageN                                                                             int
+	timeout, latencyGap, sustainFor, outageFor                                                    time.Duration
 }
 
 func parseOptions() options {
@@ -100,7 +108,10 @@ func parseOptions() options {
 	flag.DurationVar(&o.latencyGap, "latency-gap", 10*time.Millisecond, "latency: pause between a change seen in the cluster and the next change (0: at once, as a script waiting for each change would)")
 	flag.IntVar(&o.running, "running", 1000, "leader: executions made running")
 	flag.StringVar(&o.compareBin, "compare-datajobs", "", "leader: another datajobs binary (say, of main) measured first on the same fleet, for a before/after")
-	flag.IntVar(&o.failoverN, "failover-n", 1000, "failover: number of pending deployments")
+	flag.IntVar(&o.failoverN, "failover-n", 1000, "failover: number of pending deployments; targets: number of pending changes of the shard failed over")
+	flag.IntVar(&o.targetsN, "targets-n", 5000, "targets: number of jobs, half in each of the two targets")
+	flag.IntVar(&o.outageN, "outage-n", 1000, "outage: number of jobs in each of the two targets")
+	flag.DurationVar(&o.outageFor, "outage-for", time.Minute, "outage: how long the second cluster's apiserver is stopped, and the run without the outage lasts")
 	flag.IntVar(&o.profileN, "profile-n", 1000, "profile: number of deployments of the profile (runs: -repeat)")
 	flag.IntVar(&o.hogs, "hog", 0, "failover: busy processes (each a shell loop) run beside it from the freeze until all are applied, to measure a takeover on a busy machine")
 	flag.IntVar(&o.workers, "workers", 16, "synchronizer workers, and the floor's concurrency (the service's default)")
@@ -239,7 +250,7 @@ func (b *bench) runScenarios(ctx context.Context, o options) error {
 			if err := b.onSyncedFleet(ctx, sc, kept, o, rateList); err != nil {
 				return fmt.Errorf("%s: %w", sc, err)
 			}
-		case "failover", "profile":
+		case "failover", "profile", "targets", "outage":
 			if kept != nil { // free the apiserver and database of the big fleet first
 				kept.drop()
 				kept = nil
@@ -277,8 +288,13 @@ func (b *bench) onSyncedFleet(ctx context.Context, sc string, f *fleet, o option
 
 // onOwnFleet runs one of the scenarios that make fleets of their own.
 func (b *bench) onOwnFleet(ctx context.Context, sc string, o options) error {
-	if sc == "profile" {
+	switch sc {
+	case "profile":
 		return b.profileScenario(ctx, o.profileN, o.repeat)
+	case "targets":
+		return b.targets(ctx, o.targetsN, o.failoverN)
+	case "outage":
+		return b.outage(ctx, o.outageN, o.outageFor)
 	}
 	return b.failover(ctx, o.failoverN, o.hogs)
 }
