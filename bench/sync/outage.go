@@ -67,7 +67,7 @@ func (b *bench) outage(ctx context.Context, n int, lasting time.Duration) error 
 	if err != nil {
 		return err
 	}
-	up, err := o.changes(ctx, b, seen, lasting)
+	up, upFar, err := o.changes(ctx, b, seen, lasting)
 	if err != nil {
 		return fmt.Errorf("with the second cluster up: %w", err)
 	}
@@ -80,7 +80,8 @@ func (b *bench) outage(ctx context.Context, n int, lasting time.Duration) error 
 	if err := o.cluster2.APIServer.Stop(); err != nil {
 		return fmt.Errorf("stop the second cluster's apiserver: %w", err)
 	}
-	down, err := o.changes(ctx, b, seen, lasting-time.Since(tDown))
+	tStopped := time.Now() // the apiserver's graceful stop takes a while: the outage starts once it is over
+	down, downFar, err := o.changes(ctx, b, seen, lasting)
 	if err != nil {
 		return fmt.Errorf("with the second cluster's apiserver stopped: %w", err)
 	}
@@ -96,12 +97,16 @@ func (b *bench) outage(ctx context.Context, n int, lasting time.Duration) error 
 	pu, pd := stats.Percentiles(up, 50, 90, 99, 100), stats.Percentiles(down, 50, 90, 99, 100)
 	b.printf("| PATCH enabled → suspend seen by a watch (default target) | changes | p50 | p90 | p99 | max |\n|---|---|---|---|---|---|\n")
 	b.printf("| second cluster up | %d | %s | %s | %s | %s |\n", len(up), ms(pu[0]), ms(pu[1]), ms(pu[2]), ms(pu[3]))
-	b.printf("| second cluster's apiserver stopped (%s) | %d | %s | %s | %s | %s |\n", secs(tStart.Sub(tDown)), len(down), ms(pd[0]), ms(pd[1]), ms(pd[2]), ms(pd[3]))
+	b.printf("| second cluster's apiserver stopped (%s; its stop took %s more) | %d | %s | %s | %s | %s |\n",
+		secs(tStart.Sub(tStopped)), secs(tStopped.Sub(tDown)), len(down), ms(pd[0]), ms(pd[1]), ms(pd[2]), ms(pd[3]))
 	b.printf("\np50 %.2fx, p99 %.2fx the run without the outage.\n\n", float64(pd[0])/float64(pu[0]), float64(pd[2])/float64(pu[2]))
+	fu, fd := stats.Percentiles(upFar, 50, 99, 100), stats.Percentiles(downFar, 50, 99, 100)
+	b.printf("The far target's change after each (the service call, not awaited): p50 %s, p99 %s, max %s with its cluster up; p50 %s, p99 %s, max %s with its apiserver stopped.\n\n",
+		ms(fu[0]), ms(fu[1]), ms(fu[2]), ms(fd[0]), ms(fd[1]), ms(fd[2]))
 	b.printf("The far target: its %d changes of the run without the outage were all in its cluster %s after that run; "+
 		"its %d changes made during the outage were all in its cluster %s after its apiserver was started again "+
 		"(%s after the start began; the apiserver's start took %s).\n\n",
-		farBefore, secs(upCaught), o.next-farBefore, secs(caught+tUp.Sub(tStart)), secs(caught), secs(tUp.Sub(tStart)))
+		farBefore, secs(upCaught), o.next-farBefore, secs(caught), secs(caught+tUp.Sub(tStart)), secs(tUp.Sub(tStart)))
 	return nil
 }
 
@@ -168,31 +173,33 @@ func (o *outageFleet) farTarget(ctx context.Context, b *bench) error {
 // changes makes changes for lasting, one after the other: each flips the enabled flag of
 // a job of the default target and waits until the watch shows its CronJob's suspend
 // flipped, then flips that of a job of the far target without waiting, and pauses
-// -latency-gap. It returns the default target's latencies.
-func (o *outageFleet) changes(ctx context.Context, b *bench, seen <-chan observation, lasting time.Duration) ([]time.Duration, error) {
-	var out []time.Duration
+// -latency-gap. It returns the default target's latencies and the far target's service
+// calls' durations.
+func (o *outageFleet) changes(ctx context.Context, b *bench, seen <-chan observation, lasting time.Duration) (out, farCalls []time.Duration, err error) {
 	for end := time.Now().Add(lasting); time.Now().Before(end); o.next++ {
 		name := o.near[o.next%len(o.near)]
 		want := !o.enabled[name]
 		t0 := time.Now()
 		if _, err := o.svc.PatchDeployment(ctx, team, name, job.DeploymentChange{Enabled: &want}, "bench"); err != nil {
-			return out, err
+			return out, farCalls, err
 		}
 		at, err := awaitSuspend(ctx, seen, name, !want)
 		if err != nil {
-			return out, fmt.Errorf("change %d (%s enabled=%v): %w", o.next, name, want, err)
+			return out, farCalls, fmt.Errorf("change %d (%s enabled=%v): %w", o.next, name, want, err)
 		}
 		out = append(out, at.Sub(t0))
 		o.enabled[name] = want
 		far := o.farJobs[o.next%len(o.farJobs)]
 		farWant := !o.enabled[far]
+		t1 := time.Now()
 		if _, err := o.svc.PatchDeployment(ctx, secondTeam, far, job.DeploymentChange{Enabled: &farWant}, "bench"); err != nil {
-			return out, err
+			return out, farCalls, err
 		}
+		farCalls = append(farCalls, time.Since(t1))
 		o.enabled[far] = farWant
 		time.Sleep(b.latencyGap)
 	}
-	return out, nil
+	return out, farCalls, nil
 }
 
 // farCaughtUp waits until every CronJob of the far target is suspended as its job is
