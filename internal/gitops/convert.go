@@ -179,6 +179,9 @@ func exportJob(s job.JobState) Job {
 		if d.ProfileName() != job.DefaultProfile {
 			dep.ExecutionProfile = &d.ExecutionProfile
 		}
+		if d.ExecutionTarget != "" {
+			dep.ExecutionTarget = &d.ExecutionTarget
+		}
 		if d.SentSchedule() != j.SentSchedule() {
 			dep.Schedule = &Schedule{ScheduleCron: d.SentSchedule()}
 		}

@@ -31,6 +31,9 @@ type deploymentResponse struct {
 	policyResponse
 	// ExecutionProfile is the profile the deployment selects (docs/profiles.md).
 	ExecutionProfile string `json:"execution_profile"`
+	// ExecutionTarget is the execution target the deployment names (docs/targets.md);
+	// absent: its team's default target.
+	ExecutionTarget string `json:"execution_target,omitempty"`
 
 	Status            job.SyncStatus  `json:"status"`
 	Message           string          `json:"message"`
@@ -87,6 +90,7 @@ func toDeploymentResponse(v service.DeploymentView) deploymentResponse {
 		LastDeployedBy:    d.DeployedBy,
 		policyResponse:    toPolicy(d.Policy),
 		ExecutionProfile:  d.ProfileName(),
+		ExecutionTarget:   d.ExecutionTarget,
 		Status:            v.Status,
 		Message:           v.Message,
 		DesiredGeneration: v.DesiredGeneration,

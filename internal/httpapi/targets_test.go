@@ -1,9 +1,11 @@
 package httpapi_test
 
 import (
+	"context"
 	"net/http"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -233,4 +235,46 @@ func TestMovingATeamCancelsItsRunsInTheTargetItLeft(t *testing.T) {
 	assert.Equal(t, store.MsgTargetMoved, *msg)
 	_, msg = cancel(other)
 	assert.Nil(t, msg)
+}
+
+// TestADeploymentNamesATargetItsTeamIsGranted guards a deployment's execution_target
+// (issue 44): a target whose teams grant the team is stored and answered; one that does
+// not is 403 and one that does not exist 404, nothing stored; the target then cannot stop
+// granting that team, nor be deleted, while the deployment names it (409), and moving the
+// deployment back to its team's default target cancels its runs in the named one.
+func TestADeploymentNamesATargetItsTeamIsGranted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.withDefaultTarget()
+	e.putTarget("second", `{"namespace":"ns-second","cluster":"local","teams":["team-a"]}`, http.StatusCreated)
+	granted := e.createJob("team-a", "granted-job")
+	refused := e.createJob("team-b", "refused-job")
+
+	e.deploy(granted, `{"job_version":"v1","enabled":true,"execution_target":"second"}`)
+	assert.Equal(t, "second", e.deployment(granted)["execution_target"])
+	r := e.do("POST", refused+"/deployments", `{"job_version":"v1","enabled":true,"execution_target":"second"}`)
+	require.Equal(t, http.StatusForbidden, r.status, "%s", r.body)
+	assert.Contains(t, r.vdkError(t)["what"], `"second"`)
+	r = e.do("POST", refused+"/deployments", `{"job_version":"v1","enabled":true,"execution_target":"nowhere"}`)
+	require.Equal(t, http.StatusNotFound, r.status, "%s", r.body)
+	r = e.do("GET", refused+"/deployments/release", "")
+	require.Equal(t, http.StatusNotFound, r.status, "nothing stored: %s", r.body)
+
+	r = e.do("PUT", "/data-jobs/targets/second", `{"namespace":"ns-second","cluster":"local","teams":[]}`)
+	require.Equal(t, http.StatusConflict, r.status, "%s", r.body)
+	assert.Contains(t, r.vdkError(t)["why"], "team-a")
+	r = e.do("DELETE", "/data-jobs/targets/second", "")
+	require.Equal(t, http.StatusConflict, r.status, "%s", r.body)
+
+	r = e.do("POST", granted+"/deployments/release/executions", `{}`)
+	require.Equal(t, http.StatusAccepted, r.status, "%s", r.body)
+	e.deploy(granted, `{"job_version":"v1","enabled":true,"execution_target":""}`)
+	_, named := e.deployment(granted)["execution_target"]
+	assert.False(t, named, "back to the team's default target")
+	var message string
+	conn, err := pgx.Connect(t.Context(), e.dbURL)
+	require.NoError(t, err)
+	defer conn.Close(context.WithoutCancel(t.Context()))
+	require.NoError(t, conn.QueryRow(t.Context(), `SELECT cancel_message FROM data_job_execution WHERE job_name = 'granted-job'`).Scan(&message))
+	assert.Equal(t, store.MsgTargetMoved, message, "its run in the target it left is cancelled")
 }

@@ -120,6 +120,9 @@ type DeploymentChange struct {
 	// ExecutionProfile names the profile to select (docs/profiles.md); nil keeps the
 	// deployment's (DefaultProfile on a first deployment).
 	ExecutionProfile *string
+	// ExecutionTarget names the execution target to run in (docs/targets.md); "" is the
+	// team's default target, nil keeps the deployment's.
+	ExecutionTarget *string
 }
 
 // Validate checks every field the change gives, on its own. Checks across fields that
@@ -149,6 +152,11 @@ func (c DeploymentChange) Validate(supportedPython []string, bounds ResourceBoun
 	if c.ExecutionProfile != nil {
 		if errs := validation.IsDNS1123Label(*c.ExecutionProfile); len(errs) > 0 {
 			return kubeInvalid("execution_profile", "the name of an execution profile (a DNS label)", *c.ExecutionProfile, errs)
+		}
+	}
+	if c.ExecutionTarget != nil && *c.ExecutionTarget != "" {
+		if errs := validation.IsDNS1123Label(*c.ExecutionTarget); len(errs) > 0 {
+			return kubeInvalid("execution_target", "the name of an execution target (a DNS label), or empty for the team's default", *c.ExecutionTarget, errs)
 		}
 	}
 	// Each given resource within its maximum; ResourceBounds.Validate checks the merged
@@ -197,6 +205,9 @@ func (c DeploymentChange) ApplyTo(d Deployment) Deployment {
 	d.Policy = c.Policy.ApplyTo(d.Policy)
 	if c.ExecutionProfile != nil {
 		d.ExecutionProfile = *c.ExecutionProfile
+	}
+	if c.ExecutionTarget != nil {
+		d.ExecutionTarget = *c.ExecutionTarget
 	}
 	pick := func(v, cur int64) int64 {
 		if v != 0 {

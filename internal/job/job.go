@@ -127,6 +127,9 @@ type Deployment struct {
 	// ExecutionProfile names the profile its pods run with (docs/profiles.md; empty is
 	// DefaultProfile).
 	ExecutionProfile string
+	// ExecutionTarget names the execution target it runs in (docs/targets.md); empty is
+	// its team's default target.
+	ExecutionTarget string
 	// Profile is that profile as read with the deployment (nil when not read): what the
 	// rendering adds to the pods. It is not part of the desired row.
 	Profile *Profile
@@ -207,7 +210,7 @@ func (c Contacts) Same(o Contacts) bool {
 func (d Deployment) SameConfig(o Deployment) bool {
 	return d.JobVersion == o.JobVersion && d.VDKVersion == o.VDKVersion && d.PythonVersion == o.PythonVersion &&
 		d.Schedule == o.Schedule && d.HashedSchedule == o.HashedSchedule && d.Resources == o.Resources && d.Enabled == o.Enabled && d.Policy.Same(o.Policy) &&
-		d.ProfileName() == o.ProfileName()
+		d.ProfileName() == o.ProfileName() && d.ExecutionTarget == o.ExecutionTarget
 }
 
 // ProfileName is the profile the deployment selects: ExecutionProfile, or DefaultProfile.

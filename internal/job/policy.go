@@ -102,6 +102,9 @@ type PolicyChange struct {
 	// deployment's (DeploymentChange.ExecutionProfile), carried with the keys of the
 	// version's config.ini that a deploy applies; ApplyTo ignores it.
 	ExecutionProfile *string `json:"execution_profile,omitempty"`
+	// ExecutionTarget is the body's execution_target, carried the same way (a datajobs
+	// extension; DeploymentChange.ExecutionTarget).
+	ExecutionTarget *string `json:"execution_target,omitempty"`
 }
 
 // IsZero reports a change that sets no field.
@@ -117,6 +120,7 @@ func (c PolicyChange) Or(fallback PolicyChange) PolicyChange {
 	c.StartingDeadlineSeconds = cmp.Or(c.StartingDeadlineSeconds, fallback.StartingDeadlineSeconds)
 	c.CatchUp = cmp.Or(c.CatchUp, fallback.CatchUp)
 	c.ExecutionProfile = cmp.Or(c.ExecutionProfile, fallback.ExecutionProfile)
+	c.ExecutionTarget = cmp.Or(c.ExecutionTarget, fallback.ExecutionTarget)
 	return c
 }
 

@@ -114,3 +114,10 @@ func TargetPlaceTaken(namespace string) *Error {
 		"Two targets in one namespace of one cluster would each delete the other's CronJobs.",
 		"The target was not changed.", "Choose another namespace, or change that target instead.")
 }
+
+// TargetNotGranted reports a deployment naming a target its team may not run in.
+func TargetNotGranted(name, team string) *Error {
+	return NewError(KindForbidden, fmt.Sprintf("The team %q may not run its jobs in the execution target %q.", team, name),
+		"The target's teams do not include the team.",
+		nothingChanged, "Deploy without execution_target (the team's default target), or ask an administrator to add the team to the target's teams.")
+}

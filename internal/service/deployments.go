@@ -182,6 +182,7 @@ func (s *Service) checkedChange(ctx context.Context, team string, c job.Deployme
 	}
 	// The body's execution_profile and config.ini's arrive with the run policy's keys.
 	c.ExecutionProfile, c.Policy.ExecutionProfile = cmp.Or(c.ExecutionProfile, c.Policy.ExecutionProfile), nil
+	c.ExecutionTarget, c.Policy.ExecutionTarget = cmp.Or(c.ExecutionTarget, c.Policy.ExecutionTarget), nil
 	if err := c.Validate(s.cfg.SupportedPythonVersions, s.cfg.Resources); err != nil {
 		return c, nil, err
 	}

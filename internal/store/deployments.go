@@ -96,6 +96,10 @@ func changeDeploymentIn(ctx context.Context, tx Tx, st job.JobState, change depl
 	if st.Desired == nil || st.Desired.ProfileName() != next.ProfileName() {
 		writes.checkGrant(job.ActorFrom(ctx).User, st.Job.Team, next.ProfileName())
 	}
+	moved := st.Desired != nil && st.Desired.ExecutionTarget != next.ExecutionTarget
+	if next.ExecutionTarget != "" && (st.Desired == nil || moved) {
+		writes.checkTarget(st.Job.Team, next.ExecutionTarget)
+	}
 	writes.upsertDesired(&next, func(err error) error {
 		return writeError(fmt.Sprintf("write deployment of %s", name), err)
 	})
@@ -110,6 +114,12 @@ func changeDeploymentIn(ctx context.Context, tx Tx, st job.JobState, change depl
 	if err := writes.send(ctx, tx); err != nil {
 		return job.Deployment{}, err
 	}
+	if moved { // its runs end where their Jobs are (invariant 11)
+		err := cancelExecutions(ctx, tx, `job_uid = $1::uuid AND target <> datajobs_job_target(job_name)`, st.Job.UID, MsgTargetMoved)
+		if err != nil {
+			return job.Deployment{}, err
+		}
+	}
 	return next, nil
 }
 
@@ -121,8 +131,8 @@ func (p *pipeline) upsertDesired(d *job.Deployment, failed func(error) error) {
 INSERT INTO desired_data_job_deployment AS d (data_job_name, git_commit_sha, vdk_version,
 	python_version, schedule, resources_cpu_request_millis, resources_cpu_limit_millis,
 	resources_memory_request_bytes, resources_memory_limit_bytes, enabled, last_deployed_by,
-	last_deployed_date, status, message, run_policy, hashed_schedule, execution_profile)
-VALUES ($1, $2, $3, $4, $5, NULLIF($6::bigint, 0), NULLIF($7::bigint, 0), NULLIF($8::bigint, 0), NULLIF($9::bigint, 0), $10, $11, $12, 'pending', '', $13::jsonb, $14, $15)
+	last_deployed_date, status, message, run_policy, hashed_schedule, execution_profile, execution_target)
+VALUES ($1, $2, $3, $4, $5, NULLIF($6::bigint, 0), NULLIF($7::bigint, 0), NULLIF($8::bigint, 0), NULLIF($9::bigint, 0), $10, $11, $12, 'pending', '', $13::jsonb, $14, $15, NULLIF($16, ''))
 ON CONFLICT (data_job_name) DO UPDATE SET git_commit_sha = excluded.git_commit_sha,
 	vdk_version = excluded.vdk_version, python_version = excluded.python_version,
 	schedule = excluded.schedule,
@@ -132,14 +142,18 @@ ON CONFLICT (data_job_name) DO UPDATE SET git_commit_sha = excluded.git_commit_s
 	resources_memory_limit_bytes = excluded.resources_memory_limit_bytes,
 	enabled = excluded.enabled, last_deployed_by = excluded.last_deployed_by,
 	last_deployed_date = excluded.last_deployed_date, status = 'pending', message = '',
-	run_policy = excluded.run_policy, hashed_schedule = excluded.hashed_schedule, execution_profile = excluded.execution_profile
+	run_policy = excluded.run_policy, hashed_schedule = excluded.hashed_schedule, execution_profile = excluded.execution_profile,
+	execution_target = excluded.execution_target
 RETURNING status_generation, last_sync_at`
 	r := d.Resources
 	d.Status, d.Message = job.StatusPending, ""
 	d.ExecutionProfile = d.ProfileName()
 	p.queryRow(func(row pgx.Row) error {
 		err := row.Scan(&d.StatusGeneration, &d.LastSyncAt)
-		if sqlState(err) == foreignKeyViolation { // the profile is gone (a rollback to it)
+		if sqlState(err) == foreignKeyViolation { // the profile or target is gone (a rollback to it)
+			if d.ExecutionTarget != "" && constraintOf(err) == "desired_data_job_deployment_execution_target_fkey" {
+				return job.TargetNotFound(d.ExecutionTarget)
+			}
 			return job.ProfileNotFound(d.ExecutionProfile)
 		}
 		if err != nil {
@@ -148,7 +162,7 @@ RETURNING status_generation, last_sync_at`
 		return nil
 	}, q, d.JobName, d.JobVersion, d.VDKVersion, d.PythonVersion, d.Schedule,
 		r.CPURequestMillis, r.CPULimitMillis, r.MemoryRequestBytes, r.MemoryLimitBytes,
-		d.Enabled, d.DeployedBy, d.DeployedDate, d.Policy, d.HashedSchedule, d.ExecutionProfile)
+		d.Enabled, d.DeployedBy, d.DeployedDate, d.Policy, d.HashedSchedule, d.ExecutionProfile, d.ExecutionTarget)
 }
 
 // DeleteDeployment deletes the desired deployment of the job name of team, bumps the job

@@ -247,6 +247,14 @@ func sqlState(err error) string {
 	return ""
 }
 
+// constraintOf is the constraint a PostgreSQL error names, "" when none.
+func constraintOf(err error) string {
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
+		return pgErr.ConstraintName
+	}
+	return ""
+}
+
 // nonNil stores an absent list as an empty array: the columns are NOT NULL.
 func nonNil(s []string) []string {
 	if s == nil {

@@ -16,7 +16,8 @@ const joinedDesiredColumns = `d.data_job_name IS NOT NULL, COALESCE(d.git_commit
 	COALESCE(d.enabled, false), COALESCE(d.last_deployed_by, ''),
 	COALESCE(d.last_deployed_date, 'epoch'::timestamptz), COALESCE(d.status, ''), COALESCE(d.message, ''),
 	COALESCE(d.status_generation, 0), d.last_sync_at, COALESCE(d.run_policy, '{}'::jsonb), COALESCE(d.hashed_schedule, ''),
-	COALESCE(d.execution_profile, ''), (SELECT p.spec FROM execution_profile p WHERE p.name = d.execution_profile)`
+	COALESCE(d.execution_profile, ''), (SELECT p.spec FROM execution_profile p WHERE p.name = d.execution_profile),
+	COALESCE(d.execution_target, '')`
 
 // joinedActualColumns are the columns of the actual deployment a of the job's own
 // incarnation (joined on the job's UID), LEFT JOINed like joinedDesiredColumns.
@@ -47,7 +48,7 @@ func (r *joined) desiredDest() []any {
 		&d.Resources.CPURequestMillis, &d.Resources.CPULimitMillis,
 		&d.Resources.MemoryRequestBytes, &d.Resources.MemoryLimitBytes,
 		&d.Enabled, &d.DeployedBy, &d.DeployedDate, &r.status, &d.Message, &d.StatusGeneration, &d.LastSyncAt, &d.Policy, &d.HashedSchedule,
-		&d.ExecutionProfile, &r.profile,
+		&d.ExecutionProfile, &r.profile, &d.ExecutionTarget,
 	}
 }
 

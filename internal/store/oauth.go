@@ -82,8 +82,8 @@ func (s *Store) DeliveredTeamOAuth(ctx context.Context) ([]secrets.TeamOAuth, er
 func (s *Store) deliveredTeamOAuth(ctx context.Context, target string) ([]secrets.TeamOAuth, error) {
 	const q = `
 SELECT o.team, o.client_id, o.key_id, o.data_key, o.client_secret FROM team_oauth_credentials o
-WHERE EXISTS (SELECT 1 FROM data_job j JOIN desired_data_job_deployment d ON d.data_job_name = j.name WHERE j.team = o.team)
-	AND datajobs_target_of(o.team) = $1
+WHERE EXISTS (SELECT 1 FROM data_job j JOIN desired_data_job_deployment d ON d.data_job_name = j.name
+	WHERE j.team = o.team AND coalesce(d.execution_target, datajobs_target_of(o.team)) = $1)
 ORDER BY o.team`
 	rows, err := s.pool.Query(ctx, q, target)
 	if err != nil {

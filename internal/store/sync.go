@@ -35,8 +35,9 @@ FROM data_job j
 LEFT JOIN desired_data_job_deployment d ON d.data_job_name = j.name
 LEFT JOIN execution_target_team tt ON tt.team = j.team`
 
-// jobTarget is the target of the job j of syncJobQuery (datajobs_target_of, inlined).
-const jobTarget = `coalesce(tt.target, '` + DefaultTarget + `')`
+// jobTarget is the target of the job j of syncJobQuery, its deployment d's, else its
+// team's (datajobs_job_target, inlined).
+const jobTarget = `coalesce(d.execution_target, tt.target, '` + DefaultTarget + `')`
 
 const syncActualQuery = `SELECT ` + actualColumns + ` FROM actual_data_job_deployment WHERE target = $1`
 
@@ -148,6 +149,7 @@ func loadSyncStates(ctx context.Context, db batchSender, target string, names []
 // orphan (plan.go). With one target, it reads no row.
 func queueElsewhere(batch *pgx.Batch, states map[string]job.SyncState, target string) {
 	batch.Queue(`SELECT j.name, j.uid::text, `+jobTarget+` FROM data_job j
+LEFT JOIN desired_data_job_deployment d ON d.data_job_name = j.name
 LEFT JOIN execution_target_team tt ON tt.team = j.team WHERE `+jobTarget+` <> $1`, target).Query(func(rows pgx.Rows) error {
 		var name, uid, other string
 		_, err := pgx.ForEachRow(rows, []any{&name, &uid, &other}, func() error {

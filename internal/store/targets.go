@@ -82,6 +82,9 @@ func (s *Store) PutTarget(ctx context.Context, t job.Target) (created bool, err 
 				return cmpOrErr(err, job.TargetInUse(t.Name, "move to another namespace or cluster", why))
 			}
 		}
+		if err := keepsGrants(ctx, tx, t); err != nil {
+			return err
+		}
 		joined, left := teamsDiff(old.DefaultFor, t.DefaultFor)
 		if err := lockTeamsJobs(ctx, tx, append(slices.Clone(joined), left...), s); err != nil {
 			return err
@@ -92,6 +95,24 @@ func (s *Store) PutTarget(ctx context.Context, t job.Target) (created bool, err 
 		return notify(ctx, tx, TargetsChannel, t.Name)
 	})
 	return created, err
+}
+
+// keepsGrants refuses (409) a target t that would no longer grant a team whose
+// deployments name it: they would render in a target the team may not use.
+func keepsGrants(ctx context.Context, tx Tx, t job.Target) error {
+	rows, _ := tx.Query(ctx, `SELECT DISTINCT j.team FROM desired_data_job_deployment d JOIN data_job j ON j.name = d.data_job_name
+WHERE d.execution_target = $1 ORDER BY j.team`, t.Name)
+	teams, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return translate(fmt.Errorf("read the teams deploying to target %s: %w", t.Name, err))
+	}
+	for _, team := range teams {
+		if !t.Granted(team) {
+			return job.TargetInUse(t.Name, "stop granting team "+team,
+				fmt.Sprintf("Deployments of the team %q name it as their execution_target.", team))
+		}
+	}
+	return nil
 }
 
 // cmpOrErr is err when set, else refusal.
@@ -183,21 +204,22 @@ func moveTeams(ctx context.Context, tx Tx, target string, joined, left []string)
 		return err
 	}
 	// Runs end where their Jobs are: those of a moved team in a target no longer its own.
-	return cancelExecutions(ctx, tx, `team = ANY($1) AND target <> datajobs_target_of(team)`, moved, MsgTargetMoved)
+	return cancelExecutions(ctx, tx, `team = ANY($1) AND target <> datajobs_job_target(job_name)`, moved, MsgTargetMoved)
 }
 
 // targetHolds says what the target name still holds (CronJobs, runs), empty when nothing.
 func targetHolds(ctx context.Context, tx Tx, name string) (string, error) {
-	var cronJobs, runs int
+	var cronJobs, runs, named int
 	err := tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM actual_data_job_deployment WHERE target = $1),
-	(SELECT count(*) FROM data_job_execution WHERE target = $1 AND status IN `+activeStatuses+`)`, name).Scan(&cronJobs, &runs)
+	(SELECT count(*) FROM data_job_execution WHERE target = $1 AND status IN `+activeStatuses+`),
+	(SELECT count(*) FROM desired_data_job_deployment WHERE execution_target = $1)`, name).Scan(&cronJobs, &runs, &named)
 	if err != nil {
 		return "", translate(fmt.Errorf("count what target %s holds: %w", name, err))
 	}
-	if cronJobs == 0 && runs == 0 {
+	if cronJobs == 0 && runs == 0 && named == 0 {
 		return "", nil
 	}
-	return fmt.Sprintf("It holds %d CronJobs and %d submitted or running executions.", cronJobs, runs), nil
+	return fmt.Sprintf("It holds %d CronJobs and %d submitted or running executions, and %d deployments name it.", cronJobs, runs, named), nil
 }
 
 // DeleteTarget deletes the target name. The default target, and one that teams default to
@@ -238,4 +260,23 @@ SELECT (SELECT count(*) FROM sync_replica WHERE seen_at > now() - $2::interval A
 	(SELECT count(*) FROM execution_target)`
 	err = s.leases.QueryRow(ctx, q, identity, ttl).Scan(&replicas, &targets)
 	return replicas, targets, translate(err)
+}
+
+// checkTarget queues the check that team may run a deployment in target name (its
+// default_for or teams), the target's row locked for share until the deploy commits, so
+// that a PUT withdrawing the grant (which locks it for update) waits for it and then sees
+// the deployment, or the deploy waits and is refused.
+func (p *pipeline) checkTarget(team, name string) {
+	p.queryRow(func(row pgx.Row) error {
+		var t job.Target
+		err := row.Scan(&t.Teams, &t.DefaultFor)
+		if err = rowError(err, job.TargetNotFound(name), "check the grant of target "+name); err != nil {
+			return err
+		}
+		if !t.Granted(team) {
+			return job.TargetNotGranted(name, team)
+		}
+		return nil
+	}, `SELECT t.teams, ARRAY(SELECT tt.team FROM execution_target_team tt WHERE tt.target = t.name)
+FROM execution_target t WHERE t.name = $1 FOR SHARE`, name)
 }

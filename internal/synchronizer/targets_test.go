@@ -159,3 +159,35 @@ func TestAShardDownDuringAMoveDeletesItsCronJobWhenItComesBack(t *testing.T) {
 	kept, _ := f.cronJobIn(f.ns, "stays-put")
 	require.NotEmpty(t, kept)
 }
+
+// A deployment that names an execution target (issue 44) has its CronJob in that target's
+// namespace while its team's other jobs stay in the default one; named back to its team's
+// default, the CronJob moves back and nothing is left in the named target.
+func TestADeploymentNamingATargetRunsThereAndComesBack(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	second := job.Target{Name: "second", Namespace: testenv.Namespace(t), Teams: []string{team}}
+	_, err := f.db.PutTarget(ctx, second)
+	require.NoError(t, err)
+	f.start()
+	f.shardOf(second)
+	f.createJob("stays-put")
+	f.deploy("stays-put", job.DeploymentChange{JobVersion: ptr("v1")})
+	f.createJob("named-job")
+	f.deploy("named-job", job.DeploymentChange{JobVersion: ptr("v1"), ExecutionTarget: ptr(second.Name)})
+	f.eventually(func() bool {
+		there, _ := f.cronJobIn(second.Namespace, "named-job")
+		here, _ := f.cronJobIn(f.ns, "stays-put")
+		return there != "" && here != "" && f.actualTarget("named-job") == second.Name
+	}, "the named job in the second target, the other here")
+	here, _ := f.cronJobIn(f.ns, "named-job")
+	require.Empty(t, here)
+
+	f.patch("named-job", job.DeploymentChange{ExecutionTarget: ptr("")})
+	f.eventually(func() bool {
+		back, _ := f.cronJobIn(f.ns, "named-job")
+		left, _ := f.cronJobIn(second.Namespace, "named-job")
+		return back != "" && left == "" && f.actualTarget("named-job") == job.DefaultTargetName
+	}, "the job back in its team's default target, none left in the second")
+}
