@@ -64,6 +64,31 @@ func TestJobsListFollowsAJobWhoseDeploymentChanges(t *testing.T) {
 	require.Contains(t, b.get("/ui/?sort=next_run").body, "1–2 of 2 jobs")
 }
 
+// Two schedules written differently that always run at the same time (their next-run
+// keys differ, their next runs never do) are one group of the next-run sort: its page
+// query once allocated an argument for the first key and then used one for all, and
+// PostgreSQL refused the unused one (42P18, "could not determine data type of parameter
+// $1"): the console answered an error page. TestJobsListFollowsAJobWhoseDeploymentChanges
+// met it only between 05:00 and 06:00 UTC.
+func TestJobsListSortsByNextRunJobsWhoseSchedulesShareTheirRuns(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	b := e.browser(t)
+	ctx := t.Context()
+	on, v1 := true, "v1-of-a"
+	for _, s := range []struct{ team, name, schedule string }{
+		{"team-a", "job-of-a", "0 * * * *"}, {"team-b", "job-of-b", "0 0-23 * * *"},
+	} {
+		_, err := e.svc.Deploy(ctx, s.team, s.name, job.DeploymentChange{JobVersion: &v1, Enabled: &on, Schedule: &s.schedule}, "bob")
+		require.NoError(t, err)
+	}
+	for _, dir := range []string{"asc", "desc"} {
+		r := b.get("/ui/?sort=next_run&dir=" + dir)
+		require.Equal(t, http.StatusOK, r.status, r.body)
+		require.Contains(t, r.body, "1–2 of 2 jobs")
+	}
+}
+
 // jobLink is the link of a row of the jobs list to its job's page.
 var jobLink = regexp.MustCompile(`href="/ui/teams/[^/"]+/jobs/([^/"]+)"`)
 
