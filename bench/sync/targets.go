@@ -32,6 +32,7 @@ func secondJobNames(n int) []string {
 type servedConverge struct {
 	written, applied time.Duration
 	rss, hwm         []uint64
+	live             []uint64 // the Go heap in use after a forced GC
 	rows             []string
 }
 
@@ -59,6 +60,7 @@ func (b *bench) targets(ctx context.Context, n, pending int) error {
 	for i, who := range []string{"replica leading the default target", "replica leading the second target"} {
 		b.printf("| VmRSS 5 s after converge, %s | %s | %s | %.2fx |\n", who, mib(split.rss[i]), mib(single.rss[0]), float64(split.rss[i])/float64(single.rss[0]))
 		b.printf("| VmHWM (peak), %s | %s | %s | %.2fx |\n", who, mib(split.hwm[i]), mib(single.hwm[0]), float64(split.hwm[i])/float64(single.hwm[0]))
+		b.printf("| Go heap in use after a GC, %s | %s | %s | %.2fx |\n", who, mib(split.live[i]), mib(single.live[0]), float64(split.live[i])/float64(single.live[0]))
 	}
 	b.printf("\n| process | when | VmRSS | VmHWM (peak so far) | Go heap in use | Go heap objects' bytes | Go runtime total (sys) |\n|---|---|---|---|---|---|---|\n%s%s\n",
 		strings.Join(split.rows, ""), strings.Join(single.rows, ""))
@@ -188,6 +190,11 @@ func (b *bench) convergeServed(ctx context.Context, f *fleet, jobs map[string][]
 		hwm, _ := procStatus(s.cmd.Process.Pid, "VmHWM")
 		out.rss, out.hwm = append(out.rss, rss), append(out.hwm, hwm)
 		out.rows = append(out.rows, memoryRow(ctx, s, "5 s after converge"))
+		live, err := liveHeap(ctx, s)
+		if err != nil {
+			return out, err
+		}
+		out.live = append(out.live, live)
 	}
 	return out, nil
 }
@@ -270,6 +277,15 @@ WHERE j.name = ANY($1)`, names).Scan(&applied)
 	b.printf("\nLease part %s after the kill; apply part %s (%.0f changes/s).\n\n",
 		secs(tLead.Sub(tKill)), secs(tApplied.Sub(tLead)), float64(len(names))/tApplied.Sub(tLead).Seconds())
 	return nil
+}
+
+// liveHeap is s's Go heap in use right after a GC (forced by a heap profile's gc=1).
+func liveHeap(ctx context.Context, s *server) (uint64, error) {
+	if _, err := s.get(ctx, "/debug/pprof/heap?gc=1"); err != nil {
+		return 0, fmt.Errorf("GC of %s: %w", s.name, err)
+	}
+	m, err := s.get(ctx, "/metrics")
+	return uint64(metricSum(m, "go_memstats_heap_inuse_bytes")), err
 }
 
 // leaseLeader is the server among servers that holds the live lease name, nil when none.
