@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/datajobs/datajobs/internal/devenv"
 	"github.com/datajobs/datajobs/internal/store"
@@ -81,7 +82,12 @@ func printingExecution(t *testing.T) (r *replica, client kubernetes.Interface, i
 		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: ns},
 		Target:     corev1.ObjectReference{Kind: "Node", Name: devenv.FakeNodeName},
 	}, metav1.CreateOptions{}))
-	require.NoError(t, devenv.SetPodStatus(t.Context(), client, pod, corev1.PodRunning, "", running()))
+	// The scheduler's condition write on the pod it could not place may land between
+	// SetPodStatus's read and write (make test at c727750: "the object has been
+	// modified"): play the kubelet again, as a kubelet retries.
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		return devenv.SetPodStatus(t.Context(), client, pod, corev1.PodRunning, "", running())
+	}))
 	require.Eventually(t, func() bool { return r.execution(t, "printer", id).Status == "running" }, time.Minute, 50*time.Millisecond)
 	file = filepath.Join(t.TempDir(), "printer.log")
 	return r, client, id, pod, file, dbURL

@@ -14,9 +14,12 @@ import (
 	"github.com/datajobs/datajobs/internal/testenv"
 )
 
-// before0068 takes a database back to the schema before execution targets (migration
-// 0068 undone): what every installation has when it upgrades to them.
+// before0068 takes a database back to the schema before execution targets (migrations
+// 0069 and 0068 undone): what every installation has when it upgrades to them.
 const before0068 = `
+DROP FUNCTION datajobs_job_target(text);
+ALTER TABLE desired_data_job_deployment DROP COLUMN execution_target;
+DELETE FROM schema_migrations WHERE version = 69;
 DROP TRIGGER data_job_execution_fill_target ON data_job_execution;
 DROP FUNCTION data_job_execution_fill_target();
 DROP TABLE execution_target_team, execution_target, sync_replica;
