@@ -68,6 +68,12 @@ func TestAnUpgradeToTargetsRewritesNoCronJob(t *testing.T) {
 	require.NoError(t, err)
 
 	after := startReplica(t, dbURL, kubeconfig, ns)
+	// The versions are compared after the new leader's first full pass, which plans every
+	// CronJob: before it, an unchanged version would say nothing.
+	require.Eventually(t, func() bool {
+		passes, ok := after.metric(`datajobs_sync_passes_total{result="ok"}`)
+		return ok && passes >= 1
+	}, time.Minute, 50*time.Millisecond, "the upgraded leader's first full pass")
 	after.deploy(t, "after-upgrade")
 	require.Eventually(t, func() bool {
 		_, err := client.BatchV1().CronJobs(ns).Get(ctx, "after-upgrade", metav1.GetOptions{})

@@ -56,7 +56,7 @@ func executionStages(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 		}, db).Service(),
 		maintenance.NewAuditRetention(audit, db).Service(),
 	}, more...)
-	target := job.Target{Name: job.DefaultTargetName, Namespace: cfg.Namespace}
+	target := defaultTarget(cfg)
 	return append(trackerStages(cfg, db.Target(target.Name), target.Namespace, cluster, tracker.NewMetrics(reg), metrics, backfills.Kick),
 		maintenance.New(maintenance.Config{Listener: db, Logger: cfg.Logger, Metrics: metrics}, services...).Run,
 		stepper.New(stepper.Config{Logger: cfg.Logger, Registerer: reg}, db).Run,

@@ -175,19 +175,11 @@ func (s *shardSet) runShard(ctx context.Context, sh *shard) {
 // tracker and the services its Jobs tell. Their metrics are registered nowhere: the
 // default target's carry the names (docs/targets.md).
 func (s *shardSet) stages(t job.Target, cluster *kube.Cluster) []stage {
-	stages := []stage{shardSyncer(s.cfg, s.db, cluster, t, s.builds, s.keys).Run}
+	stages := []stage{newSyncer(s.cfg, s.db, cluster, t, s.builds, s.keys, nil).Run}
 	if s.cfg.SyncMode == SyncOn {
 		stages = append(stages, trackerStages(s.cfg, s.db.Target(t.Name), t.Namespace, cluster, tracker.NewMetrics(nil), s.maint, nil)...)
 	}
 	return stages
-}
-
-// shardSyncer is the synchronizer of target t's shard: serve's (syncerConfig) in t's
-// namespace, on t's view of the database and t's cluster.
-func shardSyncer(cfg Config, db *store.Store, cluster *kube.Cluster, t job.Target, builds synchronizer.BuildConfig, keys *secrets.Keyring) *synchronizer.Synchronizer {
-	sc := syncerConfig(cfg, builds, keys, nil)
-	sc.Target, sc.Render.Namespace = t.Name, t.Namespace
-	return synchronizer.New(sc, db.Target(t.Name), cluster.Client, nil)
 }
 
 // connect is the cluster of target t (targetCluster).

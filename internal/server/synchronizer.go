@@ -40,16 +40,20 @@ func connect(ctx context.Context, cfg Config, agent string) (*kube.Cluster, erro
 	return kube.Connect(ctx, kube.ClusterConfig{Kubeconfig: cfg.Kubeconfig, QPS: cfg.KubeQPS, Burst: cfg.KubeBurst, UserAgent: agent + "/" + cfg.Version})
 }
 
-// newSyncer builds the synchronizer of cfg, with the build stage builds (serve's
-// newBuildStage; none in a single pass, which builds nothing). It is the one place the
-// synchronizer is built, for serve and for sync --once alike, so that both render and
-// guard the same way.
-func newSyncer(cfg Config, db *store.Store, cluster *kube.Cluster, builds synchronizer.BuildConfig, reg prometheus.Registerer) (*synchronizer.Synchronizer, error) {
-	keys, err := loadKeyring(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return synchronizer.New(syncerConfig(cfg, builds, keys, reg), db, cluster.Client, nil), nil
+// newSyncer builds the synchronizer of execution target t's shard (serve's default
+// target, defaultTarget, or another), with the build stage builds (serve's newBuildStage;
+// none in a single pass, which builds nothing) and its metrics registered in reg. It is
+// the one place a synchronizer is built, for serve's shards and sync --once alike, so that
+// all render and guard the same way: in t's namespace, on t's view of the database.
+func newSyncer(cfg Config, db *store.Store, cluster *kube.Cluster, t job.Target, builds synchronizer.BuildConfig, keys *secrets.Keyring, reg prometheus.Registerer) *synchronizer.Synchronizer {
+	sc := syncerConfig(cfg, builds, keys, reg)
+	sc.Target, sc.Render.Namespace = t.Name, t.Namespace
+	return synchronizer.New(sc, db.Target(t.Name), cluster.Client, nil)
+}
+
+// defaultTarget is the default execution target of cfg: serve's --namespace.
+func defaultTarget(cfg Config) job.Target {
+	return job.Target{Name: job.DefaultTargetName, Namespace: cfg.Namespace}
 }
 
 // syncerConfig is the synchronizer's configuration of cfg: every setting of Config that
@@ -120,19 +124,17 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 	if err != nil {
 		return synchronizerUnit{}, err
 	}
-	if u.syncer, err = newSyncer(cfg, db, cluster, builds, reg); err != nil {
+	keys, err := loadKeyring(cfg)
+	if err != nil {
 		return synchronizerUnit{}, err
 	}
+	u.syncer = newSyncer(cfg, db, cluster, defaultTarget(cfg), builds, keys, reg)
 	stages := []stage{u.syncer.Run}
 	if cfg.SyncMode == SyncOn {
 		if u.notify, err = newDispatcher(cfg, db, reg); err != nil {
 			return synchronizerUnit{}, err
 		}
 		stages = append(stages, executionStages(cfg, db, cluster, reg, maintMetrics, maintenance.Dispatch(u.notify))...)
-	}
-	keys, err := loadKeyring(cfg)
-	if err != nil {
-		return synchronizerUnit{}, err
 	}
 	lm := leader.NewMetrics(reg)
 	u.shards = &shardSet{

@@ -44,25 +44,24 @@ func SyncOnce(ctx context.Context, cfg Config) (synchronizer.Report, error) {
 	return runOnceLeading(ctx, db, store.ShardLeaseName(cfg.SyncTarget), "sync-once", cfg.LeaseDuration, syncer.RunOnce)
 }
 
-// onceSyncer is the synchronizer of sync --once: the default target's (newSyncer), or
-// the shard of cfg.SyncTarget as serve runs it.
+// onceSyncer is the synchronizer of sync --once: the shard of cfg.SyncTarget (default:
+// the default target), as serve runs it, on its cluster.
 func onceSyncer(ctx context.Context, cfg Config, db *store.Store, local *kube.Cluster) (*synchronizer.Synchronizer, error) {
-	if cfg.SyncTarget == "" || cfg.SyncTarget == job.DefaultTargetName {
-		return newSyncer(cfg, db, local, synchronizer.BuildConfig{}, nil)
-	}
-	t, err := db.GetTarget(ctx, cfg.SyncTarget)
+	keys, err := loadKeyring(cfg)
 	if err != nil {
 		return nil, err
+	}
+	t := defaultTarget(cfg)
+	if cfg.SyncTarget != "" && cfg.SyncTarget != job.DefaultTargetName {
+		if t, err = db.GetTarget(ctx, cfg.SyncTarget); err != nil {
+			return nil, err
+		}
 	}
 	cluster, err := targetCluster(ctx, cfg, local, t)
 	if err != nil {
 		return nil, err
 	}
-	keys, err := loadKeyring(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return shardSyncer(cfg, db, cluster, t, synchronizer.BuildConfig{}, keys), nil
+	return newSyncer(cfg, db, cluster, t, synchronizer.BuildConfig{}, keys, nil), nil
 }
 
 // openOnce is cfg with its defaults and its database, for one pass of `sync --once`; the
