@@ -132,6 +132,9 @@ func TestSyncOnceOfEachTargetPrintsAndCarriesOutATeamsMove(t *testing.T) {
 	require.NoError(t, err, out)
 	out, err = syncOnce(t, dbURL, kubeconfig, ns)
 	require.NoError(t, err, out)
-	require.Zero(t, in(ns), "nothing left in the target the team left")
+	require.Regexp(t, `mover-job\s+delete\s+the job's team runs in execution target second\s+done`, out)
+	// The pass returns once the delete is accepted; the garbage collector may hold the
+	// CronJob a moment longer (make test at d43485b counted it still there).
+	require.Eventually(t, func() bool { return in(ns) == 0 }, time.Minute, 50*time.Millisecond, "nothing left in the target the team left")
 	require.Equal(t, 1, in(second.Namespace))
 }
