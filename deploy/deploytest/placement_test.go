@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -125,10 +126,15 @@ func TestAdmissionPolicyKeepsEachTeamsPodsOnItsProfilesNodes(t *testing.T) {
 	cm := kube.ProfilesConfigMap(kube.RenderConfig{Namespace: jobs, Installation: "deploytest"}, placementProfiles)
 	_, err = admin.CoreV1().ConfigMaps(jobs).Create(ctx, cm, metav1.CreateOptions{})
 	require.NoError(t, err)
+	// Each policy's binding and parameter are loaded by the apiserver on their own: the
+	// refusal above may have been the -team-accounts policy's alone (make test at 873e938
+	// judged the cases below while the -team-nodes policy was not loaded yet, and every
+	// refusal case was admitted), so wait for both to read the ConfigMap.
 	require.Eventually(t, func() bool {
-		_, err := pods.Create(ctx, handMadePod("team-a", nil), dryRun)
-		return err == nil
-	}, time.Minute, tick, "with the ConfigMap, a pod with neither node selector nor tolerations (the default profile) is admitted")
+		_, errDefault := pods.Create(ctx, handMadePod("team-a", nil), dryRun)
+		_, errOtherPool := pods.Create(ctx, handMadePod("team-a", map[string]string{"pool": "gpu-b"}), dryRun)
+		return errDefault == nil && errOtherPool != nil && strings.Contains(errOtherPool.Error(), "not nodeSelector:pool=gpu-b")
+	}, time.Minute, tick, "with the ConfigMap, a pod with neither node selector nor tolerations (the default profile) is admitted and one in another team's pool refused")
 
 	gpu := corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "gpu", Effect: corev1.TaintEffectNoSchedule}
 	gpuResource := corev1.Toleration{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
