@@ -61,6 +61,7 @@ func registerExecutionFlags(f *pflag.FlagSet, cfg *server.Config) {
 	f.DurationVar(&cfg.AuditRetention.AuditMaxAge, "audit-max-age", maintenance.AuditMaxAgeDefault, "audit log rows older than this are deleted")
 	f.IntVar(&cfg.AuditRetention.RevisionsKeptPerJob, "revisions-kept-per-job", maintenance.RevisionsKeptPerJobDefault, "job revisions kept per job (newest)")
 	f.DurationVar(&cfg.AuditRetention.RevisionsMaxAge, "revisions-max-age", maintenance.RevisionsMaxAgeDefault, "job revisions older than this are deleted (never a job's newest)")
+	f.DurationVar(&cfg.Executions.StagedSourcesMaxAge, "staged-sources-max-age", maintenance.StagedSourcesMaxAgeDefault, "sources staged for an apply (datajobs apply -f) that no apply took are deleted this long after their staging")
 	f.DurationVar(&cfg.Executions.ImagePullGrace, "image-pull-grace", tracker.DefaultImagePullGrace, "how long an execution's image may fail to pull before it is a platform error")
 	addMaxExecutionTimeout(f, &cfg.Executions.MaxTimeout)
 	f.StringVar(&cfg.Executions.LogsURLTemplate, "logs-url-template", "", "logs_url of executions, with {job_name} {team} {execution_id} {op_id} {start_time} {end_time} (empty: none)")

@@ -36,6 +36,9 @@ type ExecutionsConfig struct {
 	// MaxTimeout bounds a deployment's timeout_seconds (default 24h); below 12 h it is
 	// also the timeout of runs whose policy sets none.
 	MaxTimeout time.Duration
+	// StagedSourcesMaxAge is how long sources staged for an apply wait for the apply that
+	// takes them (default 1h; maintenance.RetentionConfig).
+	StagedSourcesMaxAge time.Duration
 }
 
 // stage is one part of a leadership term's work, run for the term's epoch until ctx ends.
@@ -52,7 +55,8 @@ func executionStages(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 	services := append([]maintenance.Service{
 		backfills.Service(),
 		maintenance.NewRetention(maintenance.RetentionConfig{
-			Retention: job.Retention{KeptPerJob: cfg.Executions.KeptPerJob, MaxAge: cfg.Executions.MaxAge}, Logger: cfg.Logger,
+			Retention:           job.Retention{KeptPerJob: cfg.Executions.KeptPerJob, MaxAge: cfg.Executions.MaxAge},
+			StagedSourcesMaxAge: cfg.Executions.StagedSourcesMaxAge, Logger: cfg.Logger,
 		}, db).Service(),
 		maintenance.NewAuditRetention(audit, db).Service(),
 	}, more...)
