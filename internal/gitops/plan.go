@@ -164,41 +164,25 @@ func NewPlan(team string, target Target, cur State, o Options) (Plan, error) {
 	if p.BaseRevision, err = Fingerprint(cur); err != nil {
 		return Plan{}, err
 	}
-	jobs := map[string]*job.JobState{}
-	for i := range cur.Jobs {
-		jobs[cur.Jobs[i].Job.Name] = &cur.Jobs[i]
-	}
-	pipes := map[string]*pl.Pipeline{}
-	for i := range cur.Pipelines {
-		pipes[cur.Pipelines[i].Name] = &cur.Pipelines[i]
-	}
-	for i := range target.Jobs {
-		c, err := planJob(&target.Jobs[i], jobs[target.Jobs[i].Job.Name], o.Owner)
+	for _, plan := range []func() ([]Change, error){
+		func() ([]Change, error) {
+			return planEach(target.Jobs, cur.Jobs, func(t *JobTarget) string { return t.Job.Name },
+				func(s *job.JobState) string { return s.Job.Name }, planJob, o.Owner)
+		},
+		func() ([]Change, error) {
+			return planEach(target.Pipelines, cur.Pipelines, func(t *PipelineTarget) string { return t.Name },
+				func(s *pl.Pipeline) string { return s.Name }, planPipeline, o.Owner)
+		},
+		func() ([]Change, error) {
+			return planEach(target.Triggers, cur.Triggers, func(t *trigger.Spec) string { return t.Name },
+				func(s *TriggerState) string { return s.Trigger.Spec.Name }, planTrigger, o.Owner)
+		},
+	} {
+		cs, err := plan()
 		if err != nil {
 			return Plan{}, err
 		}
-		c.index = i
-		p.Changes = append(p.Changes, c)
-	}
-	for i := range target.Pipelines {
-		c, err := planPipeline(&target.Pipelines[i], pipes[target.Pipelines[i].Name], o.Owner)
-		if err != nil {
-			return Plan{}, err
-		}
-		c.index = i
-		p.Changes = append(p.Changes, c)
-	}
-	trigs := map[string]*TriggerState{}
-	for i := range cur.Triggers {
-		trigs[cur.Triggers[i].Trigger.Spec.Name] = &cur.Triggers[i]
-	}
-	for i := range target.Triggers {
-		c, err := planTrigger(&target.Triggers[i], trigs[target.Triggers[i].Name], o.Owner)
-		if err != nil {
-			return Plan{}, err
-		}
-		c.index = i
-		p.Changes = append(p.Changes, c)
+		p.Changes = append(p.Changes, cs...)
 	}
 	p.Changes = append(p.Changes, planWebhooks(target.Webhooks, cur.Webhooks, o.Owner)...)
 	p.Changes = append(p.Changes, prunes(target, cur, o, &p.PruneRefused)...)
@@ -206,6 +190,27 @@ func NewPlan(team string, target Target, cur State, o Options) (Plan, error) {
 		p.Summary[c.Action]++
 	}
 	return p, nil
+}
+
+// planEach plans each object of the file (want) against the current one of its name
+// (nil: none), in the file's order, each change with its index in the file.
+func planEach[W, C any](want []W, cur []C, wantName func(*W) string, curName func(*C) string,
+	plan func(*W, *C, string) (Change, error), owner string,
+) ([]Change, error) {
+	byName := make(map[string]*C, len(cur))
+	for i := range cur {
+		byName[curName(&cur[i])] = &cur[i]
+	}
+	out := make([]Change, 0, len(want))
+	for i := range want {
+		c, err := plan(&want[i], byName[wantName(&want[i])], owner)
+		if err != nil {
+			return nil, err
+		}
+		c.index = i
+		out = append(out, c)
+	}
+	return out, nil
 }
 
 // planJob plans one job of the file against its current state (nil: none).

@@ -15,16 +15,28 @@ import (
 // is walked once and its result remembered, so a small document of fragments that
 // spread each other twice costs a walk of its text, not of its 2^n expansions.
 type bounds struct {
+	unchecked
 	maxDepth, maxFields, maxRoots int
 }
 
-var _ interface {
-	graphql.HandlerExtension
-	graphql.OperationContextMutator
-} = bounds{}
+// unchecked is the Validate of an extension that works with any schema.
+type unchecked struct{}
 
-func (bounds) ExtensionName() string                   { return "Bounds" }
-func (bounds) Validate(graphql.ExecutableSchema) error { return nil }
+func (unchecked) Validate(graphql.ExecutableSchema) error { return nil }
+
+// The extensions gqlgen runs: width before the document is parsed, bounds after.
+var (
+	_ interface {
+		graphql.HandlerExtension
+		graphql.OperationParameterMutator
+	} = width{}
+	_ interface {
+		graphql.HandlerExtension
+		graphql.OperationContextMutator
+	} = bounds{}
+)
+
+func (bounds) ExtensionName() string { return "Bounds" }
 
 func (b bounds) MutateOperationContext(_ context.Context, op *graphql.OperationContext) *gqlerror.Error {
 	w := &costWalker{limit: b.maxFields, memo: map[string]cost{}}
@@ -91,17 +103,12 @@ func (w *costWalker) fragment(s *ast.FragmentSpread) cost {
 // parsed here once more, with the token limit, only when the cache does not hold it;
 // parsing is linear, validation is not.
 type width struct {
+	unchecked
 	max, maxTokens int
 	cache          *docCache
 }
 
-var _ interface {
-	graphql.HandlerExtension
-	graphql.OperationParameterMutator
-} = width{}
-
-func (width) ExtensionName() string                   { return "Width" }
-func (width) Validate(graphql.ExecutableSchema) error { return nil }
+func (width) ExtensionName() string { return "Width" }
 
 func (w width) MutateOperationParameters(ctx context.Context, params *graphql.RawParams) *gqlerror.Error {
 	if _, ok := w.cache.Get(ctx, params.Query); ok {
