@@ -112,12 +112,7 @@ func (a *api) listBackfills(w http.ResponseWriter, r *http.Request) error {
 
 // getBackfill is GET …/backfills/{backfill_id}.
 func (a *api) getBackfill(w http.ResponseWriter, r *http.Request) error {
-	team, name, id, err := backfillOf(r)
-	if err != nil {
-		return err
-	}
-	b, err := a.svc.Backfill(r.Context(), team, name, id)
-	return reply(w, http.StatusOK, b, err, toBackfillResponse)
+	return replyItem(w, r, backfillOf, a.svc.Backfill, toBackfillResponse)
 }
 
 // cancelBackfill is DELETE …/backfills/{backfill_id}: 200 with the backfill once the

@@ -91,6 +91,20 @@ func reply[T, B any](w http.ResponseWriter, status int, v T, err error, body fun
 	return nil
 }
 
+// replyItem answers body of the numbered item the path names, as of reads the path (the
+// team, the parent's name and the id, or the item's not-found) and read reads or changes
+// the item, or returns the error as reply does: a handler of one backfill or run.
+func replyItem[T, B any](w http.ResponseWriter, r *http.Request, of func(*http.Request) (string, string, int64, error),
+	read func(ctx context.Context, team, name string, id int64) (T, error), body func(T) B,
+) error {
+	team, name, id, err := of(r)
+	if err != nil {
+		return err
+	}
+	v, err := read(r.Context(), team, name, id)
+	return reply(w, http.StatusOK, v, err, body)
+}
+
 // replyList answers bodies(vs, body) with status, or returns err as reply does: the tail
 // of a handler that read a list through the service.
 func replyList[T, B any](w http.ResponseWriter, status int, vs []T, err error, body func(T) B) error {

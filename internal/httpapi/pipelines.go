@@ -257,12 +257,7 @@ func runOf(r *http.Request) (team, name string, id int64, err error) {
 
 // getPipelineRun is GET …/runs/{run_id}: the run with the latest attempt of each node.
 func (a *api) getPipelineRun(w http.ResponseWriter, r *http.Request) error {
-	team, name, id, err := runOf(r)
-	if err != nil {
-		return err
-	}
-	run, err := a.svc.GetPipelineRun(r.Context(), team, name, id)
-	return reply(w, http.StatusOK, run, err, toRunBody)
+	return replyItem(w, r, runOf, a.svc.GetPipelineRun, toRunBody)
 }
 
 // cancelPipelineRun is DELETE …/runs/{run_id}: 200 with the run once the cancel is

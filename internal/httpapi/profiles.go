@@ -17,12 +17,21 @@ var adminOnly = rule{admin: true}
 
 // profileRoutes registers the profiles' endpoints.
 func (a *api) profileRoutes(rt *router) {
-	const profiles = "/data-jobs/profiles"
-	rt.handleFunc("GET "+profiles, adminOnly, a.listProfiles)
-	rt.handleFunc("GET "+profiles+"/{profile}", adminOnly, a.getProfile)
-	rt.handleFunc("PUT "+profiles+"/{profile}", adminOnly, a.putProfile)
-	rt.handleFunc("DELETE "+profiles+"/{profile}", adminOnly, a.deleteProfile)
-	rt.handleFunc("GET "+profiles+"/{profile}/revisions", adminOnly, a.profileRevisions)
+	one := rt.adminCollection("profile", a.listProfiles, a.getProfile, a.putProfile, a.deleteProfile)
+	rt.handleFunc("GET "+one+"/revisions", adminOnly, a.profileRevisions)
+}
+
+// adminCollection registers a collection the admins manage, as profiles and targets are:
+// GET /data-jobs/<kind>s lists it; GET, PUT and DELETE /data-jobs/<kind>s/{<kind>} read,
+// replace and delete one. It returns the path of one.
+func (rt *router) adminCollection(kind string, list, get, put, del handler) string {
+	all := "/data-jobs/" + kind + "s"
+	one := all + "/{" + kind + "}"
+	rt.handleFunc("GET "+all, adminOnly, list)
+	rt.handleFunc("GET "+one, adminOnly, get)
+	rt.handleFunc("PUT "+one, adminOnly, put)
+	rt.handleFunc("DELETE "+one, adminOnly, del)
+	return one
 }
 
 // profileResponse is a profile with its revision and use.
@@ -71,11 +80,9 @@ func (a *api) putProfile(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	name := r.PathValue("profile")
-	if p.Name != "" && p.Name != name {
-		return job.Invalid("name", "the path's profile name "+name+" (or absent)", p.Name)
+	if p.Name, err = nameOfPath(r, "profile", p.Name); err != nil {
+		return err
 	}
-	p.Name = name
 	ch, err := a.svc.PutProfile(r.Context(), p)
 	if err != nil {
 		return err
@@ -91,15 +98,7 @@ func (a *api) putProfile(w http.ResponseWriter, r *http.Request) error {
 func (a *api) deleteProfile(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("profile")
 	rec, err := a.svc.GetProfile(r.Context(), name)
-	if err != nil {
-		return err
-	}
-	if err := a.svc.DeleteProfile(r.Context(), name); err != nil {
-		return err
-	}
-	a.auditTeams(r, http.StatusNoContent, rec.Profile.Teams)
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return a.deleteAudited(w, r, rec.Profile.Teams, err, func() error { return a.svc.DeleteProfile(r.Context(), name) })
 }
 
 func (a *api) profileRevisions(w http.ResponseWriter, r *http.Request) error {
@@ -121,6 +120,31 @@ func (a *api) profileRevisions(w http.ResponseWriter, r *http.Request) error {
 		out = append(out, revision{rv.Number, rv.Kind, rv.Actor, rv.OpID, rv.CreatedAt, rv.Spec, rv.Diff})
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// nameOfPath is the name of the profile or target (kind) the path names, which a body's
+// name (sent, empty: absent) must repeat.
+func nameOfPath(r *http.Request, kind, sent string) (string, error) {
+	name := r.PathValue(kind)
+	if sent != "" && sent != name {
+		return "", job.Invalid("name", "the path's "+kind+" name "+name+" (or absent)", sent)
+	}
+	return name, nil
+}
+
+// deleteAudited is an admin's delete of a profile or a target, read first for the teams it
+// concerns (err: that read's failure): del deletes it; 204 once the delete is audited on
+// those teams.
+func (a *api) deleteAudited(w http.ResponseWriter, r *http.Request, teams []string, err error, del func() error) error {
+	if err != nil {
+		return err
+	}
+	if err := del(); err != nil {
+		return err
+	}
+	a.auditTeams(r, http.StatusNoContent, teams)
+	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 

@@ -15,24 +15,19 @@ type versionResponse struct {
 	VersionSHA string `json:"version_sha"`
 }
 
+func toVersionResponse(version string) versionResponse { return versionResponse{VersionSHA: version} }
+
 // uploadSources is POST .../jobs/{job}/sources: the body is a zip archive of the job's
-// directory, ?reason= says why. 200 with the version, the job_version to deploy. The
-// body limit is the sources' own (service.SourcesConfig.MaxArchiveBytes), not the 1 MiB
-// of JSON bodies.
+// directory (read by readArchive), ?reason= says why. 200 with the version, the
+// job_version to deploy.
 func (a *api) uploadSources(w http.ResponseWriter, r *http.Request) error {
-	deadlines(w, a.cfg.TransferTimeout)
-	r.Body = a.newPace(w).reader(r.Body)
 	team, name := jobOf(r)
-	body, err := readBody(w, r, a.svc.Config().Sources.MaxArchiveBytes)
+	body, err := a.readArchive(w, r)
 	if err != nil {
 		return err
 	}
 	version, err := a.svc.UploadSources(r.Context(), team, name, body, r.URL.Query().Get("reason"), a.user(r, ""))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, versionResponse{VersionSHA: version})
-	return nil
+	return reply(w, http.StatusOK, version, err, toVersionResponse)
 }
 
 // stageSources is POST /data-jobs/for-team/{team}/sources: the body is a zip archive of a
@@ -40,18 +35,21 @@ func (a *api) uploadSources(w http.ResponseWriter, r *http.Request) error {
 // why. 201 with the version, the job_version the file deploys; no job is needed and none
 // changes. The body limit and the checks are an upload's.
 func (a *api) stageSources(w http.ResponseWriter, r *http.Request) error {
-	deadlines(w, a.cfg.TransferTimeout)
-	r.Body = a.newPace(w).reader(r.Body)
-	body, err := readBody(w, r, a.svc.Config().Sources.MaxArchiveBytes)
+	body, err := a.readArchive(w, r)
 	if err != nil {
 		return err
 	}
 	version, err := a.svc.StageSources(r.Context(), r.PathValue("team"), body, r.URL.Query().Get("reason"), a.user(r, ""))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusCreated, versionResponse{VersionSHA: version})
-	return nil
+	return reply(w, http.StatusCreated, version, err, toVersionResponse)
+}
+
+// readArchive reads the zip archive of a sources upload or staging: within the transfer
+// timeout, at the minimum rate, and at most the sources' own limit
+// (service.SourcesConfig.MaxArchiveBytes), not the 1 MiB of JSON bodies.
+func (a *api) readArchive(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	deadlines(w, a.cfg.TransferTimeout)
+	r.Body = a.newPace(w).reader(r.Body)
+	return readBody(w, r, a.svc.Config().Sources.MaxArchiveBytes)
 }
 
 // downloadSources is GET .../jobs/{job}/sources[?version_sha=]: the zip archive of the

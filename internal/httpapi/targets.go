@@ -16,11 +16,7 @@ import (
 
 // targetRoutes registers the targets' endpoints.
 func (a *api) targetRoutes(rt *router) {
-	const targets = "/data-jobs/targets"
-	rt.handleFunc("GET "+targets, adminOnly, a.listTargets)
-	rt.handleFunc("GET "+targets+"/{target}", adminOnly, a.getTarget)
-	rt.handleFunc("PUT "+targets+"/{target}", adminOnly, a.putTarget)
-	rt.handleFunc("DELETE "+targets+"/{target}", adminOnly, a.deleteTarget)
+	rt.adminCollection("target", a.listTargets, a.getTarget, a.putTarget, a.deleteTarget)
 }
 
 // localCluster is the cluster value of a target in the cluster the service runs against.
@@ -117,9 +113,9 @@ func (a *api) putTarget(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeStrictJSON(body, &req); err != nil {
 		return err
 	}
-	name := r.PathValue("target")
-	if req.Name != "" && req.Name != name {
-		return job.Invalid("name", "the path's target name "+name+" (or absent)", req.Name)
+	name, err := nameOfPath(r, "target", req.Name)
+	if err != nil {
+		return err
 	}
 	secret, err := targetCluster(req.Cluster)
 	if err != nil {
@@ -144,13 +140,5 @@ func (a *api) putTarget(w http.ResponseWriter, r *http.Request) error {
 func (a *api) deleteTarget(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("target")
 	t, err := a.svc.GetTarget(r.Context(), name)
-	if err != nil {
-		return err
-	}
-	if err := a.svc.DeleteTarget(r.Context(), name); err != nil {
-		return err
-	}
-	a.auditTeams(r, http.StatusNoContent, t.Teams)
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return a.deleteAudited(w, r, t.Teams, err, func() error { return a.svc.DeleteTarget(r.Context(), name) })
 }
