@@ -36,7 +36,7 @@ type sourced struct {
 }
 
 // resolveSources packs the source folders of the file data (read from path, which the
-// folders are relative to) and returns the file with each folder replaced by its version,
+// folders are relative to) and returns the file with each folder's version beside it,
 // as YAML (data itself when it names no folder), and the jobs it packed.
 func resolveSources(data []byte, path string) ([]byte, []sourced, error) {
 	js, err := yaml.YAMLToJSON(data)
@@ -68,8 +68,7 @@ func resolveSources(data []byte, path string) ([]byte, []sourced, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("job %s: its source %s: %w", name, folder, err)
 		}
-		delete(dep, "source")
-		dep["job_version"] = version
+		dep["job_version"] = version // beside its source: the apply refuses it if no longer staged
 		out = append(out, sourced{job: name, archive: archive, version: version})
 	}
 	if len(out) == 0 {

@@ -35,8 +35,9 @@ type Writer interface {
 	DeleteWebhook(ctx context.Context, name string) error
 	Own(ctx context.Context, kind string, names []string, owner string) error
 	// BindSources makes the sources staged for the team of the versions (by job name) the
-	// jobs' own, keeping the keep latest versions of each.
-	BindSources(ctx context.Context, versions map[string]string, keep int) error
+	// jobs' own, keeping the keep latest versions of each. It returns the jobs of sourced
+	// (File.SourceFolders) whose version is neither staged nor their sources already.
+	BindSources(ctx context.Context, versions, sourced map[string]string, keep int) ([]string, error)
 	// Flush sends the writes still queued: a writer may queue a write's statements that
 	// need no answer and send them with a later one (their failure is then an
 	// *ObjectError).

@@ -70,8 +70,8 @@ func (w *queuingWriter) Own(context.Context, string, []string, string) error {
 	return w.write("")
 }
 func (w *queuingWriter) Flush(context.Context) error { return w.write("") }
-func (w *queuingWriter) BindSources(context.Context, map[string]string, int) error {
-	return w.write("")
+func (w *queuingWriter) BindSources(context.Context, map[string]string, map[string]string, int) ([]string, error) {
+	return nil, w.write("")
 }
 
 func TestAQueuedWriteThatFailsNamesItsObjectNotTheNextOne(t *testing.T) {

@@ -49,7 +49,7 @@ func (j Job) Target(team string) (job.Job, *job.DeploymentChange, error) {
 		return out, nil, nil
 	}
 	d := j.Deployment
-	if d.Source != "" {
+	if d.Source != "" && d.JobVersion == "" {
 		return job.Job{}, nil, sourceNotResolved(d.Source)
 	}
 	enabled := deref(d.Enabled, true)
@@ -73,6 +73,19 @@ func (j Job) Target(team string) (job.Job, *job.DeploymentChange, error) {
 		}
 	}
 	return out, &c, nil
+}
+
+// SourceFolders is the source folder of each job of the file whose deployment names one
+// with its version (the CLI resolved it), by job name: the versions the apply must find
+// staged, or the jobs' sources already.
+func (f File) SourceFolders() map[string]string {
+	out := map[string]string{}
+	for _, j := range f.Jobs {
+		if d := j.Deployment; d != nil && d.Source != "" {
+			out[j.JobName] = d.Source
+		}
+	}
+	return out
 }
 
 // sourceNotResolved refuses a deployment's source folder sent to the API: a path on the

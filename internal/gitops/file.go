@@ -76,8 +76,9 @@ type Deployment struct {
 	// JobVersion is an uploaded version of the job's sources; give it or Source.
 	JobVersion string `json:"job_version,omitempty"`
 	// Source is the folder of the job's sources, relative to the file: `datajobs apply -f`
-	// packs it as vdk deploy does, uploads it and sends the file with its JobVersion. The
-	// service never reads a local path: it refuses a file that still has one.
+	// packs it as vdk deploy does, stages it and sends the file with its JobVersion beside
+	// it. The service never reads a local path: it refuses a Source without a JobVersion,
+	// and an apply that writes a JobVersion of a Source neither staged nor the job's.
 	Source        string `json:"source,omitempty"`
 	Enabled       *bool  `json:"enabled,omitempty"`
 	PythonVersion string `json:"python_version,omitempty"`

@@ -22,9 +22,10 @@ func Schema() []byte {
 	// A trigger is the trigger package's Spec, which carries no schema tags: its POST's
 	// required fields.
 	props["triggers"].(map[string]any)["items"].(map[string]any)["required"] = []string{"name", "target", "on"}
-	// A deployment names its version, or the folder the CLI packs and uploads for it.
+	// A deployment names its version, or the folder the CLI packs and stages for it (the
+	// CLI sends both: the folder's version beside it).
 	jobProps := props["jobs"].(map[string]any)["items"].(map[string]any)["properties"].(map[string]any)
-	jobProps["deployment"].(map[string]any)["oneOf"] = []any{
+	jobProps["deployment"].(map[string]any)["anyOf"] = []any{
 		map[string]any{"required": []string{"job_version"}}, map[string]any{"required": []string{"source"}},
 	}
 	b, err := json.MarshalIndent(s, "", "  ")

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"archive/zip"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/maintenance"
 	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/testzip"
@@ -98,4 +101,59 @@ func TestStagedSourcesTakenByAnApplyKeepTheLatestVersions(t *testing.T) {
 	require.Equal(t, http.StatusOK, status(versions[2]), "the deployed one")
 	require.Equal(t, 2, e.sourceRows("my-job"))
 	require.Zero(t, e.staged())
+}
+
+// A deployment that names its source folder beside its version (what `datajobs apply -f`
+// sends) needs that version staged, or the job's sources already: one whose staging the
+// leader's retention deleted (or that was never staged) is refused in the apply's
+// transaction, 409 naming the job, its version and folder and saying to apply again, and
+// nothing is written. Before, the CLI sent the version alone and the apply took it for a
+// prebuilt image's: it created and deployed the job, whose build then failed for want of
+// sources (this test, without the refusal, fails on the apply's 200).
+func TestAnApplyOfASourceFolderWhoseStagedSourcesExpiredIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	archive := sampleJob(t, time.Now(), zip.Deflate)
+	r := e.stage(archive)
+	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+	var v struct {
+		VersionSHA string `json:"version_sha"`
+	}
+	r.json(t, &v)
+	file := func(retries int) string {
+		return fmt.Sprintf("apiVersion: datajobs.io/v1\nteam: team-a\njobs:\n"+
+			"  - job_name: image-job\n    deployment: {job_version: v1}\n"+
+			"  - job_name: my-job\n    deployment: {job_version: %s, source: jobs/my-job, retries: %d}\n", v.VersionSHA, retries)
+	}
+
+	// The leader's retention, by a clock past the staged sources' bound, deletes them.
+	epoch, ok, err := e.store.TryAcquireLease(t.Context(), store.SyncLeaseName, "test", time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	later := func() time.Time { return time.Now().Add(maintenance.StagedSourcesMaxAgeDefault + time.Minute) }
+	counts, err := maintenance.NewRetention(maintenance.RetentionConfig{Now: later}, e.store).Service().RunOnce(t.Context(), job.Fence{Epoch: epoch})
+	require.NoError(t, err)
+	require.Equal(t, 1, counts["staged_sources"])
+
+	require.Equal(t, "create", e.plan(file(1), "dry_run=true").actions()["job/my-job"], "a dry run plans it: the CLI stages after its plan")
+	r = e.apply(file(1), "")
+	require.Equal(t, http.StatusConflict, r.status, "%s", r.body)
+	body := r.vdkError(t)
+	for _, want := range []string{`jobs[1] ("my-job")`, v.VersionSHA, "jobs/my-job", "are not staged"} {
+		require.Contains(t, body["what"], want)
+	}
+	require.Equal(t, "Nothing was applied.", body["consequences"])
+	require.Contains(t, body["countermeasures"], "Run `datajobs apply -f` again")
+	for _, name := range []string{"image-job", "my-job"} {
+		require.Equal(t, http.StatusNotFound, e.do("GET", "/data-jobs/for-team/team-a/jobs/"+name, "").status, "nothing written: %s", name)
+	}
+
+	// Staged again, the file applies; the job's version, no longer staged but its sources
+	// now, is applied again without a staging.
+	require.Equal(t, http.StatusCreated, e.stage(archive).status)
+	require.True(t, e.plan(file(1), "").Applied)
+	require.Equal(t, 1, e.sourceRows("my-job"))
+	p := e.plan(file(2), "")
+	require.True(t, p.Applied)
+	require.Equal(t, "update", p.actions()["job/my-job"])
 }

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/datajobs/datajobs/internal/gitops"
@@ -66,7 +67,7 @@ func (s *Service) Apply(ctx context.Context, req ApplyRequest) (gitops.Plan, err
 	if err != nil {
 		return gitops.Plan{}, err
 	}
-	owner := Owner(req.Source)
+	owner, folders := Owner(req.Source), f.SourceFolders()
 	opts := gitops.Options{Owner: owner, Prune: req.Prune, AllowMassPrune: req.AllowMassPrune}
 	if req.DryRun {
 		st, err := s.store.TeamState(ctx, req.Team)
@@ -97,9 +98,38 @@ func (s *Service) Apply(ctx context.Context, req ApplyRequest) (gitops.Plan, err
 		}
 		// A version the CLI staged for the file (StageSources) becomes its job's in this
 		// transaction: an apply that fails leaves only the staged sources, which expire.
-		return w.BindSources(ctx, plan.Deployed(), s.cfg.Sources.KeepVersions)
+		// A source folder's version no longer staged would deploy a version with nothing
+		// to build (taken for a prebuilt image's): refused, as nothing is committed.
+		deployed := plan.Deployed()
+		missing, err := w.BindSources(ctx, deployed, folders, s.cfg.Sources.KeepVersions)
+		if err != nil || len(missing) == 0 {
+			return err
+		}
+		return sourcesNotStaged(f, missing, deployed)
 	})
 	return plan, err
+}
+
+// sourcesNotStaged refuses an apply of file f whose jobs missing (in name order, at least
+// one) deploy the version of their source folder, deployed[name], neither staged nor
+// their sources already.
+func sourcesNotStaged(f gitops.File, missing []string, deployed map[string]string) *job.Error {
+	name := missing[0]
+	i := slices.IndexFunc(f.Jobs, func(j gitops.Job) bool { return j.JobName == name })
+	what := fmt.Sprintf("The sources of the object jobs[%d] (%q) of the file, version %s of its folder %s, are not staged.",
+		i, name, deployed[name], f.Jobs[i].Deployment.Source)
+	if n := len(missing) - 1; n > 0 {
+		what += fmt.Sprintf(" Neither are those of %d other jobs of the file.", n)
+	}
+	return &job.Error{
+		Kind: job.KindConflict,
+		What: what,
+		Why: "`datajobs apply -f` stages a source folder's sources for the apply that follows; sources no apply took are deleted " +
+			"once staged longer than the service keeps them (--staged-sources-max-age), and these expired or were never staged. " +
+			"The job has no sources of that version to build.",
+		Consequences:    "Nothing was applied.",
+		Countermeasures: "Run `datajobs apply -f` again: it stages the folders' sources again, then applies the file.",
+	}
 }
 
 // target is the file f of team in the domain's values: each job validated and its

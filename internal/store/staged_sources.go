@@ -44,20 +44,25 @@ RETURNING xmax = 0`, team, src.Version, src.Archive, len(src.Archive), src.Reaso
 // BindSources makes the sources staged for the team of the versions, by job name, the
 // jobs' latest, as their upload would (SaveSources: an upload of known content makes it
 // the latest again; the keep latest versions are kept, and the deployed one), and deletes
-// them from the staged ones. A version not staged is left alone: a job that has it, or a
-// prebuilt image's. One statement for every job, then one pruning those it bound.
-func (t *TeamTx) BindSources(ctx context.Context, versions map[string]string, keep int) error {
+// them from the staged ones. A version not staged is left alone (a job that has it, or a
+// prebuilt image's), unless its job is one of sourced (the file's source folders, by job
+// name): those BindSources returns, in name order, when their version is neither staged
+// nor the job's sources already (the staging expired, or never was). One statement for
+// every job, then one pruning those it bound.
+func (t *TeamTx) BindSources(ctx context.Context, versions, sourced map[string]string, keep int) ([]string, error) {
 	if len(versions) == 0 {
-		return nil
+		return nil, nil
 	}
-	names, shas := make([]string, 0, len(versions)), make([]string, 0, len(versions))
+	names, shas, required := make([]string, 0, len(versions)), make([]string, 0, len(versions)), make([]bool, 0, len(versions))
 	for n, v := range versions {
-		names, shas = append(names, n), append(shas, v)
+		_, ok := sourced[n]
+		names, shas, required = append(names, n), append(shas, v), append(required, ok)
 	}
 	// The CTEs read one snapshot: the staged rows are moved to every job that names
-	// them, then deleted.
+	// them, then deleted; a required version without a staged row is missing unless the
+	// job had it before (the insert's rows are not in that snapshot).
 	rows, _ := t.tx.Query(ctx, `
-WITH w AS (SELECT * FROM unnest($2::text[], $3::text[]) AS w(name, version)),
+WITH w AS (SELECT * FROM unnest($2::text[], $3::text[], $4::bool[]) AS w(name, version, required)),
 moved AS (
 	INSERT INTO data_job_source (job_name, version_sha, archive, size_bytes, reason, uploaded_by, uploaded_at, run_policy)
 	SELECT w.name, s.version_sha, s.archive, s.size_bytes, s.reason, s.uploaded_by, s.uploaded_at, s.run_policy
@@ -66,15 +71,30 @@ moved AS (
 		reason = excluded.reason, uploaded_by = excluded.uploaded_by, uploaded_at = excluded.uploaded_at, run_policy = excluded.run_policy
 	RETURNING job_name),
 gone AS (DELETE FROM staged_source s USING w WHERE s.team = $1 AND s.version_sha = w.version)
-SELECT job_name FROM moved`, t.team, names, shas)
-	bound, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return writeError("bind the staged sources of team "+t.team, err)
-	}
-	if keep <= 0 || len(bound) == 0 {
+SELECT job_name, true FROM moved
+UNION ALL
+SELECT w.name, false FROM w WHERE w.required
+	AND NOT EXISTS (SELECT 1 FROM staged_source s WHERE s.team = $1 AND s.version_sha = w.version)
+	AND NOT EXISTS (SELECT 1 FROM data_job_source s WHERE s.job_name = w.name AND s.version_sha = w.version)
+ORDER BY 1`, t.team, names, shas, required)
+	var bound, missing []string
+	var name string
+	var moved bool
+	_, err := pgx.ForEachRow(rows, []any{&name, &moved}, func() error {
+		if moved {
+			bound = append(bound, name)
+		} else {
+			missing = append(missing, name)
+		}
 		return nil
+	})
+	if err != nil {
+		return nil, writeError("bind the staged sources of team "+t.team, err)
 	}
-	return pruneSources(ctx, t.tx, bound, keep)
+	if len(missing) > 0 || keep <= 0 || len(bound) == 0 {
+		return missing, nil
+	}
+	return nil, pruneSources(ctx, t.tx, bound, keep)
 }
 
 // DeleteExpiredStagedSources deletes the sources staged before before (no apply took
