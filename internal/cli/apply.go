@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -144,13 +143,11 @@ func newExportCommand(g *globals) *cobra.Command {
 		team string
 	)
 	cmd := &cobra.Command{
-		Use:   "export --team TEAM",
-		Short: "Print a team's jobs and pipelines as a datajobs.yaml that applies with an empty plan",
-		Args:  cobra.NoArgs,
+		Use:     "export --team TEAM",
+		Short:   "Print a team's jobs and pipelines as a datajobs.yaml that applies with an empty plan",
+		Args:    cobra.NoArgs,
+		PreRunE: requireFlag("team", &team),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if team == "" {
-				return errors.New("--team is required")
-			}
 			out, err := c.do(cmd.Context(), http.MethodGet, "/data-jobs/for-team/"+url.PathEscape(team)+"/export", nil)
 			if err != nil {
 				return err

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/datajobs/datajobs/internal/job"
@@ -38,6 +39,17 @@ func addNamespace(f *pflag.FlagSet, p *string, note string) {
 // addSecretsKeyFile declares --secrets-key-file, whose use each command says.
 func addSecretsKeyFile(f *pflag.FlagSet, p *string, usage string) {
 	f.StringVar(p, "secrets-key-file", "", usage)
+}
+
+// requireFlag is the PreRunE of a command that cannot run without the string flag name,
+// whose value is at p.
+func requireFlag(name string, p *string) func(*cobra.Command, []string) error {
+	return func(*cobra.Command, []string) error {
+		if *p == "" {
+			return fmt.Errorf("--%s is required", name)
+		}
+		return nil
+	}
 }
 
 // addPythonFlags declares --supported-python-versions and --default-python-version,
