@@ -63,7 +63,11 @@ func TestStartsOfOneJobAtOnceShareTheCronJobsRead(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			entered.Done()
-			errs[i] = jobs.Start(t.Context(), cj.Name, testJob().UID, ManualExecution{ID: fmt.Sprintf("shared-read-%02d", i)})
+			read, err := jobs.CronJob(t.Context(), cj.Name, testJob().UID)
+			if err == nil {
+				err = jobs.Start(t.Context(), read, ManualExecution{ID: fmt.Sprintf("shared-read-%02d", i)})
+			}
+			errs[i] = err
 		})
 	}
 	entered.Wait()

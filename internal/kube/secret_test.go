@@ -37,7 +37,7 @@ func TestFencedWriterWritesNoSecretJobOrServiceAccountOnceTheFenceIsDown(t *test
 	rendered, _ := Render(testJob(), testDeployment(), c.cfg)
 	cj, err := c.applier.Apply(t.Context(), nil, rendered)
 	require.NoError(t, err)
-	require.ErrorIs(t, fenced.Jobs().Start(t.Context(), cj.Name, testJob().UID, ManualExecution{ID: "run-1"}), errDeposed)
+	require.ErrorIs(t, fenced.Jobs().Start(t.Context(), cj, ManualExecution{ID: "run-1"}), errDeposed)
 	_, err = c.client.BatchV1().Jobs(c.ns).Get(t.Context(), "run-1", metav1.GetOptions{})
 	require.True(t, apierrors.IsNotFound(err), "no Job started")
 

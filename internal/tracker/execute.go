@@ -88,15 +88,18 @@ func (t *execTerm) record(ctx context.Context, row *job.TrackedExecution, live *
 	return nil
 }
 
-// create creates the Job of a manual start from the job's CronJob. While the CronJob is
-// missing (its deployment not applied yet) it retries, until the plan says the start
-// timed out: then it records the plan's platform error (execPlan.create).
+// create creates the Job of a manual start from the job's CronJob (cronjobs.go). While
+// the CronJob is missing (its deployment not applied yet) it retries, until the plan says
+// the start timed out: then it records the plan's platform error (execPlan.create).
 func (t *execTerm) create(ctx context.Context, p execPlan) error {
 	row := p.Row
-	err := t.x.jobs.Start(ctx, row.JobName, row.JobUID, kube.ManualExecution{
-		ID: row.ID, OpID: row.OpID, StartedBy: row.StartedBy, Args: row.Args, Type: row.Type, LogicalTime: row.LogicalTime,
-		Image: row.Image,
-	})
+	cj, err := t.cronJob(ctx, row.JobName, row.JobUID)
+	if err == nil {
+		err = t.x.jobs.Start(ctx, cj, kube.ManualExecution{
+			ID: row.ID, OpID: row.OpID, StartedBy: row.StartedBy, Args: row.Args, Type: row.Type, LogicalTime: row.LogicalTime,
+			Image: row.Image,
+		})
+	}
 	if errors.Is(err, kube.ErrNoCronJob) {
 		if p.Update.Status != "" {
 			return t.record(ctx, row, nil, p.Update)

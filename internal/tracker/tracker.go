@@ -129,6 +129,8 @@ type Tracker struct {
 	jobs   *kube.JobApplier
 	logs   *kube.LogReader
 	log    *slog.Logger
+	// templates are the CronJobs read to start runs from (cronjobs.go).
+	templates *templates
 	// term is the term under way, nil between terms (JobExists).
 	term atomic.Pointer[execTerm]
 }
@@ -140,7 +142,8 @@ func New(cfg Config, db Store, client kubernetes.Interface) *Tracker {
 	return &Tracker{
 		cfg: cfg, db: db, client: client, log: cfg.Logger,
 		jobs: kube.NewWriter(client, cfg.Namespace).Fenced(leader.Check).Jobs(),
-		logs: kube.NewLogReader(client, cfg.Namespace, kube.LogConfig{MaxBytes: cfg.LogBytes}),
+		logs:      kube.NewLogReader(client, cfg.Namespace, kube.LogConfig{MaxBytes: cfg.LogBytes}),
+		templates: newTemplates(),
 	}
 }
 
@@ -150,6 +153,9 @@ type execTerm struct {
 	fence job.Fence
 	jobs  batchlisters.JobNamespaceLister
 	pods  cache.Indexer
+	// cronJobs holds of each CronJob what tells whether a start may use it as read before
+	// (cronjobs.go: cronJobMeta).
+	cronJobs cache.Indexer
 	queue *controller.Queue
 
 	mu   sync.Mutex
