@@ -46,7 +46,7 @@ func (x *Tracker) startTerm(ctx context.Context, epoch int64) (*execTerm, func()
 	m := x.cfg.Metrics
 	t := &execTerm{
 		x: x, fence: job.Fence{Epoch: epoch}, jobs: jobInformer.Lister().Jobs(x.cfg.Namespace),
-		pods:  podInformer.Informer().GetIndexer(), cronJobs: cronJobInformer.GetIndexer(),
+		pods: podInformer.Informer().GetIndexer(), cronJobs: cronJobInformer.GetIndexer(),
 		queue: controller.NewQueue(m.queue, controller.Exponential(200*time.Millisecond, time.Minute), x.log, "execution", "execution_sync_failed"),
 		seen:  map[string]time.Time{}, deleted: newKept[*batchv1.Job](x.cfg.MaxKept),
 		deletedPods: newKept[[]*corev1.Pod](x.cfg.MaxKept),

@@ -141,7 +141,7 @@ func New(cfg Config, db Store, client kubernetes.Interface) *Tracker {
 	cfg = cfg.withDefaults()
 	return &Tracker{
 		cfg: cfg, db: db, client: client, log: cfg.Logger,
-		jobs: kube.NewWriter(client, cfg.Namespace).Fenced(leader.Check).Jobs(),
+		jobs:      kube.NewWriter(client, cfg.Namespace).Fenced(leader.Check).Jobs(),
 		logs:      kube.NewLogReader(client, cfg.Namespace, kube.LogConfig{MaxBytes: cfg.LogBytes}),
 		templates: newTemplates(),
 	}
@@ -156,7 +156,7 @@ type execTerm struct {
 	// cronJobs holds of each CronJob what tells whether a start may use it as read before
 	// (cronjobs.go: cronJobMeta).
 	cronJobs cache.Indexer
-	queue *controller.Queue
+	queue    *controller.Queue
 
 	mu   sync.Mutex
 	seen map[string]time.Time // when an event about an execution was first seen since its last write
