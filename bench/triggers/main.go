@@ -118,21 +118,9 @@ func run() error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	srv := httptest.NewServer(httpapi.New(httpapi.Config{}, e.Svc, log))
 	defer srv.Close()
-	var urls []string
-	var secretsOf [][]byte
-	for i := range *targets {
-		name := jobName
-		if i > 0 {
-			if name, err = e.job(ctx, i); err != nil {
-				return err
-			}
-		}
-		t, err := e.Svc.CreateTrigger(ctx, team, []byte(fmt.Sprintf(`{"name":"bench-hook-%02d","target":{"job_name":%q},"on":{"kind":"webhook"},"max_events_per_minute":%d}`,
-			i, name, min(trigger.MaxEventsPerMinute, *rate*60*2))), "bench")
-		if err != nil {
-			return fmt.Errorf("create trigger: %w", err)
-		}
-		urls, secretsOf = append(urls, srv.URL+"/data-jobs/triggers/"+t.ID+"/events"), append(secretsOf, t.Secret)
+	urls, secretsOf, err := e.triggers(ctx, srv.URL, *targets, *rate)
+	if err != nil {
+		return err
 	}
 	e.probe.reset() // the floor's requests are not the events'
 	stopProfile, err := profile(suffixed(*cpuProfile, ".events"))
@@ -177,6 +165,27 @@ func run() error {
 		len(atRate), *rate, *seconds, failed, stats.Summary(atRate))
 	e.probe.report("the floor at the rate", ids, e.moment(e.committed), e.moment(e.seen))
 	return nil
+}
+
+// triggers makes n webhook triggers, each on a job of its own (the first the floor's), their
+// bound of events above rate a second, and returns their invocation URLs on server and
+// their signing secrets.
+func (e *env) triggers(ctx context.Context, server string, n, rate int) (urls []string, secrets [][]byte, err error) {
+	for i := range n {
+		name := jobName
+		if i > 0 {
+			if name, err = e.job(ctx, i); err != nil {
+				return nil, nil, err
+			}
+		}
+		t, err := e.Svc.CreateTrigger(ctx, team, []byte(fmt.Sprintf(`{"name":"bench-hook-%02d","target":{"job_name":%q},"on":{"kind":"webhook"},"max_events_per_minute":%d}`,
+			i, name, min(trigger.MaxEventsPerMinute, rate*60*2))), "bench")
+		if err != nil {
+			return nil, nil, fmt.Errorf("create trigger: %w", err)
+		}
+		urls, secrets = append(urls, server+"/data-jobs/triggers/"+t.ID+"/events"), append(secrets, t.Secret)
+	}
+	return urls, secrets, nil
 }
 
 // send sends rate signed events a second for seconds, round the urls (signed with their

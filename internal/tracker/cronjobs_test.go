@@ -11,10 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/datajobs/datajobs/internal/job"
-	"github.com/datajobs/datajobs/internal/testenv"
 	"github.com/datajobs/datajobs/internal/tracker"
 )
 
@@ -31,16 +29,6 @@ func (c *cronJobReads) RoundTrip(req *http.Request) (*http.Response, error) {
 	return c.rt.RoundTrip(req)
 }
 
-func cronJobReadsClient(t *testing.T, c *cronJobReads) kubernetes.Interface {
-	t.Helper()
-	rc := testenv.RestConfig(t)
-	rc.QPS, rc.Burst = 50, 100
-	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { c.rt = rt; return c })
-	cs, err := kubernetes.NewForConfig(rc)
-	require.NoError(t, err)
-	return cs
-}
-
 // Starts of a job whose CronJob is unchanged read it from the apiserver once, not once a
 // start: the read was one of a start's two round trips (bench/triggers at 100 starts a
 // second: about 2,000 reads, p50 137 ms each, the worker held meanwhile). A start after
@@ -54,7 +42,7 @@ func TestStartsReadAnUnchangedCronJobOnceAndAChangedOneAgain(t *testing.T) {
 	f.heldCronJob(j)
 
 	c := &cronJobReads{}
-	x := tracker.New(tracker.Config{Namespace: f.ns, ResyncInterval: time.Hour, StartTimeout: 3 * time.Second}, f.db, cronJobReadsClient(t, c))
+	x := tracker.New(tracker.Config{Namespace: f.ns, ResyncInterval: time.Hour, StartTimeout: 3 * time.Second}, f.db, wrappedClient(t, func(rt http.RoundTripper) http.RoundTripper { c.rt = rt; return c }))
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = x.Run(ctx, f.epoch) })

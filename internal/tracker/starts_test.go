@@ -45,13 +45,13 @@ func (h *heldCreates) count() int {
 	return h.held
 }
 
-// heldCreatesClient returns a client (the service's rate limits) whose Job creates wait
-// for h.release.
-func heldCreatesClient(t *testing.T, h *heldCreates) kubernetes.Interface {
+// wrappedClient returns a client (the service's rate limits) whose requests go through
+// wrap (a RoundTripper of the test's around the client's own).
+func wrappedClient(t *testing.T, wrap func(http.RoundTripper) http.RoundTripper) kubernetes.Interface {
 	t.Helper()
 	rc := testenv.RestConfig(t)
 	rc.QPS, rc.Burst = 50, 100
-	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { h.rt = rt; return h })
+	rc.Wrap(wrap)
 	cs, err := kubernetes.NewForConfig(rc)
 	require.NoError(t, err)
 	return cs
@@ -75,7 +75,7 @@ func TestStartsWaitingForASlowApiserverAreAllInFlightAtOnce(t *testing.T) {
 	h := &heldCreates{release: make(chan struct{})}
 	released := sync.OnceFunc(func() { close(h.release) })
 	defer released()
-	x := tracker.New(tracker.Config{Namespace: f.ns, ResyncInterval: time.Hour, StartTimeout: time.Hour}, f.db, heldCreatesClient(t, h))
+	x := tracker.New(tracker.Config{Namespace: f.ns, ResyncInterval: time.Hour, StartTimeout: time.Hour}, f.db, wrappedClient(t, func(rt http.RoundTripper) http.RoundTripper { h.rt = rt; return h }))
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = x.Run(ctx, f.epoch) })
