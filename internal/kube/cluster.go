@@ -87,6 +87,7 @@ func Connect(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		burst = int(2 * qps)
 	}
 	rc.QPS, rc.Burst = qps, burst
+	rc.Wrap(stoppableWatchLists)
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("build kubernetes client: %w", err)
