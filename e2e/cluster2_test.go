@@ -59,6 +59,12 @@ func TestATargetInAnotherClusterConvergesThereAndItsOutageStopsOnlyItsShard(t *t
 	require.Eventually(t, in(local, ns, "near-job"), time.Minute, 50*time.Millisecond, "the default target's job here")
 	require.Eventually(t, in(far, farNS, "far-job"), time.Minute, 50*time.Millisecond, "the far target's job in the second cluster")
 	require.False(t, in(local, ns, "far-job")(), "not here")
+	for _, target := range []string{"default", "far"} { // each shard's own series (before, the far one's were registered nowhere)
+		require.Eventually(t, func() bool {
+			v, ok := r.metric(`datajobs_sync_passes_total{result="ok",target="` + target + `"}`)
+			return ok && v >= 1
+		}, time.Minute, 100*time.Millisecond, "the %s shard's passes in /metrics", target)
+	}
 
 	require.NoError(t, cluster2.APIServer.Stop())
 	r.deployFor(t, "team-c", "far-during-outage")

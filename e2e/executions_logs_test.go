@@ -138,7 +138,7 @@ func TestLogsOfARunningExecutionThenOfTheFinishedOneAfterItsPodIsGone(t *testing
 	require.NoError(t, devenv.WriteCRILog(file, time.Now(), "not this execution's"))
 	require.Equal(t, "reading input\n42 rows read\nwriting output\ndone\n", r.executionLogs(t, name, id, ""))
 	require.Equal(t, "writing output\ndone\n", r.executionLogs(t, name, id, "2"))
-	unreadable, ok := r.metric("datajobs_execution_logs_unreadable_total")
+	unreadable, ok := r.metric(`datajobs_execution_logs_unreadable_total{target="default"}`)
 	require.True(t, ok)
 	require.Zero(t, unreadable, "the log was read when the execution ended")
 }
@@ -187,7 +187,7 @@ func TestTheLogOfAnExecutionWhoseJobIsDeletedTheMomentItFinishesIsNeverAnsweredE
 		// for the leader's log queue, which counts the loss when it tries the read: under
 		// load (CI at load 30) that came after the answer, and an at-once check saw 0.
 		require.Eventually(t, func() bool {
-			lost, ok := r.metric("datajobs_execution_logs_lost_total")
+			lost, ok := r.metric(`datajobs_execution_logs_lost_total{target="default"}`)
 			return ok && lost == 1
 		}, time.Minute, 50*time.Millisecond, "the leader counts the log it could not keep")
 	default:

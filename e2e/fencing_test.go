@@ -100,7 +100,7 @@ func (tk *takeover) depose(t *testing.T) {
 	tk.nextEpoch = tk.awaitLease(t, tk.next, "the successor takes the lease of the paused leader")
 	require.Greater(t, tk.nextEpoch, tk.oldEpoch)
 	require.Eventually(t, func() bool {
-		v, ok := tk.next.metric(`datajobs_sync_passes_total{result="ok"}`)
+		v, ok := tk.next.metric(`datajobs_sync_passes_total{result="ok",target="default"}`)
 		return ok && v >= 1
 	}, 2*time.Minute, 100*time.Millisecond, "the successor completes a full pass")
 	pause(t, tk.next)

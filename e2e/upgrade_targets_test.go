@@ -71,7 +71,7 @@ func TestAnUpgradeToTargetsRewritesNoCronJob(t *testing.T) {
 	// The versions are compared after the new leader's first full pass, which plans every
 	// CronJob: before it, an unchanged version would say nothing.
 	require.Eventually(t, func() bool {
-		passes, ok := after.metric(`datajobs_sync_passes_total{result="ok"}`)
+		passes, ok := after.metric(`datajobs_sync_passes_total{result="ok",target="default"}`)
 		return ok && passes >= 1
 	}, time.Minute, 50*time.Millisecond, "the upgraded leader's first full pass")
 	after.deploy(t, "after-upgrade")

@@ -166,7 +166,7 @@ func (b *bench) failover(ctx context.Context, n, hogs int) error {
 	}
 	if err := poll(ctx, 50*time.Millisecond, time.Minute, "first process makes its first pass", func() (bool, error) {
 		m, err := a.get(ctx, "/metrics")
-		return strings.Contains(m, `datajobs_sync_passes_total{result="ok"}`), err
+		return strings.Contains(m, `datajobs_sync_passes_total{result="ok",target="default"}`), err
 	}); err != nil {
 		return err
 	}

@@ -132,7 +132,7 @@ func waitCaughtUp(ctx context.Context, s *server, f *fleet, timeout time.Duratio
 			return false, err
 		}
 		reconciled := metricSum(m, "datajobs_sync_reconciles_total")
-		if reconciled != last || metricSum(m, `datajobs_sync_passes_total{result="ok"}`) == 0 || metricSum(m, "datajobs_sync_queue_depth") != 0 {
+		if reconciled != last || metricSum(m, `datajobs_sync_passes_total{result="ok",target="default"}`) == 0 || metricSum(m, "datajobs_sync_queue_depth") != 0 {
 			last, lastAt = reconciled, time.Now()
 			return false, nil
 		}

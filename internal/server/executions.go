@@ -48,7 +48,7 @@ type stage func(ctx context.Context, epoch int64) error
 // services: its maintenance services (with more), the pipeline stepper and the trigger
 // firer, wired together (a final status the tracker writes wakes the backfills), as stages
 // of the leader's term.
-func executionStages(cfg Config, db *store.Store, cluster *kube.Cluster, reg prometheus.Registerer, metrics *maintenance.Metrics, more ...maintenance.Service) []stage {
+func executionStages(cfg Config, db *store.Store, cluster *kube.Cluster, reg prometheus.Registerer, trackerMetrics *tracker.Metrics, metrics *maintenance.Metrics, more ...maintenance.Service) []stage {
 	backfills := maintenance.NewBackfills(maintenance.BackfillsConfig{Logger: cfg.Logger}, db)
 	audit := cfg.AuditRetention
 	audit.Logger = cmp.Or(audit.Logger, cfg.Logger)
@@ -61,7 +61,7 @@ func executionStages(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 		maintenance.NewAuditRetention(audit, db).Service(),
 	}, more...)
 	target := defaultTarget(cfg)
-	return append(trackerStages(cfg, db.Target(target.Name), target.Namespace, cluster, tracker.NewMetrics(reg), metrics, backfills.Kick),
+	return append(trackerStages(cfg, db.Target(target.Name), target.Namespace, cluster, trackerMetrics, metrics, backfills.Kick),
 		maintenance.New(maintenance.Config{Listener: db, Logger: cfg.Logger, Metrics: metrics}, services...).Run,
 		stepper.New(stepper.Config{Logger: cfg.Logger, Registerer: reg}, db).Run,
 		firer.New(firer.Config{Logger: cfg.Logger, Registerer: reg, Metrics: trigger.NewMetrics(reg)}, db).Run,

@@ -207,7 +207,7 @@ func TestDryRunServesThePlanAndWritesNothing(t *testing.T) {
 	require.Equal(t, "planned-job", plan.Jobs[0].Job)
 	require.Eventually(t, func() bool {
 		_, body := get(t, admin+"/metrics")
-		return strings.Contains(body, `datajobs_sync_planned_jobs{action="create"} 1`)
+		return strings.Contains(body, `datajobs_sync_planned_jobs{action="create",target="default"} 1`)
 	}, 30*time.Second, 50*time.Millisecond, "a full pass counts the planned create")
 
 	list, err := testenv.Clientset(t).BatchV1().CronJobs(ns).List(t.Context(), metav1.ListOptions{})

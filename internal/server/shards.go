@@ -19,7 +19,6 @@ import (
 	"github.com/datajobs/datajobs/internal/secrets"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/synchronizer"
-	"github.com/datajobs/datajobs/internal/tracker"
 )
 
 // shardsResync is how often a replica reads the targets again without a NOTIFY.
@@ -44,9 +43,11 @@ type shardSet struct {
 	// unreachable is 1 for a target whose shard this replica cannot run: its cluster
 	// unreachable, its apiserver stopped answering, or its configuration refused.
 	unreachable *prometheus.GaugeVec
+	reg         prometheus.Registerer // where each target's metrics go (targetMetrics)
 
 	mu      sync.Mutex
 	running map[string]*shard
+	metrics map[string]targetMetrics // by target, made at its shard's first start
 	wg      sync.WaitGroup
 }
 
@@ -117,6 +118,10 @@ func (s *shardSet) reconcile(ctx context.Context) {
 			s.cfg.Logger.InfoContext(ctx, "shard_stopped", "target", name)
 			sh.stop()
 			delete(s.running, name)
+			if !ok {
+				s.metrics[name].unregister()
+				delete(s.metrics, name)
+			}
 		}
 	}
 	for name, t := range want {
@@ -172,14 +177,26 @@ func (s *shardSet) runShard(ctx context.Context, sh *shard) {
 }
 
 // stages are the shard of target t's stages: its synchronizer, and in sync mode on its
-// tracker and the services its Jobs tell. Their metrics are registered nowhere: the
-// default target's carry the names (docs/targets.md).
+// tracker and the services its Jobs tell, with the target's metrics.
 func (s *shardSet) stages(t job.Target, cluster *kube.Cluster) []stage {
-	stages := []stage{newSyncer(s.cfg, s.db, cluster, t, s.builds, s.keys, nil).Run}
+	m := s.metricsOf(t.Name)
+	stages := []stage{newSyncer(s.cfg, s.db, cluster, t, s.builds, s.keys, m.sync).Run}
 	if s.cfg.SyncMode == SyncOn {
-		stages = append(stages, trackerStages(s.cfg, s.db.Target(t.Name), t.Namespace, cluster, tracker.NewMetrics(nil), s.maint, nil)...)
+		stages = append(stages, trackerStages(s.cfg, s.db.Target(t.Name), t.Namespace, cluster, m.tracker, s.maint, nil)...)
 	}
 	return stages
+}
+
+// metricsOf is target's metrics, registered at its shard's first start.
+func (s *shardSet) metricsOf(target string) targetMetrics {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.metrics[target]
+	if !ok {
+		m = newTargetMetrics(s.reg, target)
+		s.metrics[target] = m
+	}
+	return m
 }
 
 // connect is the cluster of target t (targetCluster).

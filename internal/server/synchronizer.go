@@ -42,11 +42,11 @@ func connect(ctx context.Context, cfg Config, agent string) (*kube.Cluster, erro
 
 // newSyncer builds the synchronizer of execution target t's shard (serve's default
 // target, defaultTarget, or another), with the build stage builds (serve's newBuildStage;
-// none in a single pass, which builds nothing) and its metrics registered in reg. It is
+// none in a single pass, which builds nothing) and its metrics. It is
 // the one place a synchronizer is built, for serve's shards and sync --once alike, so that
 // all render and guard the same way: in t's namespace, on t's view of the database.
-func newSyncer(cfg Config, db *store.Store, cluster *kube.Cluster, t job.Target, builds synchronizer.BuildConfig, keys *secrets.Keyring, reg prometheus.Registerer) *synchronizer.Synchronizer {
-	sc := syncerConfig(cfg, builds, keys, reg)
+func newSyncer(cfg Config, db *store.Store, cluster *kube.Cluster, t job.Target, builds synchronizer.BuildConfig, keys *secrets.Keyring, metrics *synchronizer.Metrics) *synchronizer.Synchronizer {
+	sc := syncerConfig(cfg, builds, keys, metrics)
 	sc.Target, sc.Render.Namespace = t.Name, t.Namespace
 	return synchronizer.New(sc, db.Target(t.Name), cluster.Client, nil)
 }
@@ -58,7 +58,7 @@ func defaultTarget(cfg Config) job.Target {
 
 // syncerConfig is the synchronizer's configuration of cfg: every setting of Config that
 // reaches the synchronizer goes through here.
-func syncerConfig(cfg Config, builds synchronizer.BuildConfig, keys *secrets.Keyring, reg prometheus.Registerer) synchronizer.Config {
+func syncerConfig(cfg Config, builds synchronizer.BuildConfig, keys *secrets.Keyring, metrics *synchronizer.Metrics) synchronizer.Config {
 	return synchronizer.Config{
 		Build: builds, TeamOAuthKeys: keys,
 		Render: kube.RenderConfig{
@@ -75,7 +75,7 @@ func syncerConfig(cfg Config, builds synchronizer.BuildConfig, keys *secrets.Key
 		StepDownAfter:      stepDownAfter(cfg),
 		PlacementGrace:     synchronizer.PlacementGraceFor(cfg.Executions.MaxTimeout),
 		Logger:             cfg.Logger,
-		Metrics:            synchronizer.NewMetrics(reg),
+		Metrics:            metrics,
 	}
 }
 
@@ -128,18 +128,19 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 	if err != nil {
 		return synchronizerUnit{}, err
 	}
-	u.syncer = newSyncer(cfg, db, cluster, defaultTarget(cfg), builds, keys, reg)
+	metrics := newTargetMetrics(reg, job.DefaultTargetName)
+	u.syncer = newSyncer(cfg, db, cluster, defaultTarget(cfg), builds, keys, metrics.sync)
 	stages := []stage{u.syncer.Run}
 	if cfg.SyncMode == SyncOn {
 		if u.notify, err = newDispatcher(cfg, db, reg); err != nil {
 			return synchronizerUnit{}, err
 		}
-		stages = append(stages, executionStages(cfg, db, cluster, reg, maintMetrics, maintenance.Dispatch(u.notify))...)
+		stages = append(stages, executionStages(cfg, db, cluster, reg, metrics.tracker, maintMetrics, maintenance.Dispatch(u.notify))...)
 	}
 	lm := leader.NewMetrics(reg)
 	u.shards = &shardSet{
 		cfg: cfg, db: db, local: cluster, builds: builds, keys: keys, slots: leader.NewSlots(shardsBound(cfg)), lm: lm, maint: maintMetrics,
-		running:     map[string]*shard{},
+		running: map[string]*shard{}, reg: reg, metrics: map[string]targetMetrics{},
 		unreachable: metric.On(reg).GaugeVec("datajobs_target_unreachable", "1 while this replica cannot run the shard of the execution target: its cluster unreachable, its apiserver not answering, or its configuration refused.", "target"),
 	}
 	term := leaderTerm(cfg.Logger, stages)

@@ -61,7 +61,7 @@ func onceSyncer(ctx context.Context, cfg Config, db *store.Store, local *kube.Cl
 	if err != nil {
 		return nil, err
 	}
-	return newSyncer(cfg, db, cluster, t, synchronizer.BuildConfig{}, keys, nil), nil
+	return newSyncer(cfg, db, cluster, t, synchronizer.BuildConfig{}, keys, synchronizer.NewMetrics(nil)), nil
 }
 
 // openOnce is cfg with its defaults and its database, for one pass of `sync --once`; the

@@ -22,6 +22,6 @@ func TestThePlacementGraceCoversTheLongestRun(t *testing.T) {
 		cfg.Executions.MaxTimeout = maxTimeout
 		cfg, err := cfg.withDefaults()
 		require.NoError(t, err)
-		assert.Equal(t, want, syncerConfig(cfg, synchronizer.BuildConfig{}, nil, nil).PlacementGrace, "max timeout %s", maxTimeout)
+		assert.Equal(t, want, syncerConfig(cfg, synchronizer.BuildConfig{}, nil, synchronizer.NewMetrics(nil)).PlacementGrace, "max timeout %s", maxTimeout)
 	}
 }
