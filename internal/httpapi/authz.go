@@ -115,6 +115,30 @@ func (rt *router) handleFunc(pattern string, rl rule, h handler, bodyTypes ...st
 	rt.handle(pattern, rl, rt.serve(h), bodyTypes...)
 }
 
+// collection is the endpoints of a REST collection: list and create at its path, get, put
+// and delete at the path of one of its items; nil is no such endpoint.
+type collection struct {
+	list, create, get, put, del handler
+}
+
+// collection registers c's endpoints at all and one, each authorized by rl.
+func (rt *router) collection(all, one string, rl rule, c collection) {
+	for _, e := range []struct {
+		pattern string
+		h       handler
+	}{
+		{"GET " + all, c.list},
+		{"POST " + all, c.create},
+		{"GET " + one, c.get},
+		{"PUT " + one, c.put},
+		{"DELETE " + one, c.del},
+	} {
+		if e.h != nil {
+			rt.handleFunc(e.pattern, rl, e.h)
+		}
+	}
+}
+
 // guard runs the route's checks before h, once the mux has set the path values: the
 // caller must pass the rule and the webhook, and a body must be of an accepted type.
 func (a *api) guard(rt route, h http.Handler) http.Handler {

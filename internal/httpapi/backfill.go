@@ -16,11 +16,8 @@ import (
 
 // backfillRoutes adds the backfill routes under the deployment path dep.
 func (a *api) backfillRoutes(rt *router, dep string) {
-	const backfill = "/backfills/{backfill_id}"
-	rt.handleFunc("POST "+dep+"/backfills", memberOfTeam, a.createBackfill)
-	rt.handleFunc("GET "+dep+"/backfills", memberOfTeam, a.listBackfills)
-	rt.handleFunc("GET "+dep+backfill, memberOfTeam, a.getBackfill)
-	rt.handleFunc("DELETE "+dep+backfill, memberOfTeam, a.cancelBackfill)
+	rt.collection(dep+"/backfills", dep+"/backfills/{backfill_id}", memberOfTeam,
+		collection{list: a.listBackfills, create: a.createBackfill, get: a.getBackfill, del: a.cancelBackfill})
 }
 
 // backfillRequest is the body of POST …/backfills.

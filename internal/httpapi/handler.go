@@ -58,10 +58,20 @@ func (a *api) body(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 // decodeBody reads a JSON request body (api.body) and decodes it into a T (decodeJSON):
 // the head of a handler that takes a JSON body.
 func decodeBody[T any](a *api, w http.ResponseWriter, r *http.Request) (T, error) {
+	return decodeBodyWith[T](a, w, r, decodeJSON)
+}
+
+// decodeStrictBody is decodeBody for a datajobs body that names no unknown field
+// (decodeStrictJSON).
+func decodeStrictBody[T any](a *api, w http.ResponseWriter, r *http.Request) (T, error) {
+	return decodeBodyWith[T](a, w, r, decodeStrictJSON)
+}
+
+func decodeBodyWith[T any](a *api, w http.ResponseWriter, r *http.Request, decode func([]byte, any) error) (T, error) {
 	var v T
 	body, err := a.body(w, r)
 	if err == nil {
-		err = decodeJSON(body, &v)
+		err = decode(body, &v)
 	}
 	return v, err
 }

@@ -119,17 +119,13 @@ func (a *api) routes() *router {
 
 	rt.handleFunc("GET "+team+"/info", memberOfTeam, a.info)
 
-	rt.handleFunc("POST "+team+"/jobs", memberOfTeam, a.postJobs)
-	rt.handleFunc("GET "+jobPath, memberOfTeam, a.getJob)
-	rt.handleFunc("PUT "+jobPath, memberOfTeam, a.updateJob)
-	rt.handleFunc("DELETE "+jobPath, memberOfTeam, a.deleteJob)
+	rt.collection(team+"/jobs", jobPath, memberOfTeam,
+		collection{create: a.postJobs, get: a.getJob, put: a.updateJob, del: a.deleteJob})
 	rt.handleFunc("PUT "+jobPath+"/team/{new_team}", memberOfBothTeams, a.changeTeam)
 
-	rt.handleFunc("GET "+jobPath+"/deployments", memberOfTeam, a.listDeployments)
-	rt.handleFunc("POST "+jobPath+"/deployments", memberOfTeam, a.deploy)
-	rt.handleFunc("GET "+dep, memberOfTeam, a.getDeployment)
+	rt.collection(jobPath+"/deployments", dep, memberOfTeam,
+		collection{list: a.listDeployments, create: a.deploy, get: a.getDeployment, del: a.deleteDeployment})
 	rt.handleFunc("PATCH "+dep, memberOfTeam, a.patchDeployment)
-	rt.handleFunc("DELETE "+dep, memberOfTeam, a.deleteDeployment)
 
 	rt.handleFunc("GET "+dep+"/revisions", memberOfTeam, a.listRevisions)
 	rt.handleFunc("POST "+dep+"/revisions/{revision}/rollback", memberOfTeam, a.rollback)

@@ -23,14 +23,10 @@ func (a *api) pipelineRoutes(rt *router, team, jobPath string) {
 	const run = one + "/runs/{run_id}"
 	rt.handleFunc("PUT "+jobPath+"/grants/{grantee_team}", memberOfTeam, a.grantJob)
 	rt.handleFunc("DELETE "+jobPath+"/grants/{grantee_team}", memberOfTeam, a.revokeGrant)
-	rt.handleFunc("GET "+team+pipelines, memberOfTeam, a.listPipelines)
-	rt.handleFunc("PUT "+team+one, memberOfTeam, a.putPipeline)
-	rt.handleFunc("GET "+team+one, memberOfTeam, a.getPipeline)
-	rt.handleFunc("DELETE "+team+one, memberOfTeam, a.deletePipeline)
-	rt.handleFunc("POST "+team+one+"/runs", memberOfTeam, a.startPipelineRun)
-	rt.handleFunc("GET "+team+one+"/runs", memberOfTeam, a.listPipelineRuns)
-	rt.handleFunc("GET "+team+run, memberOfTeam, a.getPipelineRun)
-	rt.handleFunc("DELETE "+team+run, memberOfTeam, a.cancelPipelineRun)
+	rt.collection(team+pipelines, team+one, memberOfTeam,
+		collection{list: a.listPipelines, get: a.getPipeline, put: a.putPipeline, del: a.deletePipeline})
+	rt.collection(team+one+"/runs", team+run, memberOfTeam,
+		collection{list: a.listPipelineRuns, create: a.startPipelineRun, get: a.getPipelineRun, del: a.cancelPipelineRun})
 	rt.handleFunc("POST "+team+run+"/repair", memberOfTeam, a.repairPipelineRun)
 	rt.handleFunc("POST "+team+one+"/backfills", memberOfTeam, a.createPipelineBackfill)
 }

@@ -17,21 +17,10 @@ var adminOnly = rule{admin: true}
 
 // profileRoutes registers the profiles' endpoints.
 func (a *api) profileRoutes(rt *router) {
-	one := rt.adminCollection("profile", a.listProfiles, a.getProfile, a.putProfile, a.deleteProfile)
-	rt.handleFunc("GET "+one+"/revisions", adminOnly, a.profileRevisions)
-}
-
-// adminCollection registers a collection the admins manage, as profiles and targets are:
-// GET /data-jobs/<kind>s lists it; GET, PUT and DELETE /data-jobs/<kind>s/{<kind>} read,
-// replace and delete one. It returns the path of one.
-func (rt *router) adminCollection(kind string, list, get, put, del handler) string {
-	all := "/data-jobs/" + kind + "s"
-	one := all + "/{" + kind + "}"
-	rt.handleFunc("GET "+all, adminOnly, list)
-	rt.handleFunc("GET "+one, adminOnly, get)
-	rt.handleFunc("PUT "+one, adminOnly, put)
-	rt.handleFunc("DELETE "+one, adminOnly, del)
-	return one
+	const profiles = "/data-jobs/profiles"
+	rt.collection(profiles, profiles+"/{profile}", adminOnly,
+		collection{list: a.listProfiles, get: a.getProfile, put: a.putProfile, del: a.deleteProfile})
+	rt.handleFunc("GET "+profiles+"/{profile}/revisions", adminOnly, a.profileRevisions)
 }
 
 // profileResponse is a profile with its revision and use.

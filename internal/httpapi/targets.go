@@ -16,7 +16,9 @@ import (
 
 // targetRoutes registers the targets' endpoints.
 func (a *api) targetRoutes(rt *router) {
-	rt.adminCollection("target", a.listTargets, a.getTarget, a.putTarget, a.deleteTarget)
+	const targets = "/data-jobs/targets"
+	rt.collection(targets, targets+"/{target}", adminOnly,
+		collection{list: a.listTargets, get: a.getTarget, put: a.putTarget, del: a.deleteTarget})
 }
 
 // localCluster is the cluster value of a target in the cluster the service runs against.
@@ -105,12 +107,8 @@ func (a *api) getTarget(w http.ResponseWriter, r *http.Request) error {
 // putTarget is PUT /data-jobs/targets/{target}: the whole target (its name from the path);
 // 201 when new, else 200, with the target as GET answers it.
 func (a *api) putTarget(w http.ResponseWriter, r *http.Request) error {
-	body, err := a.body(w, r)
+	req, err := decodeStrictBody[targetRequest](a, w, r)
 	if err != nil {
-		return err
-	}
-	var req targetRequest
-	if err := decodeStrictJSON(body, &req); err != nil {
 		return err
 	}
 	name, err := nameOfPath(r, "target", req.Name)

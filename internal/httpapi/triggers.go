@@ -19,10 +19,8 @@ import (
 func (a *api) triggerRoutes(rt *router, team string) {
 	const triggers = "/triggers"
 	const one = triggers + "/{trigger}"
-	rt.handleFunc("POST "+team+triggers, memberOfTeam, a.createTrigger)
-	rt.handleFunc("GET "+team+triggers, memberOfTeam, a.listTriggers)
-	rt.handleFunc("GET "+team+one, memberOfTeam, a.getTrigger)
-	rt.handleFunc("DELETE "+team+one, memberOfTeam, a.deleteTrigger)
+	rt.collection(team+triggers, team+one, memberOfTeam,
+		collection{list: a.listTriggers, create: a.createTrigger, get: a.getTrigger, del: a.deleteTrigger})
 	rt.handleFunc("GET "+team+one+"/events", memberOfTeam, a.listTriggerEvents)
 	rt.handleFunc("POST /data-jobs/triggers/{trigger_id}/events", signedCall, a.invokeTrigger)
 }

@@ -15,12 +15,9 @@ import (
 
 // webhookRoutes registers the webhook endpoints under team (the for-team path).
 func (a *api) webhookRoutes(rt *router, team string) {
-	const hook = "/webhooks/{webhook_id}"
-	rt.handleFunc("GET "+team+"/webhooks", memberOfTeam, a.listWebhooks)
-	rt.handleFunc("POST "+team+"/webhooks", memberOfTeam, a.createWebhook)
-	rt.handleFunc("GET "+team+hook, memberOfTeam, a.getWebhook)
-	rt.handleFunc("PUT "+team+hook, memberOfTeam, a.updateWebhook)
-	rt.handleFunc("DELETE "+team+hook, memberOfTeam, a.deleteWebhook)
+	rt.collection(team+"/webhooks", team+"/webhooks/{webhook_id}", memberOfTeam, collection{
+		list: a.listWebhooks, create: a.createWebhook, get: a.getWebhook, put: a.updateWebhook, del: a.deleteWebhook,
+	})
 }
 
 // webhookRequest is a create or a change; an absent (or null) field is not given.
@@ -61,12 +58,8 @@ func toWebhookResponse(w job.TeamWebhook) webhookResponse {
 // decodeWebhook reads a webhook request strictly: an unknown field (a "secret" of the
 // caller's choosing, a misspelt "event") is a 400, not silently dropped.
 func (a *api) decodeWebhook(w http.ResponseWriter, r *http.Request) (job.TeamWebhookChange, error) {
-	body, err := a.body(w, r)
+	req, err := decodeStrictBody[webhookRequest](a, w, r)
 	if err != nil {
-		return job.TeamWebhookChange{}, err
-	}
-	var req webhookRequest
-	if err := decodeStrictJSON(body, &req); err != nil {
 		return job.TeamWebhookChange{}, err
 	}
 	return job.TeamWebhookChange{Name: req.Name, URL: req.URL, Format: req.Format, Events: req.Events, RotateSecret: req.RotateSecret}, nil
