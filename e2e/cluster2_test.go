@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,8 +22,9 @@ import (
 // the default target's namespace: its team's jobs converge there and the default team's
 // here; with the second cluster's apiserver stopped, changes of the first still converge
 // (its shard is another lease, other informers), its leader's datajobs_target_unreachable
-// says so, and a change made for the second during the outage converges once its
-// apiserver is back.
+// says so, the console of another replica (sync off: it reads the database) shows a
+// banner naming the target, and a change made for the second during the outage converges
+// once its apiserver is back, the banner gone.
 func TestATargetInAnotherClusterConvergesThereAndItsOutageStopsOnlyItsShard(t *testing.T) {
 	t.Parallel()
 	dbURL, kubeconfig, ns := testenv.DatabaseURL(t), testenv.Kubeconfig(t), testenv.Namespace(t)
@@ -48,6 +51,14 @@ func TestATargetInAnotherClusterConvergesThereAndItsOutageStopsOnlyItsShard(t *t
 	require.NoError(t, err)
 
 	r := startReplica(t, dbURL, kubeconfig, ns)
+	api := startReplica(t, dbURL, kubeconfig, ns, "--sync-mode", "off")
+	banner := func(shown bool) func() bool {
+		return func() bool {
+			var page []byte
+			return get(t, api, "/ui/", &page) == http.StatusOK &&
+				strings.Contains(string(page), "Execution target <strong>far</strong> is unreachable since") == shown
+		}
+	}
 	in := func(c kubernetes.Interface, namespace, name string) func() bool {
 		return func() bool {
 			_, err := c.BatchV1().CronJobs(namespace).Get(context.Background(), name, metav1.GetOptions{})
@@ -65,6 +76,7 @@ func TestATargetInAnotherClusterConvergesThereAndItsOutageStopsOnlyItsShard(t *t
 			return ok && v >= 1
 		}, time.Minute, 100*time.Millisecond, "the %s shard's passes in /metrics", target)
 	}
+	require.True(t, banner(false)(), "no banner while every target runs")
 
 	require.NoError(t, cluster2.APIServer.Stop())
 	r.deployFor(t, "team-c", "far-during-outage")
@@ -81,8 +93,10 @@ func TestATargetInAnotherClusterConvergesThereAndItsOutageStopsOnlyItsShard(t *t
 	}
 	require.Eventually(t, unreachable(1), time.Minute, 100*time.Millisecond,
 		"the far shard's leader says its cluster is unreachable (after the step-down delay, the lease duration)")
+	require.Eventually(t, banner(true), time.Minute, 100*time.Millisecond, "another replica's console shows the outage")
 	require.NoError(t, cluster2.APIServer.Start(ctx))
 	require.Eventually(t, in(far, farNS, "far-during-outage"), 2*time.Minute, 100*time.Millisecond,
 		"the far target catches up once its apiserver is back")
 	require.Eventually(t, unreachable(0), time.Minute, 100*time.Millisecond, "and says it is back")
+	require.Eventually(t, banner(false), time.Minute, 100*time.Millisecond, "the banner goes (two leases after the shard runs again)")
 }

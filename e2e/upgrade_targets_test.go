@@ -15,8 +15,10 @@ import (
 )
 
 // before0068 takes a database back to the schema before execution targets (migrations
-// 0069 and 0068 undone): what every installation has when it upgrades to them.
+// 0070, 0069 and 0068 undone): what every installation has when it upgrades to them.
 const before0068 = `
+DROP TABLE execution_target_health;
+DELETE FROM schema_migrations WHERE version = 70;
 DROP FUNCTION datajobs_job_target(text);
 ALTER TABLE desired_data_job_deployment DROP COLUMN execution_target;
 DELETE FROM schema_migrations WHERE version = 69;

@@ -121,3 +121,15 @@ func TargetNotGranted(name, team string) *Error {
 		"The target's teams do not include the team.",
 		nothingChanged, "Deploy without execution_target (the team's default target), or ask an administrator to add the team to the target's teams.")
 }
+
+// TargetOutage is an execution target whose shard cannot run, as a replica last reported
+// it (store.ReportTargetUnreachable): the console's banner.
+type TargetOutage struct {
+	Target string
+	// Since is when the outage began; ReportedAt when a replica last said so.
+	Since, ReportedAt time.Time
+	// Reason is the error that keeps the shard from running, bounded.
+	Reason string
+	// Teams are the teams whose jobs run in the target.
+	Teams []string
+}

@@ -57,7 +57,8 @@ type shard struct {
 	stop    context.CancelFunc
 	elector *leader.Elector // nil in dry-run mode
 	mu      sync.Mutex
-	err     string // why it is not running (its cluster unreachable), "" when it is
+	err     string    // why it is not running (its cluster unreachable), "" when it is
+	written time.Time // when err was last written to the database (shardSet.report)
 }
 
 // shardState is a shard's part of the /healthz detail.
@@ -140,7 +141,7 @@ func (s *shardSet) start(ctx context.Context, t job.Target) *shard {
 			Name: store.ShardLeaseName(t.Name), LeaseDuration: s.cfg.LeaseDuration, Logger: s.cfg.Logger, Metrics: s.lm, Slots: s.slots,
 		}, s.db)
 		if err != nil {
-			sh.fail(err)
+			sh.fail(err, time.Now())
 			return sh
 		}
 		sh.elector = elector
@@ -219,10 +220,14 @@ func targetCluster(ctx context.Context, cfg Config, local *kube.Cluster, t job.T
 	})
 }
 
-// failed records why sh does not run (nil: it runs) in its /healthz detail and in
-// datajobs_target_unreachable.
+// failed records why sh does not run (nil: it runs) in its /healthz detail, in
+// datajobs_target_unreachable and, when that changed or was last written shardsResync
+// ago, in the database for the console of every replica (docs/targets.md, "An
+// unreachable target").
 func (s *shardSet) failed(sh *shard, err error) {
-	sh.fail(err)
+	if sh.fail(err, time.Now()) {
+		s.report(sh.target.Name, err)
+	}
 	v := 0.0
 	if err != nil {
 		v = 1
@@ -230,13 +235,41 @@ func (s *shardSet) failed(sh *shard, err error) {
 	s.unreachable.WithLabelValues(sh.target.Name).Set(v)
 }
 
-func (sh *shard) fail(err error) {
+// report writes the outage of target (err nil: its end). An outage is shown for three
+// renewals (shardsResync plus a term that fails after a lease): a replica that dies
+// lets it lapse. Its end holds it for two leases: a new term reports the shard running
+// until it notices, a lease later, that its apiserver still does not answer.
+func (s *shardSet) report(target string, err error) {
+	lease := cmp.Or(s.cfg.LeaseDuration, leader.DefaultLeaseDuration)
+	ctx, cancel := context.WithTimeout(context.Background(), lease)
+	defer cancel()
+	var write error
+	if err != nil {
+		write = s.db.ReportTargetUnreachable(ctx, target, err.Error(), 3*(shardsResync+lease))
+	} else {
+		write = s.db.ReportTargetReachable(ctx, target, 2*lease)
+	}
+	if write != nil {
+		s.cfg.Logger.WarnContext(ctx, "target_health_unwritten", "target", target, "error", write)
+	}
+}
+
+// fail sets sh's error, and says whether to write it: it changed, was never written, or
+// is an error last written shardsResync ago.
+func (sh *shard) fail(err error, now time.Time) (write bool) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sh.err = ""
+	msg := ""
 	if err != nil {
-		sh.err = err.Error()
+		msg = err.Error()
 	}
+	changed := (msg == "") != (sh.err == "")
+	sh.err = msg
+	if changed || sh.written.IsZero() || (msg != "" && now.Sub(sh.written) >= shardsResync) {
+		sh.written = now
+		return true
+	}
+	return false
 }
 
 // states is every shard's part of the /healthz detail, by target.

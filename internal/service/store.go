@@ -85,6 +85,7 @@ type Store interface {
 	GetTarget(ctx context.Context, name string) (job.Target, error)
 	ListTargets(ctx context.Context) ([]job.Target, error)
 	DeleteTarget(ctx context.Context, name string) error
+	TargetOutages(ctx context.Context) ([]job.TargetOutage, error)
 	CreateTrigger(ctx context.Context, team string, spec trigger.Spec, by string, seal func(id string) (secrets.Envelope, error)) (trigger.Trigger, error)
 	GetTrigger(ctx context.Context, team, name string, lastEvents int) (trigger.Trigger, error)
 	ListTriggers(ctx context.Context, team, target string, pipeline bool, lastEvents int) ([]trigger.Trigger, error)

@@ -65,3 +65,9 @@ func (s *Service) ListTargets(ctx context.Context) ([]job.Target, error) {
 func (s *Service) DeleteTarget(ctx context.Context, name string) error {
 	return s.store.DeleteTarget(ctx, name)
 }
+
+// TargetOutages returns the execution targets whose shard a replica reported unable to
+// run, recently enough to be shown (store.TargetOutages): the console's banner.
+func (s *Service) TargetOutages(ctx context.Context) ([]job.TargetOutage, error) {
+	return s.store.TargetOutages(ctx)
+}

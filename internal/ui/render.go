@@ -49,6 +49,8 @@ type page struct {
 	// Nav marks the current section in the header.
 	Nav  string
 	Body any
+	// Outages are the banners of unreachable execution targets (renderPage reads them).
+	Outages []outage
 }
 
 // renderPage writes the page name within the layout.
@@ -58,6 +60,7 @@ func (c *Console) renderPage(w http.ResponseWriter, r *http.Request, status int,
 		http.Error(w, "no such page", http.StatusInternalServerError)
 		return
 	}
+	p.Outages = c.outages(r.Context(), p.Session)
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, "layout", p); err != nil {
 		c.cfg.Logger.ErrorContext(r.Context(), "ui_render_failed", "page", name, "error", err)

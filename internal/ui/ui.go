@@ -68,6 +68,8 @@ type Service interface {
 	TeamHealth(ctx context.Context, team string) (job.TeamHealth, error)
 	SourceFiles(ctx context.Context, team, name, version string) (service.SourceTree, error)
 	SourceFileOf(ctx context.Context, team, name, version, path string) (service.SourceFileContent, error)
+	// TargetOutages lists the execution targets whose shard cannot run (the pages' banner).
+	TargetOutages(ctx context.Context) ([]job.TargetOutage, error)
 }
 
 // Plan is the synchronizer's latest decision for one job.
