@@ -43,13 +43,15 @@ type Store interface {
 
 // The defaults of Config, which the flags of `datajobs serve` use too.
 const (
-	// DefaultWorkers is sized for starts, the longest reconciles: a start holds its worker
-	// for two apiserver round trips (the CronJob read, the Job's create) and two database
-	// ones, about 190 ms on a loaded machine, so at most Workers/0.19 s starts a second go
-	// through. With 16, 100 starts a second outran the workers (about 85 a second) and the
-	// queue grew for as long as they came (bench/triggers: mean wait 24 s after 60 s).
-	// Workers wait on I/O; the status writes stay batched (writer.go).
-	DefaultWorkers        = 64
+	// DefaultWorkers bounds the reconciles in flight; a worker mostly waits on I/O: a
+	// start holds it for the Job's create and two database round trips, a status for its
+	// batched write (writer.go). At 100 starts a second on a loaded machine (bench/triggers,
+	// load 25-28) 64 workers were all busy (the creates p50 0.25-0.6 s, the statuses'
+	// statements beside them) and the queue's mean wait was 1.6-10 s, the largest part of
+	// a run's way to its Job; with 256 it was 2.6 ms and the creates no slower. More
+	// workers add no request of their own: at a given rate the creates in flight are the
+	// rate times their duration.
+	DefaultWorkers        = 256
 	DefaultLogWorkers     = 4
 	DefaultResyncInterval = 5 * time.Minute
 	DefaultImagePullGrace = 5 * time.Minute
@@ -61,7 +63,7 @@ const (
 type Config struct {
 	// Namespace holds the CronJobs, Jobs and Pods (default "datajobs").
 	Namespace string
-	// Workers handle that many executions in parallel (default DefaultWorkers, 64); their
+	// Workers handle that many executions in parallel (default DefaultWorkers, 256); their
 	// status writes are batched, up to one per worker in a statement.
 	Workers int
 	// LogWorkers read and keep the logs of finished executions, after their final status
