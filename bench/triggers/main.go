@@ -73,6 +73,7 @@ func run() error {
 	targets := flag.Int("targets", 10, "jobs, each with its webhook trigger, the events go round among (a job's execution ids are its name and a second: at most 1000 runs of one job within ~17 min)")
 	timeout := flag.Duration("timeout", 15*time.Minute, "bound of the whole benchmark")
 	workers := flag.Int("tracker-workers", 0, "the execution tracker's workers (0: its default, tracker.DefaultWorkers)")
+	firerWorkers := flag.Int("firer-workers", 0, "the trigger firer's workers (0: its default, firer.WorkersDefault)")
 	cpuProfile := flag.String("cpuprofile", "", "write CPU profiles of the process to this path's .events and .floor files, for the events and the floor at their rate")
 	flag.Parse()
 	fmt.Printf("machine: %d CPUs, load average at the start %s\n", runtime.NumCPU(), stats.LoadAverage())
@@ -93,7 +94,7 @@ func run() error {
 	if _, err := e.job(ctx, 0); err != nil {
 		return err
 	}
-	stopLeader, err := e.leader(ctx, *leaderPool, *workers)
+	stopLeader, err := e.leader(ctx, *leaderPool, *workers, *firerWorkers)
 	if err != nil {
 		return err
 	}
@@ -255,10 +256,10 @@ func call(ctx context.Context, client *http.Client, url string, secret []byte, i
 	return out.EventID, json.Unmarshal(b, &out)
 }
 
-// leader runs the execution tracker (with workers, 0: its default) and the trigger firer
-// (its defaults) until the returned stop is called, as a leader's term runs them; on the
-// API's database pool, as a server does, or with own on a pool of its own.
-func (e *env) leader(ctx context.Context, own bool, workers int) (stop func(), err error) {
+// leader runs the execution tracker and the trigger firer (their defaults, but for their
+// workers when not 0) until the returned stop is called, as a leader's term runs them; on
+// the API's database pool, as a server does, or with own on a pool of its own.
+func (e *env) leader(ctx context.Context, own bool, workers, firerWorkers int) (stop func(), err error) {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	db := e.DB
 	if own {
@@ -272,7 +273,7 @@ func (e *env) leader(ctx context.Context, own bool, workers int) (stop func(), e
 		return nil, err
 	}
 	x := tracker.New(tracker.Config{Namespace: e.NS, Workers: workers, ResyncInterval: time.Hour, Logger: log, Metrics: tracker.NewMetrics(e.probe.reg)}, e.probe.store(db), client)
-	f := firer.New(firer.Config{Logger: log, Registerer: e.probe.reg}, e.firings)
+	f := firer.New(firer.Config{Workers: firerWorkers, Logger: log, Registerer: e.probe.reg}, e.firings)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = x.Run(ctx, e.Epoch) })
