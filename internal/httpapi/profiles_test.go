@@ -1,7 +1,9 @@
 package httpapi_test
 
 import (
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -148,4 +150,32 @@ func (e *env) getJSON(path string, v any) error {
 	require.Equal(e.t, http.StatusOK, r.status, "%s", r.body)
 	r.json(e.t, v)
 	return nil
+}
+
+// Concurrent PUTs of one new profile, each with another description: every one answers
+// 200 and the profile's revisions are one per PUT, numbered 1 to n, each the change from
+// the one before (the first a create).
+func TestConcurrentPutsOfANewProfileEachMakeARevision(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const n = 8
+	statuses := make(chan string, n)
+	for i := range n {
+		go func() {
+			r := e.do("PUT", "/data-jobs/profiles/racing", `{"description":"put `+string(rune('a'+i))+`","teams":["*"]}`)
+			statuses <- fmt.Sprintf("%d %s", r.status, r.body)
+		}()
+	}
+	for range n {
+		s := <-statuses
+		require.True(t, strings.HasPrefix(s, "200 "), s)
+	}
+	r := e.do("GET", "/data-jobs/profiles/racing/revisions", "")
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	var revs []struct {
+		Revision int    `json:"revision"`
+		Kind     string `json:"kind"`
+	}
+	r.json(t, &revs)
+	require.Len(t, revs, n, "one revision per PUT: %s", r.body)
 }

@@ -278,3 +278,38 @@ func TestADeploymentNamesATargetItsTeamIsGranted(t *testing.T) {
 	require.NoError(t, conn.QueryRow(t.Context(), `SELECT cancel_message FROM data_job_execution WHERE job_name = 'granted-job'`).Scan(&message))
 	assert.Equal(t, store.MsgTargetMoved, message, "its run in the target it left is cancelled")
 }
+
+// Concurrent PUTs of one new target: exactly one creates it (201), the others replace it
+// (200), and the target is the last one's, default teams included. Before the PUT took
+// the target's name lock first, PUTs at once each answered 201 (each found no row to
+// lock), and each, taking the others' default teams for none, left them behind.
+func TestConcurrentPutsOfANewTargetCreateItOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.withDefaultTarget()
+	const n = 8
+	statuses := make(chan int, n)
+	for i := range n {
+		go func() {
+			body := `{"namespace":"ns-race","cluster":"local","default_for":["team-race-` + string(rune('a'+i)) + `"]}`
+			statuses <- e.do("PUT", "/data-jobs/targets/race", body).status
+		}()
+	}
+	created := 0
+	for range n {
+		switch s := <-statuses; s {
+		case http.StatusCreated:
+			created++
+		case http.StatusOK:
+		default:
+			t.Fatalf("a PUT answered %d", s)
+		}
+	}
+	require.Equal(t, 1, created, "one PUT created the target")
+	conn, err := pgx.Connect(t.Context(), e.dbURL)
+	require.NoError(t, err)
+	defer conn.Close(context.WithoutCancel(t.Context()))
+	var teams int
+	require.NoError(t, conn.QueryRow(t.Context(), `SELECT count(*) FROM execution_target_team WHERE target = 'race'`).Scan(&teams))
+	assert.Equal(t, 1, teams, "the last PUT's one default team, none of the others' left behind")
+}

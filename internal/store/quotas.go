@@ -56,8 +56,14 @@ WHERE j.team = $1 AND e.type = 'manual' AND e.status IN `+activeStatuses, team).
 // lockTeam serialises, until tx ends, the writes that count against team's quotas. An
 // advisory lock: there is no team row to lock.
 func lockTeam(ctx context.Context, tx Tx, team string) error {
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('datajobs.team:' || $1, 0))`, team); err != nil {
-		return fmt.Errorf("lock team %s: %w", team, err)
+	return lockName(ctx, tx, "team", team)
+}
+
+// lockName takes, until tx ends, the advisory lock of the name of a kind of thing (a
+// team, a target): for what may have no row yet to lock FOR UPDATE.
+func lockName(ctx context.Context, tx Tx, kind, name string) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('datajobs.' || $1 || ':' || $2, 0))`, kind, name); err != nil {
+		return fmt.Errorf("lock %s %s: %w", kind, name, err)
 	}
 	return nil
 }

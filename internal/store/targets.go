@@ -71,6 +71,11 @@ func (s *Store) EnsureDefaultTarget(ctx context.Context, namespace string) (job.
 // a target that still holds CronJobs or runs. created tells whether t is new.
 func (s *Store) PutTarget(ctx context.Context, t job.Target) (created bool, err error) {
 	err = s.InTx(ctx, func(tx Tx) error {
+		// The name's lock first: FOR UPDATE locks no row of a target not created yet, and
+		// PUTs creating one at once each answered 201 and kept the others' default teams.
+		if err := lockName(ctx, tx, "target", t.Name); err != nil {
+			return err
+		}
 		old, err := scanTarget(tx.QueryRow(ctx, `SELECT `+targetColumns+` FROM execution_target t WHERE t.name = $1 FOR UPDATE`, t.Name))
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
