@@ -121,9 +121,13 @@ type tracer struct {
 	on   atomic.Bool
 	mu   sync.Mutex
 	seen stmtCount
-	// byText, when not nil, counts the statements by their text.
+	// byText, when not nil, counts the statements by their text; byTime sums the round
+	// trips of the statements sent alone (the COMMIT's among them) by their text.
 	byText map[string]int
+	byTime map[string]time.Duration
 }
+
+type textKey struct{}
 
 type startKey struct{}
 
@@ -144,11 +148,18 @@ func (t *tracer) stop() stmtCount {
 // TraceQueryStart implements pgx.QueryTracer.
 func (t *tracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
 	t.text(d.SQL)
-	return context.WithValue(ctx, startKey{}, time.Now())
+	return context.WithValue(context.WithValue(ctx, textKey{}, d.SQL), startKey{}, time.Now())
 }
 
 // TraceQueryEnd implements pgx.QueryTracer.
 func (t *tracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+	if t0, ok := ctx.Value(startKey{}).(time.Time); ok && t.on.Load() {
+		t.mu.Lock()
+		if t.byTime != nil {
+			t.byTime[ctx.Value(textKey{}).(string)] += time.Since(t0)
+		}
+		t.mu.Unlock()
+	}
 	t.ended(ctx, 1)
 }
 

@@ -146,12 +146,12 @@ func (c *client) fileRep(ctx context.Context, team string, n int, plans, applies
 		for _, dry := range []bool{true, false} {
 			byText := c.statements && team == "gitops-0" && st.name == "change" && !dry
 			if byText {
-				c.tr.byText = map[string]int{}
+				c.tr.byText, c.tr.byTime = map[string]int{}, map[string]time.Duration{}
 			}
 			s, err := c.apply(ctx, team, file, dry, st.want, n)
 			if byText {
-				printByText(c.tr.byText)
-				c.tr.byText = nil
+				printByText(c.tr.byText, c.tr.byTime)
+				c.tr.byText, c.tr.byTime = nil, nil
 			}
 			if err != nil {
 				return fmt.Errorf("%s, %s (dry run %v): %w", team, st.name, dry, err)
@@ -178,13 +178,20 @@ func (c *client) floorRep(ctx context.Context, team string, n int, floors [][]sa
 	return nil
 }
 
-// printByText prints the statements of byText, the most sent first.
-func printByText(byText map[string]int) {
+// printByText prints the statements of byText, the most sent first, then the time of
+// those sent alone (byTime), the longest first.
+func printByText(byText map[string]int, byTime map[string]time.Duration) {
 	texts := slices.Collect(maps.Keys(byText))
 	slices.SortFunc(texts, func(a, b string) int { return cmp.Compare(byText[b], byText[a]) })
 	fmt.Println("the statements of the change's apply, by count:")
 	for _, q := range texts {
 		fmt.Printf("%6d  %.160s\n", byText[q], strings.Join(strings.Fields(q), " "))
+	}
+	texts = slices.Collect(maps.Keys(byTime))
+	slices.SortFunc(texts, func(a, b string) int { return cmp.Compare(byTime[b], byTime[a]) })
+	fmt.Println("the round trips of the statements sent alone (a batch's time is not split), by time:")
+	for _, q := range texts[:min(len(texts), 8)] {
+		fmt.Printf("%9s  %.150s\n", byTime[q].Round(time.Millisecond), strings.Join(strings.Fields(q), " "))
 	}
 }
 

@@ -103,8 +103,11 @@ func TestAnApplyWritesTheFileInOneGoAndEveryRevisionNamesTheCommit(t *testing.T)
 	require.True(t, p2.Applied)
 	require.Equal(t, "v2", e.deployment("/data-jobs/for-team/team-a/jobs/extract-job")["job_version"])
 
-	// An apply writes its revisions, generation bumps and notifications many in a statement:
-	// what they leave is what the API's calls leave (a job created, deployed, deployed again).
+	// An apply leaves the revisions the API's calls leave (a job created, deployed, deployed
+	// again); it writes a job and its deployment in one row version of the job, one
+	// generation for both (created at 1 and deployed: still 1, the API's calls: 2), and
+	// bumps it for each apply that changes it. Before, the apply wrote the job's row three
+	// times (its insert, the deploy's bump, the owner) and left generation 3 here.
 	e.createJob("team-a", "hand-job")
 	e.deploy("/data-jobs/for-team/team-a/jobs/hand-job", `{"job_version":"v1"}`)
 	e.deploy("/data-jobs/for-team/team-a/jobs/hand-job", `{"job_version":"v2"}`)
@@ -117,7 +120,8 @@ func TestAnApplyWritesTheFileInOneGoAndEveryRevisionNamesTheCommit(t *testing.T)
 	handRevs, handGen := history("hand-job")
 	require.Equal(t, handRevs, fileRevs)
 	require.Equal(t, "1:create,2:deploy,3:deploy", fileRevs)
-	require.Equal(t, handGen, fileGen)
+	require.Equal(t, 3, handGen)
+	require.Equal(t, 2, fileGen)
 }
 
 func TestAnExportAppliesWithAnEmptyPlanAndNoWrite(t *testing.T) {

@@ -70,16 +70,28 @@ type deploymentChange func(ctx context.Context, tx Tx, st job.JobState) (next jo
 func (s *Store) changeDeployment(ctx context.Context, team, name string, change deploymentChange) (job.Deployment, error) {
 	var out job.Deployment
 	err := s.inLockedTx(ctx, team, name, func(tx Tx, st job.JobState) (err error) {
-		out, err = changeDeploymentIn(ctx, tx, st, change)
+		out, err = changeDeploymentIn(ctx, tx, st, change, unmarked)
 		return err
 	})
 	return out, err
 }
 
-// changeDeploymentIn is changeDeployment in tx, on the state st read under the job's lock.
-// A job a file owns is changed only by an apply of that file (job.CheckOwner). A change of
-// the execution profile it selects checks the grant in the same transaction (checkGrant).
-func changeDeploymentIn(ctx context.Context, tx Tx, st job.JobState, change deploymentChange) (job.Deployment, error) {
+// marked is how far the transaction marked the job changed already (TeamTx): a write of
+// its deployment bumps its generation and notifies the synchronizer only as far as still
+// needed, so that the job's row has one new version, not two.
+type marked uint8
+
+const (
+	unmarked  marked = iota // bump the generation and notify
+	newRow                  // created in the transaction, a generation no one saw: notify
+	bumpedRow               // bumped and notified in the transaction: nothing more
+)
+
+// changeDeploymentIn is changeDeployment in tx, on the state st read under the job's lock
+// (and mark, its job's changes in tx). A job a file owns is changed only by an apply of
+// that file (job.CheckOwner). A change of the execution profile it selects checks the
+// grant in the same transaction (checkGrant).
+func changeDeploymentIn(ctx context.Context, tx Tx, st job.JobState, change deploymentChange, mark marked) (job.Deployment, error) {
 	name := st.Job.Name
 	if err := job.CheckOwner(ctx, "data job", name, st.Job.ManagedBy); err != nil {
 		return job.Deployment{}, err
@@ -110,7 +122,12 @@ func changeDeploymentIn(ctx context.Context, tx Tx, st job.JobState, change depl
 	if err := writes.revisionOf(ctx, kind, rollbackOf, st.Job, st.Desired, st.Job, &next); err != nil {
 		return job.Deployment{}, err
 	}
-	writes.bumpGeneration(name)
+	switch mark {
+	case unmarked:
+		writes.bumpGeneration(name)
+	case newRow:
+		writes.notify(DesiredChannel, name)
+	}
 	if err := writes.send(ctx, tx); err != nil {
 		return job.Deployment{}, err
 	}

@@ -64,28 +64,31 @@ func (s *Store) createJob(ctx context.Context, tx Tx, j job.Job) (job.Job, error
 }
 
 // insertJob inserts j with a new UID and generation 1 (the API's creation and imports).
+// An apply's job (the actor's File) is its file's already: no second row version to own it.
 func insertJob(ctx context.Context, tx Tx, j job.Job) (job.Job, error) {
 	const q = `
 INSERT INTO data_job AS j (name, team, description, schedule, db_default_type,
 	notified_on_job_failure_user_error, notified_on_job_failure_platform_error,
 	notified_on_job_success, notified_on_job_deploy,
-	generate_keytab, enable_execution_notifications, notification_delay_period_minutes, hashed_schedule, uid)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, gen_random_uuid())
+	generate_keytab, enable_execution_notifications, notification_delay_period_minutes, hashed_schedule, managed_by, uid)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, NULLIF($14, ''), gen_random_uuid())
 RETURNING ` + jobColumns
 	var out job.Job
-	err := tx.QueryRow(ctx, q, jobValues(j)...).Scan(jobDest(&out)...)
+	err := tx.QueryRow(ctx, q, append(jobValues(j), job.ActorFrom(ctx).File)...).Scan(jobDest(&out)...)
 	return out, err
 }
 
 // updateJob writes every column of j but its identity to the row of j.Name; bump bumps
-// the generation (a change the CronJob may render) and notifies the synchronizer.
+// the generation (a change the CronJob may render) and notifies the synchronizer. An
+// apply (the actor's File) makes its file the owner in the same row version.
 func updateJob(ctx context.Context, tx Tx, j job.Job, bump bool) (job.Job, error) {
 	const q = `
 UPDATE data_job AS j SET team = $2, description = $3, schedule = $4, db_default_type = $5,
 	notified_on_job_failure_user_error = $6, notified_on_job_failure_platform_error = $7,
 	notified_on_job_success = $8, notified_on_job_deploy = $9,
 	generate_keytab = $10, enable_execution_notifications = $11,
-	notification_delay_period_minutes = $12, hashed_schedule = $13, generation = generation + $14, updated_at = now()
+	notification_delay_period_minutes = $12, hashed_schedule = $13, generation = generation + $14,
+	managed_by = coalesce(NULLIF($15, ''), managed_by), updated_at = now()
 WHERE name = $1
 RETURNING ` + jobColumns
 	inc := 0
@@ -93,7 +96,7 @@ RETURNING ` + jobColumns
 		inc = 1
 	}
 	var out job.Job
-	if err := tx.QueryRow(ctx, q, append(jobValues(j), inc)...).Scan(jobDest(&out)...); err != nil {
+	if err := tx.QueryRow(ctx, q, append(jobValues(j), inc, job.ActorFrom(ctx).File)...).Scan(jobDest(&out)...); err != nil {
 		return job.Job{}, err
 	}
 	if bump {

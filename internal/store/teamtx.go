@@ -26,6 +26,10 @@ type TeamTx struct {
 	// seal seals the signing secret of a new trigger or webhook (kind) id (the service's
 	// key ring).
 	seal func(kind, id string, secret []byte) (secrets.Envelope, error)
+	// marked are the jobs this transaction created or bumped, by name: their deployment's
+	// write adds no row version of its own (the COMMIT ran data_job's deferred triggers
+	// once per version: three a created job, two a changed one).
+	marked map[string]marked
 }
 
 // InTeamTx runs fn in one transaction on team's state, read once the team (its advisory
@@ -53,7 +57,7 @@ func (s *Store) InTeamTx(ctx context.Context, team string, seal func(kind, id st
 			return err
 		}
 		qt := &queuedTx{Tx: tx}
-		if err := fn(&TeamTx{s: s, tx: qt, team: team, seal: seal}, st); err != nil {
+		if err := fn(&TeamTx{s: s, tx: qt, team: team, seal: seal, marked: map[string]marked{}}, st); err != nil {
 			return err
 		}
 		return qt.flush(ctx, nil)
@@ -103,27 +107,33 @@ WHERE j.team = $1 ORDER BY j.name`
 	return gitops.State{Jobs: jobs, Pipelines: pipes, Triggers: trigs, Webhooks: hooks}, err
 }
 
-// CreateJob is Store.CreateJob in the team's transaction.
+// CreateJob is Store.CreateJob in the team's transaction, owned by the apply's file
+// (insertJob).
 func (t *TeamTx) CreateJob(ctx context.Context, j job.Job) (job.Job, error) {
 	t.tx.writing(gitops.KindJob, j.Name)
-	return t.s.createJob(ctx, t.tx, j)
+	out, err := t.s.createJob(ctx, t.tx, j)
+	t.marked[j.Name] = newRow
+	return out, err
 }
 
-// UpdateJob is Store.UpdateJob of the job of st to next, in the team's transaction.
+// UpdateJob is Store.UpdateJob of the job of st to next, in the team's transaction, owned
+// by the apply's file (updateJob).
 func (t *TeamTx) UpdateJob(ctx context.Context, st job.JobState, next job.Job) (job.Job, error) {
 	t.tx.writing(gitops.KindJob, st.Job.Name)
-	return t.s.updateJobIn(ctx, t.tx, st, func(cur job.Job) (job.Job, bool, error) {
-		return next, !cur.SameConfig(next), nil
-	})
+	bump := !st.Job.SameConfig(next)
+	if bump {
+		t.marked[st.Job.Name] = bumpedRow
+	}
+	return t.s.updateJobIn(ctx, t.tx, st, func(job.Job) (job.Job, bool, error) { return next, bump, nil })
 }
 
 // ChangeDeployment is Store.ChangeDeployment of the job of st to d, in the team's
-// transaction.
+// transaction: the generation bumped once for the job's write and its deployment's.
 func (t *TeamTx) ChangeDeployment(ctx context.Context, st job.JobState, d job.Deployment) (job.Deployment, error) {
 	t.tx.writing(gitops.KindJob, st.Job.Name)
 	return changeDeploymentIn(ctx, t.tx, st, func(context.Context, Tx, job.JobState) (job.Deployment, int, error) {
 		return d, 0, nil
-	})
+	}, t.marked[st.Job.Name])
 }
 
 // DeleteDeployment is Store.DeleteDeployment of the job of st, in the team's transaction.
