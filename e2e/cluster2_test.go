@@ -94,6 +94,12 @@ func TestATargetInAnotherClusterConvergesThereAndItsOutageStopsOnlyItsShard(t *t
 	require.Eventually(t, unreachable(1), time.Minute, 100*time.Millisecond,
 		"the far shard's leader says its cluster is unreachable (after the step-down delay, the lease duration)")
 	require.Eventually(t, banner(true), time.Minute, 100*time.Millisecond, "another replica's console shows the outage")
+	// A run of the far target has its live log read in the second cluster, which does not
+	// answer: 503 at once (before, the default target's namespace answered nothing).
+	id := r.startExecutionFor(t, "team-c", "far-job")
+	asked := time.Now()
+	require.Equal(t, http.StatusServiceUnavailable, get(t, api, "/data-jobs/for-team/team-c/jobs/far-job/executions/"+id+"/logs", nil))
+	require.Less(t, time.Since(asked), 15*time.Second, "bounded by the read's timeout")
 	require.NoError(t, cluster2.APIServer.Start(ctx))
 	require.Eventually(t, in(far, farNS, "far-during-outage"), 2*time.Minute, 100*time.Millisecond,
 		"the far target catches up once its apiserver is back")

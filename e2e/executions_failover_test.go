@@ -196,14 +196,21 @@ type executionBody struct {
 
 func (r *replica) startExecution(t *testing.T, name string) string {
 	t.Helper()
-	resp, err := http.Post(r.base+"/data-jobs/for-team/team-a/jobs/"+name+"/deployments/production/executions", "application/json", strings.NewReader(`{"started_by":"e2e"}`))
+	return r.startExecutionFor(t, "team-a", name)
+}
+
+// startExecutionFor starts a manual execution of the job name of team and returns its id.
+func (r *replica) startExecutionFor(t *testing.T, team, name string) string {
+	t.Helper()
+	jobPath := "/data-jobs/for-team/" + team + "/jobs/" + name
+	resp, err := http.Post(r.base+jobPath+"/deployments/production/executions", "application/json", strings.NewReader(`{"started_by":"e2e"}`))
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusAccepted, resp.StatusCode)
 	var e executionBody
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&e))
 	require.NotEmpty(t, e.ID)
-	require.Equal(t, "/data-jobs/for-team/team-a/jobs/"+name+"/executions/"+e.ID, resp.Header.Get("Location"))
+	require.Equal(t, jobPath+"/executions/"+e.ID, resp.Header.Get("Location"))
 	return e.ID
 }
 

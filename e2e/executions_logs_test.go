@@ -1,11 +1,13 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,14 +54,23 @@ func (r *replica) executionLogs(t *testing.T, name, id, tail string) string {
 
 // printingExecution starts a manual execution of a new job printer whose pod the test
 // plays the scheduler and the kubelet of (kwok only serves the pod's log, from file), and
-// returns once the API says it runs.
-func printingExecution(t *testing.T) (r *replica, client kubernetes.Interface, id string, pod *corev1.Pod, file, dbURL string) {
+// returns once the API says it runs. With inTarget, team-a's jobs run in the execution
+// target side, another namespace of the same cluster.
+func printingExecution(t *testing.T, inTarget bool) (r *replica, client kubernetes.Interface, id string, pod *corev1.Pod, file, dbURL string) {
 	t.Helper()
 	kubeconfig, ns := testenv.Kubeconfig(t), testenv.Namespace(t)
 	dbURL = testenv.DatabaseURL(t)
 	client = testenv.Clientset(t)
 	// The deployment asks more CPU than the fake node has: its pod waits for the test.
 	r = startReplica(t, dbURL, kubeconfig, ns, "--max-cpu", "200")
+	if inTarget {
+		ns = "side-" + ns
+		_, err := client.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+		require.Equal(t, http.StatusCreated, r.do(t, http.MethodPut, "/data-jobs/targets/side",
+			fmt.Sprintf(`{"namespace":%q,"cluster":"local","default_for":["team-a"]}`, ns)))
+	}
 	require.Equal(t, http.StatusCreated, r.do(t, http.MethodPost, "/data-jobs/for-team/team-a/jobs",
 		`{"job_name":"printer","team":"team-a","description":"e2e","config":{"schedule":{"schedule_cron":"0 0 1 1 *"}}}`))
 	require.Equal(t, http.StatusAccepted, r.do(t, http.MethodPost, "/data-jobs/for-team/team-a/jobs/printer/deployments",
@@ -99,7 +110,7 @@ func printingExecution(t *testing.T) (r *replica, client kubernetes.Interface, i
 // leader kept once the Job and its pod are deleted.
 func TestLogsOfARunningExecutionThenOfTheFinishedOneAfterItsPodIsGone(t *testing.T) {
 	t.Parallel()
-	r, client, id, pod, file, dbURL := printingExecution(t)
+	r, client, id, pod, file, dbURL := printingExecution(t, false)
 	const name = "printer"
 	ns := pod.Namespace
 
@@ -152,7 +163,7 @@ func TestLogsOfARunningExecutionThenOfTheFinishedOneAfterItsPodIsGone(t *testing
 // otherwise 410 with a VDK error body saying the log was not kept; never an empty log.
 func TestTheLogOfAnExecutionWhoseJobIsDeletedTheMomentItFinishesIsNeverAnsweredEmpty(t *testing.T) {
 	t.Parallel()
-	r, client, id, pod, file, _ := printingExecution(t)
+	r, client, id, pod, file, _ := printingExecution(t, false)
 	ns := pod.Namespace
 	require.NoError(t, devenv.WriteCRILog(file, time.Now(), "reading input", "done"))
 	require.NoError(t, devenv.ServePodLog(t.Context(), testenv.RestConfig(t), pod, file))
@@ -195,4 +206,22 @@ func TestTheLogOfAnExecutionWhoseJobIsDeletedTheMomentItFinishesIsNeverAnsweredE
 	}
 	require.Equal(t, status, func() int { s, _ := r.executionLogsResponse(t, "printer", id, ""); return s }(),
 		"the answer stands once the pod is gone")
+}
+
+// Issue 44: the API read a running execution's log in the default target's namespace
+// only, so a run in another target showed nothing until it ended. Now the run's target
+// says where its pod is: its namespace (here a local target's), or its cluster.
+func TestTheLiveLogOfARunInAnotherTargetIsReadThere(t *testing.T) {
+	t.Parallel()
+	r, _, id, pod, file, _ := printingExecution(t, true)
+	require.True(t, strings.HasPrefix(pod.Namespace, "side-"), "the run's pod is in the target's namespace, not %s", pod.Namespace)
+	require.NoError(t, devenv.WriteCRILog(file, time.Now(), "reading input", "in the side target"))
+	require.NoError(t, devenv.ServePodLog(t.Context(), testenv.RestConfig(t), pod, file))
+	var got string
+	require.Eventually(t, func() bool {
+		got = r.executionLogs(t, "printer", id, "")
+		return got == "reading input\nin the side target\n"
+	}, time.Minute, 100*time.Millisecond, "last answer: %q", got)
+	require.Equal(t, "in the side target\n", r.executionLogs(t, "printer", id, "1"))
+	require.Equal(t, "running", r.execution(t, "printer", id).Status, "read while it runs")
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/datajobs/datajobs/internal/job"
 )
 
 // startExecution posts a manual start and returns the response.
@@ -242,7 +244,7 @@ func TestStartOfADeploymentWithoutACronJobThatFailedOrIsBuildingIsA409WithItsMes
 // a Job deleted by hand at once, is e2e's TestTheLogOfAnExecutionWhoseJobIsDeleted...).
 type podGone struct{}
 
-func (podGone) ExecutionLog(context.Context, string, int) (string, bool, error) {
+func (podGone) ExecutionLog(context.Context, job.Target, string, int) (string, bool, error) {
 	return "", false, nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/datajobs/datajobs/internal/httpapi"
+	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/slots"
 )
 
@@ -161,7 +162,7 @@ type blockingLogs struct {
 	tails   chan int
 }
 
-func (b *blockingLogs) ExecutionLog(ctx context.Context, _ string, tail int) (string, bool, error) {
+func (b *blockingLogs) ExecutionLog(ctx context.Context, _ job.Target, _ string, tail int) (string, bool, error) {
 	b.tails <- tail
 	b.started <- struct{}{}
 	select {

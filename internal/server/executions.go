@@ -3,6 +3,8 @@ package server
 import (
 	"cmp"
 	"context"
+	"fmt"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -91,9 +93,85 @@ func trackerStages(cfg Config, view store.TargetView, namespace string, cluster 
 	return []stage{execs.Run, maintenance.New(maintenance.Config{Listener: view, Logger: cfg.Logger, Metrics: maintMetrics}, services...).Run}
 }
 
-// logReader reads running executions' logs for the API (bounded; see kube.LogReader).
-func logReader(cfg Config, cluster *kube.Cluster) *kube.LogReader {
-	return kube.NewLogReader(cluster.Client, cfg.Namespace, kube.LogConfig{MaxBytes: cmp.Or(cfg.Executions.LogBytes, tracker.DefaultLogBytes) * 4})
+const (
+	// targetLogsTTL is how long the API keeps its connection to another cluster for log
+	// reads: a kubeconfig Secret rotated is read again after that.
+	targetLogsTTL = 5 * time.Minute
+	// targetConnectTimeout bounds reading a target's kubeconfig Secret and connecting.
+	targetConnectTimeout = 5 * time.Second
+)
+
+// targetLogs reads running executions' logs for the API in the execution target each
+// runs in (bounded; see kube.LogReader): a local target's namespace through the
+// service's own client, another cluster through its kubeconfig Secret (targetCluster),
+// connected at the first read and kept for targetLogsTTL.
+type targetLogs struct {
+	cfg   Config
+	local *kube.Cluster
+	bound kube.LogConfig
+
+	mu     sync.Mutex
+	remote map[string]remoteLogs // by target name
+}
+
+// remoteLogs is the reader of a target in another cluster, connected at.
+type remoteLogs struct {
+	place  job.Target
+	reader *kube.LogReader
+	at     time.Time
+}
+
+// logReader reads running executions' logs for the API.
+func logReader(cfg Config, cluster *kube.Cluster) *targetLogs {
+	return &targetLogs{
+		cfg: cfg, local: cluster, remote: map[string]remoteLogs{},
+		bound: kube.LogConfig{MaxBytes: cmp.Or(cfg.Executions.LogBytes, tracker.DefaultLogBytes) * 4},
+	}
+}
+
+// ExecutionLog reads the log of the Job id's pods in target t (service.LogReader). A
+// cluster that cannot be reached is an error within the read's time bound.
+func (l *targetLogs) ExecutionLog(ctx context.Context, t job.Target, id string, tailLines int) (string, bool, error) {
+	r, err := l.reader(ctx, t)
+	if err != nil {
+		return "", false, err
+	}
+	return r.ExecutionLog(ctx, id, tailLines)
+}
+
+// reader is the log reader of target t's namespace and cluster.
+func (l *targetLogs) reader(ctx context.Context, t job.Target) (*kube.LogReader, error) {
+	switch {
+	case t.Name == job.DefaultTargetName:
+		return kube.NewLogReader(l.local.Client, l.cfg.Namespace, l.bound), nil
+	case t.Namespace == "":
+		return nil, fmt.Errorf("the execution target %s is gone", t.Name)
+	case t.Local():
+		return kube.NewLogReader(l.local.Client, t.Namespace, l.bound), nil
+	}
+	now := time.Now()
+	l.mu.Lock()
+	kept, ok := l.remote[t.Name]
+	l.mu.Unlock()
+	if ok && kept.place.SamePlace(t) && now.Sub(kept.at) < targetLogsTTL {
+		return kept.reader, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, targetConnectTimeout)
+	defer cancel()
+	cluster, err := targetCluster(ctx, l.cfg, l.local, t)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the cluster of target %s: %w", t.Name, err)
+	}
+	r := kube.NewLogReader(cluster.Client, t.Namespace, l.bound)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for name, k := range l.remote {
+		if now.Sub(k.at) >= targetLogsTTL {
+			delete(l.remote, name)
+		}
+	}
+	l.remote[t.Name] = remoteLogs{place: t, reader: r, at: now}
+	return r, nil
 }
 
 // leaderStages runs stages for one leadership term, and returns when all have stopped

@@ -116,13 +116,14 @@ func (s *Service) CancelExecution(ctx context.Context, team, name, id, caller st
 	return s.store.CancelExecution(ctx, team, name, id, caller)
 }
 
-// LogReader reads the log of the pod of a running execution from the cluster, bounded in
-// time and bytes. The server injects the Kubernetes implementation; nil means only stored
-// logs are served.
+// LogReader reads the log of the pod of a running execution from the cluster of its
+// execution target, bounded in time and bytes. The server injects the Kubernetes
+// implementation; nil means only stored logs are served.
 type LogReader interface {
-	// ExecutionLog returns the log of the latest pod of the Job named id, its last tailLines
-	// lines when tailLines > 0; found is false when the Job has no pod (yet, or any more).
-	ExecutionLog(ctx context.Context, id string, tailLines int) (text string, found bool, err error)
+	// ExecutionLog returns the log of the latest pod of the Job named id in target (its
+	// namespace and cluster), its last tailLines lines when tailLines > 0; found is false
+	// when the Job has no pod (yet, or any more).
+	ExecutionLog(ctx context.Context, target job.Target, id string, tailLines int) (text string, found bool, err error)
 }
 
 // ExecutionLogs returns the log of the execution id of the job name of team: the copy the
@@ -130,7 +131,7 @@ type LogReader interface {
 // far; the last tailLines lines when tailLines > 0. A finished execution whose log the
 // leader was still to read (pending) when its pod went is a LogNotKept error, never "".
 func (s *Service) ExecutionLogs(ctx context.Context, team, name, id string, tailLines int) (string, error) {
-	_, stored, err := s.store.ExecutionLog(ctx, team, name, id)
+	target, stored, err := s.store.ExecutionLog(ctx, team, name, id)
 	if err != nil {
 		return "", err
 	}
@@ -140,7 +141,7 @@ func (s *Service) ExecutionLogs(ctx context.Context, team, name, id string, tail
 	if s.cfg.Logs == nil {
 		return "", nil
 	}
-	text, found, err := s.cfg.Logs.ExecutionLog(ctx, id, tailLines)
+	text, found, err := s.cfg.Logs.ExecutionLog(ctx, target, id, tailLines)
 	if err != nil {
 		return "", job.Unavailable("Kubernetes API (pod logs)", err)
 	}

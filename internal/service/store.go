@@ -35,7 +35,7 @@ type Store interface {
 	ListJobExecutions(ctx context.Context, team, name string, statuses []string) ([]job.Execution, error)
 	GetJobExecution(ctx context.Context, team, name, id string) (job.Execution, error)
 	CancelExecution(ctx context.Context, team, name, id, by string) (job.Execution, error)
-	ExecutionLog(ctx context.Context, team, name, id string) (job.Execution, *job.StoredLog, error)
+	ExecutionLog(ctx context.Context, team, name, id string) (job.Target, *job.StoredLog, error)
 	Executions(ctx context.Context, q job.ExecutionsQuery) (job.ExecutionsPage, error)
 	ExecutionsOfJobs(ctx context.Context, names []string, q job.ExecutionsQuery) (map[string][]job.Execution, error)
 	ExecutionCounts(ctx context.Context, names []string) (map[string]job.ExecutionCount, error)

@@ -178,20 +178,24 @@ WHERE id = $1 AND cancel_requested_at IS NULL`, id, by); err != nil {
 	return out, err
 }
 
-// ExecutionLog reads the execution id of the job name of team with its stored log (nil
-// while the execution has none stored; Pending while its pod is still to be read).
-func (s *Store) ExecutionLog(ctx context.Context, team, name, id string) (job.Execution, *job.StoredLog, error) {
-	q := `SELECT x.*, l.logs, l.truncated, l.pending FROM (` + jobExecution + `) x LEFT JOIN data_job_execution_log l ON l.execution_id = x.id`
+// ExecutionLog reads the stored log of the execution id of the job name of team (nil
+// while it has none stored; Pending while its pod is still to be read), and the target
+// its Job runs in, where its pod's log is read while it runs: the target's name alone
+// when its row is gone (the default target before serve first wrote it).
+func (s *Store) ExecutionLog(ctx context.Context, team, name, id string) (job.Target, *job.StoredLog, error) {
+	const q = `SELECT e.target, coalesce(t.namespace, ''), coalesce(t.kubeconfig_secret, ''), l.logs, l.truncated, l.pending
+FROM data_job_execution e LEFT JOIN execution_target t ON t.name = e.target LEFT JOIN data_job_execution_log l ON l.execution_id = e.id
+WHERE e.id = $1 AND e.job_name = $2 AND e.team = $3`
 	var (
-		e                  job.Execution
+		t                  job.Target
 		logs               *string
 		truncated, pending *bool
 	)
-	err := s.pool.QueryRow(ctx, q, id, name, team).Scan(append(executionDest(&e), &logs, &truncated, &pending)...)
+	err := s.pool.QueryRow(ctx, q, id, name, team).Scan(&t.Name, &t.Namespace, &t.KubeconfigSecret, &logs, &truncated, &pending)
 	if err != nil || logs == nil {
-		return e, nil, rowError(err, job.ExecutionNotFound(team, name, id), "read log of execution "+id)
+		return t, nil, rowError(err, job.ExecutionNotFound(team, name, id), "read log of execution "+id)
 	}
-	return e, &job.StoredLog{Logs: *logs, Truncated: truncated != nil && *truncated, Pending: pending != nil && *pending}, nil
+	return t, &job.StoredLog{Logs: *logs, Truncated: truncated != nil && *truncated, Pending: pending != nil && *pending}, nil
 }
 
 // Tracking, by the synchronizer leader.

@@ -80,9 +80,12 @@ func TestRecordExecutionWritesEachTransitionOnceAndNeverChangesAFinalStatus(t *t
 	require.False(t, d.record(job.ExecutionUpdate{ID: "my-job-1", Status: job.ExecSucceeded, EndTime: &end}, d.fence), "a late event never turns user_error into succeeded")
 	require.Equal(t, []string{"my-job-1:user_error"}, d.ids())
 
-	e, logs, err := d.s.ExecutionLog(t.Context(), "team-a", "my-job", "my-job-1")
+	target, logs, err := d.s.ExecutionLog(t.Context(), "team-a", "my-job", "my-job-1")
 	require.NoError(t, err)
 	require.Equal(t, "boom\n", logs.Logs)
+	require.Equal(t, job.DefaultTargetName, target.Name, "its pod was read in the default target")
+	e, err := d.s.GetJobExecution(t.Context(), "team-a", "my-job", "my-job-1")
+	require.NoError(t, err)
 	require.Equal(t, "scheduled", e.Type)
 	require.Equal(t, "exit 1", e.Message)
 
