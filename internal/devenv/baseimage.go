@@ -1,7 +1,5 @@
 package devenv
 
-import "path/filepath"
-
 // The dev and test environment's python 3.11 + vdk-core base image, an OCI image layout
 // built by its own stamped script (hack/base-image/build.sh) and pushed at every start.
 const (
@@ -11,14 +9,4 @@ const (
 
 // BaseImageLayout returns the base image's OCI layout built in the checkout, or "" when
 // it has not been built.
-func BaseImageLayout() string {
-	root, err := RepoRoot()
-	if err != nil {
-		return ""
-	}
-	dir := filepath.Join(root, baseImageRepo)
-	if !isFile(filepath.Join(dir, "index.json")) {
-		return ""
-	}
-	return dir
-}
+func BaseImageLayout() string { return builtInCheckout(baseImageRepo, "index.json") }

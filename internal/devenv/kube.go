@@ -53,7 +53,13 @@ func (e *Env) startKubernetes(ctx context.Context, cfg Config, p *ports) error {
 	return e.startKwok(ctx, p, keys)
 }
 
-func (e *Env) bin(cfg Config, name string) string { return filepath.Join(cfg.BinDir, name) }
+// controlProcess is the control-plane component name: cfg.BinDir's binary of that name,
+// run in the state folder with a log of its own, on the picked ports that configure uses.
+func (e *Env) controlProcess(cfg Config, name string, picked []*int, configure func(*processSpec) error) *Process {
+	return newProcess(name, e.logPath(name), processSpec{
+		path: filepath.Join(cfg.BinDir, name), dir: e.StateDir, picked: picked, configure: configure,
+	}, e.logger)
+}
 
 func (e *Env) logPath(name string) string { return filepath.Join(e.StateDir, "logs", name+".log") }
 
@@ -65,35 +71,29 @@ var plainHTTP = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}
 // (PodNodeSelector, PodTolerationRestriction: RealNodeNamespace).
 func (e *Env) startControlPlane(ctx context.Context, cfg Config, p *ports, keys pki, verified *http.Client) error {
 	etcdClient := func() string { return "http://127.0.0.1:" + strconv.Itoa(p.EtcdClient) }
-	e.Etcd = newProcess("etcd", e.logPath("etcd"), processSpec{
-		path: e.bin(cfg, "etcd"), dir: e.StateDir, picked: []*int{&p.EtcdClient, &p.EtcdPeer},
-		configure: func(s *processSpec) error {
-			peer := "http://127.0.0.1:" + strconv.Itoa(p.EtcdPeer)
-			s.args = []string{
-				"--name=default", "--data-dir=" + filepath.Join(e.StateDir, "etcd"),
-				"--listen-client-urls=" + etcdClient(), "--advertise-client-urls=" + etcdClient(),
-				"--listen-peer-urls=" + peer, "--initial-advertise-peer-urls=" + peer,
-				"--initial-cluster=default=" + peer, "--log-level=warn",
-			}
-			if cfg.Fast {
-				s.args = append(s.args, "--unsafe-no-fsync")
-			}
-			s.ready = httpReady(plainHTTP, etcdClient()+"/health")
-			return nil
-		},
-	}, e.logger)
+	e.Etcd = e.controlProcess(cfg, "etcd", []*int{&p.EtcdClient, &p.EtcdPeer}, func(s *processSpec) error {
+		peer := "http://127.0.0.1:" + strconv.Itoa(p.EtcdPeer)
+		s.args = []string{
+			"--name=default", "--data-dir=" + filepath.Join(e.StateDir, "etcd"),
+			"--listen-client-urls=" + etcdClient(), "--advertise-client-urls=" + etcdClient(),
+			"--listen-peer-urls=" + peer, "--initial-advertise-peer-urls=" + peer,
+			"--initial-cluster=default=" + peer, "--log-level=warn",
+		}
+		if cfg.Fast {
+			s.args = append(s.args, "--unsafe-no-fsync")
+		}
+		s.ready = httpReady(plainHTTP, etcdClient()+"/health")
+		return nil
+	})
 	if err := e.Etcd.Start(ctx); err != nil {
 		return err
 	}
-	e.APIServer = newProcess("kube-apiserver", e.logPath("kube-apiserver"), processSpec{
-		path: e.bin(cfg, "kube-apiserver"), dir: e.StateDir, picked: []*int{&p.APIServer},
-		configure: func(s *processSpec) error {
-			s.args = apiserverArgs(etcdClient(), p.APIServer, keys)
-			e.APIServerURL = "https://127.0.0.1:" + strconv.Itoa(p.APIServer)
-			s.ready = httpReady(verified, e.APIServerURL+"/readyz")
-			return writeKubeconfig(e.Kubeconfig, e.APIServerURL, keys)
-		},
-	}, e.logger)
+	e.APIServer = e.controlProcess(cfg, "kube-apiserver", []*int{&p.APIServer}, func(s *processSpec) error {
+		s.args = apiserverArgs(etcdClient(), p.APIServer, keys)
+		e.APIServerURL = "https://127.0.0.1:" + strconv.Itoa(p.APIServer)
+		s.ready = httpReady(verified, e.APIServerURL+"/readyz")
+		return writeKubeconfig(e.Kubeconfig, e.APIServerURL, keys)
+	})
 	return e.APIServer.Start(ctx)
 }
 
@@ -123,31 +123,25 @@ func (e *Env) startControllers(ctx context.Context, cfg Config, p *ports, keys p
 		"--bind-address=127.0.0.1", "--leader-elect=false",
 		"--tls-cert-file=" + keys.servingCert(), "--tls-private-key-file=" + keys.servingKey(),
 	}
-	e.ControllerManager = newProcess("kube-controller-manager", e.logPath("kube-controller-manager"), processSpec{
-		path: e.bin(cfg, "kube-controller-manager"), dir: e.StateDir, picked: []*int{&p.ControllerManager},
-		configure: func(s *processSpec) error {
-			s.args = slices.Concat(common, []string{
-				"--secure-port=" + strconv.Itoa(p.ControllerManager),
-				"--service-account-private-key-file=" + keys.saKey(), "--root-ca-file=" + keys.caCert(),
-				"--cluster-signing-cert-file=" + keys.caCert(), "--cluster-signing-key-file=" + keys.caKey(),
-				"--use-service-account-credentials=false", "--controllers=*",
-				"--flex-volume-plugin-dir=" + filepath.Join(e.StateDir, "kcm-flex-volume"),
-			}, fastControllerArgs(cfg))
-			s.ready = httpReady(verified, "https://127.0.0.1:"+strconv.Itoa(p.ControllerManager)+"/healthz")
-			return nil
-		},
-	}, e.logger)
+	e.ControllerManager = e.controlProcess(cfg, "kube-controller-manager", []*int{&p.ControllerManager}, func(s *processSpec) error {
+		s.args = slices.Concat(common, []string{
+			"--secure-port=" + strconv.Itoa(p.ControllerManager),
+			"--service-account-private-key-file=" + keys.saKey(), "--root-ca-file=" + keys.caCert(),
+			"--cluster-signing-cert-file=" + keys.caCert(), "--cluster-signing-key-file=" + keys.caKey(),
+			"--use-service-account-credentials=false", "--controllers=*",
+			"--flex-volume-plugin-dir=" + filepath.Join(e.StateDir, "kcm-flex-volume"),
+		}, fastControllerArgs(cfg))
+		s.ready = httpReady(verified, "https://127.0.0.1:"+strconv.Itoa(p.ControllerManager)+"/healthz")
+		return nil
+	})
 	if err := e.ControllerManager.Start(ctx); err != nil {
 		return err
 	}
-	e.Scheduler = newProcess("kube-scheduler", e.logPath("kube-scheduler"), processSpec{
-		path: e.bin(cfg, "kube-scheduler"), dir: e.StateDir, picked: []*int{&p.Scheduler},
-		configure: func(s *processSpec) error {
-			s.args = slices.Concat(common, []string{"--secure-port=" + strconv.Itoa(p.Scheduler)})
-			s.ready = httpReady(verified, "https://127.0.0.1:"+strconv.Itoa(p.Scheduler)+"/healthz")
-			return nil
-		},
-	}, e.logger)
+	e.Scheduler = e.controlProcess(cfg, "kube-scheduler", []*int{&p.Scheduler}, func(s *processSpec) error {
+		s.args = slices.Concat(common, []string{"--secure-port=" + strconv.Itoa(p.Scheduler)})
+		s.ready = httpReady(verified, "https://127.0.0.1:"+strconv.Itoa(p.Scheduler)+"/healthz")
+		return nil
+	})
 	return e.Scheduler.Start(ctx)
 }
 
@@ -183,11 +177,7 @@ func (e *Env) startKwok(ctx context.Context, p *ports, keys pki) error {
 // ensureFakeNode registers the kwok Node (if it is not there from a previous run) and
 // waits until kwok has made it Ready, so that Pods can be scheduled at once.
 func (e *Env) ensureFakeNode(ctx context.Context, kwokPort int) error {
-	rc, err := e.RestConfig()
-	if err != nil {
-		return err
-	}
-	cs, err := kubernetes.NewForConfig(rc)
+	cs, err := e.clientset()
 	if err != nil {
 		return fmt.Errorf("fake node: %w", err)
 	}
@@ -248,6 +238,15 @@ func (e *Env) RestConfig() (*rest.Config, error) {
 		return nil, fmt.Errorf("load kubeconfig %s: %w", e.Kubeconfig, err)
 	}
 	return rc, nil
+}
+
+// clientset is a client of the environment's kube-apiserver, as the admin user.
+func (e *Env) clientset() (*kubernetes.Clientset, error) {
+	rc, err := e.RestConfig()
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(rc)
 }
 
 // writeKubeconfig writes the admin's kubeconfig with everything embedded, so that it can

@@ -169,14 +169,6 @@ func (e *Env) startNode(ctx context.Context, cfg Config, p ports, keys pki) erro
 	return n.proc.Start(ctx)
 }
 
-func (e *Env) clientset() (*kubernetes.Clientset, error) {
-	rc, err := e.RestConfig()
-	if err != nil {
-		return nil, err
-	}
-	return kubernetes.NewForConfig(rc)
-}
-
 // cgroupDirs are the node's subtree in every cgroup hierarchy: the v1 ones, and the
 // unified (v2) one of a hybrid host, where the kubelet's runc makes its cgroups too.
 func (n *Node) cgroupDirs() []string {

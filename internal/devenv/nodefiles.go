@@ -217,15 +217,5 @@ const (
 // NodeBinaries returns the folder of the real node's runtime built in the checkout, or ""
 // when it has not been built.
 func NodeBinaries() string {
-	root, err := RepoRoot()
-	if err != nil {
-		return ""
-	}
-	dir := filepath.Join(root, nodeBinRepo)
-	for _, name := range []string{"containerd", "containerd-shim-runc-v2", "runc", "pause", "cni/bridge"} {
-		if !isFile(filepath.Join(dir, name)) {
-			return ""
-		}
-	}
-	return dir
+	return builtInCheckout(nodeBinRepo, "containerd", "containerd-shim-runc-v2", "runc", "pause", "cni/bridge")
 }

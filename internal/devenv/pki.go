@@ -43,22 +43,17 @@ func (p pki) nodeKey() string     { return p.path("node.key") }
 // NodeRestriction confine to that node's own objects.
 func (p pki) ensureNode() error {
 	if exists(p.nodeCert()) && exists(p.nodeKey()) {
-		return nil
+		return nil // without reading the CA
 	}
 	ca, caKey, err := p.loadCA()
 	if err != nil {
 		return err
 	}
-	key, err := newKey()
-	if err != nil {
-		return err
-	}
-	tmpl := &x509.Certificate{
+	return p.ensureCert(p.nodeCert(), p.nodeKey(), &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "system:node:" + RealNodeName, Organization: []string{"system:nodes"}},
 		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	return p.writeCert(p.nodeCert(), p.nodeKey(), tmpl, key, ca, caKey)
+	}, ca, caKey)
 }
 
 // ensure creates whatever is missing: a CA, a serving certificate for 127.0.0.1 and
@@ -68,54 +63,33 @@ func (p pki) ensure() error {
 	if err := os.MkdirAll(p.dir, 0o700); err != nil {
 		return fmt.Errorf("pki: %w", err)
 	}
-	if !exists(p.caCert()) || !exists(p.caKey()) {
-		key, err := newKey()
-		if err != nil {
-			return err
-		}
-		tmpl := &x509.Certificate{
-			Subject:               pkix.Name{CommonName: "datajobs-dev-ca"},
-			KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-			BasicConstraintsValid: true,
-			IsCA:                  true,
-		}
-		if err := p.writeCert(p.caCert(), p.caKey(), tmpl, key, nil, nil); err != nil {
-			return err
-		}
+	if err := p.ensureCert(p.caCert(), p.caKey(), &x509.Certificate{
+		Subject:               pkix.Name{CommonName: "datajobs-dev-ca"},
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}, nil, nil); err != nil {
+		return err
 	}
 	ca, caKey, err := p.loadCA()
 	if err != nil {
 		return err
 	}
-	if !exists(p.servingCert()) || !exists(p.servingKey()) {
-		key, err := newKey()
-		if err != nil {
-			return err
-		}
-		tmpl := &x509.Certificate{
-			Subject:     pkix.Name{CommonName: "kube-apiserver"},
-			KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-			IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback, net.IPv4(10, 0, 0, 1)},
-			DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
-		}
-		if err := p.writeCert(p.servingCert(), p.servingKey(), tmpl, key, ca, caKey); err != nil {
-			return err
-		}
+	if err := p.ensureCert(p.servingCert(), p.servingKey(), &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "kube-apiserver"},
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback, net.IPv4(10, 0, 0, 1)},
+		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
+	}, ca, caKey); err != nil {
+		return err
 	}
-	if !exists(p.adminCert()) || !exists(p.adminKey()) {
-		key, err := newKey()
-		if err != nil {
-			return err
-		}
-		tmpl := &x509.Certificate{
-			Subject:     pkix.Name{CommonName: "admin", Organization: []string{"system:masters"}},
-			KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-		}
-		if err := p.writeCert(p.adminCert(), p.adminKey(), tmpl, key, ca, caKey); err != nil {
-			return err
-		}
+	if err := p.ensureCert(p.adminCert(), p.adminKey(), &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "admin", Organization: []string{"system:masters"}},
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, ca, caKey); err != nil {
+		return err
 	}
 	if !exists(p.saKey()) || !exists(p.saPub()) {
 		key, err := newKey()
@@ -144,9 +118,16 @@ func newKey() (*ecdsa.PrivateKey, error) {
 	return key, nil
 }
 
-// writeCert signs tmpl with the parent (self-signed when parent is nil) and writes the
-// certificate and its key.
-func (p pki) writeCert(certPath, keyPath string, tmpl *x509.Certificate, key *ecdsa.PrivateKey, parent *x509.Certificate, parentKey crypto.Signer) error {
+// ensureCert creates, unless both files exist, a new key at keyPath and the certificate
+// of tmpl for it at certPath, signed by parent (self-signed when parent is nil).
+func (p pki) ensureCert(certPath, keyPath string, tmpl, parent *x509.Certificate, parentKey crypto.Signer) error {
+	if exists(certPath) && exists(keyPath) {
+		return nil
+	}
+	key, err := newKey()
+	if err != nil {
+		return err
+	}
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
 	if err != nil {
 		return fmt.Errorf("pki: serial: %w", err)

@@ -23,16 +23,26 @@ const (
 
 // RegistryBinary returns the registry binary built in the checkout, or "" when it has not
 // been built (dev mode and the tests then run without a registry, as before).
-func RegistryBinary() string {
+func RegistryBinary() string { return builtInCheckout(registryBinRepo) }
+
+// builtInCheckout returns the path of what a stamped build script leaves at rel in the
+// checkout, or "" when it has not been built: when one of files (paths below it) is
+// missing, or, when no files are named, rel itself is not a file.
+func builtInCheckout(rel string, files ...string) string {
 	root, err := RepoRoot()
 	if err != nil {
 		return ""
 	}
-	bin := filepath.Join(root, registryBinRepo)
-	if !isFile(bin) {
-		return ""
+	path := filepath.Join(root, rel)
+	if len(files) == 0 {
+		files = []string{"."} // Join(path, ".") is path itself
 	}
-	return bin
+	for _, name := range files {
+		if !isFile(filepath.Join(path, name)) {
+			return ""
+		}
+	}
+	return path
 }
 
 // EnsureRegistryBinary builds the registry with hack/registry/build.sh (instant when its
