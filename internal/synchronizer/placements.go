@@ -68,12 +68,7 @@ func (t *term) startPlacements(ctx context.Context) func() {
 		return func() {}
 	}
 	t.placements = &placements{lister: informer.Lister().ConfigMaps(t.render.Namespace), synced: informer.Informer().HasSynced}
-	informerCtx, cancel := context.WithCancel(ctx)
-	factory.Start(informerCtx.Done())
-	return func() {
-		cancel()
-		factory.Shutdown()
-	}
+	return startInformers(ctx, factory)
 }
 
 // listenProfiles queues the placements' reconcile on every profile NOTIFY and
@@ -167,17 +162,7 @@ func planPlacements(granted, live *corev1.ConfigMap, installation string, now ti
 // the informer has not shown yet, is planned again from it).
 func (t *term) executePlacements(ctx context.Context, p placementsPlan) error {
 	log := t.s.log.With("configmap", kube.ProfilesConfigMapName, "action", p.Action, "reason", p.Reason)
-	switch {
-	case p.Action == ActionUnchanged:
-		return nil
-	case p.Action == ActionConflict:
-		log.WarnContext(ctx, "profile_placements_conflict")
-		return nil
-	case !p.Action.writesKubernetes():
-		log.InfoContext(ctx, "profile_placements_kept")
-		return nil
-	case t.s.cfg.DryRun:
-		log.InfoContext(ctx, "profile_placements_planned", "dry_run", true)
+	if !t.writeDue(ctx, log, "profile_placements", p.Action) {
 		return nil
 	}
 	var err error
@@ -187,11 +172,5 @@ func (t *term) executePlacements(ctx context.Context, p placementsPlan) error {
 	case ActionUpdate:
 		err = t.s.writer.UpdateConfigMap(ctx, p.Live, p.Want)
 	}
-	if err != nil {
-		// The sync queue logs no failure of its own: the reconcile does (retried with backoff).
-		log.WarnContext(ctx, "profile_placements_failed", "error", err)
-		return fmt.Errorf("profile placements: %w", err)
-	}
-	log.InfoContext(ctx, "profile_placements_written")
-	return nil
+	return logWrite(ctx, log, "profile_placements", err, "profile placements")
 }

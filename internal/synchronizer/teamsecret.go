@@ -77,12 +77,7 @@ func (t *term) startTeamSecrets(ctx context.Context) func() {
 		return func() {}
 	}
 	t.teams = &teamSecrets{keys: t.s.cfg.TeamOAuthKeys, lister: informer.Lister().Secrets(t.render.Namespace), synced: informer.Informer().HasSynced}
-	informerCtx, cancel := context.WithCancel(ctx)
-	factory.Start(informerCtx.Done())
-	return func() {
-		cancel()
-		factory.Shutdown()
-	}
+	return startInformers(ctx, factory)
 }
 
 // listenTeamOAuth queues the team Secrets and a full pass (whose CronJobs of a team that
@@ -246,18 +241,10 @@ func secretMatches(live, want *corev1.Secret) bool {
 // reported and left alone, like a foreign CronJob.
 func (t *term) executeTeamSecret(ctx context.Context, p teamSecretPlan) error {
 	log := t.s.log.With("team", p.Team, "secret", p.Name, "action", p.Action, "reason", p.Reason)
-	switch {
-	case p.Action == ActionUnchanged:
-		return nil
-	case p.Action == ActionConflict:
-		log.WarnContext(ctx, "team_oauth_secret_conflict")
-		t.s.metrics.teamSecret(p.Action, nil)
-		return nil
-	case !p.Action.writesKubernetes():
-		log.InfoContext(ctx, "team_oauth_secret_kept")
-		return nil
-	case t.s.cfg.DryRun:
-		log.InfoContext(ctx, "team_oauth_secret_planned", "dry_run", true)
+	if !t.writeDue(ctx, log, "team_oauth_secret", p.Action) {
+		if p.Action == ActionConflict {
+			t.s.metrics.teamSecret(p.Action, nil)
+		}
 		return nil
 	}
 	var err error
@@ -276,11 +263,5 @@ func (t *term) executeTeamSecret(ctx context.Context, p teamSecretPlan) error {
 		err = t.s.secrets.Delete(ctx, p.Live)
 	}
 	t.s.metrics.teamSecret(p.Action, err)
-	if err != nil {
-		// The sync queue logs no failure of its own: the reconcile does (retried with backoff).
-		log.WarnContext(ctx, "team_oauth_secret_failed", "error", err)
-		return fmt.Errorf("%s team oauth secret: %w", p.Action, err)
-	}
-	log.InfoContext(ctx, "team_oauth_secret_written")
-	return nil
+	return logWrite(ctx, log, "team_oauth_secret", err, string(p.Action)+" team oauth secret")
 }
