@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -54,22 +55,29 @@ func (r *replica) executionLogs(t *testing.T, name, id, tail string) string {
 
 // printingExecution starts a manual execution of a new job printer whose pod the test
 // plays the scheduler and the kubelet of (kwok only serves the pod's log, from file), and
-// returns once the API says it runs. With inTarget, team-a's jobs run in the execution
-// target side, another namespace of the same cluster.
-func printingExecution(t *testing.T, inTarget bool) (r *replica, client kubernetes.Interface, id string, pod *corev1.Pod, file, dbURL string) {
+// returns once the API says it runs. With a cluster (a target's "cluster" as JSON: "local",
+// or the kubeconfig Secret "self", which reaches this same cluster as another would be),
+// team-a's jobs run in the execution target side, in another namespace.
+func printingExecution(t *testing.T, cluster string) (r *replica, client kubernetes.Interface, id string, pod *corev1.Pod, file, dbURL string) {
 	t.Helper()
 	kubeconfig, ns := testenv.Kubeconfig(t), testenv.Namespace(t)
 	dbURL = testenv.DatabaseURL(t)
 	client = testenv.Clientset(t)
 	// The deployment asks more CPU than the fake node has: its pod waits for the test.
 	r = startReplica(t, dbURL, kubeconfig, ns, "--max-cpu", "200")
-	if inTarget {
+	if cluster != "" {
+		config, err := os.ReadFile(kubeconfig)
+		require.NoError(t, err)
+		_, err = client.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "self"}, Data: map[string][]byte{"kubeconfig": config},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
 		ns = "side-" + ns
-		_, err := client.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		_, err = client.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
 		require.Equal(t, http.StatusCreated, r.do(t, http.MethodPut, "/data-jobs/targets/side",
-			fmt.Sprintf(`{"namespace":%q,"cluster":"local","default_for":["team-a"]}`, ns)))
+			fmt.Sprintf(`{"namespace":%q,"cluster":%s,"default_for":["team-a"]}`, ns, cluster)))
 	}
 	require.Equal(t, http.StatusCreated, r.do(t, http.MethodPost, "/data-jobs/for-team/team-a/jobs",
 		`{"job_name":"printer","team":"team-a","description":"e2e","config":{"schedule":{"schedule_cron":"0 0 1 1 *"}}}`))
@@ -110,7 +118,7 @@ func printingExecution(t *testing.T, inTarget bool) (r *replica, client kubernet
 // leader kept once the Job and its pod are deleted.
 func TestLogsOfARunningExecutionThenOfTheFinishedOneAfterItsPodIsGone(t *testing.T) {
 	t.Parallel()
-	r, client, id, pod, file, dbURL := printingExecution(t, false)
+	r, client, id, pod, file, dbURL := printingExecution(t, "")
 	const name = "printer"
 	ns := pod.Namespace
 
@@ -163,7 +171,7 @@ func TestLogsOfARunningExecutionThenOfTheFinishedOneAfterItsPodIsGone(t *testing
 // otherwise 410 with a VDK error body saying the log was not kept; never an empty log.
 func TestTheLogOfAnExecutionWhoseJobIsDeletedTheMomentItFinishesIsNeverAnsweredEmpty(t *testing.T) {
 	t.Parallel()
-	r, client, id, pod, file, _ := printingExecution(t, false)
+	r, client, id, pod, file, _ := printingExecution(t, "")
 	ns := pod.Namespace
 	require.NoError(t, devenv.WriteCRILog(file, time.Now(), "reading input", "done"))
 	require.NoError(t, devenv.ServePodLog(t.Context(), testenv.RestConfig(t), pod, file))
@@ -210,18 +218,24 @@ func TestTheLogOfAnExecutionWhoseJobIsDeletedTheMomentItFinishesIsNeverAnsweredE
 
 // Issue 44: the API read a running execution's log in the default target's namespace
 // only, so a run in another target showed nothing until it ended. Now the run's target
-// says where its pod is: its namespace (here a local target's), or its cluster.
+// says where its pod is: a local target's namespace, or another cluster (here the
+// kubeconfig Secret "self" reaches this one, which has the kwok node that serves logs).
 func TestTheLiveLogOfARunInAnotherTargetIsReadThere(t *testing.T) {
 	t.Parallel()
-	r, _, id, pod, file, _ := printingExecution(t, true)
-	require.True(t, strings.HasPrefix(pod.Namespace, "side-"), "the run's pod is in the target's namespace, not %s", pod.Namespace)
-	require.NoError(t, devenv.WriteCRILog(file, time.Now(), "reading input", "in the side target"))
-	require.NoError(t, devenv.ServePodLog(t.Context(), testenv.RestConfig(t), pod, file))
-	var got string
-	require.Eventually(t, func() bool {
-		got = r.executionLogs(t, "printer", id, "")
-		return got == "reading input\nin the side target\n"
-	}, time.Minute, 100*time.Millisecond, "last answer: %q", got)
-	require.Equal(t, "in the side target\n", r.executionLogs(t, "printer", id, "1"))
-	require.Equal(t, "running", r.execution(t, "printer", id).Status, "read while it runs")
+	for name, cluster := range map[string]string{"local": `"local"`, "kubeconfig": `{"kubeconfig_secret":"self"}`} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r, _, id, pod, file, _ := printingExecution(t, cluster)
+			require.True(t, strings.HasPrefix(pod.Namespace, "side-"), "the run's pod is in the target's namespace, not %s", pod.Namespace)
+			require.NoError(t, devenv.WriteCRILog(file, time.Now(), "reading input", "in the side target"))
+			require.NoError(t, devenv.ServePodLog(t.Context(), testenv.RestConfig(t), pod, file))
+			var got string
+			require.Eventually(t, func() bool {
+				got = r.executionLogs(t, "printer", id, "")
+				return got == "reading input\nin the side target\n"
+			}, time.Minute, 100*time.Millisecond, "last answer: %q", got)
+			require.Equal(t, "in the side target\n", r.executionLogs(t, "printer", id, "1"))
+			require.Equal(t, "running", r.execution(t, "printer", id).Status, "read while it runs")
+		})
+	}
 }
