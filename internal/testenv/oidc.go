@@ -185,14 +185,7 @@ func (p *OIDCProvider) UserLoginWithGroups(t testing.TB, username string, groups
 	var c struct {
 		ID string `json:"client_id"`
 	}
-	p.admin(t, http.MethodPost, "/admin/clients", map[string]any{
-		"grant_types":                []string{"authorization_code", "refresh_token"},
-		"response_types":             []string{"code"},
-		"redirect_uris":              []string{redirect},
-		"scope":                      "openid offline_access",
-		"audience":                   []string{Audience},
-		"token_endpoint_auth_method": "none",
-	}, &c)
+	p.admin(t, http.MethodPost, "/admin/clients", publicClient(redirect), &c)
 
 	browser := &http.Client{
 		Timeout:       30 * time.Second,

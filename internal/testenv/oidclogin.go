@@ -23,15 +23,23 @@ const LoginAppURL = "http://127.0.0.1:1/"
 // redirect to redirectURI and ask for the datajobs audience.
 func (p *OIDCProvider) NewBrowserClient(t testing.TB, id, redirectURI string) {
 	t.Helper()
-	p.admin(t, http.MethodPost, "/admin/clients", map[string]any{
-		"client_id":                  id,
+	client := publicClient(redirectURI)
+	client["client_id"] = id
+	p.admin(t, http.MethodPost, "/admin/clients", client, nil)
+}
+
+// publicClient is the registration of a public authorization-code client (no secret)
+// that may redirect to redirectURI and ask for a refresh token and the datajobs
+// audience; without a client_id, Hydra picks one.
+func publicClient(redirectURI string) map[string]any {
+	return map[string]any{
 		"grant_types":                []string{"authorization_code", "refresh_token"},
 		"response_types":             []string{"code"},
 		"redirect_uris":              []string{redirectURI},
 		"scope":                      "openid offline_access",
 		"audience":                   []string{Audience},
 		"token_endpoint_auth_method": "none",
-	}, nil)
+	}
 }
 
 // AcceptLogin accepts the login request of challenge as username and returns where the
