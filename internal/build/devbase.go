@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 
+	"github.com/datajobs/datajobs/internal/loopback"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -86,7 +87,7 @@ func PushImage(ctx context.Context, ref string, img v1.Image) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("push %s: %w", ref, err)
 	}
-	if !loopback(registryHost(ref)) {
+	if !loopback.Host(registryHost(ref)) {
 		return "", fmt.Errorf("push %s: not a loopback registry", ref)
 	}
 	if err := remote.Write(r, img, remote.WithContext(ctx)); err != nil {

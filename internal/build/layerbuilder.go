@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/datajobs/datajobs/internal/loopback"
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -86,7 +87,7 @@ func NewLayerBuilder(cfg Config) (*LayerBuilder, error) {
 	}
 	var opts []name.Option
 	if cfg.Insecure {
-		if !loopback(registryHost(cfg.Registry)) {
+		if !loopback.Host(registryHost(cfg.Registry)) {
 			return nil, fmt.Errorf("builder: --registry-insecure is only for a registry on a loopback address, not %q", cfg.Registry)
 		}
 		opts = append(opts, name.Insecure)
@@ -97,7 +98,7 @@ func NewLayerBuilder(cfg Config) (*LayerBuilder, error) {
 	bases := map[string]name.Reference{}
 	for py, ref := range cfg.BaseImages {
 		var o []name.Option
-		if cfg.Insecure && loopback(registryHost(ref)) {
+		if cfg.Insecure && loopback.Host(registryHost(ref)) {
 			o = opts
 		}
 		r, err := name.ParseReference(ref, o...)
@@ -377,12 +378,4 @@ func registryHost(ref string) string {
 		return h
 	}
 	return host
-}
-
-func loopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

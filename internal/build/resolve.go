@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/datajobs/datajobs/internal/loopback"
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -50,7 +51,7 @@ func NewResolver(cfg ResolverConfig) *Resolver {
 // unreachable, refused credentials) is a platform error, worth a retry.
 func (r *Resolver) Resolve(ctx context.Context, image string) (string, error) {
 	var opts []name.Option
-	if r.insecure && loopback(registryHost(image)) {
+	if r.insecure && loopback.Host(registryHost(image)) {
 		opts = append(opts, name.Insecure)
 	}
 	tag, err := name.NewTag(image, opts...)

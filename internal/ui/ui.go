@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/datajobs/datajobs/internal/auth"
 	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/loopback"
 	"github.com/datajobs/datajobs/internal/replicaread"
 	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/slots"
@@ -154,18 +154,10 @@ func checkPublicURL(raw string) error {
 		return errors.New("the console's sign-in needs --ui-public-url (its external base URL, e.g. https://datajobs.example.com): the redirect URI is never made from the request's Host header")
 	case err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "":
 		return fmt.Errorf("--ui-public-url %q: must be a scheme and host only, e.g. https://datajobs.example.com", raw)
-	case u.Scheme == "http" && !loopback(u.Hostname()):
+	case u.Scheme == "http" && !loopback.Host(u.Hostname()):
 		return fmt.Errorf("--ui-public-url %q: must be https (plain http only on a loopback address): the sign-in sends an authorization code there", raw)
 	}
 	return nil
-}
-
-func loopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // Console is the web console's handler.
