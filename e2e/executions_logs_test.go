@@ -101,6 +101,16 @@ func printingExecution(t *testing.T, cluster string) (r *replica, client kuberne
 		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: ns},
 		Target:     corev1.ObjectReference{Kind: "Node", Name: devenv.FakeNodeName},
 	}, metav1.CreateOptions{}))
+	// Bound by hand, the pod holds more CPU than the fake node has, and no kubelet ends it:
+	// left running, it stayed Terminating in its deleted namespace (the Job controller keeps
+	// its tracking finalizer until the pod ends) and kept every later pod off the node
+	// (make test at a7c8913: the tracker's tests waited for a node, "Insufficient cpu",
+	// after TestTheLiveLogOfARunInAnotherTargetIsReadThere). It ends with the test.
+	t.Cleanup(func() {
+		_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			return devenv.SetPodStatus(context.Background(), client, pod, corev1.PodSucceeded, "", terminated(0, "Completed", ""))
+		})
+	})
 	// The scheduler's condition write on the pod it could not place may land between
 	// SetPodStatus's read and write (make test at c727750: "the object has been
 	// modified"): play the kubelet again, as a kubelet retries.
