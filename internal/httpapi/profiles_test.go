@@ -153,8 +153,8 @@ func (e *env) getJSON(path string, v any) error {
 }
 
 // Concurrent PUTs of one new profile, each with another description: every one answers
-// 200 and the profile's revisions are one per PUT, numbered 1 to n, each the change from
-// the one before (the first a create).
+// 200 and the profile's revisions are one per PUT, numbered 1 to n without a gap (the
+// same race as the targets' PUT, checked here: the profile's row lock already orders them).
 func TestConcurrentPutsOfANewProfileEachMakeARevision(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -178,4 +178,7 @@ func TestConcurrentPutsOfANewProfileEachMakeARevision(t *testing.T) {
 	}
 	r.json(t, &revs)
 	require.Len(t, revs, n, "one revision per PUT: %s", r.body)
+	for i, rv := range revs { // newest first
+		require.Equal(t, n-i, rv.Revision, "%s", r.body)
+	}
 }

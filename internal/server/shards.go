@@ -188,10 +188,15 @@ func (s *shardSet) stages(t job.Target, cluster *kube.Cluster) []stage {
 	return stages
 }
 
-// metricsOf is target's metrics, registered at its shard's first start.
+// metricsOf is target's metrics, registered at its shard's first start; a shard whose
+// target was deleted while it connected gets metrics registered nowhere, which the
+// deletion could not take away.
 func (s *shardSet) metricsOf(target string) targetMetrics {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if _, running := s.running[target]; !running {
+		return newTargetMetrics(nil, target)
+	}
 	m, ok := s.metrics[target]
 	if !ok {
 		m = newTargetMetrics(s.reg, target)
