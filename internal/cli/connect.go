@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/spf13/cobra"
+
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/store"
 )
@@ -24,6 +26,14 @@ func withStore(ctx context.Context, databaseURL string, fn func(*store.Store) er
 	}
 	defer db.Close()
 	return fn(db)
+}
+
+// onStore is the RunE of a one-shot command on the database: run gets the store at
+// *databaseURL (read when the command runs, after its flags), closed after it.
+func onStore(databaseURL *string, run func(cmd *cobra.Command, args []string, db *store.Store) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		return withStore(cmd.Context(), *databaseURL, func(db *store.Store) error { return run(cmd, args, db) })
+	}
 }
 
 // connectCluster builds the Kubernetes client of a one-shot command, named after it in

@@ -14,16 +14,14 @@ func newMigrateCommand(g *globals) *cobra.Command {
 		Use:   "migrate",
 		Short: "Apply the database migrations and exit",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withStore(cmd.Context(), databaseURL, func(db *store.Store) error {
-				applied, err := db.Migrate(cmd.Context())
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(g.stdout, "applied %d migrations %v\n", len(applied), applied)
-				return nil
-			})
-		},
+		RunE: onStore(&databaseURL, func(cmd *cobra.Command, _ []string, db *store.Store) error {
+			applied, err := db.Migrate(cmd.Context())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "applied %d migrations %v\n", len(applied), applied)
+			return nil
+		}),
 	}
 	addDatabaseURL(cmd.Flags(), &databaseURL, required)
 	return cmd
