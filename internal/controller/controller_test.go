@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/datajobs/datajobs/internal/metric"
 	"github.com/datajobs/datajobs/internal/testenv"
 )
 
@@ -29,7 +30,7 @@ type loopFixture struct {
 func runLoop(t *testing.T, reconcile func(context.Context, string) (Result, error)) *loopFixture {
 	t.Helper()
 	f := &loopFixture{
-		m:       NewMetrics("test_queue", "execution", "Keys", "test_panics_total"),
+		m:       NewMetrics(metric.On(nil), "test_queue", "execution", "Keys", "test_panics_total"),
 		logs:    &testenv.LogBuffer{},
 		stopped: make(chan struct{}),
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/datajobs/datajobs/internal/metric"
 )
 
 // ResyncKey is the queue key of a keyed controller's resync (Keyed): never an id.
@@ -51,10 +53,7 @@ type Keyed struct {
 // cfg.Registerer when set.
 func NewKeyed(cfg KeyedConfig, db Listener) *Keyed {
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
-	m := NewMetrics(cfg.Prefix, cfg.Subject, cfg.Items, cfg.Panics)
-	if cfg.Registerer != nil {
-		cfg.Registerer.MustRegister(m.Collectors()...)
-	}
+	m := NewMetrics(metric.On(cfg.Registerer), cfg.Prefix, cfg.Subject, cfg.Items, cfg.Panics)
 	return &Keyed{cfg: cfg, db: db, metrics: m}
 }
 

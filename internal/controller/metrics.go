@@ -30,10 +30,9 @@ type Metrics struct {
 
 // NewMetrics returns the metrics of the queue of items (what its Help texts call a
 // key), named prefix (datajobs_sync_queue_depth, ...), whose panics are logged as
-// subject+"_panic" and counted as panicsName. Register its Collectors.
-func NewMetrics(prefix, subject, items, panicsName string) *Metrics {
+// subject+"_panic" and counted as panicsName, registered by f with the owner's others.
+func NewMetrics(f metric.Factory, prefix, subject, items, panicsName string) *Metrics {
 	buckets := prometheus.ExponentialBuckets(0.001, 4, 10)
-	f := metric.On(nil) // registered by the caller, through Collectors
 	return &Metrics{
 		prefix: prefix, subject: subject,
 		depth:          f.Gauge(prefix+"_depth", items+" waiting to be reconciled."),
@@ -46,11 +45,6 @@ func NewMetrics(prefix, subject, items, panicsName string) *Metrics {
 		results:        f.CounterVec(prefix+"_results_total", "Reconciles by result: success, error, requeue (with backoff), requeue_after, terminal (not retried until something changes).", "result"),
 		panics:         f.Counter(panicsName, "Reconciles that panicked (recovered, logged with the key, retried with backoff)."),
 	}
-}
-
-// Collectors are the metrics to register.
-func (q *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{q.depth, q.adds, q.latency, q.workDuration, q.unfinished, q.longestRunning, q.retries, q.results, q.panics}
 }
 
 func (q *Metrics) result(r string) { q.results.WithLabelValues(r).Inc() }

@@ -267,18 +267,14 @@ type BuildMetrics struct {
 // NewBuildMetrics registers the build metrics on reg (nil: registered nowhere).
 func NewBuildMetrics(reg prometheus.Registerer) *BuildMetrics {
 	f := metric.On(reg)
-	m := &BuildMetrics{
-		queue:     controller.NewMetrics("datajobs_build_queue", "build", "Job names", "datajobs_build_panics_total"),
+	return &BuildMetrics{
+		queue:     controller.NewMetrics(f, "datajobs_build_queue", "build", "Job names", "datajobs_build_panics_total"),
 		builds:    f.CounterVec("datajobs_build_builds_total", "Image builds, by result (ok, user_error, platform_error).", "result"),
 		duration:  f.Histogram("datajobs_build_duration_seconds", "Time to build and push one image, pip included.", prometheus.ExponentialBuckets(0.05, 2, 14)),
 		pushed:    f.Counter("datajobs_build_pushed_bytes_total", "Bytes of layers uploaded to the registry."),
 		cacheHits: f.Counter("datajobs_build_cache_hits_total", "Syncs of a job whose image was already built (no build, no registry request)."),
 		requests:  f.CounterVec("datajobs_build_registry_requests_total", "HTTP requests to registries, by method (reads: GET, HEAD; writes: POST, PUT, PATCH).", "method"),
 	}
-	if reg != nil {
-		reg.MustRegister(m.queue.Collectors()...)
-	}
-	return m
 }
 
 func (m *BuildMetrics) done(result string, start time.Time, pushed int64) {

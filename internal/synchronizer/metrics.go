@@ -33,8 +33,8 @@ type Metrics struct {
 // NewMetrics registers the synchronizer's metrics on reg (nil: registered nowhere).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	f := metric.On(reg)
-	m := &Metrics{
-		queue:          controller.NewMetrics("datajobs_sync_queue", "sync", "Job names", "datajobs_sync_panics_total"),
+	return &Metrics{
+		queue:          controller.NewMetrics(f, "datajobs_sync_queue", "sync", "Job names", "datajobs_sync_panics_total"),
 		passes:         f.CounterVec("datajobs_sync_passes_total", "Full resync passes, by result (ok or error).", "result"),
 		passDuration:   f.Histogram("datajobs_sync_pass_duration_seconds", "Time to load and plan every job in a full resync pass.", prometheus.ExponentialBuckets(0.005, 2, 14)),
 		reconciles:     f.CounterVec("datajobs_sync_reconciles_total", "Reconciles of one job, by planned action and result (ok or error).", "action", "result"),
@@ -49,10 +49,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		teamSecrets:    f.CounterVec("datajobs_sync_team_oauth_secrets_total", "Writes of team OAuth Secrets by action (create, update, delete; conflict: a Secret of the name that is not this installation's, left alone) and result.", "action", "result"),
 		lag:            f.Histogram("datajobs_sync_lag_seconds", "Time from a desired change being committed to its CronJob write.", prometheus.ExponentialBuckets(0.005, 2, 16)),
 	}
-	if reg != nil {
-		reg.MustRegister(m.queue.Collectors()...)
-	}
-	return m
 }
 
 func (m *Metrics) reconciled(action string, err error) {

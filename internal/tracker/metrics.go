@@ -34,9 +34,9 @@ type Metrics struct {
 // NewMetrics registers the execution metrics on reg (nil: registered nowhere).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	f := metric.On(reg)
-	m := &Metrics{
-		queue:          controller.NewMetrics("datajobs_executions_queue", "execution", "Execution ids", "datajobs_executions_panics_total"),
-		logQueue:       controller.NewMetrics("datajobs_execution_logs_queue", "execution_log", "Execution ids", "datajobs_execution_logs_panics_total"),
+	return &Metrics{
+		queue:          controller.NewMetrics(f, "datajobs_executions_queue", "execution", "Execution ids", "datajobs_executions_panics_total"),
+		logQueue:       controller.NewMetrics(f, "datajobs_execution_logs_queue", "execution_log", "Execution ids", "datajobs_execution_logs_panics_total"),
 		started:        f.Counter("datajobs_executions_jobs_created_total", "Kubernetes Jobs created for manual starts."),
 		finished:       f.CounterVec("datajobs_executions_finished_total", "Tracker recorded with a final status, by type and status.", "type", "status"),
 		duration:       f.HistogramVec("datajobs_execution_duration_seconds", "Duration of finished executions, by final status.", prometheus.ExponentialBuckets(1, 2, 18), "status"),
@@ -48,11 +48,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		statesDropped:  f.CounterVec("datajobs_execution_states_dropped_total", "Last states of deleted Jobs and pods (kind) the tracker dropped past its bound before it looked at them: their outcome was read from the live objects only.", "kind"),
 		kept:           f.GaugeVec("datajobs_executions_kept", "What the tracker keeps beside its caches, by kind: deleted_job and deleted_pod last states, log (pods whose log is to be kept).", "kind"),
 	}
-	if reg != nil {
-		reg.MustRegister(m.queue.Collectors()...)
-		reg.MustRegister(m.logQueue.Collectors()...)
-	}
-	return m
 }
 
 // recorded counts a written status; prev is the row before (nil: a new run), seen when
