@@ -43,12 +43,17 @@ type payload struct {
 // is no console to link to).
 type renderer struct{ consoleURL string }
 
-// jobLink is the console page of the event's job, or "".
-func (r renderer) jobLink(e job.NotificationEvent) string {
+// consolePage is the console page under /ui at the path of segments, each escaped (a
+// team, job or pipeline name may hold any character), or "" when there is no console.
+func (r renderer) consolePage(segments ...string) string {
 	if r.consoleURL == "" {
 		return ""
 	}
-	return strings.TrimRight(r.consoleURL, "/") + "/ui/teams/" + url.PathEscape(e.Team) + "/jobs/" + url.PathEscape(e.JobName)
+	page := strings.TrimRight(r.consoleURL, "/") + "/ui"
+	for _, s := range segments {
+		page += "/" + url.PathEscape(s)
+	}
+	return page
 }
 
 // subject is one line that says what happened.
@@ -99,7 +104,7 @@ func (r renderer) body(e job.NotificationEvent) string {
 	}
 	line("Job version", p.JobVersion)
 	line("Deployed by", p.DeployedBy)
-	line("Console", r.jobLink(e))
+	line("Console", r.consolePage("teams", e.Team, "jobs", e.JobName))
 	if p.Message != "" {
 		fmt.Fprintf(&b, "\n%s", jobText(p.Message, jobMessageBytes))
 	}

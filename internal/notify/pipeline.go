@@ -3,7 +3,6 @@ package notify
 import (
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -39,15 +38,6 @@ func pipelineRun(e job.NotificationEvent) runPayload {
 	return p
 }
 
-// runLink is the console page of the event's run, or "".
-func (r renderer) runLink(e job.NotificationEvent, p runPayload) string {
-	if r.consoleURL == "" {
-		return ""
-	}
-	return strings.TrimRight(r.consoleURL, "/") + "/ui/teams/" + url.PathEscape(e.Team) + "/pipelines/" +
-		url.PathEscape(p.Pipeline) + "/runs/" + strconv.FormatInt(p.RunID, 10)
-}
-
 func runSubject(e job.NotificationEvent) string {
 	p := pipelineRun(e)
 	return fmt.Sprintf("[datajobs] pipeline %s: run %d %s", p.Pipeline, p.RunID, p.Status)
@@ -71,7 +61,7 @@ func (r renderer) runBody(e job.NotificationEvent) string {
 	if p.EndTime != nil {
 		line("Duration", (time.Duration(p.Duration) * time.Second).String())
 	}
-	line("Console", r.runLink(e, p))
+	line("Console", r.consolePage("teams", e.Team, "pipelines", p.Pipeline, "runs", strconv.FormatInt(p.RunID, 10)))
 	if len(p.Nodes) > 0 {
 		b.WriteString("\nNodes that did not succeed:\n")
 		for _, n := range p.Nodes {
