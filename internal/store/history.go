@@ -64,7 +64,7 @@ func revisionOf(ctx context.Context, tx Tx, kind string, rollbackOf int, j0 job.
 
 const revisionColumns = `r.job_name, r.revision, r.kind, r.actor, r.op_id, coalesce(r.rollback_of, 0), r.created_at, r.spec, r.diff, r.source`
 
-func scanRevision(row interface{ Scan(...any) error }) (job.Revision, error) {
+func scanRevision(row pgx.Row) (job.Revision, error) {
 	var r job.Revision
 	var spec, diff []byte
 	if err := row.Scan(&r.JobName, &r.Number, &r.Kind, &r.Actor, &r.OpID, &r.RollbackOf, &r.CreatedAt, &spec, &diff, &r.Source); err != nil {
@@ -89,9 +89,9 @@ func (s *Store) Revisions(ctx context.Context, team, name string, before, limit 
 WHERE j.name = $1 AND j.team = $2 AND ($3 = 0 OR r.revision < $3)
 ORDER BY r.revision DESC LIMIT $4`
 	rows, _ := s.pool.Query(ctx, q, name, team, before, limit+1)
-	revs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (job.Revision, error) { return scanRevision(row) })
+	revs, err := collect(rows, scanRevision, "list revisions of "+name)
 	if err != nil {
-		return job.RevisionsPage{}, translate(fmt.Errorf("list revisions of %s: %w", name, err))
+		return job.RevisionsPage{}, err
 	}
 	var page job.RevisionsPage
 	page.Revisions, page.Next = keysetPage(revs, limit, func(r job.Revision) int { return r.Number })

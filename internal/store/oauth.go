@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -33,15 +32,10 @@ func (s *Store) GetTeamOAuth(ctx context.Context, team string) (secrets.TeamOAut
 // when none) under the row's lock and returns the new one. The synchronizer is notified.
 func (s *Store) PutTeamOAuth(ctx context.Context, team, clientID, by string, seal func(cur *secrets.Envelope) (secrets.Envelope, error)) error {
 	return s.InTx(ctx, func(tx Tx) error {
-		var env secrets.Envelope
-		var cur *secrets.Envelope
-		err := tx.QueryRow(ctx, `SELECT key_id, data_key, client_secret FROM team_oauth_credentials WHERE team = $1 FOR UPDATE`, team).
-			Scan(&env.KeyID, &env.WrappedKey, &env.Sealed)
-		switch {
-		case err == nil:
-			cur = &env
-		case !errors.Is(err, pgx.ErrNoRows):
-			return fmt.Errorf("read the oauth credentials of %s: %w", team, err)
+		cur, err := currentEnvelope(ctx, tx, `SELECT key_id, data_key, client_secret FROM team_oauth_credentials WHERE team = $1 FOR UPDATE`,
+			team, "read the oauth credentials of "+team)
+		if err != nil {
+			return err
 		}
 		next, err := seal(cur)
 		if err != nil {

@@ -48,11 +48,7 @@ func (s *Store) GetProfile(ctx context.Context, name string) (job.ProfileRecord,
 // ListProfiles reads every profile, by name.
 func (s *Store) ListProfiles(ctx context.Context) ([]job.ProfileRecord, error) {
 	rows, _ := s.pool.Query(ctx, `SELECT `+profileColumns+` FROM execution_profile p ORDER BY p.name`)
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (job.ProfileRecord, error) { return scanProfile(row) })
-	if err != nil {
-		return nil, translate(fmt.Errorf("list profiles: %w", err))
-	}
-	return out, nil
+	return collect(rows, scanProfile, "list profiles")
 }
 
 // PutProfile creates or replaces the profile p. When its rendering changes

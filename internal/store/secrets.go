@@ -46,14 +46,9 @@ func (s *Store) ReplaceJobSecrets(ctx context.Context, team, name, by string, se
 		if err != nil {
 			return err
 		}
-		var cur *secrets.Envelope
-		var env secrets.Envelope
-		err = tx.QueryRow(ctx, `SELECT key_id, data_key, secrets FROM job_secrets WHERE job_uid = $1`, j.UID).Scan(&env.KeyID, &env.WrappedKey, &env.Sealed)
-		switch {
-		case err == nil:
-			cur = &env
-		case !errors.Is(err, pgx.ErrNoRows):
-			return fmt.Errorf("read secrets of %s: %w", name, err)
+		cur, err := currentEnvelope(ctx, tx, `SELECT key_id, data_key, secrets FROM job_secrets WHERE job_uid = $1`, j.UID, "read secrets of "+name)
+		if err != nil {
+			return err
 		}
 		next, err := seal(j.UID, cur)
 		if err != nil {
@@ -68,6 +63,21 @@ ON CONFLICT (job_uid) DO UPDATE SET key_id = excluded.key_id, data_key = exclude
 		}
 		return nil
 	})
+}
+
+// currentEnvelope reads the envelope (key id, wrapped data key, sealed value) that q
+// selects by key, under the lock the replace holds: the one its seal replaces, nil when
+// there is none yet. A failure is that of op.
+func currentEnvelope(ctx context.Context, tx Tx, q string, key any, op string) (*secrets.Envelope, error) {
+	var env secrets.Envelope
+	err := tx.QueryRow(ctx, q, key).Scan(&env.KeyID, &env.WrappedKey, &env.Sealed)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return &env, nil
 }
 
 // envelopeTable is a table that holds envelopes: the owner's expression (as

@@ -229,6 +229,17 @@ func rowError(err, notFound error, op string) error {
 	}
 }
 
+// collect reads every row of rows with scan, the scanner of one row that the readers of
+// a single row (QueryRow) share; pgx.CollectRows cannot take it as it is. A failure is that
+// of op.
+func collect[T any](rows pgx.Rows, scan func(pgx.Row) (T, error), op string) ([]T, error) {
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (T, error) { return scan(row) })
+	if err != nil {
+		return nil, translate(fmt.Errorf("%s: %w", op, err))
+	}
+	return out, nil
+}
+
 // columns turns rows into one array per column, the parameters of an unnest(...) that
 // writes many rows in one statement; values lists the columns of one row, in order.
 func columns[T any](rows []T, values func(T) []any) []any {

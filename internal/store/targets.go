@@ -44,11 +44,7 @@ func (s *Store) GetTarget(ctx context.Context, name string) (job.Target, error) 
 // ListTargets reads every target, by name.
 func (s *Store) ListTargets(ctx context.Context) ([]job.Target, error) {
 	rows, _ := s.pool.Query(ctx, `SELECT `+targetColumns+` FROM execution_target t ORDER BY t.name`)
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (job.Target, error) { return scanTarget(row) })
-	if err != nil {
-		return nil, translate(fmt.Errorf("list targets: %w", err))
-	}
-	return out, nil
+	return collect(rows, scanTarget, "list targets")
 }
 
 // EnsureDefaultTarget writes the default target in namespace when there is none yet (the

@@ -53,7 +53,7 @@ func (s *Store) CreateTrigger(ctx context.Context, team string, spec trigger.Spe
 	return out, err
 }
 
-// createTrigger is CreateTrigger in tx (an apply's: gitops_triggers.go).
+// createTrigger is CreateTrigger in tx (an apply's: TeamTx.CreateTrigger).
 func createTrigger(ctx context.Context, tx Tx, team string, spec trigger.Spec, by string, seal func(id string) (secrets.Envelope, error)) (trigger.Trigger, error) {
 	over, err := overQuota(ctx, tx, team, trigger.MaxPerTeam, `SELECT count(*) + 1 FROM job_trigger WHERE team = $1`)
 	if err != nil {

@@ -71,15 +71,8 @@ RETURNING `+webhookColumns, id, w.Team, w.Name, w.URL, w.Format, w.Events, env.K
 // TeamWebhooks returns team's webhooks, secrets included, by name: what the dispatcher
 // sends a team's events to, and what the API lists (without the secrets).
 func (s *Store) TeamWebhooks(ctx context.Context, team string) ([]job.TeamWebhook, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+webhookColumns+` FROM team_webhook WHERE team = $1 ORDER BY name`, team)
-	if err != nil {
-		return nil, translate(fmt.Errorf("list webhooks of team %s: %w", team, err))
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (job.TeamWebhook, error) { return scanWebhook(r) })
-	if err != nil {
-		return nil, translate(fmt.Errorf("list webhooks of team %s: %w", team, err))
-	}
-	return out, nil
+	rows, _ := s.pool.Query(ctx, `SELECT `+webhookColumns+` FROM team_webhook WHERE team = $1 ORDER BY name`, team)
+	return collect(rows, scanWebhook, "list webhooks of team "+team)
 }
 
 // TeamWebhook returns one of team's webhooks, or job.WebhookNotFound.
