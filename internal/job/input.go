@@ -54,7 +54,7 @@ func ValidateJob(j Job) error {
 		return err
 	}
 	if err := ValidateSchedule(j.Schedule); err != nil {
-		return withParam(err, "config.schedule.schedule_cron")
+		return WithParam(err, "config.schedule.schedule_cron")
 	}
 	if j.NotificationDelayPeriodMinutes < 0 || j.NotificationDelayPeriodMinutes > maxDelayMinutes {
 		return Invalid("config.notification_delay_period_minutes", fmt.Sprintf("between 0 and %d", maxDelayMinutes), j.NotificationDelayPeriodMinutes)
@@ -259,9 +259,9 @@ func MemoryFromQuantity(field, s string) (int64, error) {
 	return q.Value(), nil
 }
 
-// withParam renames the parameter of an Invalid error produced by a shared validator, so
-// that the message names the field as the user sent it.
-func withParam(err error, param string) error {
+// WithParam renames the parameter of an Invalid error produced by a shared validator, so
+// that the message names the field as the user sent it (nil stays nil).
+func WithParam(err error, param string) error {
 	var e *Error
 	if !errors.As(err, &e) || e.Kind != KindInvalid {
 		return err

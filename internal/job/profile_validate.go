@@ -82,7 +82,7 @@ func validateGrants(teams []string) error {
 			continue
 		}
 		if err := ValidateTeam(t); err != nil {
-			return withParam(err, fmt.Sprintf("teams[%d]", i))
+			return WithParam(err, fmt.Sprintf("teams[%d]", i))
 		}
 	}
 	return nil

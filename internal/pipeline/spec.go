@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -160,14 +159,7 @@ func Parse(team, name string, raw []byte) (Spec, error) {
 // ValidateName checks a pipeline or node name by the job-name rule; field names it in the
 // error.
 func ValidateName(field, name string) error {
-	var de *job.Error
-	if err := job.ValidateName(name); !errors.As(err, &de) {
-		return err
-	}
-	e := *de
-	e.What = fmt.Sprintf("Parameter %s is not valid.", field)
-	e.Countermeasures = fmt.Sprintf("Correct %s and retry.", field)
-	return &e
+	return job.WithParam(job.ValidateName(name), field)
 }
 
 // validate checks s and fills the nodes' defaults (team, trigger rule, on_failure).

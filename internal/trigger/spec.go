@@ -9,7 +9,6 @@ package trigger
 import (
 	"cmp"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -144,7 +143,7 @@ func (s *Spec) validate(team string) error {
 	}
 	args, err := job.ValidateArgs(s.Arguments)
 	if err != nil {
-		return fieldError(err, "arguments")
+		return job.WithParam(err, "arguments")
 	}
 	s.Arguments = args
 	s.MaxEventsPerMinute = cmp.Or(s.MaxEventsPerMinute, DefaultEventsPerMinute)
@@ -219,7 +218,7 @@ func (o *On) validateOutcome(team string) error {
 	}
 	o.Team = cmp.Or(o.Team, team)
 	if err := job.ValidateTeam(o.Team); err != nil {
-		return fieldError(err, "on.team")
+		return job.WithParam(err, "on.team")
 	}
 	if len(o.Statuses) == 0 {
 		return job.Invalid("on.statuses", "a list of final statuses: "+fmt.Sprint(allowed), "empty")
@@ -232,18 +231,6 @@ func (o *On) validateOutcome(team string) error {
 	slices.Sort(o.Statuses)
 	o.Statuses = slices.Compact(o.Statuses)
 	return nil
-}
-
-// fieldError renames the field of a validation error of another package.
-func fieldError(err error, field string) error {
-	var de *job.Error
-	if !errors.As(err, &de) {
-		return err
-	}
-	e := *de
-	e.What = fmt.Sprintf("Parameter %s is not valid.", field)
-	e.Countermeasures = fmt.Sprintf("Correct %s and retry.", field)
-	return &e
 }
 
 // Signed is a webhook or object trigger as an invocation is checked against it.
