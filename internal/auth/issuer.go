@@ -66,20 +66,26 @@ func (v *TokenVerifier) Issuer() string { return v.cfg.Issuer }
 func (v *TokenVerifier) Verify(ctx context.Context, raw string, claims any) (time.Time, error) {
 	tok, err := v.verifier.Verify(ctx, raw)
 	if err != nil {
-		var expired *oidc.TokenExpiredError
-		if errors.As(err, &expired) {
-			return time.Time{}, job.Unauthenticated("The token has expired.")
-		}
-		return time.Time{}, &job.Error{
-			Kind: job.KindUnauthenticated, Err: err,
-			What: "The request is not authenticated.", Why: "The token did not pass verification (signature, issuer, audience or algorithm).",
-			Consequences: "The request was not processed and nothing was changed.", Countermeasures: "Use a token of audience " + v.cfg.Audience + ".",
-		}
+		return time.Time{}, notVerified(err, "Use a token of audience "+v.cfg.Audience+".")
 	}
 	if err := tok.Claims(claims); err != nil {
 		return time.Time{}, job.Unauthenticated("The token's claims are not in the expected form.")
 	}
 	return tok.Expiry, nil
+}
+
+// notVerified is the Unauthenticated error of a token go-oidc refused (err, kept for
+// the log): expired, or not verified, which countermeasures says how to get past.
+func notVerified(err error, countermeasures string) *job.Error {
+	var expired *oidc.TokenExpiredError
+	if errors.As(err, &expired) {
+		return job.Unauthenticated("The token has expired.")
+	}
+	return &job.Error{
+		Kind: job.KindUnauthenticated, Err: err,
+		What: "The request is not authenticated.", Why: "The token did not pass verification (signature, issuer, audience or algorithm).",
+		Consequences: "The request was not processed and nothing was changed.", Countermeasures: countermeasures,
+	}
 }
 
 // UnverifiedIssuer reads the iss claim of a JWT without verifying it, only to pick the

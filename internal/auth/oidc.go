@@ -198,15 +198,7 @@ func (o *OIDC) verify(ctx context.Context, raw string) (Identity, time.Time, err
 	}
 	tok, err := v.Verify(ctx, raw)
 	if err != nil {
-		var expired *oidc.TokenExpiredError
-		if errors.As(err, &expired) {
-			return Identity{}, time.Time{}, job.Unauthenticated("The token has expired.")
-		}
-		return Identity{}, time.Time{}, &job.Error{
-			Kind: job.KindUnauthenticated, Err: err,
-			What: "The request is not authenticated.", Why: "The token did not pass verification (signature, issuer, audience or algorithm).",
-			Consequences: "The request was not processed and nothing was changed.", Countermeasures: "Get a new token from a trusted issuer for audience " + o.cfg.Audience + ".",
-		}
+		return Identity{}, time.Time{}, notVerified(err, "Get a new token from a trusted issuer for audience "+o.cfg.Audience+".")
 	}
 	var claims map[string]any
 	if err := tok.Claims(&claims); err != nil {
