@@ -40,10 +40,8 @@ func (s *Service) CreateBackfill(ctx context.Context, team, name string, req Bac
 			return job.NewBackfill{}, notScheduled(name)
 		}
 		tz := d.Policy.Effective(job.DefaultTimeoutSeconds).TimeZone
-		// ScheduleTimes is of (after, until]: from itself is one of them when it fires then.
-		n.Times, err = job.ScheduleTimes(d.Schedule, tz, n.From.Add(-time.Nanosecond), n.To, job.MaxBackfillRuns+1)
-		if err != nil {
-			return job.NewBackfill{}, job.Invalid("schedule_cron", "a valid cron expression", d.Schedule)
+		if n.Times, err = backfillTimes(d.Schedule, tz, n.From, n.To); err != nil {
+			return job.NewBackfill{}, err
 		}
 		switch {
 		case len(n.Times) == 0:
@@ -65,9 +63,9 @@ func backfillInput(req BackfillRequest) (job.NewBackfill, error) {
 	if err != nil {
 		return job.NewBackfill{}, err
 	}
-	parallel := cmp.Or(req.MaxParallel, 1)
-	if parallel < 1 || parallel > job.MaxBackfillParallel {
-		return job.NewBackfill{}, job.Invalid("max_parallel", fmt.Sprintf("from 1 to %d", job.MaxBackfillParallel), req.MaxParallel)
+	parallel, err := backfillParallel("max_parallel", req.MaxParallel)
+	if err != nil {
+		return job.NewBackfill{}, err
 	}
 	args, err := job.ValidateArgs(req.Args)
 	if err != nil {
@@ -82,20 +80,50 @@ func backfillInput(req BackfillRequest) (job.NewBackfill, error) {
 	return job.NewBackfill{From: from, To: to, MaxParallel: parallel, Args: args}, nil
 }
 
-// backfillRange parses a backfill's from and to.
+// backfillRange parses a backfill's from and to (of a job's or a pipeline's).
 func backfillRange(fromText, toText string) (from, to time.Time, err error) {
-	from, err = time.Parse(time.RFC3339, fromText)
-	if err != nil {
-		return from, to, job.Invalid("from", "an RFC 3339 time (e.g. 2026-01-01T00:00:00Z)", fmt.Sprintf("%q", fromText))
+	if from, err = parseTime("from", "2026-01-01T00:00:00Z", fromText); err != nil {
+		return from, to, err
 	}
-	to, err = time.Parse(time.RFC3339, toText)
-	if err != nil {
-		return from, to, job.Invalid("to", "an RFC 3339 time (e.g. 2026-01-31T23:59:59Z)", fmt.Sprintf("%q", toText))
+	if to, err = parseTime("to", "2026-01-31T23:59:59Z", toText); err != nil {
+		return from, to, err
 	}
 	if to.Before(from) {
 		return from, to, job.Invalid("to", "at or after from ("+fromText+")", toText)
 	}
 	return from.UTC(), to.UTC(), nil
+}
+
+// parseTime parses the RFC 3339 time text of the parameter param; example shows the form
+// in its error.
+func parseTime(param, example, text string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339, text)
+	if err != nil {
+		return t, job.Invalid(param, "an RFC 3339 time (e.g. "+example+")", fmt.Sprintf("%q", text))
+	}
+	return t, nil
+}
+
+// backfillParallel is how many runs of a backfill (of a job's or a pipeline's) may be under
+// way at once: n, 0 meaning 1, from 1 to job.MaxBackfillParallel; param names it.
+func backfillParallel(param string, n int) (int, error) {
+	parallel := cmp.Or(n, 1)
+	if parallel < 1 || parallel > job.MaxBackfillParallel {
+		return 0, job.Invalid(param, fmt.Sprintf("from 1 to %d", job.MaxBackfillParallel), n)
+	}
+	return parallel, nil
+}
+
+// backfillTimes is the times of the schedule cron, in the time zone tz, from from to to
+// (both included): at most job.MaxBackfillRuns+1 of them, so that the caller can tell a
+// range of too many.
+func backfillTimes(cron, tz string, from, to time.Time) ([]time.Time, error) {
+	// ScheduleTimes is of (after, until]: from itself is one of them when it fires then.
+	times, err := job.ScheduleTimes(cron, tz, from.Add(-time.Nanosecond), to, job.MaxBackfillRuns+1)
+	if err != nil {
+		return nil, job.Invalid("schedule_cron", "a valid cron expression", cron)
+	}
+	return times, nil
 }
 
 // notScheduled reports a backfill of a deployment without a schedule: it has no schedule

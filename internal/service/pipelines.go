@@ -129,8 +129,8 @@ func (s *Service) StartPipelineRun(ctx context.Context, team, name string, req R
 	}
 	at := s.now()
 	if req.LogicalTime != "" {
-		if at, err = time.Parse(time.RFC3339, req.LogicalTime); err != nil {
-			return 0, job.Invalid("logical_time", "an RFC 3339 time (e.g. 2026-01-01T00:00:00Z)", fmt.Sprintf("%q", req.LogicalTime))
+		if at, err = parseTime("logical_time", "2026-01-01T00:00:00Z", req.LogicalTime); err != nil {
+			return 0, err
 		}
 	}
 	return s.store.StartPipelineRun(ctx, team, name, pl.NewRun{Arguments: args, LogicalTime: at.UTC(), StartedBy: caller})
@@ -177,9 +177,9 @@ func (s *Service) CreatePipelineBackfill(ctx context.Context, team, name string,
 	if err != nil {
 		return 0, 0, err
 	}
-	parallel := cmp.Or(req.MaxParallelRuns, 1)
-	if parallel < 1 || parallel > job.MaxBackfillParallel {
-		return 0, 0, job.Invalid("max_parallel_runs", fmt.Sprintf("from 1 to %d", job.MaxBackfillParallel), req.MaxParallelRuns)
+	parallel, err := backfillParallel("max_parallel_runs", req.MaxParallelRuns)
+	if err != nil {
+		return 0, 0, err
 	}
 	p, err := s.store.GetPipeline(ctx, team, name)
 	if err != nil {
@@ -192,10 +192,10 @@ func (s *Service) CreatePipelineBackfill(ctx context.Context, team, name string,
 	if sc == nil {
 		return 0, 0, job.Invalid("schedule", "set on a pipeline to backfill (its schedule times are the runs' logical times)", "absent")
 	}
-	times, err := job.ScheduleTimes(sc.Cron, sc.TimeZone, from.Add(-time.Nanosecond), to, job.MaxBackfillRuns+1)
+	times, err := backfillTimes(sc.Cron, sc.TimeZone, from, to)
 	switch {
 	case err != nil:
-		return 0, 0, job.Invalid("schedule_cron", "a valid cron expression", sc.Cron)
+		return 0, 0, err
 	case len(times) == 0:
 		return 0, 0, job.Invalid("from and to", fmt.Sprintf("a range holding at least one time of the schedule %q", sc.Cron), "a range that holds none")
 	case len(times) > job.MaxBackfillRuns:
