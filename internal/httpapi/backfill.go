@@ -71,14 +71,9 @@ func backfillLocation(team, name string, id int64) string {
 	return jobLocation(team, name) + "/deployments/release/backfills/" + url.PathEscape(strconv.FormatInt(id, 10))
 }
 
-// backfillOf returns the backfill id of the path; one that is not a number is not found.
+// backfillOf returns the backfill of the path; an id that is not a number is not found.
 func backfillOf(r *http.Request) (team, name string, id int64, err error) {
-	team, name = jobOf(r)
-	id, ok := pathID(r, "backfill_id")
-	if !ok {
-		return team, name, 0, job.BackfillNotFound(team, name, id)
-	}
-	return team, name, id, nil
+	return itemOf(r, "job", "backfill_id", job.BackfillNotFound)
 }
 
 // createBackfill is POST …/deployments/{id}/backfills: 201 with the backfill and its

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/datajobs/datajobs/internal/job"
@@ -76,10 +77,29 @@ func decodeBodyWith[T any](a *api, w http.ResponseWriter, r *http.Request, decod
 	return v, err
 }
 
-// pathID reads the path's value key as the id of a row: false when it is not a positive
-// integer, which no row has (the caller's not found). The id is returned as parsed, for
-// that message.
-func pathID(r *http.Request, key string) (int64, bool) {
-	id, err := strconv.ParseInt(r.PathValue(key), 10, 64)
-	return id, err == nil && id > 0
+// queryInt reads the query parameter name of q into v when it is given: anything but an
+// integer is a 400 that shows it as sent.
+func queryInt[T int | int64](q url.Values, name string, v *T) error {
+	s := q.Get(name)
+	if s == "" {
+		return nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return job.Invalid(name, "an integer", s)
+	}
+	*v = T(n)
+	return nil
+}
+
+// itemOf returns the team, the name under parent ("job" or "pipeline") and the id under
+// key of the path of a numbered item (a backfill, a run): an id that is not a positive
+// integer, which no row has, is notFound's, given the id as parsed for its message.
+func itemOf(r *http.Request, parent, key string, notFound func(team, name string, id int64) *job.Error) (team, name string, id int64, err error) {
+	team, name = r.PathValue("team"), r.PathValue(parent)
+	id, perr := strconv.ParseInt(r.PathValue(key), 10, 64)
+	if perr != nil || id <= 0 {
+		return team, name, 0, notFound(team, name, id)
+	}
+	return team, name, id, nil
 }

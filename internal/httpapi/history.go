@@ -136,15 +136,11 @@ func (a *api) audit(w http.ResponseWriter, r *http.Request) error {
 // pageParams reads ?before= and ?page_size= (absent: 0, the service's defaults).
 func pageParams(r *http.Request) (before int64, limit int, err error) {
 	q := r.URL.Query()
-	if v := q.Get("before"); v != "" {
-		if before, err = strconv.ParseInt(v, 10, 64); err != nil {
-			return 0, 0, job.Invalid("before", "an integer", v)
-		}
+	if err := queryInt(q, "before", &before); err != nil {
+		return 0, 0, err
 	}
-	if v := q.Get("page_size"); v != "" {
-		if limit, err = strconv.Atoi(v); err != nil {
-			return 0, 0, job.Invalid("page_size", "an integer", v)
-		}
+	if err := queryInt(q, "page_size", &limit); err != nil {
+		return 0, 0, err
 	}
 	return before, limit, nil
 }

@@ -96,6 +96,10 @@ func TestRevisionsRecordTheTokensCallerAndTheDiff(t *testing.T) {
 	r = e.do("GET", a+"/deployments/release/revisions?page_size=1000", "", bearer(e.tokA)...)
 	require.Equal(t, http.StatusBadRequest, r.status)
 	require.Contains(t, r.vdkError(t)["what"], "page_size")
+	r = e.do("GET", a+"/deployments/release/revisions?before=latest", "", bearer(e.tokA)...)
+	require.Equal(t, http.StatusBadRequest, r.status, "a before that is no integer")
+	require.Equal(t, "Parameter before is not valid.", r.vdkError(t)["what"])
+	require.Equal(t, "It must be an integer, but was latest.", r.vdkError(t)["why"])
 
 	// A job change is a revision too; a move names the new team.
 	r = e.do("PUT", a, `{"job_name":"job-of-a","description":"new words"}`, bearer(e.tokA)...)

@@ -79,15 +79,11 @@ type pageBody[T any] struct {
 // pageOf reads ?page_number= and ?page_size= (absent: the service's defaults).
 func pageOf(r *http.Request) (page, size int, err error) {
 	q := r.URL.Query()
-	for _, p := range []struct {
-		name string
-		v    *int
-	}{{"page_number", &page}, {"page_size", &size}} {
-		if s := q.Get(p.name); s != "" {
-			if *p.v, err = strconv.Atoi(s); err != nil {
-				return 0, 0, job.Invalid(p.name, "an integer", s)
-			}
-		}
+	if err := queryInt(q, "page_number", &page); err != nil {
+		return 0, 0, err
+	}
+	if err := queryInt(q, "page_size", &size); err != nil {
+		return 0, 0, err
 	}
 	return service.Paging(page, size)
 }
@@ -243,12 +239,7 @@ func (a *api) listPipelineRuns(w http.ResponseWriter, r *http.Request) error {
 
 // runOf returns the run of the path; an id that is not a number is not found.
 func runOf(r *http.Request) (team, name string, id int64, err error) {
-	team, name = r.PathValue("team"), r.PathValue("pipeline")
-	id, ok := pathID(r, "run_id")
-	if !ok {
-		return team, name, 0, pl.RunNotFound(name, id)
-	}
-	return team, name, id, nil
+	return itemOf(r, "pipeline", "run_id", func(_, name string, id int64) *job.Error { return pl.RunNotFound(name, id) })
 }
 
 // getPipelineRun is GET …/runs/{run_id}: the run with the latest attempt of each node.

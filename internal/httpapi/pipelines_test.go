@@ -93,6 +93,10 @@ func TestAPipelineIsStoredOnlyWhenValidAndItsJobsStay(t *testing.T) {
 	require.Equal(t, 1, page.TotalItems)
 	require.Equal(t, "nightly-etl", page.Content[0]["pipeline_name"])
 	require.Equal(t, http.StatusBadRequest, e.do("GET", pipelinesPath+"?page_size=1000", "").status)
+	r = e.do("GET", pipelinesPath+"?page_number=first", "")
+	require.Equal(t, http.StatusBadRequest, r.status, "a page number that is no integer")
+	require.Equal(t, "Parameter page_number is not valid.", r.vdkError(t)["what"])
+	require.Equal(t, "It must be an integer, but was first.", r.vdkError(t)["why"])
 
 	require.Equal(t, http.StatusOK, e.do("DELETE", pipelinesPath+"/nightly-etl", "").status)
 	require.Equal(t, http.StatusNotFound, e.do("GET", pipelinesPath+"/nightly-etl", "").status)

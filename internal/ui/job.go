@@ -233,8 +233,7 @@ func (c *Console) deploymentView(r *http.Request, s session, j job.Job) (deploym
 
 // executionsPart is the executions panel (one page of it), polled while the page is open.
 func (c *Console) executionsPart(w http.ResponseWriter, r *http.Request, s session) error {
-	n, _ := strconv.Atoi(r.URL.Query().Get("page"))
-	d, err := c.executions(r, s, max(n, 1))
+	d, err := c.executions(r, s, pageNumber(r))
 	if err != nil {
 		return err
 	}
