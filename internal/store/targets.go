@@ -29,6 +29,9 @@ const targetColumns = `t.name, t.namespace, coalesce(t.kubeconfig_secret, ''), t
 	ARRAY(SELECT tt.team FROM execution_target_team tt WHERE tt.target = t.name ORDER BY tt.team),
 	t.created_at, t.updated_at`
 
+// targetNamed selects the target $1 (a lock adds FOR UPDATE).
+const targetNamed = `SELECT ` + targetColumns + ` FROM execution_target t WHERE t.name = $1`
+
 func scanTarget(row pgx.Row) (job.Target, error) {
 	var t job.Target
 	err := row.Scan(&t.Name, &t.Namespace, &t.KubeconfigSecret, &t.Teams, &t.DefaultFor, &t.CreatedAt, &t.UpdatedAt)
@@ -37,7 +40,7 @@ func scanTarget(row pgx.Row) (job.Target, error) {
 
 // GetTarget reads the target name.
 func (s *Store) GetTarget(ctx context.Context, name string) (job.Target, error) {
-	t, err := scanTarget(s.pool.QueryRow(ctx, `SELECT `+targetColumns+` FROM execution_target t WHERE t.name = $1`, name))
+	t, err := scanTarget(s.pool.QueryRow(ctx, targetNamed, name))
 	return t, rowError(err, job.TargetNotFound(name), "read target "+name)
 }
 
@@ -72,7 +75,7 @@ func (s *Store) PutTarget(ctx context.Context, t job.Target) (created bool, err 
 		if err := lockName(ctx, tx, "target", t.Name); err != nil {
 			return err
 		}
-		old, err := scanTarget(tx.QueryRow(ctx, `SELECT `+targetColumns+` FROM execution_target t WHERE t.name = $1 FOR UPDATE`, t.Name))
+		old, err := scanTarget(tx.QueryRow(ctx, targetNamed+` FOR UPDATE`, t.Name))
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			created = true
@@ -230,7 +233,7 @@ func (s *Store) DeleteTarget(ctx context.Context, name string) error {
 		return job.TargetInUse(name, "be deleted", "It is where every team without another target runs.")
 	}
 	return s.InTx(ctx, func(tx Tx) error {
-		t, err := scanTarget(tx.QueryRow(ctx, `SELECT `+targetColumns+` FROM execution_target t WHERE t.name = $1 FOR UPDATE`, name))
+		t, err := scanTarget(tx.QueryRow(ctx, targetNamed+` FOR UPDATE`, name))
 		if err != nil {
 			return rowError(err, job.TargetNotFound(name), "lock target "+name)
 		}
