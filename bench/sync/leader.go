@@ -96,8 +96,7 @@ func (b *bench) leader(ctx context.Context, f *fleet, running int, bin, prefix s
 	time.Sleep(3 * time.Second) // the tracker's writes of the last transitions settle
 	what := fmt.Sprintf("%d executions running", running)
 	rows = append(rows, memoryRow(ctx, lead, what), memoryRow(ctx, follow, what))
-	b.printf("| process | when | VmRSS | VmHWM (peak so far) | Go heap in use | Go heap objects' bytes | Go runtime total (sys) |\n|---|---|---|---|---|---|---|\n%s",
-		strings.Join(rows, ""))
+	b.printf(memoryHeader+"%s", strings.Join(rows, ""))
 	for _, s := range []*server{lead, follow} {
 		path := filepath.Join(b.outDir, s.name+".heap")
 		if err := b.saveHeap(ctx, s, path); err != nil {
@@ -294,17 +293,23 @@ func (b *bench) retakeLease(ctx context.Context, f *fleet) {
 	}
 }
 
-// memoryRow is one table row of s's memory: VmRSS and VmHWM from /proc, the Go heap from
-// its /metrics.
+// memoryHeader is the header of memoryRow's table.
+const memoryHeader = "| process | when | VmRSS | of it anonymous / the binary's pages (RssAnon / RssFile) | VmHWM (peak so far) | Go heap in use | Go heap objects' bytes | Go runtime total (sys) |\n|---|---|---|---|---|---|---|---|\n"
+
+// memoryRow is one table row of s's memory: VmRSS, its anonymous and file-backed parts
+// (the latter the executable's pages it touched, shared with every process of the same
+// binary) and VmHWM from /proc, the Go heap from its /metrics.
 func memoryRow(ctx context.Context, s *server, when string) string {
 	pid := s.cmd.Process.Pid
 	rss, _ := procStatus(pid, "VmRSS")
+	anon, _ := procStatus(pid, "RssAnon")
+	file, _ := procStatus(pid, "RssFile")
 	hwm, _ := procStatus(pid, "VmHWM")
 	m, err := s.get(ctx, "/metrics")
 	if err != nil {
-		return fmt.Sprintf("| %s | %s | %s | %s | (metrics: %v) | | |\n", s.name, when, mib(rss), mib(hwm), err)
+		return fmt.Sprintf("| %s | %s | %s | %s / %s | %s | (metrics: %v) | | |\n", s.name, when, mib(rss), mib(anon), mib(file), mib(hwm), err)
 	}
-	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s |\n", s.name, when, mib(rss), mib(hwm),
+	return fmt.Sprintf("| %s | %s | %s | %s / %s | %s | %s | %s | %s |\n", s.name, when, mib(rss), mib(anon), mib(file), mib(hwm),
 		mib(uint64(metricSum(m, "go_memstats_heap_inuse_bytes"))), mib(uint64(metricSum(m, "go_memstats_heap_alloc_bytes"))),
 		mib(uint64(metricSum(m, "go_memstats_sys_bytes"))))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -31,7 +32,7 @@ func secondJobNames(n int) []string {
 // servedConverge is what convergeServed measured.
 type servedConverge struct {
 	written, applied time.Duration
-	rss, hwm         []uint64
+	rss, hwm, anon   []uint64 // VmRSS, VmHWM, RssAnon
 	live             []uint64 // the Go heap in use after a forced GC
 	rows             []string
 }
@@ -60,10 +61,10 @@ func (b *bench) targets(ctx context.Context, n, pending int) error {
 	for i, who := range []string{"replica leading the default target", "replica leading the second target"} {
 		b.printf("| VmRSS 5 s after converge, %s | %s | %s | %.2fx |\n", who, mib(split.rss[i]), mib(single.rss[0]), float64(split.rss[i])/float64(single.rss[0]))
 		b.printf("| VmHWM (peak), %s | %s | %s | %.2fx |\n", who, mib(split.hwm[i]), mib(single.hwm[0]), float64(split.hwm[i])/float64(single.hwm[0]))
+		b.printf("| RssAnon (VmRSS less the binary's pages), %s | %s | %s | %.2fx |\n", who, mib(split.anon[i]), mib(single.anon[0]), float64(split.anon[i])/float64(single.anon[0]))
 		b.printf("| Go heap in use after a GC, %s | %s | %s | %.2fx |\n", who, mib(split.live[i]), mib(single.live[0]), float64(split.live[i])/float64(single.live[0]))
 	}
-	b.printf("\n| process | when | VmRSS | VmHWM (peak so far) | Go heap in use | Go heap objects' bytes | Go runtime total (sys) |\n|---|---|---|---|---|---|---|\n%s%s\n",
-		strings.Join(split.rows, ""), strings.Join(single.rows, ""))
+	b.printf("\n"+memoryHeader+"%s%s\n", strings.Join(split.rows, ""), strings.Join(single.rows, ""))
 	return nil
 }
 
@@ -188,9 +189,10 @@ func (b *bench) convergeServed(ctx context.Context, f *fleet, jobs map[string][]
 	for _, s := range servers {
 		rss, _ := procStatus(s.cmd.Process.Pid, "VmRSS")
 		hwm, _ := procStatus(s.cmd.Process.Pid, "VmHWM")
-		out.rss, out.hwm = append(out.rss, rss), append(out.hwm, hwm)
+		anon, _ := procStatus(s.cmd.Process.Pid, "RssAnon")
+		out.rss, out.hwm, out.anon = append(out.rss, rss), append(out.hwm, hwm), append(out.anon, anon)
 		out.rows = append(out.rows, memoryRow(ctx, s, "5 s after converge"))
-		live, err := liveHeap(ctx, s)
+		live, err := b.liveHeap(ctx, s)
 		if err != nil {
 			return out, err
 		}
@@ -279,10 +281,11 @@ WHERE j.name = ANY($1)`, names).Scan(&applied)
 	return nil
 }
 
-// liveHeap is s's Go heap in use right after a GC (forced by a heap profile's gc=1).
-func liveHeap(ctx context.Context, s *server) (uint64, error) {
-	if _, err := s.get(ctx, "/debug/pprof/heap?gc=1"); err != nil {
-		return 0, fmt.Errorf("GC of %s: %w", s.name, err)
+// liveHeap is s's Go heap in use right after a GC (forced by the heap profile it saves
+// as <name>.heap in the output folder, to compare the configurations by function).
+func (b *bench) liveHeap(ctx context.Context, s *server) (uint64, error) {
+	if err := b.saveHeap(ctx, s, filepath.Join(b.outDir, s.name+".heap")); err != nil {
+		return 0, err
 	}
 	m, err := s.get(ctx, "/metrics")
 	return uint64(metricSum(m, "go_memstats_heap_inuse_bytes")), err
