@@ -9,6 +9,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/datajobs/datajobs/internal/job"
@@ -161,13 +162,15 @@ func (t *term) readStates(ctx context.Context) (map[string]job.SyncState, bool, 
 		return nil, false, err
 	}
 	if ch.Full {
+		c.states, c.lastFull = map[string]job.SyncState{}, t.s.cfg.Now() // not the read's map: sized for every target's jobs
 		for name, st := range ch.States {
-			ch.States[name] = compact(st)
+			if t.keeps(name, st) {
+				c.states[name] = compact(st)
+			}
 		}
-		c.states, c.lastFull = ch.States, t.s.cfg.Now()
 	} else {
 		for _, name := range ch.Changed {
-			if st, ok := ch.States[name]; ok {
+			if st, ok := ch.States[name]; ok && t.keeps(name, st) {
 				c.states[name] = compact(st)
 			} else {
 				delete(c.states, name)
@@ -182,4 +185,20 @@ func (t *term) readStates(ctx context.Context) (map[string]job.SyncState, bool, 
 		}
 	}
 	return maps.Clone(c.states), ch.Full, nil
+}
+
+// keeps reports whether the term keeps the state st of name that a read returned: not one
+// of another target's job (job.SyncState.Elsewhere, nothing of it recorded in this
+// target) whose CronJob the term's cache does not show. A shard's read returns every job
+// of every other target so (store.TargetView), and the plan needs one only for a CronJob
+// of its name in this namespace, a moved team's (planGone); kept, they made each
+// replica's memory grow with all targets' jobs rather than its own shard's, and its
+// passes plan them all. A CronJob of one that appears later is reconciled on its
+// informer event, which reads the state by name; one kept goes at the next full read.
+func (t *term) keeps(name string, st job.SyncState) bool {
+	if st.Elsewhere == nil || st.Job != nil || st.Actual != nil || len(st.Intents) > 0 {
+		return true
+	}
+	_, err := t.lister.Get(name)
+	return !apierrors.IsNotFound(err)
 }

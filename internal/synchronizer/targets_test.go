@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,8 +19,9 @@ import (
 )
 
 // shardOf runs, until the end of the test, the synchronizer shard of target t (its own
-// lease, its view of the store, its namespace) beside the fixture's default one.
-func (f *fixture) shardOf(t job.Target) {
+// lease, its view of the store, its namespace) beside the fixture's default one, and
+// returns its metrics' registry.
+func (f *fixture) shardOf(t job.Target) prometheus.Gatherer {
 	f.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	epoch, ok, err := f.db.TryAcquireLease(ctx, store.ShardLeaseName(t.Name), "test", time.Hour)
@@ -28,9 +30,10 @@ func (f *fixture) shardOf(t job.Target) {
 	require.NotEqual(f.t, f.epoch, epoch, "two shards' terms share no epoch")
 	render := f.render
 	render.Namespace = t.Namespace
+	reg := prometheus.NewRegistry()
 	s := synchronizer.New(synchronizer.Config{
 		Target: t.Name, Render: render, Workers: 4, ResyncInterval: time.Hour,
-		RetryBase: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond,
+		RetryBase: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond, Metrics: synchronizer.NewMetrics(reg),
 	}, f.db.Target(t.Name), f.client, nil)
 	done := make(chan struct{})
 	go func() {
@@ -41,6 +44,7 @@ func (f *fixture) shardOf(t job.Target) {
 		cancel()
 		<-done
 	})
+	return reg
 }
 
 // cronJobIn is the CronJob name in namespace ns, nil when there is none.
@@ -81,15 +85,22 @@ func newTwoTargets(t *testing.T) (*fixture, job.Target) {
 	require.NoError(t, err)
 	f.start()
 	f.shardOf(second)
-	f.createJob("stays-put")
-	f.deploy("stays-put", job.DeploymentChange{JobVersion: ptr("v1")})
-	_, err = f.svc.CreateJob(ctx, moverTeam, job.Job{Name: mover, Team: moverTeam, Schedule: "*/5 * * * *"})
-	require.NoError(t, err)
-	_, err = f.svc.Deploy(ctx, moverTeam, mover, job.DeploymentChange{JobVersion: ptr("v1")}, "alice")
-	require.NoError(t, err)
+	f.deployStaysPutAndMover()
 	f.synced("stays-put")
 	f.synced(mover)
 	return f, second
+}
+
+// deployStaysPutAndMover creates and deploys the jobs stays-put of team and mover of
+// moverTeam.
+func (f *fixture) deployStaysPutAndMover() {
+	f.t.Helper()
+	f.createJob("stays-put")
+	f.deploy("stays-put", job.DeploymentChange{JobVersion: ptr("v1")})
+	_, err := f.svc.CreateJob(f.t.Context(), moverTeam, job.Job{Name: mover, Team: moverTeam, Schedule: "*/5 * * * *"})
+	require.NoError(f.t, err)
+	_, err = f.svc.Deploy(f.t.Context(), moverTeam, mover, job.DeploymentChange{JobVersion: ptr("v1")}, "alice")
+	require.NoError(f.t, err)
 }
 
 // A team moved to another execution target (issue 44): its CronJob is created in the new
@@ -190,4 +201,43 @@ func TestADeploymentNamingATargetRunsThereAndComesBack(t *testing.T) {
 		left, _ := f.cronJobIn(second.Namespace, "named-job")
 		return back != "" && left == "" && f.actualTarget("named-job") == job.DefaultTargetName
 	}, "the job back in its team's default target, none left in the second")
+}
+
+// A shard's full pass plans its own target's jobs and the CronJobs of its namespace. Its
+// read also returns every job of the other targets, to tell a moved team's CronJob left
+// in this namespace from an orphan; the shard kept and planned them all, so that its
+// datajobs_sync_planned_jobs counted the other targets' jobs as its own (2 here, with 1
+// job of its own) and every replica held them all (docs/benchmarks.md, "Execution
+// targets").
+func TestAShardPlansOnlyItsOwnTargetsJobs(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	second := job.Target{Name: "second", Namespace: testenv.Namespace(t), DefaultFor: []string{moverTeam}}
+	_, err := f.db.PutTarget(ctx, second)
+	require.NoError(t, err)
+	f.start()
+	f.deployStaysPutAndMover()
+	f.synced("stays-put")
+
+	reg := f.shardOf(second)
+	f.eventually(func() bool { return f.actualTarget(mover) == second.Name }, "the mover's CronJob recorded in the second target")
+	f.eventually(func() bool { return gatheredSum(t, reg, "datajobs_sync_passes_total") >= 1 }, "the second shard's first pass")
+	require.Equal(t, 1, int(gatheredSum(t, reg, "datajobs_sync_planned_jobs")), "the second shard's jobs planned: its own one")
+}
+
+// gatheredSum is the sum of a metric's values over its labels, as /metrics would show them.
+func gatheredSum(t *testing.T, g prometheus.Gatherer, name string) float64 {
+	t.Helper()
+	families, err := g.Gather()
+	require.NoError(t, err)
+	sum := 0.0
+	for _, f := range families {
+		if f.GetName() == name {
+			for _, m := range f.GetMetric() {
+				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
 }
