@@ -3,6 +3,7 @@ package job
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"time"
 )
 
@@ -63,14 +64,21 @@ type NewBackfill struct {
 // returning an error rolls the request back.
 type BackfillStart func(st JobState) (NewBackfill, error)
 
-// BackfillRunArgs are the arguments of a backfill's run of logical time at: the
-// backfill's own arguments with logical_time set (RFC 3339, UTC), as a catch-up run has.
-func BackfillRunArgs(args []byte, at time.Time) ([]byte, error) {
+// RunArgs are the arguments of a run that stands for the schedule time at (a backfill's
+// run, a pipeline node's execution): the JSON objects parts merged, a later one's keys over
+// an earlier one's, and logical_time (RFC 3339, UTC) over them all, as a catch-up run has
+// it. what names the parts in an error.
+func RunArgs(what string, at time.Time, parts ...[]byte) ([]byte, error) {
 	m := map[string]any{}
-	if len(args) > 0 {
-		if err := json.Unmarshal(args, &m); err != nil {
-			return nil, fmt.Errorf("backfill arguments: %w", err)
+	for _, raw := range parts {
+		if len(raw) == 0 {
+			continue
 		}
+		var part map[string]any
+		if err := json.Unmarshal(raw, &part); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		maps.Copy(m, part)
 	}
 	m["logical_time"] = at.UTC().Format(time.RFC3339)
 	return json.Marshal(m)

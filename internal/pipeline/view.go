@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -78,26 +77,6 @@ type NewBackfill struct {
 // StartedBy is the started_by of the executions a run starts: pipeline/{team}/{name}/{run}.
 func StartedBy(team, name string, run int64) string {
 	return fmt.Sprintf("pipeline/%s/%s/%d", team, name, run)
-}
-
-// NodeArgs are the arguments of a node's execution: the run's, the node's over them, and
-// logical_time (RFC 3339, UTC) over both, as a backfill's run has it.
-func NodeArgs(run, node []byte, logical time.Time) ([]byte, error) {
-	m := map[string]any{}
-	for _, raw := range [][]byte{run, node} {
-		if len(raw) == 0 {
-			continue
-		}
-		var part map[string]any
-		if err := json.Unmarshal(raw, &part); err != nil {
-			return nil, fmt.Errorf("node arguments: %w", err)
-		}
-		for k, v := range part {
-			m[k] = v
-		}
-	}
-	m["logical_time"] = logical.UTC().Format(time.RFC3339)
-	return json.Marshal(m)
 }
 
 // NotFound reports a pipeline that is not one of the team's.

@@ -279,7 +279,7 @@ func startBackfillRuns(ctx context.Context, tx Tx, b openBackfill, st job.JobSta
 	var ids []string
 	for i := range max(n, 0) {
 		at := b.times[b.next+i]
-		args, err := job.BackfillRunArgs(b.args, at)
+		args, err := job.RunArgs("backfill arguments", at, b.args)
 		if err != nil {
 			return nil, err
 		}

@@ -325,7 +325,7 @@ func startNode(ctx context.Context, tx Tx, r stepRun, n pl.Node, attempt int, no
 	} else if err != nil {
 		return res, err
 	}
-	args, err := pl.NodeArgs(r.args, n.Arguments, r.logical)
+	args, err := job.RunArgs("node arguments", r.logical, r.args, n.Arguments)
 	if err != nil {
 		return res, err
 	}
