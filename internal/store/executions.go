@@ -88,47 +88,53 @@ func admitStart(ctx context.Context, tx Tx, st job.JobState) error {
 // the k-th start of a job within a second (100 pipeline runs at once: 46,715 inserts for
 // 1,000 starts, each under the job's row lock, and the stepper's p99 at 9 s).
 //
-// A job started faster than once a second for long runs ahead of the clock, and once all
-// 1,000 seconds from its start's are taken (at 10 starts a second, after 111 s) it takes
-// the second after the job's highest <job>-<10 digits> id instead (the last candidate, read
-// backwards on the primary key: a few rows, whatever the job's count): still VDK's form,
-// never a refused start (a firing's whole transaction was refused with it, `no free id`,
-// and its events waited for the clock). A free second in the window is taken first, as
-// before.
+// The wanted id is taken when free; else the first free second of the window of 1,000
+// from the start's (after it, when an id was wanted), found among the ids of the window
+// read on the primary key (a range: a job's ids of one number of digits sort as their
+// numbers); else the second after the job's highest <job>-<10 digits> id, still VDK's form, never a refused start (a firing's whole
+// transaction was refused with `no free id`, and its events waited for the clock). Each
+// is read only when the one before found nothing (COALESCE). The window was an anti-join
+// of its 1,000 candidate ids with the table, which PostgreSQL planned as a hash join over
+// a scan of every execution of every job: 5-8 ms of the database's CPU a start at 20,000
+// rows, growing with the table, under the job's lock (bench/triggers, T1).
 //
 // An execution's times are whole seconds, here and in RecordExecutions: Kubernetes records
 // a Job's and a pod's times in whole seconds (metav1.Time, cut down), so a start kept at
 // the API's clock to the microsecond came after the end of a run that took under a second
 // and the run had a negative duration. Both are cut down the same way, so start <= end.
 func insertExecution(ctx context.Context, tx Tx, j job.Job, n job.NewExecution) (string, error) {
-	const q = `INSERT INTO data_job_execution (id, job_name, job_uid, type, status, op_id, start_time,
+	const q = `WITH taken AS MATERIALIZED (
+	SELECT substr(e.id, length($22) + 1)::bigint AS n FROM data_job_execution e
+	WHERE e.id BETWEEN $22 || $23::bigint::text AND $22 || $25::bigint::text AND substr(e.id, length($22) + 1) ~ '^[0-9]{1,18}$'
+)
+INSERT INTO data_job_execution (id, job_name, job_uid, type, status, op_id, start_time,
 	started_by, args, job_version, job_schedule, vdk_version, job_python_version,
 	resources_cpu_request_millis, resources_cpu_limit_millis, resources_memory_request_bytes,
 	resources_memory_limit_bytes, last_deployed_date, last_deployed_by, logical_time, backfill_id, rerun_of, image)
 SELECT c.id, $2, $3::uuid, $18, 'submitted', $4, date_trunc('second', $5::timestamptz), $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
 	$19, NULLIF($20::bigint, 0), NULLIF($21, ''), $24
-FROM (
-	SELECT CASE WHEN i = 0 AND $1 <> '' THEN $1 ELSE $22 || ($23::bigint + i)::text END AS id, i
-	FROM generate_series(0, 999) i
-	UNION ALL
-	(SELECT $22 || (substr(e.id, length($22) + 1)::bigint + 1)::text, 1000
-	FROM data_job_execution e
-	WHERE e.id BETWEEN $22 || '1000000000' AND $22 || '9999999999'
-		AND left(e.id, length($22)) = $22 AND substr(e.id, length($22) + 1) ~ '^[0-9]{10}$'
-	ORDER BY e.id DESC LIMIT 1)
-) c
-WHERE NOT EXISTS (SELECT 1 FROM data_job_execution e WHERE e.id = c.id)
-ORDER BY c.i LIMIT 1
+FROM (SELECT COALESCE(
+	(SELECT $1::text WHERE $1 <> '' AND NOT EXISTS (SELECT 1 FROM data_job_execution e WHERE e.id = $1)),
+	(SELECT $22 || min(f.n)::text FROM (SELECT $23::bigint AS n UNION ALL SELECT t.n + 1 FROM taken t) f
+		WHERE f.n BETWEEN $23::bigint AND $25::bigint AND f.n NOT IN (SELECT t.n FROM taken t)),
+	(SELECT $22 || (substr(e.id, length($22) + 1)::bigint + 1)::text
+		FROM data_job_execution e
+		WHERE e.id BETWEEN $22 || '1000000000' AND $22 || '9999999999'
+			AND left(e.id, length($22)) = $22 AND substr(e.id, length($22) + 1) ~ '^[0-9]{10}$'
+		ORDER BY e.id DESC LIMIT 1)
+) AS id) c
+WHERE c.id IS NOT NULL
 ON CONFLICT (id) DO NOTHING
 RETURNING id`
 	d, r := n.Snapshot, n.Snapshot.Resources
+	lo, hi := idWindow(n.ID != "", n.Start.Unix())
 	// A conflict is a scheduled run's Job recorded meanwhile under the id chosen: choose again.
 	for range 3 {
 		rows, _ := tx.Query(ctx, q, n.ID, j.Name, j.UID, n.OpID, n.Start, n.StartedBy, n.Args,
 			d.JobVersion, d.Schedule, d.VDKVersion, d.PythonVersion,
 			r.CPURequestMillis, r.CPULimitMillis, r.MemoryRequestBytes, r.MemoryLimitBytes,
 			d.DeployedDate, d.DeployedBy, cmp.Or(n.Type, job.ExecManual), n.LogicalTime, n.BackfillID, n.RerunOf,
-			j.Name+"-", n.Start.Unix(), n.Image)
+			j.Name+"-", lo, n.Image, hi)
 		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		if err != nil {
 			return "", writeError("insert execution of "+j.Name, err)
@@ -138,6 +144,25 @@ RETURNING id`
 		}
 	}
 	return "", fmt.Errorf("insert execution of %s: no free id after %s", j.Name, n.ID)
+}
+
+// idWindow is the window of seconds a start at unix seconds start takes its id from when
+// the id it wants is not free (wanted: it wanted one): the 1,000 seconds from its start's
+// (the 999 after it when it wanted an id). It ends before the number of digits grows, so
+// that its ids are one range of the primary key.
+func idWindow(wanted bool, start int64) (lo, hi int64) {
+	lo, hi = start, start+999
+	if wanted {
+		lo++
+	}
+	if lo <= 0 {
+		return lo, hi
+	}
+	next := int64(10) // the least power of ten above lo
+	for next <= lo && next < 1e18 {
+		next *= 10
+	}
+	return lo, min(hi, next-1)
 }
 
 // jobExecution selects the execution $1 of the job $2 of team $3 (executionColumns). It
