@@ -33,6 +33,14 @@ func (p *pipeline) queryRow(scan func(pgx.Row) error, q string, args ...any) {
 	p.b.Queue(q, args...).Fn = func(br pgx.BatchResults) error { return scan(br.QueryRow()) }
 }
 
+// query queues q, whose rows collect reads (and closes) when they arrive.
+func (p *pipeline) query(collect func(pgx.Rows) error, q string, args ...any) {
+	p.b.Queue(q, args...).Fn = func(br pgx.BatchResults) error {
+		rows, _ := br.Query() // its error is the rows' (pgx.CollectRows reports it)
+		return collect(rows)
+	}
+}
+
 // send sends what is queued on tx in one round trip and returns the first failure.
 func (p *pipeline) send(ctx context.Context, tx Tx) error {
 	if p.b.Len() == 0 {

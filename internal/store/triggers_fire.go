@@ -108,10 +108,14 @@ type firing struct {
 	room int
 	// marks are what became of the events, written together once the runs are started.
 	marks eventMarks
+	// events are the oldest pending events, read with the lock (firingLimit of them).
+	events []trigger.Event
 }
 
 // lock queues on first, the BEGIN's round trip, the check of fence (fenced's), the
-// trigger's firing lock and the read of the trigger.
+// trigger's firing lock, the read of the trigger and of its oldest pending events (as many
+// as firingLimit says for its coalesce mode; read here, once the lock is held, they were a
+// round trip of their own of each firing's six).
 func (f *firing) lock(first *pipeline, fence job.Fence, id string) {
 	first.queryRow(func(row pgx.Row) error {
 		if err := row.Scan(&f.held); err != nil {
@@ -138,20 +142,30 @@ func (f *firing) lock(first *pipeline, fence job.Fence, id string) {
 		f.out.Kind = f.t.spec.On.Kind
 		return nil
 	}, `SELECT id::text, team, spec FROM job_trigger WHERE id = $1::uuid FOR KEY SHARE`, id)
+	first.query(func(rows pgx.Rows) (err error) {
+		f.events, err = pgx.CollectRows(rows, scanEvent)
+		return rowError(err, nil, "read pending events of trigger "+id)
+	}, `SELECT `+triggerEventColumns+` FROM job_trigger_event e
+WHERE e.trigger_id = $1::uuid AND e.status = 'pending' ORDER BY e.id
+LIMIT (SELECT CASE WHEN t.spec->'coalesce'->>'mode' = $2 THEN $3::int ELSE $4::int END FROM job_trigger t WHERE t.id = $1::uuid)`,
+		id, trigger.Window, maxEventsPerFiring, runsPerFiring+1)
+}
+
+// firingLimit is how many pending events a firing of a trigger coalescing in mode reads:
+// with each event its own run, one more than it may start (to know whether any is left);
+// with a window, its bound of events.
+func firingLimit(mode string) int {
+	if mode == trigger.Window {
+		return maxEventsPerFiring
+	}
+	return runsPerFiring + 1
 }
 
 // fire starts the runs of the oldest pending events, at most runsPerFiring, and marks the
 // events. With each event its own run it reads one event more than it may start, to know
 // whether any is left.
 func (f *firing) fire(ctx context.Context) error {
-	limit := runsPerFiring + 1
-	if f.t.spec.Coalesce.Mode == trigger.Window {
-		limit = maxEventsPerFiring
-	}
-	events, err := pendingEvents(ctx, f.tx, f.t.id, limit)
-	if err != nil {
-		return err
-	}
+	limit, events := firingLimit(f.t.spec.Coalesce.Mode), f.events
 	pending := make([]trigger.PendingEvent, len(events))
 	byID := make(map[int64]trigger.Event, len(events))
 	for i, e := range events {
@@ -178,15 +192,6 @@ func (f *firing) fire(ctx context.Context) error {
 		}
 	}
 	return f.marks.write(ctx, f.tx, f.now)
-}
-
-// pendingEvents reads the oldest pending events of the trigger id, at most limit, oldest
-// first.
-func pendingEvents(ctx context.Context, tx Tx, id string, limit int) ([]trigger.Event, error) {
-	rows, _ := tx.Query(ctx, `SELECT `+triggerEventColumns+` FROM job_trigger_event e
-WHERE e.trigger_id = $1::uuid AND e.status = 'pending' ORDER BY e.id LIMIT $2`, id, limit)
-	out, err := pgx.CollectRows(rows, scanEvent)
-	return out, rowError(err, nil, "read pending events of trigger "+id)
 }
 
 // batchStart is what an attempt to start the run of a batch came to: a run, a skip or a
