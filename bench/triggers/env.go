@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -31,6 +32,23 @@ type env struct {
 	firings *firings
 	// probe splits the tracker's part (probe.go).
 	probe *probe
+}
+
+// open opens the benchmark's environment (benchenv, under hack/with-env.sh) with a database
+// pool of maxConns connections whose acquires a new probe times.
+func open(ctx context.Context, maxConns int) (*env, error) {
+	admin, kubeconfig := os.Getenv("DATAJOBS_TEST_DATABASE_URL"), os.Getenv("DATAJOBS_TEST_KUBECONFIG")
+	if admin == "" || kubeconfig == "" {
+		return nil, errors.New("DATAJOBS_TEST_DATABASE_URL and DATAJOBS_TEST_KUBECONFIG are required (run under hack/with-env.sh)")
+	}
+	p := newProbe()
+	be, err := benchenv.Open(ctx, benchenv.Config{Admin: admin, Kubeconfig: kubeconfig, Prefix: "bench-trig", MaxConns: int32(maxConns), Tracer: p.pool})
+	if err != nil {
+		return nil, err
+	}
+	e := &env{Env: be, seen: moments.New(), committed: moments.New(), probe: p}
+	e.firings = &firings{Store: be.DB}
+	return e, nil
 }
 
 // firings is the store with each FireTrigger's duration and runs started noted: what a

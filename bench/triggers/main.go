@@ -14,8 +14,10 @@
 // The tracker's part of each latency (run committed -> Job seen) is split where it goes
 // (probe.go): the tracker's queue (committed -> its row read), the start (row read -> the
 // Job's create answered: the CronJob's read and the create) and the benchmark's watch
-// (create answered -> Job seen), with each request of the tracker's client timed and its
-// queue's counts; -cpuprofile writes a CPU profile of each phase.
+// (create answered -> Job seen), with each request of the tracker's client timed, its
+// queue's counts and the waits for a connection of the database pool the API and the
+// leader share, as in a server (pool.go; -db-max-conns of them, 16: serve's default is the
+// larger of 4 and the number of CPUs); -cpuprofile writes a CPU profile of each phase.
 //
 // The trigger's job has concurrency policy Allow (its runs go side by side: the firer is
 // measured, not the policy); kwok's stages run and complete the pods. It reads
@@ -28,7 +30,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -42,7 +43,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/datajobs/datajobs/bench/internal/benchenv"
 	"github.com/datajobs/datajobs/bench/internal/moments"
 	"github.com/datajobs/datajobs/bench/internal/stats"
 	"github.com/datajobs/datajobs/internal/firer"
@@ -75,22 +75,17 @@ func run() error {
 	workers := flag.Int("tracker-workers", 0, "the execution tracker's workers (0: its default, tracker.DefaultWorkers)")
 	firerWorkers := flag.Int("firer-workers", 0, "the trigger firer's workers (0: its default, firer.WorkersDefault)")
 	cpuProfile := flag.String("cpuprofile", "", "write CPU profiles of the process to this path's .events and .floor files, for the events and the floor at their rate")
+	maxConns := flag.Int("db-max-conns", 16, "connections of the database pool the API and the leader share (serve's --db-max-conns defaults to the larger of 4 and the number of CPUs)")
 	flag.Parse()
 	fmt.Printf("machine: %d CPUs, load average at the start %s\n", runtime.NumCPU(), stats.LoadAverage())
 	defer func() { fmt.Printf("load average at the end %s\n", stats.LoadAverage()) }()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	admin, kubeconfig := os.Getenv("DATAJOBS_TEST_DATABASE_URL"), os.Getenv("DATAJOBS_TEST_KUBECONFIG")
-	if admin == "" || kubeconfig == "" {
-		return errors.New("DATAJOBS_TEST_DATABASE_URL and DATAJOBS_TEST_KUBECONFIG are required (run under hack/with-env.sh)")
-	}
-	be, err := benchenv.Open(ctx, benchenv.Config{Admin: admin, Kubeconfig: kubeconfig, Prefix: "bench-trig"})
+	e, err := open(ctx, *maxConns)
 	if err != nil {
 		return err
 	}
-	defer be.Close()
-	e := &env{Env: be, seen: moments.New(), committed: moments.New(), probe: newProbe()}
-	e.firings = &firings{Store: be.DB}
+	defer e.Close()
 	if _, err := e.job(ctx, 0); err != nil {
 		return err
 	}

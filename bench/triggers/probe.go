@@ -40,12 +40,14 @@ type probe struct {
 	// report.
 	reg  *prometheus.Registry
 	last map[string]float64
+	// pool times the database pool's acquires (pool.go).
+	pool *acquires
 }
 
 func newProbe() *probe {
 	return &probe{
 		loaded: map[string]time.Time{}, created: map[string]time.Time{}, reqs: map[string][]time.Duration{},
-		reg: prometheus.NewRegistry(), last: map[string]float64{},
+		reg: prometheus.NewRegistry(), last: map[string]float64{}, pool: &acquires{},
 	}
 }
 
@@ -167,6 +169,8 @@ func (p *probe) report(title string, ids []string, committed, seen func(string) 
 	fmt.Printf("    row read -> Job create answered (the start):  %s\n", stats.Summary(started))
 	fmt.Printf("    create answered -> Job seen (the watch):      %s\n", stats.Summary(watched))
 	fmt.Printf("    mark Job created (DB):                        %s\n", stats.Summary(p.marks))
+	waits := p.pool.take()
+	fmt.Printf("    database pool, wait for a connection:         %d acquires, %s\n", len(waits), stats.Summary(waits))
 	for _, k := range slices.Sorted(maps.Keys(p.reqs)) {
 		fmt.Printf("    tracker's %-28s %6d requests: %s\n", k, len(p.reqs[k]), stats.Summary(p.reqs[k]))
 	}
@@ -223,6 +227,7 @@ func (p *probe) reset() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.marks, p.reqs = nil, map[string][]time.Duration{}
+	p.pool.take()
 	p.last = p.gather()
 }
 

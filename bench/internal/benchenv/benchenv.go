@@ -6,6 +6,7 @@
 package benchenv
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -47,6 +48,8 @@ type Config struct {
 	Prefix string
 	// Tracer, when set, sees every statement of DB's pool (a benchmark counts writes).
 	Tracer pgx.QueryTracer
+	// MaxConns is the size of DB's pool (default 16).
+	MaxConns int32
 }
 
 // Open makes the environment; on an error it closes what it had opened.
@@ -69,7 +72,7 @@ func Open(ctx context.Context, cfg Config) (_ *Env, err error) {
 	u.Path = "/" + name
 	e.URL = u.String()
 	// No bound on a team's active manual executions: a thousand run at once here.
-	if e.DB, err = store.Open(ctx, store.Config{URL: e.URL, MaxConns: 16, Tracer: cfg.Tracer, Quotas: store.TeamQuotas{MaxActiveExecutions: -1}}); err != nil {
+	if e.DB, err = store.Open(ctx, store.Config{URL: e.URL, MaxConns: cmp.Or(cfg.MaxConns, 16), Tracer: cfg.Tracer, Quotas: store.TeamQuotas{MaxActiveExecutions: -1}}); err != nil {
 		return nil, err
 	}
 	e.OnClose(e.DB.Close)
