@@ -179,7 +179,7 @@ func (s *Store) ListPipelines(ctx context.Context, team string, page, size int) 
 		team, size, (page-1)*size)
 	items, err := pgx.CollectRows(rows, scanPipeline)
 	if err != nil {
-		return out, fmt.Errorf("list pipelines of %s: %w", team, err)
+		return out, translate(fmt.Errorf("list pipelines of %s: %w", team, err))
 	}
 	out.Items = items
 	err = s.pool.QueryRow(ctx, `SELECT count(*) FROM pipeline WHERE team = $1`, team).Scan(&out.TotalItems)

@@ -34,7 +34,7 @@ func (s *Store) ListPipelineRuns(ctx context.Context, team, name string, page, s
 	rows, _ := s.pool.Query(ctx, `SELECT `+runColumns+` FROM pipeline_run r WHERE r.pipeline_id = $1 ORDER BY r.id DESC LIMIT $2 OFFSET $3`,
 		pid, size, (page-1)*size)
 	if out.Items, err = pgx.CollectRows(rows, scanRun); err != nil {
-		return out, fmt.Errorf("list runs of %s: %w", name, err)
+		return out, translate(fmt.Errorf("list runs of %s: %w", name, err))
 	}
 	err = s.pool.QueryRow(ctx, `SELECT count(*) FROM pipeline_run WHERE pipeline_id = $1`, pid).Scan(&out.TotalItems)
 	return out, rowError(err, nil, "count runs of "+name)
@@ -91,7 +91,7 @@ func readNodeRuns(ctx context.Context, q queryer, id int64, spec pl.Spec) ([]nod
 	rows, _ := q.Query(ctx, nodeRunsQuery, id)
 	nodes, err := pgx.CollectRows(rows, scanNodeRun)
 	if err != nil {
-		return nil, fmt.Errorf("read nodes of run %d: %w", id, err)
+		return nil, translate(fmt.Errorf("read nodes of run %d: %w", id, err))
 	}
 	pos := map[string]int{}
 	for i, n := range spec.Nodes {

@@ -153,11 +153,11 @@ func (s *Store) RewrapEnvelopes(ctx context.Context, newest string, rewrap func(
 	for _, t := range envelopeTables {
 		rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT %s::text FROM %s WHERE %s <> $1 AND %s IS NOT NULL`, t.key, t.table, t.keyID, t.sealed), newest)
 		if err != nil {
-			return n, fmt.Errorf("list the data keys of %s: %w", t.table, err)
+			return n, translate(fmt.Errorf("list the data keys of %s: %w", t.table, err))
 		}
 		keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		if err != nil {
-			return n, fmt.Errorf("list the data keys of %s: %w", t.table, err)
+			return n, translate(fmt.Errorf("list the data keys of %s: %w", t.table, err))
 		}
 		for _, key := range keys {
 			done, err := s.rewrapOne(ctx, t, key, newest, rewrap)

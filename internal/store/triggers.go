@@ -166,13 +166,10 @@ func (s *Store) ListTriggers(ctx context.Context, team, target string, pipeline 
 	if pipeline {
 		col = "target_pipeline"
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+triggerColumns+` FROM job_trigger t WHERE t.team = $1 AND ($2 = '' OR t.`+col+` = $2) ORDER BY t.name`, team, target)
+	rows, _ := s.pool.Query(ctx, `SELECT `+triggerColumns+` FROM job_trigger t WHERE t.team = $1 AND ($2 = '' OR t.`+col+` = $2) ORDER BY t.name`, team, target)
+	out, err := collect(rows, scanTrigger, "list triggers of "+team)
 	if err != nil {
-		return nil, fmt.Errorf("list triggers of %s: %w", team, err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (trigger.Trigger, error) { return scanTrigger(row) })
-	if err != nil {
-		return nil, fmt.Errorf("list triggers of %s: %w", team, err)
+		return nil, err
 	}
 	for i := range out {
 		if lastEvents > 0 {
