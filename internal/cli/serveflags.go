@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"fmt"
+
 	"github.com/spf13/pflag"
 
 	"github.com/datajobs/datajobs/internal/auth"
@@ -138,7 +140,7 @@ func registerUIFlags(f *pflag.FlagSet, cfg *server.Config) {
 // registerSafetyFlags: synchronizer safety (issue 11): the mass-prune guard and the configuration fingerprint.
 func registerSafetyFlags(f *pflag.FlagSet, cfg *server.Config) {
 	addGuardFlags(f, &cfg.Safety, "--sync-mode dry-run")
-	f.Int32Var(&cfg.Safety.DBMaxConns, "db-max-conns", 0, "connections of the main database pool (API and synchronizer; default: the larger of 4 and the number of CPUs); the leader lease and LISTEN have their own")
+	f.Int32Var(&cfg.Safety.DBMaxConns, "db-max-conns", 0, fmt.Sprintf("connections of the main database pool (API and synchronizer; default: the URL's pool_max_conns, else %d); the leader lease and LISTEN have their own", server.DefaultDBMaxConns))
 	f.DurationVar(&cfg.Safety.DBStatementTimeout, "db-statement-timeout", server.DefaultDBStatementTimeout, "longest a database statement of the main pool may run")
 	f.BoolVar(&cfg.NotificationWebhookAllowPrivate, "notification-webhook-allow-private", false, "let notification webhooks reach loopback, link-local and private addresses (refused by default, checked when each connection is made: a team's webhook must not reach the installation's own network)")
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/datajobs/datajobs/internal/maintenance"
 	"github.com/datajobs/datajobs/internal/stepper"
 	"github.com/datajobs/datajobs/internal/store"
+	"github.com/datajobs/datajobs/internal/synchronizer"
 	"github.com/datajobs/datajobs/internal/tracker"
 	"github.com/datajobs/datajobs/internal/trigger"
 )
@@ -50,7 +51,7 @@ type stage func(ctx context.Context, epoch int64) error
 // services: its maintenance services (with more), the pipeline stepper and the trigger
 // firer, wired together (a final status the tracker writes wakes the backfills), as stages
 // of the leader's term.
-func executionStages(cfg Config, db *store.Store, cluster *kube.Cluster, reg prometheus.Registerer, trackerMetrics *tracker.Metrics, metrics *maintenance.Metrics, more ...maintenance.Service) []stage {
+func executionStages(cfg Config, db *store.Store, cluster *kube.Cluster, syncer *synchronizer.Synchronizer, reg prometheus.Registerer, trackerMetrics *tracker.Metrics, metrics *maintenance.Metrics, more ...maintenance.Service) []stage {
 	backfills := maintenance.NewBackfills(maintenance.BackfillsConfig{Logger: cfg.Logger}, db)
 	audit := cfg.AuditRetention
 	audit.Logger = cmp.Or(audit.Logger, cfg.Logger)
@@ -63,7 +64,7 @@ func executionStages(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 		maintenance.NewAuditRetention(audit, db).Service(),
 	}, more...)
 	target := defaultTarget(cfg)
-	return append(trackerStages(cfg, db.Target(target.Name), target.Namespace, cluster, trackerMetrics, metrics, backfills.Kick),
+	return append(trackerStages(cfg, db.Target(target.Name), target.Namespace, cluster, syncer, trackerMetrics, metrics, backfills.Kick),
 		maintenance.New(maintenance.Config{Listener: db, Logger: cfg.Logger, Metrics: metrics}, services...).Run,
 		stepper.New(stepper.Config{Logger: cfg.Logger, Registerer: reg}, db).Run,
 		firer.New(firer.Config{Logger: cfg.Logger, Registerer: reg, Metrics: trigger.NewMetrics(reg)}, db).Run,
@@ -71,14 +72,16 @@ func executionStages(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 }
 
 // trackerStages builds the execution tracker of one execution target's shard (its Jobs
-// in namespace, the runs of view) and the services its cache of Jobs tells (the missed
-// runs, a run the CronJob controller started; the lateness), as stages of the shard's
-// term. onFinal, when set, hears each final status the tracker writes.
-func trackerStages(cfg Config, view store.TargetView, namespace string, cluster *kube.Cluster, metrics *tracker.Metrics,
-	maintMetrics *maintenance.Metrics, onFinal func(),
+// in namespace, the runs of view, the CronJobs as the shard's syncer caches them) and the
+// services its cache of Jobs tells (the missed runs, a run the CronJob controller started;
+// the lateness), as stages of the shard's term. onFinal, when set, hears each final status
+// the tracker writes.
+func trackerStages(cfg Config, view store.TargetView, namespace string, cluster *kube.Cluster, syncer *synchronizer.Synchronizer,
+	metrics *tracker.Metrics, maintMetrics *maintenance.Metrics, onFinal func(),
 ) []stage {
 	execs := tracker.New(tracker.Config{
 		Namespace:      namespace,
+		CronJobs:       syncer.CronJobs,
 		ResyncInterval: cfg.ResyncInterval,
 		ImagePullGrace: cfg.Executions.ImagePullGrace,
 		LogBytes:       cfg.Executions.LogBytes,

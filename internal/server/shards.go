@@ -181,9 +181,10 @@ func (s *shardSet) runShard(ctx context.Context, sh *shard) {
 // tracker and the services its Jobs tell, with the target's metrics.
 func (s *shardSet) stages(t job.Target, cluster *kube.Cluster) []stage {
 	m := s.metricsOf(t.Name)
-	stages := []stage{newSyncer(s.cfg, s.db, cluster, t, s.builds, s.keys, m.sync).Run}
+	syncer := newSyncer(s.cfg, s.db, cluster, t, s.builds, s.keys, m.sync)
+	stages := []stage{syncer.Run}
 	if s.cfg.SyncMode == SyncOn {
-		stages = append(stages, trackerStages(s.cfg, s.db.Target(t.Name), t.Namespace, cluster, m.tracker, s.maint, nil)...)
+		stages = append(stages, trackerStages(s.cfg, s.db.Target(t.Name), t.Namespace, cluster, syncer, m.tracker, s.maint, nil)...)
 	}
 	return stages
 }

@@ -1,10 +1,12 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,11 +23,20 @@ import (
 	"github.com/datajobs/datajobs/internal/synchronizer"
 )
 
+// dbMaxConns is the main pool's size: the flag's, else the URL's pool_max_conns (0: as
+// the URL says), else DefaultDBMaxConns.
+func dbMaxConns(cfg Config) int32 {
+	if cfg.Safety.DBMaxConns == 0 && strings.Contains(cfg.DatabaseURL, "pool_max_conns") {
+		return 0
+	}
+	return cmp.Or(cfg.Safety.DBMaxConns, DefaultDBMaxConns)
+}
+
 // openStore opens the main database pool of cfg (serve's and sync --once's), its metrics
 // registered in reg.
 func openStore(ctx context.Context, cfg Config, reg prometheus.Registerer) (*store.Store, error) {
 	return store.Open(ctx, store.Config{
-		URL: cfg.DatabaseURL, MaxConns: cfg.Safety.DBMaxConns, StatementTimeout: cfg.Safety.DBStatementTimeout,
+		URL: cfg.DatabaseURL, MaxConns: dbMaxConns(cfg), StatementTimeout: cfg.Safety.DBStatementTimeout,
 		Quotas: store.TeamQuotas{
 			MaxJobs: cfg.Requests.MaxJobsPerTeam, MaxSourceBytes: cfg.Requests.MaxSourceBytesPerTeam,
 			MaxActiveExecutions: cfg.Requests.MaxActiveExecutionsPerTeam,
@@ -135,7 +146,7 @@ func newSynchronizer(cfg Config, db *store.Store, cluster *kube.Cluster, reg pro
 		if u.notify, err = newDispatcher(cfg, db, reg); err != nil {
 			return synchronizerUnit{}, err
 		}
-		stages = append(stages, executionStages(cfg, db, cluster, reg, metrics.tracker, maintMetrics, maintenance.Dispatch(u.notify))...)
+		stages = append(stages, executionStages(cfg, db, cluster, u.syncer, reg, metrics.tracker, maintMetrics, maintenance.Dispatch(u.notify))...)
 	}
 	lm := leader.NewMetrics(reg)
 	u.shards = &shardSet{

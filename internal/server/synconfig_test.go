@@ -25,3 +25,23 @@ func TestThePlacementGraceCoversTheLongestRun(t *testing.T) {
 		assert.Equal(t, want, syncerConfig(cfg, synchronizer.BuildConfig{}, nil, synchronizer.NewMetrics(nil)).PlacementGrace, "max timeout %s", maxTimeout)
 	}
 }
+
+// The main pool's size: the flag's, else the URL's pool_max_conns (the pool then as the URL
+// says), else 16, not pgx's max(4, CPUs), at which every statement waited for a connection
+// on 2 CPUs at 100 trigger starts a second (bench/triggers -db-max-conns 4).
+func TestTheMainPoolIsTheFlagsTheURLsOrSixteen(t *testing.T) {
+	for _, tt := range []struct {
+		flag int32
+		url  string
+		want int32
+	}{
+		{0, "postgres://localhost/datajobs", 16},
+		{0, "postgres://localhost/datajobs?pool_max_conns=40", 0},
+		{8, "postgres://localhost/datajobs?pool_max_conns=40", 8},
+		{64, "postgres://localhost/datajobs", 64},
+	} {
+		cfg := Config{DatabaseURL: tt.url}
+		cfg.Safety.DBMaxConns = tt.flag
+		assert.Equal(t, tt.want, dbMaxConns(cfg), "flag %d, url %s", tt.flag, tt.url)
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -91,6 +92,18 @@ type Synchronizer struct {
 	configRefused string
 	// restore is the restore guard's refusal (restore.go), kept until the process ends.
 	restore *RestoreRefusal
+	// cronJobs is the running term's synced cache of CronJobs (CronJobs), nil between terms.
+	cronJobs atomic.Pointer[batchlisters.CronJobNamespaceLister]
+}
+
+// CronJobs is the running term's cache of the target's CronJobs once it has synced, nil
+// between terms: the execution tracker of the same shard reads it (tracker.Config.CronJobs)
+// rather than watching the same CronJobs again, one cache of them a shard.
+func (s *Synchronizer) CronJobs() batchlisters.CronJobNamespaceLister {
+	if l := s.cronJobs.Load(); l != nil {
+		return *l
+	}
+	return nil
 }
 
 // New builds a synchronizer over the database and the cluster's client; its writes to
@@ -300,7 +313,11 @@ func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(
 		return nil, nil, fmt.Errorf("wait for cronjob cache: %w", context.Cause(ctx))
 	}
 	t.builds = s.newBuildStage(t)
-	return t, stop, nil
+	s.cronJobs.Store(&t.lister)
+	return t, func() {
+		s.cronJobs.Store(nil)
+		stop()
+	}, nil
 }
 
 // finish ends the reconcile of a name handed over to the term's recorder, once its row

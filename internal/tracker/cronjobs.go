@@ -82,8 +82,23 @@ func (t *execTerm) cronJob(ctx context.Context, name, jobUID string) (*batchv1.C
 // current reports whether the term's watch shows cj, read before, as the CronJob there:
 // the same object at the same generation, of job incarnation jobUID, not being deleted.
 func (t *execTerm) current(cj *batchv1.CronJob, jobUID string) bool {
-	obj, ok, err := t.cronJobs.GetByKey(cj.Namespace + "/" + cj.Name)
+	m, ok := t.watched(cj.Namespace, cj.Name)
+	return ok && m.GetUID() == cj.UID && m.GetGeneration() == cj.Generation &&
+		m.GetDeletionTimestamp() == nil && m.GetLabels()[kube.LabelJobUID] == jobUID && cj.Labels[kube.LabelJobUID] == jobUID
+}
+
+// watched is what the watch shows of the CronJob namespace/name: the synchronizer's cache
+// when the tracker reads it (Config.CronJobs; none between its terms), else the term's own.
+func (t *execTerm) watched(namespace, name string) (metav1.Object, bool) {
+	if t.cronJobs == nil {
+		lister := t.x.cfg.CronJobs()
+		if lister == nil {
+			return nil, false
+		}
+		cj, err := lister.Get(name)
+		return cj, err == nil
+	}
+	obj, ok, err := t.cronJobs.GetByKey(namespace + "/" + name)
 	m, isMeta := obj.(*metav1.PartialObjectMetadata)
-	return err == nil && ok && isMeta && m.UID == cj.UID && m.Generation == cj.Generation &&
-		m.DeletionTimestamp == nil && m.Labels[kube.LabelJobUID] == jobUID && cj.Labels[kube.LabelJobUID] == jobUID
+	return m, err == nil && ok && isMeta
 }

@@ -11,8 +11,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	batchlisters "k8s.io/client-go/listers/batch/v1"
 
 	"github.com/datajobs/datajobs/internal/job"
+	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/tracker"
 )
 
@@ -34,7 +37,25 @@ func (c *cronJobReads) RoundTrip(req *http.Request) (*http.Response, error) {
 // second: about 2,000 reads, p50 137 ms each, the worker held meanwhile). A start after
 // the CronJob's job template changed runs the new template, and one after the CronJob is
 // deleted starts nothing: it waits for the CronJob and times out as before.
+//
+// The tracker tells by its own watch of the CronJobs, or by the synchronizer's cache of
+// them when the shard shares it (tracker.Config.CronJobs; here an informer as the
+// synchronizer's term makes it, with its transform).
 func TestStartsReadAnUnchangedCronJobOnceAndAChangedOneAgain(t *testing.T) {
+	t.Run("own watch", func(t *testing.T) { startsReadAnUnchangedCronJobOnce(t, nil) })
+	t.Run("the synchronizer's cache", func(t *testing.T) {
+		startsReadAnUnchangedCronJobOnce(t, func(f *execFixture) func() batchlisters.CronJobNamespaceLister {
+			factory := informers.NewSharedInformerFactoryWithOptions(f.client, 0, informers.WithNamespace(f.ns), informers.WithTransform(kube.Trim))
+			lister := factory.Batch().V1().CronJobs().Lister().CronJobs(f.ns)
+			factory.Start(t.Context().Done())
+			t.Cleanup(factory.Shutdown)
+			factory.WaitForCacheSync(t.Context().Done())
+			return func() batchlisters.CronJobNamespaceLister { return lister }
+		})
+	})
+}
+
+func startsReadAnUnchangedCronJobOnce(t *testing.T, shared func(*execFixture) func() batchlisters.CronJobNamespaceLister) {
 	f := newExecFixture(t)
 	j := f.createJob("one-read")
 	allow := "Allow"
@@ -42,7 +63,11 @@ func TestStartsReadAnUnchangedCronJobOnceAndAChangedOneAgain(t *testing.T) {
 	f.heldCronJob(j)
 
 	c := &cronJobReads{}
-	x := tracker.New(tracker.Config{Namespace: f.ns, ResyncInterval: time.Hour, StartTimeout: 3 * time.Second}, f.db, wrappedClient(t, func(rt http.RoundTripper) http.RoundTripper { c.rt = rt; return c }))
+	cfg := tracker.Config{Namespace: f.ns, ResyncInterval: time.Hour, StartTimeout: 3 * time.Second}
+	if shared != nil {
+		cfg.CronJobs = shared(f)
+	}
+	x := tracker.New(cfg, f.db, wrappedClient(t, func(rt http.RoundTripper) http.RoundTripper { c.rt = rt; return c }))
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = x.Run(ctx, f.epoch) })

@@ -22,18 +22,23 @@ import (
 // podsByJobIndex indexes the cached pods by the name of their Job (the execution id).
 const podsByJobIndex = "job-name"
 
-// startTerm starts a term's informers on this installation's Jobs, their pods and their
-// CronJobs (of those only what cronJobMeta keeps), and waits for their caches; stop ends
-// them.
+// startTerm starts a term's informers on this installation's Jobs, their pods and, unless
+// it reads the synchronizer's (Config.CronJobs), their CronJobs (of those only what
+// cronJobMeta keeps), and waits for their caches; stop ends them.
 func (x *Tracker) startTerm(ctx context.Context, epoch int64) (*execTerm, func(), error) {
 	factory := informers.NewSharedInformerFactoryWithOptions(x.client, 0, informers.WithNamespace(x.cfg.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = kube.ManagedSelector().String() }),
 		informers.WithTransform(kube.Trim)) // only what ObserveExecution and the tracker read
 	jobInformer := factory.Batch().V1().Jobs()
 	podInformer := factory.Core().V1().Pods()
-	cronJobInformer := factory.Batch().V1().CronJobs().Informer()
-	if err := cronJobInformer.SetTransform(cronJobMeta); err != nil {
-		return nil, nil, fmt.Errorf("trim cronjobs: %w", err)
+	synced := []cache.InformerSynced{jobInformer.Informer().HasSynced, podInformer.Informer().HasSynced}
+	var cronJobs cache.Indexer
+	if x.cfg.CronJobs == nil {
+		cronJobInformer := factory.Batch().V1().CronJobs().Informer()
+		if err := cronJobInformer.SetTransform(cronJobMeta); err != nil {
+			return nil, nil, fmt.Errorf("trim cronjobs: %w", err)
+		}
+		cronJobs, synced = cronJobInformer.GetIndexer(), append(synced, cronJobInformer.HasSynced)
 	}
 	if err := podInformer.Informer().AddIndexers(cache.Indexers{podsByJobIndex: func(obj any) ([]string, error) {
 		if p, ok := obj.(*corev1.Pod); ok && p.Labels[kube.LabelJobName] != "" {
@@ -46,7 +51,7 @@ func (x *Tracker) startTerm(ctx context.Context, epoch int64) (*execTerm, func()
 	m := x.cfg.Metrics
 	t := &execTerm{
 		x: x, fence: job.Fence{Epoch: epoch}, jobs: jobInformer.Lister().Jobs(x.cfg.Namespace),
-		pods: podInformer.Informer().GetIndexer(), cronJobs: cronJobInformer.GetIndexer(),
+		pods: podInformer.Informer().GetIndexer(), cronJobs: cronJobs,
 		queue: controller.NewQueue(m.queue, controller.Exponential(200*time.Millisecond, time.Minute), x.log, "execution", "execution_sync_failed"),
 		seen:  map[string]time.Time{}, deleted: newKept[*batchv1.Job](x.cfg.MaxKept),
 		deletedPods: newKept[[]*corev1.Pod](x.cfg.MaxKept),
@@ -72,7 +77,7 @@ func (x *Tracker) startTerm(ctx context.Context, epoch int64) (*execTerm, func()
 		cancel()
 		factory.Shutdown()
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), jobInformer.Informer().HasSynced, podInformer.Informer().HasSynced, cronJobInformer.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		shutDown()
 		stop()
 		return nil, nil, fmt.Errorf("wait for job, pod and cronjob caches: %w", context.Cause(ctx))

@@ -83,6 +83,12 @@ type Config struct {
 	// states of deleted Jobs, of deleted pods, and the pods whose log is to be kept
 	// (default 10,000 executions each; kept.go says what happens past it).
 	MaxKept int
+	// CronJobs, when not nil, is the cache of the namespace's CronJobs that the shard's
+	// synchronizer keeps (synchronizer.Synchronizer.CronJobs; nil while it has none): the
+	// starts tell by it whether a CronJob read before is current, and the term watches no
+	// CronJobs of its own (the same CronJobs twice in memory, and a second list of them
+	// at each term's start, beside the synchronizer's). Nil: the term watches them itself.
+	CronJobs func() batchlisters.CronJobNamespaceLister
 	// OnFinal, when not nil, is called after each final status the tracker writes (a run
 	// ended: the backfills service may start the next; maintenance.Backfills.Kick).
 	OnFinal func()
@@ -156,7 +162,8 @@ type execTerm struct {
 	jobs  batchlisters.JobNamespaceLister
 	pods  cache.Indexer
 	// cronJobs holds of each CronJob what tells whether a start may use it as read before
-	// (cronjobs.go: cronJobMeta).
+	// (cronjobs.go: cronJobMeta); nil when the synchronizer's cache is read instead
+	// (Config.CronJobs).
 	cronJobs cache.Indexer
 	queue    *controller.Queue
 
