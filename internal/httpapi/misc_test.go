@@ -65,8 +65,10 @@ func TestOpIDIsEchoedOrGeneratedAndLogged(t *testing.T) {
 	e := newEnv(t)
 	r := e.do("GET", "/data-jobs/for-team/team-a/jobs/no-such-job", "", "X-OPID", "my-op-42")
 	require.Equal(t, "my-op-42", r.header.Get("X-OPID"))
+	r = e.do("GET", "/data-jobs/for-team/team-a/info", "")
 	generated := r.header.Get("X-OPID")
 	require.NotEmpty(t, generated)
+	r = e.do("GET", "/data-jobs/for-team/team-a/info", "", "X-OPID", "has space")
 	require.NotEqual(t, "has space", r.header.Get("X-OPID"))
 	require.NotEmpty(t, r.header.Get("X-OPID"))
 
@@ -94,6 +96,7 @@ func TestAPanicAnswers500AndTheServerGoesOn(t *testing.T) {
 	require.NotContains(t, string(r.body), "boom")
 	r.vdkError(t)
 
+	require.Equal(t, http.StatusOK, e.do("GET", "/data-jobs/for-team/team-a/info", "").status)
 	var panicked bool
 	for _, l := range e.logs.lines(t) {
 		if l["msg"] == "http_handler_panic" {
