@@ -3,7 +3,6 @@ package maintenance
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -178,7 +177,7 @@ func skippedRun(w job.ScheduleWatch, at time.Time, p job.RunPolicy) job.Executio
 
 // catchUpRun is a missed run of at started late, with its logical time as an argument.
 func catchUpRun(w job.ScheduleWatch, at, now time.Time) job.NewExecution {
-	args, _ := json.Marshal(map[string]string{"logical_time": at.UTC().Format(time.RFC3339)}) // strings always marshal
+	args, _ := job.RunArgs("catch-up arguments", at) // no parts to parse: it cannot fail
 	id := job.ScheduledRunID(w.Name, at)
 	return job.NewExecution{
 		ID: id, OpID: id, StartedBy: "catch-up", Args: args, Snapshot: w.Snapshot, Start: now,
