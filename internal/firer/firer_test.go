@@ -13,9 +13,18 @@ import (
 	"github.com/datajobs/datajobs/internal/store"
 )
 
+// noBacklog is the part of a fake store with no trigger pending at a term's start and no
+// event to expire.
+type noBacklog struct{}
+
+func (noBacklog) PendingTriggers(context.Context) ([]string, error) { return nil, nil }
+
+func (noBacklog) DeleteExpiredTriggerEvents(context.Context, job.Fence) (int, error) { return 0, nil }
+
 // batches is a store whose trigger has more events left for the first firings (More):
 // each firing is noted.
 type batches struct {
+	noBacklog
 	mu    sync.Mutex
 	fired []time.Time
 	more  int // firings that leave more
@@ -27,10 +36,6 @@ func (b *batches) Listen(ctx context.Context, _ string, ready func(), notify fun
 	<-ctx.Done()
 	return ctx.Err()
 }
-
-func (b *batches) PendingTriggers(context.Context) ([]string, error) { return nil, nil }
-
-func (b *batches) DeleteExpiredTriggerEvents(context.Context, job.Fence) (int, error) { return 0, nil }
 
 func (b *batches) FireTrigger(_ context.Context, _ job.Fence, id string, _ time.Time) (store.TriggerFiring, error) {
 	b.mu.Lock()
@@ -67,6 +72,7 @@ func TestATriggerWithMoreEventsIsFiredAgainAtOnce(t *testing.T) {
 // held is a store with a pending event on each of n triggers whose firings wait for
 // release, counting those in flight.
 type held struct {
+	noBacklog
 	n       int
 	release chan struct{}
 
@@ -82,10 +88,6 @@ func (h *held) Listen(ctx context.Context, _ string, ready func(), notify func(p
 	<-ctx.Done()
 	return ctx.Err()
 }
-
-func (h *held) PendingTriggers(context.Context) ([]string, error) { return nil, nil }
-
-func (h *held) DeleteExpiredTriggerEvents(context.Context, job.Fence) (int, error) { return 0, nil }
 
 func (h *held) FireTrigger(ctx context.Context, _ job.Fence, id string, _ time.Time) (store.TriggerFiring, error) {
 	h.mu.Lock()
