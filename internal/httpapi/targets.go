@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
-	"time"
 
 	"github.com/datajobs/datajobs/internal/job"
 )
@@ -39,15 +38,11 @@ type targetRequest struct {
 	DefaultFor []string        `json:"default_for"`
 }
 
-// targetResponse is a target as the API answers it: cluster as the request has it.
+// targetResponse is a target as the API answers it: job.Target's fields, and its
+// cluster as the request has it.
 type targetResponse struct {
-	Name       string    `json:"name"`
-	Namespace  string    `json:"namespace"`
-	Cluster    any       `json:"cluster"`
-	Teams      []string  `json:"teams"`
-	DefaultFor []string  `json:"default_for"`
-	CreatedAt  time.Time `json:"created_at"`
-	UpdatedAt  time.Time `json:"updated_at"`
+	job.Target
+	Cluster any `json:"cluster"`
 }
 
 func toTargetResponse(t job.Target) targetResponse {
@@ -55,11 +50,8 @@ func toTargetResponse(t job.Target) targetResponse {
 	if !t.Local() {
 		cluster = kubeconfigCluster{t.KubeconfigSecret}
 	}
-	return targetResponse{
-		Name: t.Name, Namespace: t.Namespace, Cluster: cluster,
-		Teams: append([]string{}, t.Teams...), DefaultFor: append([]string{}, t.DefaultFor...),
-		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
-	}
+	t.Teams, t.DefaultFor = append([]string{}, t.Teams...), append([]string{}, t.DefaultFor...)
+	return targetResponse{Target: t, Cluster: cluster}
 }
 
 // targetCluster reads a request's cluster: "local" (empty secret) or an object naming the

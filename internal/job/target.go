@@ -19,8 +19,9 @@ type Target struct {
 	Name      string `json:"name"`
 	Namespace string `json:"namespace"`
 	// KubeconfigSecret names the Secret, in the default target's namespace, whose
-	// `kubeconfig` key reaches another cluster; empty is the cluster the service runs against.
-	KubeconfigSecret string `json:"kubeconfig_secret,omitempty"`
+	// `kubeconfig` key reaches another cluster; empty is the cluster the service runs
+	// against. The API answers it as the target's cluster, not as a field of its own.
+	KubeconfigSecret string `json:"-"`
 	// Teams may name the target in a deployment besides DefaultFor ("*": every team).
 	Teams []string `json:"teams"`
 	// DefaultFor are the teams whose deployments run here unless they name another target.
