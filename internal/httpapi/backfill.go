@@ -3,7 +3,6 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
-	"net/url"
 	"strconv"
 	"time"
 
@@ -68,7 +67,7 @@ func toBackfillResponse(b job.Backfill) backfillResponse {
 }
 
 func backfillLocation(team, name string, id int64) string {
-	return jobLocation(team, name) + "/deployments/release/backfills/" + url.PathEscape(strconv.FormatInt(id, 10))
+	return jobLocation(team, name) + "/deployments/release/backfills/" + strconv.FormatInt(id, 10)
 }
 
 // backfillOf returns the backfill of the path; an id that is not a number is not found.

@@ -34,37 +34,26 @@ func (a *api) pipelineRoutes(rt *router, team, jobPath string) {
 // pipelineResponse is a pipeline: the PUT body with the defaults applied, and what the
 // service knows of it.
 type pipelineResponse struct {
-	Team         string          `json:"team"`
-	PipelineName string          `json:"pipeline_name"`
-	Description  string          `json:"description"`
-	Schedule     *pl.Schedule    `json:"schedule"`
-	Enabled      bool            `json:"enabled"`
-	MaxActive    int             `json:"max_active_runs"`
-	Contacts     pl.Contacts     `json:"contacts"`
-	Nodes        []pl.Node       `json:"nodes"`
-	Revision     int             `json:"revision"`
-	LastRun      *runSummaryBody `json:"last_run"`
-	NextRunTime  *time.Time      `json:"next_run_time"`
-}
-
-type runSummaryBody struct {
-	ID          int64        `json:"id"`
-	Status      pl.RunStatus `json:"status"`
-	LogicalTime time.Time    `json:"logical_time"`
-	StartTime   time.Time    `json:"start_time"`
-	EndTime     *time.Time   `json:"end_time"`
+	Team         string         `json:"team"`
+	PipelineName string         `json:"pipeline_name"`
+	Description  string         `json:"description"`
+	Schedule     *pl.Schedule   `json:"schedule"`
+	Enabled      bool           `json:"enabled"`
+	MaxActive    int            `json:"max_active_runs"`
+	Contacts     pl.Contacts    `json:"contacts"`
+	Nodes        []pl.Node      `json:"nodes"`
+	Revision     int            `json:"revision"`
+	LastRun      *pl.RunSummary `json:"last_run"`
+	NextRunTime  *time.Time     `json:"next_run_time"`
 }
 
 func toPipelineResponse(v service.PipelineView) pipelineResponse {
 	s := v.Spec
-	out := pipelineResponse{
+	return pipelineResponse{
 		Team: v.Team, PipelineName: v.Name, Description: s.Description, Schedule: s.Schedule, Enabled: s.Enabled,
-		MaxActive: s.MaxActiveRuns, Contacts: s.Contacts, Nodes: s.Nodes, Revision: v.Revision, NextRunTime: v.NextRunTime,
+		MaxActive: s.MaxActiveRuns, Contacts: s.Contacts, Nodes: s.Nodes, Revision: v.Revision, LastRun: v.LastRun,
+		NextRunTime: v.NextRunTime,
 	}
-	if r := v.LastRun; r != nil {
-		out.LastRun = &runSummaryBody{ID: r.ID, Status: r.Status, LogicalTime: r.LogicalTime, StartTime: r.StartTime, EndTime: r.EndTime}
-	}
-	return out
 }
 
 // pageBody is a page of a list: its items and where it stands among them.
@@ -189,44 +178,6 @@ func (a *api) startPipelineRun(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-type runBody struct {
-	ID           int64         `json:"id"`
-	PipelineName string        `json:"pipeline_name"`
-	Status       pl.RunStatus  `json:"status"`
-	LogicalTime  time.Time     `json:"logical_time"`
-	StartedBy    string        `json:"started_by"`
-	StartTime    time.Time     `json:"start_time"`
-	EndTime      *time.Time    `json:"end_time"`
-	Nodes        []nodeRunBody `json:"nodes,omitempty"`
-}
-
-type nodeRunBody struct {
-	Name        string        `json:"name"`
-	JobName     string        `json:"job_name"`
-	Team        string        `json:"team"`
-	Status      pl.NodeStatus `json:"status"`
-	ExecutionID *string       `json:"execution_id"`
-	Attempt     int           `json:"attempt"`
-	StartTime   *time.Time    `json:"start_time"`
-	EndTime     *time.Time    `json:"end_time"`
-	Message     string        `json:"message"`
-	Image       string        `json:"image"`
-}
-
-func toRunBody(r pl.Run) runBody {
-	out := runBody{
-		ID: r.ID, PipelineName: r.PipelineName, Status: r.Status, LogicalTime: r.LogicalTime,
-		StartedBy: r.StartedBy, StartTime: r.StartTime, EndTime: r.EndTime,
-	}
-	for _, n := range r.Nodes {
-		out.Nodes = append(out.Nodes, nodeRunBody{
-			Name: n.Name, JobName: n.JobName, Team: n.Team, Status: n.Status, ExecutionID: n.ExecutionID,
-			Attempt: n.Attempt, StartTime: n.StartTime, EndTime: n.EndTime, Message: n.Message, Image: n.Image,
-		})
-	}
-	return out
-}
-
 // listPipelineRuns is GET …/runs?page_number=&page_size=: newest first, without nodes.
 func (a *api) listPipelineRuns(w http.ResponseWriter, r *http.Request) error {
 	page, size, err := pageOf(r)
@@ -234,7 +185,7 @@ func (a *api) listPipelineRuns(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	runs, err := a.svc.ListPipelineRuns(r.Context(), r.PathValue("team"), r.PathValue("pipeline"), page, size)
-	return replyPage(w, page, size, runs, err, toRunBody)
+	return replyPage(w, page, size, runs, err, asIs)
 }
 
 // runOf returns the run of the path; an id that is not a number is not found.
@@ -244,20 +195,13 @@ func runOf(r *http.Request) (team, name string, id int64, err error) {
 
 // getPipelineRun is GET …/runs/{run_id}: the run with the latest attempt of each node.
 func (a *api) getPipelineRun(w http.ResponseWriter, r *http.Request) error {
-	return replyItem(w, r, runOf, a.svc.GetPipelineRun, toRunBody)
+	return replyItem(w, r, runOf, a.svc.GetPipelineRun, asIs)
 }
 
 // cancelPipelineRun is DELETE …/runs/{run_id}: 200 with the run once the cancel is
 // recorded; it ends cancelled once its running executions are.
 func (a *api) cancelPipelineRun(w http.ResponseWriter, r *http.Request) error {
-	team, name, id, err := runOf(r)
-	if err != nil {
-		return err
-	}
-	if err := a.svc.CancelPipelineRun(r.Context(), team, name, id); err != nil {
-		return err
-	}
-	return a.getPipelineRun(w, r)
+	return replyItem(w, r, runOf, a.svc.CancelPipelineRun, asIs)
 }
 
 // repairPipelineRun is POST …/runs/{run_id}/repair: 202 with the nodes started again.

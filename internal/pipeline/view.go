@@ -23,34 +23,38 @@ type Pipeline struct {
 	ManagedBy string
 }
 
-// RunSummary is a run without its nodes.
+// RunSummary is a run without its nodes. The run types carry the API's names: its
+// answers are these.
 type RunSummary struct {
-	ID          int64
-	Status      RunStatus
-	LogicalTime time.Time
-	StartTime   time.Time
-	EndTime     *time.Time
+	ID          int64      `json:"id"`
+	Status      RunStatus  `json:"status"`
+	LogicalTime time.Time  `json:"logical_time"`
+	StartTime   time.Time  `json:"start_time"`
+	EndTime     *time.Time `json:"end_time"`
 }
 
 // Run is a pipeline run with the latest attempt of each node.
 type Run struct {
 	RunSummary
-	PipelineName string
-	StartedBy    string
-	Nodes        []NodeRun
+	PipelineName string    `json:"pipeline_name"`
+	StartedBy    string    `json:"started_by"`
+	Nodes        []NodeRun `json:"nodes,omitempty"`
 }
 
 // NodeRun is the latest attempt of one node of a run.
 type NodeRun struct {
-	Name, JobName, Team string
-	Status              NodeStatus
-	ExecutionID         *string
-	Attempt             int
-	StartTime, EndTime  *time.Time
-	Message             string
+	Name        string     `json:"name"`
+	JobName     string     `json:"job_name"`
+	Team        string     `json:"team"`
+	Status      NodeStatus `json:"status"`
+	ExecutionID *string    `json:"execution_id"`
+	Attempt     int        `json:"attempt"`
+	StartTime   *time.Time `json:"start_time"`
+	EndTime     *time.Time `json:"end_time"`
+	Message     string     `json:"message"`
 	// Image is the image its job was deployed with when the run started, which every
 	// attempt of the node runs ("" : none recorded, the job's CronJob's).
-	Image string
+	Image string `json:"image"`
 }
 
 // Page is one page of a list, as the jobs list pages (page_number from 1, page_size).

@@ -150,9 +150,13 @@ func (s *Service) GetPipelineRun(ctx context.Context, team, name string, id int6
 	return s.store.GetPipelineRun(ctx, team, name, id)
 }
 
-// CancelPipelineRun cancels the running run id.
-func (s *Service) CancelPipelineRun(ctx context.Context, team, name string, id int64) error {
-	return s.store.CancelPipelineRun(ctx, team, name, id)
+// CancelPipelineRun cancels the running run id and returns it as the cancel left it, as
+// CancelBackfill does a backfill.
+func (s *Service) CancelPipelineRun(ctx context.Context, team, name string, id int64) (pl.Run, error) {
+	if err := s.store.CancelPipelineRun(ctx, team, name, id); err != nil {
+		return pl.Run{}, err
+	}
+	return s.store.GetPipelineRun(ctx, team, name, id)
 }
 
 // RepairPipelineRun starts again the failed, cancelled and upstream_failed nodes of the

@@ -25,7 +25,7 @@ type PipelineService interface {
 	StartPipelineRun(ctx context.Context, team, name string, req service.RunRequest, caller string) (int64, error)
 	ListPipelineRuns(ctx context.Context, team, name string, page, size int) (pl.Page[pl.Run], error)
 	GetPipelineRun(ctx context.Context, team, name string, id int64) (pl.Run, error)
-	CancelPipelineRun(ctx context.Context, team, name string, id int64) error
+	CancelPipelineRun(ctx context.Context, team, name string, id int64) (pl.Run, error)
 	RepairPipelineRun(ctx context.Context, team, name string, id int64) ([]string, error)
 }
 
@@ -212,8 +212,8 @@ func (c *Console) startPipelineRun(w http.ResponseWriter, r *http.Request, s ses
 // cancelPipelineRun is POST …/runs/{run_id}/cancel.
 func (c *Console) cancelPipelineRun(w http.ResponseWriter, r *http.Request, _ session) error {
 	return c.runAction(w, r, func(ps PipelineService, team, name string, id int64) (string, error) {
-		return "Asked to cancel run " + strconv.FormatInt(id, 10) + ": its pending nodes will not start, its running executions are cancelled.",
-			ps.CancelPipelineRun(r.Context(), team, name, id)
+		_, err := ps.CancelPipelineRun(r.Context(), team, name, id)
+		return "Asked to cancel run " + strconv.FormatInt(id, 10) + ": its pending nodes will not start, its running executions are cancelled.", err
 	})
 }
 
