@@ -41,6 +41,7 @@ import (
 
 	"github.com/datajobs/datajobs/bench/internal/benchenv"
 	"github.com/datajobs/datajobs/bench/internal/stats"
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/stepper"
 )
@@ -87,7 +88,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	stopLeader := e.leader(stepper.Config{Workers: *workers, Interval: *interval})
+	stopLeader := e.leader(stepper.Config{KeyedSettings: controller.KeyedSettings{Workers: *workers, Interval: *interval}})
 	defer stopLeader()
 	stopWatch, err := e.observe(ctx, *poll)
 	if err != nil {

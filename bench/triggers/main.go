@@ -45,6 +45,7 @@ import (
 
 	"github.com/datajobs/datajobs/bench/internal/moments"
 	"github.com/datajobs/datajobs/bench/internal/stats"
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/firer"
 	"github.com/datajobs/datajobs/internal/httpapi"
 	"github.com/datajobs/datajobs/internal/store"
@@ -268,7 +269,7 @@ func (e *env) leader(ctx context.Context, own bool, workers, firerWorkers int) (
 		return nil, err
 	}
 	x := tracker.New(tracker.Config{Namespace: e.NS, Workers: workers, ResyncInterval: time.Hour, Logger: log, Metrics: tracker.NewMetrics(e.probe.reg)}, e.probe.store(db), client)
-	f := firer.New(firer.Config{Workers: firerWorkers, Logger: log, Registerer: e.probe.reg}, e.firings)
+	f := firer.New(firer.Config{KeyedSettings: controller.KeyedSettings{Workers: firerWorkers, Logger: log, Registerer: e.probe.reg}}, e.firings)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = x.Run(ctx, e.Epoch) })

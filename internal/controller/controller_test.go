@@ -30,7 +30,7 @@ type loopFixture struct {
 func runLoop(t *testing.T, reconcile func(context.Context, string) (Result, error)) *loopFixture {
 	t.Helper()
 	f := &loopFixture{
-		m:       NewMetrics(metric.On(nil), "test_queue", "execution", "Keys", "test_panics_total"),
+		m:       NewMetrics(metric.On(nil), "test", "execution", "Keys"),
 		logs:    &testenv.LogBuffer{},
 		stopped: make(chan struct{}),
 	}

@@ -15,25 +15,52 @@ import (
 // ResyncKey is the queue key of a keyed controller's resync (Keyed): never an id.
 const ResyncKey = "#resync"
 
-// KeyedConfig configures a Keyed loop: the settings a controller's own Config gives it
-// (its defaults applied by the controller, which names them) and the names of its queue.
-type KeyedConfig struct {
-	// Workers is how many keys are reconciled at once (the controller's default).
+// KeyedSettings are what a keyed controller's Config sets of its loop (the firer's, the
+// stepper's): one struct with one defaults method (WithDefaults), so that a controller
+// names only its own defaults.
+type KeyedSettings struct {
+	// Workers is how many keys are reconciled at once (default: the controller's
+	// WorkersDefault).
 	Workers int
-	// Interval is the period of the resync (the controller's default).
+	// Interval is the period of the resync, the controller's periodic look (default: the
+	// controller's IntervalDefault).
 	Interval time.Duration
-	// Logger receives the failed reconciles and the LISTEN's failures (default
-	// slog.Default()).
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Logger receives the reconciles' events, the failed reconciles and the LISTEN's
+	// failures (default slog.Default()).
 	Logger *slog.Logger
-	// Registerer, when set, registers the queue's metrics.
+	// Registerer, when set, registers the queue's metrics (datajobs_<name>_queue_*,
+	// datajobs_<name>_panics_total, the name the controller's KeyedConfig.Name).
 	Registerer prometheus.Registerer
+}
+
+// WithDefaults is s with its zero settings set: workers and interval, the controller's
+// defaults, time.Now and slog.Default().
+func (s KeyedSettings) WithDefaults(workers int, interval time.Duration) KeyedSettings {
+	s.Workers = cmp.Or(s.Workers, workers)
+	s.Interval = cmp.Or(s.Interval, interval)
+	if s.Now == nil {
+		s.Now = time.Now
+	}
+	s.Logger = cmp.Or(s.Logger, slog.Default())
+	return s
+}
+
+// KeyedConfig names a Keyed loop's queue, its wake-ups and its logs.
+type KeyedConfig struct {
 	// Channel is the NOTIFY channel whose payloads wake keys.
 	Channel string
-	// Prefix, Subject, Items and Panics name the metrics (NewMetrics).
-	Prefix, Subject, Items, Panics string
-	// KeyName and Failed are the log attribute of a key and the event of a failed
-	// reconcile (NewQueue).
-	KeyName, Failed string
+	// Name names the queue's metrics: datajobs_<Name>_queue_* and
+	// datajobs_<Name>_panics_total (NewMetrics).
+	Name string
+	// Subject and Items name a panic's log event (Subject+"_panic") and the keys in the
+	// metrics' help texts (NewMetrics); a failed reconcile is logged as Subject+"_failed".
+	Subject, Items string
+	// KeyName is the log attribute of a key (NewQueue).
+	KeyName string
+	// KeyOf turns a NOTIFY's payload into a key (nil: the payload is the key).
+	KeyOf func(payload string) string
 }
 
 // Keyed is the loop of a controller keyed by ids and woken by NOTIFY (the pipeline stepper,
@@ -44,21 +71,23 @@ type KeyedConfig struct {
 // resync is the reconciler's periodic look, handled by a worker like any key, so it
 // never runs twice at once and shares the workers' bound.
 type Keyed struct {
-	cfg     KeyedConfig
-	db      Listener
-	metrics *Metrics
+	set       KeyedSettings
+	cfg       KeyedConfig
+	db        Listener
+	reconcile TermReconcile
+	metrics   *Metrics
 }
 
-// NewKeyed returns the loop of cfg on db's LISTEN, its metrics registered on
-// cfg.Registerer when set.
-func NewKeyed(cfg KeyedConfig, db Listener) *Keyed {
-	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
-	m := NewMetrics(metric.On(cfg.Registerer), cfg.Prefix, cfg.Subject, cfg.Items, cfg.Panics)
-	return &Keyed{cfg: cfg, db: db, metrics: m}
+// NewKeyed returns the loop of cfg on db's LISTEN whose keys reconcile handles, with
+// settings s (WithDefaults applied), its metrics registered on s.Registerer when set.
+// A controller embeds it: its Run is the controller's.
+func NewKeyed(s KeyedSettings, cfg KeyedConfig, db Listener, reconcile TermReconcile) *Keyed {
+	if cfg.KeyOf == nil {
+		cfg.KeyOf = func(payload string) string { return payload }
+	}
+	m := NewMetrics(metric.On(s.Registerer), cfg.Name, cfg.Subject, cfg.Items)
+	return &Keyed{set: s, cfg: cfg, db: db, reconcile: reconcile, metrics: m}
 }
-
-// Logger is the loop's logger, for its reconciler's own events.
-func (k *Keyed) Logger() *slog.Logger { return k.cfg.Logger }
 
 // Term is one leadership term of a Keyed loop as its reconcile sees it: the lease epoch
 // that fences the term's writes, and the term's queue, to which a reconcile may add keys.
@@ -71,26 +100,23 @@ type Term struct {
 type TermReconcile func(ctx context.Context, t Term, key string) (Result, error)
 
 // Run reconciles keys until ctx ends, as the leader of term epoch: a new queue (a deposed
-// term's keys go with its queue), the workers running reconcile, the LISTEN (keyOf turns
-// a payload into a key; nil: the payload is the key) and the resync's plans. On return
-// every goroutine it started has stopped.
-func (k *Keyed) Run(ctx context.Context, epoch int64, keyOf func(payload string) string, reconcile TermReconcile) error {
-	if keyOf == nil {
-		keyOf = func(payload string) string { return payload }
-	}
-	q := NewQueue(k.metrics, Exponential(100*time.Millisecond, 30*time.Second), k.cfg.Logger, k.cfg.KeyName, k.cfg.Failed)
+// term's keys go with its queue), the workers running the reconcile, the LISTEN whose
+// payloads are keys (KeyOf) and the resync's plans. On return every goroutine it started
+// has stopped.
+func (k *Keyed) Run(ctx context.Context, epoch int64) error {
+	q := NewQueue(k.metrics, Exponential(100*time.Millisecond, 30*time.Second), k.set.Logger, k.cfg.KeyName, k.cfg.Subject+"_failed")
 	t := Term{Epoch: epoch, Queue: q}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer q.ShutDown()
 	wg.Go(func() {
-		Run(ctx, q, k.cfg.Workers, func(ctx context.Context, key string) (Result, error) { return reconcile(ctx, t, key) })
+		Run(ctx, q, k.set.Workers, func(ctx context.Context, key string) (Result, error) { return k.reconcile(ctx, t, key) })
 	})
 	wg.Go(func() {
-		Listen(ctx, k.db, k.cfg.Channel, 500*time.Millisecond, k.cfg.Logger,
-			func(bool) { q.Add(ResyncKey) }, func(payload string) { q.Add(keyOf(payload)) })
+		Listen(ctx, k.db, k.cfg.Channel, 500*time.Millisecond, k.set.Logger,
+			func(bool) { q.Add(ResyncKey) }, func(payload string) { q.Add(k.cfg.KeyOf(payload)) })
 	})
-	wg.Go(func() { Every(ctx, k.cfg.Interval, func() bool { q.Add(ResyncKey); return true }) })
+	wg.Go(func() { Every(ctx, k.set.Interval, func() bool { q.Add(ResyncKey); return true }) })
 	<-ctx.Done()
 	return nil
 }

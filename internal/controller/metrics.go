@@ -29,9 +29,11 @@ type Metrics struct {
 }
 
 // NewMetrics returns the metrics of the queue of items (what its Help texts call a
-// key), named prefix (datajobs_sync_queue_depth, ...), whose panics are logged as
-// subject+"_panic" and counted as panicsName, registered by f with the owner's others.
-func NewMetrics(f metric.Factory, prefix, subject, items, panicsName string) *Metrics {
+// key), named for name (datajobs_<name>_queue_depth, ...), whose panics are logged as
+// subject+"_panic" and counted as datajobs_<name>_panics_total, registered by f with the
+// owner's others.
+func NewMetrics(f metric.Factory, name, subject, items string) *Metrics {
+	prefix := "datajobs_" + name + "_queue"
 	buckets := prometheus.ExponentialBuckets(0.001, 4, 10)
 	return &Metrics{
 		prefix: prefix, subject: subject,
@@ -43,7 +45,7 @@ func NewMetrics(f metric.Factory, prefix, subject, items, panicsName string) *Me
 		longestRunning: f.Gauge(prefix+"_longest_running_processor_seconds", "Age of the longest reconcile in progress."),
 		retries:        f.Counter(prefix+"_retries_total", items+" re-queued with backoff after a failure or a stale view."),
 		results:        f.CounterVec(prefix+"_results_total", "Reconciles by result: success, error, requeue (with backoff), requeue_after, terminal (not retried until something changes).", "result"),
-		panics:         f.Counter(panicsName, "Reconciles that panicked (recovered, logged with the key, retried with backoff)."),
+		panics:         f.Counter("datajobs_"+name+"_panics_total", "Reconciles that panicked (recovered, logged with the key, retried with backoff)."),
 	}
 }
 

@@ -18,10 +18,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"log/slog"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
@@ -45,22 +42,16 @@ const (
 
 // Config configures the firer.
 type Config struct {
-	// Workers is how many triggers are fired at once (default WorkersDefault).
-	Workers int
-	// Interval is the period of the resync, the safety-net pass (default IntervalDefault).
-	Interval time.Duration
+	// KeyedSettings are its loop's (defaults WorkersDefault triggers fired at once, a
+	// resync every IntervalDefault); the Logger receives the firings that start
+	// something, the Registerer the queue's metrics (datajobs_trigger_queue_*,
+	// datajobs_trigger_panics_total).
+	controller.KeyedSettings
 	// BusyRetry is when a trigger whose target was busy is tried again (default
 	// BusyRetryDefault).
 	BusyRetry time.Duration
-	// Now is the clock (default time.Now).
-	Now func() time.Time
-	// Logger receives the firings that start something (default slog.Default()).
-	Logger *slog.Logger
 	// Metrics counts the events started, coalesced and skipped (nil: none).
 	Metrics *trigger.Metrics
-	// Registerer, when set, registers the queue's metrics (datajobs_trigger_queue_*,
-	// datajobs_trigger_panics_total).
-	Registerer prometheus.Registerer
 }
 
 // Store is what the firer reads and writes (store.Store implements it).
@@ -71,35 +62,25 @@ type Store interface {
 	DeleteExpiredTriggerEvents(ctx context.Context, fence job.Fence) (int, error)
 }
 
-// Firer fires triggers on the leader.
+// Firer fires triggers on the leader. Its Run (controller.Keyed) fires them until ctx
+// ends, as the leader of a term: the term's queue of trigger ids and its workers, the
+// LISTEN that feeds it (a payload is a trigger id), and the resync once it listens and
+// every Interval; on return every goroutine it started has stopped.
 type Firer struct {
-	cfg  Config
-	db   Store
-	loop *controller.Keyed
+	*controller.Keyed
+	cfg Config
+	db  Store
 }
 
 // New returns a firer of db's triggers.
 func New(cfg Config, db Store) *Firer {
 	cfg.BusyRetry = cmp.Or(cfg.BusyRetry, BusyRetryDefault)
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	loop := controller.NewKeyed(controller.KeyedConfig{
-		Workers: cmp.Or(cfg.Workers, WorkersDefault), Interval: cmp.Or(cfg.Interval, IntervalDefault),
-		Logger: cfg.Logger, Registerer: cfg.Registerer,
-		Channel: store.TriggerEventsChannel, Prefix: "datajobs_trigger_queue", Subject: "trigger_fire",
-		Items: "Trigger ids", Panics: "datajobs_trigger_panics_total", KeyName: "trigger", Failed: "trigger_fire_failed",
-	}, db)
-	cfg.Logger = loop.Logger()
-	return &Firer{cfg: cfg, db: db, loop: loop}
-}
-
-// Run fires triggers until ctx ends, as the leader of term epoch: the term's queue of
-// trigger ids and its workers, the LISTEN that feeds it (a payload is a trigger id), and
-// the resync once it listens and every Interval (controller.Keyed). On return every
-// goroutine it started has stopped.
-func (f *Firer) Run(ctx context.Context, epoch int64) error {
-	return f.loop.Run(ctx, epoch, nil, f.reconcile)
+	cfg.KeyedSettings = cfg.WithDefaults(WorkersDefault, IntervalDefault)
+	f := &Firer{cfg: cfg, db: db}
+	f.Keyed = controller.NewKeyed(cfg.KeyedSettings, controller.KeyedConfig{
+		Channel: store.TriggerEventsChannel, Name: "trigger", Subject: "trigger_fire", Items: "Trigger ids", KeyName: "trigger",
+	}, db, f.reconcile)
+	return f
 }
 
 // reconcile handles one key of term t: a firing of the trigger it names, or the resync.

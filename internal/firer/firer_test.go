@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/store"
 )
@@ -56,7 +57,7 @@ func (b *batches) firings() int {
 func TestATriggerWithMoreEventsIsFiredAgainAtOnce(t *testing.T) {
 	t.Parallel()
 	db := &batches{more: 4}
-	f := New(Config{Workers: 2, Interval: time.Hour, BusyRetry: time.Hour}, db)
+	f := New(Config{KeyedSettings: controller.KeyedSettings{Workers: 2, Interval: time.Hour}, BusyRetry: time.Hour}, db)
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = f.Run(ctx, 1) })
@@ -114,7 +115,7 @@ func (h *held) count() int {
 func TestTheFiringsOfEightTriggersAreInFlightAtOnce(t *testing.T) {
 	t.Parallel()
 	h := &held{n: 8, release: make(chan struct{})}
-	f := New(Config{Interval: time.Hour, BusyRetry: time.Hour}, h)
+	f := New(Config{KeyedSettings: controller.KeyedSettings{Interval: time.Hour}, BusyRetry: time.Hour}, h)
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = f.Run(ctx, 1) })

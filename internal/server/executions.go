@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/firer"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
@@ -66,8 +67,8 @@ func executionStages(cfg Config, db *store.Store, cluster *kube.Cluster, syncer 
 	target := defaultTarget(cfg)
 	return append(trackerStages(cfg, db.Target(target.Name), target.Namespace, cluster, syncer, trackerMetrics, metrics, backfills.Kick),
 		maintenance.New(maintenance.Config{Listener: db, Logger: cfg.Logger, Metrics: metrics}, services...).Run,
-		stepper.New(stepper.Config{Logger: cfg.Logger, Registerer: reg}, db).Run,
-		firer.New(firer.Config{Logger: cfg.Logger, Registerer: reg, Metrics: trigger.NewMetrics(reg)}, db).Run,
+		stepper.New(stepper.Config{KeyedSettings: controller.KeyedSettings{Logger: cfg.Logger, Registerer: reg}}, db).Run,
+		firer.New(firer.Config{KeyedSettings: controller.KeyedSettings{Logger: cfg.Logger, Registerer: reg}, Metrics: trigger.NewMetrics(reg)}, db).Run,
 	)
 }
 

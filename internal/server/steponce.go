@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/stepper"
 	"github.com/datajobs/datajobs/internal/store"
@@ -19,7 +20,7 @@ func StepOnce(ctx context.Context, cfg Config) (stepper.Report, error) {
 		return stepper.Report{}, err
 	}
 	defer db.Close()
-	s := stepper.New(stepper.Config{Logger: cfg.Logger}, db)
+	s := stepper.New(stepper.Config{KeyedSettings: controller.KeyedSettings{Logger: cfg.Logger}}, db)
 	if cfg.SyncMode == SyncDryRun {
 		return s.Plan(ctx)
 	}

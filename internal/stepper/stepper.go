@@ -13,15 +13,11 @@
 package stepper
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
@@ -41,17 +37,11 @@ const (
 
 // Config configures the stepper.
 type Config struct {
-	// Workers is how many runs are stepped at once (default WorkersDefault).
-	Workers int
-	// Interval is the period of the resync (default IntervalDefault).
-	Interval time.Duration
-	// Now is the clock (default time.Now).
-	Now func() time.Time
-	// Logger receives the steps that start or end something (default slog.Default()).
-	Logger *slog.Logger
-	// Registerer, when set, registers the queue's metrics
-	// (datajobs_pipeline_runs_queue_*, datajobs_pipeline_runs_panics_total).
-	Registerer prometheus.Registerer
+	// KeyedSettings are its loop's (defaults WorkersDefault runs stepped at once, a
+	// resync every IntervalDefault); the Logger receives the steps that start or end
+	// something, the Registerer the queue's metrics (datajobs_pipeline_runs_queue_*,
+	// datajobs_pipeline_runs_panics_total).
+	controller.KeyedSettings
 }
 
 // Store is what the stepper reads and writes (store.Store implements it).
@@ -67,33 +57,25 @@ type Store interface {
 	AdvancePipelineBackfill(ctx context.Context, fence job.Fence, id int64) ([]int64, error)
 }
 
-// Stepper steps pipeline runs on the leader.
+// Stepper steps pipeline runs on the leader. Its Run (controller.Keyed) steps them until
+// ctx ends, as the leader of a term: the term's queue of run ids and its workers, the
+// LISTEN that feeds it, and the resync once it listens and every Interval; on return
+// every goroutine it started has stopped.
 type Stepper struct {
-	cfg  Config
-	db   Store
-	loop *controller.Keyed
+	*controller.Keyed
+	cfg Config
+	db  Store
 }
 
 // New returns a stepper of db's runs.
 func New(cfg Config, db Store) *Stepper {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	loop := controller.NewKeyed(controller.KeyedConfig{
-		Workers: cmp.Or(cfg.Workers, WorkersDefault), Interval: cmp.Or(cfg.Interval, IntervalDefault),
-		Logger: cfg.Logger, Registerer: cfg.Registerer,
-		Channel: store.PipelineRunsChannel, Prefix: "datajobs_pipeline_runs_queue", Subject: "pipeline_step",
-		Items: "Pipeline run ids", Panics: "datajobs_pipeline_runs_panics_total", KeyName: "pipeline_run", Failed: "pipeline_step_failed",
-	}, db)
-	cfg.Logger = loop.Logger()
-	return &Stepper{cfg: cfg, db: db, loop: loop}
-}
-
-// Run steps pipeline runs until ctx ends, as the leader of term epoch: the term's queue of
-// run ids and its workers, the LISTEN that feeds it, and the resync once it listens and
-// every Interval (controller.Keyed). On return every goroutine it started has stopped.
-func (s *Stepper) Run(ctx context.Context, epoch int64) error {
-	return s.loop.Run(ctx, epoch, keyOf, s.reconcile)
+	cfg.KeyedSettings = cfg.WithDefaults(WorkersDefault, IntervalDefault)
+	s := &Stepper{cfg: cfg, db: db}
+	s.Keyed = controller.NewKeyed(cfg.KeyedSettings, controller.KeyedConfig{
+		Channel: store.PipelineRunsChannel, Name: "pipeline_runs", Subject: "pipeline_step", Items: "Pipeline run ids",
+		KeyName: "pipeline_run", KeyOf: keyOf,
+	}, db, s.reconcile)
+	return s
 }
 
 // keyOf is the queue key of a NOTIFY's payload: a run id, or the resync for anything else

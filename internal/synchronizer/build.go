@@ -268,7 +268,7 @@ type BuildMetrics struct {
 func NewBuildMetrics(reg prometheus.Registerer) *BuildMetrics {
 	f := metric.On(reg)
 	return &BuildMetrics{
-		queue:     controller.NewMetrics(f, "datajobs_build_queue", "build", "Job names", "datajobs_build_panics_total"),
+		queue:     controller.NewMetrics(f, "build", "build", "Job names"),
 		builds:    f.CounterVec("datajobs_build_builds_total", "Image builds, by result (ok, user_error, platform_error).", "result"),
 		duration:  f.Histogram("datajobs_build_duration_seconds", "Time to build and push one image, pip included.", prometheus.ExponentialBuckets(0.05, 2, 14)),
 		pushed:    f.Counter("datajobs_build_pushed_bytes_total", "Bytes of layers uploaded to the registry."),

@@ -34,7 +34,7 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	f := metric.On(reg)
 	return &Metrics{
-		queue:          controller.NewMetrics(f, "datajobs_sync_queue", "sync", "Job names", "datajobs_sync_panics_total"),
+		queue:          controller.NewMetrics(f, "sync", "sync", "Job names"),
 		passes:         f.CounterVec("datajobs_sync_passes_total", "Full resync passes, by result (ok or error).", "result"),
 		passDuration:   f.Histogram("datajobs_sync_pass_duration_seconds", "Time to load and plan every job in a full resync pass.", prometheus.ExponentialBuckets(0.005, 2, 14)),
 		reconciles:     f.CounterVec("datajobs_sync_reconciles_total", "Reconciles of one job, by planned action and result (ok or error).", "action", "result"),

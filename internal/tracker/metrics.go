@@ -35,8 +35,8 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	f := metric.On(reg)
 	return &Metrics{
-		queue:          controller.NewMetrics(f, "datajobs_executions_queue", "execution", "Execution ids", "datajobs_executions_panics_total"),
-		logQueue:       controller.NewMetrics(f, "datajobs_execution_logs_queue", "execution_log", "Execution ids", "datajobs_execution_logs_panics_total"),
+		queue:          controller.NewMetrics(f, "executions", "execution", "Execution ids"),
+		logQueue:       controller.NewMetrics(f, "execution_logs", "execution_log", "Execution ids"),
 		started:        f.Counter("datajobs_executions_jobs_created_total", "Kubernetes Jobs created for manual starts."),
 		finished:       f.CounterVec("datajobs_executions_finished_total", "Tracker recorded with a final status, by type and status.", "type", "status"),
 		duration:       f.HistogramVec("datajobs_execution_duration_seconds", "Duration of finished executions, by final status.", prometheus.ExponentialBuckets(1, 2, 18), "status"),

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/pipeline"
 	"github.com/datajobs/datajobs/internal/service"
@@ -44,7 +45,7 @@ func (f *execFixture) recordApplied(name string) {
 // startStepper runs a stepper of epoch beside the tracker until the test ends or the
 // returned stop is called.
 func (f *execFixture) startStepper(epoch int64) (stop func()) {
-	return f.startStepperWith(stepper.Config{Interval: time.Second}, epoch)
+	return f.startStepperWith(stepper.Config{KeyedSettings: controller.KeyedSettings{Interval: time.Second}}, epoch)
 }
 
 // startStepperWith runs a stepper of cfg and epoch beside the tracker until the test ends
