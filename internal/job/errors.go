@@ -122,6 +122,17 @@ func NotFoundInTeam(kind, team, name string) *Error {
 		notProcessed, fmt.Sprintf("Check the team and %s name (GET …/%ss lists them).", kind, kind))
 }
 
+// JobNotGranted reports a use of the job name of team by grantee (a pipeline's node, a
+// trigger) that team has not granted: what says the use refused, consequence what was not
+// done.
+func JobNotGranted(what, team, name, grantee, consequence string) *Error {
+	return NewError(KindForbidden, what,
+		fmt.Sprintf("Team %q has not granted job %q to team %q.", team, name, grantee),
+		consequence,
+		fmt.Sprintf("A member of team %q grants it: PUT /data-jobs/for-team/%s/jobs/%s/grants/%s.", team, team, name, grantee),
+	)
+}
+
 // DeploymentNotFound reports a job that has no deployment.
 func DeploymentNotFound(name string) *Error {
 	return NewError(KindNotFound, fmt.Sprintf("The data job %q has no deployment.", name),

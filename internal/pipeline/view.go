@@ -127,12 +127,8 @@ func UnknownJob(node, team, name string) *job.Error {
 
 // NotGranted reports a node whose job belongs to a team that did not grant it.
 func NotGranted(pipelineTeam, node, team, name string) *job.Error {
-	return job.NewError(job.KindForbidden,
-		fmt.Sprintf("Node %q may not run the job %q of team %q.", node, name, team),
-		fmt.Sprintf("Team %q has not granted job %q to team %q.", team, name, pipelineTeam),
-		"The pipeline was not stored.",
-		fmt.Sprintf("A member of team %q grants it: PUT /data-jobs/for-team/%s/jobs/%s/grants/%s.", team, team, name, pipelineTeam),
-	)
+	return job.JobNotGranted(fmt.Sprintf("Node %q may not run the job %q of team %q.", node, name, team),
+		team, name, pipelineTeam, "The pipeline was not stored.")
 }
 
 // UsedByPipeline reports a delete of a job a pipeline runs.

@@ -51,12 +51,8 @@ func UnknownTarget(field, kind, team, name string) *job.Error {
 // NotGranted reports an outcome trigger on another team's job or pipeline without its grant.
 // The same answer whether it exists or not: no probing other teams.
 func NotGranted(team, kind, upstreamTeam, name string) *job.Error {
-	e := job.NewError(job.KindForbidden,
-		fmt.Sprintf("A trigger of team %q may not follow the %s %q of team %q.", team, kind, name, upstreamTeam),
-		fmt.Sprintf("Team %q has not granted %s %q to team %q.", upstreamTeam, kind, name, team),
-		"The trigger was not created.",
-		fmt.Sprintf("A member of team %q grants it: PUT /data-jobs/for-team/%s/jobs/%s/grants/%s.", upstreamTeam, upstreamTeam, name, team),
-	)
+	e := job.JobNotGranted(fmt.Sprintf("A trigger of team %q may not follow the %s %q of team %q.", team, kind, name, upstreamTeam),
+		upstreamTeam, name, team, "The trigger was not created.")
 	if kind == "pipeline" {
 		e.Why = "Pipelines are not granted across teams; only jobs are."
 		e.Countermeasures = "Follow the outcome of a job of the other team that it grants, or of a pipeline of your own team."
