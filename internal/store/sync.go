@@ -148,9 +148,7 @@ func loadSyncStates(ctx context.Context, db batchSender, target string, names []
 // move missed (a restart), tells a CronJob of one left in this target's namespace from an
 // orphan (plan.go). With one target, it reads no row.
 func queueElsewhere(batch *pgx.Batch, states map[string]job.SyncState, target string) {
-	batch.Queue(`SELECT j.name, j.uid::text, `+jobTarget+` FROM data_job j
-LEFT JOIN desired_data_job_deployment d ON d.data_job_name = j.name
-LEFT JOIN execution_target_team tt ON tt.team = j.team WHERE `+jobTarget+` <> $1`, target).Query(func(rows pgx.Rows) error {
+	batch.Queue(`SELECT j.name, j.uid::text, `+jobTarget+jobsElsewhere, target).Query(func(rows pgx.Rows) error {
 		var name, uid, other string
 		_, err := pgx.ForEachRow(rows, []any{&name, &uid, &other}, func() error {
 			states[name] = job.SyncState{Name: name, Elsewhere: &job.Elsewhere{Target: other, JobUID: uid}}
@@ -158,6 +156,33 @@ LEFT JOIN execution_target_team tt ON tt.team = j.team WHERE `+jobTarget+` <> $1
 		})
 		return err
 	})
+}
+
+// jobsElsewhere is the rows of the jobs whose CronJobs belong in another target than $1.
+const jobsElsewhere = ` FROM data_job j
+LEFT JOIN desired_data_job_deployment d ON d.data_job_name = j.name
+LEFT JOIN execution_target_team tt ON tt.team = j.team WHERE ` + jobTarget + ` <> $1`
+
+// JobsElsewhere returns which of names are jobs whose CronJobs belong in another target
+// than the default one (TargetView for another's): a shard skips their NOTIFYs.
+func (s *Store) JobsElsewhere(ctx context.Context, names []string) (map[string]bool, error) {
+	return s.jobsElsewhere(ctx, DefaultTarget, names)
+}
+
+func (s *Store) jobsElsewhere(ctx context.Context, target string, names []string) (map[string]bool, error) {
+	rows, err := s.pool.Query(ctx, `SELECT j.name`+jobsElsewhere+` AND j.name = ANY($2)`, target, names)
+	if err != nil {
+		return nil, translate(fmt.Errorf("read the jobs of other targets: %w", err))
+	}
+	out := map[string]bool{}
+	var name string
+	if _, err := pgx.ForEachRow(rows, []any{&name}, func() error {
+		out[name] = true
+		return nil
+	}); err != nil {
+		return nil, translate(fmt.Errorf("read the jobs of other targets: %w", err))
+	}
+	return out, nil
 }
 
 func scanSyncJob(rows pgx.Rows, profiles map[string]*job.Profile) (*job.Job, *job.Deployment, string, error) {

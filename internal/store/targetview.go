@@ -41,6 +41,11 @@ func (v TargetView) LoadSyncChanges(ctx context.Context, since SyncCursor) (Sync
 	return v.loadSyncChanges(ctx, v.target, since)
 }
 
+// JobsElsewhere is Store.JobsElsewhere as the target's shard sees it.
+func (v TargetView) JobsElsewhere(ctx context.Context, names []string) (map[string]bool, error) {
+	return v.jobsElsewhere(ctx, v.target, names)
+}
+
 // ActiveExecutions is Store.ActiveExecutions of the target.
 func (v TargetView) ActiveExecutions(ctx context.Context) ([]job.TrackedExecution, error) {
 	return v.activeExecutions(ctx, v.target)

@@ -141,7 +141,9 @@ func planAll(states map[string]job.SyncState, lives []*batchv1.CronJob, cfg kube
 // behind the cursor (a restore, its transaction ids or revisions lower than before).
 
 // passStates is the term's copy of the database's sync states, as of its latest read.
+// Only the pass writes it; mu orders its writes with has, which the NOTIFY listener asks.
 type passStates struct {
+	mu       sync.Mutex
 	states   map[string]job.SyncState
 	cursor   store.SyncCursor
 	lastFull time.Time
@@ -161,6 +163,7 @@ func (t *term) readStates(ctx context.Context) (map[string]job.SyncState, bool, 
 	if err != nil {
 		return nil, false, err
 	}
+	c.mu.Lock()
 	if ch.Full {
 		c.states, c.lastFull = map[string]job.SyncState{}, t.s.cfg.Now() // not the read's map: sized for every target's jobs
 		for name, st := range ch.States {
@@ -177,6 +180,7 @@ func (t *term) readStates(ctx context.Context) (map[string]job.SyncState, bool, 
 			}
 		}
 	}
+	c.mu.Unlock()
 	c.cursor = ch.Cursor
 	if ch.Stale && !t.s.cfg.DryRun {
 		// What the read before this one saw is in every later one's states: forget it.
@@ -185,6 +189,14 @@ func (t *term) readStates(ctx context.Context) (map[string]job.SyncState, bool, 
 		}
 	}
 	return maps.Clone(c.states), ch.Full, nil
+}
+
+// has reports whether the latest read kept a state of name.
+func (c *passStates) has(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.states[name]
+	return ok
 }
 
 // keeps reports whether the term keeps the state st of name that a read returned: not one

@@ -56,6 +56,7 @@ type Store interface {
 	Listen(ctx context.Context, channel string, ready func(), notify func(payload string)) error
 	DeliveredTeamOAuth(ctx context.Context) ([]secrets.TeamOAuth, error)
 	ListProfiles(ctx context.Context) ([]job.ProfileRecord, error)
+	JobsElsewhere(ctx context.Context, names []string) (map[string]bool, error)
 }
 
 // Applier is what the synchronizer writes to Kubernetes (implemented by *kube.Applier,
@@ -150,6 +151,8 @@ type term struct {
 	prefetched map[string]Plan
 	notified   map[string]int64
 	notifies   int64
+	// notices are the notified names not yet known to be the shard's (loop.go).
+	notices *notices
 
 	// passStates are the states of the latest pass, which the next one brings up to date
 	// (passstate.go); only the pass uses them, and only one pass runs at a time.
@@ -196,6 +199,7 @@ func (s *Synchronizer) Run(ctx context.Context, epoch int64) error {
 		t.records.stop()
 	}()
 	wg.Go(func() { t.listen(ctx) })
+	wg.Go(func() { t.sortNotices(ctx) })
 	if t.teams != nil {
 		wg.Go(func() { t.listenTeamOAuth(ctx) })
 	}
@@ -266,7 +270,7 @@ func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(
 	queue := controller.NewQueue(s.metrics.queue, controller.Exponential(s.cfg.RetryBase, s.cfg.RetryMax), s.log, "job", "")
 	t := &term{
 		s: s, fence: job.Fence{Epoch: epoch}, render: render, lister: informer.Lister().CronJobs(s.cfg.Render.Namespace), queue: queue,
-		echoes: map[string]echo{}, prefetched: map[string]Plan{}, notified: map[string]int64{},
+		echoes: map[string]echo{}, prefetched: map[string]Plan{}, notified: map[string]int64{}, notices: newNotices(),
 	}
 
 	enqueue := func(obj any) {

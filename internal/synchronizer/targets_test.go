@@ -23,6 +23,12 @@ import (
 // returns its metrics' registry.
 func (f *fixture) shardOf(t job.Target) prometheus.Gatherer {
 	f.t.Helper()
+	return f.shardOn(t, f.db.Target(t.Name))
+}
+
+// shardOn is shardOf with the store db.
+func (f *fixture) shardOn(t job.Target, db synchronizer.Store) prometheus.Gatherer {
+	f.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	epoch, ok, err := f.db.TryAcquireLease(ctx, store.ShardLeaseName(t.Name), "test", time.Hour)
 	require.NoError(f.t, err)
@@ -34,7 +40,7 @@ func (f *fixture) shardOf(t job.Target) prometheus.Gatherer {
 	s := synchronizer.New(synchronizer.Config{
 		Target: t.Name, Render: render, Workers: 4, ResyncInterval: time.Hour,
 		RetryBase: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond, Metrics: synchronizer.NewMetrics(reg),
-	}, f.db.Target(t.Name), f.client, nil)
+	}, db, f.client, nil)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
