@@ -56,12 +56,8 @@ func (s *loadSpy) seen() []string {
 // and reads none of the default target's job's deployment and three changes.
 func TestAShardReadsNoStateOfAnotherTargetsJobOnItsNotify(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	ctx := t.Context()
 	second := job.Target{Name: "second", Namespace: testenv.Namespace(t), DefaultFor: []string{moverTeam}}
-	_, err := f.db.PutTarget(ctx, second)
-	require.NoError(t, err)
-	f.start()
+	f := newWithTarget(t, second)
 	spy := &loadSpy{Store: f.db.Target(second.Name)}
 	f.shardOn(second, spy)
 	f.deployStaysPutAndMover()
@@ -75,7 +71,7 @@ func TestAShardReadsNoStateOfAnotherTargetsJobOnItsNotify(t *testing.T) {
 	// it heard those of stays-put before it.
 	before := spy.reads(mover)
 	disabled := false
-	_, err = f.svc.PatchDeployment(ctx, moverTeam, mover, job.DeploymentChange{Enabled: &disabled}, "bob")
+	_, err := f.svc.PatchDeployment(t.Context(), moverTeam, mover, job.DeploymentChange{Enabled: &disabled}, "bob")
 	require.NoError(t, err)
 	f.eventually(func() bool { return spy.reads(mover) > before }, "the second shard reads its own job's change")
 	f.synced("stays-put")

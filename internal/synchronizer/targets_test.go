@@ -76,6 +76,16 @@ func (f *fixture) actualTarget(name string) string {
 	return target
 }
 
+// newWithTarget is a fixture with the execution target second, whose default shard runs.
+func newWithTarget(t *testing.T, second job.Target) *fixture {
+	t.Helper()
+	f := newFixture(t)
+	_, err := f.db.PutTarget(t.Context(), second)
+	require.NoError(t, err)
+	f.start()
+	return f
+}
+
 // mover is the job of team moverTeam that newTwoTargets deploys beside "stays-put" of team.
 const mover, moverTeam = "mover-job", "team-b"
 
@@ -84,12 +94,8 @@ const mover, moverTeam = "mover-job", "team-b"
 // the default target.
 func newTwoTargets(t *testing.T) (*fixture, job.Target) {
 	t.Helper()
-	f := newFixture(t)
-	ctx := t.Context()
 	second := job.Target{Name: "second", Namespace: testenv.Namespace(t)}
-	_, err := f.db.PutTarget(ctx, second)
-	require.NoError(t, err)
-	f.start()
+	f := newWithTarget(t, second)
 	f.shardOf(second)
 	f.deployStaysPutAndMover()
 	f.synced("stays-put")
@@ -182,12 +188,8 @@ func TestAShardDownDuringAMoveDeletesItsCronJobWhenItComesBack(t *testing.T) {
 // default, the CronJob moves back and nothing is left in the named target.
 func TestADeploymentNamingATargetRunsThereAndComesBack(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	ctx := t.Context()
 	second := job.Target{Name: "second", Namespace: testenv.Namespace(t), Teams: []string{team}}
-	_, err := f.db.PutTarget(ctx, second)
-	require.NoError(t, err)
-	f.start()
+	f := newWithTarget(t, second)
 	f.shardOf(second)
 	f.createJob("stays-put")
 	f.deploy("stays-put", job.DeploymentChange{JobVersion: ptr("v1")})
@@ -217,12 +219,8 @@ func TestADeploymentNamingATargetRunsThereAndComesBack(t *testing.T) {
 // targets").
 func TestAShardPlansOnlyItsOwnTargetsJobs(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	ctx := t.Context()
 	second := job.Target{Name: "second", Namespace: testenv.Namespace(t), DefaultFor: []string{moverTeam}}
-	_, err := f.db.PutTarget(ctx, second)
-	require.NoError(t, err)
-	f.start()
+	f := newWithTarget(t, second)
 	f.deployStaysPutAndMover()
 	f.synced("stays-put")
 
