@@ -170,7 +170,7 @@ func (e *env) leader() (stop func()) {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	x := tracker.New(tracker.Config{Namespace: e.NS, Logger: log}, e.DB, e.Client)
 	m := maintenance.New(maintenance.Config{Listener: e.DB, Logger: log},
-		maintenance.NewMissedRuns(maintenance.MissedRunsConfig{Jobs: x, Logger: log}, e.DB).Service(),
+		maintenance.NewMissedRuns(maintenance.MissedRunsConfig{Jobs: x, Settings: maintenance.Settings{Logger: log}}, e.DB).Service(),
 		maintenance.NewLateness(maintenance.LatenessConfig{Jobs: x}, e.DB).Service())
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

@@ -3,7 +3,6 @@ package maintenance
 import (
 	"cmp"
 	"context"
-	"log/slog"
 	"time"
 
 	"github.com/datajobs/datajobs/internal/job"
@@ -22,8 +21,9 @@ const (
 // AuditRetentionConfig configures the retention of the audit log and of the revisions
 // (issue 41, M1: without it any team member could fill the database's disk through them).
 type AuditRetentionConfig struct {
-	// Interval is the period of the cleanup (default RetentionIntervalDefault).
-	Interval time.Duration
+	// Settings are the cleanup's period (default RetentionIntervalDefault) and logger,
+	// which receives a line per cleanup that deleted rows.
+	Settings
 	// AuditKeptPerTeam is the number of audit rows kept per team, newest first (default
 	// AuditKeptPerTeamDefault).
 	AuditKeptPerTeam int
@@ -37,8 +37,6 @@ type AuditRetentionConfig struct {
 	RevisionsMaxAge time.Duration
 	// Batch is the number of rows deleted per statement (default RetentionBatchDefault).
 	Batch int
-	// Logger receives a line per cleanup that deleted rows (default slog.Default()).
-	Logger *slog.Logger
 }
 
 // auditRetentionStore is what the audit retention deletes from.
@@ -58,13 +56,12 @@ type AuditRetention struct {
 
 // NewAuditRetention returns the audit log's and revisions' retention service.
 func NewAuditRetention(cfg AuditRetentionConfig, db auditRetentionStore) *AuditRetention {
-	cfg.Interval = cmp.Or(cfg.Interval, RetentionIntervalDefault)
+	cfg.Settings = cfg.withDefaults(RetentionIntervalDefault)
 	cfg.AuditKeptPerTeam = cmp.Or(cfg.AuditKeptPerTeam, AuditKeptPerTeamDefault)
 	cfg.AuditMaxAge = cmp.Or(cfg.AuditMaxAge, AuditMaxAgeDefault)
 	cfg.RevisionsKeptPerJob = cmp.Or(cfg.RevisionsKeptPerJob, RevisionsKeptPerJobDefault)
 	cfg.RevisionsMaxAge = cmp.Or(cfg.RevisionsMaxAge, RevisionsMaxAgeDefault)
 	cfg.Batch = cmp.Or(cfg.Batch, RetentionBatchDefault)
-	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	return &AuditRetention{cfg: cfg, db: db}
 }
 

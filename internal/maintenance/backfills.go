@@ -1,11 +1,9 @@
 package maintenance
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/datajobs/datajobs/internal/job"
@@ -25,14 +23,12 @@ const BackfillsIntervalDefault = 10 * time.Second
 
 // BackfillsConfig configures the backfills service.
 type BackfillsConfig struct {
-	// Interval is the period of the pass that needs no signal (default
-	// BackfillsIntervalDefault).
-	Interval time.Duration
+	// Settings are the period of the pass that needs no signal (default
+	// BackfillsIntervalDefault) and the logger, which receives a line per backfill step
+	// that started runs or finished it.
+	Settings
 	// Now is the clock (default time.Now).
 	Now func() time.Time
-	// Logger receives a line per backfill step that started runs or finished it (default
-	// slog.Default()).
-	Logger *slog.Logger
 }
 
 // backfillsStore is what the backfills service reads and writes.
@@ -50,11 +46,10 @@ type Backfills struct {
 
 // NewBackfills returns the backfills service.
 func NewBackfills(cfg BackfillsConfig, db backfillsStore) *Backfills {
-	cfg.Interval = cmp.Or(cfg.Interval, BackfillsIntervalDefault)
+	cfg.Settings = cfg.withDefaults(BackfillsIntervalDefault)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	return &Backfills{cfg: cfg, db: db, wake: NewWake()}
 }
 

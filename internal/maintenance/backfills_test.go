@@ -62,7 +62,7 @@ func TestBackfillsRunOnce(t *testing.T) {
 			for id := range int64(len(tc.steps)) {
 				db.ids = append(db.ids, id+1)
 			}
-			s := NewBackfills(BackfillsConfig{Logger: slog.New(slog.DiscardHandler)}, db)
+			s := NewBackfills(BackfillsConfig{Settings: Settings{Logger: slog.New(slog.DiscardHandler)}}, db)
 			counts, err := s.runOnce(t.Context(), job.Fence{Epoch: 3})
 			requireRun(t, tc.counts, tc.errContain, counts, err)
 			require.Equal(t, db.ids, db.advanced, "every open backfill stepped once")

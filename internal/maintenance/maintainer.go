@@ -47,6 +47,24 @@ type Service struct {
 	Start func(ctx context.Context, fence job.Fence) (wait func())
 }
 
+// Settings are what the services' Configs share: how often a service runs and where its
+// lines go, defaulted by one method (withDefaults) with the service's own interval.
+type Settings struct {
+	// Interval is the period of the service's runs (default: the service's
+	// ...IntervalDefault).
+	Interval time.Duration
+	// Logger receives a line per run that did something (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// withDefaults is s with its zero settings set: interval, the service's default, and
+// slog.Default().
+func (s Settings) withDefaults(interval time.Duration) Settings {
+	s.Interval = cmp.Or(s.Interval, interval)
+	s.Logger = cmp.Or(s.Logger, slog.Default())
+	return s
+}
+
 // Wake asks a service for a run soon; kicks while one is pending are one run.
 type Wake struct{ c chan struct{} }
 

@@ -1,11 +1,9 @@
 package maintenance
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/datajobs/datajobs/internal/job"
@@ -39,15 +37,14 @@ type JobCache interface {
 
 // MissedRunsConfig configures the missed-runs service.
 type MissedRunsConfig struct {
-	// Interval is the period of the check (default MissedRunsIntervalDefault).
-	Interval time.Duration
+	// Settings are the check's period (default MissedRunsIntervalDefault) and logger,
+	// which receives a line per job with missed runs.
+	Settings
 	// Jobs tells a run the CronJob controller started but the tracker has not recorded
 	// yet (required).
 	Jobs JobCache
 	// Now is the clock (default time.Now).
 	Now func() time.Time
-	// Logger receives a line per job with missed runs (default slog.Default()).
-	Logger *slog.Logger
 }
 
 // missesStore is what the missed-runs service reads and writes.
@@ -65,11 +62,10 @@ type MissedRuns struct {
 
 // NewMissedRuns returns the missed-runs service.
 func NewMissedRuns(cfg MissedRunsConfig, db missesStore) *MissedRuns {
-	cfg.Interval = cmp.Or(cfg.Interval, MissedRunsIntervalDefault)
+	cfg.Settings = cfg.withDefaults(MissedRunsIntervalDefault)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	return &MissedRuns{cfg: cfg, db: db}
 }
 

@@ -20,8 +20,9 @@ const (
 
 // RetentionConfig configures the executions' retention.
 type RetentionConfig struct {
-	// Interval is the period of the cleanup (default RetentionIntervalDefault).
-	Interval time.Duration
+	// Settings are the cleanup's period (default RetentionIntervalDefault) and logger,
+	// which receives a line per cleanup that deleted rows.
+	Settings
 	// Retention bounds the finished executions kept, and the finished backfills (the same
 	// bounds; defaults ExecutionsKeptPerJobDefault per job, ExecutionsMaxAgeDefault,
 	// deleted RetentionBatchDefault at a time).
@@ -32,8 +33,6 @@ type RetentionConfig struct {
 	StagedSourcesMaxAge time.Duration
 	// Now is the clock the staged sources' age is read with (default time.Now).
 	Now func() time.Time
-	// Logger receives a line per cleanup that deleted rows (default slog.Default()).
-	Logger *slog.Logger
 }
 
 // retentionStore is what the retention deletes from.
@@ -52,7 +51,7 @@ type Retention struct {
 
 // NewRetention returns the executions' retention service.
 func NewRetention(cfg RetentionConfig, db retentionStore) *Retention {
-	cfg.Interval = cmp.Or(cfg.Interval, RetentionIntervalDefault)
+	cfg.Settings = cfg.withDefaults(RetentionIntervalDefault)
 	cfg.Retention.KeptPerJob = cmp.Or(cfg.Retention.KeptPerJob, ExecutionsKeptPerJobDefault)
 	cfg.Retention.MaxAge = cmp.Or(cfg.Retention.MaxAge, ExecutionsMaxAgeDefault)
 	cfg.Retention.Batch = cmp.Or(cfg.Retention.Batch, RetentionBatchDefault)
@@ -60,7 +59,6 @@ func NewRetention(cfg RetentionConfig, db retentionStore) *Retention {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	return &Retention{cfg: cfg, db: db}
 }
 

@@ -53,14 +53,14 @@ type stage func(ctx context.Context, epoch int64) error
 // firer, wired together (a final status the tracker writes wakes the backfills), as stages
 // of the leader's term.
 func executionStages(cfg Config, db *store.Store, cluster *kube.Cluster, syncer *synchronizer.Synchronizer, reg prometheus.Registerer, trackerMetrics *tracker.Metrics, metrics *maintenance.Metrics, more ...maintenance.Service) []stage {
-	backfills := maintenance.NewBackfills(maintenance.BackfillsConfig{Logger: cfg.Logger}, db)
+	backfills := maintenance.NewBackfills(maintenance.BackfillsConfig{Settings: maintenance.Settings{Logger: cfg.Logger}}, db)
 	audit := cfg.AuditRetention
 	audit.Logger = cmp.Or(audit.Logger, cfg.Logger)
 	services := append([]maintenance.Service{
 		backfills.Service(),
 		maintenance.NewRetention(maintenance.RetentionConfig{
 			Retention:           job.Retention{KeptPerJob: cfg.Executions.KeptPerJob, MaxAge: cfg.Executions.MaxAge},
-			StagedSourcesMaxAge: cfg.Executions.StagedSourcesMaxAge, Logger: cfg.Logger,
+			StagedSourcesMaxAge: cfg.Executions.StagedSourcesMaxAge, Settings: maintenance.Settings{Logger: cfg.Logger},
 		}, db).Service(),
 		maintenance.NewAuditRetention(audit, db).Service(),
 	}, more...)
@@ -91,7 +91,7 @@ func trackerStages(cfg Config, view store.TargetView, namespace string, cluster 
 		Metrics:        metrics,
 	}, view, cluster.Client)
 	services := []maintenance.Service{
-		maintenance.NewMissedRuns(maintenance.MissedRunsConfig{Jobs: execs, Logger: cfg.Logger}, view).Service(),
+		maintenance.NewMissedRuns(maintenance.MissedRunsConfig{Jobs: execs, Settings: maintenance.Settings{Logger: cfg.Logger}}, view).Service(),
 		maintenance.NewLateness(maintenance.LatenessConfig{Jobs: execs}, view).Service(),
 	}
 	return []stage{execs.Run, maintenance.New(maintenance.Config{Listener: view, Logger: cfg.Logger, Metrics: maintMetrics}, services...).Run}

@@ -216,7 +216,7 @@ func TestAFinishedBackfillGoesWithTheExecutionsRetention(t *testing.T) {
 	f.stopExecutions()
 	f.exec(fmt.Sprintf(`UPDATE data_job_backfill SET finished_at = now() - interval '15 days' WHERE id = %d`, b.ID))
 
-	f.startStages(tracker.Config{}, maintenance.RetentionConfig{Interval: 100 * time.Millisecond})
+	f.startStages(tracker.Config{}, maintenance.RetentionConfig{Settings: maintenance.Settings{Interval: 100 * time.Millisecond}})
 	f.eventually(func() bool {
 		_, err := f.svc.Backfill(t.Context(), team, name, b.ID)
 		return job.KindOf(err) == job.KindNotFound
