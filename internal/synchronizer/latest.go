@@ -24,6 +24,16 @@ func (s *Synchronizer) recordPlan(p Plan) {
 	s.lastPlan[p.Name] = pj
 }
 
+// endTerm forgets the term's plans and what it verified: a replica shows plans only while
+// it leads (or runs dry). A replica kept them after its term, and a shard's terms move
+// between replicas: one that led a shard once (both shards, for the seconds before two
+// replicas split them) held a plan of every job of it for as long as it ran.
+func (s *Synchronizer) endTerm() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastPlan, s.verified = nil, nil
+}
+
 // PlannedJob is the latest plan of one job, as the debug endpoint shows it.
 type PlannedJob struct {
 	Job        string `json:"job"`

@@ -321,6 +321,7 @@ func (s *Synchronizer) startTerm(ctx context.Context, epoch int64) (*term, func(
 	return t, func() {
 		s.cronJobs.Store(nil)
 		stop()
+		s.endTerm()
 	}, nil
 }
 
