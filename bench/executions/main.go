@@ -40,6 +40,7 @@ import (
 
 	"github.com/datajobs/datajobs/bench/internal/benchenv"
 	"github.com/datajobs/datajobs/bench/internal/stats"
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/devenv"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
@@ -194,7 +195,7 @@ func setup(ctx context.Context, admin, kubeconfig string) (*env, func(), error) 
 // track runs the execution tracker until the returned stop is called.
 func (e *env) track() func() {
 	x := tracker.New(tracker.Config{
-		Namespace: e.NS, ResyncInterval: time.Hour, Logger: e.log, Metrics: e.metrics, Workers: e.workers,
+		Namespace: e.NS, Settings: controller.Settings{Interval: time.Hour, Logger: e.log, Workers: e.workers}, Metrics: e.metrics,
 	}, e.DB, e.Client)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -18,6 +18,7 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/datajobs/datajobs/bench/internal/benchenv"
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/service"
@@ -94,7 +95,7 @@ func (e *env) jobs(ctx context.Context, n int) ([]string, error) {
 func (e *env) leader(step stepper.Config) (stop func()) {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	step.Logger, step.Registerer = log, e.reg
-	x := tracker.New(tracker.Config{Namespace: e.NS, ResyncInterval: time.Hour, Logger: log, Metrics: tracker.NewMetrics(e.reg)}, e.DB, e.Client)
+	x := tracker.New(tracker.Config{Namespace: e.NS, Settings: controller.Settings{Interval: time.Hour, Logger: log}, Metrics: tracker.NewMetrics(e.reg)}, e.DB, e.Client)
 	st := stepper.New(step, e.DB)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

@@ -88,7 +88,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	stopLeader := e.leader(stepper.Config{KeyedSettings: controller.KeyedSettings{Workers: *workers, Interval: *interval}})
+	stopLeader := e.leader(stepper.Config{Settings: controller.Settings{Workers: *workers, Interval: *interval}})
 	defer stopLeader()
 	stopWatch, err := e.observe(ctx, *poll)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/datajobs/datajobs/bench/internal/benchenv"
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/maintenance"
@@ -168,7 +169,7 @@ func (e *env) deployOne(ctx context.Context, render kube.RenderConfig, name, sch
 // defaults) until the returned stop is called, as a leader's term runs them.
 func (e *env) leader() (stop func()) {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	x := tracker.New(tracker.Config{Namespace: e.NS, Logger: log}, e.DB, e.Client)
+	x := tracker.New(tracker.Config{Namespace: e.NS, Settings: controller.Settings{Logger: log}}, e.DB, e.Client)
 	m := maintenance.New(maintenance.Config{Listener: e.DB, Logger: log},
 		maintenance.NewMissedRuns(maintenance.MissedRunsConfig{Jobs: x, Settings: maintenance.Settings{Logger: log}}, e.DB).Service(),
 		maintenance.NewLateness(maintenance.LatenessConfig{Jobs: x}, e.DB).Service())

@@ -268,8 +268,8 @@ func (e *env) leader(ctx context.Context, own bool, workers, firerWorkers int) (
 	if err != nil {
 		return nil, err
 	}
-	x := tracker.New(tracker.Config{Namespace: e.NS, Workers: workers, ResyncInterval: time.Hour, Logger: log, Metrics: tracker.NewMetrics(e.probe.reg)}, e.probe.store(db), client)
-	f := firer.New(firer.Config{KeyedSettings: controller.KeyedSettings{Workers: firerWorkers, Logger: log, Registerer: e.probe.reg}}, e.firings)
+	x := tracker.New(tracker.Config{Namespace: e.NS, Settings: controller.Settings{Workers: workers, Interval: time.Hour, Logger: log}, Metrics: tracker.NewMetrics(e.probe.reg)}, e.probe.store(db), client)
+	f := firer.New(firer.Config{Settings: controller.Settings{Workers: firerWorkers, Logger: log}, Registerer: e.probe.reg}, e.firings)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = x.Run(ctx, e.Epoch) })

@@ -1,9 +1,7 @@
 package controller
 
 import (
-	"cmp"
 	"context"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -15,40 +13,10 @@ import (
 // ResyncKey is the queue key of a keyed controller's resync (Keyed): never an id.
 const ResyncKey = "#resync"
 
-// KeyedSettings are what a keyed controller's Config sets of its loop (the firer's, the
-// stepper's): one struct with one defaults method (WithDefaults), so that a controller
-// names only its own defaults.
-type KeyedSettings struct {
-	// Workers is how many keys are reconciled at once (default: the controller's
-	// WorkersDefault).
-	Workers int
-	// Interval is the period of the resync, the controller's periodic look (default: the
-	// controller's IntervalDefault).
-	Interval time.Duration
-	// Now is the clock (default time.Now).
-	Now func() time.Time
-	// Logger receives the reconciles' events, the failed reconciles and the LISTEN's
-	// failures (default slog.Default()).
-	Logger *slog.Logger
-	// Registerer, when set, registers the queue's metrics (datajobs_<name>_queue_*,
-	// datajobs_<name>_panics_total, the name the controller's KeyedConfig.Name).
-	Registerer prometheus.Registerer
-}
-
-// WithDefaults is s with its zero settings set: workers and interval, the controller's
-// defaults, time.Now and slog.Default().
-func (s KeyedSettings) WithDefaults(workers int, interval time.Duration) KeyedSettings {
-	s.Workers = cmp.Or(s.Workers, workers)
-	s.Interval = cmp.Or(s.Interval, interval)
-	if s.Now == nil {
-		s.Now = time.Now
-	}
-	s.Logger = cmp.Or(s.Logger, slog.Default())
-	return s
-}
-
 // KeyedConfig names a Keyed loop's queue, its wake-ups and its logs.
 type KeyedConfig struct {
+	// Registerer, when set, registers the queue's metrics.
+	Registerer prometheus.Registerer
 	// Channel is the NOTIFY channel whose payloads wake keys.
 	Channel string
 	// Name names the queue's metrics: datajobs_<Name>_queue_* and
@@ -71,7 +39,7 @@ type KeyedConfig struct {
 // resync is the reconciler's periodic look, handled by a worker like any key, so it
 // never runs twice at once and shares the workers' bound.
 type Keyed struct {
-	set       KeyedSettings
+	set       Settings
 	cfg       KeyedConfig
 	db        Listener
 	reconcile TermReconcile
@@ -79,13 +47,13 @@ type Keyed struct {
 }
 
 // NewKeyed returns the loop of cfg on db's LISTEN whose keys reconcile handles, with
-// settings s (WithDefaults applied), its metrics registered on s.Registerer when set.
+// settings s (WithDefaults applied), its metrics registered on cfg.Registerer when set.
 // A controller embeds it: its Run is the controller's.
-func NewKeyed(s KeyedSettings, cfg KeyedConfig, db Listener, reconcile TermReconcile) *Keyed {
+func NewKeyed(s Settings, cfg KeyedConfig, db Listener, reconcile TermReconcile) *Keyed {
 	if cfg.KeyOf == nil {
 		cfg.KeyOf = func(payload string) string { return payload }
 	}
-	m := NewMetrics(metric.On(s.Registerer), cfg.Name, cfg.Subject, cfg.Items)
+	m := NewMetrics(metric.On(cfg.Registerer), cfg.Name, cfg.Subject, cfg.Items)
 	return &Keyed{set: s, cfg: cfg, db: db, reconcile: reconcile, metrics: m}
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/trigger"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Defaults of Config.
@@ -42,11 +43,12 @@ const (
 
 // Config configures the firer.
 type Config struct {
-	// KeyedSettings are its loop's (defaults WorkersDefault triggers fired at once, a
-	// resync every IntervalDefault); the Logger receives the firings that start
-	// something, the Registerer the queue's metrics (datajobs_trigger_queue_*,
+	// Settings are its loop's (defaults WorkersDefault triggers fired at once, a resync
+	// every IntervalDefault); the Logger receives the firings that start something.
+	controller.Settings
+	// Registerer, when set, registers the queue's metrics (datajobs_trigger_queue_*,
 	// datajobs_trigger_panics_total).
-	controller.KeyedSettings
+	Registerer prometheus.Registerer
 	// BusyRetry is when a trigger whose target was busy is tried again (default
 	// BusyRetryDefault).
 	BusyRetry time.Duration
@@ -75,10 +77,10 @@ type Firer struct {
 // New returns a firer of db's triggers.
 func New(cfg Config, db Store) *Firer {
 	cfg.BusyRetry = cmp.Or(cfg.BusyRetry, BusyRetryDefault)
-	cfg.KeyedSettings = cfg.WithDefaults(WorkersDefault, IntervalDefault)
+	cfg.Settings = cfg.WithDefaults(WorkersDefault, IntervalDefault)
 	f := &Firer{cfg: cfg, db: db}
-	f.Keyed = controller.NewKeyed(cfg.KeyedSettings, controller.KeyedConfig{
-		Channel: store.TriggerEventsChannel, Name: "trigger", Subject: "trigger_fire", Items: "Trigger ids", KeyName: "trigger",
+	f.Keyed = controller.NewKeyed(cfg.Settings, controller.KeyedConfig{
+		Registerer: cfg.Registerer, Channel: store.TriggerEventsChannel, Name: "trigger", Subject: "trigger_fire", Items: "Trigger ids", KeyName: "trigger",
 	}, db, f.reconcile)
 	return f
 }

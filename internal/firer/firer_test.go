@@ -57,7 +57,7 @@ func (b *batches) firings() int {
 func TestATriggerWithMoreEventsIsFiredAgainAtOnce(t *testing.T) {
 	t.Parallel()
 	db := &batches{more: 4}
-	f := New(Config{KeyedSettings: controller.KeyedSettings{Workers: 2, Interval: time.Hour}, BusyRetry: time.Hour}, db)
+	f := New(Config{Settings: controller.Settings{Workers: 2, Interval: time.Hour}, BusyRetry: time.Hour}, db)
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = f.Run(ctx, 1) })
@@ -115,7 +115,7 @@ func (h *held) count() int {
 func TestTheFiringsOfEightTriggersAreInFlightAtOnce(t *testing.T) {
 	t.Parallel()
 	h := &held{n: 8, release: make(chan struct{})}
-	f := New(Config{KeyedSettings: controller.KeyedSettings{Interval: time.Hour}, BusyRetry: time.Hour}, h)
+	f := New(Config{Settings: controller.Settings{Interval: time.Hour}, BusyRetry: time.Hour}, h)
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = f.Run(ctx, 1) })

@@ -67,8 +67,8 @@ func executionStages(cfg Config, db *store.Store, cluster *kube.Cluster, syncer 
 	target := defaultTarget(cfg)
 	return append(trackerStages(cfg, db.Target(target.Name), target.Namespace, cluster, syncer, trackerMetrics, metrics, backfills.Kick),
 		maintenance.New(maintenance.Config{Listener: db, Logger: cfg.Logger, Metrics: metrics}, services...).Run,
-		stepper.New(stepper.Config{KeyedSettings: controller.KeyedSettings{Logger: cfg.Logger, Registerer: reg}}, db).Run,
-		firer.New(firer.Config{KeyedSettings: controller.KeyedSettings{Logger: cfg.Logger, Registerer: reg}, Metrics: trigger.NewMetrics(reg)}, db).Run,
+		stepper.New(stepper.Config{Settings: controller.Settings{Logger: cfg.Logger}, Registerer: reg}, db).Run,
+		firer.New(firer.Config{Settings: controller.Settings{Logger: cfg.Logger}, Registerer: reg, Metrics: trigger.NewMetrics(reg)}, db).Run,
 	)
 }
 
@@ -83,11 +83,10 @@ func trackerStages(cfg Config, view store.TargetView, namespace string, cluster 
 	execs := tracker.New(tracker.Config{
 		Namespace:      namespace,
 		CronJobs:       syncer.CronJobs,
-		ResyncInterval: cfg.ResyncInterval,
+		Settings:       controller.Settings{Interval: cfg.ResyncInterval, Logger: cfg.Logger},
 		ImagePullGrace: cfg.Executions.ImagePullGrace,
 		LogBytes:       cfg.Executions.LogBytes,
 		OnFinal:        onFinal,
-		Logger:         cfg.Logger,
 		Metrics:        metrics,
 	}, view, cluster.Client)
 	services := []maintenance.Service{

@@ -20,7 +20,7 @@ func StepOnce(ctx context.Context, cfg Config) (stepper.Report, error) {
 		return stepper.Report{}, err
 	}
 	defer db.Close()
-	s := stepper.New(stepper.Config{KeyedSettings: controller.KeyedSettings{Logger: cfg.Logger}}, db)
+	s := stepper.New(stepper.Config{Settings: controller.Settings{Logger: cfg.Logger}}, db)
 	if cfg.SyncMode == SyncDryRun {
 		return s.Plan(ctx)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/store"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Defaults of Config.
@@ -37,11 +38,12 @@ const (
 
 // Config configures the stepper.
 type Config struct {
-	// KeyedSettings are its loop's (defaults WorkersDefault runs stepped at once, a
-	// resync every IntervalDefault); the Logger receives the steps that start or end
-	// something, the Registerer the queue's metrics (datajobs_pipeline_runs_queue_*,
-	// datajobs_pipeline_runs_panics_total).
-	controller.KeyedSettings
+	// Settings are its loop's (defaults WorkersDefault runs stepped at once, a resync
+	// every IntervalDefault); the Logger receives the steps that start or end something.
+	controller.Settings
+	// Registerer, when set, registers the queue's metrics
+	// (datajobs_pipeline_runs_queue_*, datajobs_pipeline_runs_panics_total).
+	Registerer prometheus.Registerer
 }
 
 // Store is what the stepper reads and writes (store.Store implements it).
@@ -69,10 +71,10 @@ type Stepper struct {
 
 // New returns a stepper of db's runs.
 func New(cfg Config, db Store) *Stepper {
-	cfg.KeyedSettings = cfg.WithDefaults(WorkersDefault, IntervalDefault)
+	cfg.Settings = cfg.WithDefaults(WorkersDefault, IntervalDefault)
 	s := &Stepper{cfg: cfg, db: db}
-	s.Keyed = controller.NewKeyed(cfg.KeyedSettings, controller.KeyedConfig{
-		Channel: store.PipelineRunsChannel, Name: "pipeline_runs", Subject: "pipeline_step", Items: "Pipeline run ids",
+	s.Keyed = controller.NewKeyed(cfg.Settings, controller.KeyedConfig{
+		Registerer: cfg.Registerer, Channel: store.PipelineRunsChannel, Name: "pipeline_runs", Subject: "pipeline_step", Items: "Pipeline run ids",
 		KeyName: "pipeline_run", KeyOf: keyOf,
 	}, db, s.reconcile)
 	return s

@@ -135,7 +135,7 @@ func TestARunIsSteppedOnItsNotificationsNotOnTheResync(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "first-job", "second-job")
 	w.pipeline("two-steps", twoSteps)
-	w.start(stepper.New(stepper.Config{KeyedSettings: controller.KeyedSettings{Interval: time.Hour}}, w.st), w.fence.Epoch)
+	w.start(stepper.New(stepper.Config{Settings: controller.Settings{Interval: time.Hour}}, w.st), w.fence.Epoch)
 	w.listening()
 
 	id := w.run("two-steps")
@@ -161,7 +161,7 @@ func TestTheResyncStepsRunningRunsFiresSchedulesAndMovesBackfills(t *testing.T) 
 	id := w.run("two-steps") // before any stepper listens
 
 	later := time.Now().Add(3 * time.Minute)
-	w.start(stepper.New(stepper.Config{KeyedSettings: controller.KeyedSettings{Interval: time.Hour, Now: func() time.Time { return later }}}, w.st), w.fence.Epoch)
+	w.start(stepper.New(stepper.Config{Settings: controller.Settings{Interval: time.Hour, Now: func() time.Time { return later }}}, w.st), w.fence.Epoch)
 	w.started("two-steps", id, "first-step")
 	var logical time.Time
 	require.Eventually(t, func() bool {
@@ -189,7 +189,7 @@ func TestADeposedStepperStartsNothing(t *testing.T) {
 	w := newWorld(t, "first-job", "second-job")
 	w.pipeline("two-steps", twoSteps)
 	id := w.run("two-steps")
-	w.start(stepper.New(stepper.Config{KeyedSettings: controller.KeyedSettings{Interval: 50 * time.Millisecond}}, w.st), w.fence.Epoch-1)
+	w.start(stepper.New(stepper.Config{Settings: controller.Settings{Interval: 50 * time.Millisecond}}, w.st), w.fence.Epoch-1)
 	time.Sleep(time.Second)
 	require.Zero(t, w.count(`SELECT count(*) FROM data_job_execution`))
 	require.Nil(t, w.node("two-steps", id, "first-step").ExecutionID)
@@ -233,7 +233,7 @@ func TestAMissedScheduleTimeStartsLateOnlyWithCatchUp(t *testing.T) {
 	w.pipeline("not-caught-up", `{"schedule":{"schedule_cron":"0 * * * *"},"nodes":[{"name":"only-step","job_name":"second-job"}]}`)
 	hour := time.Now().UTC().Truncate(time.Hour).Add(time.Hour)
 	later := hour.Add(45 * time.Minute) // the leader was down over the hour, and 45 minutes after
-	w.start(stepper.New(stepper.Config{KeyedSettings: controller.KeyedSettings{Interval: 50 * time.Millisecond, Now: func() time.Time { return later }}}, w.st), w.fence.Epoch)
+	w.start(stepper.New(stepper.Config{Settings: controller.Settings{Interval: 50 * time.Millisecond, Now: func() time.Time { return later }}}, w.st), w.fence.Epoch)
 	require.Eventually(t, func() bool {
 		return w.count(`SELECT count(*) FROM pipeline WHERE checked_until = $1`, later) == 2
 	}, 10*time.Second, 20*time.Millisecond, "both schedules accounted for")

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/maintenance"
@@ -88,7 +89,7 @@ func TestABurstOfAThousandDueRunsIsAllRecordedAndNoneToldLate(t *testing.T) {
 	f.burstJobs(n, due.Minute())
 	require.True(t, time.Now().Before(due), "the CronJobs were made before their minute")
 
-	x := tracker.New(tracker.Config{Namespace: f.ns, ResyncInterval: time.Hour}, f.db, f.client)
+	x := tracker.New(tracker.Config{Namespace: f.ns, Settings: controller.Settings{Interval: time.Hour}}, f.db, f.client)
 	m := maintenance.New(maintenance.Config{Listener: f.db},
 		maintenance.NewMissedRuns(maintenance.MissedRunsConfig{Settings: maintenance.Settings{Interval: 300 * time.Millisecond}, Jobs: x}, f.db).Service(),
 		maintenance.NewLateness(maintenance.LatenessConfig{Interval: 300 * time.Millisecond, Jobs: x}, f.db).Service())

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/informers"
 	batchlisters "k8s.io/client-go/listers/batch/v1"
 
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/tracker"
@@ -63,7 +64,7 @@ func startsReadAnUnchangedCronJobOnce(t *testing.T, shared func(*execFixture) fu
 	f.heldCronJob(j)
 
 	c := &cronJobReads{}
-	cfg := tracker.Config{Namespace: f.ns, ResyncInterval: time.Hour, StartTimeout: 3 * time.Second}
+	cfg := tracker.Config{Namespace: f.ns, Settings: controller.Settings{Interval: time.Hour}, StartTimeout: 3 * time.Second}
 	if shared != nil {
 		cfg.CronJobs = shared(f)
 	}

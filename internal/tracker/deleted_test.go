@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/tracker"
 )
@@ -114,7 +115,7 @@ func TestARunWhoseJobAndPodAreDeletedBeforeTheLeaderSawItEndIsRecordedWithItsTru
 		f.heldJob(name)
 	}
 	reg := prometheus.NewRegistry()
-	f.startExecutionsWith(tracker.Config{Workers: 1, Metrics: tracker.NewMetrics(reg)})
+	f.startExecutionsWith(tracker.Config{Settings: controller.Settings{Workers: 1}, Metrics: tracker.NewMetrics(reg)})
 	runs := map[string]string{}
 	pods := map[string]*corev1.Pod{}
 	for _, name := range []string{"busy-job", "ended-ok", "ended-fg", "ended-failed"} {
@@ -186,7 +187,7 @@ func TestPastItsBoundTheTrackerDropsTheOldestDeletedStatesAndSaysSo(t *testing.T
 	}
 	reg, logs := prometheus.NewRegistry(), &logBuffer{}
 	f.startExecutionsWith(tracker.Config{
-		Workers: 1, MaxKept: 1, Metrics: tracker.NewMetrics(reg), Logger: slog.New(slog.NewJSONHandler(logs, nil)),
+		Settings: controller.Settings{Workers: 1, Logger: slog.New(slog.NewJSONHandler(logs, nil))}, MaxKept: 1, Metrics: tracker.NewMetrics(reg),
 	})
 	runs, pods := map[string]string{}, map[string]*corev1.Pod{}
 	for _, name := range []string{"busy-job", "older-run", "newer-run"} {

@@ -142,7 +142,7 @@ func TestAScheduledPipelineFiresOnItsMinute(t *testing.T) {
 	minute := time.Now().UTC().Truncate(time.Minute).Add(time.Minute)
 	var clock atomic.Int64
 	clock.Store(minute.Add(-2 * time.Second).UnixNano())
-	f.startStepperWith(stepper.Config{KeyedSettings: controller.KeyedSettings{Interval: 100 * time.Millisecond, Now: func() time.Time { return time.Unix(0, clock.Load()) }}}, f.epoch)
+	f.startStepperWith(stepper.Config{Settings: controller.Settings{Interval: 100 * time.Millisecond, Now: func() time.Time { return time.Unix(0, clock.Load()) }}}, f.epoch)
 	time.Sleep(time.Second)
 	require.Zero(t, f.count(`SELECT count(*) FROM pipeline_run`), "nothing before its minute")
 

@@ -45,7 +45,7 @@ func (f *execFixture) recordApplied(name string) {
 // startStepper runs a stepper of epoch beside the tracker until the test ends or the
 // returned stop is called.
 func (f *execFixture) startStepper(epoch int64) (stop func()) {
-	return f.startStepperWith(stepper.Config{KeyedSettings: controller.KeyedSettings{Interval: time.Second}}, epoch)
+	return f.startStepperWith(stepper.Config{Settings: controller.Settings{Interval: time.Second}}, epoch)
 }
 
 // startStepperWith runs a stepper of cfg and epoch beside the tracker until the test ends

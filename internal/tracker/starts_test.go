@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/testenv"
 	"github.com/datajobs/datajobs/internal/tracker"
@@ -75,7 +76,7 @@ func TestStartsWaitingForASlowApiserverAreAllInFlightAtOnce(t *testing.T) {
 	h := &heldCreates{release: make(chan struct{})}
 	released := sync.OnceFunc(func() { close(h.release) })
 	defer released()
-	x := tracker.New(tracker.Config{Namespace: f.ns, ResyncInterval: time.Hour, StartTimeout: time.Hour}, f.db, wrappedClient(t, func(rt http.RoundTripper) http.RoundTripper { h.rt = rt; return h }))
+	x := tracker.New(tracker.Config{Namespace: f.ns, Settings: controller.Settings{Interval: time.Hour}, StartTimeout: time.Hour}, f.db, wrappedClient(t, func(rt http.RoundTripper) http.RoundTripper { h.rt = rt; return h }))
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = x.Run(ctx, f.epoch) })

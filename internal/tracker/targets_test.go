@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/service"
 	"github.com/datajobs/datajobs/internal/store"
@@ -32,7 +33,7 @@ func (f *fixture) runShard(t job.Target) {
 		Target: t.Name, Render: render, Workers: 4, ResyncInterval: time.Hour,
 		RetryBase: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond,
 	}, view, f.client, nil)
-	x := tracker.New(tracker.Config{Namespace: t.Namespace, ResyncInterval: time.Hour, StartTimeout: time.Hour}, view, f.client)
+	x := tracker.New(tracker.Config{Namespace: t.Namespace, Settings: controller.Settings{Interval: time.Hour}, StartTimeout: time.Hour}, view, f.client)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = s.Run(ctx, epoch) })

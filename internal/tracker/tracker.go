@@ -63,14 +63,17 @@ const (
 type Config struct {
 	// Namespace holds the CronJobs, Jobs and Pods (default "datajobs").
 	Namespace string
-	// Workers handle that many executions in parallel (default DefaultWorkers, 256); their
-	// status writes are batched, up to one per worker in a statement.
-	Workers int
+	// Settings are its loop's: Workers handle that many executions in parallel (default
+	// DefaultWorkers, 256), their status writes batched, up to one per worker in a
+	// statement; Interval is the period of the pass over every execution under way
+	// (default DefaultResyncInterval, 5m); Now is the clock of every time the tracker
+	// writes or decides by (end times, the image pull grace, the start timeout; durations
+	// it only measures for metrics and logs use the monotonic clock); Logger receives its
+	// logs.
+	controller.Settings
 	// LogWorkers read and keep the logs of finished executions, after their final status
 	// is written (default 4).
 	LogWorkers int
-	// ResyncInterval is the period of the pass over every execution under way (default 5m).
-	ResyncInterval time.Duration
 	// ImagePullGrace is how long a pod may fail to pull its image before the execution is
 	// a platform error (default 5m).
 	ImagePullGrace time.Duration
@@ -92,31 +95,20 @@ type Config struct {
 	// OnFinal, when not nil, is called after each final status the tracker writes (a run
 	// ended: the backfills service may start the next; maintenance.Backfills.Kick).
 	OnFinal func()
-	// Logger receives the tracker's logs (default slog.Default()).
-	Logger *slog.Logger
 	// Metrics records telemetry (default: registered nowhere).
 	Metrics *Metrics
-	// Now is the clock of every time the tracker writes or decides by (end times, the
-	// image pull grace, the start timeout; default time.Now). Durations it only measures
-	// for metrics and logs use the monotonic clock.
-	Now func() time.Time
 }
 
 func (c Config) withDefaults() Config {
 	c.Namespace = cmp.Or(c.Namespace, "datajobs")
-	c.Workers = cmp.Or(c.Workers, DefaultWorkers)
+	c.Settings = c.WithDefaults(DefaultWorkers, DefaultResyncInterval)
 	c.LogWorkers = cmp.Or(c.LogWorkers, DefaultLogWorkers)
-	c.ResyncInterval = cmp.Or(c.ResyncInterval, DefaultResyncInterval)
 	c.ImagePullGrace = cmp.Or(c.ImagePullGrace, DefaultImagePullGrace)
 	c.StartTimeout = cmp.Or(c.StartTimeout, DefaultStartTimeout)
 	c.LogBytes = cmp.Or(c.LogBytes, DefaultLogBytes)
 	c.MaxKept = cmp.Or(c.MaxKept, DefaultMaxKept)
-	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.Metrics == nil {
 		c.Metrics = NewMetrics(nil)
-	}
-	if c.Now == nil {
-		c.Now = time.Now
 	}
 	if c.OnFinal == nil {
 		c.OnFinal = func() {}
@@ -227,7 +219,7 @@ func (x *Tracker) Run(ctx context.Context, epoch int64) error {
 	wg.Go(func() { controller.Run(ctx, t.queue, x.cfg.Workers, t.reconcile) })
 	wg.Go(func() { controller.Run(ctx, t.logQueue, x.cfg.LogWorkers, t.keepLog) })
 	wg.Go(func() {
-		controller.Every(ctx, x.cfg.ResyncInterval, func() bool { t.queue.Add(resyncKey); return true })
+		controller.Every(ctx, x.cfg.Interval, func() bool { t.queue.Add(resyncKey); return true })
 	})
 	<-ctx.Done()
 	return nil

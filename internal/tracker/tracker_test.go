@@ -64,7 +64,7 @@ func (f *execFixture) startExecutionsWith(cfg tracker.Config) {
 // startStages starts the execution tracker with cfg and the maintenance services, the
 // retention with retention; the missed runs and lateness are checked every 300 ms.
 func (f *execFixture) startStages(cfg tracker.Config, retention maintenance.RetentionConfig) {
-	cfg.Namespace, cfg.ResyncInterval, cfg.StartTimeout = f.ns, time.Hour, time.Hour
+	cfg.Namespace, cfg.Interval, cfg.StartTimeout = f.ns, time.Hour, time.Hour
 	cfg.ImagePullGrace = cmp.Or(cfg.ImagePullGrace, 2*time.Second)
 	backfills := maintenance.NewBackfills(maintenance.BackfillsConfig{}, f.db)
 	cfg.OnFinal = backfills.Kick

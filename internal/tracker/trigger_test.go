@@ -22,7 +22,7 @@ import (
 
 // startFirer runs a firer of epoch until the test ends or the returned stop is called.
 func (f *execFixture) startFirer(epoch int64) (stop func()) {
-	fr := firer.New(firer.Config{KeyedSettings: controller.KeyedSettings{Interval: time.Second}, BusyRetry: 200 * time.Millisecond}, f.db)
+	fr := firer.New(firer.Config{Settings: controller.Settings{Interval: time.Second}, BusyRetry: 200 * time.Millisecond}, f.db)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = fr.Run(ctx, epoch) })
