@@ -107,7 +107,7 @@ jobs:
 		return err == nil && epoch != 0
 	}, 30*time.Second, 100*time.Millisecond, "the replica leads")
 	retention := func(after time.Duration) maintenance.Counts {
-		s := maintenance.NewRetention(maintenance.RetentionConfig{Now: func() time.Time { return time.Now().Add(after) }}, db).Service()
+		s := maintenance.NewRetention(maintenance.RetentionConfig{Settings: maintenance.Settings{Now: func() time.Time { return time.Now().Add(after) }}}, db).Service()
 		counts, err := s.RunOnce(t.Context(), job.Fence{Epoch: epoch})
 		require.NoError(t, err)
 		return counts

@@ -131,7 +131,7 @@ func TestAnApplyOfASourceFolderWhoseStagedSourcesExpiredIsRefused(t *testing.T) 
 	require.NoError(t, err)
 	require.True(t, ok)
 	later := func() time.Time { return time.Now().Add(maintenance.StagedSourcesMaxAgeDefault + time.Minute) }
-	counts, err := maintenance.NewRetention(maintenance.RetentionConfig{Now: later}, e.store).Service().RunOnce(t.Context(), job.Fence{Epoch: epoch})
+	counts, err := maintenance.NewRetention(maintenance.RetentionConfig{Settings: maintenance.Settings{Now: later}}, e.store).Service().RunOnce(t.Context(), job.Fence{Epoch: epoch})
 	require.NoError(t, err)
 	require.Equal(t, 1, counts["staged_sources"])
 

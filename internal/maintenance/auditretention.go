@@ -22,7 +22,7 @@ const (
 // (issue 41, M1: without it any team member could fill the database's disk through them).
 type AuditRetentionConfig struct {
 	// Settings are the cleanup's period (default RetentionIntervalDefault) and logger,
-	// which receives a line per cleanup that deleted rows.
+	// which receives a line per cleanup that deleted rows (it reads no clock: the store's).
 	Settings
 	// AuditKeptPerTeam is the number of audit rows kept per team, newest first (default
 	// AuditKeptPerTeamDefault).

@@ -24,11 +24,9 @@ const BackfillsIntervalDefault = 10 * time.Second
 // BackfillsConfig configures the backfills service.
 type BackfillsConfig struct {
 	// Settings are the period of the pass that needs no signal (default
-	// BackfillsIntervalDefault) and the logger, which receives a line per backfill step
+	// BackfillsIntervalDefault), the clock and the logger, which receives a line per backfill step
 	// that started runs or finished it.
 	Settings
-	// Now is the clock (default time.Now).
-	Now func() time.Time
 }
 
 // backfillsStore is what the backfills service reads and writes.
@@ -47,9 +45,6 @@ type Backfills struct {
 // NewBackfills returns the backfills service.
 func NewBackfills(cfg BackfillsConfig, db backfillsStore) *Backfills {
 	cfg.Settings = cfg.withDefaults(BackfillsIntervalDefault)
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
 	return &Backfills{cfg: cfg, db: db, wake: NewWake()}
 }
 

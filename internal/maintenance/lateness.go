@@ -1,7 +1,6 @@
 package maintenance
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,10 +24,8 @@ const LatenessIntervalDefault = 30 * time.Second
 
 // LatenessConfig configures the lateness service.
 type LatenessConfig struct {
-	// Interval is the period of the check (default LatenessIntervalDefault).
-	Interval time.Duration
-	// Now is the clock (default time.Now).
-	Now func() time.Time
+	// Settings are the check's period (default LatenessIntervalDefault), clock and logger.
+	Settings
 	// Jobs tells a run whose Job the CronJob controller made but whose row the tracker has
 	// not written yet (the tracker's cache; nil: the rows alone).
 	Jobs JobCache
@@ -49,10 +46,7 @@ type Lateness struct {
 
 // NewLateness returns the lateness service.
 func NewLateness(cfg LatenessConfig, db latenessStore) *Lateness {
-	cfg.Interval = cmp.Or(cfg.Interval, LatenessIntervalDefault)
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Settings = cfg.withDefaults(LatenessIntervalDefault)
 	return &Lateness{cfg: cfg, db: db}
 }
 

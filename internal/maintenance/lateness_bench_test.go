@@ -37,7 +37,7 @@ func BenchmarkLatenessPassOver10000DueJobs(b *testing.B) {
 				}
 				db.watches = append(db.watches, w)
 			}
-			s := NewLateness(LatenessConfig{Now: func() time.Time { return now }}, db)
+			s := NewLateness(LatenessConfig{Settings: Settings{Now: func() time.Time { return now }}}, db)
 			b.ResetTimer()
 			for b.Loop() {
 				counts, err := s.runOnce(b.Context(), job.Fence{Epoch: 1})

@@ -130,7 +130,7 @@ func TestLatenessRunOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			db := &latenessDB{watches: tc.watches, recordErr: tc.recordErr}
-			s := NewLateness(LatenessConfig{Now: func() time.Time { return now }, Jobs: jobCache{names: tc.jobs}}, db)
+			s := NewLateness(LatenessConfig{Settings: Settings{Now: func() time.Time { return now }}, Jobs: jobCache{names: tc.jobs}}, db)
 			counts, err := s.runOnce(t.Context(), job.Fence{Epoch: 3})
 			requireRun(t, tc.counts, tc.errContain, counts, err)
 			require.Equal(t, tc.late, db.recorded)

@@ -47,20 +47,25 @@ type Service struct {
 	Start func(ctx context.Context, fence job.Fence) (wait func())
 }
 
-// Settings are what the services' Configs share: how often a service runs and where its
-// lines go, defaulted by one method (withDefaults) with the service's own interval.
+// Settings are what the services' Configs share: how often a service runs, its clock and
+// where its lines go, defaulted by one method (withDefaults) with the service's own interval.
 type Settings struct {
 	// Interval is the period of the service's runs (default: the service's
 	// ...IntervalDefault).
 	Interval time.Duration
+	// Now is the clock a run reads its times with (default time.Now).
+	Now func() time.Time
 	// Logger receives a line per run that did something (default slog.Default()).
 	Logger *slog.Logger
 }
 
-// withDefaults is s with its zero settings set: interval, the service's default, and
-// slog.Default().
+// withDefaults is s with its zero settings set: interval, the service's default;
+// time.Now; slog.Default().
 func (s Settings) withDefaults(interval time.Duration) Settings {
 	s.Interval = cmp.Or(s.Interval, interval)
+	if s.Now == nil {
+		s.Now = time.Now
+	}
 	s.Logger = cmp.Or(s.Logger, slog.Default())
 	return s
 }

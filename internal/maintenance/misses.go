@@ -37,14 +37,12 @@ type JobCache interface {
 
 // MissedRunsConfig configures the missed-runs service.
 type MissedRunsConfig struct {
-	// Settings are the check's period (default MissedRunsIntervalDefault) and logger,
-	// which receives a line per job with missed runs.
+	// Settings are the check's period (default MissedRunsIntervalDefault), clock and
+	// logger, which receives a line per job with missed runs.
 	Settings
 	// Jobs tells a run the CronJob controller started but the tracker has not recorded
 	// yet (required).
 	Jobs JobCache
-	// Now is the clock (default time.Now).
-	Now func() time.Time
 }
 
 // missesStore is what the missed-runs service reads and writes.
@@ -63,9 +61,6 @@ type MissedRuns struct {
 // NewMissedRuns returns the missed-runs service.
 func NewMissedRuns(cfg MissedRunsConfig, db missesStore) *MissedRuns {
 	cfg.Settings = cfg.withDefaults(MissedRunsIntervalDefault)
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
 	return &MissedRuns{cfg: cfg, db: db}
 }
 

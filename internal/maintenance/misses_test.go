@@ -124,7 +124,7 @@ func TestMissedRunsRunOnce(t *testing.T) {
 			for _, id := range tc.existing {
 				db.existing[id] = true
 			}
-			s := NewMissedRuns(MissedRunsConfig{Jobs: tc.jobs, Now: func() time.Time { return now }, Settings: Settings{Logger: slog.New(slog.DiscardHandler)}}, db)
+			s := NewMissedRuns(MissedRunsConfig{Jobs: tc.jobs, Settings: Settings{Now: func() time.Time { return now }, Logger: slog.New(slog.DiscardHandler)}}, db)
 			counts, err := s.runOnce(t.Context(), job.Fence{Epoch: 3})
 			requireRun(t, tc.counts, tc.errContain, counts, err)
 			require.Len(t, db.recorded, tc.recorded)

@@ -20,8 +20,9 @@ const (
 
 // RetentionConfig configures the executions' retention.
 type RetentionConfig struct {
-	// Settings are the cleanup's period (default RetentionIntervalDefault) and logger,
-	// which receives a line per cleanup that deleted rows.
+	// Settings are the cleanup's period (default RetentionIntervalDefault), the clock the
+	// staged sources' age is read with, and the logger, which receives a line per cleanup
+	// that deleted rows.
 	Settings
 	// Retention bounds the finished executions kept, and the finished backfills (the same
 	// bounds; defaults ExecutionsKeptPerJobDefault per job, ExecutionsMaxAgeDefault,
@@ -31,8 +32,6 @@ type RetentionConfig struct {
 	// for the apply that takes them before they are deleted (default
 	// StagedSourcesMaxAgeDefault): the CLI stages them just before it applies.
 	StagedSourcesMaxAge time.Duration
-	// Now is the clock the staged sources' age is read with (default time.Now).
-	Now func() time.Time
 }
 
 // retentionStore is what the retention deletes from.
@@ -56,9 +55,6 @@ func NewRetention(cfg RetentionConfig, db retentionStore) *Retention {
 	cfg.Retention.MaxAge = cmp.Or(cfg.Retention.MaxAge, ExecutionsMaxAgeDefault)
 	cfg.Retention.Batch = cmp.Or(cfg.Retention.Batch, RetentionBatchDefault)
 	cfg.StagedSourcesMaxAge = cmp.Or(cfg.StagedSourcesMaxAge, StagedSourcesMaxAgeDefault)
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
 	return &Retention{cfg: cfg, db: db}
 }
 

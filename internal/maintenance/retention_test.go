@@ -67,7 +67,7 @@ func TestRetentionRunOnce(t *testing.T) {
 			t.Parallel()
 			db := tc.db
 			now := time.Date(2026, 12, 6, 4, 0, 0, 0, time.UTC)
-			s := NewRetention(RetentionConfig{Retention: tc.cfg, Settings: Settings{Logger: slog.New(slog.DiscardHandler)}, Now: func() time.Time { return now }}, &db)
+			s := NewRetention(RetentionConfig{Retention: tc.cfg, Settings: Settings{Now: func() time.Time { return now }, Logger: slog.New(slog.DiscardHandler)}}, &db)
 			counts, err := s.runOnce(t.Context(), job.Fence{Epoch: 3})
 			requireRun(t, tc.counts, tc.errContain, counts, err)
 			require.Equal(t, tc.asked, db.asked)

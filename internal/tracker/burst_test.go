@@ -92,7 +92,7 @@ func TestABurstOfAThousandDueRunsIsAllRecordedAndNoneToldLate(t *testing.T) {
 	x := tracker.New(tracker.Config{Namespace: f.ns, Settings: controller.Settings{Interval: time.Hour}}, f.db, f.client)
 	m := maintenance.New(maintenance.Config{Listener: f.db},
 		maintenance.NewMissedRuns(maintenance.MissedRunsConfig{Settings: maintenance.Settings{Interval: 300 * time.Millisecond}, Jobs: x}, f.db).Service(),
-		maintenance.NewLateness(maintenance.LatenessConfig{Interval: 300 * time.Millisecond, Jobs: x}, f.db).Service())
+		maintenance.NewLateness(maintenance.LatenessConfig{Settings: maintenance.Settings{Interval: 300 * time.Millisecond}, Jobs: x}, f.db).Service())
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = x.Run(ctx, f.epoch) })

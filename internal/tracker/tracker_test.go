@@ -71,7 +71,7 @@ func (f *execFixture) startStages(cfg tracker.Config, retention maintenance.Rete
 	x := tracker.New(cfg, f.db, f.client)
 	m := maintenance.New(maintenance.Config{Listener: f.db},
 		maintenance.NewMissedRuns(maintenance.MissedRunsConfig{Settings: maintenance.Settings{Interval: 300 * time.Millisecond}, Jobs: x}, f.db).Service(),
-		maintenance.NewLateness(maintenance.LatenessConfig{Interval: 300 * time.Millisecond, Jobs: x}, f.db).Service(),
+		maintenance.NewLateness(maintenance.LatenessConfig{Settings: maintenance.Settings{Interval: 300 * time.Millisecond}, Jobs: x}, f.db).Service(),
 		backfills.Service(), maintenance.NewRetention(retention, f.db).Service())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
