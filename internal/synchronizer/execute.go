@@ -2,6 +2,7 @@ package synchronizer
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"time"
@@ -22,7 +23,8 @@ import (
 // and when to look again.
 func (t *term) execute(ctx context.Context, p Plan) (controller.Result, error) {
 	s := t.s
-	log := s.log.With("job", p.Name, "action", string(p.Action), "op_id", opID())
+	// op_id ties this write's lines together; it has the form of the API's op ids.
+	log := s.log.With("job", p.Name, "action", string(p.Action), "op_id", rand.Text())
 	if p.State.Job != nil {
 		log = log.With("generation", p.State.Job.Generation)
 	}

@@ -14,8 +14,6 @@ package synchronizer
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -406,11 +404,4 @@ func cronJobOf(obj any) (*batchv1.CronJob, bool) {
 	}
 	cj, ok := obj.(*batchv1.CronJob)
 	return cj, ok
-}
-
-// opID is a short random id that ties together the log lines of one reconcile.
-func opID() string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
