@@ -33,6 +33,7 @@ import (
 
 	"github.com/datajobs/datajobs/bench/internal/benchenv"
 	"github.com/datajobs/datajobs/bench/internal/stats"
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/devenv"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
@@ -214,7 +215,7 @@ func (e *env) dispatch(ctx context.Context) (func(), error) {
 	hooks := &notify.Webhooks{Sender: webhook.NewSender(webhook.Config{}), Store: e.DB}
 	d := notify.New(notify.Config{
 		Channels: map[string]notify.Channel{notify.ChannelEmail: sender, notify.ChannelWebhook: hooks},
-		Targets:  hooks.Targets, Logger: e.log,
+		Targets:  hooks.Targets, Settings: controller.Settings{Logger: e.log},
 	}, e.DB)
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})

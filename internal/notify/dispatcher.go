@@ -3,13 +3,13 @@ package notify
 import (
 	"cmp"
 	"context"
-	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/datajobs/datajobs/internal/backoff"
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
 )
 
@@ -40,10 +40,10 @@ type Config struct {
 	// RetryBase and RetryMax bound the exponential backoff between attempts (defaults
 	// 5s and 10m).
 	RetryBase, RetryMax time.Duration
-	// Interval is how often the outbox is read (default 1s).
-	Interval time.Duration
-	// Workers is the number of webhook messages sent at once (default 8).
-	Workers int
+	// Settings are the dispatcher's loop: Interval, how often the outbox is read
+	// (default 1s); Workers, the webhook messages sent at once (default 8); the clock and
+	// the logger.
+	controller.Settings
 	// EmailWorkers is the number of e-mails sent at once, apart from the webhooks so
 	// that a slow receiver never holds a mail (default 4).
 	EmailWorkers int
@@ -67,10 +67,7 @@ type Config struct {
 	// batches of PruneBatch (default 1000) rows, at most PruneBatches (default 10).
 	PruneEvery               time.Duration
 	PruneBatch, PruneBatches int
-	// Now is the clock (default time.Now).
-	Now     func() time.Time
-	Logger  *slog.Logger
-	Metrics *Metrics
+	Metrics                  *Metrics
 }
 
 // Dispatcher delivers the outbox while its leader term lasts: the leader's maintenance
@@ -113,8 +110,7 @@ func New(cfg Config, db Store) *Dispatcher {
 	cfg.MaxAge = cmp.Or(cfg.MaxAge, MaxAgeDefault)
 	cfg.RetryBase = cmp.Or(cfg.RetryBase, RetryBaseDefault)
 	cfg.RetryMax = cmp.Or(cfg.RetryMax, RetryMaxDefault)
-	cfg.Interval = cmp.Or(cfg.Interval, IntervalDefault)
-	cfg.Workers = cmp.Or(cfg.Workers, WorkersDefault)
+	cfg.Settings = cfg.WithDefaults(WorkersDefault, IntervalDefault)
 	cfg.EmailWorkers = cmp.Or(cfg.EmailWorkers, EmailWorkersDefault)
 	cfg.TeamShare = cmp.Or(cfg.TeamShare, TeamShareDefault)
 	cfg.RateLimit.Messages = cmp.Or(cfg.RateLimit.Messages, RateLimitMessagesDefault)
@@ -124,10 +120,6 @@ func New(cfg Config, db Store) *Dispatcher {
 	cfg.PruneEvery = cmp.Or(cfg.PruneEvery, PruneEveryDefault)
 	cfg.PruneBatch = cmp.Or(cfg.PruneBatch, PruneBatchDefault)
 	cfg.PruneBatches = cmp.Or(cfg.PruneBatches, PruneBatchesDefault)
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	return &Dispatcher{cfg: cfg, db: db, render: renderer{consoleURL: cfg.ConsoleURL}, failing: map[string]string{}}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/devenv"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/notify"
@@ -58,7 +59,7 @@ func (f *fixture) mailTo(mail *devenv.Mailpit, opts ...func(*notify.Config)) {
 	cfg := notify.Config{
 		Channels:   map[string]notify.Channel{notify.ChannelEmail: sender},
 		ConsoleURL: "https://datajobs.example.com", RetryBase: time.Second, RetryMax: time.Minute,
-		Now: func() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.now },
+		Settings: controller.Settings{Now: func() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.now }},
 	}
 	for _, o := range opts {
 		o(&cfg)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/notify"
 	"github.com/datajobs/datajobs/internal/notify/webhook"
@@ -31,7 +32,7 @@ func (f *fixture) withWebhook(statuses string, maxAge time.Duration) func() []te
 	hooks := &notify.Webhooks{Sender: webhook.NewSender(webhook.Config{AllowPrivate: true}), Store: f.db, Keys: keys}
 	f.d = notify.New(notify.Config{
 		Channels: map[string]notify.Channel{notify.ChannelWebhook: hooks}, Targets: hooks.Targets,
-		RetryBase: time.Second, MaxAge: maxAge, Now: func() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.now },
+		RetryBase: time.Second, MaxAge: maxAge, Settings: controller.Settings{Now: func() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.now }},
 	}, f.db)
 	return received
 }

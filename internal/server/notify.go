@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/notify"
 	"github.com/datajobs/datajobs/internal/notify/email"
 	"github.com/datajobs/datajobs/internal/notify/webhook"
@@ -81,7 +82,7 @@ func newDispatcher(cfg Config, db *store.Store, reg prometheus.Registerer) (*not
 	return notify.New(notify.Config{
 		Channels: channels, Targets: hooks.Targets, MaxAge: n.MaxAge,
 		RateLimit:  notify.RateLimit{Messages: n.RateLimit, Window: n.RateWindow},
-		ConsoleURL: cfg.UI.PublicURL, Logger: cfg.Logger, Metrics: notify.NewMetrics(reg),
+		ConsoleURL: cfg.UI.PublicURL, Settings: controller.Settings{Logger: cfg.Logger}, Metrics: notify.NewMetrics(reg),
 		Retention: n.Retention, SuppressFor: n.SuppressionPeriod,
 	}, db), nil
 }
