@@ -81,8 +81,8 @@ func run() error {
 
 	// Deploys, then a no-op pass.
 	s := synchronizer.New(synchronizer.Config{
-		Render:         kube.RenderConfig{Namespace: e.NS, ImageRegistry: "registry.local/datajobs"},
-		ResyncInterval: time.Hour, Logger: slog.New(slog.DiscardHandler),
+		Render:   kube.RenderConfig{Namespace: e.NS, ImageRegistry: "registry.local/datajobs"},
+		Settings: controller.Settings{Interval: time.Hour, Logger: slog.New(slog.DiscardHandler)},
 	}, e.DB, e.Client, nil)
 	before := e.outboxRows(ctx)
 	if rep, err := s.RunOnce(ctx, e.Epoch); err != nil || len(rep.Errors) > 0 {

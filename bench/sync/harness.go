@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/devenv"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
@@ -394,6 +395,6 @@ func (b *bench) syncer(f *fleet, db synchronizer.Store, cs kubernetes.Interface,
 		log = slog.New(slog.DiscardHandler)
 	}
 	return synchronizer.New(synchronizer.Config{
-		Render: f.render, Workers: b.workers, ResyncInterval: resync, Logger: log, Metrics: metrics,
+		Render: f.render, Settings: controller.Settings{Workers: b.workers, Interval: resync, Logger: log}, Metrics: metrics,
 	}, db, cs, nil)
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/importer"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
@@ -49,7 +50,7 @@ func (e *env) snapshot() map[string]snapshot {
 }
 
 func (e *env) synchronizer(dryRun bool) *synchronizer.Synchronizer {
-	return synchronizer.New(synchronizer.Config{Render: e.render, DryRun: dryRun, ResyncInterval: time.Hour}, e.db, e.client, nil)
+	return synchronizer.New(synchronizer.Config{Render: e.render, DryRun: dryRun, Settings: controller.Settings{Interval: time.Hour}}, e.db, e.client, nil)
 }
 
 // pass runs one synchronizer pass; a real one under the synchronizer's lease.

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/datajobs/datajobs/internal/backoff"
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/leader"
@@ -76,8 +77,7 @@ func syncerConfig(cfg Config, builds synchronizer.BuildConfig, keys *secrets.Key
 			Namespace: cfg.Namespace, ImageRegistry: cfg.ImageRegistry, Resources: cfg.Resources, EphemeralStorageLimitBytes: cfg.JobEphemeralStorageBytes,
 			JobServiceAccount: cfg.JobServiceAccount, JobServiceAccountTemplate: cfg.JobServiceAccountTemplate, JobAPIURL: cfg.JobAPIURL, ActiveDeadlineSeconds: job.DefaultTimeout(cfg.Executions.MaxTimeout),
 		},
-		Workers:            cfg.SyncWorkers,
-		ResyncInterval:     cfg.ResyncInterval,
+		Settings:           controller.Settings{Workers: cfg.SyncWorkers, Interval: cfg.ResyncInterval, Logger: cfg.Logger},
 		DryRun:             cfg.SyncMode == SyncDryRun,
 		PruneMaxFraction:   cfg.Safety.PruneMaxFraction,
 		AllowMassPrune:     cfg.Safety.AllowMassPrune,
@@ -85,7 +85,6 @@ func syncerConfig(cfg Config, builds synchronizer.BuildConfig, keys *secrets.Key
 		AcceptRestore:      cfg.Safety.AcceptRestore,
 		StepDownAfter:      stepDownAfter(cfg),
 		PlacementGrace:     synchronizer.PlacementGraceFor(cfg.Executions.MaxTimeout),
-		Logger:             cfg.Logger,
 		Metrics:            metrics,
 	}
 }

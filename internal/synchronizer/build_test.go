@@ -19,6 +19,7 @@ import (
 
 	"github.com/datajobs/datajobs/internal/build"
 	"github.com/datajobs/datajobs/internal/build/buildtest"
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/synchronizer"
 	"github.com/datajobs/datajobs/internal/testenv"
@@ -56,7 +57,7 @@ func newBuildsWith(t testing.TB, registry string, configure func(*synchronizer.C
 	})
 	require.NoError(t, err)
 	cfg := synchronizer.Config{
-		Render: f.render, Workers: 4, ResyncInterval: time.Hour,
+		Render: f.render, Settings: controller.Settings{Workers: 4, Interval: time.Hour},
 		RetryBase: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond,
 		Build: synchronizer.BuildConfig{Builder: lb, Store: f.db, Metrics: bm},
 	}

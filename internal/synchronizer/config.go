@@ -2,9 +2,9 @@ package synchronizer
 
 import (
 	"cmp"
-	"log/slog"
 	"time"
 
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/secrets"
@@ -54,10 +54,12 @@ type Config struct {
 	// AcceptRestore lifts the restore guard (restore.go): the database is taken as it is
 	// although live CronJobs are newer than it, and the next pass re-stamps them.
 	AcceptRestore bool
-	// Workers reconcile that many jobs in parallel (default 16).
-	Workers int
-	// ResyncInterval is the period of the full pass that catches anything missed (default 5m).
-	ResyncInterval time.Duration
+	// Settings are the loop's: Workers reconcile that many jobs in parallel (default 16);
+	// Interval is the period of the full pass that catches anything missed (default 5m);
+	// Now is the clock of every time the synchronizer writes or decides by (the deployed
+	// date of an applied CronJob, when a refusal was made, build backoffs; default
+	// time.Now); Logger receives the synchronizer's logs (default slog.Default()).
+	controller.Settings
 	// PrefetchLimit bounds the states a full pass keeps for the creates it queued
 	// (prefetch.go; default 10,000): the in-flight objects of the queue.
 	PrefetchLimit int
@@ -72,8 +74,6 @@ type Config struct {
 	// RetryBase and RetryMax bound the per-job exponential backoff of failed applies
 	// (default 500ms and 5m).
 	RetryBase, RetryMax time.Duration
-	// Logger receives the synchronizer's logs (default slog.Default()).
-	Logger *slog.Logger
 	// Metrics records telemetry (default: metrics registered nowhere).
 	Metrics *Metrics
 	// Build is the image build stage (build.go); its zero value builds nothing.
@@ -82,9 +82,6 @@ type Config struct {
 	// confirmed (record.go; default 500). They are group commits: a row is written at once
 	// when no write is in flight, with the rows that arrived during the previous one otherwise.
 	RecordBatch int
-	// Now is the clock of every time the synchronizer writes or decides by (the deployed
-	// date of an applied CronJob, when a refusal was made, build backoffs; default time.Now).
-	Now func() time.Time
 	// PlacementGrace is how long a placement that leaves a team's profiles stays admitted
 	// by the chart's -team-nodes policy (placements.go): long enough for every Job made
 	// before the change, whose pods keep the old placement, to end. It must be at least
@@ -102,21 +99,16 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	c.Render = c.Render.WithDefaults()
-	c.Workers = cmp.Or(c.Workers, DefaultWorkers)
+	c.Settings = c.WithDefaults(DefaultWorkers, DefaultResyncInterval)
 	c.PruneMaxFraction = cmp.Or(c.PruneMaxFraction, DefaultPruneMaxFraction)
-	c.ResyncInterval = cmp.Or(c.ResyncInterval, DefaultResyncInterval)
 	c.FullReadInterval = cmp.Or(c.FullReadInterval, time.Hour)
 	c.PrefetchLimit = cmp.Or(c.PrefetchLimit, 10000)
 	c.RetryBase = cmp.Or(c.RetryBase, 500*time.Millisecond)
 	c.RetryMax = cmp.Or(c.RetryMax, 5*time.Minute)
 	c.RecordBatch = cmp.Or(c.RecordBatch, 500)
 	c.PlacementGrace = cmp.Or(c.PlacementGrace, DefaultPlacementGrace)
-	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.Metrics == nil {
 		c.Metrics = NewMetrics(nil)
-	}
-	if c.Now == nil {
-		c.Now = time.Now
 	}
 	return c
 }

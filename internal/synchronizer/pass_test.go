@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/store"
 	"github.com/datajobs/datajobs/internal/synchronizer"
 )
@@ -63,7 +64,7 @@ func TestAPassAppliesAChangeCommittedDuringThePreviousPassAndPrunesADeletedJob(t
 	before := f.deployed("early-job", "late-job", "gone-job", "stays-job")
 	hook := &passHook{Store: f.db}
 	f.wrap = func(synchronizer.Store) synchronizer.Store { return hook }
-	f.startWith(synchronizer.Config{ResyncInterval: 300 * time.Millisecond})
+	f.startWith(synchronizer.Config{Settings: controller.Settings{Interval: 300 * time.Millisecond}})
 	f.eventually(func() bool { return len(hook.passes()) >= 1 }, "a first pass")
 
 	early, late := connect(t, f.dbURL), connect(t, f.dbURL)
@@ -129,7 +130,7 @@ func TestAConvergeBeyondThePrefetchLimitCreatesEveryCronJobOnce(t *testing.T) {
 		defer mu.Unlock()
 		created[cj.Name]++
 	}
-	f.startWith(synchronizer.Config{PrefetchLimit: 3, Workers: 2})
+	f.startWith(synchronizer.Config{PrefetchLimit: 3, Settings: controller.Settings{Workers: 2}})
 	for _, name := range names {
 		f.synced(name)
 	}

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/store"
@@ -375,7 +376,7 @@ func TestChangesMadeWhileAConvergeRunsEndApplied(t *testing.T) {
 			changed <- err
 		})
 	}
-	f.startWith(synchronizer.Config{Workers: 1})
+	f.startWith(synchronizer.Config{Settings: controller.Settings{Workers: 1}})
 	require.NoError(t, <-changed)
 	for _, name := range names {
 		if name != undeployed {

@@ -202,9 +202,9 @@ func (s *Synchronizer) Run(ctx context.Context, epoch int64) error {
 		wg.Go(func() { t.listenTeamOAuth(ctx) })
 	}
 	wg.Go(func() { t.listenProfiles(ctx) })
-	t.queue.Add(resyncKey) // a first pass at once, then every ResyncInterval
+	t.queue.Add(resyncKey) // a first pass at once, then every Interval
 	wg.Go(func() {
-		controller.Every(ctx, s.cfg.ResyncInterval, func() bool { t.queue.Add(resyncKey); return true })
+		controller.Every(ctx, s.cfg.Interval, func() bool { t.queue.Add(resyncKey); return true })
 	})
 	<-ctx.Done()
 	if cause := context.Cause(ctx); errors.Is(cause, ErrAPIServerUnreachable) {

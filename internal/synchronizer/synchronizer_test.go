@@ -76,7 +76,7 @@ func (f *fixture) synchronizer(dryRun bool) *synchronizer.Synchronizer {
 
 // synchronizerWith is the fixture's synchronizer with cfg's guards and mode.
 func (f *fixture) synchronizerWith(cfg synchronizer.Config) *synchronizer.Synchronizer {
-	cfg.Render, cfg.Workers, cfg.ResyncInterval = f.render, cmp.Or(cfg.Workers, 4), cmp.Or(cfg.ResyncInterval, time.Hour)
+	cfg.Render, cfg.Workers, cfg.Interval = f.render, cmp.Or(cfg.Workers, 4), cmp.Or(cfg.Interval, time.Hour)
 	cfg.RetryBase, cfg.RetryMax = 50*time.Millisecond, 500*time.Millisecond
 	var db synchronizer.Store = f.db
 	if f.wrap != nil {

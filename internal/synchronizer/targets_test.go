@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/store"
@@ -38,7 +39,7 @@ func (f *fixture) shardOn(t job.Target, db synchronizer.Store) prometheus.Gather
 	render.Namespace = t.Namespace
 	reg := prometheus.NewRegistry()
 	s := synchronizer.New(synchronizer.Config{
-		Target: t.Name, Render: render, Workers: 4, ResyncInterval: time.Hour,
+		Target: t.Name, Render: render, Settings: controller.Settings{Workers: 4, Interval: time.Hour},
 		RetryBase: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond, Metrics: synchronizer.NewMetrics(reg),
 	}, db, f.client, nil)
 	done := make(chan struct{})

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/secrets"
@@ -42,7 +43,7 @@ func newTeamFixture(t *testing.T) *teamFixture {
 }
 
 func (f *teamFixture) start() {
-	f.startWith(synchronizer.Config{TeamOAuthKeys: f.keys, Logger: slog.New(slog.NewJSONHandler(f.logs, nil))})
+	f.startWith(synchronizer.Config{TeamOAuthKeys: f.keys, Settings: controller.Settings{Logger: slog.New(slog.NewJSONHandler(f.logs, nil))}})
 }
 
 func (f *teamFixture) setCredentials(id, secret string) {

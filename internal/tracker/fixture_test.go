@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/kube"
 	"github.com/datajobs/datajobs/internal/service"
@@ -54,7 +55,7 @@ func newFixture(t testing.TB) *fixture {
 
 // start runs the synchronizer of the fixture's namespace until stop (or the end of the test).
 func (f *fixture) start() {
-	cfg := synchronizer.Config{Render: f.render, Workers: 4, ResyncInterval: time.Hour, RetryBase: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond}
+	cfg := synchronizer.Config{Render: f.render, Settings: controller.Settings{Workers: 4, Interval: time.Hour}, RetryBase: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond}
 	s := synchronizer.New(cfg, f.db, f.client, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

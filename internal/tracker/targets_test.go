@@ -30,7 +30,7 @@ func (f *fixture) runShard(t job.Target) {
 	render.Namespace = t.Namespace
 	view := f.db.Target(t.Name)
 	s := synchronizer.New(synchronizer.Config{
-		Target: t.Name, Render: render, Workers: 4, ResyncInterval: time.Hour,
+		Target: t.Name, Render: render, Settings: controller.Settings{Workers: 4, Interval: time.Hour},
 		RetryBase: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond,
 	}, view, f.client, nil)
 	x := tracker.New(tracker.Config{Namespace: t.Namespace, Settings: controller.Settings{Interval: time.Hour}, StartTimeout: time.Hour}, view, f.client)
