@@ -16,8 +16,8 @@
 // Job's create answered: the CronJob's read and the create) and the benchmark's watch
 // (create answered -> Job seen), with each request of the tracker's client timed, its
 // queue's counts and the waits for a connection of the database pool the API and the
-// leader share, as in a server (pool.go; -db-max-conns of them, 16: serve's default is the
-// larger of 4 and the number of CPUs); -cpuprofile writes a CPU profile of each phase.
+// leader share, as in a server (pool.go; -db-max-conns of them, 16 as serve's default,
+// server.DefaultDBMaxConns); -cpuprofile writes a CPU profile of each phase.
 //
 // The trigger's job has concurrency policy Allow (its runs go side by side: the firer is
 // measured, not the policy); kwok's stages run and complete the pods. It reads
@@ -76,7 +76,7 @@ func run() error {
 	workers := flag.Int("tracker-workers", 0, "the execution tracker's workers (0: its default, tracker.DefaultWorkers)")
 	firerWorkers := flag.Int("firer-workers", 0, "the trigger firer's workers (0: its default, firer.WorkersDefault)")
 	cpuProfile := flag.String("cpuprofile", "", "write CPU profiles of the process to this path's .events and .floor files, for the events and the floor at their rate")
-	maxConns := flag.Int("db-max-conns", 16, "connections of the database pool the API and the leader share (serve's --db-max-conns defaults to the larger of 4 and the number of CPUs)")
+	maxConns := flag.Int("db-max-conns", 16, "connections of the database pool the API and the leader share (serve's --db-max-conns defaults to 16)")
 	flag.Parse()
 	fmt.Printf("machine: %d CPUs, load average at the start %s\n", runtime.NumCPU(), stats.LoadAverage())
 	defer func() { fmt.Printf("load average at the end %s\n", stats.LoadAverage()) }()

@@ -19,10 +19,11 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/datajobs/datajobs/internal/controller"
 	"github.com/datajobs/datajobs/internal/job"
 	"github.com/datajobs/datajobs/internal/store"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Defaults of Config.

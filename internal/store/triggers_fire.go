@@ -148,7 +148,7 @@ func (f *firing) lock(first *pipeline, fence job.Fence, id string) {
 	}, `SELECT `+triggerEventColumns+` FROM job_trigger_event e
 WHERE e.trigger_id = $1::uuid AND e.status = 'pending' ORDER BY e.id
 LIMIT (SELECT CASE WHEN t.spec->'coalesce'->>'mode' = $2 THEN $3::int ELSE $4::int END FROM job_trigger t WHERE t.id = $1::uuid)`,
-		id, trigger.Window, maxEventsPerFiring, runsPerFiring+1)
+		id, trigger.Window, firingLimit(trigger.Window), firingLimit("")) // the trigger's mode is read in the same round trip
 }
 
 // firingLimit is how many pending events a firing of a trigger coalescing in mode reads:
